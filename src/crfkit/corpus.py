@@ -1,0 +1,78 @@
+"""The encoded corpus: flat numpy arrays that the kernels read.
+
+A corpus of ``n`` sequences and ``T`` tokens in all is
+
+* ``seq_ptr`` (n+1, int64): tokens of sequence ``i`` are ``seq_ptr[i]:seq_ptr[i+1]``;
+* ``tok_ptr`` (T+1, int64): attribute entries of token ``t`` are ``tok_ptr[t]:tok_ptr[t+1]``;
+* ``attr`` (nnz, int32): attribute ids (rows of the model's attribute table);
+* ``val`` (nnz, float64): attribute values (1.0 for the usual binary attributes);
+* ``y`` (T, int32): gold label ids, ``-1`` where the label is unknown (tagging).
+
+Attributes that the model does not know are simply absent, so a corpus is always
+valid for the model it was encoded against.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Corpus:
+    seq_ptr: np.ndarray
+    tok_ptr: np.ndarray
+    attr: np.ndarray
+    val: np.ndarray
+    y: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.seq_ptr = np.ascontiguousarray(self.seq_ptr, dtype=np.int64)
+        self.tok_ptr = np.ascontiguousarray(self.tok_ptr, dtype=np.int64)
+        self.attr = np.ascontiguousarray(self.attr, dtype=np.int32)
+        self.val = np.ascontiguousarray(self.val, dtype=np.float64)
+        self.y = np.ascontiguousarray(self.y, dtype=np.int32)
+        if self.tok_ptr[-1] != len(self.attr) or len(self.attr) != len(self.val):
+            raise ValueError("corpus arrays are inconsistent (tok_ptr / attr / val)")
+        if self.seq_ptr[-1] != len(self.y) or len(self.tok_ptr) != len(self.y) + 1:
+            raise ValueError("corpus arrays are inconsistent (seq_ptr / tok_ptr / y)")
+
+    @property
+    def n_sequences(self) -> int:
+        return len(self.seq_ptr) - 1
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.y)
+
+    @property
+    def max_length(self) -> int:
+        return int(np.max(np.diff(self.seq_ptr))) if self.n_sequences else 0
+
+    @property
+    def has_labels(self) -> bool:
+        return bool(len(self.y) == 0 or self.y.min() >= 0)
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.seq_ptr)
+
+    def subset(self, indices) -> "Corpus":
+        """A new corpus holding the given sequences, in the given order."""
+        idx = np.asarray(indices, dtype=np.int64)
+        starts, ends = self.seq_ptr[idx], self.seq_ptr[idx + 1]
+        lens = ends - starts
+        seq_ptr = np.zeros(len(idx) + 1, np.int64)
+        np.cumsum(lens, out=seq_ptr[1:])
+        toks = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(idx) else np.zeros(0, np.int64)
+        a0, a1 = self.tok_ptr[toks], self.tok_ptr[toks + 1]
+        tok_ptr = np.zeros(len(toks) + 1, np.int64)
+        np.cumsum(a1 - a0, out=tok_ptr[1:])
+        ents = np.concatenate([np.arange(s, e) for s, e in zip(a0, a1)]) if len(toks) else np.zeros(0, np.int64)
+        ents = ents.astype(np.int64)
+        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks])
+
+    def sequence_labels(self, i: int) -> np.ndarray:
+        return self.y[self.seq_ptr[i]:self.seq_ptr[i + 1]]
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y))

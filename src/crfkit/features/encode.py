@@ -1,0 +1,189 @@
+"""From attribute lists to the encoded corpus and the feature space.
+
+Input everywhere is a list of sequences; a sequence is a list of tokens; a token
+is a list of attributes, each either a string (value 1.0) or a ``(string,
+value)`` pair, as python-crfsuite takes them.  Labels are lists of strings.
+
+Feature supports:
+
+* ``observed`` (CRFsuite's default): a state feature exists for every
+  (attribute, label) pair seen in training at least ``min_freq`` times, and a
+  transition feature for every label bigram seen in training;
+* ``all`` (CRF++ / Wapiti): every kept attribute with every label, every label
+  pair.
+
+State features are stored CSR by attribute, so ``observed`` costs memory in
+proportion to the pairs that exist, not attributes x labels.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..corpus import Corpus
+from ..errors import DataError
+from ..model import FeatureSpace
+
+SUPPORTS = ("observed", "all")
+
+
+def _flatten(X, name: str = "<data>"):
+    """Flatten attribute lists: (seq_lens, tok_counts, names, values or None)."""
+    seq_lens = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
+    tok_counts = []
+    names: list = []
+    ext = names.extend
+    app = tok_counts.append
+    for seq in X:
+        for tok in seq:
+            app(len(tok))
+            ext(tok)
+    values = None
+    if not all(type(a) is str for a in names):
+        flat_names = []
+        values = np.empty(len(names), dtype=np.float64)
+        for k, a in enumerate(names):
+            if type(a) is str:
+                flat_names.append(a)
+                values[k] = 1.0
+            elif isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str):
+                flat_names.append(a[0])
+                try:
+                    values[k] = float(a[1])
+                except (TypeError, ValueError):
+                    raise DataError(f"attribute {a[0]!r} has a value that is not a number: {a[1]!r}", name) from None
+            else:
+                raise DataError(f"an attribute must be a string or a (string, number) pair, got {a!r}", name)
+        if not np.all(np.isfinite(values)):
+            bad = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise DataError(f"attribute {flat_names[bad]!r} has a non-finite value {values[bad]}", name)
+        names = flat_names
+    return seq_lens, np.asarray(tok_counts, dtype=np.int64), names, values
+
+
+def _ptr(counts: np.ndarray) -> np.ndarray:
+    p = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=p[1:])
+    return p
+
+
+def _label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndarray:
+    flat = [lab for ys in Y for lab in ys]
+    if len(Y) != len(seq_lens):
+        raise DataError(f"{len(seq_lens)} sequences but {len(Y)} label sequences", name)
+    ylens = np.fromiter((len(ys) for ys in Y), dtype=np.int64, count=len(Y))
+    if np.any(ylens != seq_lens):
+        i = int(np.flatnonzero(ylens != seq_lens)[0])
+        raise DataError(f"sequence {i} has {seq_lens[i]} tokens but {ylens[i]} labels", name)
+    if grow:
+        get = label_index.setdefault
+        return np.fromiter((get(lab, len(label_index)) for lab in flat), dtype=np.int32, count=len(flat))
+    get = label_index.get
+    return np.fromiter((get(lab, -1) for lab in flat), dtype=np.int32, count=len(flat))
+
+
+def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: str | None = None,
+          min_freq: float = 0, name: str = "<training data>") -> tuple[FeatureSpace, Corpus]:
+    """Build the feature space from training data and encode that data against it.
+
+    ``min_freq``: features (observed) or attributes (all) seen fewer times are dropped
+    (CRFsuite ``feature.minfreq`` / CRF++ ``-f``).
+    ``transitions``: ``observed`` or ``all``; defaults to ``support``.
+    """
+    if support not in SUPPORTS:
+        raise ValueError(f"feature support must be one of {SUPPORTS}, got {support!r}")
+    transitions = transitions or support
+    if transitions not in SUPPORTS:
+        raise ValueError(f"transitions must be one of {SUPPORTS}, got {transitions!r}")
+    if len(X) == 0:
+        raise DataError("no training sequences", name)
+    seq_lens, tok_counts, names, values = _flatten(X, name)
+    if seq_lens.sum() == 0:
+        raise DataError("training data has no tokens", name)
+    label_index: dict[str, int] = {}
+    y = _label_ids(Y, seq_lens, label_index, grow=True, name=name)
+    L = len(label_index)
+    attr_index: dict[str, int] = {}
+    get = attr_index.setdefault
+    raw = np.fromiter((get(a, len(attr_index)) for a in names), dtype=np.int64, count=len(names))
+    A0 = len(attr_index)
+    ent_label = np.repeat(y, tok_counts).astype(np.int64)
+
+    if support == "observed":
+        keys, counts = np.unique(raw * L + ent_label, return_counts=True)
+        keys = keys[counts >= min_freq]
+        f_attr = keys // L
+        f_label = (keys % L).astype(np.int32)
+        keep_attr = np.zeros(A0, dtype=bool)
+        keep_attr[f_attr] = True
+    else:
+        counts = np.bincount(raw, minlength=A0)
+        keep_attr = counts >= min_freq
+    # new attribute ids in first-occurrence order of the kept ones
+    remap = np.full(A0, -1, dtype=np.int64)
+    kept = np.flatnonzero(keep_attr)
+    remap[kept] = np.arange(len(kept))
+    attributes_all = list(attr_index)
+    attributes = [attributes_all[k] for k in kept]
+    A = len(attributes)
+    if support == "observed":
+        new_attr = remap[f_attr]
+        order = np.lexsort((f_label, new_attr))  # already sorted, kept for safety
+        new_attr, f_label = new_attr[order], f_label[order]
+        attr_ptr = _ptr(np.bincount(new_attr, minlength=A))
+        feat_label = f_label
+    else:
+        attr_ptr = np.arange(A + 1, dtype=np.int64) * L
+        feat_label = np.tile(np.arange(L, dtype=np.int32), A)
+
+    seq_ptr = _ptr(seq_lens)
+    if transitions == "all":
+        trans_index = np.arange(L * L, dtype=np.int32).reshape(L, L)
+    else:
+        starts = np.zeros(len(y), dtype=bool)
+        starts[seq_ptr[:-1][seq_lens > 0]] = True
+        inner = ~starts[1:]
+        pairs = np.unique(y[:-1][inner].astype(np.int64) * L + y[1:][inner])
+        trans_index = np.full((L, L), -1, dtype=np.int32)
+        trans_index.reshape(-1)[pairs] = np.arange(len(pairs), dtype=np.int32)
+
+    labels = [None] * L
+    for lab, k in label_index.items():
+        labels[k] = lab
+    space = FeatureSpace(labels=labels, attributes=attributes, attr_ptr=attr_ptr,
+                         feat_label=feat_label, trans_index=trans_index)
+    ent = remap[raw]
+    corpus = _assemble(seq_ptr, tok_counts, ent, values, y)
+    return space, corpus
+
+
+def _assemble(seq_ptr, tok_counts, ent_attr, values, y) -> Corpus:
+    keep = ent_attr >= 0
+    if keep.all():
+        tok_ptr = _ptr(tok_counts)
+        attr = ent_attr
+        val = values if values is not None else np.ones(len(ent_attr))
+    else:
+        tok_of = np.repeat(np.arange(len(tok_counts)), tok_counts)
+        tok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
+        attr = ent_attr[keep]
+        val = values[keep] if values is not None else np.ones(int(keep.sum()))
+    return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y)
+
+
+def encode(X: Sequence, space: FeatureSpace, Y: Sequence | None = None, *, name: str = "<data>") -> Corpus:
+    """Encode sequences against an existing feature space.
+
+    Attributes the model does not know are dropped; labels it does not know get
+    id -1 (they can still be scored as strings by the metrics).
+    """
+    seq_lens, tok_counts, names, values = _flatten(X, name)
+    index = space.attr_index
+    get = index.get
+    ent = np.fromiter((get(a, -1) for a in names), dtype=np.int64, count=len(names))
+    if Y is not None:
+        y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
+    else:
+        y = np.full(int(seq_lens.sum()), -1, dtype=np.int32)
+    return _assemble(_ptr(seq_lens), tok_counts, ent, values, y)

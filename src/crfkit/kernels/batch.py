@@ -1,0 +1,253 @@
+"""Numba kernels over a whole corpus: objective and gradient, Viterbi, marginals.
+
+Work is split over sequences into chunks (see ``chunk_bounds``) that run on
+numba's thread pool. Each chunk accumulates its gradient into its own row of a
+``(n_chunks, n_features)`` buffer; the rows are summed at the end. With one
+chunk per thread that costs ``threads x n_features`` floats, which is small next
+to the optimizer's own state (L-BFGS keeps ``2m`` vectors of that size).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .chain import (edge_marginal_sum, emissions, forward_backward, gold_score,
+                    transition_matrix, viterbi)
+
+
+def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
+    """Split sequences into ``n_chunks`` contiguous runs of about equal token counts."""
+    n = len(seq_ptr) - 1
+    n_chunks = max(1, min(int(n_chunks), max(n, 1)))
+    total = seq_ptr[-1] - seq_ptr[0]
+    targets = seq_ptr[0] + (np.arange(1, n_chunks) * total) // n_chunks
+    cuts = np.searchsorted(seq_ptr, targets, side="left")
+    bounds = np.concatenate(([0], cuts, [n])).astype(np.int64)
+    return np.maximum.accumulate(np.minimum(bounds, n))
+
+
+@njit(cache=True, nogil=True)
+def _max_len(seq_ptr, s0, s1):
+    m = 0
+    for s in range(s0, s1):
+        d = seq_ptr[s + 1] - seq_ptr[s]
+        if d > m:
+            m = d
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                     w, n_state, trans, expM, tmax, s0, s1, g):
+    """Negative log-likelihood of sequences s0..s1-1; adds its gradient into g."""
+    L = trans.shape[0]
+    for k in range(g.shape[0]):
+        g[k] = 0.0
+    maxT = _max_len(seq_ptr, s0, s1)
+    if maxT == 0:
+        return 0.0
+    score = np.empty((maxT, L))
+    es = np.empty((maxT, L))
+    alpha = np.empty((maxT, L))
+    beta = np.empty((maxT, L))
+    scale = np.empty(maxT)
+    E = np.zeros((L, L))
+    loss = 0.0
+    for s in range(s0, s1):
+        t0 = seq_ptr[s]
+        t1 = seq_ptr[s + 1]
+        T = t1 - t0
+        if T == 0:
+            continue
+        emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, 1.0, score)
+        logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
+        loss += logz - gold_score(score, y, t0, T, trans)
+        edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, E)
+        for t in range(T):
+            for l in range(L):
+                alpha[t, l] *= beta[t, l]
+            alpha[t, y[t0 + t]] -= 1.0
+            if t > 0:
+                E[y[t0 + t - 1], y[t0 + t]] -= 1.0
+        for t in range(T):
+            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                a = attr[e]
+                v = val[e]
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    g[k] += alpha[t, feat_label[k]] * v
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            if k >= 0:
+                g[n_state + k] += E[i, j]
+    return loss
+
+
+@njit(parallel=True, cache=True)
+def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+              w, n_state, bounds, gbuf, g_out):
+    """Sum over the corpus of -log p(y|x); its gradient is written to g_out."""
+    trans = transition_matrix(w, n_state, trans_index)
+    tmax = trans.max()
+    expM = np.exp(trans - tmax)
+    n_chunks = len(bounds) - 1
+    losses = np.zeros(n_chunks)
+    for c in prange(n_chunks):
+        losses[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
+                                     trans_index, w, n_state, trans, expM, tmax,
+                                     bounds[c], bounds[c + 1], gbuf[c])
+    n = g_out.shape[0]
+    for k in prange(n):
+        acc = 0.0
+        for c in range(n_chunks):
+            acc += gbuf[c, k]
+        g_out[k] = acc
+    return losses.sum()
+
+
+@njit(cache=True, nogil=True)
+def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1):
+    L = trans.shape[0]
+    maxT = _max_len(seq_ptr, s0, s1)
+    if maxT == 0:
+        return 0.0
+    score = np.empty((maxT, L))
+    es = np.empty((maxT, L))
+    alpha = np.empty((maxT, L))
+    beta = np.empty((maxT, L))
+    scale = np.empty(maxT)
+    loss = 0.0
+    for s in range(s0, s1):
+        t0 = seq_ptr[s]
+        T = seq_ptr[s + 1] - t0
+        if T == 0:
+            continue
+        emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+        logz = _forward_only(score, T, expM, tmax, es, alpha, scale, trans)
+        loss += logz - gold_score(score, y, t0, T, trans)
+    return loss
+
+
+@njit(cache=True, nogil=True)
+def _forward_only(score, T, expM, tmax, es, alpha, scale, trans):
+    # forward_backward also runs the backward pass; for the loss alone we only
+    # need log Z, so run the same scaled forward recursion without it.
+    L = expM.shape[0]
+    logz = 0.0
+    for t in range(T):
+        m = score[t, 0]
+        for j in range(1, L):
+            if score[t, j] > m:
+                m = score[t, j]
+        s = 0.0
+        if t == 0:
+            for j in range(L):
+                alpha[0, j] = np.exp(score[0, j] - m)
+                s += alpha[0, j]
+            logz += m
+        else:
+            for j in range(L):
+                alpha[t, j] = 0.0
+            for i in range(L):
+                a = alpha[t - 1, i]
+                if a != 0.0:
+                    for j in range(L):
+                        alpha[t, j] += a * expM[i, j]
+            for j in range(L):
+                alpha[t, j] *= np.exp(score[t, j] - m)
+                s += alpha[t, j]
+            logz += m + tmax
+        if not (s > 1e-300) or not np.isfinite(s):
+            return forward_backward(score, T, trans, expM, tmax, es, alpha,
+                                    np.empty_like(alpha), scale)
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+        logz += np.log(s)
+    return logz
+
+
+@njit(parallel=True, cache=True)
+def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds):
+    """Sum over the corpus of -log p(y|x), without the gradient (forward pass only)."""
+    trans = transition_matrix(w, n_state, trans_index)
+    tmax = trans.max()
+    expM = np.exp(trans - tmax)
+    n_chunks = len(bounds) - 1
+    losses = np.zeros(n_chunks)
+    for c in prange(n_chunks):
+        losses[c] = _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w,
+                                trans, expM, tmax, bounds[c], bounds[c + 1])
+    return losses.sum()
+
+
+@njit(parallel=True, cache=True)
+def viterbi_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds, out, path_score):
+    """Best path of every sequence into ``out`` (n_tokens); its score into path_score (n_seq)."""
+    trans = transition_matrix(w, n_state, trans_index)
+    L = trans.shape[0]
+    n_chunks = len(bounds) - 1
+    for c in prange(n_chunks):
+        s0 = bounds[c]
+        s1 = bounds[c + 1]
+        maxT = _max_len(seq_ptr, s0, s1)
+        score = np.empty((max(maxT, 1), L))
+        for s in range(s0, s1):
+            t0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - t0
+            if T == 0:
+                path_score[s] = 0.0
+                continue
+            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            path_score[s] = viterbi(score, T, trans, out, t0)
+
+
+@njit(parallel=True, cache=True)
+def marginals_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds, marg, logz_out):
+    """Node marginals of every token into ``marg`` (n_tokens x L); log Z per sequence into logz_out."""
+    trans = transition_matrix(w, n_state, trans_index)
+    tmax = trans.max()
+    expM = np.exp(trans - tmax)
+    L = trans.shape[0]
+    n_chunks = len(bounds) - 1
+    for c in prange(n_chunks):
+        s0 = bounds[c]
+        s1 = bounds[c + 1]
+        maxT = max(_max_len(seq_ptr, s0, s1), 1)
+        score = np.empty((maxT, L))
+        es = np.empty((maxT, L))
+        alpha = np.empty((maxT, L))
+        beta = np.empty((maxT, L))
+        scale = np.empty(maxT)
+        for s in range(s0, s1):
+            t0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - t0
+            if T == 0:
+                logz_out[s] = 0.0
+                continue
+            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            logz_out[s] = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
+            for t in range(T):
+                for l in range(L):
+                    marg[t0 + t, l] = alpha[t, l] * beta[t, l]
+
+
+@njit(parallel=True, cache=True)
+def path_scores(seq_ptr, tok_ptr, attr, val, labels, attr_ptr, feat_label, trans_index, w, n_state, bounds, out):
+    """Score of the given label path (``labels``, n_tokens) of every sequence."""
+    trans = transition_matrix(w, n_state, trans_index)
+    L = trans.shape[0]
+    n_chunks = len(bounds) - 1
+    for c in prange(n_chunks):
+        s0 = bounds[c]
+        s1 = bounds[c + 1]
+        maxT = max(_max_len(seq_ptr, s0, s1), 1)
+        score = np.empty((maxT, L))
+        for s in range(s0, s1):
+            t0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - t0
+            if T == 0:
+                out[s] = 0.0
+                continue
+            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            out[s] = gold_score(score, labels, t0, T, trans)

@@ -1,0 +1,251 @@
+"""Numba kernels for one linear chain.
+
+Parameter layout (see ``crfkit.model.FeatureSpace``): the weight vector ``w``
+holds the state features first, stored CSR by attribute (features of attribute
+``a`` are ``attr_ptr[a]:attr_ptr[a+1]``, each with its label ``feat_label[k]``),
+then the transition features; ``trans_index[i, j]`` is the position (relative to
+``n_state``) of the weight of label pair ``i -> j`` or -1 when that pair has no
+feature (its score is 0).
+
+Forward-backward runs in the exp domain with per-position scaling: every
+position's emission scores are shifted by their maximum and the transition
+matrix by its maximum before exponentiation, and alpha is renormalised to sum 1
+at each position. The shifts and scales are added back into ``log Z``. This
+keeps the recursions finite for any emission magnitude and for transition
+weights up to several hundred; if a scale still underflows (a probability mass
+below 1e-308 in every state), the chain is recomputed in the log domain.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_NOPY = dict(cache=True, nogil=True)
+
+
+@njit(**_NOPY)
+def transition_matrix(w, n_state, trans_index):
+    """Dense L x L transition scores from the weight vector."""
+    L = trans_index.shape[0]
+    out = np.zeros((L, L))
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            if k >= 0:
+                out[i, j] = w[n_state + k]
+    return out
+
+
+@njit(**_NOPY)
+def emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, scale, out):
+    """out[t - t0, l] = scale * sum of state-feature weights firing at token t for label l."""
+    L = out.shape[1]
+    for t in range(t0, t1):
+        r = t - t0
+        for l in range(L):
+            out[r, l] = 0.0
+        for e in range(tok_ptr[t], tok_ptr[t + 1]):
+            a = attr[e]
+            v = val[e] * scale
+            for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                out[r, feat_label[k]] += w[k] * v
+
+
+@njit(**_NOPY)
+def _logsumexp(x):
+    m = -np.inf
+    for v in x:
+        if v > m:
+            m = v
+    if m == -np.inf:
+        return m
+    s = 0.0
+    for v in x:
+        s += np.exp(v - m)
+    return m + np.log(s)
+
+
+@njit(**_NOPY)
+def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
+    """Scaled forward-backward on the first T rows of ``score``.
+
+    Inputs: ``score`` (>=T x L) emission scores, ``trans`` (L x L) transition
+    scores, ``expM = exp(trans - tmax)``.  Work/output arrays (>= T x L): ``es``
+    receives exp(score - rowmax), ``alpha`` and ``beta`` the scaled messages
+    (node marginal = alpha * beta), ``scale`` (>=T) the per-position scale
+    factors.  Returns log Z.  Falls back to the log domain if scaling fails; the
+    outputs then have the same meaning (alpha*beta = marginals, and edge
+    marginals computed by ``edge_marginal_sum`` remain correct because the
+    fallback fills ``es``, ``alpha``, ``beta``, ``scale`` consistently).
+    """
+    L = trans.shape[0]
+    logz = 0.0
+    ok = True
+    for t in range(T):
+        m = score[t, 0]
+        for j in range(1, L):
+            if score[t, j] > m:
+                m = score[t, j]
+        for j in range(L):
+            es[t, j] = np.exp(score[t, j] - m)
+        if t == 0:
+            s = 0.0
+            for j in range(L):
+                alpha[0, j] = es[0, j]
+                s += es[0, j]
+            logz += m
+        else:
+            for j in range(L):
+                alpha[t, j] = 0.0
+            for i in range(L):
+                a = alpha[t - 1, i]
+                if a != 0.0:
+                    for j in range(L):
+                        alpha[t, j] += a * expM[i, j]
+            s = 0.0
+            for j in range(L):
+                alpha[t, j] *= es[t, j]
+                s += alpha[t, j]
+            logz += m + tmax
+        if not (s > 1e-300) or not np.isfinite(s):
+            ok = False
+            break
+        scale[t] = s
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+        logz += np.log(s)
+    if not ok:
+        return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    tmp = np.empty(L)
+    for t in range(T - 2, -1, -1):
+        inv = 1.0 / scale[t + 1]
+        for j in range(L):
+            tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
+        for i in range(L):
+            acc = 0.0
+            for j in range(L):
+                acc += expM[i, j] * tmp[j]
+            beta[t, i] = acc
+    return logz
+
+
+@njit(**_NOPY)
+def _forward_backward_log(score, T, trans, es, alpha, beta, scale):
+    """Log-domain forward-backward, used only when scaling underflows.
+
+    On return the arrays are filled so that alpha[t]*beta[t] are the node
+    marginals and ``edge_marginal_sum`` with ``expM = exp(trans)`` computes the
+    edge marginals: we store alpha = exp(la - logZ_t) normalised per position,
+    es = 1 and fold the emission terms into beta.  Edge marginals for this
+    rare path are computed directly by ``_edge_log`` instead.
+    """
+    L = trans.shape[0]
+    la = np.empty((T, L))
+    lb = np.empty((T, L))
+    buf = np.empty(L)
+    for j in range(L):
+        la[0, j] = score[0, j]
+    for t in range(1, T):
+        for j in range(L):
+            for i in range(L):
+                buf[i] = la[t - 1, i] + trans[i, j]
+            la[t, j] = _logsumexp(buf) + score[t, j]
+    logz = _logsumexp(la[T - 1])
+    for j in range(L):
+        lb[T - 1, j] = 0.0
+    for t in range(T - 2, -1, -1):
+        for i in range(L):
+            for j in range(L):
+                buf[j] = trans[i, j] + score[t + 1, j] + lb[t + 1, j]
+            lb[t, i] = _logsumexp(buf)
+    # Encode as scaled quantities: alpha[t] normalised, beta[t] such that
+    # alpha*beta = marginals; scale[t] = -1 flags the log-domain result.
+    for t in range(T):
+        for j in range(L):
+            alpha[t, j] = np.exp(la[t, j] + lb[t, j] - logz)
+            beta[t, j] = 1.0
+            es[t, j] = la[t, j]  # keep log-alpha for _edge_log
+        scale[t] = -1.0
+    return logz
+
+
+@njit(**_NOPY)
+def edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, out):
+    """Add sum_t p(y_{t-1}=i, y_t=j) over t=1..T-1 into ``out`` (L x L)."""
+    L = expM.shape[0]
+    if T < 2:
+        return
+    if scale[0] < 0.0:
+        # log-domain fallback: es holds log-alpha; recompute log-beta
+        lb = np.empty((T, L))
+        buf = np.empty(L)
+        for j in range(L):
+            lb[T - 1, j] = 0.0
+        for t in range(T - 2, -1, -1):
+            for i in range(L):
+                for j in range(L):
+                    buf[j] = trans[i, j] + score[t + 1, j] + lb[t + 1, j]
+                lb[t, i] = _logsumexp(buf)
+        for t in range(1, T):
+            for i in range(L):
+                for j in range(L):
+                    out[i, j] += np.exp(es[t - 1, i] + trans[i, j] + score[t, j] + lb[t, j] - logz)
+        return
+    acc = np.zeros((L, L))
+    tmp = np.empty(L)
+    for t in range(1, T):
+        inv = 1.0 / scale[t]
+        for j in range(L):
+            tmp[j] = es[t, j] * beta[t, j] * inv
+        for i in range(L):
+            a = alpha[t - 1, i]
+            for j in range(L):
+                acc[i, j] += a * tmp[j]
+    for i in range(L):
+        for j in range(L):
+            out[i, j] += acc[i, j] * expM[i, j]
+
+
+@njit(**_NOPY)
+def gold_score(score, y, t0, T, trans):
+    s = 0.0
+    for t in range(T):
+        s += score[t, y[t0 + t]]
+        if t > 0:
+            s += trans[y[t0 + t - 1], y[t0 + t]]
+    return s
+
+
+@njit(**_NOPY)
+def viterbi(score, T, trans, out, o0):
+    """Best label path of the first T rows of ``score``; written to out[o0:o0+T]. Returns its score."""
+    L = trans.shape[0]
+    delta = np.empty((T, L))
+    back = np.empty((T, L), dtype=np.int32)
+    for j in range(L):
+        delta[0, j] = score[0, j]
+    for t in range(1, T):
+        for j in range(L):
+            best = -np.inf
+            arg = 0
+            for i in range(L):
+                v = delta[t - 1, i] + trans[i, j]
+                if v > best:
+                    best = v
+                    arg = i
+            delta[t, j] = best + score[t, j]
+            back[t, j] = arg
+    best = -np.inf
+    arg = 0
+    for j in range(L):
+        if delta[T - 1, j] > best:
+            best = delta[T - 1, j]
+            arg = j
+    out[o0 + T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = back[t, arg]
+        out[o0 + t - 1] = arg
+    return best

@@ -1,0 +1,140 @@
+"""Per-example oracle and sparse gradient application (for stochastic optimizers).
+
+The stochastic methods keep the weights as ``w = beta * v`` so that the L2
+shrinkage ``w <- (1 - eta*l2) w`` is a change of the scalar ``beta`` only.  For
+one sequence the oracle returns its loss, node marginals (T x L) and summed
+edge marginals (L x L) at ``w = beta * v``; the sequence's gradient is never
+made dense: :func:`apply_gradient` adds ``coef * grad_i`` to ``v`` touching only
+the state features of the attributes that occur in the sequence and the
+transition features.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .chain import edge_marginal_sum, emissions, forward_backward, gold_score
+
+_NOPY = dict(cache=True, nogil=True)
+
+
+@njit(**_NOPY)
+def scaled_transitions(v, beta, n_state, trans_index):
+    L = trans_index.shape[0]
+    out = np.zeros((L, L))
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            if k >= 0:
+                out[i, j] = beta * v[n_state + k]
+    return out
+
+
+@njit(**_NOPY)
+def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                    v, beta, n_state, i, node, edge):
+    """Loss -log p(y_i|x_i) at w = beta*v; node marginals into node[:T], summed edge marginals into edge.
+
+    ``node`` must have at least T rows; ``edge`` (L x L) is overwritten.
+    """
+    L = trans_index.shape[0]
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    T = t1 - t0
+    for a in range(L):
+        for b in range(L):
+            edge[a, b] = 0.0
+    if T == 0:
+        return 0.0
+    trans = scaled_transitions(v, beta, n_state, trans_index)
+    tmax = trans.max()
+    expM = np.exp(trans - tmax)
+    score = np.empty((T, L))
+    es = np.empty((T, L))
+    beta_m = np.empty((T, L))
+    scale = np.empty(T)
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    logz = forward_backward(score, T, trans, expM, tmax, es, node, beta_m, scale)
+    edge_marginal_sum(T, expM, es, node, beta_m, scale, score, trans, logz, edge)
+    for t in range(T):
+        for l in range(L):
+            node[t, l] *= beta_m[t, l]
+    return logz - gold_score(score, y, t0, T, trans)
+
+
+@njit(**_NOPY)
+def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                   n_state, i, node, edge, coef, v):
+    """v += coef * grad_i, where grad_i is the gradient of -log p(y_i|x_i) given by its marginals.
+
+    Touches only the state features of attributes that occur in sequence i and
+    the transition features. To take a step ``w -= eta * grad_i`` on
+    ``w = beta * v`` pass ``coef = -eta / beta``.
+    """
+    L = trans_index.shape[0]
+    t0 = seq_ptr[i]
+    T = seq_ptr[i + 1] - t0
+    for t in range(T):
+        yt = y[t0 + t]
+        for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+            a = attr[e]
+            c = coef * val[e]
+            for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                l = feat_label[k]
+                p = node[t, l]
+                if l == yt:
+                    p -= 1.0
+                v[k] += c * p
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                v[n_state + k] += coef * edge[a, b]
+    for t in range(1, T):
+        k = trans_index[y[t0 + t - 1], y[t0 + t]]
+        if k >= 0:
+            v[n_state + k] -= coef
+
+
+@njit(**_NOPY)
+def touched_features(seq_ptr, tok_ptr, attr, attr_ptr, i, out):
+    """Write the state-feature indices touched by sequence i into ``out``; return how many (with repeats)."""
+    n = 0
+    for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+        a = attr[e]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            out[n] = k
+            n += 1
+    return n
+
+
+class ScaledWeights:
+    """Weights kept as ``w = beta * v`` so that L2 shrinkage is O(1).
+
+    ``shrink(f)`` multiplies every weight by ``f`` by changing ``beta``; when
+    beta gets small it is folded back into ``v`` (O(d), rarely) to keep the
+    arithmetic well conditioned.
+    """
+
+    FOLD_BELOW = 1e-9
+
+    def __init__(self, w0: np.ndarray):
+        self.v = np.array(w0, dtype=np.float64, copy=True)
+        self.beta = 1.0
+
+    def shrink(self, factor: float) -> None:
+        if factor <= 0.0:
+            raise ValueError("shrink factor must be positive (step size too large for the L2 term)")
+        self.beta *= factor
+        if self.beta < self.FOLD_BELOW:
+            self.fold()
+
+    def fold(self) -> None:
+        self.v *= self.beta
+        self.beta = 1.0
+
+    def dense(self) -> np.ndarray:
+        return self.beta * self.v
+
+    def squared_norm(self) -> float:
+        return float(self.beta * self.beta * np.dot(self.v, self.v))

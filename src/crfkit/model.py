@@ -1,0 +1,335 @@
+"""The parameter layout, the trained model, tagging, and the model file.
+
+Layout of the weight vector ``w`` (length ``n_features``):
+
+* state features, ``w[0:n_state]``, CSR by attribute: features of attribute
+  ``a`` are ``attr_ptr[a]:attr_ptr[a+1]``, feature ``k`` is for label
+  ``feat_label[k]``;
+* transition features, ``w[n_state:]``: ``trans_index[i, j]`` is the offset of
+  the weight of label pair ``i -> j``, or -1 when the pair has no feature.
+
+Model file (version 1): ``MAGIC``, a little-endian uint32 header length, a UTF-8
+JSON header, then the payload: each array zlib-compressed, laid out as the
+header's ``arrays`` table says.  The header carries a SHA-256 of the payload so
+that a truncated or corrupted file is detected on load.  Nothing is unpickled.
+Only non-zero weights are stored.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+
+from .errors import DataError, ModelError
+
+MAGIC = b"CRFKIT\x00M"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class FeatureSpace:
+    labels: list[str]
+    attributes: list[str]
+    attr_ptr: np.ndarray
+    feat_label: np.ndarray
+    trans_index: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.attr_ptr = np.ascontiguousarray(self.attr_ptr, dtype=np.int64)
+        self.feat_label = np.ascontiguousarray(self.feat_label, dtype=np.int32)
+        self.trans_index = np.ascontiguousarray(self.trans_index, dtype=np.int32)
+        L = len(self.labels)
+        if self.trans_index.shape != (L, L):
+            raise ValueError("trans_index must be L x L")
+        if len(self.attr_ptr) != len(self.attributes) + 1 or self.attr_ptr[-1] != len(self.feat_label):
+            raise ValueError("attr_ptr does not match attributes / feat_label")
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.labels)
+
+    @property
+    def n_attributes(self) -> int:
+        return len(self.attributes)
+
+    @property
+    def n_state(self) -> int:
+        return len(self.feat_label)
+
+    @cached_property
+    def n_trans(self) -> int:
+        return int((self.trans_index >= 0).sum())
+
+    @property
+    def n_features(self) -> int:
+        return self.n_state + self.n_trans
+
+    @cached_property
+    def attr_index(self) -> dict[str, int]:
+        return {a: i for i, a in enumerate(self.attributes)}
+
+    @cached_property
+    def label_index(self) -> dict[str, int]:
+        return {lab: i for i, lab in enumerate(self.labels)}
+
+    def feature_attr(self) -> np.ndarray:
+        """Attribute id of every state feature."""
+        return np.repeat(np.arange(self.n_attributes, dtype=np.int64), np.diff(self.attr_ptr))
+
+    def prune(self, w: np.ndarray) -> tuple["FeatureSpace", np.ndarray]:
+        """The space restricted to features with non-zero weight (and attributes that keep one)."""
+        ns = self.n_state
+        keep = w[:ns] != 0
+        fa = self.feature_attr()[keep]
+        counts = np.bincount(fa, minlength=self.n_attributes)
+        live = np.flatnonzero(counts)
+        attr_ptr = np.zeros(len(live) + 1, np.int64)
+        np.cumsum(counts[live], out=attr_ptr[1:])
+        L = self.n_labels
+        ti = np.full((L, L), -1, np.int32)
+        tw = []
+        for i in range(L):
+            for j in range(L):
+                k = self.trans_index[i, j]
+                if k >= 0 and w[ns + k] != 0:
+                    ti[i, j] = len(tw)
+                    tw.append(w[ns + k])
+        space = FeatureSpace(labels=list(self.labels), attributes=[self.attributes[a] for a in live],
+                             attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti)
+        return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64)])
+
+
+def _atomic_write(path: str | os.PathLike, data_chunks: Sequence[bytes]) -> None:
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".crfkit", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for c in data_chunks:
+                f.write(c)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [s.encode("utf-8") for s in strings]
+    lens = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), lens
+
+
+def _unpack_strings(blob: np.ndarray, lens: np.ndarray) -> list[str]:
+    raw = blob.tobytes()
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    return [raw[s:e].decode("utf-8") for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def _small_int(a: np.ndarray) -> np.ndarray:
+    """Store integer arrays in the narrowest unsigned type that holds them."""
+    if a.size == 0 or a.min() < 0:
+        return a
+    m = int(a.max())
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if m <= np.iinfo(dt).max:
+            return a.astype(dt)
+    return a
+
+
+@dataclass
+class CRFModel:
+    """A trained linear-chain CRF: feature space, weights and metadata."""
+
+    space: FeatureSpace
+    weights: np.ndarray
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.weights = np.ascontiguousarray(self.weights, dtype=np.float64)
+        if len(self.weights) != self.space.n_features:
+            raise ValueError(f"{len(self.weights)} weights for {self.space.n_features} features")
+
+    # ------------------------------------------------------------------ tagging
+    @property
+    def labels(self) -> list[str]:
+        return self.space.labels
+
+    def encode(self, X, Y=None, name: str = "<data>"):
+        from .features.encode import encode
+        return encode(X, self.space, Y, name=name)
+
+    def _args(self):
+        s = self.space
+        return s.attr_ptr, s.feat_label, s.trans_index, self.weights, s.n_state
+
+    def viterbi(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus."""
+        from .kernels.batch import chunk_bounds, viterbi_all
+        from .parallel import n_chunks
+        out = np.zeros(corpus.n_tokens, dtype=np.int32)
+        ps = np.zeros(corpus.n_sequences)
+        if corpus.n_tokens:
+            b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, corpus.n_sequences, per_thread=4))
+            viterbi_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b, out, ps)
+        return out, ps
+
+    def marginals(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Node marginals (n_tokens x L) and log Z per sequence."""
+        from .kernels.batch import chunk_bounds, marginals_all
+        from .parallel import n_chunks
+        marg = np.zeros((corpus.n_tokens, self.space.n_labels))
+        logz = np.zeros(corpus.n_sequences)
+        if corpus.n_tokens:
+            b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, corpus.n_sequences, per_thread=4))
+            marginals_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b, marg, logz)
+        return marg, logz
+
+    def _split(self, corpus, ids: np.ndarray) -> list[list[str]]:
+        labels = self.space.labels
+        names = [labels[i] for i in ids.tolist()]
+        p = corpus.seq_ptr.tolist()
+        return [names[p[i]:p[i + 1]] for i in range(len(p) - 1)]
+
+    def tag(self, X, threads: int | None = None) -> list[list[str]]:
+        """Viterbi labels for a list of attribute sequences."""
+        corpus = self.encode(X)
+        ids, _ = self.viterbi(corpus, threads)
+        return self._split(corpus, ids)
+
+    def tag_with_probability(self, X, threads: int | None = None):
+        """Viterbi labels, the probability of each best path, and node marginals."""
+        corpus = self.encode(X)
+        ids, ps = self.viterbi(corpus, threads)
+        marg, logz = self.marginals(corpus, threads)
+        return self._split(corpus, ids), np.exp(ps - logz), marg, corpus
+
+    def sequence_probability(self, X, Y, threads: int | None = None) -> np.ndarray:
+        """p(y|x) of the given label sequences."""
+        from .kernels.batch import chunk_bounds, path_scores
+        from .parallel import n_chunks
+        corpus = self.encode(X, Y)
+        if (corpus.y < 0).any():
+            bad = int(np.flatnonzero(corpus.y < 0)[0])
+            lab = [lab for ys in Y for lab in ys][bad]
+            raise DataError(f"label {lab!r} is not a label of this model ({len(self.labels)} labels)")
+        b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, corpus.n_sequences, per_thread=4))
+        sc = np.zeros(corpus.n_sequences)
+        path_scores(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y, *self._args(), b, sc)
+        _, logz = self.marginals(corpus, threads)
+        return np.exp(sc - logz)
+
+    # ---------------------------------------------------------- introspection
+    @property
+    def n_active(self) -> int:
+        return int(np.count_nonzero(self.weights))
+
+    def state_features(self) -> dict[tuple[str, str], float]:
+        s = self.space
+        fa = s.feature_attr()
+        return {(s.attributes[a], s.labels[l]): float(w)
+                for a, l, w in zip(fa.tolist(), s.feat_label.tolist(), self.weights[:s.n_state].tolist())}
+
+    def transition_features(self) -> dict[tuple[str, str], float]:
+        s = self.space
+        out = {}
+        for i in range(s.n_labels):
+            for j in range(s.n_labels):
+                k = s.trans_index[i, j]
+                if k >= 0:
+                    out[(s.labels[i], s.labels[j])] = float(self.weights[s.n_state + k])
+        return out
+
+    def top_features(self, k: int = 20) -> list[tuple[str, str, float]]:
+        s = self.space
+        w = self.weights[:s.n_state]
+        idx = np.argsort(-np.abs(w), kind="stable")[:k]
+        fa = s.feature_attr()
+        return [(s.attributes[fa[i]], s.labels[s.feat_label[i]], float(w[i])) for i in idx]
+
+    # --------------------------------------------------------------- file I/O
+    def save(self, path: str | os.PathLike) -> int:
+        """Write the model (non-zero weights only) atomically; returns the file size in bytes."""
+        space, w = self.space.prune(self.weights)
+        blob, lens = _pack_strings(space.attributes)
+        lblob, llens = _pack_strings(space.labels)
+        arrays = {
+            "attr_blob": blob, "attr_lens": _small_int(lens),
+            "label_blob": lblob, "label_lens": _small_int(llens),
+            "attr_nfeat": _small_int(np.diff(space.attr_ptr)),
+            "feat_label": _small_int(space.feat_label),
+            "trans_index": space.trans_index.astype(np.int32),
+            "weights": w,
+        }
+        table = {}
+        payload = []
+        off = 0
+        for name, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            comp = zlib.compress(a.tobytes(), 6)
+            table[name] = {"dtype": a.dtype.str, "shape": list(a.shape), "offset": off, "nbytes": len(comp)}
+            payload.append(comp)
+            off += len(comp)
+        body = b"".join(payload)
+        header = {
+            "format": "crfkit-model", "format_version": FORMAT_VERSION,
+            "n_labels": space.n_labels, "n_attributes": space.n_attributes,
+            "n_state": space.n_state, "n_trans": space.n_trans,
+            "arrays": table, "payload_sha256": hashlib.sha256(body).hexdigest(),
+            "meta": self.meta,
+        }
+        hb = json.dumps(header, sort_keys=True).encode("utf-8")
+        _atomic_write(path, [MAGIC, struct.pack("<I", len(hb)), hb, body])
+        return len(MAGIC) + 4 + len(hb) + len(body)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "CRFModel":
+        path = os.fspath(path)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ModelError(f"{path}: cannot read model file: {e.strerror}") from None
+        if data[:len(MAGIC)] != MAGIC:
+            raise ModelError(f"{path}: not a crfkit model file (bad magic bytes)")
+        try:
+            (hl,) = struct.unpack_from("<I", data, len(MAGIC))
+            hstart = len(MAGIC) + 4
+            header = json.loads(data[hstart:hstart + hl].decode("utf-8"))
+        except (struct.error, UnicodeDecodeError, json.JSONDecodeError):
+            raise ModelError(f"{path}: model header is truncated or corrupted") from None
+        ver = header.get("format_version")
+        if not isinstance(ver, int) or ver > FORMAT_VERSION:
+            raise ModelError(f"{path}: model format version {ver} is newer than this crfkit reads "
+                             f"(up to {FORMAT_VERSION}); upgrade crfkit")
+        body = data[hstart + hl:]
+        if hashlib.sha256(body).hexdigest() != header.get("payload_sha256"):
+            raise ModelError(f"{path}: model file is truncated or corrupted (checksum mismatch)")
+        arrays = {}
+        try:
+            for name, spec in header["arrays"].items():
+                raw = zlib.decompress(body[spec["offset"]:spec["offset"] + spec["nbytes"]])
+                arrays[name] = np.frombuffer(raw, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"])
+        except (KeyError, zlib.error, ValueError, TypeError) as e:
+            raise ModelError(f"{path}: model payload is corrupted ({e})") from None
+        attr_ptr = np.zeros(len(arrays["attr_nfeat"]) + 1, np.int64)
+        np.cumsum(arrays["attr_nfeat"], out=attr_ptr[1:])
+        space = FeatureSpace(
+            labels=_unpack_strings(arrays["label_blob"], arrays["label_lens"]),
+            attributes=_unpack_strings(arrays["attr_blob"], arrays["attr_lens"]),
+            attr_ptr=attr_ptr, feat_label=arrays["feat_label"].astype(np.int32),
+            trans_index=arrays["trans_index"])
+        return cls(space=space, weights=arrays["weights"].copy(), meta=header.get("meta", {}))

@@ -1,0 +1,163 @@
+"""The training objective (one definition, everywhere)::
+
+    f(w) = (1/n) * sum_i -log p(y_i | x_i, w) + (l2/2) * ||w||^2 + l1 * ||w||_1
+
+with ``n`` the number of training sequences.  CRFsuite writes the same problem
+as ``sum_i nll_i + c1 ||w||_1 + c2 ||w||^2`` and Wapiti as
+``sum_i nll_i + rho1 ||w||_1 + (rho2/2) ||w||^2``; :func:`regularization`
+converts, and :meth:`Objective.to_crfsuite` gives a value in CRFsuite's units
+(``n * f``).
+
+The full-batch value and gradient run over sequences on all numba threads;
+the per-example oracle (:meth:`Objective.oracle`) is what stochastic
+optimizers call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .corpus import Corpus
+from .errors import DataError
+from .kernels import batch, oracle as _oracle
+from .model import FeatureSpace
+from .parallel import n_chunks
+
+
+@dataclass(frozen=True)
+class Regularization:
+    l1: float = 0.0
+    l2: float = 0.0
+
+    def crfsuite(self, n: int) -> tuple[float, float]:
+        """(c1, c2) of CRFsuite's sum form for n training sequences."""
+        return self.l1 * n, self.l2 * n / 2.0
+
+    def wapiti(self, n: int) -> tuple[float, float]:
+        """(rho1, rho2) of Wapiti's sum form for n training sequences."""
+        return self.l1 * n, self.l2 * n
+
+
+def regularization(n: int, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None) -> Regularization:
+    """Convert one of the three conventions to ours; at most one per term.
+
+    ``c2`` (CRFsuite): ``l2 = 2*c2/n``; ``rho2`` (Wapiti): ``l2 = rho2/n``;
+    ``c1`` and ``rho1``: ``l1 = c1/n``.  With nothing given: CRFsuite's default
+    ``c2 = 1``.
+    """
+    if n <= 0:
+        raise ValueError("need at least one training sequence")
+    two = [x is not None for x in (l2, c2, rho2)]
+    one = [x is not None for x in (l1, c1, rho1)]
+    if sum(two) > 1 or sum(one) > 1:
+        raise ValueError("give the L2 (and L1) strength in one convention only: l2 | c2 | rho2, l1 | c1 | rho1")
+    if l2 is not None:
+        L2 = float(l2)
+    elif c2 is not None:
+        L2 = 2.0 * float(c2) / n
+    elif rho2 is not None:
+        L2 = float(rho2) / n
+    else:
+        L2 = 2.0 / n if not any(one) else 0.0
+    if l1 is not None:
+        L1 = float(l1)
+    elif c1 is not None:
+        L1 = float(c1) / n
+    elif rho1 is not None:
+        L1 = float(rho1) / n
+    else:
+        L1 = 0.0
+    if L1 < 0 or L2 < 0 or not np.isfinite(L1) or not np.isfinite(L2):
+        raise ValueError("regularization strengths must be finite and non-negative")
+    return Regularization(l1=L1, l2=L2)
+
+
+class Objective:
+    """f(w) and its gradient over an encoded, labelled corpus."""
+
+    def __init__(self, corpus: Corpus, space: FeatureSpace, reg: Regularization = Regularization(),
+                 threads: int | None = None):
+        if corpus.n_sequences == 0:
+            raise DataError("no training sequences")
+        if (corpus.y < 0).any() or (corpus.y >= space.n_labels).any():
+            raise DataError("training corpus has tokens without a known label")
+        self.corpus = corpus
+        self.space = space
+        self.reg = reg
+        self.n = corpus.n_sequences
+        self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
+        self._gbuf = None
+        self.n_full = 0          # full evaluations (value, or value + gradient)
+        self.n_oracle = 0        # single-example oracle calls
+
+    @property
+    def n_features(self) -> int:
+        return self.space.n_features
+
+    @property
+    def effective_passes(self) -> float:
+        return self.n_full + self.n_oracle / self.n
+
+    def _args(self):
+        c, s = self.corpus, self.space
+        return c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index
+
+    def nll_sum_grad(self, w: np.ndarray, g_out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """sum_i -log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser)."""
+        if self._gbuf is None:
+            self._gbuf = np.empty((len(self.bounds) - 1, self.n_features))
+        g = np.empty(self.n_features) if g_out is None else g_out
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        v = batch.loss_grad(*self._args(), w, self.space.n_state, self.bounds, self._gbuf, g)
+        self.n_full += 1
+        return float(v), g
+
+    def nll_sum(self, w: np.ndarray) -> float:
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        self.n_full += 1
+        return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds))
+
+    def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        """f(w) and the gradient of its smooth part (the L1 term is left to OWL-QN and friends)."""
+        v, g = self.nll_sum_grad(w)
+        g /= self.n
+        f = v / self.n
+        if self.reg.l2:
+            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
+            g += self.reg.l2 * w
+        if self.reg.l1:
+            f += self.reg.l1 * float(np.abs(w).sum())
+        return f, g
+
+    def value(self, w: np.ndarray) -> float:
+        f = self.nll_sum(w) / self.n
+        if self.reg.l2:
+            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
+        if self.reg.l1:
+            f += self.reg.l1 * float(np.abs(w).sum())
+        return f
+
+    def to_crfsuite(self, f: float) -> float:
+        """The objective in CRFsuite's units: sum_i nll_i + c1|w|_1 + c2|w|^2 = n * f."""
+        return f * self.n
+
+    # ------------------------------------------------------ per-example oracle
+    def oracle(self, i: int, v: np.ndarray, beta: float = 1.0,
+               node: np.ndarray | None = None, edge: np.ndarray | None = None):
+        """Loss of sequence i at w = beta*v, its node marginals (T x L) and summed edge marginals (L x L)."""
+        L = self.space.n_labels
+        T = int(self.corpus.seq_ptr[i + 1] - self.corpus.seq_ptr[i])
+        if node is None or node.shape[0] < T:
+            node = np.empty((T, L))
+        if edge is None:
+            edge = np.empty((L, L))
+        loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge)
+        self.n_oracle += 1
+        return float(loss), node[:T], edge
+
+    def apply_gradient(self, i: int, node: np.ndarray, edge: np.ndarray, coef: float, v: np.ndarray) -> None:
+        """v += coef * grad of -log p(y_i|x_i), sparsely (see kernels.oracle.apply_gradient)."""
+        c, s = self.corpus, self.space
+        _oracle.apply_gradient(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+                               s.trans_index, s.n_state, int(i), node, edge, float(coef), v)

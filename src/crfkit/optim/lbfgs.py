@@ -1,0 +1,228 @@
+"""Limited-memory BFGS with a strong-Wolfe line search.
+
+Written to be reused by OWL-QN: the two-loop recursion and the line search are
+separate functions, and the driver takes the objective as a callable returning
+``(f, g)``.
+
+Stopping rules (any of them ends the run):
+
+* ``epsilon``: ``||g||_2 / max(1, ||x||_2) < epsilon`` (CRFsuite / liblbfgs);
+* ``delta`` over ``period``: ``(f_{k-period} - f_k) / f_k < delta`` (CRFsuite);
+* ``gtol``: ``||g||_inf <= gtol``;
+* ``max_iterations``;
+* ``stop_value``: ``f <= stop_value`` (used to time how long reaching a given
+  objective takes);
+* the callback returning True.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+FG = Callable[[np.ndarray], tuple[float, np.ndarray]]
+
+
+@dataclass
+class LbfgsResult:
+    x: np.ndarray
+    f: float
+    g: np.ndarray
+    iterations: int
+    n_evals: int
+    status: str          # converged | delta | gtol | max_iterations | stop_value | callback | linesearch_failed | interrupted
+    message: str
+    history: list = field(default_factory=list)
+
+
+def two_loop(g: np.ndarray, S: deque, Y: deque, RHO: deque) -> np.ndarray:
+    """d = -H g with the L-BFGS inverse-Hessian approximation given by the (s, y) pairs."""
+    q = -g.copy()
+    k = len(S)
+    alpha = np.empty(k)
+    for i in range(k - 1, -1, -1):
+        alpha[i] = RHO[i] * np.dot(S[i], q)
+        q -= alpha[i] * Y[i]
+    if k:
+        q *= np.dot(S[-1], Y[-1]) / np.dot(Y[-1], Y[-1])
+    for i in range(k):
+        b = RHO[i] * np.dot(Y[i], q)
+        q += (alpha[i] - b) * S[i]
+    return q
+
+
+def _cubic_min(a, fa, da, b, fb, db):
+    """Minimiser of the cubic interpolating (a, fa, da), (b, fb, db); None if it does not exist."""
+    d1 = da + db - 3.0 * (fa - fb) / (a - b)
+    disc = d1 * d1 - da * db
+    if disc < 0:
+        return None
+    d2 = math.copysign(math.sqrt(disc), b - a)
+    den = db - da + 2.0 * d2
+    if den == 0:
+        return None
+    return b - (b - a) * (db + d2 - d1) / den
+
+
+def wolfe_line_search(phi, f0: float, d0: float, step: float, *, c1: float = 1e-4, c2: float = 0.9,
+                      max_evals: int = 20, step_max: float = 1e20):
+    """Find a step satisfying the strong Wolfe conditions (Nocedal & Wright, Alg. 3.5/3.6).
+
+    ``phi(a)`` evaluates the objective at ``x + a*d`` and returns ``(f, dphi, payload)``.
+    Returns ``(a, f, payload, n_evals, ok)``; when no Wolfe point is found but
+    the objective decreased, the best point seen is returned with ok=False.
+    """
+    n = 0
+    best = None  # (f, a, payload)
+
+    def ev(a):
+        nonlocal n, best
+        n += 1
+        f, dphi, pl = phi(a)
+        if math.isfinite(f) and f < f0 and (best is None or f < best[0]):
+            best = (f, a, pl)
+        return f, dphi, pl
+
+    def zoom(lo, flo, dlo, hi, fhi, dhi):
+        while n < max_evals:
+            a = _cubic_min(lo, flo, dlo, hi, fhi, dhi) if math.isfinite(fhi) else None
+            lo_b, hi_b = min(lo, hi), max(lo, hi)
+            width = hi_b - lo_b
+            if a is None or not (lo_b + 0.1 * width <= a <= hi_b - 0.1 * width):
+                a = 0.5 * (lo + hi)
+            f, dphi, pl = ev(a)
+            if not math.isfinite(f) or f > f0 + c1 * a * d0 or f >= flo:
+                hi, fhi, dhi = a, f, dphi
+            else:
+                if abs(dphi) <= -c2 * d0:
+                    return a, f, pl, True
+                if dphi * (hi - lo) >= 0:
+                    hi, fhi, dhi = lo, flo, dlo
+                lo, flo, dlo = a, f, dphi
+            if abs(hi - lo) <= 1e-16 * max(1.0, abs(lo)):
+                break
+        return None
+
+    a_prev, f_prev, d_prev = 0.0, f0, d0
+    a = step
+    while n < max_evals:
+        f, dphi, pl = ev(a)
+        if not math.isfinite(f):
+            # overshoot into overflow: shrink towards the last good point
+            r = zoom(a_prev, f_prev, d_prev, a, math.inf, math.nan)
+            break
+        if f > f0 + c1 * a * d0 or (n > 1 and f >= f_prev):
+            r = zoom(a_prev, f_prev, d_prev, a, f, dphi)
+            break
+        if abs(dphi) <= -c2 * d0:
+            return a, f, pl, n, True
+        if dphi >= 0:
+            r = zoom(a, f, dphi, a_prev, f_prev, d_prev)
+            break
+        a_prev, f_prev, d_prev = a, f, dphi
+        a = min(4.0 * a, step_max)
+    else:
+        r = None
+    if r is not None:
+        a, f, pl, ok = r
+        return a, f, pl, n, ok
+    if best is not None:
+        f, a, pl = best
+        return a, f, pl, n, False
+    return 0.0, f0, None, n, False
+
+
+def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = None,
+          epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
+          stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
+          callback: Callable[[dict], bool | None] | None = None) -> LbfgsResult:
+    """Minimise a smooth function with L-BFGS.
+
+    ``callback(info)`` is called after every iteration with a dict holding
+    ``iteration, f, gnorm, gnorm_inf, xnorm, step, n_evals, seconds, x, g``;
+    returning True stops the run (status ``callback``).  A KeyboardInterrupt
+    during the run returns the last accepted point with status ``interrupted``.
+    """
+    t_start = time.perf_counter()
+    x = np.array(x0, dtype=np.float64, copy=True)
+    f, g = fg(x)
+    g = g.copy()
+    n_evals = 1
+    S: deque = deque(maxlen=m)
+    Y: deque = deque(maxlen=m)
+    RHO: deque = deque(maxlen=m)
+    past: deque = deque(maxlen=period + 1)
+    past.append(f)
+    it = 0
+    status, message = "max_iterations", "reached the iteration limit"
+
+    def done(st, msg):
+        return LbfgsResult(x=x, f=f, g=g, iterations=it, n_evals=n_evals, status=st, message=msg)
+
+    xnorm = float(np.linalg.norm(x))
+    gnorm = float(np.linalg.norm(g))
+    if gnorm / max(1.0, xnorm) <= epsilon:
+        return done("converged", "gradient norm below epsilon at the starting point")
+    try:
+        while max_iterations is None or it < max_iterations:
+            d = two_loop(g, S, Y, RHO) if S else -g
+            dg = float(np.dot(d, g))
+            if not dg < 0:  # not a descent direction: restart from steepest descent
+                S.clear(); Y.clear(); RHO.clear()
+                d = -g
+                dg = -float(np.dot(g, g))
+            step0 = 1.0 / math.sqrt(-dg) if not S else 1.0
+
+            def phi(a, d=d):
+                xn = x + a * d
+                fn, gn = fg(xn)
+                return fn, float(np.dot(gn, d)), (xn, gn.copy())
+
+            a, fn, pl, ne, ok = wolfe_line_search(phi, f, dg, step0, c1=c1, c2=c2, max_evals=max_linesearch)
+            n_evals += ne
+            if pl is None:
+                status, message = "linesearch_failed", "the line search found no decrease (at numerical precision?)"
+                break
+            xn, gn = pl
+            s = xn - x
+            yv = gn - g
+            sy = float(np.dot(s, yv))
+            if sy > 1e-10 * float(np.dot(yv, yv)):
+                S.append(s); Y.append(yv); RHO.append(1.0 / sy)
+            x, f, g = xn, fn, gn
+            it += 1
+            xnorm = float(np.linalg.norm(x))
+            gnorm = float(np.linalg.norm(g))
+            ginf = float(np.max(np.abs(g))) if g.size else 0.0
+            past.append(f)
+            if callback is not None:
+                info = dict(iteration=it, f=f, gnorm=gnorm, gnorm_inf=ginf, xnorm=xnorm, step=a,
+                            n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
+                            linesearch_ok=ok)
+                if callback(info):
+                    status, message = "callback", "stopped by the caller"
+                    break
+            if stop_value is not None and f <= stop_value:
+                status, message = "stop_value", f"objective reached {stop_value}"
+                break
+            if gnorm / max(1.0, xnorm) <= epsilon:
+                status, message = "converged", f"||g|| / max(1, ||x||) <= epsilon={epsilon}"
+                break
+            if gtol is not None and ginf <= gtol:
+                status, message = "gtol", f"||g||_inf <= {gtol}"
+                break
+            if period and len(past) > period and f != 0:
+                rate = (past[0] - f) / abs(f)
+                if abs(rate) < delta:
+                    status, message = "delta", f"objective improved by less than delta={delta} over {period} iterations"
+                    break
+            if not ok and not S:
+                status, message = "linesearch_failed", "the line search could not satisfy the Wolfe conditions"
+                break
+    except KeyboardInterrupt:
+        status, message = "interrupted", "interrupted by the user; returning the last accepted point"
+    return done(status, message)
