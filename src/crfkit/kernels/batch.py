@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (edge_marginal_sum, emissions, forward_backward, gold_score,
+from .chain import (FAST, edge_marginal_sum, emissions, forward_backward, gold_score,
                     transition_matrix, viterbi)
 
 
@@ -26,7 +26,7 @@ def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.maximum.accumulate(np.minimum(bounds, n))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _max_len(seq_ptr, s0, s1):
     m = 0
     for s in range(s0, s1):
@@ -36,7 +36,7 @@ def _max_len(seq_ptr, s0, s1):
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                      w, n_state, trans, expM, tmax, s0, s1, g):
     """Negative log-likelihood of sequences s0..s1-1; adds its gradient into g."""
@@ -83,7 +83,7 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     return loss
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
               w, n_state, bounds, gbuf, g_out):
     """Sum over the corpus of -log p(y|x); its gradient is written to g_out."""
@@ -105,7 +105,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     return losses.sum()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1):
     L = trans.shape[0]
     maxT = _max_len(seq_ptr, s0, s1)
@@ -128,7 +128,7 @@ def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, 
     return loss
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _forward_only(score, T, expM, tmax, es, alpha, scale, trans):
     # forward_backward also runs the backward pass; for the loss alone we only
     # need log Z, so run the same scaled forward recursion without it.
@@ -167,7 +167,7 @@ def _forward_only(score, T, expM, tmax, es, alpha, scale, trans):
     return logz
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=FAST)
 def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds):
     """Sum over the corpus of -log p(y|x), without the gradient (forward pass only)."""
     trans = transition_matrix(w, n_state, trans_index)
@@ -181,7 +181,7 @@ def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     return losses.sum()
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=FAST)
 def viterbi_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds, out, path_score):
     """Best path of every sequence into ``out`` (n_tokens); its score into path_score (n_seq)."""
     trans = transition_matrix(w, n_state, trans_index)
@@ -202,7 +202,7 @@ def viterbi_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, 
             path_score[s] = viterbi(score, T, trans, out, t0)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=FAST)
 def marginals_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds, marg, logz_out):
     """Node marginals of every token into ``marg`` (n_tokens x L); log Z per sequence into logz_out."""
     trans = transition_matrix(w, n_state, trans_index)
@@ -232,7 +232,7 @@ def marginals_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index
                     marg[t0 + t, l] = alpha[t, l] * beta[t, l]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=FAST)
 def path_scores(seq_ptr, tok_ptr, attr, val, labels, attr_ptr, feat_label, trans_index, w, n_state, bounds, out):
     """Score of the given label path (``labels``, n_tokens) of every sequence."""
     trans = transition_matrix(w, n_state, trans_index)

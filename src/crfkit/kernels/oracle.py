@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import edge_marginal_sum, emissions, forward_backward, gold_score
+from .chain import FAST, edge_marginal_sum, emissions, forward_backward, gold_score
 
-_NOPY = dict(cache=True, nogil=True)
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 
 @njit(**_NOPY)
