@@ -1,0 +1,233 @@
+"""From column files to attributes and back: the glue the CLI and the demo use.
+
+A column file (CoNLL / CRF++ / Wapiti: one token a line, observation columns
+then, for training data, the label; a blank line after each sentence) is read
+with :mod:`crfkit.io.columns`, expanded into attribute strings by CRF++
+templates (:mod:`crfkit.features.templates`), and handed to
+:func:`crfkit.train.train`.
+
+A model trained here remembers its templates, the padding convention and the
+number of observation columns in ``model.meta``, so that a saved model can tag
+column files on its own (:func:`tag_columns`)::
+
+    from crfkit.features.templates import default_chunking_templates
+    from crfkit.pipeline import train_columns, tag_columns
+
+    res = train_columns("train.txt", default_chunking_templates())
+    res.model.save("chunker.crfkit")
+    out = tag_columns(res.model, "test.txt", marginals=True)
+    out.labels[0]        # predicted labels of the first sentence
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .errors import CrfkitError, DataError, TemplateError
+from .features.templates import Templates
+from .io.columns import Sentence, read_columns_list
+from .model import CRFModel
+
+__all__ = [
+    "load_columns",
+    "train_columns",
+    "tagger_from_model",
+    "tag_columns",
+    "TaggedColumns",
+    "attributes_of",
+]
+
+
+def _name_of(source) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        p = os.fspath(source)
+        return "<stdin>" if p == "-" else p
+    return str(getattr(source, "name", "<stream>"))
+
+
+def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: bool = True,
+                  name: str = "<data>") -> list[list[list[str]]]:
+    """Attribute sequences of ``sentences`` (one list of strings per token).
+
+    The column count is checked against the templates once, on the first
+    sentence, so that a template reaching past the data's columns is reported
+    as ``file:line`` of the data.
+    """
+    if sentences:
+        first = sentences[0]
+        templates.check_columns(len(first.columns[0]), name, first.line)
+    apply = templates.apply
+    return [apply(s.columns, pad=pad) for s in sentences]
+
+
+def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
+                 docstart: str = "skip", name: str | None = None):
+    """Read a column file and apply the templates.
+
+    ``path`` is a path (``.gz`` is decompressed, ``"-"`` is standard input) or
+    an open file.  Returns ``(X, Y, sentences)``: the attribute sequences, the
+    label sequences (``None`` when ``has_labels`` is false) and the
+    :class:`~crfkit.io.columns.Sentence` objects.  Problems with the file raise
+    :class:`~crfkit.errors.DataError` naming the file and line.
+    """
+    label = name if name is not None else _name_of(path)
+    sentences = read_columns_list(path, has_labels=has_labels, docstart=docstart, name=label)
+    X = attributes_of(sentences, templates, pad=pad, name=label)
+    Y = [s.labels for s in sentences] if has_labels else None
+    return X, Y, sentences
+
+
+def _check_supported(templates: Templates) -> None:
+    if templates.bigram_observation:
+        t = templates.bigram_observation[0]
+        raise TemplateError(
+            f"bigram-observation template {t.text!r} is not supported yet: use a plain 'B' line "
+            "(label bigrams) and put the observation in U templates",
+            templates.name, t.line)
+    if not templates.unigram:
+        raise TemplateError("no unigram (U) template: the model would have no state features",
+                            templates.name)
+
+
+def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool = True,
+                  docstart: str = "skip", **train_kwargs):
+    """Train on a labelled column file; returns :class:`crfkit.train.TrainResult`.
+
+    ``train_kwargs`` go to :func:`crfkit.train.train` (regularisation,
+    stopping rules, ``threads``, ``trace``, ``verbose``, ``log``...).  The
+    model's ``meta`` gets ``templates`` (the template text), ``template_pad``
+    and ``columns`` (the number of observation columns), which is what
+    :func:`tag_columns` needs.
+
+    CRF++ semantics for the ``B`` line: a template set without one trains no
+    transition features (the labels are then predicted independently).
+    """
+    from .train import train
+
+    _check_supported(templates)
+    X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart)
+    n_columns = len(sentences[0].columns[0])
+    X_dev = Y_dev = None
+    if dev_path is not None:
+        X_dev, Y_dev, dev_sents = load_columns(dev_path, templates, pad=pad, docstart=docstart)
+        nd = len(dev_sents[0].columns[0])
+        if nd != n_columns:
+            raise DataError(f"the dev data has {nd} observation columns but the training data has "
+                            f"{n_columns}", _name_of(dev_path), dev_sents[0].line)
+    meta = dict(train_kwargs.pop("meta", None) or {})
+    meta.update({"templates": templates.source, "template_pad": bool(pad), "columns": n_columns,
+                 "train_file": _name_of(train_path)})
+    if templates.has_transitions:
+        return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **train_kwargs)
+    return _train_without_transitions(X, Y, X_dev, Y_dev, meta, **train_kwargs)
+
+
+def _train_without_transitions(X, Y, X_dev, Y_dev, meta, *, support: str = "observed",
+                               transitions: str | None = None, min_freq: float = 0,
+                               l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None, **kwargs):
+    """train() for a template set with no ``B`` line: the same, minus every transition feature."""
+    from .features.encode import build, encode
+    from .model import FeatureSpace
+    from .objective import regularization
+    from .train import train_corpus
+
+    space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq)
+    L = space.n_labels
+    space = FeatureSpace(labels=space.labels, attributes=space.attributes, attr_ptr=space.attr_ptr,
+                         feat_label=space.feat_label, trans_index=np.full((L, L), -1, dtype=np.int32))
+    reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
+    dev = encode(X_dev, space, Y_dev, name="<dev data>") if X_dev is not None else None
+    meta.update({"support": support, "transitions": "none", "min_freq": min_freq})
+    return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev, meta=meta, **kwargs)
+
+
+def tagger_from_model(model: CRFModel) -> tuple[Templates, bool]:
+    """The templates and the padding flag a model was trained with (from ``model.meta``).
+
+    Raises :class:`~crfkit.errors.CrfkitError` when the model carries no
+    templates (it was trained from attribute lists, not from a column file).
+    """
+    src = model.meta.get("templates") if isinstance(model.meta, dict) else None
+    if not src:
+        raise CrfkitError("this model has no feature templates (it was trained from attribute lists, "
+                          "not from a column file), so it cannot tag column files; "
+                          "use CRFModel.tag() with attribute lists instead")
+    return Templates.parse(src, name="<model templates>"), bool(model.meta.get("template_pad", True))
+
+
+@dataclass
+class TaggedColumns:
+    """What :func:`tag_columns` returns.
+
+    ``sentences``: the input (``Sentence.labels`` holds the gold labels when
+    the input had them, else ``None``); ``labels``: the predicted labels, one
+    list per sentence; ``marginals``: per token, the marginal probability of
+    its predicted label (``None`` unless asked for); ``probabilities``: per
+    sentence, p(predicted labels | x) (``None`` unless asked for);
+    ``has_labels``: whether the input carried gold labels.
+    """
+
+    sentences: list[Sentence]
+    labels: list[list[str]]
+    marginals: list[list[float]] | None
+    probabilities: np.ndarray | None
+    has_labels: bool
+
+    @property
+    def gold(self) -> list[list[str]] | None:
+        return [s.labels for s in self.sentences] if self.has_labels else None
+
+
+def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = None,
+                marginals: bool = False, threads: int | None = None, docstart: str = "skip",
+                name: str | None = None) -> TaggedColumns:
+    """Tag a column file with a model trained by :func:`train_columns`.
+
+    ``has_labels``: whether the last column is a gold label; ``None`` detects
+    it: a file with one column more than the training data's observation
+    columns has labels, one with as many has none (anything else is an error).
+    ``marginals=True`` also computes the marginal of each predicted label and
+    the probability of each predicted sequence (``CRFModel.tag_with_probability``).
+    """
+    templates, pad = tagger_from_model(model)
+    label = name if name is not None else _name_of(path_or_stream)
+    # read every column as an observation, then split the label off: the
+    # file is read once, so this works on standard input too
+    sentences = read_columns_list(path_or_stream, has_labels=False, docstart=docstart, name=label)
+    ncols = len(sentences[0].columns[0])
+    trained = model.meta.get("columns")
+    if has_labels is None:
+        if trained is None:
+            has_labels = False
+        elif ncols == trained + 1:
+            has_labels = True
+        elif ncols == trained:
+            has_labels = False
+        else:
+            raise DataError(f"{ncols} columns, but the model was trained on {trained} observation columns "
+                            f"(expected {trained}, or {trained + 1} with a gold label last)",
+                            label, sentences[0].line)
+    if has_labels:
+        if ncols < 2:
+            raise DataError(f"{ncols} column: no room for observation columns before the gold label",
+                            label, sentences[0].line)
+        sentences = [Sentence([c[:-1] for c in s.columns], [c[-1] for c in s.columns], s.line)
+                     for s in sentences]
+    nobs = ncols - 1 if has_labels else ncols
+    if trained is not None and nobs != trained:
+        raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
+                        label, sentences[0].line)
+    X = attributes_of(sentences, templates, pad=pad, name=label)
+    if not marginals:
+        pred = model.tag(X, threads=threads)
+        return TaggedColumns(sentences, pred, None, None, bool(has_labels))
+    pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads)
+    index = model.space.label_index
+    ids = np.fromiter((index[lab] for ys in pred for lab in ys), dtype=np.int64, count=corpus.n_tokens)
+    mp = marg[np.arange(corpus.n_tokens), ids].tolist() if corpus.n_tokens else []
+    ptr = corpus.seq_ptr.tolist()
+    per_tok = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+    return TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels))
