@@ -1,0 +1,426 @@
+"""The ``crfkit`` command line: train, tag, eval, info, demo.
+
+Modelled on ``crf_learn`` / ``crf_test`` (CRF++), ``crfsuite learn`` / ``tag``
+and ``wapiti train`` / ``label``::
+
+    crfkit train train.txt -m chunker.crfkit -t template.txt --c2 1
+    crfkit tag -m chunker.crfkit test.txt > tagged.txt
+    crfkit eval tagged.txt
+    crfkit info -m chunker.crfkit --top 20
+    crfkit demo
+
+Every error crfkit raises on purpose (:class:`~crfkit.errors.CrfkitError`)
+is printed as ``crfkit: error: <message>`` with exit status 2, never as a
+traceback.  Ctrl-C during training saves the model reached so far and exits
+with status 130.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import math
+import os
+import sys
+import time
+from typing import Sequence, TextIO
+
+from . import __version__
+from .errors import CrfkitError, DataError
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def _err(msg: str) -> None:
+    print(f"crfkit: error: {msg}", file=sys.stderr, flush=True)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024.0
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+    return f"{n:.1f} GiB"  # pragma: no cover
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def _pos_float(text: str) -> float:
+    v = _nonneg_float(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return v
+
+
+def _pos_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return v
+
+
+# --------------------------------------------------------------------------- train
+
+def _load_templates(path: str | None):
+    from .features.templates import Templates, default_chunking_templates
+    if path is None:
+        return default_chunking_templates()
+    return Templates.from_file(path)
+
+
+def cmd_train(args) -> int:
+    from .pipeline import train_columns
+    from .train import ALGORITHMS
+
+    if args.algorithm not in ALGORITHMS:
+        raise CrfkitError(f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}")
+    l1_given = args.c1 or args.l1 or args.rho1
+    if l1_given and args.algorithm == "lbfgs":
+        raise CrfkitError("L1 regularisation (--c1/--l1/--rho1) needs an algorithm that handles it "
+                          f"(OWL-QN); -a lbfgs minimises the smooth part only. Available: {', '.join(ALGORITHMS)}")
+    model_dir = os.path.dirname(os.path.abspath(args.model))
+    if not os.path.isdir(model_dir):
+        raise CrfkitError(f"cannot write the model {args.model}: directory {model_dir} does not exist")
+    templates = _load_templates(args.template)
+    log = (lambda s: None) if args.quiet else _log
+    reg = {k: getattr(args, k) for k in ("c1", "c2", "l1", "l2", "rho1", "rho2") if getattr(args, k) is not None}
+    kwargs = dict(algorithm=args.algorithm, max_iterations=args.max_iterations, epsilon=args.epsilon,
+                  delta=args.delta, period=args.period, gtol=args.gtol, threads=args.threads,
+                  trace=args.trace, verbose=not args.quiet, log=log, dev_every=args.dev_every,
+                  support=args.support, transitions=args.transitions, min_freq=args.min_freq, **reg)
+    if not args.quiet:
+        _log(f"crfkit train: {args.train_file} with {args.template or 'the built-in chunking templates'} "
+             f"({len(templates.unigram)} unigram templates, {'padded' if not args.no_pad else 'no padding'})")
+    try:
+        res = train_columns(args.train_file, templates, dev_path=args.dev, pad=not args.no_pad, **kwargs)
+    except KeyboardInterrupt:
+        _err("interrupted before the optimizer started; no model was written")
+        return EXIT_INTERRUPTED
+    size = res.model.save(args.model)
+    m = res.model
+    interrupted = res.status == "interrupted"
+    out = sys.stdout
+    print(f"model: {args.model} ({_human_bytes(size)}, {size} bytes)", file=out)
+    print(f"labels: {m.space.n_labels}; attributes: {m.space.n_attributes}; features: {m.space.n_features} "
+          f"({m.space.n_state} state, {m.space.n_trans} transition); non-zero weights: {m.n_active}", file=out)
+    c1, c2 = res.reg.crfsuite(int(m.meta.get("n_train", 1)))
+    print(f"training: {args.algorithm}, {res.iterations} iterations, {res.effective_passes:.0f} passes, "
+          f"{res.seconds:.2f} s; status: {res.status} ({res.message})", file=out)
+    print(f"objective: {res.objective:.10g} (per sequence, l2={res.reg.l2:.6g}); CRFsuite units "
+          f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})", file=out)
+    if res.history and "dev_accuracy" in res.history[-1]:
+        h = res.history[-1]
+        dev = f"dev accuracy {h['dev_accuracy']:.2f}%"
+        if "dev_f1" in h:
+            dev += f", dev F1 {h['dev_f1']:.2f}"
+        print(dev, file=out)
+    out.flush()
+    if interrupted:
+        _err(f"training was interrupted after {res.iterations} iterations; "
+             f"the model reached so far was saved to {args.model}")
+        return EXIT_INTERRUPTED
+    return 0
+
+
+# --------------------------------------------------------------------------- tag
+
+def _open_out(path: str | None) -> tuple[TextIO, bool]:
+    if path is None or path == "-":
+        return sys.stdout, False
+    try:
+        if path.endswith(".gz"):
+            return gzip.open(path, "wt", encoding="utf-8", newline="\n"), True
+        return open(path, "w", encoding="utf-8", newline="\n"), True
+    except OSError as e:
+        raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
+
+
+def cmd_tag(args) -> int:
+    from .io.columns import write_columns
+    from .model import CRFModel
+    from .pipeline import tag_columns
+
+    model = CRFModel.load(args.model)
+    has_labels = args.labels
+    res = tag_columns(model, args.file, has_labels=has_labels,
+                      marginals=args.marginals or args.probability, threads=args.threads)
+    if args.eval and not res.has_labels:
+        raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
+                        "training data's observation columns; pass --labels if the last column is a label)",
+                        "<stdin>" if args.file == "-" else args.file)
+    f, owned = _open_out(args.output)
+    try:
+        for i, (s, pred) in enumerate(zip(res.sentences, res.labels)):
+            if args.probability:
+                f.write(f"# {res.probabilities[i]:.6f}\n")
+            if args.marginals:
+                extra = [f"{lab}/{p:.6f}" for lab, p in zip(pred, res.marginals[i])]
+            else:
+                extra = pred
+            write_columns([s], f, extra=[extra], sep="\t")
+        f.flush()
+    finally:
+        if owned:
+            f.close()
+    if args.eval:
+        from .metrics import conlleval
+        rep = conlleval(res.gold, res.labels)
+        sys.stderr.write(rep.format())
+        sys.stderr.flush()
+    return 0
+
+
+# --------------------------------------------------------------------------- eval
+
+def cmd_eval(args) -> int:
+    from .io.columns import open_text
+    from .metrics import conlleval_lines
+
+    name = "<stdin>" if args.file == "-" else args.file
+    f = open_text(args.file)
+    try:
+        try:
+            rep = conlleval_lines(f, delimiter=args.delimiter, boundary=args.boundary, raw=args.raw,
+                                  otag=args.otag, name=name, iobes=args.iobes)
+        except UnicodeDecodeError:
+            raise DataError("invalid UTF-8", name) from None
+    finally:
+        if f is not sys.stdin and args.file != "-":
+            f.close()
+    sys.stdout.write(rep.format())
+    return 0
+
+
+# --------------------------------------------------------------------------- info
+
+def _fmt_table(labels: list[str], trans: dict) -> list[str]:
+    w = max([len(lab) for lab in labels] + [7])
+    lines = [" " * w + "  " + " ".join(f"{lab:>{w}}" for lab in labels)]
+    for a in labels:
+        cells = []
+        for b in labels:
+            v = trans.get((a, b))
+            cells.append(f"{'.':>{w}}" if v is None else f"{v:>{w}.3f}")
+        lines.append(f"{a:>{w}}  " + " ".join(cells))
+    return lines
+
+
+def cmd_info(args) -> int:
+    from .model import CRFModel
+
+    model = CRFModel.load(args.model)
+    s = model.space
+    meta = model.meta if isinstance(model.meta, dict) else {}
+    out = []
+    size = os.path.getsize(args.model)
+    out.append(f"model: {args.model} ({_human_bytes(size)}, {size} bytes)")
+    out.append(f"labels ({s.n_labels}): {' '.join(s.labels)}")
+    out.append(f"attributes: {s.n_attributes}")
+    out.append(f"state features: {s.n_state}")
+    out.append(f"transition features: {s.n_trans}")
+    out.append(f"non-zero weights: {model.n_active}")
+    if meta.get("templates"):
+        from .features.templates import Templates
+        try:
+            t = Templates.parse(meta["templates"], name="<model templates>")
+            out.append(f"templates: {len(t.unigram)} unigram, {'B' if t.has_transitions else 'no B'} "
+                       f"(padding {'on' if meta.get('template_pad', True) else 'off'}); "
+                       f"observation columns: {meta.get('columns', '?')}")
+        except CrfkitError:
+            out.append("templates: (unreadable)")
+    else:
+        out.append("templates: none (trained from attribute lists; `crfkit tag` cannot use this model)")
+    tr = []
+    for key in ("algorithm", "l2", "l1", "n_train", "iterations", "status", "support", "transitions",
+                "min_freq", "train_file"):
+        if key in meta:
+            v = meta[key]
+            tr.append(f"{key}={v:.6g}" if isinstance(v, float) else f"{key}={v}")
+    if "l2" in meta and "n_train" in meta:
+        tr.append(f"(CRFsuite c2={meta['l2'] * meta['n_train'] / 2:.6g})")
+    out.append("training: " + (" ".join(tr) if tr else "(no metadata)"))
+    trans = model.transition_features()
+    out.append("")
+    out.append("transition weights (row: from, column: to; '.' = no feature):")
+    out += _fmt_table(list(s.labels), trans)
+    out.append("")
+    top = model.top_features(args.top)
+    out.append(f"top {len(top)} state features by |weight|:")
+    for attr, lab, w in top:
+        out.append(f"  {w:+10.4f}  {lab:<10} {attr}")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- demo
+
+def cmd_demo(args) -> int:
+    from .demo import run
+    res = run(data_dir=args.data_dir, out_dir=args.out, threads=args.threads,
+              max_iterations=args.max_iterations, synthetic=args.synthetic,
+              synthetic_sentences=args.synthetic_sentences)
+    return EXIT_INTERRUPTED if res.get("status") == "interrupted" else 0
+
+
+# --------------------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    from .train import ALGORITHMS
+
+    p = argparse.ArgumentParser(
+        prog="crfkit",
+        description="Train linear-chain CRFs on column files and tag with them.",
+        epilog="Run `crfkit COMMAND -h` for a command's options.")
+    p.add_argument("--version", action="version", version=f"crfkit {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a model on a labelled column file",
+                       description="Train a CRF on a column file (observation columns, label last; a blank "
+                                   "line after each sentence), like crf_learn / crfsuite learn.")
+    t.add_argument("train_file", metavar="TRAIN_FILE", help="labelled column file (.gz ok, - for stdin)")
+    t.add_argument("-m", "--model", required=True, help="where to write the model")
+    t.add_argument("-t", "--template", metavar="TEMPLATE_FILE",
+                   help="CRF++ template file (default: built-in chunking templates over columns word, POS)")
+    t.add_argument("--no-pad", action="store_true",
+                   help="templates reaching outside the sentence give no attribute (CRFsuite style) "
+                        "instead of _B-1/_B+1 padding (CRF++ style)")
+    t.add_argument("-a", "--algorithm", default="lbfgs", help=f"training algorithm ({', '.join(ALGORITHMS)})")
+    g2 = t.add_mutually_exclusive_group()
+    g2.add_argument("--c2", type=_nonneg_float, help="L2 strength, CRFsuite's sum form (default 1)")
+    g2.add_argument("--l2", type=_nonneg_float, help="L2 strength, crfkit's per-sequence form (l2 = 2*c2/n)")
+    g2.add_argument("--rho2", type=_nonneg_float, help="L2 strength, Wapiti's form (l2 = rho2/n)")
+    g1 = t.add_mutually_exclusive_group()
+    g1.add_argument("--c1", type=_nonneg_float, help="L1 strength, CRFsuite's form (l1 = c1/n)")
+    g1.add_argument("--l1", type=_nonneg_float, help="L1 strength, crfkit's form")
+    g1.add_argument("--rho1", type=_nonneg_float, help="L1 strength, Wapiti's form (l1 = rho1/n)")
+    t.add_argument("--max-iterations", type=_pos_int, metavar="N", help="iteration limit (default: none)")
+    t.add_argument("--delta", type=_nonneg_float, default=1e-5,
+                   help="stop when the objective improved by less than this (relative) over --period "
+                        "iterations (default 1e-5)")
+    t.add_argument("--period", type=_nonneg_int, default=10, help="period of the --delta test (default 10)")
+    t.add_argument("--epsilon", type=_nonneg_float, default=1e-5,
+                   help="stop when ||g|| / max(1, ||w||) < epsilon (default 1e-5)")
+    t.add_argument("--gtol", type=_pos_float, help="stop when the gradient's max-norm is below this")
+    t.add_argument("--support", choices=("observed", "all"), default="observed",
+                   help="state features: (attribute, label) pairs seen in training (CRFsuite) or all pairs "
+                        "(CRF++/Wapiti) (default observed)")
+    t.add_argument("--transitions", choices=("observed", "all"),
+                   help="transition features: label bigrams seen in training, or all (default: as --support)")
+    t.add_argument("--min-freq", type=_nonneg_float, default=0, metavar="N",
+                   help="drop features (observed) / attributes (all) seen fewer than N times")
+    t.add_argument("--dev", metavar="DEV_FILE", help="labelled column file scored during training")
+    t.add_argument("--dev-every", type=_pos_int, default=1, metavar="N", help="score the dev file every N iterations")
+    t.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
+    t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    t.set_defaults(func=cmd_train)
+
+    g = sub.add_parser("tag", help="tag a column file with a model",
+                       description="Tag a column file. Output: the input columns then the predicted label, "
+                                   "tab-separated, a blank line after each sentence (like crf_test).")
+    g.add_argument("file", metavar="FILE", nargs="?", default="-", help="column file (.gz ok; default/-: stdin)")
+    g.add_argument("-m", "--model", required=True, help="model file written by `crfkit train`")
+    g.add_argument("--marginals", action="store_true",
+                   help="write the predicted label as label/probability (its marginal), like crf_test -v1")
+    g.add_argument("--probability", action="store_true",
+                   help="print '# p' before each sentence: the probability of its predicted labels")
+    lab = g.add_mutually_exclusive_group()
+    lab.add_argument("--labels", dest="labels", action="store_const", const=True, default=None,
+                     help="the input's last column is a gold label (default: detected from the column count)")
+    lab.add_argument("--no-labels", dest="labels", action="store_const", const=False,
+                     help="the input has no gold label column")
+    g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr")
+    g.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
+    g.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
+    g.set_defaults(func=cmd_tag)
+
+    e = sub.add_parser("eval", help="conlleval chunk scores of a tagged file",
+                       description="Score a file whose last two columns are the gold and the guessed tag "
+                                   "(what `crfkit tag` writes on labelled input), exactly as conlleval.pl.")
+    e.add_argument("file", metavar="FILE", nargs="?", default="-", help="file to score (.gz ok; default/-: stdin)")
+    e.add_argument("-d", "--delimiter", help="column delimiter (default: any whitespace)")
+    e.add_argument("-b", "--boundary", default="-X-", help="sentence boundary token (default -X-)")
+    e.add_argument("-r", "--raw", action="store_true", help="tags have no B-/I- prefix (conlleval -r)")
+    e.add_argument("-o", "--otag", default="O", help="outside tag in raw mode (default O)")
+    e.add_argument("--iobes", action=argparse.BooleanOptionalAction, default=True,
+                   help="also split chunks on IOBES S- and E->B (default on; --no-iobes: conlleval.pl verbatim)")
+    e.set_defaults(func=cmd_eval)
+
+    i = sub.add_parser("info", help="describe a model", description="Labels, feature counts, training "
+                       "metadata, transition weights and the strongest state features of a model.")
+    i.add_argument("-m", "--model", required=True, help="model file")
+    i.add_argument("--top", type=_nonneg_int, default=20, metavar="N", help="state features to list (default 20)")
+    i.set_defaults(func=cmd_info)
+
+    d = sub.add_parser("demo", help="train and evaluate a chunker on CoNLL-2000",
+                       description="Train a chunker on CoNLL-2000 with the built-in templates and L-BFGS "
+                                   "(CRFsuite defaults), evaluate it on the test set. Without CoNLL-2000 "
+                                   "a synthetic corpus is used instead (and the output says so).")
+    d.add_argument("--data-dir", metavar="DIR",
+                   help="data directory holding conll2000/ (default: $CRFKIT_DATA or ../shared/data)")
+    d.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
+    d.add_argument("--max-iterations", type=_pos_int, metavar="N", help="iteration limit (default: none)")
+    d.add_argument("--out", default="runs", metavar="DIR", help="where the model and outputs go (default ./runs)")
+    d.add_argument("--synthetic", action="store_true", help="use the synthetic corpus even if CoNLL-2000 is there")
+    d.add_argument("--synthetic-sentences", type=_pos_int, default=2000, metavar="N",
+                   help="training sentences of the synthetic corpus (test: N/4; default 2000)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        return args.func(args)
+    except CrfkitError as e:
+        _err(str(e))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (`crfkit tag ... | head`): not an error
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except OSError as e:
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        _err(f"{where}{e.strerror or e}")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

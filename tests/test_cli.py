@@ -1,0 +1,289 @@
+"""The command line, run in-process through ``crfkit.cli.main``."""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crfkit import cli
+from crfkit.datasets import synthetic
+from crfkit.metrics import conlleval, conlleval_lines
+from crfkit.model import CRFModel
+from crfkit.pipeline import tag_columns
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict:
+    d = tmp_path_factory.mktemp("cli")
+    synthetic.write(d / "train.txt", 60, seed=1)
+    synthetic.write(d / "test.txt.gz", 20, seed=2)
+    return {"dir": d, "train": d / "train.txt", "test": d / "test.txt.gz"}
+
+
+@pytest.fixture(scope="module")
+def model(data) -> Path:
+    path = data["dir"] / "model.crfkit"
+    rc = cli.main(["train", str(data["train"]), "-m", str(path), "--max-iterations", "20", "-q"])
+    assert rc == 0
+    return path
+
+
+def test_train_prints_progress_and_summary(data, tmp_path, capsys):
+    m = tmp_path / "m.crfkit"
+    tr = tmp_path / "trace.jsonl"
+    tpl = tmp_path / "template.txt"
+    tpl.write_text("# words and POS\nU00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\nU02:%x[0,1]\n\nB\n")
+    rc, out, err = run(capsys, "train", data["train"], "-m", m, "-t", tpl, "--c2", "0.5",
+                       "--max-iterations", "4", "--trace", tr, "--dev", data["test"], "--threads", "1")
+    assert rc == 0, err
+    assert "iter    1" in err and "dev F1" in err
+    assert "model:" in out and "features:" in out and "4 iterations" in out and "objective" in out
+    assert "c2=0.5" in out
+    assert len(tr.read_text().splitlines()) == 4
+    loaded = CRFModel.load(m)
+    assert loaded.meta["iterations"] == 4
+    assert "U01:%x[-1,1]/%x[0,1]" in loaded.meta["templates"]
+    assert loaded.meta["l2"] == pytest.approx(2 * 0.5 / 60)
+
+
+def test_quiet_train_and_regularisation_conventions(data, tmp_path, capsys):
+    m = tmp_path / "m.crfkit"
+    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--rho2", "3", "--max-iterations", "2", "-q",
+                       "--no-pad", "--support", "all", "--transitions", "all")
+    assert rc == 0 and err == ""
+    meta = CRFModel.load(m).meta
+    assert meta["l2"] == pytest.approx(3 / 60)
+    assert meta["template_pad"] is False and meta["support"] == "all"
+
+
+def test_tag_eval_info_round_trip(data, model, tmp_path, capsys):
+    out_file = tmp_path / "tagged.txt"
+    rc, out, err = run(capsys, "tag", "-m", model, data["test"], "-o", out_file, "--eval")
+    assert rc == 0, err
+    assert out == ""
+    lines = out_file.read_text().splitlines()
+    assert all(len(line.split("\t")) == 4 for line in lines if line)
+    # the model read back from disk tags as the pipeline does
+    res = tag_columns(CRFModel.load(model), data["test"])
+    pred = [line.split("\t")[-1] for line in lines if line]
+    assert pred == [lab for ys in res.labels for lab in ys]
+    # --eval prints conlleval's report on stderr
+    expected = conlleval(res.gold, res.labels).format()
+    assert err == expected
+    # crfkit eval over the tagged file prints exactly conlleval's report
+    rc, out, err = run(capsys, "eval", out_file)
+    assert rc == 0 and out == expected
+    rc, out, _ = run(capsys, "eval", out_file, "--no-iobes", "-r")
+    with open(out_file) as f:
+        assert out == conlleval_lines(f, raw=True, iobes=False).format()
+    # info
+    rc, out, err = run(capsys, "info", "-m", model, "--top", "5")
+    assert rc == 0
+    m = CRFModel.load(model)
+    assert f"labels ({len(m.labels)}): " in out
+    assert f"state features: {m.space.n_state}" in out
+    assert f"non-zero weights: {m.n_active}" in out
+    assert "algorithm=lbfgs" in out and "iterations=20" in out
+    assert "transition weights" in out and "top 5 state features" in out
+    top = out.split("top 5 state features by |weight|:\n")[1].splitlines()
+    assert len(top) == 5 and m.top_features(1)[0][0] in top[0]
+
+
+def test_tag_stdin_without_labels_to_stdout(data, model, capsys, monkeypatch):
+    text = gzip.decompress(data["test"].read_bytes()).decode()
+    stripped = "\n".join(" ".join(line.split()[:2]) for line in text.splitlines()) + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stripped))
+    rc, out, err = run(capsys, "tag", "-m", model)
+    assert rc == 0, err
+    rows = [line.split("\t") for line in out.splitlines() if line]
+    assert all(len(r) == 3 for r in rows)
+    assert out.count("\n\n") == 20 and out.endswith("\n\n")  # a blank line after each sentence
+
+
+def test_tag_marginals_and_probability(data, model, capsys):
+    rc, out, err = run(capsys, "tag", "-m", model, data["test"], "--marginals", "--probability")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("# ")
+    p = float(lines[0][2:])
+    assert 0.0 < p <= 1.0
+    assert sum(1 for line in lines if line.startswith("# ")) == 20
+    tok = lines[1].split("\t")
+    lab, prob = tok[-1].rsplit("/", 1)
+    assert lab in CRFModel.load(model).labels and p <= float(prob) + 1e-6 <= 1.0 + 1e-6
+
+
+def test_tag_explicit_no_labels_on_labelled_file_is_an_error(data, model, capsys):
+    rc, out, err = run(capsys, "tag", "-m", model, data["test"], "--no-labels")
+    assert rc == 2
+    assert err.startswith("crfkit: error: ") and "observation columns" in err and "Traceback" not in err
+
+
+def test_tag_eval_without_gold_is_an_error(data, model, tmp_path, capsys):
+    p = tmp_path / "nolab.txt"
+    p.write_text("the DT\ncat NN\n")
+    rc, out, err = run(capsys, "tag", "-m", model, p, "--eval")
+    assert rc == 2 and "gold labels" in err
+
+
+def test_missing_files_are_named(data, model, tmp_path, capsys):
+    missing = tmp_path / "nope.txt"
+    rc, out, err = run(capsys, "train", missing, "-m", tmp_path / "m.crfkit")
+    assert rc == 2 and f"crfkit: error: {missing}: cannot open" in err and "Traceback" not in err
+    rc, out, err = run(capsys, "tag", "-m", tmp_path / "nomodel.crfkit", data["test"])
+    assert rc == 2 and "nomodel.crfkit" in err
+    rc, out, err = run(capsys, "tag", "-m", model, missing)
+    assert rc == 2 and str(missing) in err
+    rc, out, err = run(capsys, "eval", missing)
+    assert rc == 2 and str(missing) in err
+    rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "m.crfkit", "-t", missing)
+    assert rc == 2 and str(missing) in err
+    rc, out, err = run(capsys, "info", "-m", missing)
+    assert rc == 2 and str(missing) in err
+    rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "no" / "dir" / "m.crfkit")
+    assert rc == 2 and "does not exist" in err
+
+
+def test_ragged_train_file_names_file_and_line(tmp_path, capsys):
+    p = tmp_path / "ragged.txt"
+    p.write_text("He PRP B-NP\nreckons VBZ B-VP\n\nthe DT\n")
+    m = tmp_path / "m.crfkit"
+    rc, out, err = run(capsys, "train", p, "-m", m)
+    assert rc == 2
+    assert f"{p}:4:" in err and "ragged" in err and "Traceback" not in err
+    assert not m.exists()
+
+
+def test_template_beyond_columns_names_data_line(data, tmp_path, capsys):
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("U00:%x[0,7]\nB\n")
+    rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "m.crfkit", "-t", tpl)
+    assert rc == 2 and f"{data['train']}:1:" in err and "column 7" in err
+
+
+def test_bad_template_file(data, tmp_path, capsys):
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("U00:%x[0,0]\nX01:oops\n")
+    rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "m.crfkit", "-t", tpl)
+    assert rc == 2 and f"{tpl}:2:" in err
+
+
+def test_bad_model_file(tmp_path, data, capsys):
+    p = tmp_path / "bad.crfkit"
+    p.write_bytes(b"not a model")
+    rc, out, err = run(capsys, "tag", "-m", p, data["test"])
+    assert rc == 2 and "not a crfkit model" in err
+
+
+def test_l1_with_lbfgs_is_refused(data, tmp_path, capsys):
+    rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "m.crfkit", "--c1", "1")
+    assert rc == 2 and "L1" in err
+
+
+def test_bad_option_values_are_usage_errors(data, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", str(data["train"]), "-m", str(tmp_path / "m"), "--c2", "-1"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main(["train", str(data["train"]), "-m", str(tmp_path / "m"), "--c2", "1", "--l2", "1"])
+    capsys.readouterr()
+
+
+def test_no_command_prints_help(capsys):
+    rc, out, err = run(capsys)
+    assert rc == 2 and "train" in err
+
+
+def test_interrupted_training_still_writes_the_model(data, tmp_path, capsys, monkeypatch):
+    from crfkit import objective
+
+    real = objective.Objective.value_and_grad
+    calls = {"n": 0}
+
+    def flaky(self, w):
+        calls["n"] += 1
+        if calls["n"] > 4:
+            raise KeyboardInterrupt
+        return real(self, w)
+
+    monkeypatch.setattr(objective.Objective, "value_and_grad", flaky)
+    m = tmp_path / "m.crfkit"
+    rc, out, err = run(capsys, "train", data["train"], "-m", m)
+    assert rc == 130
+    assert "interrupted" in err and str(m) in err
+    loaded = CRFModel.load(m)
+    assert loaded.meta["status"] == "interrupted"
+    assert loaded.meta["iterations"] >= 1
+    assert "status: interrupted" in out
+
+
+def test_interrupt_before_the_optimizer_writes_nothing(data, tmp_path, capsys, monkeypatch):
+    from crfkit import objective
+
+    def boom(self, w):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(objective.Objective, "value_and_grad", boom)
+    m = tmp_path / "m.crfkit"
+    rc, out, err = run(capsys, "train", data["train"], "-m", m)
+    assert rc == 130 and "no model" in err
+    assert not m.exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp")]
+
+
+def test_model_trained_from_attribute_lists_cannot_tag(tmp_path, data, capsys):
+    from crfkit.train import train
+    m = tmp_path / "attr.crfkit"
+    train([[["a"], ["b"]]], [["X", "Y"]], max_iterations=2).model.save(m)
+    rc, out, err = run(capsys, "tag", "-m", m, data["test"])
+    assert rc == 2 and "no feature templates" in err
+    rc, out, err = run(capsys, "info", "-m", m)
+    assert rc == 0 and "templates: none" in out
+
+
+def test_demo_falls_back_to_synthetic(tmp_path, capsys):
+    out_dir = tmp_path / "runs"
+    rc, out, err = run(capsys, "demo", "--data-dir", tmp_path / "empty", "--out", out_dir,
+                       "--max-iterations", "3", "--synthetic-sentences", "40", "--threads", "1")
+    assert rc == 0, err
+    lines = out.strip().splitlines()
+    assert "SYNTHETIC" in lines[0] and "NOT found" in lines[0]
+    assert "SYNTHETIC" in lines[-1] and "F1" in lines[-1]
+    assert "NOT found" in err
+    assert "processed" in out and "token accuracy" in out and "tokens/s" in out
+    assert (out_dir / "synthetic-chunker.crfkit").is_file()
+    assert (out_dir / "synthetic" / "train.txt.gz").is_file()
+    # the tagged test set is what `crfkit eval` reads
+    rc, out2, _ = run(capsys, "eval", out_dir / "synthetic-test.tagged.txt")
+    assert rc == 0 and out2 in out
+
+
+def test_demo_uses_conll2000_when_present(tmp_path, capsys):
+    d = tmp_path / "data" / "conll2000"
+    synthetic.write(d / "train.txt.gz", 30, seed=5)
+    synthetic.write(d / "test.txt.gz", 10, seed=6)
+    rc, out, err = run(capsys, "demo", "--data-dir", tmp_path / "data", "--out", tmp_path / "runs",
+                       "--max-iterations", "2")
+    assert rc == 0, err
+    lines = out.strip().splitlines()
+    assert "CoNLL-2000" in lines[0] and "SYNTHETIC" not in lines[0]
+    assert "CoNLL-2000" in lines[-1]
+    assert (tmp_path / "runs" / "conll2000-chunker.crfkit").is_file()
+
+
+def test_python_dash_m_help():
+    r = subprocess.run([sys.executable, "-m", "crfkit", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0
+    for cmd in ("train", "tag", "eval", "info", "demo"):
+        assert cmd in r.stdout
