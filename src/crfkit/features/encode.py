@@ -17,6 +17,7 @@ proportion to the pairs that exist, not attributes x labels.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -40,7 +41,7 @@ def _flatten(X, name: str = "<data>"):
             app(len(tok))
             ext(tok)
     values = None
-    if not all(type(a) is str for a in names):
+    if set(map(type, names)) - {str}:
         flat_names = []
         values = np.empty(len(names), dtype=np.float64)
         for k, a in enumerate(names):
@@ -77,10 +78,9 @@ def _label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndar
         i = int(np.flatnonzero(ylens != seq_lens)[0])
         raise DataError(f"sequence {i} has {seq_lens[i]} tokens but {ylens[i]} labels", name)
     if grow:
-        get = label_index.setdefault
-        return np.fromiter((get(lab, len(label_index)) for lab in flat), dtype=np.int32, count=len(flat))
-    get = label_index.get
-    return np.fromiter((get(lab, -1) for lab in flat), dtype=np.int32, count=len(flat))
+        label_index.update(zip(dict.fromkeys(flat), itertools.count(len(label_index))))
+        return np.fromiter(map(label_index.__getitem__, flat), dtype=np.int32, count=len(flat))
+    return np.fromiter(map(label_index.get, flat, itertools.repeat(-1)), dtype=np.int32, count=len(flat))
 
 
 def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: str | None = None,
@@ -104,9 +104,9 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
     label_index: dict[str, int] = {}
     y = _label_ids(Y, seq_lens, label_index, grow=True, name=name)
     L = len(label_index)
-    attr_index: dict[str, int] = {}
-    get = attr_index.setdefault
-    raw = np.fromiter((get(a, len(attr_index)) for a in names), dtype=np.int64, count=len(names))
+    # ids in first-occurrence order; map/dict iterate in C, no Python frame per string
+    attr_index = dict(zip(dict.fromkeys(names), itertools.count()))
+    raw = np.fromiter(map(attr_index.__getitem__, names), dtype=np.int64, count=len(names))
     A0 = len(attr_index)
     ent_label = np.repeat(y, tok_counts).astype(np.int64)
 
@@ -118,11 +118,15 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
         keep_attr = np.zeros(A0, dtype=bool)
         keep_attr[f_attr] = True
     else:
-        counts = np.bincount(raw, minlength=A0)
-        keep_attr = counts >= min_freq
-    # new attribute ids in first-occurrence order of the kept ones
+        keep_attr = np.bincount(raw, minlength=A0) >= min_freq
+    # New attribute ids by decreasing frequency (ties: first occurrence). The
+    # kernels look up attr_ptr / feat_label / weights / gradient by attribute
+    # id; with Zipfian attribute frequencies this keeps the hot rows together
+    # in cache.
+    freq = np.bincount(raw, minlength=A0)
     remap = np.full(A0, -1, dtype=np.int64)
     kept = np.flatnonzero(keep_attr)
+    kept = kept[np.argsort(-freq[kept], kind="stable")]
     remap[kept] = np.arange(len(kept))
     attributes_all = list(attr_index)
     attributes = [attributes_all[k] for k in kept]
@@ -179,9 +183,7 @@ def encode(X: Sequence, space: FeatureSpace, Y: Sequence | None = None, *, name:
     id -1 (they can still be scored as strings by the metrics).
     """
     seq_lens, tok_counts, names, values = _flatten(X, name)
-    index = space.attr_index
-    get = index.get
-    ent = np.fromiter((get(a, -1) for a in names), dtype=np.int64, count=len(names))
+    ent = np.fromiter(map(space.attr_index.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
     if Y is not None:
         y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
     else:
