@@ -1,0 +1,46 @@
+# crfkit
+#   make chunker   train + evaluate a chunker on CoNLL-2000 (sets up .venv first)
+#   make test      run the tests (sets up .venv first)
+#   make bench     crfkit vs CRFsuite on CoNLL-2000 (installs python-crfsuite)
+#
+# PY picks the interpreter the virtualenv is built from: python3.11 when it is
+# on the PATH, else python3; it must be Python >= 3.11 (make PY=/path/to/python).
+
+SHELL := /bin/bash
+PY ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+DEMO_ARGS ?=
+BENCH_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help chunker test bench
+
+help:
+	@echo "make chunker   train + evaluate a chunker on CoNLL-2000 (DEMO_ARGS='--threads 4 ...')"
+	@echo "make test      run the tests"
+	@echo "make bench     crfkit vs CRFsuite on CoNLL-2000"
+
+$(VENV)/.installed: pyproject.toml
+	@command -v "$(PY)" >/dev/null 2>&1 || { \
+	  echo "error: '$(PY)' not found: crfkit needs Python >= 3.11 (run: make PY=/path/to/python3.11 ...)" >&2; exit 1; }
+	@"$(PY)" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || { \
+	  echo "error: crfkit needs Python >= 3.11, but '$(PY)' is Python $$("$(PY)" -c 'import platform; print(platform.python_version())')" \
+	       "(run: make PY=/path/to/python3.11 ...)" >&2; exit 1; }
+	"$(PY)" -m venv $(VENV)
+	$(PIP) install -e '.[test]'
+	touch $@
+
+chunker: $(VENV)/.installed
+	@$(BIN)/crfkit demo $(DEMO_ARGS)
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PIP) install -e '.[bench]'
+	touch $@
+
+bench: $(VENV)/.bench-installed
+	$(BIN)/python benchmarks/conll2000_vs_crfsuite.py $(BENCH_ARGS)
