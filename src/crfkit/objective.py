@@ -88,6 +88,12 @@ class Objective:
         self.n = corpus.n_sequences
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
         self._gbuf = None
+        self._emp = None
+        # exp-domain emissions by products are safe while every emission score
+        # stays within exp(+-EXP_BOUND): |score| <= max|w| * (entries per token)
+        self._binary = bool(np.all(corpus.val == 1.0))
+        counts = np.diff(corpus.tok_ptr)
+        self._max_entries = int(counts.max()) if len(counts) else 0
         self.n_full = 0          # full evaluations (value, or value + gradient)
         self.n_oracle = 0        # single-example oracle calls
 
@@ -103,13 +109,27 @@ class Objective:
         c, s = self.corpus, self.space
         return c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index
 
+    EXP_BOUND = 300.0
+
+    @property
+    def empirical_counts(self) -> np.ndarray:
+        """sum_i phi(x_i, y_i): the feature counts of the gold labelling."""
+        if self._emp is None:
+            self._emp = np.empty(self.n_features)
+            c, s = self.corpus, self.space
+            batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+                                   s.trans_index, s.n_state, self._emp)
+        return self._emp
+
     def nll_sum_grad(self, w: np.ndarray, g_out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """sum_i -log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser)."""
         if self._gbuf is None:
             self._gbuf = np.empty((len(self.bounds) - 1, self.n_features))
         g = np.empty(self.n_features) if g_out is None else g_out
         w = np.ascontiguousarray(w, dtype=np.float64)
-        v = batch.loss_grad(*self._args(), w, self.space.n_state, self.bounds, self._gbuf, g)
+        ns = self.space.n_state
+        exp_ok = self._binary and ns > 0 and float(np.abs(w[:ns]).max()) * self._max_entries <= self.EXP_BOUND
+        v = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts, exp_ok)
         self.n_full += 1
         return float(v), g
 

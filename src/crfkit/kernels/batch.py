@@ -37,9 +37,96 @@ def _max_len(seq_ptr, s0, s1):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
+def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out):
+    """Feature counts of the gold labelling: sum_i phi(x_i, y_i) (constant during training)."""
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for s in range(len(seq_ptr) - 1):
+        for t in range(seq_ptr[s], seq_ptr[s + 1]):
+            yt = y[t]
+            for e in range(tok_ptr[t], tok_ptr[t + 1]):
+                a = attr[e]
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    if feat_label[k] == yt:
+                        out[k] += val[e]
+            if t > seq_ptr[s]:
+                k = trans_index[y[t - 1], yt]
+                if k >= 0:
+                    out[n_state + k] += 1.0
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _exp_emissions(tok_ptr, attr, t0, t1, attr_ptr, feat_label, expw, es):
+    """es[t - t0, l] = prod of exp(w_k) over the features firing at t for l (binary attributes)."""
+    L = es.shape[1]
+    for t in range(t0, t1):
+        r = t - t0
+        for l in range(L):
+            es[r, l] = 1.0
+        for e in range(tok_ptr[t], tok_ptr[t + 1]):
+            a = attr[e]
+            for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                es[r, feat_label[k]] *= expw[k]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
+    """Scaled forward-backward from exp-domain emissions ``es``; adds the edge
+    statistics (before the factor expM) into ``acc``.  Returns log Z, or NaN
+    when a scale under/overflows (the caller then takes the robust path)."""
+    L = es.shape[1]
+    s = 0.0
+    for j in range(L):
+        alpha[0, j] = es[0, j]
+        s += es[0, j]
+    if not (s > 1e-300) or not (s < 1e300):
+        return np.nan
+    scale[0] = s
+    logz = np.log(s)
+    inv = 1.0 / s
+    for j in range(L):
+        alpha[0, j] *= inv
+    for t in range(1, T):
+        s = 0.0
+        for j in range(L):
+            a = 0.0
+            for i in range(L):
+                a += alpha[t - 1, i] * expMT[j, i]
+            a *= es[t, j]
+            alpha[t, j] = a
+            s += a
+        if not (s > 1e-300) or not (s < 1e300):
+            return np.nan
+        scale[t] = s
+        logz += np.log(s) + tmax
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    for t in range(T - 2, -1, -1):
+        inv = 1.0 / scale[t + 1]
+        for j in range(L):
+            tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
+        for i in range(L):
+            b = 0.0
+            for j in range(L):
+                b += expM[i, j] * tmp[j]
+            beta[t, i] = b
+            a = alpha[t, i]
+            for j in range(L):
+                acc[i, j] += a * tmp[j]
+    return logz
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                     w, n_state, trans, expM, tmax, s0, s1, g):
-    """Negative log-likelihood of sequences s0..s1-1; adds its gradient into g."""
+                     w, expw, use_exp, n_state, trans, expM, expMT, tmax, s0, s1, g):
+    """Sum of log Z over sequences s0..s1-1; adds the expected feature counts into g.
+
+    (The gold-path scores and empirical counts are constant-time terms the
+    caller handles with the precomputed empirical count vector.)
+    """
     L = trans.shape[0]
     for k in range(g.shape[0]):
         g[k] = 0.0
@@ -51,24 +138,30 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     alpha = np.empty((maxT, L))
     beta = np.empty((maxT, L))
     scale = np.empty(maxT)
+    tmp = np.empty(L)
+    acc = np.zeros((L, L))
     E = np.zeros((L, L))
-    loss = 0.0
+    total = 0.0
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         t1 = seq_ptr[s + 1]
         T = t1 - t0
         if T == 0:
             continue
-        emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, 1.0, score)
-        logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
-        loss += logz - gold_score(score, y, t0, T, trans)
-        edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, E)
+        logz = np.nan
+        if use_exp:
+            _exp_emissions(tok_ptr, attr, t0, t1, attr_ptr, feat_label, expw, es)
+            # NaN comes only from the forward pass, before anything was added
+            # to acc, so the robust path below can simply take over.
+            logz = _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
+        if not np.isfinite(logz):
+            emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, 1.0, score)
+            logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
+            edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, E)
+        total += logz
         for t in range(T):
             for l in range(L):
                 alpha[t, l] *= beta[t, l]
-            alpha[t, y[t0 + t]] -= 1.0
-            if t > 0:
-                E[y[t0 + t - 1], y[t0 + t]] -= 1.0
         for t in range(T):
             for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
                 a = attr[e]
@@ -79,30 +172,43 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         for j in range(L):
             k = trans_index[i, j]
             if k >= 0:
-                g[n_state + k] += E[i, j]
-    return loss
+                g[n_state + k] += E[i, j] + acc[i, j] * expM[i, j]
+    return total
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, bounds, gbuf, g_out):
-    """Sum over the corpus of -log p(y|x); its gradient is written to g_out."""
+              w, n_state, bounds, gbuf, g_out, emp, exp_ok):
+    """Sum over the corpus of -log p(y|x); its gradient is written to g_out.
+
+    ``emp`` holds the empirical feature counts (:func:`empirical_counts`).
+    ``exp_ok``: the corpus is binary and the weights small enough that
+    emissions may be built in the exp domain by products (no overflow).
+    """
     trans = transition_matrix(w, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
+    expMT = expM.T.copy()
+    if exp_ok:
+        expw = np.exp(w[:n_state])
+    else:
+        expw = np.empty(0)
     n_chunks = len(bounds) - 1
-    losses = np.zeros(n_chunks)
+    logzs = np.zeros(n_chunks)
     for c in prange(n_chunks):
-        losses[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
-                                     trans_index, w, n_state, trans, expM, tmax,
-                                     bounds[c], bounds[c + 1], gbuf[c])
+        logzs[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
+                                    trans_index, w, expw, exp_ok, n_state, trans, expM, expMT, tmax,
+                                    bounds[c], bounds[c + 1], gbuf[c])
     n = g_out.shape[0]
+    gold = 0.0
     for k in prange(n):
         acc = 0.0
         for c in range(n_chunks):
             acc += gbuf[c, k]
-        g_out[k] = acc
-    return losses.sum()
+        g_out[k] = acc - emp[k]
+    for k in range(n):
+        gold += w[k] * emp[k]
+    return logzs.sum() - gold
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
