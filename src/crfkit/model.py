@@ -9,9 +9,10 @@ Layout of the weight vector ``w`` (length ``n_features``):
   the weight of label pair ``i -> j``, or -1 when the pair has no feature.
 
 Model file (version 1): ``MAGIC``, a little-endian uint32 header length, a UTF-8
-JSON header, then the payload: each array zlib-compressed, laid out as the
-header's ``arrays`` table says.  The header carries a SHA-256 of the payload so
-that a truncated or corrupted file is detected on load.  Nothing is unpickled.
+JSON header, the payload (each array zlib-compressed, laid out as the header's
+``arrays`` table says), and last the SHA-256 of all the bytes before it, so
+that a truncated or corrupted file (header or payload) is detected on load.
+Nothing is unpickled.
 Only non-zero weights are stored.
 """
 from __future__ import annotations
@@ -292,8 +293,11 @@ class CRFModel:
             "meta": self.meta,
         }
         hb = json.dumps(header, sort_keys=True).encode("utf-8")
-        _atomic_write(path, [MAGIC, struct.pack("<I", len(hb)), hb, body])
-        return len(MAGIC) + 4 + len(hb) + len(body)
+        head = MAGIC + struct.pack("<I", len(hb)) + hb
+        digest = hashlib.sha256(head)
+        digest.update(body)
+        _atomic_write(path, [head, body, digest.digest()])
+        return len(head) + len(body) + digest.digest_size
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CRFModel":
@@ -309,13 +313,20 @@ class CRFModel:
             (hl,) = struct.unpack_from("<I", data, len(MAGIC))
             hstart = len(MAGIC) + 4
             header = json.loads(data[hstart:hstart + hl].decode("utf-8"))
-        except (struct.error, UnicodeDecodeError, json.JSONDecodeError):
+            if not isinstance(header, dict):
+                raise ValueError
+        except (struct.error, UnicodeDecodeError, ValueError):
             raise ModelError(f"{path}: model header is truncated or corrupted") from None
         ver = header.get("format_version")
         if not isinstance(ver, int) or ver > FORMAT_VERSION:
             raise ModelError(f"{path}: model format version {ver} is newer than this crfkit reads "
                              f"(up to {FORMAT_VERSION}); upgrade crfkit")
-        body = data[hstart + hl:]
+        # a newer format may lay the rest out differently: its version is
+        # reported before anything else is checked
+        # the last 32 bytes are the SHA-256 of everything before them
+        if len(data) < hstart + hl + 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+            raise ModelError(f"{path}: model file is truncated or corrupted (checksum mismatch)")
+        body = data[hstart + hl:-32]
         if hashlib.sha256(body).hexdigest() != header.get("payload_sha256"):
             raise ModelError(f"{path}: model file is truncated or corrupted (checksum mismatch)")
         arrays = {}

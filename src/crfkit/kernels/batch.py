@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, edge_marginal_sum, emissions, forward_backward, gold_score,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, edge_marginal_sum, emissions, forward_backward, gold_score,
                     transition_matrix, viterbi)
 
 
@@ -189,6 +189,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     expMT = expM.T.copy()
+    exp_ok = exp_ok and tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE
     if exp_ok:
         expw = np.exp(w[:n_state])
     else:
@@ -239,6 +240,8 @@ def _forward_only(score, T, expM, tmax, es, alpha, scale, trans):
     # forward_backward also runs the backward pass; for the loss alone we only
     # need log Z, so run the same scaled forward recursion without it.
     L = expM.shape[0]
+    if tmax - trans.min() > MAX_SCALED_TRANSITION_RANGE:
+        return forward_backward(score, T, trans, expM, tmax, es, alpha, np.empty_like(alpha), scale)
     logz = 0.0
     for t in range(T):
         m = score[t, 0]

@@ -11,9 +11,9 @@ Forward-backward runs in the exp domain with per-position scaling: every
 position's emission scores are shifted by their maximum and the transition
 matrix by its maximum before exponentiation, and alpha is renormalised to sum 1
 at each position. The shifts and scales are added back into ``log Z``. This
-keeps the recursions finite for any emission magnitude and for transition
-weights up to several hundred; if a scale still underflows (a probability mass
-below 1e-308 in every state), the chain is recomputed in the log domain.
+keeps the recursions finite and accurate for any emission magnitude as long as
+the transition scores span at most ``MAX_SCALED_TRANSITION_RANGE``; beyond that,
+or if a scale still underflows, the chain is computed in the log domain.
 """
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ from numba import njit
 # no "nnan"/"ninf" flags, so the finiteness checks keep their meaning.
 FAST = {"reassoc", "contract", "arcp", "nsz"}
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+
+# Two label paths that differ at one position differ by at most two transition
+# scores, so mass the scaled recursion loses to underflow (below exp(-708)
+# relative to the best label of a position) can come back by at most
+# exp(2 * range of the transition scores).  Up to this range that is below
+# exp(-300) relative: exact in double precision.  Beyond it, the log domain.
+MAX_SCALED_TRANSITION_RANGE = 200.0
 
 
 @njit(**_NOPY)
@@ -82,6 +89,8 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
     fallback fills ``es``, ``alpha``, ``beta``, ``scale`` consistently).
     """
     L = trans.shape[0]
+    if tmax - trans.min() > MAX_SCALED_TRANSITION_RANGE:
+        return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
     logz = 0.0
     ok = True
     for t in range(T):
