@@ -24,6 +24,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..kernels import vec as _vec
+
 FG = Callable[[np.ndarray], tuple[float, np.ndarray]]
 
 
@@ -53,6 +55,47 @@ def two_loop(g: np.ndarray, S: deque, Y: deque, RHO: deque) -> np.ndarray:
         b = RHO[i] * np.dot(Y[i], q)
         q += (alpha[i] - b) * S[i]
     return q
+
+
+class History:
+    """The last ``m`` (s, y) pairs in a ring buffer, with the two-loop recursion in numba."""
+
+    def __init__(self, m: int, n: int):
+        self.m = m
+        # one spare row: a new pair is written there first, so a pair rejected
+        # for weak curvature never overwrites the live history
+        self.S = np.empty((m + 1, n))
+        self.Y = np.empty((m + 1, n))
+        self.rho = np.empty(m + 1)
+        self.order: list[int] = []     # slots, oldest first
+        self._d = np.empty(n)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def clear(self) -> None:
+        self.order.clear()
+
+    def push(self, x_new, x, g_new, g) -> bool:
+        """Store s = x_new - x, y = g_new - g if the curvature s.y is positive enough."""
+        slot = min(set(range(self.m + 1)) - set(self.order))
+        s, y = self.S[slot], self.Y[slot]
+        np.subtract(x_new, x, out=s)
+        np.subtract(g_new, g, out=y)
+        sy = _vec.dot(s, y)
+        if not sy > 1e-10 * _vec.dot(y, y):
+            return False
+        self.rho[slot] = 1.0 / sy
+        self.order.append(slot)
+        if len(self.order) > self.m:
+            self.order.pop(0)
+        return True
+
+    def direction(self, g: np.ndarray) -> np.ndarray:
+        """-H g (steepest descent when empty); a fresh array."""
+        d = np.empty_like(g)
+        _vec.two_loop(g, self.S, self.Y, self.rho, np.asarray(self.order, dtype=np.int64), d)
+        return d
 
 
 def _cubic_min(a, fa, da, b, fb, db):
@@ -152,9 +195,7 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
     f, g = fg(x)
     g = g.copy()
     n_evals = 1
-    S: deque = deque(maxlen=m)
-    Y: deque = deque(maxlen=m)
-    RHO: deque = deque(maxlen=m)
+    hist = History(m, x.shape[0])
     past: deque = deque(maxlen=period + 1)
     past.append(f)
     it = 0
@@ -169,13 +210,13 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
         return done("converged", "gradient norm below epsilon at the starting point")
     try:
         while max_iterations is None or it < max_iterations:
-            d = two_loop(g, S, Y, RHO) if S else -g
+            d = hist.direction(g)
             dg = float(np.dot(d, g))
             if not dg < 0:  # not a descent direction: restart from steepest descent
-                S.clear(); Y.clear(); RHO.clear()
+                hist.clear()
                 d = -g
                 dg = -float(np.dot(g, g))
-            step0 = 1.0 / math.sqrt(-dg) if not S else 1.0
+            step0 = 1.0 / math.sqrt(-dg) if not len(hist) else 1.0
 
             def phi(a, d=d):
                 xn = x + a * d
@@ -188,11 +229,7 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
                 status, message = "linesearch_failed", "the line search found no decrease (at numerical precision?)"
                 break
             xn, gn = pl
-            s = xn - x
-            yv = gn - g
-            sy = float(np.dot(s, yv))
-            if sy > 1e-10 * float(np.dot(yv, yv)):
-                S.append(s); Y.append(yv); RHO.append(1.0 / sy)
+            hist.push(xn, x, gn, g)
             x, f, g = xn, fn, gn
             it += 1
             xnorm = float(np.linalg.norm(x))
@@ -220,7 +257,7 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
                 if abs(rate) < delta:
                     status, message = "delta", f"objective improved by less than delta={delta} over {period} iterations"
                     break
-            if not ok and not S:
+            if not ok and not len(hist):
                 status, message = "linesearch_failed", "the line search could not satisfy the Wolfe conditions"
                 break
     except KeyboardInterrupt:
