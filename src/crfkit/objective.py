@@ -123,15 +123,20 @@ class Objective:
 
     def nll_sum_grad(self, w: np.ndarray, g_out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """sum_i -log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser)."""
+        v, _, g = self._loss_grad(w, g_out, 1.0, 0.0)
+        return v, g
+
+    def _loss_grad(self, w, g_out, gscale, l2):
         if self._gbuf is None:
             self._gbuf = np.empty((len(self.bounds) - 1, self.n_features))
         g = np.empty(self.n_features) if g_out is None else g_out
         w = np.ascontiguousarray(w, dtype=np.float64)
         ns = self.space.n_state
         exp_ok = self._binary and ns > 0 and float(np.abs(w[:ns]).max()) * self._max_entries <= self.EXP_BOUND
-        v = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts, exp_ok)
+        v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
+                                 exp_ok, gscale, l2)
         self.n_full += 1
-        return float(v), g
+        return float(v), float(wsq), g
 
     def nll_sum(self, w: np.ndarray) -> float:
         w = np.ascontiguousarray(w, dtype=np.float64)
@@ -140,12 +145,8 @@ class Objective:
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """f(w) and the gradient of its smooth part (the L1 term is left to OWL-QN and friends)."""
-        v, g = self.nll_sum_grad(w)
-        g /= self.n
-        f = v / self.n
-        if self.reg.l2:
-            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
-            g += self.reg.l2 * w
+        v, wsq, g = self._loss_grad(w, None, 1.0 / self.n, self.reg.l2)
+        f = v / self.n + 0.5 * self.reg.l2 * wsq
         if self.reg.l1:
             f += self.reg.l1 * float(np.abs(w).sum())
         return f, g

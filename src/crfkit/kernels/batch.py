@@ -178,8 +178,9 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, bounds, gbuf, g_out, emp, exp_ok):
-    """Sum over the corpus of -log p(y|x); its gradient is written to g_out.
+              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2):
+    """Returns (sum over the corpus of -log p(y|x), ||w||^2) and writes
+    ``gscale * grad(sum nll) + l2 * w`` to g_out (one pass for all of it).
 
     ``emp`` holds the empirical feature counts (:func:`empirical_counts`).
     ``exp_ok``: the corpus is binary and the weights small enough that
@@ -202,14 +203,16 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                                     bounds[c], bounds[c + 1], gbuf[c])
     n = g_out.shape[0]
     gold = 0.0
+    wsq = 0.0
     for k in prange(n):
         acc = 0.0
         for c in range(n_chunks):
             acc += gbuf[c, k]
-        g_out[k] = acc - emp[k]
-    for k in range(n):
-        gold += w[k] * emp[k]
-    return logzs.sum() - gold
+        wk = w[k]
+        g_out[k] = (acc - emp[k]) * gscale + l2 * wk
+        gold += wk * emp[k]
+        wsq += wk * wk
+    return logzs.sum() - gold, wsq
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
