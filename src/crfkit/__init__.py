@@ -1,2 +1,32 @@
-"""crfkit: linear-chain conditional random fields, fast to train, easy to use."""
+"""crfkit: linear-chain conditional random fields, fast to train, easy to use.
+
+The main entry points (imported lazily, so ``import crfkit`` stays cheap):
+
+* ``crfkit.train.train`` — train on attribute sequences (lists of strings per token);
+* :class:`crfkit.CRFModel` — tag, marginals, save/load;
+* :class:`crfkit.Templates` — CRF++ feature templates;
+* :func:`crfkit.read_columns` — CoNLL / CRF++ column files;
+* :func:`crfkit.conlleval` — conlleval-identical chunk scores.
+"""
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "TrainResult": ("crfkit.train", "TrainResult"),
+    "CRFModel": ("crfkit.model", "CRFModel"),
+    "Templates": ("crfkit.features.templates", "Templates"),
+    "read_columns": ("crfkit.io.columns", "read_columns"),
+    "conlleval": ("crfkit.metrics", "conlleval"),
+    "CrfkitError": ("crfkit.errors", "CrfkitError"),
+    "DataError": ("crfkit.errors", "DataError"),
+    "ModelError": ("crfkit.errors", "ModelError"),
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+        mod, attr = _EXPORTS[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(f"module 'crfkit' has no attribute {name!r}")
