@@ -132,6 +132,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                     delta=delta, period=period, gtol=gtol, stop_value=stop_value, callback=on_iter)
     finally:
         tr.close()
+    if res.status == "interrupted" and res.iterations == 0:
+        raise KeyboardInterrupt  # nothing was learnt: there is no model worth saving
     seconds = time.perf_counter() - t0
     md = {"algorithm": algorithm, "l1": reg.l1, "l2": reg.l2, "n_train": n,
           "iterations": res.iterations, "status": res.status}

@@ -192,7 +192,11 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
     """
     t_start = time.perf_counter()
     x = np.array(x0, dtype=np.float64, copy=True)
-    f, g = fg(x)
+    try:
+        f, g = fg(x)
+    except KeyboardInterrupt:
+        return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
+                           status="interrupted", message="interrupted before the first evaluation finished")
     g = g.copy()
     n_evals = 1
     hist = History(m, x.shape[0])
