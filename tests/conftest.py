@@ -1,0 +1,236 @@
+"""Shared helpers for the engine tests (kernels, objective, oracle, L-BFGS, model, encode, train).
+
+Everything here is written independently of the code under test: reference
+scores are computed from the *names* of attributes and labels (through
+``CRFModel.state_features`` / ``transition_features``), partition functions by
+brute-force enumeration of all label paths or by a log-domain numpy
+forward-backward.
+
+The helpers are plain functions so that hypothesis tests (which must not use
+function-scoped fixtures) can import them: ``from conftest import ...``.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from crfkit.model import CRFModel, FeatureSpace
+from crfkit.parallel import set_threads
+
+
+# --------------------------------------------------------------------------- data
+def random_sequences(rng: np.random.Generator, n_seq: int, *, min_len: int = 1, max_len: int = 5,
+                     n_attr: int = 6, n_labels: int = 3, max_attrs: int = 3, real: bool = False,
+                     attr_prefix: str = "a", label_prefix: str = "L"):
+    """A random tiny labelled corpus (X, Y) in crfkit's input format.
+
+    Tokens carry 0..max_attrs attributes drawn (with repetition) from
+    ``n_attr`` names; with ``real=True`` about half of them are
+    ``(name, value)`` pairs with a value in [-2, 2].
+    """
+    labels = [f"{label_prefix}{k}" for k in range(n_labels)]
+    X, Y = [], []
+    for _ in range(n_seq):
+        T = int(rng.integers(min_len, max_len + 1))
+        xs = []
+        for _t in range(T):
+            k = int(rng.integers(0, max_attrs + 1))
+            tok = []
+            for _a in range(k):
+                name = f"{attr_prefix}{int(rng.integers(n_attr))}"
+                if real and rng.random() < 0.5:
+                    tok.append((name, float(rng.uniform(-2.0, 2.0))))
+                else:
+                    tok.append(name)
+            xs.append(tok)
+        X.append(xs)
+        Y.append([labels[int(rng.integers(n_labels))] for _ in range(T)])
+    return X, Y
+
+
+def attr_value(a):
+    """(name, value) of an attribute given as a string or a (string, value) pair."""
+    if isinstance(a, str):
+        return a, 1.0
+    return a[0], float(a[1])
+
+
+def token_attr_totals(x):
+    """Per token, a dict attribute name -> summed value (repeated attributes add up)."""
+    out = []
+    for tok in x:
+        d: dict[str, float] = {}
+        for a in tok:
+            n, v = attr_value(a)
+            d[n] = d.get(n, 0.0) + v
+        out.append(d)
+    return out
+
+
+class Reference:
+    """Dense scores of raw sequences under a model, computed from feature names only."""
+
+    def __init__(self, model: CRFModel):
+        self.labels = list(model.labels)
+        self.L = len(self.labels)
+        self.sf = model.state_features()
+        tf = model.transition_features()
+        self.trans = np.array([[tf.get((a, b), 0.0) for b in self.labels] for a in self.labels],
+                              dtype=np.float64).reshape(self.L, self.L)
+
+    def scores(self, x) -> np.ndarray:
+        score = np.zeros((len(x), self.L))
+        for t, tok in enumerate(x):
+            for a in tok:
+                n, v = attr_value(a)
+                for l, lab in enumerate(self.labels):
+                    score[t, l] += self.sf.get((n, lab), 0.0) * v
+        return score
+
+
+# ------------------------------------------------------------- brute force / log domain
+def path_score(score: np.ndarray, trans: np.ndarray, path) -> float:
+    path = list(path)
+    s = sum(score[t, path[t]] for t in range(len(path)))
+    s += sum(trans[path[t - 1], path[t]] for t in range(1, len(path)))
+    return float(s)
+
+
+def _lse(x, axis=None):
+    m = np.max(x, axis=axis, keepdims=True)
+    r = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    return np.squeeze(r, axis=axis) if axis is not None else float(r.reshape(()))
+
+
+def enumerate_chain(score: np.ndarray, trans: np.ndarray) -> dict:
+    """Everything about a chain by enumerating all L^T label paths."""
+    T, L = score.shape
+    paths = np.array(list(itertools.product(range(L), repeat=T)), dtype=np.int64).reshape(-1, T)
+    s = score[np.arange(T)[None, :], paths].sum(axis=1)
+    if T > 1:
+        s = s + trans[paths[:, :-1], paths[:, 1:]].sum(axis=1)
+    logz = _lse(s)
+    p = np.exp(s - logz)
+    node = np.zeros((T, L))
+    for t in range(T):
+        np.add.at(node[t], paths[:, t], p)
+    edge = np.zeros((L, L))
+    for t in range(1, T):
+        np.add.at(edge, (paths[:, t - 1], paths[:, t]), p)
+    order = np.argsort(-s, kind="stable")
+    best = int(order[0])
+    gap = float(s[order[0]] - s[order[1]]) if len(s) > 1 else np.inf
+    return dict(logz=logz, node=node, edge=edge, best_path=paths[best].copy(), best_score=float(s[best]),
+                gap=gap, paths=paths, scores=s)
+
+
+def logdomain_chain(score: np.ndarray, trans: np.ndarray) -> dict:
+    """Forward-backward in the log domain (numpy, vectorised over labels, loop over t).
+
+    The log messages are re-centred at every position (their log-sum-exp is
+    subtracted and accumulated separately) so that marginals of a chain whose
+    log Z is ~1e7 are not lost to cancellation; marginals and edge marginals
+    are normalised per position, which is exact since each sums to 1.
+    """
+    T, L = score.shape
+    la = np.empty((T, L))
+    lb = np.empty((T, L))
+    c = 0.0
+    cur = score[0].astype(np.float64)
+    for t in range(T):
+        if t > 0:
+            cur = _lse(la[t - 1][:, None] + trans, axis=0) + score[t]
+        k = _lse(cur)
+        la[t] = cur - k
+        c += k
+    logz = c
+    lb[T - 1] = 0.0
+    for t in range(T - 2, -1, -1):
+        cur = _lse(trans + (score[t + 1] + lb[t + 1])[None, :], axis=1)
+        lb[t] = cur - _lse(cur)
+    lm = la + lb
+    node = np.exp(lm - _lse(lm, axis=1)[:, None])
+    if T > 1:
+        le = la[:-1, :, None] + trans[None, :, :] + (score[1:] + lb[1:])[:, None, :]
+        le -= _lse(le.reshape(T - 1, L * L), axis=1)[:, None, None]
+        edge = np.exp(le).sum(axis=0)
+    else:
+        edge = np.zeros((L, L))
+    return dict(logz=logz, node=node, edge=edge)
+
+
+def brute_gradient(space: FeatureSpace, x, y_ids, node: np.ndarray, edge: np.ndarray) -> np.ndarray:
+    """Gradient of -log p(y|x) (one sequence) from its marginals, feature by feature, by name."""
+    totals = token_attr_totals(x)
+    fa = space.feature_attr()
+    g = np.zeros(space.n_features)
+    T = len(x)
+    for k in range(space.n_state):
+        name = space.attributes[fa[k]]
+        l = int(space.feat_label[k])
+        g[k] = sum(totals[t].get(name, 0.0) * (node[t, l] - (1.0 if y_ids[t] == l else 0.0))
+                   for t in range(T))
+    L = space.n_labels
+    for i in range(L):
+        for j in range(L):
+            k = space.trans_index[i, j]
+            if k >= 0:
+                obs = sum(1 for t in range(1, T) if y_ids[t - 1] == i and y_ids[t] == j)
+                g[space.n_state + k] = edge[i, j] - obs
+    return g
+
+
+# ------------------------------------------------------------------ hand-built models
+def model_from_scores(score: np.ndarray, trans: np.ndarray):
+    """A model whose token t of the returned sequence has exactly the emission row score[t].
+
+    Attribute ``tok{t}`` occurs only at position t and has a feature for every
+    label; every label pair has a transition feature. Returns (model, X).
+    """
+    T, L = score.shape
+    space = FeatureSpace(labels=[f"y{k}" for k in range(L)], attributes=[f"tok{t}" for t in range(T)],
+                         attr_ptr=np.arange(T + 1, dtype=np.int64) * L,
+                         feat_label=np.tile(np.arange(L, dtype=np.int32), T),
+                         trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L))
+    w = np.concatenate([np.asarray(score, dtype=np.float64).ravel(), np.asarray(trans, dtype=np.float64).ravel()])
+    return CRFModel(space, w), [[[f"tok{t}"] for t in range(T)]]
+
+
+def corpus_dense_scores(space: FeatureSpace, corpus, w: np.ndarray) -> np.ndarray:
+    """Emission scores (n_tokens x L) of an encoded corpus, from a dense attribute x label table."""
+    W = np.zeros((space.n_attributes, space.n_labels))
+    W[space.feature_attr(), space.feat_label] = w[:space.n_state]
+    score = np.zeros((corpus.n_tokens, space.n_labels))
+    tok_of = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.tok_ptr))
+    np.add.at(score, tok_of, corpus.val[:, None] * W[corpus.attr])
+    return score
+
+
+def dense_transitions(space: FeatureSpace, w: np.ndarray) -> np.ndarray:
+    L = space.n_labels
+    tr = np.zeros((L, L))
+    m = space.trans_index >= 0
+    tr[m] = w[space.n_state + space.trans_index[m]]
+    return tr
+
+
+# -------------------------------------------------------------------------- fixtures
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20240611)
+
+
+@pytest.fixture(scope="session")
+def make_corpus():
+    """Factory: make_corpus(seed, n_seq, **kw) -> (X, Y), seeded and reproducible."""
+    def _make(seed: int = 0, n_seq: int = 5, **kw):
+        return random_sequences(np.random.default_rng(seed), n_seq, **kw)
+    return _make
+
+
+@pytest.fixture
+def restore_threads():
+    yield
+    set_threads(None)
