@@ -356,20 +356,14 @@ def _read_array(header, payload, name):
     return np.frombuffer(raw, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"]).copy()
 
 
-_MALFORMED_BUG = ("BUG: model.py CRFModel.load: a file with valid checksums but inconsistent content "
-                  "escapes as KeyError/ValueError (array lookups and FeatureSpace/CRFModel construction "
-                  "are outside the try that maps errors to ModelError)")
-_UNSAFE_BUG = ("BUG: model.py CRFModel.load: label / transition indices are not range-checked; such a "
-               "model loads and the numba kernels (no bounds checks) then read/write out of bounds")
-
-
 @pytest.mark.parametrize("edit", [
     "bad_dtype", "header_list", "bad_offset",
-    pytest.param("drop_weights", marks=pytest.mark.xfail(strict=True, raises=KeyError, reason=_MALFORMED_BUG)),
-    pytest.param("short_weights", marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=_MALFORMED_BUG)),
-    pytest.param("attr_nfeat_sum", marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=_MALFORMED_BUG)),
-    pytest.param("feat_label_range", marks=pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=_UNSAFE_BUG)),
-    pytest.param("trans_index_range", marks=pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=_UNSAFE_BUG)),
+    # regression tests: these escaped as KeyError/ValueError or loaded unchecked indices
+    "drop_weights",
+    "short_weights",
+    "attr_nfeat_sum",
+    "feat_label_range",
+    "trans_index_range",
 ])
 def test_consistent_checksums_but_inconsistent_content(saved, edit):
     """A file whose checksums are right but whose content is not a valid model: a ModelError naming it.

@@ -160,9 +160,6 @@ def test_train_corpus_warm_start_and_bad_algorithm():
     assert isinstance(first.model, CRFModel) and first.model.space is space
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: train.py train_corpus: l1/c1/rho1 > 0 is accepted with algorithm "
-                   "'lbfgs', which minimises f (value includes l1|w|_1) with a gradient that omits it -> "
-                   "line search fails after a few iterations, far from the L1 optimum")
 def test_l1_training_reaches_the_l1_optimum_or_is_refused():
     X, Y = learnable(3, 40)
     try:

@@ -329,18 +329,45 @@ class CRFModel:
         body = data[hstart + hl:-32]
         if hashlib.sha256(body).hexdigest() != header.get("payload_sha256"):
             raise ModelError(f"{path}: model file is truncated or corrupted (checksum mismatch)")
-        arrays = {}
         try:
+            arrays = {}
             for name, spec in header["arrays"].items():
                 raw = zlib.decompress(body[spec["offset"]:spec["offset"] + spec["nbytes"]])
                 arrays[name] = np.frombuffer(raw, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"])
-        except (KeyError, zlib.error, ValueError, TypeError) as e:
-            raise ModelError(f"{path}: model payload is corrupted ({e})") from None
-        attr_ptr = np.zeros(len(arrays["attr_nfeat"]) + 1, np.int64)
-        np.cumsum(arrays["attr_nfeat"], out=attr_ptr[1:])
-        space = FeatureSpace(
-            labels=_unpack_strings(arrays["label_blob"], arrays["label_lens"]),
-            attributes=_unpack_strings(arrays["attr_blob"], arrays["attr_lens"]),
-            attr_ptr=attr_ptr, feat_label=arrays["feat_label"].astype(np.int32),
-            trans_index=arrays["trans_index"])
-        return cls(space=space, weights=arrays["weights"].copy(), meta=header.get("meta", {}))
+            nfeat = arrays["attr_nfeat"].astype(np.int64)
+            attr_ptr = np.zeros(len(nfeat) + 1, np.int64)
+            np.cumsum(nfeat, out=attr_ptr[1:])
+            labels = _unpack_strings(arrays["label_blob"], arrays["label_lens"])
+            L = len(labels)
+            feat_label = arrays["feat_label"].astype(np.int32)
+            trans_index = arrays["trans_index"].astype(np.int32)
+            weights = arrays["weights"].astype(np.float64)
+            live = trans_index[trans_index >= 0]
+            problems = []
+            if (nfeat < 0).any():
+                problems.append("negative feature counts")
+            if len(feat_label) != attr_ptr[-1]:
+                problems.append("feature counts do not add up")
+            if len(feat_label) and (feat_label.min() < 0 or feat_label.max() >= L):
+                problems.append("a state feature has a label outside the label table")
+            if trans_index.shape != (L, L) or (trans_index < -1).any():
+                problems.append("bad transition table")
+            elif len(np.unique(live)) != len(live) or (len(live) and live.max() >= len(live)):
+                problems.append("transition indices are not a permutation")
+            if len(weights) != len(feat_label) + len(live):
+                problems.append("the number of weights does not match the features")
+            if not np.all(np.isfinite(weights)):
+                problems.append("non-finite weights")
+            if problems:
+                raise ValueError("; ".join(problems))
+            space = FeatureSpace(
+                labels=labels, attributes=_unpack_strings(arrays["attr_blob"], arrays["attr_lens"]),
+                attr_ptr=attr_ptr, feat_label=feat_label, trans_index=trans_index)
+            if space.n_attributes != len(nfeat):
+                raise ValueError("attribute table and feature counts disagree")
+            meta = header.get("meta", {})
+            if not isinstance(meta, dict):
+                raise ValueError("meta is not a mapping")
+            return cls(space=space, weights=weights.copy(), meta=meta)
+        except (KeyError, zlib.error, ValueError, TypeError, UnicodeDecodeError) as e:
+            raise ModelError(f"{path}: model payload is corrupted or inconsistent ({e})") from None

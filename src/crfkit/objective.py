@@ -43,8 +43,9 @@ def regularization(n: int, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho
     """Convert one of the three conventions to ours; at most one per term.
 
     ``c2`` (CRFsuite): ``l2 = 2*c2/n``; ``rho2`` (Wapiti): ``l2 = rho2/n``;
-    ``c1`` and ``rho1``: ``l1 = c1/n``.  With nothing given: CRFsuite's default
-    ``c2 = 1``.
+    ``c1`` and ``rho1``: ``l1 = c1/n``.  With no L2 strength given: CRFsuite's
+    default ``c2 = 1`` (also when an L1 strength is given, as in CRFsuite);
+    pass ``l2=0`` for none.
     """
     if n <= 0:
         raise ValueError("need at least one training sequence")
@@ -59,7 +60,7 @@ def regularization(n: int, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho
     elif rho2 is not None:
         L2 = float(rho2) / n
     else:
-        L2 = 2.0 / n if not any(one) else 0.0
+        L2 = 2.0 / n  # CRFsuite's default c2 = 1, kept when only an L1 strength is given (as CRFsuite does)
     if l1 is not None:
         L1 = float(l1)
     elif c1 is not None:

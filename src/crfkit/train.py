@@ -85,8 +85,11 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     """Train on an encoded corpus. See :func:`train` for the parameters."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
-    set_threads(threads)
     reg = reg or regularization(corpus.n_sequences)
+    if reg.l1 > 0 and algorithm == "lbfgs":
+        raise ValueError("L1 regularisation (l1/c1/rho1 > 0) needs OWL-QN, which the lbfgs algorithm "
+                         "of this version does not provide; train with L2 only")
+    set_threads(threads)
     obj = Objective(corpus, space, reg, threads=threads)
     n = obj.n
     c1, c2 = reg.crfsuite(n)
