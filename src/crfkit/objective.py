@@ -129,13 +129,16 @@ class Objective:
 
     def _loss_grad(self, w, g_out, gscale, l2):
         if self._gbuf is None:
-            self._gbuf = np.empty((len(self.bounds) - 1, self.n_features))
+            nc = len(self.bounds) - 1
+            self._gbuf = np.empty((nc, self.n_features))
+            self._row, self._dense_attr = batch.dense_rows(self.space.attr_ptr, self.space.n_labels)
+            self._gdbuf = np.empty((nc, len(self._dense_attr), self.space.n_labels))
         g = np.empty(self.n_features) if g_out is None else g_out
         w = np.ascontiguousarray(w, dtype=np.float64)
         ns = self.space.n_state
         exp_ok = self._binary and ns > 0 and float(np.abs(w[:ns]).max()) * self._max_entries <= self.EXP_BOUND
         v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
-                                 exp_ok, gscale, l2)
+                                 exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf)
         self.n_full += 1
         return float(v), float(wsq), g
 

@@ -55,18 +55,63 @@ def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
                     out[n_state + k] += 1.0
 
 
+def dense_rows(attr_ptr: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Attributes whose features cover a good share of the labels, to be handled as dense label rows.
+
+    Returns ``(row_of_attr, dense_attr)``: the dense row of every attribute (-1
+    for sparse ones) and the attribute of every dense row.  A dense row turns
+    that attribute's emission and gradient updates into contiguous vector
+    operations over the labels instead of scattered ones; the parameter vector
+    itself is unchanged.
+    """
+    nf = np.diff(attr_ptr)
+    dense = (nf >= 4) & (4 * nf >= n_labels)
+    dense_attr = np.flatnonzero(dense).astype(np.int32)
+    row = np.full(len(nf), -1, dtype=np.int32)
+    row[dense_attr] = np.arange(len(dense_attr), dtype=np.int32)
+    return row, dense_attr
+
+
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _exp_emissions(tok_ptr, attr, t0, t1, attr_ptr, feat_label, expw, es):
-    """es[t - t0, l] = prod of exp(w_k) over the features firing at t for l (binary attributes)."""
-    L = es.shape[1]
+def _fill_dense(w, attr_ptr, feat_label, dense_attr, fill, W):
+    """W[r, l] = w of the feature (dense_attr[r], l), ``fill`` where there is none."""
+    for r in range(dense_attr.shape[0]):
+        for l in range(W.shape[1]):
+            W[r, l] = fill
+        a = dense_attr[r]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            W[r, feat_label[k]] = w[k]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, use_exp, out):
+    """Emission scores (use_exp=False: sums of weights) or their exponentials
+    (use_exp=True, binary attributes: products of exp(w), with w = exp(w) and
+    Wd = exp(dense rows) passed in) of tokens t0..t1-1."""
+    L = out.shape[1]
+    init = 1.0 if use_exp else 0.0
     for t in range(t0, t1):
         r = t - t0
         for l in range(L):
-            es[r, l] = 1.0
+            out[r, l] = init
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
             a = attr[e]
-            for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                es[r, feat_label[k]] *= expw[k]
+            d = row[a]
+            if use_exp:
+                if d >= 0:
+                    for l in range(L):
+                        out[r, l] *= Wd[d, l]
+                else:
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        out[r, feat_label[k]] *= w[k]
+            else:
+                v = val[e]
+                if d >= 0:
+                    for l in range(L):
+                        out[r, l] += Wd[d, l] * v
+                else:
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        out[r, feat_label[k]] += w[k] * v
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -121,8 +166,9 @@ def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                     w, expw, use_exp, n_state, trans, expM, expMT, tmax, s0, s1, g):
-    """Sum of log Z over sequences s0..s1-1; adds the expected feature counts into g.
+                     w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd):
+    """Sum of log Z over sequences s0..s1-1; adds the expected feature counts
+    into g (sparse attributes) and Gd (dense rows).
 
     (The gold-path scores and empirical counts are constant-time terms the
     caller handles with the precomputed empirical count vector.)
@@ -130,6 +176,9 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     L = trans.shape[0]
     for k in range(g.shape[0]):
         g[k] = 0.0
+    for d in range(Gd.shape[0]):
+        for l in range(L):
+            Gd[d, l] = 0.0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -150,12 +199,12 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
             continue
         logz = np.nan
         if use_exp:
-            _exp_emissions(tok_ptr, attr, t0, t1, attr_ptr, feat_label, expw, es)
+            _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, expw, row, expWd, True, es)
             # NaN comes only from the forward pass, before anything was added
             # to acc, so the robust path below can simply take over.
             logz = _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
         if not np.isfinite(logz):
-            emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, 1.0, score)
+            _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
             logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
             edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, E)
         total += logz
@@ -166,8 +215,13 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
             for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
                 a = attr[e]
                 v = val[e]
-                for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                    g[k] += alpha[t, feat_label[k]] * v
+                d = row[a]
+                if d >= 0:
+                    for l in range(L):
+                        Gd[d, l] += alpha[t, l] * v
+                else:
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        g[k] += alpha[t, feat_label[k]] * v
     for i in range(L):
         for j in range(L):
             k = trans_index[i, j]
@@ -178,29 +232,46 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2):
+              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf):
     """Returns (sum over the corpus of -log p(y|x), ||w||^2) and writes
     ``gscale * grad(sum nll) + l2 * w`` to g_out (one pass for all of it).
 
     ``emp`` holds the empirical feature counts (:func:`empirical_counts`).
     ``exp_ok``: the corpus is binary and the weights small enough that
     emissions may be built in the exp domain by products (no overflow).
+    ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes handled as
+    dense label rows; ``gdbuf`` (n_chunks x rows x L) is their gradient buffer.
     """
     trans = transition_matrix(w, n_state, trans_index)
+    L = trans.shape[0]
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     expMT = expM.T.copy()
     exp_ok = exp_ok and tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE
+    R = dense_attr.shape[0]
+    Wd = np.empty((R, L))
+    _fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
     if exp_ok:
         expw = np.exp(w[:n_state])
+        expWd = np.exp(Wd)
     else:
         expw = np.empty(0)
+        expWd = np.empty((0, L))
     n_chunks = len(bounds) - 1
     logzs = np.zeros(n_chunks)
     for c in prange(n_chunks):
         logzs[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
-                                    trans_index, w, expw, exp_ok, n_state, trans, expM, expMT, tmax,
-                                    bounds[c], bounds[c + 1], gbuf[c])
+                                    trans_index, w, expw, exp_ok, row, Wd, expWd, n_state, trans,
+                                    expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c])
+    # dense rows back into the parameter layout (only where a feature exists)
+    for r in prange(R):
+        a = dense_attr[r]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            l = feat_label[k]
+            acc = 0.0
+            for c in range(n_chunks):
+                acc += gdbuf[c, r, l]
+            gbuf[0, k] += acc
     n = g_out.shape[0]
     gold = 0.0
     wsq = 0.0
