@@ -131,7 +131,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
 
     try:
         from .optim.lbfgs import lbfgs
-        res = lbfgs(obj.value_and_grad, x0, m=m, max_iterations=max_iterations, epsilon=epsilon,
+        # epsilon is CRFsuite's test ||g|| / max(1, ||w||) on the gradient of the
+        # sum-form objective, which is n times ours: same rule, same meaning
+        res = lbfgs(obj.value_and_grad, x0, m=m, max_iterations=max_iterations, epsilon=epsilon / n,
                     delta=delta, period=period, gtol=gtol, stop_value=stop_value, callback=on_iter)
     finally:
         tr.close()
@@ -158,9 +160,10 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
     (crfkit: per-sequence average loss), ``c2``/``c1`` (CRFsuite), ``rho2``/``rho1``
-    (Wapiti).  Stopping: ``max_iterations``, ``epsilon`` (relative gradient
-    norm), ``delta`` over ``period`` iterations, ``gtol`` (max-norm of the
-    gradient), ``stop_value``.  ``X_dev``/``Y_dev`` add dev accuracy (and chunk
+    (Wapiti).  Stopping: ``max_iterations``, ``epsilon`` (CRFsuite's rule
+    ``||g|| / max(1, ||w||) < epsilon`` with ``g`` the gradient of the sum-form
+    objective, i.e. ``n`` times crfkit's), ``delta`` over ``period``
+    iterations, ``gtol`` (max-norm of crfkit's gradient), ``stop_value``.  ``X_dev``/``Y_dev`` add dev accuracy (and chunk
     F1) to every iteration's record; ``trace`` writes the records as JSON lines.
     """
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq)
