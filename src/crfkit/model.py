@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import DataError, ModelError
+from .io.atomic import atomic_file
 
 MAGIC = b"CRFKIT\x00M"
 FORMAT_VERSION = 1
@@ -108,25 +108,6 @@ class FeatureSpace:
         return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64)])
 
 
-def _atomic_write(path: str | os.PathLike, data_chunks: Sequence[bytes]) -> None:
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".crfkit", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for c in data_chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     encoded = [s.encode("utf-8") for s in strings]
     lens = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
@@ -177,27 +158,47 @@ class CRFModel:
         s = self.space
         return s.attr_ptr, s.feat_label, s.trans_index, self.weights, s.n_state
 
+    def decode(self, corpus, *, path: bool = True, marginals: bool = False, labels: np.ndarray | None = None,
+               threads: int | None = None) -> dict:
+        """One pass over an encoded corpus computing what is asked for.
+
+        Returns a dict with ``ids`` (best label ids, n_tokens) and
+        ``path_score`` (n_seq) when ``path``; ``marginals`` (n_tokens x L) and
+        ``logz`` (n_seq) when ``marginals``; ``label_score`` (n_seq) when
+        ``labels`` (label ids, n_tokens) is given.
+        """
+        from .kernels.batch import chunk_bounds, decode_all
+        from .parallel import n_chunks
+        nt, ns, L = corpus.n_tokens, corpus.n_sequences, self.space.n_labels
+        ids = np.zeros(nt if path else 0, dtype=np.int32)
+        ps = np.zeros(ns if path else 0)
+        marg = np.zeros((nt, L) if marginals else (0, L))
+        logz = np.zeros(ns if marginals else 0)
+        want_labels = labels is not None
+        lab = np.ascontiguousarray(labels if want_labels else np.zeros(0), dtype=np.int32)
+        lsc = np.zeros(ns if want_labels else 0)
+        if nt:
+            b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
+            decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
+                       ids, ps, marg, logz, lab, lsc)
+        out = {}
+        if path:
+            out.update(ids=ids, path_score=ps)
+        if marginals:
+            out.update(marginals=marg, logz=logz)
+        if want_labels:
+            out["label_score"] = lsc
+        return out
+
     def viterbi(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus."""
-        from .kernels.batch import chunk_bounds, viterbi_all
-        from .parallel import n_chunks
-        out = np.zeros(corpus.n_tokens, dtype=np.int32)
-        ps = np.zeros(corpus.n_sequences)
-        if corpus.n_tokens:
-            b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, corpus.n_sequences, per_thread=4))
-            viterbi_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b, out, ps)
-        return out, ps
+        r = self.decode(corpus, threads=threads)
+        return r["ids"], r["path_score"]
 
     def marginals(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Node marginals (n_tokens x L) and log Z per sequence."""
-        from .kernels.batch import chunk_bounds, marginals_all
-        from .parallel import n_chunks
-        marg = np.zeros((corpus.n_tokens, self.space.n_labels))
-        logz = np.zeros(corpus.n_sequences)
-        if corpus.n_tokens:
-            b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, corpus.n_sequences, per_thread=4))
-            marginals_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b, marg, logz)
-        return marg, logz
+        r = self.decode(corpus, path=False, marginals=True, threads=threads)
+        return r["marginals"], r["logz"]
 
     def _split(self, corpus, ids: np.ndarray) -> list[list[str]]:
         labels = self.space.labels
@@ -214,24 +215,18 @@ class CRFModel:
     def tag_with_probability(self, X, threads: int | None = None):
         """Viterbi labels, the probability of each best path, and node marginals."""
         corpus = self.encode(X)
-        ids, ps = self.viterbi(corpus, threads)
-        marg, logz = self.marginals(corpus, threads)
-        return self._split(corpus, ids), np.exp(ps - logz), marg, corpus
+        r = self.decode(corpus, marginals=True, threads=threads)
+        return self._split(corpus, r["ids"]), np.exp(r["path_score"] - r["logz"]), r["marginals"], corpus
 
     def sequence_probability(self, X, Y, threads: int | None = None) -> np.ndarray:
         """p(y|x) of the given label sequences."""
-        from .kernels.batch import chunk_bounds, path_scores
-        from .parallel import n_chunks
         corpus = self.encode(X, Y)
         if (corpus.y < 0).any():
             bad = int(np.flatnonzero(corpus.y < 0)[0])
             lab = [lab for ys in Y for lab in ys][bad]
             raise DataError(f"label {lab!r} is not a label of this model ({len(self.labels)} labels)")
-        b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, corpus.n_sequences, per_thread=4))
-        sc = np.zeros(corpus.n_sequences)
-        path_scores(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y, *self._args(), b, sc)
-        _, logz = self.marginals(corpus, threads)
-        return np.exp(sc - logz)
+        r = self.decode(corpus, path=False, marginals=True, labels=corpus.y, threads=threads)
+        return np.exp(r["label_score"] - r["logz"])
 
     # ---------------------------------------------------------- introspection
     @property
@@ -296,7 +291,10 @@ class CRFModel:
         head = MAGIC + struct.pack("<I", len(hb)) + hb
         digest = hashlib.sha256(head)
         digest.update(body)
-        _atomic_write(path, [head, body, digest.digest()])
+        with atomic_file(path) as f:
+            f.write(head)
+            f.write(body)
+            f.write(digest.digest())
         return len(head) + len(body) + digest.digest_size
 
     @classmethod

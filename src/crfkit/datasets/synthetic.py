@@ -29,11 +29,12 @@ import gzip
 import io
 import os
 import random
-import tempfile
+
 from bisect import bisect
 from functools import lru_cache
 from itertools import accumulate
 
+from ..io.atomic import atomic_file
 from ..io.columns import Sentence, write_columns
 
 __all__ = ["generate", "write", "CHUNK_TYPES"]
@@ -89,14 +90,11 @@ POS_NOISE = 0.04
 LABEL_NOISE = 0.01
 MAX_CHUNKS = 14
 
-
 def _cum(weights):
     return list(accumulate(weights))
 
-
 def _pick(rng: random.Random, items, cum):
     return items[bisect(cum, rng.random() * cum[-1])]
-
 
 class _Language:
     """Vocabularies and grammar of one synthetic language."""
@@ -199,11 +197,9 @@ class _Language:
         rows[0][0] = rows[0][0].capitalize()
         return rows, labels
 
-
 @lru_cache(maxsize=4)
 def _language(language_seed: int) -> _Language:
     return _Language(language_seed)
-
 
 def generate(n_sentences: int, seed: int = 0, *, language_seed: int = 0) -> list[Sentence]:
     """``n_sentences`` sentences of the synthetic corpus, as :class:`~crfkit.io.columns.Sentence`
@@ -222,7 +218,6 @@ def generate(n_sentences: int, seed: int = 0, *, language_seed: int = 0) -> list
         line += len(rows) + 1
     return out
 
-
 def write(path: str | os.PathLike, n_sentences: int, seed: int = 0, *, language_seed: int = 0) -> int:
     """Write the corpus as a column file ``word POS chunk`` (space-separated, a
     blank line after each sentence, CoNLL-2000's layout); a name ending in
@@ -230,23 +225,14 @@ def write(path: str | os.PathLike, n_sentences: int, seed: int = 0, *, language_
     seeds only).  The file appears atomically.  Returns the number of tokens."""
     path = os.fspath(path)
     sents = generate(n_sentences, seed, language_seed=language_seed)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-                    with io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as f:
-                        write_columns(sents, f, sep=" ")
-            else:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
+    with atomic_file(path, fsync=False) as raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+                with io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as f:
                     write_columns(sents, f, sep=" ")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        else:
+            f = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+            write_columns(sents, f, sep=" ")
+            f.flush()
+            f.detach()
     return sum(len(s) for s in sents)

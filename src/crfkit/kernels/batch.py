@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, edge_marginal_sum, emissions, forward_backward, gold_score,
-                    transition_matrix, viterbi)
+                    log_partition, transition_matrix, viterbi)
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -242,7 +242,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes handled as
     dense label rows; ``gdbuf`` (n_chunks x rows x L) is their gradient buffer.
     """
-    trans = transition_matrix(w, n_state, trans_index)
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
     expM = np.exp(trans - tmax)
@@ -295,7 +295,6 @@ def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, 
     score = np.empty((maxT, L))
     es = np.empty((maxT, L))
     alpha = np.empty((maxT, L))
-    beta = np.empty((maxT, L))
     scale = np.empty(maxT)
     loss = 0.0
     for s in range(s0, s1):
@@ -304,56 +303,14 @@ def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, 
         if T == 0:
             continue
         emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
-        logz = _forward_only(score, T, expM, tmax, es, alpha, scale, trans)
-        loss += logz - gold_score(score, y, t0, T, trans)
+        loss += log_partition(score, T, trans, expM, tmax, es, alpha, scale) - gold_score(score, y, t0, T, trans)
     return loss
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _forward_only(score, T, expM, tmax, es, alpha, scale, trans):
-    # forward_backward also runs the backward pass; for the loss alone we only
-    # need log Z, so run the same scaled forward recursion without it.
-    L = expM.shape[0]
-    if tmax - trans.min() > MAX_SCALED_TRANSITION_RANGE:
-        return forward_backward(score, T, trans, expM, tmax, es, alpha, np.empty_like(alpha), scale)
-    logz = 0.0
-    for t in range(T):
-        m = score[t, 0]
-        for j in range(1, L):
-            if score[t, j] > m:
-                m = score[t, j]
-        s = 0.0
-        if t == 0:
-            for j in range(L):
-                alpha[0, j] = np.exp(score[0, j] - m)
-                s += alpha[0, j]
-            logz += m
-        else:
-            for j in range(L):
-                alpha[t, j] = 0.0
-            for i in range(L):
-                a = alpha[t - 1, i]
-                if a != 0.0:
-                    for j in range(L):
-                        alpha[t, j] += a * expM[i, j]
-            for j in range(L):
-                alpha[t, j] *= np.exp(score[t, j] - m)
-                s += alpha[t, j]
-            logz += m + tmax
-        if not (s > 1e-300) or not np.isfinite(s):
-            return forward_backward(score, T, trans, expM, tmax, es, alpha,
-                                    np.empty_like(alpha), scale)
-        inv = 1.0 / s
-        for j in range(L):
-            alpha[t, j] *= inv
-        logz += np.log(s)
-    return logz
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds):
     """Sum over the corpus of -log p(y|x), without the gradient (forward pass only)."""
-    trans = transition_matrix(w, n_state, trans_index)
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     n_chunks = len(bounds) - 1
@@ -365,33 +322,23 @@ def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def viterbi_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds, out, path_score):
-    """Best path of every sequence into ``out`` (n_tokens); its score into path_score (n_seq)."""
-    trans = transition_matrix(w, n_state, trans_index)
-    L = trans.shape[0]
-    n_chunks = len(bounds) - 1
-    for c in prange(n_chunks):
-        s0 = bounds[c]
-        s1 = bounds[c + 1]
-        maxT = _max_len(seq_ptr, s0, s1)
-        score = np.empty((max(maxT, 1), L))
-        for s in range(s0, s1):
-            t0 = seq_ptr[s]
-            T = seq_ptr[s + 1] - t0
-            if T == 0:
-                path_score[s] = 0.0
-                continue
-            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
-            path_score[s] = viterbi(score, T, trans, out, t0)
+def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds,
+               ids, path_score, marg, logz, labels, label_score):
+    """Per sequence, whatever is asked for (a zero-length output array means "not wanted"):
 
+    * ``ids`` (n_tokens) and ``path_score`` (n_seq): the Viterbi path and its score;
+    * ``marg`` (n_tokens x L) and ``logz`` (n_seq): node marginals and log Z;
+    * ``label_score`` (n_seq): the score of the given path ``labels`` (n_tokens).
 
-@njit(parallel=True, cache=True, fastmath=FAST)
-def marginals_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds, marg, logz_out):
-    """Node marginals of every token into ``marg`` (n_tokens x L); log Z per sequence into logz_out."""
-    trans = transition_matrix(w, n_state, trans_index)
+    Emission scores are computed once per sequence for all of them.
+    """
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     L = trans.shape[0]
+    want_path = ids.shape[0] > 0
+    want_marg = marg.shape[0] > 0
+    want_score = label_score.shape[0] > 0
     n_chunks = len(bounds) - 1
     for c in prange(n_chunks):
         s0 = bounds[c]
@@ -406,31 +353,20 @@ def marginals_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index
             t0 = seq_ptr[s]
             T = seq_ptr[s + 1] - t0
             if T == 0:
-                logz_out[s] = 0.0
+                if want_path:
+                    path_score[s] = 0.0
+                if want_marg:
+                    logz[s] = 0.0
+                if want_score:
+                    label_score[s] = 0.0
                 continue
             emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
-            logz_out[s] = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
-            for t in range(T):
-                for l in range(L):
-                    marg[t0 + t, l] = alpha[t, l] * beta[t, l]
-
-
-@njit(parallel=True, cache=True, fastmath=FAST)
-def path_scores(seq_ptr, tok_ptr, attr, val, labels, attr_ptr, feat_label, trans_index, w, n_state, bounds, out):
-    """Score of the given label path (``labels``, n_tokens) of every sequence."""
-    trans = transition_matrix(w, n_state, trans_index)
-    L = trans.shape[0]
-    n_chunks = len(bounds) - 1
-    for c in prange(n_chunks):
-        s0 = bounds[c]
-        s1 = bounds[c + 1]
-        maxT = max(_max_len(seq_ptr, s0, s1), 1)
-        score = np.empty((maxT, L))
-        for s in range(s0, s1):
-            t0 = seq_ptr[s]
-            T = seq_ptr[s + 1] - t0
-            if T == 0:
-                out[s] = 0.0
-                continue
-            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
-            out[s] = gold_score(score, labels, t0, T, trans)
+            if want_path:
+                path_score[s] = viterbi(score, T, trans, ids, t0)
+            if want_score:
+                label_score[s] = gold_score(score, labels, t0, T, trans)
+            if want_marg:
+                logz[s] = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
+                for t in range(T):
+                    for l in range(L):
+                        marg[t0 + t, l] = alpha[t, l] * beta[t, l]

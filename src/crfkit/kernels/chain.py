@@ -34,15 +34,15 @@ MAX_SCALED_TRANSITION_RANGE = 200.0
 
 
 @njit(**_NOPY)
-def transition_matrix(w, n_state, trans_index):
-    """Dense L x L transition scores from the weight vector."""
+def transition_matrix(w, scale, n_state, trans_index):
+    """Dense L x L transition scores ``scale * w[transition features]`` (0 where a pair has no feature)."""
     L = trans_index.shape[0]
     out = np.zeros((L, L))
     for i in range(L):
         for j in range(L):
             k = trans_index[i, j]
             if k >= 0:
-                out[i, j] = w[n_state + k]
+                out[i, j] = scale * w[n_state + k]
     return out
 
 
@@ -76,23 +76,14 @@ def _logsumexp(x):
 
 
 @njit(**_NOPY)
-def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
-    """Scaled forward-backward on the first T rows of ``score``.
+def scaled_forward(score, T, expM, tmax, es, alpha, scale):
+    """Scaled forward recursion; returns log Z, or NaN when a scale under/overflows.
 
-    Inputs: ``score`` (>=T x L) emission scores, ``trans`` (L x L) transition
-    scores, ``expM = exp(trans - tmax)``.  Work/output arrays (>= T x L): ``es``
-    receives exp(score - rowmax), ``alpha`` and ``beta`` the scaled messages
-    (node marginal = alpha * beta), ``scale`` (>=T) the per-position scale
-    factors.  Returns log Z.  Falls back to the log domain if scaling fails; the
-    outputs then have the same meaning (alpha*beta = marginals, and edge
-    marginals computed by ``edge_marginal_sum`` remain correct because the
-    fallback fills ``es``, ``alpha``, ``beta``, ``scale`` consistently).
+    Fills ``es`` with exp(score - rowmax), ``alpha`` with the per-position
+    normalised messages and ``scale`` with the normalisers.
     """
-    L = trans.shape[0]
-    if tmax - trans.min() > MAX_SCALED_TRANSITION_RANGE:
-        return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
+    L = expM.shape[0]
     logz = 0.0
-    ok = True
     for t in range(T):
         m = score[t, 0]
         for j in range(1, L):
@@ -100,8 +91,8 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
                 m = score[t, j]
         for j in range(L):
             es[t, j] = np.exp(score[t, j] - m)
+        s = 0.0
         if t == 0:
-            s = 0.0
             for j in range(L):
                 alpha[0, j] = es[0, j]
                 s += es[0, j]
@@ -114,20 +105,48 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
                 if a != 0.0:
                     for j in range(L):
                         alpha[t, j] += a * expM[i, j]
-            s = 0.0
             for j in range(L):
                 alpha[t, j] *= es[t, j]
                 s += alpha[t, j]
             logz += m + tmax
         if not (s > 1e-300) or not np.isfinite(s):
-            ok = False
-            break
+            return np.nan
         scale[t] = s
         inv = 1.0 / s
         for j in range(L):
             alpha[t, j] *= inv
         logz += np.log(s)
-    if not ok:
+    return logz
+
+
+@njit(**_NOPY)
+def log_partition(score, T, trans, expM, tmax, es, alpha, scale):
+    """log Z alone (forward pass), with the same log-domain rules as forward_backward."""
+    if tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE:
+        logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
+        if np.isfinite(logz):
+            return logz
+    return _forward_backward_log(score, T, trans, es, alpha, np.empty_like(alpha), scale)
+
+
+@njit(**_NOPY)
+def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
+    """Scaled forward-backward on the first T rows of ``score``.
+
+    Inputs: ``score`` (>=T x L) emission scores, ``trans`` (L x L) transition
+    scores, ``expM = exp(trans - tmax)``.  Work/output arrays (>= T x L): ``es``
+    receives exp(score - rowmax), ``alpha`` and ``beta`` the scaled messages
+    (node marginal = alpha * beta), ``scale`` (>=T) the per-position scale
+    factors.  Returns log Z.  Uses the log domain when the transition scores
+    span more than MAX_SCALED_TRANSITION_RANGE or scaling fails; the outputs
+    then keep their meaning (alpha*beta = marginals; ``edge_marginal_sum``
+    recognises the log-domain result by ``scale[0] < 0``).
+    """
+    L = trans.shape[0]
+    if tmax - trans.min() > MAX_SCALED_TRANSITION_RANGE:
+        return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
+    logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
+    if not np.isfinite(logz):
         return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
     for j in range(L):
         beta[T - 1, j] = 1.0
@@ -142,6 +161,19 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
                 acc += expM[i, j] * tmp[j]
             beta[t, i] = acc
     return logz
+
+
+@njit(**_NOPY)
+def _log_backward(score, T, trans, lb):
+    L = trans.shape[0]
+    buf = np.empty(L)
+    for j in range(L):
+        lb[T - 1, j] = 0.0
+    for t in range(T - 2, -1, -1):
+        for i in range(L):
+            for j in range(L):
+                buf[j] = trans[i, j] + score[t + 1, j] + lb[t + 1, j]
+            lb[t, i] = _logsumexp(buf)
 
 
 @njit(**_NOPY)
@@ -166,13 +198,7 @@ def _forward_backward_log(score, T, trans, es, alpha, beta, scale):
                 buf[i] = la[t - 1, i] + trans[i, j]
             la[t, j] = _logsumexp(buf) + score[t, j]
     logz = _logsumexp(la[T - 1])
-    for j in range(L):
-        lb[T - 1, j] = 0.0
-    for t in range(T - 2, -1, -1):
-        for i in range(L):
-            for j in range(L):
-                buf[j] = trans[i, j] + score[t + 1, j] + lb[t + 1, j]
-            lb[t, i] = _logsumexp(buf)
+    _log_backward(score, T, trans, lb)
     # Encode as scaled quantities: alpha[t] normalised, beta[t] such that
     # alpha*beta = marginals; scale[t] = -1 flags the log-domain result.
     for t in range(T):
@@ -191,16 +217,9 @@ def edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, out):
     if T < 2:
         return
     if scale[0] < 0.0:
-        # log-domain fallback: es holds log-alpha; recompute log-beta
+        # log-domain result: es holds log-alpha; recompute log-beta
         lb = np.empty((T, L))
-        buf = np.empty(L)
-        for j in range(L):
-            lb[T - 1, j] = 0.0
-        for t in range(T - 2, -1, -1):
-            for i in range(L):
-                for j in range(L):
-                    buf[j] = trans[i, j] + score[t + 1, j] + lb[t + 1, j]
-                lb[t, i] = _logsumexp(buf)
+        _log_backward(score, T, trans, lb)
         for t in range(1, T):
             for i in range(L):
                 for j in range(L):

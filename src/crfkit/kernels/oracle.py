@@ -13,21 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import FAST, edge_marginal_sum, emissions, forward_backward, gold_score
+from .chain import FAST, edge_marginal_sum, emissions, forward_backward, gold_score, transition_matrix
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
-
-
-@njit(**_NOPY)
-def scaled_transitions(v, beta, n_state, trans_index):
-    L = trans_index.shape[0]
-    out = np.zeros((L, L))
-    for i in range(L):
-        for j in range(L):
-            k = trans_index[i, j]
-            if k >= 0:
-                out[i, j] = beta * v[n_state + k]
-    return out
 
 
 @njit(**_NOPY)
@@ -46,7 +34,7 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
             edge[a, b] = 0.0
     if T == 0:
         return 0.0
-    trans = scaled_transitions(v, beta, n_state, trans_index)
+    trans = transition_matrix(v, beta, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     score = np.empty((T, L))
