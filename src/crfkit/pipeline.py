@@ -120,28 +120,9 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     meta = dict(train_kwargs.pop("meta", None) or {})
     meta.update({"templates": templates.source, "template_pad": bool(pad), "columns": n_columns,
                  "train_file": _name_of(train_path)})
-    if templates.has_transitions:
-        return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **train_kwargs)
-    return _train_without_transitions(X, Y, X_dev, Y_dev, meta, **train_kwargs)
-
-
-def _train_without_transitions(X, Y, X_dev, Y_dev, meta, *, support: str = "observed",
-                               transitions: str | None = None, min_freq: float = 0,
-                               l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None, **kwargs):
-    """train() for a template set with no ``B`` line: the same, minus every transition feature."""
-    from .features.encode import build, encode
-    from .model import FeatureSpace
-    from .objective import regularization
-    from .train import train_corpus
-
-    space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq)
-    L = space.n_labels
-    space = FeatureSpace(labels=space.labels, attributes=space.attributes, attr_ptr=space.attr_ptr,
-                         feat_label=space.feat_label, trans_index=np.full((L, L), -1, dtype=np.int32))
-    reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
-    dev = encode(X_dev, space, Y_dev, name="<dev data>") if X_dev is not None else None
-    meta.update({"support": support, "transitions": "none", "min_freq": min_freq})
-    return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev, meta=meta, **kwargs)
+    if not templates.has_transitions:
+        train_kwargs["transitions"] = "none"
+    return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **train_kwargs)
 
 
 def tagger_from_model(model: CRFModel) -> tuple[Templates, bool]:

@@ -89,13 +89,14 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
 
     ``min_freq``: features (observed) or attributes (all) seen fewer times are dropped
     (CRFsuite ``feature.minfreq`` / CRF++ ``-f``).
-    ``transitions``: ``observed`` or ``all``; defaults to ``support``.
+    ``transitions``: ``observed``, ``all`` or ``none`` (no transition features,
+    e.g. a CRF++ template set without a ``B`` line); defaults to ``support``.
     """
     if support not in SUPPORTS:
         raise ValueError(f"feature support must be one of {SUPPORTS}, got {support!r}")
     transitions = transitions or support
-    if transitions not in SUPPORTS:
-        raise ValueError(f"transitions must be one of {SUPPORTS}, got {transitions!r}")
+    if transitions not in SUPPORTS + ("none",):
+        raise ValueError(f"transitions must be one of {SUPPORTS + ('none',)}, got {transitions!r}")
     if len(X) == 0:
         raise DataError("no training sequences", name)
     seq_lens, tok_counts, names, values = _flatten(X, name)
@@ -155,6 +156,8 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
     seq_ptr = _ptr(seq_lens)
     if transitions == "all":
         trans_index = np.arange(L * L, dtype=np.int32).reshape(L, L)
+    elif transitions == "none":  # a CRF++ template set without a B line
+        trans_index = np.full((L, L), -1, dtype=np.int32)
     else:
         starts = np.zeros(len(y), dtype=bool)
         starts[seq_ptr[:-1][seq_lens > 0]] = True
