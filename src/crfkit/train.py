@@ -21,7 +21,7 @@ from .model import CRFModel, FeatureSpace
 from .objective import Objective, Regularization, regularization
 from .parallel import set_threads
 
-ALGORITHMS = ("lbfgs",)
+ALGORITHMS = ("lbfgs", "owlqn")
 
 
 @dataclass
@@ -86,14 +86,18 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.n_sequences)
-    if reg.l1 > 0 and algorithm == "lbfgs":
-        raise ValueError("L1 regularisation (l1/c1/rho1 > 0) needs OWL-QN, which the lbfgs algorithm "
-                         "of this version does not provide; train with L2 only")
+    requested = algorithm
+    if algorithm == "lbfgs" and reg.l1 > 0:
+        algorithm = "owlqn"  # as CRFsuite: L-BFGS with an L1 term runs OWL-QN
     set_threads(threads)
-    obj = Objective(corpus, space, reg, threads=threads)
+    # OWL-QN takes the smooth part (loss + L2) and handles the L1 term itself
+    smooth = Regularization(l1=0.0, l2=reg.l2) if algorithm == "owlqn" else reg
+    obj = Objective(corpus, space, smooth, threads=threads)
     n = obj.n
     c1, c2 = reg.crfsuite(n)
     if verbose:
+        if requested != algorithm:
+            log(f"{requested} with an L1 term (l1 > 0): training with {algorithm}, as CRFsuite does")
         log(f"crfkit {algorithm}: {n} sequences, {corpus.n_tokens} tokens, {space.n_labels} labels, "
             f"{space.n_attributes} attributes, {space.n_features} features "
             f"({space.n_state} state, {space.n_trans} transition)")
@@ -109,7 +113,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             "algorithm": algorithm, "iteration": info["iteration"],
             "effective_passes": obj.effective_passes, "wall_s": time.perf_counter() - t0,
             "objective": info["f"], "grad_inf_norm": info["gnorm_inf"], "grad_norm": info["gnorm"],
-            "nnz": int(np.count_nonzero(info["x"])), "step": info["step"],
+            "nnz": int(info["nnz"]) if "nnz" in info else int(np.count_nonzero(info["x"])), "step": info["step"],
         }
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
             rec.update(_dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
@@ -130,11 +134,16 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         return None
 
     try:
-        from .optim.lbfgs import lbfgs
-        # epsilon is CRFsuite's test ||g|| / max(1, ||w||) on the gradient of the
-        # sum-form objective, which is n times ours: same rule, same meaning
-        res = lbfgs(obj.value_and_grad, x0, m=m, max_iterations=max_iterations, epsilon=epsilon / n,
-                    delta=delta, period=period, gtol=gtol, stop_value=stop_value, callback=on_iter)
+        # epsilon is CRFsuite's test ||g|| / max(1, ||w||) on the gradient (OWL-QN:
+        # pseudo-gradient) of the sum-form objective, which is n times ours: same rule, same meaning
+        common = dict(m=m, max_iterations=max_iterations, epsilon=epsilon / n, delta=delta, period=period,
+                      gtol=gtol, stop_value=stop_value, callback=on_iter)
+        if algorithm == "owlqn":
+            from .optim.owlqn import owlqn
+            res = owlqn(obj.value_and_grad, x0, reg.l1, **common)
+        else:
+            from .optim.lbfgs import lbfgs
+            res = lbfgs(obj.value_and_grad, x0, **common)
     finally:
         tr.close()
     if res.status == "interrupted" and res.iterations == 0:
@@ -160,7 +169,9 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
     (crfkit: per-sequence average loss), ``c2``/``c1`` (CRFsuite), ``rho2``/``rho1``
-    (Wapiti).  Stopping: ``max_iterations``, ``epsilon`` (CRFsuite's rule
+    (Wapiti).  ``algorithm``: ``lbfgs`` (default) or ``owlqn``; as in CRFsuite,
+    ``lbfgs`` with an L1 term (``l1``/``c1``/``rho1`` > 0) runs OWL-QN, and the
+    model meta and the trace record ``owlqn``.  Stopping: ``max_iterations``, ``epsilon`` (CRFsuite's rule
     ``||g|| / max(1, ||w||) < epsilon`` with ``g`` the gradient of the sum-form
     objective, i.e. ``n`` times crfkit's), ``delta`` over ``period``
     iterations, ``gtol`` (max-norm of crfkit's gradient), ``stop_value``.  ``X_dev``/``Y_dev`` add dev accuracy (and chunk

@@ -179,6 +179,28 @@ def wolfe_line_search(phi, f0: float, d0: float, step: float, *, c1: float = 1e-
     return 0.0, f0, None, n, False
 
 
+def stopping_rule(f: float, gnorm: float, xnorm: float, ginf: float, past: deque, *, epsilon: float,
+                  delta: float, period: int, gtol: float | None, stop_value: float | None,
+                  g: str = "g") -> tuple[str, str] | None:
+    """The stopping rules checked after each iteration, in order; ``(status, message)`` or None.
+
+    ``past`` holds the last ``period + 1`` objective values (the current one
+    last); ``g`` names the gradient in the messages (OWL-QN tests its
+    pseudo-gradient).
+    """
+    if stop_value is not None and f <= stop_value:
+        return "stop_value", f"objective reached {stop_value}"
+    if gnorm / max(1.0, xnorm) <= epsilon:
+        return "converged", f"||{g}|| / max(1, ||x||) <= epsilon={epsilon}"
+    if gtol is not None and ginf <= gtol:
+        return "gtol", f"||{g}||_inf <= {gtol}"
+    if period and len(past) > period and f != 0:
+        rate = (past[0] - f) / abs(f)
+        if abs(rate) < delta:
+            return "delta", f"objective improved by less than delta={delta} over {period} iterations"
+    return None
+
+
 def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = None,
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
@@ -247,20 +269,11 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
                 if callback(info):
                     status, message = "callback", "stopped by the caller"
                     break
-            if stop_value is not None and f <= stop_value:
-                status, message = "stop_value", f"objective reached {stop_value}"
+            stop = stopping_rule(f, gnorm, xnorm, ginf, past, epsilon=epsilon, delta=delta, period=period,
+                                 gtol=gtol, stop_value=stop_value)
+            if stop is not None:
+                status, message = stop
                 break
-            if gnorm / max(1.0, xnorm) <= epsilon:
-                status, message = "converged", f"||g|| / max(1, ||x||) <= epsilon={epsilon}"
-                break
-            if gtol is not None and ginf <= gtol:
-                status, message = "gtol", f"||g||_inf <= {gtol}"
-                break
-            if period and len(past) > period and f != 0:
-                rate = (past[0] - f) / abs(f)
-                if abs(rate) < delta:
-                    status, message = "delta", f"objective improved by less than delta={delta} over {period} iterations"
-                    break
             if not ok and not len(hist):
                 status, message = "linesearch_failed", "the line search could not satisfy the Wolfe conditions"
                 break

@@ -1,0 +1,231 @@
+"""Orthant-wise limited-memory quasi-Newton (OWL-QN) for ``F(x) = f(x) + l1 * ||x||_1``.
+
+Andrew & Gao (2007), "Scalable training of L1-regularized log-linear models";
+the elastic-net CRF setting is Lavergne et al. (2010), section 3.  ``f`` is
+smooth (the CRF loss plus the L2 term); the L1 term is handled here:
+
+* the *pseudo-gradient* ``pg`` of ``F`` is the one-sided derivative that
+  points downhill: ``g_i + l1 sign(x_i)`` where ``x_i != 0``; at ``x_i = 0``
+  ``g_i + l1`` when that is negative, ``g_i - l1`` when that is positive,
+  and 0 when ``|g_i| <= l1`` (no move out of zero decreases ``F``);
+* the direction is the L-BFGS two-loop recursion applied to ``pg``, with the
+  ``(s, y)`` pairs built from differences of the *smooth* gradient ``g``
+  (the L1 term has no curvature); components whose sign disagrees with
+  ``-pg`` are zeroed so that the direction stays a descent direction;
+* the line search backtracks from step 1 (``1/||d||`` on the first
+  iteration and after a restart), projecting every trial point onto the
+  orthant of the current point (``sign(x_i)``, or ``sign(-pg_i)`` where
+  ``x_i = 0``): a coordinate that would cross zero is set to zero, which is
+  how exact zeros appear; a trial is accepted on Andrew & Gao's sufficient
+  decrease ``F(x') <= F(x) + c * pg . (x' - x)`` measured along the
+  projected step.
+
+Stopping rules mean what they mean for :func:`crfkit.optim.lbfgs.lbfgs`, with
+the pseudo-gradient in place of the gradient and ``F`` in place of ``f``:
+``epsilon`` (``||pg||_2 / max(1, ||x||_2)``), ``delta`` over ``period`` (on
+``F``), ``gtol`` (``||pg||_inf``), ``stop_value`` (``F <= stop_value``),
+``max_iterations``, the callback; Ctrl-C returns status ``interrupted``.
+This is also what CRFsuite (liblbfgs) runs for ``lbfgs`` with ``c1 > 0``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from .lbfgs import FG, History, LbfgsResult, stopping_rule
+
+
+# ----------------------------------------------------------------- fused kernels
+@njit(cache=True)
+def _pseudo_gradient(x, g, l1, pg):
+    """pg = pseudo-gradient of f + l1|x|_1; returns (pg.pg, max|pg|, nnz(x), x.x)."""
+    s2 = 0.0
+    mx = 0.0
+    nnz = 0
+    xx = 0.0
+    for i in range(x.shape[0]):
+        xi = x[i]
+        gi = g[i]
+        if xi > 0.0:
+            p = gi + l1
+        elif xi < 0.0:
+            p = gi - l1
+        elif gi + l1 < 0.0:
+            p = gi + l1
+        elif gi - l1 > 0.0:
+            p = gi - l1
+        else:
+            p = 0.0
+        if xi != 0.0:
+            nnz += 1
+            xx += xi * xi
+        pg[i] = p
+        s2 += p * p
+        a = abs(p)
+        if a > mx:
+            mx = a
+    return s2, mx, nnz, xx
+
+
+@njit(cache=True)
+def _constrain_direction(d, pg):
+    """Zero d_i where sign(d_i) != sign(-pg_i) (also where pg_i = 0); returns (d.pg, d.d)."""
+    dg = 0.0
+    dd = 0.0
+    for i in range(d.shape[0]):
+        p = d[i] * pg[i]
+        if p >= 0.0:
+            d[i] = 0.0
+        else:
+            dg += p
+            dd += d[i] * d[i]
+    return dg, dd
+
+
+@njit(cache=True)
+def _orthant_step(x, d, a, pg, out):
+    """out = x + a d projected onto the orthant of x (sign(-pg_i) where x_i = 0).
+
+    Returns (||out||_1, pg . (out - x)): the L1 term at the trial point and
+    the directional derivative along the projected step.
+    """
+    l1sum = 0.0
+    dd = 0.0
+    for i in range(x.shape[0]):
+        xi = x[i]
+        t = xi + a * d[i]
+        o = xi if xi != 0.0 else -pg[i]
+        if t * o <= 0.0:
+            t = 0.0
+        out[i] = t
+        l1sum += abs(t)
+        dd += pg[i] * (t - xi)
+    return l1sum, dd
+
+
+def pseudo_gradient(x: np.ndarray, g: np.ndarray, l1: float) -> np.ndarray:
+    """The pseudo-gradient of ``f + l1*||x||_1`` at ``x`` given the smooth gradient ``g`` (a fresh array)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    g = np.ascontiguousarray(g, dtype=np.float64)
+    pg = np.empty_like(x)
+    _pseudo_gradient(x, g, float(l1), pg)
+    return pg
+
+
+# ----------------------------------------------------------------------- driver
+def owlqn(fg: FG, x0: np.ndarray, l1: float, *, m: int = 6, max_iterations: int | None = None,
+          epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
+          stop_value: float | None = None, armijo: float = 1e-4, backtrack: float = 0.5,
+          max_linesearch: int = 20,
+          callback: Callable[[dict], bool | None] | None = None) -> LbfgsResult:
+    """Minimise ``F(x) = f(x) + l1 * ||x||_1`` with OWL-QN; ``fg(x)`` returns the *smooth* ``(f, g)``.
+
+    Returns an :class:`~crfkit.optim.lbfgs.LbfgsResult` whose ``f`` is ``F``
+    (L1 term included) and whose ``g`` is the smooth gradient at ``x`` (see
+    :func:`pseudo_gradient` for the pseudo-gradient).  ``callback(info)`` gets
+    the same dict as with :func:`~crfkit.optim.lbfgs.lbfgs` (``f`` is ``F``;
+    ``gnorm``/``gnorm_inf`` are norms of the pseudo-gradient; ``g`` is the
+    smooth gradient) plus ``f_smooth``, ``pg`` and ``nnz`` (non-zero
+    coordinates of ``x``).  ``armijo`` is the sufficient-decrease constant,
+    ``backtrack`` the step reduction per rejected trial, ``max_linesearch``
+    the evaluations allowed per line search.  With ``l1 = 0`` this is L-BFGS
+    with a backtracking (Armijo) line search.
+    """
+    l1 = float(l1)
+    if not (l1 >= 0.0 and math.isfinite(l1)):
+        raise ValueError(f"l1 must be finite and non-negative, got {l1!r}")
+    if not 0.0 < backtrack < 1.0:
+        raise ValueError(f"backtrack must be in (0, 1), got {backtrack!r}")
+    t_start = time.perf_counter()
+    x = np.array(x0, dtype=np.float64, copy=True)
+    try:
+        f, g = fg(x)
+    except KeyboardInterrupt:
+        return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
+                           status="interrupted", message="interrupted before the first evaluation finished")
+    g = np.array(g, dtype=np.float64, copy=True)
+    n_evals = 1
+    F = f + l1 * float(np.abs(x).sum())
+    pg = np.empty_like(x)
+    pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
+    hist = History(m, x.shape[0])
+    past: deque = deque(maxlen=period + 1)
+    past.append(F)
+    it = 0
+    status, message = "max_iterations", "reached the iteration limit"
+
+    def done(st, msg):
+        return LbfgsResult(x=x, f=F, g=g, iterations=it, n_evals=n_evals, status=st, message=msg)
+
+    if math.sqrt(pgsq) / max(1.0, math.sqrt(xx)) <= epsilon:
+        return done("converged", "pseudo-gradient norm below epsilon at the starting point")
+    try:
+        while max_iterations is None or it < max_iterations:
+            if pgsq == 0.0:
+                status, message = "converged", "the pseudo-gradient is zero"
+                break
+            d = hist.direction(pg)
+            dg, dd = _constrain_direction(d, pg)
+            if not dg < 0.0:
+                # the quasi-Newton direction has no component along -pg: restart from steepest descent
+                hist.clear()
+                d = -pg
+                dg, dd = -pgsq, pgsq
+            a = 1.0 if len(hist) else 1.0 / math.sqrt(dd)
+
+            # backtracking along the orthant-projected path
+            accepted = None     # (a, F, f, x, g, ||x||_1)
+            best = None
+            ok = False
+            for _ in range(max_linesearch):
+                xn = np.empty_like(x)
+                l1n, ddir = _orthant_step(x, d, a, pg, xn)
+                fn, gn = fg(xn)
+                n_evals += 1
+                Fn = fn + l1 * l1n
+                if ddir < 0.0 and Fn <= F + armijo * ddir:
+                    accepted, ok = (a, Fn, fn, xn, gn), True
+                    break
+                if math.isfinite(Fn) and Fn < F and (best is None or Fn < best[1]):
+                    best = (a, Fn, fn, xn, gn)
+                if ddir == 0.0:
+                    break       # the step no longer moves x: nothing left to try
+                a *= backtrack
+            if accepted is None:
+                accepted = best
+            if accepted is None:
+                status, message = "linesearch_failed", "the line search found no decrease (at numerical precision?)"
+                break
+            a, Fn, fn, xn, gn = accepted
+            gn = np.array(gn, dtype=np.float64, copy=True)
+            hist.push(xn, x, gn, g)
+            x, f, g, F = xn, fn, gn, Fn
+            pg = np.empty_like(x)
+            pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
+            it += 1
+            xnorm = math.sqrt(xx)
+            pgnorm = math.sqrt(pgsq)
+            past.append(F)
+            if callback is not None:
+                info = dict(iteration=it, f=F, gnorm=pgnorm, gnorm_inf=pginf, xnorm=xnorm, step=a,
+                            n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
+                            linesearch_ok=ok, f_smooth=f, pg=pg, nnz=nnz)
+                if callback(info):
+                    status, message = "callback", "stopped by the caller"
+                    break
+            stop = stopping_rule(F, pgnorm, xnorm, pginf, past, epsilon=epsilon, delta=delta, period=period,
+                                 gtol=gtol, stop_value=stop_value, g="pg")
+            if stop is not None:
+                status, message = stop
+                break
+            if not ok and not len(hist):
+                status, message = "linesearch_failed", "the line search could not satisfy the sufficient-decrease condition"
+                break
+    except KeyboardInterrupt:
+        status, message = "interrupted", "interrupted by the user; returning the last accepted point"
+    return done(status, message)

@@ -1,0 +1,347 @@
+"""OWL-QN: the elastic-net optimum (against scipy on split variables), KKT, exact zeros, orthant
+projection, stopping rules, Ctrl-C, and the lbfgs -> owlqn switch of train() for L1."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from conftest import random_sequences
+from crfkit.features.encode import build
+from crfkit.objective import Objective, Regularization, regularization
+from crfkit.optim.lbfgs import lbfgs
+from crfkit.optim.owlqn import owlqn, pseudo_gradient
+from crfkit.train import ALGORITHMS, train, train_corpus
+
+
+# ------------------------------------------------------------------ problems
+def quadratic(seed=0, d=30, cond=100.0, scale=3.0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    A = Q @ np.diag(np.geomspace(1.0, cond, d)) @ Q.T
+    b = scale * rng.normal(size=d)
+
+    def fg(x):
+        Ax = A @ x
+        return 0.5 * x @ Ax - b @ x, Ax - b
+    return fg, d
+
+
+def logistic(seed=1, n=200, d=25, l2=1e-3):
+    """Mean logistic loss on a sparse ground truth (+ a small L2 term)."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n, d))
+    w_true = np.zeros(d)
+    w_true[:5] = rng.normal(scale=2.0, size=5)
+    y = np.where(rng.random(n) < 1.0 / (1.0 + np.exp(-A @ w_true)), 1.0, -1.0)
+
+    def fg(x):
+        z = y * (A @ x)
+        f = np.mean(np.logaddexp(0.0, -z)) + 0.5 * l2 * x @ x
+        s = -y / (1.0 + np.exp(z))          # d/dz_i of log(1 + e^{-z_i}) times y_i
+        return f, A.T @ s / n + l2 * x
+    return fg, d
+
+
+def tiny_crf(seed=9, l2=0.01):
+    """Smooth part (nll/n + l2/2 |w|^2) of a tiny CRF objective, and the full objective's Objective."""
+    rng = np.random.default_rng(seed)
+    X, Y = random_sequences(rng, 30, n_labels=3, real=True, n_attr=12, max_len=6)
+    space, corpus = build(X, Y)
+    smooth = Objective(corpus, space, Regularization(l2=l2), threads=1)
+    return smooth, space.n_features, (corpus, space)
+
+
+def elastic_net_reference(fg, d, l1):
+    """min f(w) + l1 |w|_1 by L-BFGS-B on w = u - v, u, v >= 0 (exact for L1), tight tolerances."""
+    def h(z):
+        f, g = fg(z[:d] - z[d:])
+        return f + l1 * z.sum(), np.concatenate([g + l1, -g + l1])
+    r = minimize(h, np.zeros(2 * d), jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (2 * d),
+                 options=dict(maxiter=100_000, maxfun=200_000, ftol=1e-16, gtol=1e-13, maxcor=20))
+    w = r.x[:d] - r.x[d:]
+    return w, fg(w)[0] + l1 * np.abs(w).sum()
+
+
+def kkt_violation(x, g, l1):
+    nz = x != 0
+    return max(np.abs(g[nz] + l1 * np.sign(x[nz])).max(initial=0.0),
+               np.maximum(np.abs(g[~nz]) - l1, 0.0).max(initial=0.0))
+
+
+PROBLEMS = {
+    "quadratic": (lambda: quadratic(), 1.0),
+    "quadratic-strong-l1": (lambda: quadratic(seed=3, cond=1e3), 2.5),
+    "logistic": (lambda: logistic(), 0.02),
+}
+
+
+# -------------------------------------------------------------- pseudo-gradient
+def test_pseudo_gradient_by_hand():
+    l1 = 1.0
+    x = np.array([2.0, -3.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    g = np.array([0.5, 0.5, 0.3, -0.7, 1.0, 1.5, -4.0])
+    # x>0: g+l1; x<0: g-l1; x=0: g+l1 if <0, g-l1 if >0, else 0 (|g| <= l1, including |g| = l1)
+    np.testing.assert_array_equal(pseudo_gradient(x, g, l1), [1.5, -0.5, 0.0, 0.0, 0.0, 0.5, -3.0])
+    np.testing.assert_array_equal(pseudo_gradient(x, g, 0.0), g)
+
+
+# ------------------------------------------------------- optimum against scipy
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_reaches_the_elastic_net_optimum(name):
+    make, l1 = PROBLEMS[name]
+    fg, d = make()
+    w_ref, F_ref = elastic_net_reference(fg, d, l1)
+    res = owlqn(fg, np.zeros(d), l1, epsilon=1e-11, delta=0.0, max_iterations=3000)
+    assert res.status in ("converged", "linesearch_failed"), res.message
+    F = fg(res.x)[0] + l1 * np.abs(res.x).sum()
+    assert res.f == pytest.approx(F, rel=1e-14)                  # res.f is the full objective
+    assert abs(res.f - F_ref) <= 1e-6 * abs(F_ref)
+    assert res.f <= F_ref + 1e-9 * abs(F_ref)                      # not worse than the reference
+    # same zero pattern where the reference is clearly zero / clearly non-zero
+    g_ref = fg(w_ref)[1]
+    clearly_zero = (np.abs(w_ref) < 1e-9) & (np.abs(g_ref) < 0.9 * l1)
+    clearly_nonzero = np.abs(w_ref) > 1e-4
+    assert clearly_zero.any() and clearly_nonzero.any()           # the problem is a real L1 problem
+    assert np.all(res.x[clearly_zero] == 0.0)                     # exact zeros, not small numbers
+    assert np.all(res.x[clearly_nonzero] != 0.0)
+    assert np.all(np.sign(res.x[clearly_nonzero]) == np.sign(w_ref[clearly_nonzero]))
+    assert kkt_violation(res.x, res.g, l1) < 1e-6
+    np.testing.assert_allclose(res.x, w_ref, atol=1e-5)
+
+
+def test_tiny_crf_elastic_net_optimum_and_kkt():
+    smooth, d, (corpus, space) = tiny_crf()
+    n = corpus.n_sequences
+    l1 = 0.05
+    full = Objective(corpus, space, Regularization(l1=l1, l2=smooth.reg.l2), threads=1)
+    w_ref, F_ref = elastic_net_reference(smooth.value_and_grad, d, l1)
+    res = owlqn(smooth.value_and_grad, np.zeros(d), l1, epsilon=1e-10, delta=0.0, max_iterations=3000)
+    assert res.status in ("converged", "linesearch_failed"), res.message
+    assert res.f == pytest.approx(full.value(res.x), rel=1e-12)   # same objective as Objective(l1, l2)
+    assert abs(res.f - F_ref) <= 1e-6 * abs(F_ref)
+    g_ref = smooth.value_and_grad(w_ref)[1]
+    clearly_zero = (np.abs(w_ref) < 1e-9) & (np.abs(g_ref) < 0.9 * l1)
+    clearly_nonzero = np.abs(w_ref) > 1e-4
+    assert clearly_zero.sum() >= 3 and clearly_nonzero.sum() >= 3
+    assert np.all(res.x[clearly_zero] == 0.0) and np.all(res.x[clearly_nonzero] != 0.0)
+    # KKT of f + l1|w|_1: g_i + l1 sign(w_i) = 0 on the support, |g_i| <= l1 off it
+    assert kkt_violation(res.x, res.g, l1) < 1e-6
+    assert n == 30
+
+
+@pytest.mark.parametrize("problem", ["quadratic", "crf"])
+def test_l1_zero_gives_the_lbfgs_optimum(problem):
+    if problem == "quadratic":
+        fg, d = quadratic(seed=5)
+    else:
+        obj, d, _ = tiny_crf(seed=4)
+        fg = obj.value_and_grad
+    a = lbfgs(fg, np.zeros(d), epsilon=1e-11, delta=0.0, max_iterations=3000)
+    b = owlqn(fg, np.zeros(d), 0.0, epsilon=1e-11, delta=0.0, max_iterations=3000)
+    assert b.f == pytest.approx(a.f, rel=1e-10)
+    np.testing.assert_allclose(b.x, a.x, atol=1e-6)
+    assert np.abs(b.g).max() < 1e-6   # Armijo on f alone resolves no better at f ~ 10
+
+
+def test_huge_l1_gives_zero_and_stops_at_once():
+    fg, d = quadratic()
+    g0 = fg(np.zeros(d))[1]
+    res = owlqn(fg, np.zeros(d), np.abs(g0).max() * 1.01, epsilon=1e-8)
+    assert res.status == "converged" and res.iterations == 0 and not res.x.any()
+
+
+# -------------------------------------------------- line search and iterates
+def test_iterates_stay_in_orthants_and_objective_never_increases():
+    fg, d = quadratic(seed=7, cond=1e3)
+    l1 = 1.5
+    xs, fs, infos = [np.zeros(d)], [fg(np.zeros(d))[0]], []
+
+    def cb(info):
+        xs.append(info["x"].copy())
+        fs.append(info["f"])
+        infos.append(info)
+    owlqn(fg, np.zeros(d), l1, epsilon=1e-9, delta=0.0, max_iterations=300, callback=cb)
+    assert len(xs) > 10
+    for a, b in zip(xs, xs[1:]):
+        assert np.all(a * b >= 0.0)        # no coordinate jumps over zero within one step
+    assert all(b <= a for a, b in zip(fs, fs[1:]))
+    pgs = [pseudo_gradient(xs[0], fg(xs[0])[1], l1)] + [i["pg"] for i in infos]
+    for k in range(len(infos)):
+        step = xs[k + 1] - xs[k]
+        # every coordinate moves against its pseudo-gradient (the direction is constrained) ...
+        assert np.all(step * pgs[k] <= 0.0)
+        assert not np.any(step[pgs[k] == 0.0])
+        # ... and the step satisfies Andrew & Gao's sufficient decrease along the projected step
+        assert fs[k + 1] <= fs[k] + 1e-4 * float(pgs[k] @ step)
+    for info in infos:
+        x, g = info["x"], info["g"]
+        assert info["f"] == pytest.approx(fg(x)[0] + l1 * np.abs(x).sum(), rel=1e-13)
+        assert info["f_smooth"] == pytest.approx(fg(x)[0], rel=1e-13)
+        np.testing.assert_array_equal(info["pg"], pseudo_gradient(x, g, l1))
+        assert info["nnz"] == np.count_nonzero(x)
+        assert info["gnorm"] == pytest.approx(np.linalg.norm(info["pg"]))
+        assert info["gnorm_inf"] == pytest.approx(np.abs(info["pg"]).max())
+        assert info["xnorm"] == pytest.approx(np.linalg.norm(x))
+
+
+def test_evaluations_are_counted():
+    fg, d = logistic()
+    calls = [0]
+
+    def counted(x):
+        calls[0] += 1
+        return fg(x)
+    seen = []
+    res = owlqn(counted, np.zeros(d), 0.02, epsilon=0.0, delta=0.0, max_iterations=12,
+                callback=lambda i: seen.append(i["n_evals"]))
+    assert res.status == "max_iterations" and res.iterations == 12 and len(seen) == 12
+    assert res.n_evals == calls[0] == seen[-1]
+    assert all(b > a for a, b in zip(seen, seen[1:]))
+
+
+# ------------------------------------------------------------ stopping rules
+@pytest.mark.parametrize("period,delta", [(1, 1e-3), (3, 1e-4), (10, 1e-7)])
+def test_delta_rule_on_the_full_objective(period, delta):
+    obj, d, _ = tiny_crf(seed=2)
+    l1 = 0.02
+    F0 = obj.value_and_grad(np.zeros(d))[0]
+    fs = [F0]
+    res = owlqn(obj.value_and_grad, np.zeros(d), l1, epsilon=0.0, delta=delta, period=period,
+                max_iterations=1000, callback=lambda i: fs.append(i["f"]))
+    assert res.status == "delta", res.message
+    K = res.iterations
+    assert len(fs) == K + 1 and fs[-1] == res.f
+    for k in range(period, K):
+        assert (fs[k - period] - fs[k]) / fs[k] >= delta, f"should have stopped at {k}"
+    assert (fs[K - period] - fs[K]) / fs[K] < delta
+
+
+def test_epsilon_gtol_stop_value_max_iterations_and_callback():
+    fg, d = quadratic(seed=11)
+    l1 = 1.0
+    x0 = np.zeros(d)
+    ratios = []
+    r = owlqn(fg, x0, l1, epsilon=1e-4, delta=0.0, max_iterations=1000,
+              callback=lambda i: ratios.append(i["gnorm"] / max(1.0, i["xnorm"])))
+    assert r.status == "converged"
+    assert ratios[-1] <= 1e-4 and all(q > 1e-4 for q in ratios[:-1])
+    pg = pseudo_gradient(r.x, r.g, l1)
+    assert np.linalg.norm(pg) / max(1.0, np.linalg.norm(r.x)) <= 1e-4
+
+    r = owlqn(fg, x0, l1, epsilon=0.0, delta=0.0, gtol=1e-3, max_iterations=1000)
+    assert r.status == "gtol" and np.abs(pseudo_gradient(r.x, r.g, l1)).max() <= 1e-3
+
+    _, F_ref = elastic_net_reference(fg, d, l1)
+    target = F_ref + 1e-3 * abs(F_ref)
+    fs = []
+    r = owlqn(fg, x0, l1, epsilon=0.0, delta=0.0, stop_value=target, max_iterations=1000,
+              callback=lambda i: fs.append(i["f"]))
+    assert r.status == "stop_value" and r.f <= target and all(f > target for f in fs[:-1])
+
+    r = owlqn(fg, x0, l1, epsilon=0.0, delta=0.0, max_iterations=5)
+    assert r.status == "max_iterations" and r.iterations == 5
+
+    r = owlqn(fg, x0, l1, epsilon=0.0, delta=0.0, max_iterations=100, callback=lambda i: i["iteration"] == 3)
+    assert r.status == "callback" and r.iterations == 3
+
+
+def test_keyboard_interrupt_returns_the_last_accepted_point():
+    fg, d = quadratic(seed=12)
+    calls = [0]
+    accepted = []
+
+    def fg_int(x):
+        calls[0] += 1
+        if calls[0] == 15:
+            raise KeyboardInterrupt
+        return fg(x)
+    r = owlqn(fg_int, np.zeros(d), 1.0, epsilon=0.0, delta=0.0, max_iterations=1000,
+              callback=lambda i: accepted.append((i["x"].copy(), i["f"])))
+    assert r.status == "interrupted" and r.iterations == len(accepted) > 0
+    np.testing.assert_array_equal(r.x, accepted[-1][0])
+    assert r.f == accepted[-1][1]
+
+    def fg_first(x):
+        raise KeyboardInterrupt
+    r = owlqn(fg_first, np.zeros(d), 1.0)
+    assert r.status == "interrupted" and r.iterations == 0 and math.isnan(r.f)
+
+
+def test_bad_arguments():
+    fg, d = quadratic()
+    with pytest.raises(ValueError):
+        owlqn(fg, np.zeros(d), -1.0)
+    with pytest.raises(ValueError):
+        owlqn(fg, np.zeros(d), float("nan"))
+
+
+# ------------------------------------------------------------------ train()
+def chunky(seed=3, n_seq=50):
+    """Labels from a Markov chain, one informative attribute per token and many noise attributes."""
+    rng = np.random.default_rng(seed)
+    labels = ["A", "B", "C"]
+    X, Y = [], []
+    for _ in range(n_seq):
+        T = int(rng.integers(3, 10))
+        y = [int(rng.integers(3))]
+        for _t in range(1, T):
+            y.append(y[-1] if rng.random() < 0.6 else int(rng.integers(3)))
+        X.append([[f"sig={labels[l if rng.random() < 0.85 else int(rng.integers(3))]}",
+                   f"noise={int(rng.integers(40))}"] for l in y])
+        Y.append([labels[l] for l in y])
+    return X, Y
+
+
+def test_train_lbfgs_with_c1_switches_to_owlqn_and_gives_exact_zeros(tmp_path):
+    assert "owlqn" in ALGORITHMS
+    X, Y = chunky()
+    trace = tmp_path / "trace.jsonl"
+    res = train(X, Y, c1=2.0, c2=0.1, epsilon=1e-9, delta=0.0, max_iterations=2000, threads=1, trace=trace)
+    w = res.model.weights
+    assert res.model.meta["algorithm"] == "owlqn"
+    recs = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert recs and all(r["algorithm"] == "owlqn" for r in recs)
+    assert recs[-1]["nnz"] == np.count_nonzero(w) == res.history[-1]["nnz"]
+    n_zero = int(np.sum(w == 0.0))
+    assert n_zero > len(w) // 4 and np.count_nonzero(w) > 0   # L1 does its job, with exact zeros
+    # the optimum of CRFsuite's c1/c2 objective, checked by KKT on the smooth part
+    space, corpus = build(X, Y)
+    reg = regularization(corpus.n_sequences, c1=2.0, c2=0.1)
+    assert res.reg == reg
+    full = Objective(corpus, space, reg, threads=1)
+    smooth = Objective(corpus, space, Regularization(l2=reg.l2), threads=1)
+    assert res.objective == pytest.approx(full.value(w), rel=1e-12)
+    assert res.objective_crfsuite == pytest.approx(corpus.n_sequences * full.value(w), rel=1e-12)
+    assert kkt_violation(w, smooth.value_and_grad(w)[1], reg.l1) < 1e-6
+    # the explicit algorithm name gives the same run
+    again = train(X, Y, c1=2.0, c2=0.1, epsilon=1e-9, delta=0.0, max_iterations=2000, threads=1,
+                  algorithm="owlqn")
+    assert again.objective == res.objective and again.iterations == res.iterations
+
+
+def test_train_without_l1_keeps_lbfgs_and_owlqn_is_selectable():
+    X, Y = chunky(seed=5, n_seq=30)
+    a = train(X, Y, c2=1.0, max_iterations=30, threads=1)
+    assert a.model.meta["algorithm"] == "lbfgs"
+    b = train(X, Y, c2=1.0, algorithm="owlqn", epsilon=1e-9, delta=0.0, max_iterations=500, threads=1)
+    assert b.model.meta["algorithm"] == "owlqn"
+    c = train(X, Y, c2=1.0, epsilon=1e-9, delta=0.0, max_iterations=500, threads=1)
+    assert b.objective == pytest.approx(c.objective, rel=1e-9)
+
+
+def test_train_default_stopping_with_l1_uses_crfsuite_epsilon_units():
+    X, Y = chunky(seed=6, n_seq=40)
+    space, corpus = build(X, Y)
+    n = corpus.n_sequences
+    reg = regularization(n, c1=1.0)
+    res = train_corpus(space, corpus, reg=reg, epsilon=1e-3, delta=0.0, max_iterations=1000, threads=1)
+    assert res.status == "converged"
+    smooth = Objective(corpus, space, Regularization(l2=reg.l2), threads=1)
+    w = res.model.weights
+    pg = pseudo_gradient(w, smooth.value_and_grad(w)[1], reg.l1)
+    # CRFsuite's rule on the sum-form pseudo-gradient (n times ours)
+    assert n * np.linalg.norm(pg) / max(1.0, np.linalg.norm(w)) <= 1e-3
