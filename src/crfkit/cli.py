@@ -9,6 +9,15 @@ and ``wapiti train`` / ``label``::
     crfkit info -m chunker.crfkit --top 20
     crfkit demo
 
+CRFsuite attribute files (``LABEL<TAB>attr[:weight]...``, see
+:mod:`crfkit.io.crfsuite`) train and tag with ``--format crfsuite``::
+
+    crfkit train train.crfsuite.txt -m model.crfkit --format crfsuite
+    crfkit tag -m model.crfkit --format crfsuite test.crfsuite.txt --eval
+
+and the benchmark data sets are listed, downloaded and checked with
+``crfkit data list | fetch NAME... | verify``.
+
 Every error crfkit raises on purpose (:class:`~crfkit.errors.CrfkitError`)
 is printed as ``crfkit: error: <message>`` with exit status 2, never as a
 traceback.  Ctrl-C during training saves the model reached so far and exits
@@ -95,6 +104,84 @@ def _load_templates(path: str | None):
     return Templates.from_file(path)
 
 
+FORMATS = ("columns", "crfsuite", "auto")
+
+
+def _detect_format(fmt: str, path: str):
+    """(``"columns"`` or ``"crfsuite"``, the source to read).
+
+    ``auto`` applies :func:`crfkit.io.crfsuite.looks_like_crfsuite` to the
+    first lines; standard input is then read into memory first (it cannot be
+    read twice). A file that cannot be opened or decoded is left to the real
+    reader to report.
+    """
+    if fmt != "auto":
+        return fmt, path
+    import io
+    from .io.columns import open_text
+    from .io.crfsuite import DETECT_LINES, looks_like_crfsuite
+
+    if path == "-":
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+        src = io.BytesIO(raw)
+        src.name = "<stdin>"
+        head = raw[: 1 << 20].decode("utf-8", errors="replace").splitlines()[: 4 * DETECT_LINES]
+        return ("crfsuite" if looks_like_crfsuite(head) else "columns"), src
+    head = []
+    try:
+        f = open_text(path)
+        try:
+            for line in f:
+                head.append(line)
+                if len(head) >= 4 * DETECT_LINES:
+                    break
+        finally:
+            f.close()
+    except (CrfkitError, OSError, EOFError, UnicodeDecodeError, ValueError):
+        return "columns", path
+    return ("crfsuite" if looks_like_crfsuite(head) else "columns"), path
+
+
+def _source_name(src) -> str:
+    if isinstance(src, str):
+        return "<stdin>" if src == "-" else src
+    return str(getattr(src, "name", "<stream>"))
+
+
+def _read_attribute_file(src):
+    """(X, Y, sequences) of a CRFsuite attribute file."""
+    from .io.crfsuite import read_crfsuite_list
+    name = _source_name(src)
+    seqs = read_crfsuite_list(src, name=name)
+    return [s.attributes for s in seqs], [s.labels for s in seqs], seqs
+
+
+def _no_sequence_weights(seqs, name: str) -> None:
+    for s in seqs:
+        if s.weight != 1.0:
+            raise DataError(f"sequence weight {s.weight:g} (an @weight declaration): instance weights are "
+                            "not supported by crfkit's training yet; remove the @weight lines", name, s.line)
+
+
+def _train_crfsuite(args, kwargs):
+    from .train import train
+    if args.template is not None:
+        raise CrfkitError("-t/--template applies to column files; a CRFsuite attribute file already lists "
+                          "the attributes of each item")
+    if args.no_pad:
+        raise CrfkitError("--no-pad applies to templates over column files, not to CRFsuite attribute files")
+    src, dev_src = args.train_source, args.dev_source
+    name = _source_name(src)
+    X, Y, seqs = _read_attribute_file(src)
+    _no_sequence_weights(seqs, name)
+    X_dev = Y_dev = None
+    if dev_src is not None:
+        X_dev, Y_dev, dseqs = _read_attribute_file(dev_src)
+        _no_sequence_weights(dseqs, _source_name(dev_src))
+    meta = {"input_format": "crfsuite", "train_file": name}
+    return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **kwargs)
+
+
 def cmd_train(args) -> int:
     from .pipeline import train_columns
     from .train import ALGORITHMS
@@ -108,7 +195,14 @@ def cmd_train(args) -> int:
     model_dir = os.path.dirname(os.path.abspath(args.model))
     if not os.path.isdir(model_dir):
         raise CrfkitError(f"cannot write the model {args.model}: directory {model_dir} does not exist")
-    templates = _load_templates(args.template)
+    fmt, args.train_source = _detect_format(args.format, args.train_file)
+    args.dev_source = args.dev
+    if args.dev is not None and args.format == "auto":
+        dev_fmt, args.dev_source = _detect_format("auto", args.dev)
+        if dev_fmt != fmt:
+            raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
+                              "give --format explicitly")
+    templates = _load_templates(args.template) if fmt == "columns" else None
     log = (lambda s: None) if args.quiet else _log
     reg = {k: getattr(args, k) for k in ("c1", "c2", "l1", "l2", "rho1", "rho2") if getattr(args, k) is not None}
     kwargs = dict(algorithm=args.algorithm, max_iterations=args.max_iterations, epsilon=args.epsilon,
@@ -116,10 +210,17 @@ def cmd_train(args) -> int:
                   trace=args.trace, verbose=not args.quiet, log=log, dev_every=args.dev_every,
                   support=args.support, transitions=args.transitions, min_freq=args.min_freq, **reg)
     if not args.quiet:
-        _log(f"crfkit train: {args.train_file} with {args.template or 'the built-in chunking templates'} "
-             f"({len(templates.unigram)} unigram templates, {'padded' if not args.no_pad else 'no padding'})")
+        if fmt == "crfsuite":
+            _log(f"crfkit train: {args.train_file} (CRFsuite attribute file)")
+        else:
+            _log(f"crfkit train: {args.train_file} with {args.template or 'the built-in chunking templates'} "
+                 f"({len(templates.unigram)} unigram templates, {'padded' if not args.no_pad else 'no padding'})")
     try:
-        res = train_columns(args.train_file, templates, dev_path=args.dev, pad=not args.no_pad, **kwargs)
+        if fmt == "crfsuite":
+            res = _train_crfsuite(args, kwargs)
+        else:
+            res = train_columns(args.train_source, templates, dev_path=args.dev_source, pad=not args.no_pad,
+                                **kwargs)
     except KeyboardInterrupt:
         _err("interrupted before the optimizer started; no model was written")
         return EXIT_INTERRUPTED
@@ -162,14 +263,74 @@ def _open_out(path: str | None) -> tuple[TextIO, bool]:
         raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
 
 
+def _tag_crfsuite(args, model, src) -> int:
+    """``crfkit tag --format crfsuite``: one predicted label per line, a blank line
+    after each sequence (as ``crfsuite tag``); ``--reference`` puts the file's
+    label and a TAB before it, ``--marginals`` appends ``:p`` (the label's
+    marginal), ``--probability`` writes ``@probability<TAB>p`` before each
+    sequence (CRFsuite's ``-r``, ``-i``, ``-p``)."""
+    import numpy as np
+
+    if args.labels is False and (args.eval or args.reference):
+        raise CrfkitError("--eval/--reference use the labels of the attribute file (its first field); "
+                          "they cannot go with --no-labels")
+    X, gold, _ = _read_attribute_file(src)
+    marg = probs = None
+    if args.marginals or args.probability:
+        pred, probs, node, corpus = model.tag_with_probability(X, threads=args.threads)
+        index = model.space.label_index
+        ids = np.fromiter((index[lab] for ys in pred for lab in ys), dtype=np.int64, count=corpus.n_tokens)
+        mp = node[np.arange(corpus.n_tokens), ids].tolist() if corpus.n_tokens else []
+        ptr = corpus.seq_ptr.tolist()
+        marg = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+    else:
+        pred = model.tag(X, threads=args.threads)
+    f, owned = _open_out(args.output)
+    try:
+        for i, ys in enumerate(pred):
+            buf = []
+            if args.probability:
+                buf.append(f"@probability\t{float(probs[i]):.6f}")
+            for t, lab in enumerate(ys):
+                line = f"{gold[i][t]}\t{lab}" if args.reference else lab
+                if args.marginals:
+                    line += f":{marg[i][t]:.6f}"
+                buf.append(line)
+            buf.append("")
+            f.write("\n".join(buf) + "\n")
+        f.flush()
+    finally:
+        if owned:
+            f.close()
+    if args.eval:
+        from .metrics import conlleval
+        rep = conlleval(gold, pred)
+        sys.stderr.write(rep.format())
+        sys.stderr.flush()
+    return 0
+
+
 def cmd_tag(args) -> int:
     from .io.columns import write_columns
     from .model import CRFModel
     from .pipeline import tag_columns
 
     model = CRFModel.load(args.model)
+    has_templates = bool(isinstance(model.meta, dict) and model.meta.get("templates"))
+    fmt = args.format
+    if fmt == "auto" and not has_templates:
+        fmt = "crfsuite"  # a model without templates can only tag attribute files
+    fmt, src = _detect_format(fmt, args.file)
+    if fmt == "crfsuite":
+        return _tag_crfsuite(args, model, src)
+    if args.reference:
+        raise CrfkitError("--reference is for --format crfsuite (column output already shows the gold label)")
+    if not has_templates:
+        raise CrfkitError(f"the model {args.model} has no feature templates (it was trained from a CRFsuite "
+                          "attribute file or from attribute lists), so it cannot tag column files; tag "
+                          "CRFsuite attribute files with --format crfsuite")
     has_labels = args.labels
-    res = tag_columns(model, args.file, has_labels=has_labels,
+    res = tag_columns(model, src, has_labels=has_labels,
                       marginals=args.marginals or args.probability, threads=args.threads)
     if args.eval and not res.has_labels:
         raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
@@ -256,7 +417,8 @@ def cmd_info(args) -> int:
         except CrfkitError:
             out.append("templates: (unreadable)")
     else:
-        out.append("templates: none (trained from attribute lists; `crfkit tag` cannot use this model)")
+        src = "a CRFsuite attribute file" if meta.get("input_format") == "crfsuite" else "attribute lists"
+        out.append(f"templates: none (trained from {src}; `crfkit tag --format crfsuite` tags attribute files)")
     tr = []
     for key in ("algorithm", "l2", "l1", "n_train", "iterations", "status", "support", "transitions",
                 "min_freq", "train_file"):
@@ -276,6 +438,56 @@ def cmd_info(args) -> int:
     for attr, lab, w in top:
         out.append(f"  {w:+10.4f}  {lab:<10} {attr}")
     sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- data
+
+def _dataset_names(names: list[str]) -> list[str]:
+    from .datasets.download import REGISTRY
+    if not names or names == ["all"]:
+        return list(REGISTRY)
+    for n in names:
+        if n not in REGISTRY:
+            raise CrfkitError(f"unknown data set {n!r}; known: {', '.join(REGISTRY)} (or all)")
+    return names
+
+
+def cmd_data(args) -> int:
+    from . import datasets
+    from .datasets.download import REGISTRY, fetch, verify
+
+    if args.data_command == "fetch":
+        names = _dataset_names(args.names)
+        log = (lambda s: None) if args.quiet else _log
+        root = None
+        for n in names:
+            root = fetch(n, cache_dir=args.cache_dir, base_url=args.base_url, force=args.force,
+                         timeout=args.timeout, log=log)
+        print(f"fetched {', '.join(names)} into {root}")
+        return 0
+    if args.data_command == "verify":
+        base = args.data_dir if args.data_dir is not None else datasets.data_dir()
+        bad = 0
+        for n in _dataset_names(args.names):
+            for path, status in verify(n, base):
+                print(f"{status:<8} {os.path.join(str(base), path)}")
+                bad += status != "ok"
+        return 1 if bad else 0
+    # list
+    base = args.data_dir if args.data_dir is not None else datasets.data_dir()
+    cache = datasets.cache_dir()
+    print(f"data directory: {base}")
+    print(f"download cache: {cache}")
+    for name, ds in REGISTRY.items():
+        print(f"{name}: {ds.description}")
+        print(f"  terms: {ds.terms}")
+        print(f"  source: {ds.source_url or '(mirror only: crfkit data fetch --base-url URL)'}")
+        for df in ds.files:
+            where = [label for label, d in (("data dir", base), ("cache", cache))
+                     if (os.path.isfile(os.path.join(str(d), df.path))
+                         or os.path.isfile(os.path.join(str(d), df.path[:-3])))]
+            print(f"  {df.path:<45} {', '.join(where) if where else 'missing'}")
     return 0
 
 
@@ -306,6 +518,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "line after each sentence), like crf_learn / crfsuite learn.")
     t.add_argument("train_file", metavar="TRAIN_FILE", help="labelled column file (.gz ok, - for stdin)")
     t.add_argument("-m", "--model", required=True, help="where to write the model")
+    t.add_argument("-f", "--format", choices=FORMATS, default="columns",
+                   help="input format: columns (CoNLL/CRF++ column file, the default), crfsuite (CRFsuite "
+                        "attribute file: LABEL<TAB>attr[:weight]..., no templates), or auto (crfsuite when "
+                        "the first 200 non-blank lines all hold a TAB and either their field counts differ "
+                        "or at least half of the fields after the first hold '=' or ':'; columns otherwise)")
     t.add_argument("-t", "--template", metavar="TEMPLATE_FILE",
                    help="CRF++ template file (default: built-in chunking templates over columns word, POS)")
     t.add_argument("--no-pad", action="store_true",
@@ -347,10 +564,19 @@ def build_parser() -> argparse.ArgumentParser:
                                    "tab-separated, a blank line after each sentence (like crf_test).")
     g.add_argument("file", metavar="FILE", nargs="?", default="-", help="column file (.gz ok; default/-: stdin)")
     g.add_argument("-m", "--model", required=True, help="model file written by `crfkit train`")
+    g.add_argument("-f", "--format", choices=FORMATS, default="columns",
+                   help="input format: columns (default), crfsuite (CRFsuite attribute file; output: one "
+                        "predicted label per line, a blank line after each sequence, as `crfsuite tag`), "
+                        "or auto (crfsuite for a model without templates, else detected as for train)")
+    g.add_argument("-r", "--reference", action="store_true",
+                   help="with --format crfsuite: write the file's label, a TAB, then the predicted one "
+                        "(crfsuite tag -r)")
     g.add_argument("--marginals", action="store_true",
-                   help="write the predicted label as label/probability (its marginal), like crf_test -v1")
+                   help="write the predicted label as label/probability (its marginal), like crf_test -v1 "
+                        "(--format crfsuite: label:probability, like crfsuite tag -i)")
     g.add_argument("--probability", action="store_true",
-                   help="print '# p' before each sentence: the probability of its predicted labels")
+                   help="print '# p' before each sentence: the probability of its predicted labels "
+                        "(--format crfsuite: '@probability<TAB>p', like crfsuite tag -p)")
     lab = g.add_mutually_exclusive_group()
     lab.add_argument("--labels", dest="labels", action="store_const", const=True, default=None,
                      help="the input's last column is a gold label (default: detected from the column count)")
@@ -392,6 +618,30 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--synthetic-sentences", type=_pos_int, default=2000, metavar="N",
                    help="training sentences of the synthetic corpus (test: N/4; default 2000)")
     d.set_defaults(func=cmd_demo)
+
+    da = sub.add_parser("data", help="list, download and verify the benchmark data sets",
+                        description="The benchmark data sets (CoNLL-2000, CoNLL-2002 es/nl, OCR letters, Penn "
+                                    "Treebank sample) in the shared/data layout: list them, fetch them into the "
+                                    "download cache ($CRFKIT_CACHE, else ~/.cache/crfkit) with SHA-256 "
+                                    "verification, or verify a data directory.")
+    dsub = da.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    dl = dsub.add_parser("list", help="the data sets, their terms and where their files are")
+    dl.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
+    df = dsub.add_parser("fetch", help="download data sets into the cache, verified by SHA-256",
+                         description="Download data sets (NAME ... or all) into the cache. Without --base-url "
+                                     "the public NLTK data zips are used (the OCR letters need a mirror); "
+                                     "a file whose SHA-256 differs is refused and not kept.")
+    df.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
+    df.add_argument("--cache-dir", metavar="DIR", help="where to put them (default: $CRFKIT_CACHE or ~/.cache/crfkit)")
+    df.add_argument("--base-url", metavar="URL",
+                    help="a mirror serving the shared/data layout (http(s)://, file:// or a directory)")
+    df.add_argument("--force", action="store_true", help="download even files that are present and verify")
+    df.add_argument("--timeout", type=_pos_float, default=60.0, metavar="S", help="network timeout (default 60 s)")
+    df.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    dv = dsub.add_parser("verify", help="check the SHA-256 of the files in a data directory (exit 1 if any fails)")
+    dv.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
+    dv.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
+    da.set_defaults(func=cmd_data, data_command="list")
     return p
 
 
