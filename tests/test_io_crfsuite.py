@@ -257,6 +257,9 @@ def test_round_trip(seqs):
     write_crfsuite(seqs, buf)
     text = buf.getvalue()
     back = read_crfsuite_list(io.BytesIO(text.encode("utf-8")), strict=True)
+    lenient = read_crfsuite_list(io.StringIO(text))  # the fast paths of the default mode
+    assert [(b.attributes, b.labels, b.weight, b.line) for b in lenient] == \
+        [(b.attributes, b.labels, b.weight, b.line) for b in back]
     assert len(back) == len(seqs)
     for a, b in zip(seqs, back):
         assert b.labels == a.labels

@@ -85,6 +85,8 @@ __all__ = [
 
 # a decimal number as C's strtod reads it (no hex, no inf/nan words)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# an unescaped colon, in a field without escaped backslashes
+_SEPARATOR = re.compile(r"(?<!\\):")
 # pieces of a field holding a backslash: an escape pair, a lone backslash, a
 # colon, or a run of other characters
 _PIECES = re.compile(r"\\[\\:]|\\|:|[^\\:]+")
@@ -280,15 +282,36 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
                 raise DataError("@weight declaration with no items after it in its sequence", name, weight_line)
             weight, weight_line = 1.0, 0
             continue
-        fields = text.split("\t")
-        head = fields[0]
-        if not head:
+        if text[0] == "\t":
             raise DataError("the line starts with a TAB: its first field must be the label "
                             "(write a dummy label when tagging)", name, lineno)
-        if head[0] == "@":
-            weight = _declaration(fields, name, lineno, weight_line)
+        if text[0] == "@":
+            weight = _declaration(text.split("\t"), name, lineno, weight_line)
             weight_line = lineno
             continue
+        # Fast paths for whole lines (this loop sees every attribute of the file):
+        # no backslash and no colon: nothing to unescape, no weights;
+        # no escaped backslash and every colon escaped ('\:'): the names are the
+        # line with '\:' made ':' (a lone backslash stays as it is), no weights.
+        if "\\" not in text:
+            if ":" not in text:
+                fields = text.split("\t")
+                labels.append(fields[0])
+                tok = [f for f in fields[1:] if f]  # empty fields (TAB TAB, final TAB) are skipped
+                if not attrs:
+                    first = lineno
+                attrs.append(tok)
+                continue
+        elif not strict and "\\\\" not in text and text.count(":") == text.count("\\:"):
+            fields = text.replace("\\:", ":").split("\t")
+            labels.append(fields[0])
+            tok = [f for f in fields[1:] if f]
+            if not attrs:
+                first = lineno
+            attrs.append(tok)
+            continue
+        fields = text.split("\t")
+        head = fields[0]
         # the label
         if "\\" in head:
             lab, raw = _split_escaped(head, strict, name, lineno)
@@ -297,20 +320,34 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
         if raw is not None:
             raise DataError(f"label {head!r} holds an unescaped ':' (write '\\:' for a colon in a label; "
                             "a label takes no weight)", name, lineno)
-        # the attributes: fast path for fields with neither a colon nor a backslash
+        # the attributes, field by field
         tok = []
         app = tok.append
         for f in fields[1:]:
             if not f:
                 continue  # empty field: consecutive TABs / trailing TAB, skipped as CRFsuite does
-            if ":" in f or "\\" in f:
-                app(parse_attribute(f, strict=strict, name=name, line=lineno))
+            if "\\" in f:
+                if strict or "\\\\" in f:
+                    app(parse_attribute(f, strict=strict, name=name, line=lineno))
+                    continue
+                # no escaped backslash: every '\:' is an escaped colon, any other colon separates
+                m = _SEPARATOR.search(f)
+                if m is None:
+                    app(f.replace("\\:", ":"))
+                    continue
+                n, raw = f[:m.start()].replace("\\:", ":"), f[m.end():]
+            elif ":" in f:
+                n, _, raw = f.partition(":")
             else:
                 app(f)
+                continue
+            if not n:
+                raise DataError(f"attribute {f!r} has an empty name", name, lineno)
+            app((n, 1.0) if raw == "" else (n, _weight(raw, f, name, lineno)))
+        labels.append(lab)
         if not attrs:
             first = lineno
         attrs.append(tok)
-        labels.append(lab)
     if attrs:
         produced += 1
         yield AttributeSequence(attrs, labels, first, weight)
@@ -386,7 +423,7 @@ def write_crfsuite(data, out, labels: Sequence[Sequence[str]] | None = None, *,
         if path == "-":
             return _write(data, sys.stdout, labels, dummy_label)
         try:
-            f = (gzip.open(path, "wt", encoding="utf-8", newline="\n") if path.endswith(".gz")
+            f = (gzip.open(path, "wt", encoding="utf-8", newline="\n", compresslevel=6) if path.endswith(".gz")
                  else open(path, "w", encoding="utf-8", newline="\n"))
         except OSError as e:
             raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
@@ -438,16 +475,22 @@ def _write(data, f: TextIO, labels, dummy_label) -> int:
                 raise DataError(f"sequence {count}, item {i + 1}: the attributes of an item must be a list, "
                                 f"got {tok!r}")
             parts = [lab]
-            for a in tok:
-                if type(a) is str and a and ":" not in a and "\\" not in a and "\t" not in a \
-                        and "\n" not in a and "\r" not in a:
-                    parts.append(a)
-                else:
-                    try:
-                        parts.append(format_attribute(a))
-                    except DataError as e:
-                        raise DataError(f"sequence {count}, item {i + 1}: {e}") from None
-            buf.append("\t".join(parts))
+            app = parts.append
+            try:
+                for a in tok:
+                    if type(a) is str and a:
+                        if ":" in a or "\\" in a:
+                            a = a.replace("\\", "\\\\").replace(":", "\\:")
+                        app(a)
+                    else:
+                        app(format_attribute(a))
+                line = "\t".join(parts)
+                if line.count("\t") != len(parts) - 1 or "\n" in line or "\r" in line:
+                    for a in tok:  # find the culprit, for the message
+                        format_attribute(a)
+            except DataError as e:
+                raise DataError(f"sequence {count}, item {i + 1}: {e}") from None
+            buf.append(line)
         buf.append("")
         f.write("\n".join(buf))
         f.write("\n")
