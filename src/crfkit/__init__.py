@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "TrainResult": ("crfkit.train", "TrainResult"),
+    "CRF": ("crfkit.estimator", "CRF"),
     "CRFModel": ("crfkit.model", "CRFModel"),
     "Templates": ("crfkit.features.templates", "Templates"),
     "read_columns": ("crfkit.io.columns", "read_columns"),
