@@ -111,7 +111,10 @@ def worker_crfsuite(args) -> dict:
     t_append = time.perf_counter() - t0
     del X, Y
     trainer.select("lbfgs")
-    trainer.set_params({"c2": 1.0, "delta": 1e-5, "period": 10})
+    params = {"c2": 1.0, "delta": 1e-5, "period": 10}
+    if args.c1:
+        params["c1"] = args.c1  # CRFsuite then runs OWL-QN
+    trainer.set_params(params)
     model_path = os.path.join(args.tmp, "crfsuite.model")
     t0 = time.perf_counter()
     trainer.train(model_path)
@@ -119,6 +122,7 @@ def worker_crfsuite(args) -> dict:
     its = trainer.logparser.iterations
     last = trainer.logparser.last_iteration
     n_features = int(trainer.logparser.last_iteration.get("active_features", 0))
+    feature_space = trainer.logparser.featgen_num_features
     # final weights for the objective check
     tagger = pycrfsuite.Tagger()
     tagger.open(model_path)
@@ -139,6 +143,8 @@ def worker_crfsuite(args) -> dict:
         "time_to_target_s": t_train, "curve": [[sum(i["time"] for i in its[:k + 1]), i["loss"]] for k, i in enumerate(its)],
         "model_bytes": os.path.getsize(model_path), "tag_tokens_per_s": n_tok / t_tag,
         "accuracy": acc, "f1": f1, "peak_rss_mb": peak_rss_mb(),
+        "feature_space": feature_space, "optimizer_s": sum(i["time"] for i in its),
+        "evaluations": 1 + sum(i.get("linesearch_trials", 1) for i in its),
     }
 
 
@@ -151,18 +157,29 @@ def worker_crfkit(args) -> dict:
     X, Y = load(args.data_dir, "train")
     # numba compiles once per installation and caches the machine code on
     # disk; load it (or compile it on a fresh checkout) before the clock runs
-    train_corpus(*build(X[:20], Y[:20]), max_iterations=2, threads=args.threads)
+    train_corpus(*build(X[:20], Y[:20]), max_iterations=2, threads=args.threads,
+                 reg=regularization(20, c1=args.c1 or None, c2=1.0))
     t0 = time.perf_counter()
     space, corpus = build(X, Y)
     t_build = time.perf_counter() - t0
     del X, Y
-    reg = regularization(corpus.n_sequences, c2=1.0)
+    reg = regularization(corpus.n_sequences, c1=args.c1 or None, c2=1.0)
     # One run, from scratch, until crfkit reaches CRFsuite's final objective
     # (delta rule off, stop_value on); where crfkit's own delta rule (same
     # delta/period as CRFsuite) would have stopped is read off the history.
     target = args.target / corpus.n_sequences if args.target else None
+    both = target is not None and args.until_own_stop
+    seen, fired = [], [False]
+
+    def until_both(rec):
+        # --until-own-stop: run on until crfkit's own delta rule has fired too
+        seen.append(rec["objective"])
+        k = len(seen) - 1
+        fired[0] = fired[0] or (k >= 10 and seen[k] != 0 and abs((seen[k - 10] - seen[k]) / seen[k]) < 1e-5)
+        return fired[0] and min(seen) <= target
     res = train_corpus(space, corpus, reg=reg, delta=0.0 if target else 1e-5, period=10, epsilon=1e-5,
-                       m=6, threads=args.threads, stop_value=target, max_iterations=2000)
+                       m=6, threads=args.threads, stop_value=None if both else target, max_iterations=2000,
+                       callback=until_both if both else None)
     hist = res.history
     fs = [h["objective"] for h in hist]
     k = delta_stop_index(fs, 1e-5, 10)
@@ -188,6 +205,10 @@ def worker_crfkit(args) -> dict:
         "curve": [[h["wall_s"], h["objective"] * corpus.n_sequences] for h in hist],
         "status": res.status, "model_bytes": model_bytes, "tag_tokens_per_s": n_tok / t_tag,
         "accuracy": acc, "f1": f1, "peak_rss_mb": peak_rss_mb(), "threads": args.threads,
+        "algorithm": res.model.meta["algorithm"], "nnz": own["nnz"], "final_nnz": hist[-1]["nnz"] if hist else 0,
+        "target_evaluations": int(round(reached["effective_passes"])) if reached else None,
+        "target_nnz": reached["nnz"] if reached else None,
+        "own_evaluations": int(round(own["effective_passes"])) if hist else 0, "own_rule_fired": k is not None,
     }
 
 
@@ -227,7 +248,8 @@ def worker_check(args) -> dict:
             missing += 1
         else:
             w[space.n_state + k] = val
-    obj = Objective(corpus, space, regularization(corpus.n_sequences, c2=1.0), threads=args.threads)
+    obj = Objective(corpus, space, regularization(corpus.n_sequences, c1=args.c1 or None, c2=1.0),
+                    threads=args.threads)
     f = obj.to_crfsuite(obj.value(w))
     return {"objective_at_crfsuite_weights": f, "crfsuite_features_not_in_crfkit": missing,
             "crfsuite_features": len(cw["state"]) + len(cw["trans"])}
@@ -237,6 +259,8 @@ def run_worker(kind: str, args, extra=()) -> dict:
     out = os.path.join(args.tmp, f"{kind}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--data-dir", args.data_dir,
            "--tmp", args.tmp, "--out", out, "--threads", str(args.threads), *extra]
+    if getattr(args, "c1", None):
+        cmd += ["--c1", repr(args.c1)]
     subprocess.run(cmd, check=True)
     with open(out) as f:
         return json.load(f)
@@ -251,6 +275,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--target", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--until-own-stop", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--c1", type=float, default=None, help=argparse.SUPPRESS)  # L1 (OWL-QN), see conll2000_owlqn_vs_crfsuite.py
     args = ap.parse_args(argv)
     args.data_dir = data_dir(args.data_dir)
     if args.worker:
