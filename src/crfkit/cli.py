@@ -188,10 +188,6 @@ def cmd_train(args) -> int:
 
     if args.algorithm not in ALGORITHMS:
         raise CrfkitError(f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}")
-    l1_given = args.c1 or args.l1 or args.rho1
-    if l1_given and args.algorithm == "lbfgs":
-        raise CrfkitError("L1 regularisation (--c1/--l1/--rho1) needs an algorithm that handles it "
-                          f"(OWL-QN); -a lbfgs minimises the smooth part only. Available: {', '.join(ALGORITHMS)}")
     model_dir = os.path.dirname(os.path.abspath(args.model))
     if not os.path.isdir(model_dir):
         raise CrfkitError(f"cannot write the model {args.model}: directory {model_dir} does not exist")
@@ -232,7 +228,7 @@ def cmd_train(args) -> int:
     print(f"labels: {m.space.n_labels}; attributes: {m.space.n_attributes}; features: {m.space.n_features} "
           f"({m.space.n_state} state, {m.space.n_trans} transition); non-zero weights: {m.n_active}", file=out)
     c1, c2 = res.reg.crfsuite(int(m.meta.get("n_train", 1)))
-    print(f"training: {args.algorithm}, {res.iterations} iterations, {res.effective_passes:.0f} passes, "
+    print(f"training: {m.meta.get('algorithm', args.algorithm)}, {res.iterations} iterations, {res.effective_passes:.0f} passes, "
           f"{res.seconds:.2f} s; status: {res.status} ({res.message})", file=out)
     print(f"objective: {res.objective:.10g} (per sequence, l2={res.reg.l2:.6g}); CRFsuite units "
           f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})", file=out)
