@@ -88,14 +88,7 @@ def main(argv=None) -> int:
         ("token accuracy, %", "accuracy", "{:.3f}"),
         ("chunk F1 (conlleval)", "f1", "{:.3f}"),
     ]
-    print()
-    print(f"{'':46s} {'crfsuite':>16s} {'crfkit':>16s} {'crfkit/crfsuite':>16s}")
-    for label, key, fmt in rows:
-        a, b = cs.get(key), ck.get(key)
-        fa = fmt.format(a) if a is not None else "-"
-        fb = fmt.format(b) if b is not None else "not reached"
-        ratio = f"{b / a:.3f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else "-"
-        print(f"{label:46s} {fa:>16s} {fb:>16s} {ratio:>16s}")
+    base.print_table(rows, cs, ck, width=46)
     print(f"CRFsuite: train() wall time {cs['train_s']:.2f}s includes its feature generation and model "
           f"writing; its iterations alone took {cs['optimizer_s']:.2f}s "
           f"(crfkit/that: {ck['time_to_target_s'] / cs['optimizer_s'] if ck['time_to_target_s'] else float('nan'):.3f}"

@@ -255,6 +255,18 @@ def worker_check(args) -> dict:
             "crfsuite_features": len(cw["state"]) + len(cw["trans"])}
 
 
+def print_table(rows, cs: dict, ck: dict, width: int = 40) -> None:
+    """One line per (label, key, format) row: CRFsuite's figure, crfkit's, and their ratio."""
+    print()
+    print(f"{'':{width}s} {'crfsuite':>16s} {'crfkit':>16s} {'crfkit/crfsuite':>16s}")
+    for label, key, fmt in rows:
+        a, b = cs.get(key), ck.get(key)
+        fa = fmt.format(a) if a is not None else "-"
+        fb = fmt.format(b) if b is not None else "not reached"
+        ratio = f"{b / a:.3f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else "-"
+        print(f"{label:{width}s} {fa:>16s} {fb:>16s} {ratio:>16s}")
+
+
 def run_worker(kind: str, args, extra=()) -> dict:
     out = os.path.join(args.tmp, f"{kind}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--data-dir", args.data_dir,
@@ -311,14 +323,7 @@ def main(argv=None) -> int:
         ("token accuracy, %", "accuracy", "{:.3f}"),
         ("chunk F1 (conlleval)", "f1", "{:.3f}"),
     ]
-    print()
-    print(f"{'':40s} {'crfsuite':>16s} {'crfkit':>16s} {'crfkit/crfsuite':>16s}")
-    for label, key, fmt in rows:
-        a, b = cs.get(key), ck.get(key)
-        fa = fmt.format(a) if a is not None else "-"
-        fb = fmt.format(b) if b is not None else "not reached"
-        ratio = f"{b / a:.3f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else "-"
-        print(f"{label:40s} {fa:>16s} {fb:>16s} {ratio:>16s}")
+    print_table(rows, cs, ck, width=40)
     print(f"crfkit went on to CRFsuite's final objective: {ck['final_objective']:.6f} after "
           f"{ck['final_iterations']} iterations ({ck['evaluations']} evaluations), {ck['final_s']:.2f}s; "
           f"accuracy, F1, model and tagging figures are for that final model")

@@ -190,7 +190,10 @@ def read_columns(
     return _read(source, has_labels, docstart == "skip", sep, name)
 
 
-def _read(source, has_labels: bool, skip_docstart: bool, sep: str | None, name: str | None):
+def source_lines(source, name: str | None) -> Iterator[tuple[str, Iterator[str]]]:
+    """Yield once ``(label, lines)`` for a path (``.gz``, ``-`` = stdin) or an open
+    file, closing what it opened afterwards; the readers of crfkit.io share it.
+    ``label`` names the source in error messages."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         label = name if name is not None else ("<stdin>" if path == "-" else path)
@@ -199,10 +202,15 @@ def _read(source, has_labels: bool, skip_docstart: bool, sep: str | None, name: 
         f, owned = source, False
         label = name if name is not None else str(getattr(source, "name", "<stream>"))
     try:
-        yield from _parse(_lines(f, label), label, has_labels, skip_docstart, sep)
+        yield label, _lines(f, label)
     finally:
         if owned:
             f.close()
+
+
+def _read(source, has_labels: bool, skip_docstart: bool, sep: str | None, name: str | None):
+    for label, lines in source_lines(source, name):
+        yield from _parse(lines, label, has_labels, skip_docstart, sep)
 
 
 def _parse(lines: Iterable[str], name: str, has_labels: bool, skip_docstart: bool, sep: str | None):

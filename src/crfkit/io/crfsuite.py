@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence, TextIO
 
 from crfkit.errors import DataError
-from crfkit.io.columns import _lines, _open_binary
+from crfkit.io.columns import source_lines
 
 __all__ = [
     "AttributeSequence",
@@ -245,18 +245,8 @@ def read_crfsuite(source, *, name: str | None = None, strict: bool = False) -> I
 
 
 def _read(source, name: str | None, strict: bool):
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        label = name if name is not None else ("<stdin>" if path == "-" else path)
-        f, owned = _open_binary(path)
-    else:
-        f, owned = source, False
-        label = name if name is not None else str(getattr(source, "name", "<stream>"))
-    try:
-        yield from _parse(_lines(f, label), label, strict)
-    finally:
-        if owned:
-            f.close()
+    for label, lines in source_lines(source, name):
+        yield from _parse(lines, label, strict)
 
 
 def _parse(lines: Iterable[str], name: str, strict: bool):
