@@ -35,77 +35,11 @@ from collections import deque
 from typing import Callable
 
 import numpy as np
-from numba import njit
 
+from ..kernels.vec import constrain_direction as _constrain_direction
+from ..kernels.vec import orthant_step as _orthant_step
+from ..kernels.vec import pseudo_gradient as _pseudo_gradient
 from .lbfgs import FG, History, LbfgsResult, stopping_rule
-
-
-# ----------------------------------------------------------------- fused kernels
-@njit(cache=True)
-def _pseudo_gradient(x, g, l1, pg):
-    """pg = pseudo-gradient of f + l1|x|_1; returns (pg.pg, max|pg|, nnz(x), x.x)."""
-    s2 = 0.0
-    mx = 0.0
-    nnz = 0
-    xx = 0.0
-    for i in range(x.shape[0]):
-        xi = x[i]
-        gi = g[i]
-        if xi > 0.0:
-            p = gi + l1
-        elif xi < 0.0:
-            p = gi - l1
-        elif gi + l1 < 0.0:
-            p = gi + l1
-        elif gi - l1 > 0.0:
-            p = gi - l1
-        else:
-            p = 0.0
-        if xi != 0.0:
-            nnz += 1
-            xx += xi * xi
-        pg[i] = p
-        s2 += p * p
-        a = abs(p)
-        if a > mx:
-            mx = a
-    return s2, mx, nnz, xx
-
-
-@njit(cache=True)
-def _constrain_direction(d, pg):
-    """Zero d_i where sign(d_i) != sign(-pg_i) (also where pg_i = 0); returns (d.pg, d.d)."""
-    dg = 0.0
-    dd = 0.0
-    for i in range(d.shape[0]):
-        p = d[i] * pg[i]
-        if p >= 0.0:
-            d[i] = 0.0
-        else:
-            dg += p
-            dd += d[i] * d[i]
-    return dg, dd
-
-
-@njit(cache=True)
-def _orthant_step(x, d, a, pg, out):
-    """out = x + a d projected onto the orthant of x (sign(-pg_i) where x_i = 0).
-
-    Returns (||out||_1, pg . (out - x)): the L1 term at the trial point and
-    the directional derivative along the projected step.
-    """
-    l1sum = 0.0
-    dd = 0.0
-    for i in range(x.shape[0]):
-        xi = x[i]
-        t = xi + a * d[i]
-        o = xi if xi != 0.0 else -pg[i]
-        if t * o <= 0.0:
-            t = 0.0
-        out[i] = t
-        l1sum += abs(t)
-        dd += pg[i] * (t - xi)
-    return l1sum, dd
 
 
 def pseudo_gradient(x: np.ndarray, g: np.ndarray, l1: float) -> np.ndarray:
