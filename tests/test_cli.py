@@ -291,3 +291,49 @@ def test_python_dash_m_help():
     assert r.returncode == 0
     for cmd in ("train", "tag", "eval", "info", "demo"):
         assert cmd in r.stdout
+
+
+# --------------------------------------------------------------------------- progress bars, tag options
+
+class _TTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _train_on_a_terminal(monkeypatch, *argv) -> tuple[int, str]:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    err = _TTY()
+    monkeypatch.setattr(sys, "stderr", err)
+    rc = cli.main([str(a) for a in argv])
+    return rc, err.getvalue()
+
+
+def test_train_on_a_terminal_draws_bars_instead_of_iteration_lines(data, tmp_path, monkeypatch, capsys):
+    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
+                                   "--max-iterations", "5", "--threads", "1")
+    assert rc == 0, err
+    assert "\r" in err and "features: 60/60" in err and "training: 5/5 (100%)" in err and "obj " in err
+    assert "iter    1" not in err  # the bar replaces them
+    assert "crfkit lbfgs: 60 sequences" in err  # other log lines stay
+    assert "model:" in capsys.readouterr().out
+
+
+def test_train_on_a_terminal_verbose_keeps_iteration_lines_quiet_silences_all(data, tmp_path, monkeypatch):
+    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
+                                   "--max-iterations", "3", "-v", "--threads", "1")
+    assert rc == 0 and "iter    3" in err and "training: 3/3" in err
+    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
+                                   "--max-iterations", "3", "-q")
+    assert rc == 0 and err == ""
+
+
+def test_train_bars_stay_off_under_ci_and_without_iteration_limit(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("CI", "1")
+    err = _TTY()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main(["train", str(data["train"]), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2"]) == 0
+    assert "\r" not in err.getvalue() and "iter    2" in err.getvalue()
+    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
+                                   "--epsilon", "1e-2", "--threads", "1")
+    assert rc == 0 and "training: " in err and "/" not in err.split("training: ")[-1].split()[0]

@@ -148,12 +148,86 @@ def _source_name(src) -> str:
     return str(getattr(src, "name", "<stream>"))
 
 
-def _read_attribute_file(src):
-    """(X, Y, sequences) of a CRFsuite attribute file."""
-    from .io.crfsuite import read_crfsuite_list
+def _read_attribute_file(src, progress=None):
+    """(X, Y, sequences) of a CRFsuite attribute file; ``progress``: a bar
+    factory ``progress(desc, total)`` (see :class:`_Bars`) or ``None``."""
+    from .io.crfsuite import read_crfsuite, read_crfsuite_list
     name = _source_name(src)
-    seqs = read_crfsuite_list(src, name=name)
+    if progress is None:
+        seqs = read_crfsuite_list(src, name=name)
+    else:
+        seqs = []
+        with progress(f"reading {name}", None) as bar:
+            for s in read_crfsuite(src, name=name):
+                seqs.append(s)
+                bar.update(1)
     return [s.attributes for s in seqs], [s.labels for s in seqs], seqs
+
+
+class _Bars:
+    """The progress bars of ``crfkit train`` on standard error.
+
+    Drawn only when standard error is a terminal (see
+    :func:`crfkit.progress.stream_is_interactive`) and not ``-q``: one bar
+    while the training file is read and its features extracted, one over the
+    iterations (out of ``--max-iterations`` when given, else a counter) with
+    the current objective.  While a bar is up the per-iteration lines of
+    :func:`crfkit.train.train` are left out unless ``-v``; other log lines
+    are printed above the bar.  Off a terminal nothing changes: every line
+    goes to standard error as before.
+    """
+
+    def __init__(self, quiet: bool, verbose: bool, max_iterations: int | None):
+        from .progress import stream_is_interactive
+        self.quiet = quiet
+        self.verbose = verbose
+        self.enabled = not quiet and stream_is_interactive(sys.stderr)
+        self.max_iterations = max_iterations
+        self.current = None  # the bar on screen, if any
+        self.train_bar = None
+
+    def __call__(self, desc: str, total: int | None):
+        """A bar factory for the readers (``load_columns(progress=...)``)."""
+        from .progress import Progress
+        bar = Progress(total=total, desc=desc, stream=sys.stderr, enabled=self.enabled,
+                       unit="seq")
+        self.current = bar
+        return bar
+
+    def log(self, msg: str) -> None:
+        if self.quiet:
+            return
+        if self.enabled and not self.verbose and msg.startswith("iter "):
+            return  # the bar shows the iterations
+        bar = self.current
+        if bar is not None and not bar.closed:
+            bar.write(msg)
+        else:
+            _log(msg)
+
+    def callback(self, rec: dict) -> None:
+        """``train(callback=...)``: advance the iteration bar."""
+        if not self.enabled:
+            return None
+        from .progress import Progress
+        if self.train_bar is None:
+            self.train_bar = Progress(total=self.max_iterations, desc="training", stream=sys.stderr,
+                                      enabled=True, unit="iter",
+                                      start=time.monotonic() - float(rec.get("wall_s", 0.0)))
+            self.current = self.train_bar
+        bar = self.train_bar
+        post = f"obj {rec['objective']:.8g}"
+        if "dev_f1" in rec:
+            post += f" dev F1 {rec['dev_f1']:.2f}"
+        elif "dev_accuracy" in rec:
+            post += f" dev acc {rec['dev_accuracy']:.2f}%"
+        bar.postfix = post
+        bar.update(int(rec["iteration"]) - bar.n)
+        return None
+
+    def close(self) -> None:
+        if self.train_bar is not None:
+            self.train_bar.close()
 
 
 def _no_sequence_weights(seqs, name: str) -> None:
@@ -163,7 +237,7 @@ def _no_sequence_weights(seqs, name: str) -> None:
                             "not supported by crfkit's training yet; remove the @weight lines", name, s.line)
 
 
-def _train_crfsuite(args, kwargs):
+def _train_crfsuite(args, kwargs, progress=None):
     from .train import train
     if args.template is not None:
         raise CrfkitError("-t/--template applies to column files; a CRFsuite attribute file already lists "
@@ -172,7 +246,7 @@ def _train_crfsuite(args, kwargs):
         raise CrfkitError("--no-pad applies to templates over column files, not to CRFsuite attribute files")
     src, dev_src = args.train_source, args.dev_source
     name = _source_name(src)
-    X, Y, seqs = _read_attribute_file(src)
+    X, Y, seqs = _read_attribute_file(src, progress)
     _no_sequence_weights(seqs, name)
     X_dev = Y_dev = None
     if dev_src is not None:
@@ -199,11 +273,14 @@ def cmd_train(args) -> int:
             raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
                               "give --format explicitly")
     templates = _load_templates(args.template) if fmt == "columns" else None
-    log = (lambda s: None) if args.quiet else _log
+    bars = _Bars(args.quiet, args.verbose, args.max_iterations)
+    log = bars.log
+    progress = bars if bars.enabled else None
     reg = {k: getattr(args, k) for k in ("c1", "c2", "l1", "l2", "rho1", "rho2") if getattr(args, k) is not None}
     kwargs = dict(algorithm=args.algorithm, max_iterations=args.max_iterations, epsilon=args.epsilon,
                   delta=args.delta, period=args.period, gtol=args.gtol, threads=args.threads,
-                  trace=args.trace, verbose=not args.quiet, log=log, dev_every=args.dev_every,
+                  trace=args.trace, verbose=not args.quiet, log=log, callback=bars.callback,
+                  dev_every=args.dev_every,
                   support=args.support, transitions=args.transitions, min_freq=args.min_freq, **reg)
     if not args.quiet:
         if fmt == "crfsuite":
@@ -212,11 +289,14 @@ def cmd_train(args) -> int:
             _log(f"crfkit train: {args.train_file} with {args.template or 'the built-in chunking templates'} "
                  f"({len(templates.unigram)} unigram templates, {'padded' if not args.no_pad else 'no padding'})")
     try:
-        if fmt == "crfsuite":
-            res = _train_crfsuite(args, kwargs)
-        else:
-            res = train_columns(args.train_source, templates, dev_path=args.dev_source, pad=not args.no_pad,
-                                **kwargs)
+        try:
+            if fmt == "crfsuite":
+                res = _train_crfsuite(args, kwargs, progress)
+            else:
+                res = train_columns(args.train_source, templates, dev_path=args.dev_source,
+                                    pad=not args.no_pad, progress=progress, **kwargs)
+        finally:
+            bars.close()
     except KeyboardInterrupt:
         _err("interrupted before the optimizer started; no model was written")
         return EXIT_INTERRUPTED
@@ -552,7 +632,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dev-every", type=_pos_int, default=1, metavar="N", help="score the dev file every N iterations")
     t.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
     t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
-    t.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no progress bar")
+    t.add_argument("-v", "--verbose", action="store_true",
+                   help="on a terminal, also print the per-iteration lines the progress bar replaces "
+                        "(off a terminal they are always printed, and no bar is drawn)")
     t.set_defaults(func=cmd_train)
 
     g = sub.add_parser("tag", help="tag a column file with a model",

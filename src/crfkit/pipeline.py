@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import CrfkitError, DataError, TemplateError
 from .features.templates import Templates
-from .io.columns import Sentence, read_columns_list
+from .io.columns import Sentence, read_columns, read_columns_list
 from .model import CRFModel
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "tagger_from_model",
     "tag_columns",
     "TaggedColumns",
+    "split_marginals",
     "attributes_of",
 ]
 
@@ -64,7 +65,7 @@ def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: b
 
 
 def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
-                 docstart: str = "skip", name: str | None = None):
+                 docstart: str = "skip", name: str | None = None, progress=None):
     """Read a column file and apply the templates.
 
     ``path`` is a path (``.gz`` is decompressed, ``"-"`` is standard input) or
@@ -72,10 +73,27 @@ def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bo
     label sequences (``None`` when ``has_labels`` is false) and the
     :class:`~crfkit.io.columns.Sentence` objects.  Problems with the file raise
     :class:`~crfkit.errors.DataError` naming the file and line.
+
+    ``progress``: ``None``, or a factory ``progress(desc, total)`` returning a
+    context manager with ``update(n)`` (a :class:`crfkit.progress.Progress`):
+    it is called once for reading (total unknown, one update per sentence)
+    and once for the feature extraction (total: the number of sentences).
     """
     label = name if name is not None else _name_of(path)
-    sentences = read_columns_list(path, has_labels=has_labels, docstart=docstart, name=label)
-    X = attributes_of(sentences, templates, pad=pad, name=label)
+    if progress is None:
+        sentences = read_columns_list(path, has_labels=has_labels, docstart=docstart, name=label)
+        X = attributes_of(sentences, templates, pad=pad, name=label)
+    else:
+        sentences = []
+        with progress(f"reading {label}", None) as bar:
+            for s in read_columns(path, has_labels=has_labels, docstart=docstart, name=label):
+                sentences.append(s)
+                bar.update(1)
+        X = []
+        with progress("features", len(sentences)) as bar:
+            for i in range(0, len(sentences), 256):
+                X += attributes_of(sentences[i:i + 256], templates, pad=pad, name=label)
+                bar.update(min(256, len(sentences) - i))
     Y = [s.labels for s in sentences] if has_labels else None
     return X, Y, sentences
 
@@ -93,14 +111,15 @@ def _check_supported(templates: Templates) -> None:
 
 
 def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool = True,
-                  docstart: str = "skip", **train_kwargs):
+                  docstart: str = "skip", progress=None, **train_kwargs):
     """Train on a labelled column file; returns :class:`crfkit.train.TrainResult`.
 
     ``train_kwargs`` go to :func:`crfkit.train.train` (regularisation,
     stopping rules, ``threads``, ``trace``, ``verbose``, ``log``...).  The
     model's ``meta`` gets ``templates`` (the template text), ``template_pad``
     and ``columns`` (the number of observation columns), which is what
-    :func:`tag_columns` needs.
+    :func:`tag_columns` needs.  ``progress`` goes to :func:`load_columns`
+    for the training file (reading and feature extraction).
 
     CRF++ semantics for the ``B`` line: a template set without one trains no
     transition features (the labels are then predicted independently).
@@ -108,7 +127,7 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     from .train import train
 
     _check_supported(templates)
-    X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart)
+    X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None
     if dev_path is not None:
@@ -148,7 +167,10 @@ class TaggedColumns:
     list per sentence; ``marginals``: per token, the marginal probability of
     its predicted label (``None`` unless asked for); ``probabilities``: per
     sentence, p(predicted labels | x) (``None`` unless asked for);
-    ``has_labels``: whether the input carried gold labels.
+    ``has_labels``: whether the input carried gold labels;
+    ``all_marginals``: per sentence, the marginals of every label, an array
+    of tokens x labels with columns in ``label_names`` order (``None``
+    unless asked for with ``all_marginals=True``).
     """
 
     sentences: list[Sentence]
@@ -156,6 +178,8 @@ class TaggedColumns:
     marginals: list[list[float]] | None
     probabilities: np.ndarray | None
     has_labels: bool
+    all_marginals: list[np.ndarray] | None = None
+    label_names: list[str] | None = None
 
     @property
     def gold(self) -> list[list[str]] | None:
@@ -164,14 +188,17 @@ class TaggedColumns:
 
 def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = None,
                 marginals: bool = False, threads: int | None = None, docstart: str = "skip",
-                name: str | None = None) -> TaggedColumns:
+                name: str | None = None, all_marginals: bool = False) -> TaggedColumns:
     """Tag a column file with a model trained by :func:`train_columns`.
 
     ``has_labels``: whether the last column is a gold label; ``None`` detects
     it: a file with one column more than the training data's observation
     columns has labels, one with as many has none (anything else is an error).
     ``marginals=True`` also computes the marginal of each predicted label and
-    the probability of each predicted sequence (``CRFModel.tag_with_probability``).
+    the probability of each predicted sequence (``CRFModel.tag_with_probability``);
+    ``all_marginals=True`` all that and, per sentence, the marginal of every
+    label (tokens x labels, columns in the model's label order, also given as
+    ``label_names``).  Both come from the same single decoding pass.
     """
     templates, pad = tagger_from_model(model)
     label = name if name is not None else _name_of(path_or_stream)
@@ -202,13 +229,23 @@ def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = No
         raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
                         label, sentences[0].line)
     X = attributes_of(sentences, templates, pad=pad, name=label)
-    if not marginals:
+    if not (marginals or all_marginals):
         pred = model.tag(X, threads=threads)
         return TaggedColumns(sentences, pred, None, None, bool(has_labels))
     pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads)
+    per_tok, full = split_marginals(model, pred, marg, corpus)
+    return TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels),
+                         full if all_marginals else None, list(model.space.labels) if all_marginals else None)
+
+
+def split_marginals(model: CRFModel, pred: list[list[str]], marg: np.ndarray, corpus):
+    """Per sentence: the marginals of the predicted labels (lists of floats) and
+    the full marginal matrices (tokens x labels views of ``marg``), from the
+    outputs of :meth:`CRFModel.tag_with_probability`."""
     index = model.space.label_index
     ids = np.fromiter((index[lab] for ys in pred for lab in ys), dtype=np.int64, count=corpus.n_tokens)
     mp = marg[np.arange(corpus.n_tokens), ids].tolist() if corpus.n_tokens else []
     ptr = corpus.seq_ptr.tolist()
     per_tok = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
-    return TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels))
+    full = [marg[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+    return per_tok, full

@@ -67,12 +67,13 @@ class Progress:
     ``desc``: a label before the counts; ``enabled``: ``True``/``False`` to
     force, ``None`` to draw only on an interactive terminal; ``unit``: what
     is counted (for the rate); ``min_interval``: seconds between redraws;
-    ``clock``: a monotonic clock (tests pass a fake one).
+    ``clock``: a monotonic clock (tests pass a fake one); ``start``: when the
+    work began on that clock (default: now), for a bar created late.
     """
 
     def __init__(self, total: int | None = None, desc: str = "", stream: TextIO | None = None,
                  enabled: bool | None = None, *, unit: str = "it", min_interval: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, start: float | None = None):
         self.stream = sys.stderr if stream is None else stream
         self.total = None if total is None else int(total)
         self.desc = desc
@@ -82,7 +83,7 @@ class Progress:
         self.n = 0
         self.postfix = ""
         self._clock = clock
-        self._t0 = clock()
+        self._t0 = clock() if start is None else float(start)
         self._last_draw: float | None = None
         self._width = 0  # length of the line on screen, to blank leftovers
         self.draws = 0
