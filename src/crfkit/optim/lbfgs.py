@@ -39,6 +39,7 @@ class LbfgsResult:
     status: str          # converged | delta | gtol | max_iterations | stop_value | callback | linesearch_failed | interrupted
     message: str
     history: list = field(default_factory=list)
+    state: dict | None = None    # the optimizer state of the last accepted point (see make_state)
 
 
 def two_loop(g: np.ndarray, S: deque, Y: deque, RHO: deque) -> np.ndarray:
@@ -68,17 +69,21 @@ class History:
         self.Y = np.empty((m + 1, n))
         self.rho = np.empty(m + 1)
         self.order: list[int] = []     # slots, oldest first
+        self._keep: list[int] = []     # slots cleared since the last stored pair (see clear)
         self._d = np.empty(n)
 
     def __len__(self) -> int:
         return len(self.order)
 
     def clear(self) -> None:
-        self.order.clear()
+        # the cleared slots stay unwritten until the next pair is stored, so a
+        # state snapshot taken before the clear stays valid until then
+        self._keep = list(self.order)
+        self.order = []
 
     def push(self, x_new, x, g_new, g) -> bool:
         """Store s = x_new - x, y = g_new - g if the curvature s.y is positive enough."""
-        slot = min(set(range(self.m + 1)) - set(self.order))
+        slot = min(set(range(self.m + 1)) - set(self.order) - set(self._keep))
         s, y = self.S[slot], self.Y[slot]
         np.subtract(x_new, x, out=s)
         np.subtract(g_new, g, out=y)
@@ -87,9 +92,26 @@ class History:
             return False
         self.rho[slot] = 1.0 / sy
         self.order.append(slot)
+        self._keep = []
         if len(self.order) > self.m:
             self.order.pop(0)
         return True
+
+    def pairs(self, order=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The stored ``(S, Y, rho)`` pairs, oldest first (fresh arrays); ``order``: slots to take."""
+        idx = np.asarray(self.order if order is None else order, dtype=np.int64)
+        return self.S[idx], self.Y[idx], self.rho[idx]
+
+    def load(self, S: np.ndarray, Y: np.ndarray, rho: np.ndarray) -> None:
+        """Replace the history by the given pairs, oldest first (as :meth:`pairs` returns them)."""
+        k = len(rho)
+        if k > self.m or np.shape(S) != (k, self.S.shape[1]) or np.shape(Y) != (k, self.S.shape[1]):
+            raise ValueError(f"history of {k} pairs does not fit m={self.m}, n={self.S.shape[1]}")
+        self.S[:k] = S
+        self.Y[:k] = Y
+        self.rho[:k] = rho
+        self.order = list(range(k))
+        self._keep = []
 
     def direction(self, g: np.ndarray) -> np.ndarray:
         """-H g (steepest descent when empty); a fresh array."""
@@ -201,40 +223,103 @@ def stopping_rule(f: float, gnorm: float, xnorm: float, ginf: float, past: deque
     return None
 
 
-def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = None,
+def make_state(hist: History, snap: tuple, seconds: float) -> dict:
+    """The optimizer state dict of a snapshot ``(x, f, f_smooth, g, it, n_evals, order, past, ok)``.
+
+    Keys: ``x``, ``g`` (smooth gradient), ``f`` (the minimised objective; OWL-QN:
+    with the L1 term), ``f_smooth``, ``iteration``, ``n_evals``, ``S``, ``Y``,
+    ``rho`` (the history pairs, oldest first), ``past`` (the objective values
+    of the delta rule, oldest first), ``linesearch_ok``, ``seconds``, ``m``.
+    The arrays are fresh copies (``x`` and ``g`` are never modified in place
+    by the drivers, so they are shared).
+    """
+    x, f, f_smooth, g, it, n_evals, order, past, ok = snap
+    S, Y, rho = hist.pairs(order)
+    return dict(x=x, g=g, f=float(f), f_smooth=float(f_smooth), iteration=int(it), n_evals=int(n_evals),
+                S=S, Y=Y, rho=rho, past=np.asarray(past, dtype=np.float64), linesearch_ok=bool(ok),
+                seconds=float(seconds), m=int(hist.m))
+
+
+def check_state(state: dict, n: int, m: int, period: int) -> None:
+    x = np.asarray(state["x"])
+    if x.shape != (n,):
+        raise ValueError(f"optimizer state for {x.shape[0] if x.ndim == 1 else x.shape} variables, expected {n}")
+    if int(state["m"]) != m:
+        raise ValueError(f"optimizer state kept m={state['m']} pairs; this run has m={m}")
+    if len(state["past"]) > period + 1:
+        raise ValueError(f"optimizer state has {len(state['past'])} past values; period={period} keeps {period + 1}")
+
+
+def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: int | None = None,
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
-          callback: Callable[[dict], bool | None] | None = None) -> LbfgsResult:
+          callback: Callable[[dict], bool | None] | None = None, state: dict | None = None) -> LbfgsResult:
     """Minimise a smooth function with L-BFGS.
 
     ``callback(info)`` is called after every iteration with a dict holding
-    ``iteration, f, gnorm, gnorm_inf, xnorm, step, n_evals, seconds, x, g``;
-    returning True stops the run (status ``callback``).  A KeyboardInterrupt
-    during the run returns the last accepted point with status ``interrupted``.
+    ``iteration, f, gnorm, gnorm_inf, xnorm, step, n_evals, seconds, x, g``
+    and ``state``, a function returning the optimizer state after this
+    iteration (see :func:`make_state`); returning True stops the run (status
+    ``callback``).  A KeyboardInterrupt during the run returns the last
+    accepted point with status ``interrupted``.  ``result.state`` is the state
+    of the last accepted point (None when interrupted before the first
+    evaluation).
+
+    ``state``: continue from a state (``x0`` is then ignored): the run goes on
+    exactly as the run that produced the state would have (same iterates,
+    bitwise), with the stopping rules checked again first.  ``max_iterations``
+    counts the iterations of the whole run, the resumed ones included.
     """
     t_start = time.perf_counter()
-    x = np.array(x0, dtype=np.float64, copy=True)
-    try:
-        f, g = fg(x)
-    except KeyboardInterrupt:
-        return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
-                           status="interrupted", message="interrupted before the first evaluation finished")
-    g = g.copy()
-    n_evals = 1
+    if state is not None:
+        x = np.array(state["x"], dtype=np.float64, copy=True)
+        check_state(state, x.shape[0], m, period)
+        t_start -= float(state.get("seconds", 0.0))
+        f = float(state["f"])
+        g = np.array(state["g"], dtype=np.float64, copy=True)
+        n_evals = int(state["n_evals"])
+        it = int(state["iteration"])
+        ok = bool(state.get("linesearch_ok", True))
+    else:
+        x = np.array(x0, dtype=np.float64, copy=True)
+        try:
+            f, g = fg(x)
+        except KeyboardInterrupt:
+            return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
+                               status="interrupted", message="interrupted before the first evaluation finished")
+        g = g.copy()
+        n_evals = 1
+        it = 0
+        ok = True
     hist = History(m, x.shape[0])
     past: deque = deque(maxlen=period + 1)
-    past.append(f)
-    it = 0
+    if state is not None:
+        hist.load(state["S"], state["Y"], state["rho"])
+        past.extend(float(v) for v in state["past"])
+    else:
+        past.append(f)
+    snap = (x, f, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
     status, message = "max_iterations", "reached the iteration limit"
 
     def done(st, msg):
-        return LbfgsResult(x=x, f=f, g=g, iterations=it, n_evals=n_evals, status=st, message=msg)
+        x, f, _, g, it = snap[:5]      # n_evals: all evaluations, the last line search's included
+        return LbfgsResult(x=x, f=f, g=g, iterations=it, n_evals=n_evals, status=st, message=msg,
+                           state=make_state(hist, snap, time.perf_counter() - t_start))
 
     xnorm = float(np.linalg.norm(x))
     gnorm = float(np.linalg.norm(g))
-    if gnorm / max(1.0, xnorm) <= epsilon:
+    if state is None and gnorm / max(1.0, xnorm) <= epsilon:
         return done("converged", "gradient norm below epsilon at the starting point")
     try:
+        if state is not None:
+            # the checks that ended the iteration the state was taken at (it may have been the last)
+            ginf = float(np.max(np.abs(g))) if g.size else 0.0
+            stop = stopping_rule(f, gnorm, xnorm, ginf, past, epsilon=epsilon, delta=delta, period=period,
+                                 gtol=gtol, stop_value=stop_value)
+            if stop is not None:
+                return done(*stop)
+            if not ok and not len(hist):
+                return done("linesearch_failed", "the line search could not satisfy the Wolfe conditions")
         while max_iterations is None or it < max_iterations:
             d = hist.direction(g)
             dg = float(np.dot(d, g))
@@ -258,14 +343,18 @@ def lbfgs(fg: FG, x0: np.ndarray, *, m: int = 6, max_iterations: int | None = No
             hist.push(xn, x, gn, g)
             x, f, g = xn, fn, gn
             it += 1
+            past.append(f)
+            # one assignment: an interrupt leaves either the previous or this iteration's snapshot
+            # (the history rows of the previous one are intact: a push writes into a free slot)
+            snap = (x, f, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
             xnorm = float(np.linalg.norm(x))
             gnorm = float(np.linalg.norm(g))
             ginf = float(np.max(np.abs(g))) if g.size else 0.0
-            past.append(f)
             if callback is not None:
                 info = dict(iteration=it, f=f, gnorm=gnorm, gnorm_inf=ginf, xnorm=xnorm, step=a,
                             n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
-                            linesearch_ok=ok)
+                            linesearch_ok=ok,
+                            state=lambda s=snap: make_state(hist, s, time.perf_counter() - t_start))
                 if callback(info):
                     status, message = "callback", "stopped by the caller"
                     break

@@ -39,7 +39,7 @@ import numpy as np
 from ..kernels.vec import constrain_direction as _constrain_direction
 from ..kernels.vec import orthant_step as _orthant_step
 from ..kernels.vec import pseudo_gradient as _pseudo_gradient
-from .lbfgs import FG, History, LbfgsResult, stopping_rule
+from .lbfgs import FG, History, LbfgsResult, check_state, make_state, stopping_rule
 
 
 def pseudo_gradient(x: np.ndarray, g: np.ndarray, l1: float) -> np.ndarray:
@@ -52,11 +52,11 @@ def pseudo_gradient(x: np.ndarray, g: np.ndarray, l1: float) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------- driver
-def owlqn(fg: FG, x0: np.ndarray, l1: float, *, m: int = 6, max_iterations: int | None = None,
+def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iterations: int | None = None,
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, armijo: float = 1e-4, backtrack: float = 0.5,
           max_linesearch: int = 20,
-          callback: Callable[[dict], bool | None] | None = None) -> LbfgsResult:
+          callback: Callable[[dict], bool | None] | None = None, state: dict | None = None) -> LbfgsResult:
     """Minimise ``F(x) = f(x) + l1 * ||x||_1`` with OWL-QN; ``fg(x)`` returns the *smooth* ``(f, g)``.
 
     Returns an :class:`~crfkit.optim.lbfgs.LbfgsResult` whose ``f`` is ``F``
@@ -69,6 +69,10 @@ def owlqn(fg: FG, x0: np.ndarray, l1: float, *, m: int = 6, max_iterations: int 
     ``backtrack`` the step reduction per rejected trial, ``max_linesearch``
     the evaluations allowed per line search.  With ``l1 = 0`` this is L-BFGS
     with a backtracking (Armijo) line search.
+
+    ``state`` / ``info["state"]`` / ``result.state``: resume and export, as
+    with :func:`~crfkit.optim.lbfgs.lbfgs` (``f`` is ``F``, ``f_smooth`` the
+    smooth part); a resumed run repeats the uninterrupted one bitwise.
     """
     l1 = float(l1)
     if not (l1 >= 0.0 and math.isfinite(l1)):
@@ -76,28 +80,55 @@ def owlqn(fg: FG, x0: np.ndarray, l1: float, *, m: int = 6, max_iterations: int 
     if not 0.0 < backtrack < 1.0:
         raise ValueError(f"backtrack must be in (0, 1), got {backtrack!r}")
     t_start = time.perf_counter()
-    x = np.array(x0, dtype=np.float64, copy=True)
-    try:
-        f, g = fg(x)
-    except KeyboardInterrupt:
-        return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
-                           status="interrupted", message="interrupted before the first evaluation finished")
-    g = np.array(g, dtype=np.float64, copy=True)
-    n_evals = 1
-    F = f + l1 * float(np.abs(x).sum())
+    if state is not None:
+        x = np.array(state["x"], dtype=np.float64, copy=True)
+        check_state(state, x.shape[0], m, period)
+        t_start -= float(state.get("seconds", 0.0))
+        f = float(state["f_smooth"])
+        F = float(state["f"])
+        g = np.array(state["g"], dtype=np.float64, copy=True)
+        n_evals = int(state["n_evals"])
+        it = int(state["iteration"])
+        ok = bool(state.get("linesearch_ok", True))
+    else:
+        x = np.array(x0, dtype=np.float64, copy=True)
+        try:
+            f, g = fg(x)
+        except KeyboardInterrupt:
+            return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
+                               status="interrupted", message="interrupted before the first evaluation finished")
+        g = np.array(g, dtype=np.float64, copy=True)
+        n_evals = 1
+        F = f + l1 * float(np.abs(x).sum())
+        it = 0
+        ok = True
     pg = np.empty_like(x)
     pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
     hist = History(m, x.shape[0])
     past: deque = deque(maxlen=period + 1)
-    past.append(F)
-    it = 0
+    if state is not None:
+        hist.load(state["S"], state["Y"], state["rho"])
+        past.extend(float(v) for v in state["past"])
+    else:
+        past.append(F)
+    snap = (x, F, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
     status, message = "max_iterations", "reached the iteration limit"
 
     def done(st, msg):
-        return LbfgsResult(x=x, f=F, g=g, iterations=it, n_evals=n_evals, status=st, message=msg)
+        x, F, _, g, it = snap[:5]      # n_evals: all evaluations, the last line search's included
+        return LbfgsResult(x=x, f=F, g=g, iterations=it, n_evals=n_evals, status=st, message=msg,
+                           state=make_state(hist, snap, time.perf_counter() - t_start))
 
-    if math.sqrt(pgsq) / max(1.0, math.sqrt(xx)) <= epsilon:
+    if state is None and math.sqrt(pgsq) / max(1.0, math.sqrt(xx)) <= epsilon:
         return done("converged", "pseudo-gradient norm below epsilon at the starting point")
+    if state is not None:
+        # the checks that ended the iteration the state was taken at (it may have been the last)
+        stop = stopping_rule(F, math.sqrt(pgsq), math.sqrt(xx), pginf, past, epsilon=epsilon, delta=delta,
+                             period=period, gtol=gtol, stop_value=stop_value, g="pg")
+        if stop is not None:
+            return done(*stop)
+        if not ok and not len(hist):
+            return done("linesearch_failed", "the line search could not satisfy the sufficient-decrease condition")
     try:
         while max_iterations is None or it < max_iterations:
             if pgsq == 0.0:
@@ -145,10 +176,12 @@ def owlqn(fg: FG, x0: np.ndarray, l1: float, *, m: int = 6, max_iterations: int 
             xnorm = math.sqrt(xx)
             pgnorm = math.sqrt(pgsq)
             past.append(F)
+            snap = (x, F, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
             if callback is not None:
                 info = dict(iteration=it, f=F, gnorm=pgnorm, gnorm_inf=pginf, xnorm=xnorm, step=a,
                             n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
-                            linesearch_ok=ok, f_smooth=f, pg=pg, nnz=nnz)
+                            linesearch_ok=ok, f_smooth=f, pg=pg, nnz=nnz,
+                            state=lambda s=snap: make_state(hist, s, time.perf_counter() - t_start))
                 if callback(info):
                     status, message = "callback", "stopped by the caller"
                     break
