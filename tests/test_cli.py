@@ -337,3 +337,100 @@ def test_train_bars_stay_off_under_ci_and_without_iteration_limit(data, tmp_path
     rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
                                    "--epsilon", "1e-2", "--threads", "1")
     assert rc == 0 and "training: " in err and "/" not in err.split("training: ")[-1].split()[0]
+
+
+def _parse_all_marginals(fields: list[str], sep: str, labels: list[str]) -> dict:
+    pairs = [f.rsplit(sep, 1) for f in fields]
+    assert [lab for lab, _ in pairs] == labels  # every label, in model order
+    return {lab: float(p) for lab, p in pairs}
+
+
+def test_tag_all_marginals_columns(data, model, capsys):
+    m = CRFModel.load(model)
+    labels = list(m.labels)
+    rc, out, err = run(capsys, "tag", "-m", model, data["test"], "--all-marginals", "--marginals", "--probability")
+    assert rc == 0, err
+    res = tag_columns(m, data["test"], all_marginals=True)
+    assert res.label_names == labels and len(res.all_marginals) == 20
+    assert res.all_marginals[0].shape == (len(res.sentences[0].columns), len(labels))
+    rows = [line.split("\t") for line in out.splitlines() if line and not line.startswith("# ")]
+    assert len(rows) == sum(len(s.columns) for s in res.sentences)
+    for r in rows:
+        assert len(r) == 4 + len(labels)  # word, POS, gold, pred/p, then one column per label
+        pred, p = r[3].rsplit("/", 1)
+        probs = _parse_all_marginals(r[4:], "/", labels)
+        assert sum(probs.values()) == pytest.approx(1.0, abs=1e-5)
+        assert probs[pred] == pytest.approx(float(p), abs=1e-6)
+    # without --marginals the predicted label stays bare
+    rc, out, err = run(capsys, "tag", "-m", model, data["test"], "--all-marginals")
+    first = out.splitlines()[0].split("\t")
+    assert first[3] in labels and len(first) == 4 + len(labels)
+
+
+def test_tag_all_marginals_is_one_decoding_pass(data, model, monkeypatch):
+    m = CRFModel.load(model)
+    calls = []
+    orig = CRFModel.decode
+
+    def counting(self, *a, **k):
+        calls.append(k.get("marginals"))
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(CRFModel, "decode", counting)
+    res = tag_columns(m, data["test"], all_marginals=True, marginals=True)
+    assert calls == [True] and res.marginals is not None and res.probabilities is not None
+
+
+@pytest.fixture(scope="module")
+def crfsuite_data(data, tmp_path_factory) -> dict:
+    from crfkit.features.templates import default_chunking_templates
+    from crfkit.io.crfsuite import write_crfsuite
+    from crfkit.pipeline import attributes_of
+    d = tmp_path_factory.mktemp("cli_crfsuite")
+    for name, n, seed in (("train", 60, 1), ("test", 10, 2)):
+        sents = synthetic.generate(n, seed)
+        write_crfsuite(attributes_of(sents, default_chunking_templates()), d / f"{name}.txt",
+                       [s.labels for s in sents])
+    path = d / "model.crfkit"
+    assert cli.main(["train", str(d / "train.txt"), "-m", str(path), "--format", "crfsuite",
+                     "--max-iterations", "10", "-q", "--threads", "1"]) == 0
+    return {"train": d / "train.txt", "test": d / "test.txt", "model": path}
+
+
+def test_tag_crfsuite_all_marginals(crfsuite_data, capsys):
+    labels = list(CRFModel.load(crfsuite_data["model"]).labels)
+    rc, out, err = run(capsys, "tag", "-m", crfsuite_data["model"], "--format", "crfsuite",
+                       crfsuite_data["test"], "--all-marginals", "--marginals", "-r")
+    assert rc == 0, err
+    rows = [line.split("\t") for line in out.splitlines() if line]
+    assert rows and all(len(r) == 2 + len(labels) for r in rows)
+    for gold, pred_p, *rest in rows:
+        pred, p = pred_p.rsplit(":", 1)
+        probs = _parse_all_marginals(rest, ":", labels)
+        assert probs[pred] == pytest.approx(float(p), abs=1e-6) == pytest.approx(max(probs.values()), abs=0.5)
+        assert sum(probs.values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def _pipe(args: list, stdin: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "crfkit", *map(str, args)], input=stdin,
+                          capture_output=True, timeout=120)
+
+
+def test_tag_reads_standard_input_in_a_subprocess(data, model, crfsuite_data):
+    text = gzip.decompress(data["test"].read_bytes())
+    want = subprocess.run([sys.executable, "-m", "crfkit", "tag", "-m", str(model), str(data["test"]),
+                           "--probability"], capture_output=True, timeout=120)
+    assert want.returncode == 0, want.stderr
+    for args in (["tag", "-m", model, "--probability"], ["tag", "-m", model, "-", "--probability"]):
+        r = _pipe(args, text)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == want.stdout
+    att = crfsuite_data["test"].read_bytes()
+    ref = _pipe(["tag", "-m", crfsuite_data["model"], "--format", "crfsuite", crfsuite_data["test"], "--probability"], b"")
+    assert ref.returncode == 0, ref.stderr
+    assert ref.stdout.startswith(b"@probability\t")
+    for args in (["tag", "-m", crfsuite_data["model"], "--format", "crfsuite", "--probability"],
+                 ["tag", "-m", crfsuite_data["model"], "--format", "auto", "-", "--probability"]):
+        r = _pipe(args, att)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ref.stdout

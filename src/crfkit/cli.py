@@ -344,21 +344,19 @@ def _tag_crfsuite(args, model, src) -> int:
     after each sequence (as ``crfsuite tag``); ``--reference`` puts the file's
     label and a TAB before it, ``--marginals`` appends ``:p`` (the label's
     marginal), ``--probability`` writes ``@probability<TAB>p`` before each
-    sequence (CRFsuite's ``-r``, ``-i``, ``-p``)."""
-    import numpy as np
+    sequence (CRFsuite's ``-r``, ``-i``, ``-p``); ``--all-marginals`` appends
+    ``<TAB>label:p`` for every label of the model, in the model's order."""
+    from .pipeline import split_marginals
 
     if args.labels is False and (args.eval or args.reference):
         raise CrfkitError("--eval/--reference use the labels of the attribute file (its first field); "
                           "they cannot go with --no-labels")
     X, gold, _ = _read_attribute_file(src)
-    marg = probs = None
-    if args.marginals or args.probability:
+    marg = probs = full = None
+    names = list(model.space.labels)
+    if args.marginals or args.probability or args.all_marginals:
         pred, probs, node, corpus = model.tag_with_probability(X, threads=args.threads)
-        index = model.space.label_index
-        ids = np.fromiter((index[lab] for ys in pred for lab in ys), dtype=np.int64, count=corpus.n_tokens)
-        mp = node[np.arange(corpus.n_tokens), ids].tolist() if corpus.n_tokens else []
-        ptr = corpus.seq_ptr.tolist()
-        marg = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+        marg, full = split_marginals(model, pred, node, corpus)
     else:
         pred = model.tag(X, threads=args.threads)
     f, owned = _open_out(args.output)
@@ -371,6 +369,8 @@ def _tag_crfsuite(args, model, src) -> int:
                 line = f"{gold[i][t]}\t{lab}" if args.reference else lab
                 if args.marginals:
                     line += f":{marg[i][t]:.6f}"
+                if args.all_marginals:
+                    line += "\t" + "\t".join(f"{n}:{p:.6f}" for n, p in zip(names, full[i][t].tolist()))
                 buf.append(line)
             buf.append("")
             f.write("\n".join(buf) + "\n")
@@ -406,8 +406,8 @@ def cmd_tag(args) -> int:
                           "attribute file or from attribute lists), so it cannot tag column files; tag "
                           "CRFsuite attribute files with --format crfsuite")
     has_labels = args.labels
-    res = tag_columns(model, src, has_labels=has_labels,
-                      marginals=args.marginals or args.probability, threads=args.threads)
+    res = tag_columns(model, src, has_labels=has_labels, marginals=args.marginals or args.probability,
+                      all_marginals=args.all_marginals, threads=args.threads)
     if args.eval and not res.has_labels:
         raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
                         "training data's observation columns; pass --labels if the last column is a label)",
@@ -421,6 +421,10 @@ def cmd_tag(args) -> int:
                 extra = [f"{lab}/{p:.6f}" for lab, p in zip(pred, res.marginals[i])]
             else:
                 extra = pred
+            if args.all_marginals:
+                names = res.label_names
+                extra = [[e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
+                         for e, row in zip(extra, res.all_marginals[i].tolist())]
             write_columns([s], f, extra=[extra], sep="\t")
         f.flush()
     finally:
@@ -653,6 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--marginals", action="store_true",
                    help="write the predicted label as label/probability (its marginal), like crf_test -v1 "
                         "(--format crfsuite: label:probability, like crfsuite tag -i)")
+    g.add_argument("--all-marginals", action="store_true",
+                   help="after the predicted label, write the marginal of every label as label/probability "
+                        "(one column per label, in the model's label order), like crf_test -v2 "
+                        "(--format crfsuite: label:probability, TAB-separated, after the predicted label)")
     g.add_argument("--probability", action="store_true",
                    help="print '# p' before each sentence: the probability of its predicted labels "
                         "(--format crfsuite: '@probability<TAB>p', like crfsuite tag -p)")
