@@ -108,3 +108,134 @@ def test_state_mismatch_refused(problem):
     part = lbfgs(obj.value_and_grad, np.zeros(space.n_features), m=3, max_iterations=2)
     with pytest.raises(ValueError, match="m=3"):
         lbfgs(obj.value_and_grad, None, state=part.state, m=5)
+
+
+# ------------------------------------------------------------------ train(checkpoint=..., resume=...)
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from crfkit import checkpoint as ckpt  # noqa: E402
+from crfkit.errors import CrfkitError  # noqa: E402
+from crfkit.train import train  # noqa: E402
+
+KW = dict(threads=1, epsilon=1e-8, delta=1e-10, m=4, period=5, c2=0.5)
+
+
+@pytest.mark.parametrize("c1", [0.0, 0.05])
+def test_train_interrupted_then_resumed_equals_uninterrupted(tmp_path, c1):
+    X, Y = data(1)
+    full = train(X, Y, c1=c1, **KW)
+    ck = tmp_path / "run.ckpt"
+
+    def stop_at_7(rec):
+        if rec["iteration"] == 7:
+            raise KeyboardInterrupt    # as Ctrl-C in the middle of the run
+    part = train(X, Y, c1=c1, checkpoint=ck, checkpoint_every=3, callback=stop_at_7, **KW)
+    assert part.status == "interrupted" and part.iterations == 7
+    c = ckpt.load(ck)
+    assert c.iteration == 7 and [r["iteration"] for r in c.history] == list(range(1, 8))
+    trace = tmp_path / "trace.jsonl"
+    res = train(X, Y, c1=c1, resume=ck, trace=trace, **KW)
+    assert res.status == full.status and res.iterations == full.iterations
+    np.testing.assert_array_equal(res.model.weights, full.model.weights)
+    assert res.objective == full.objective
+    assert [r["objective"] for r in res.history] == [r["objective"] for r in full.history]
+    assert [r["effective_passes"] for r in res.history] == [r["effective_passes"] for r in full.history]
+    lines = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert [r["iteration"] for r in lines] == list(range(1, full.iterations + 1))
+    assert res.model.meta["resumed_from"] == 7
+
+
+def test_periodic_checkpoint_and_continue_with_more_iterations(tmp_path):
+    X, Y = data(2)
+    full = train(X, Y, max_iterations=12, **KW)
+    ck = tmp_path / "c.ckpt"
+    first = train(X, Y, max_iterations=5, checkpoint=ck, checkpoint_every=2, **KW)
+    assert first.status == "max_iterations" and ckpt.load(ck).iteration == 5
+    more = train(X, Y, max_iterations=12, resume=ck, **KW)
+    assert more.iterations == 12
+    np.testing.assert_array_equal(more.model.weights, full.model.weights)
+
+
+def test_resume_refuses_other_data_or_settings(tmp_path):
+    X, Y = data(3)
+    ck = tmp_path / "c.ckpt"
+    train(X, Y, max_iterations=3, checkpoint=ck, **KW)
+    X2, Y2 = data(4)
+    with pytest.raises(ckpt.CheckpointError, match="other training data"):
+        train(X2, Y2, resume=ck, **KW)
+    with pytest.raises(CrfkitError, match="l2="):
+        train(X, Y, resume=ck, **{**KW, "c2": 2.0})
+    with pytest.raises(CrfkitError, match="m=4 in the checkpoint"):
+        train(X, Y, resume=ck, **{**KW, "m": 6})
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(CrfkitError, match="cannot read"):
+        train(X, Y, resume=bad, **KW)
+    with pytest.raises(CrfkitError, match="no such"):
+        train(X, Y, resume=tmp_path / "missing", **KW)
+
+
+def test_checkpoint_file_has_no_pickle(tmp_path):
+    X, Y = data(3)
+    ck = tmp_path / "c.ckpt"
+    train(X, Y, max_iterations=3, checkpoint=ck, **KW)
+    with np.load(ck, allow_pickle=False) as z:
+        assert set(z.files) == {"x", "g", "S", "Y", "rho", "past", "scalars", "header"}
+        assert all(z[k].dtype != object for k in z.files)
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+CHILD = r"""
+import sys, time
+import numpy as np
+sys.path.insert(0, {tests!r})
+from test_checkpoint import data, KW
+import crfkit.objective as o
+from crfkit.train import train
+orig = o.Objective.value_and_grad
+def slow(self, w):
+    time.sleep(0.05)
+    return orig(self, w)
+o.Objective.value_and_grad = slow
+X, Y = data(5)
+def cb(rec):
+    print("iter", rec["iteration"], flush=True)
+res = train(X, Y, checkpoint={ck!r}, checkpoint_every=100, callback=cb, **KW)
+np.save({out!r}, res.model.weights)
+print("status", res.status, res.iterations, flush=True)
+"""
+
+
+def test_sigterm_writes_checkpoint_and_resume_matches(tmp_path):
+    ck, out = str(tmp_path / "c.ckpt"), str(tmp_path / "w.npy")
+    code = CHILD.format(tests=os.path.dirname(__file__), ck=ck, out=out)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        for line in p.stdout:
+            if line.startswith("iter") and int(line.split()[1]) >= 3:
+                break
+            assert time.monotonic() < deadline
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    status = [x for x in rest.splitlines() if x.startswith("status")][0].split()
+    assert status[1] == "interrupted"
+    k = int(status[2])
+    assert ckpt.load(ck).iteration == k >= 3
+    np.testing.assert_array_equal(np.load(out), ckpt.load(ck).state["x"])
+    X, Y = data(5)
+    full = train(X, Y, **KW)
+    assert full.iterations > k
+    res = train(X, Y, resume=ck, **KW)
+    assert res.iterations == full.iterations and res.status == full.status
+    np.testing.assert_array_equal(res.model.weights, full.model.weights)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # training restored the handler here

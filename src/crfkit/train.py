@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -45,12 +47,14 @@ class TrainResult:
 class _Trace:
     """One JSON line per iteration, flushed as it is written so an interrupted run keeps its lines."""
 
-    def __init__(self, path: str | os.PathLike | None):
+    def __init__(self, path: str | os.PathLike | None, previous: Sequence[dict] = ()):
         self.f = None
         if path:
             d = os.path.dirname(os.path.abspath(path))
             os.makedirs(d, exist_ok=True)
             self.f = open(path, "w", encoding="utf-8")
+            for rec in previous:     # a resumed run's trace holds the whole run
+                self.write(rec)
 
     def write(self, rec: dict) -> None:
         if self.f:
@@ -74,6 +78,68 @@ def _dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]
     return out
 
 
+def init_weights(init, space: FeatureSpace) -> np.ndarray:
+    """Starting weights for ``space`` from ``init``: a weight vector of the right length, or a
+    :class:`CRFModel` whose weights are mapped by name (state features by (attribute, label),
+    transitions by (label, label)); features the old model lacks start at 0."""
+    if not isinstance(init, CRFModel):
+        w = np.array(init, dtype=np.float64, copy=True)
+        if w.shape != (space.n_features,):
+            raise ValueError(f"init has shape {w.shape}; the feature space has {space.n_features} features")
+        return w
+    old = init.space
+    w = np.zeros(space.n_features)
+    L = space.n_labels
+    lab = np.array([space.label_index.get(x, -1) for x in old.labels], dtype=np.int64)
+    att = np.array([space.attr_index.get(a, -1) for a in old.attributes], dtype=np.int64)
+    # state features: key attr * L + label in both spaces
+    new_keys = space.feature_attr() * L + space.feat_label.astype(np.int64)
+    oa = att[old.feature_attr()] if old.n_state else np.zeros(0, np.int64)
+    ol = lab[old.feat_label] if old.n_state else np.zeros(0, np.int64)
+    live = (oa >= 0) & (ol >= 0)
+    old_keys = oa[live] * L + ol[live]
+    if len(new_keys) and len(old_keys):
+        order = np.argsort(new_keys, kind="stable")
+        pos = np.searchsorted(new_keys[order], old_keys)
+        pos = np.minimum(pos, len(order) - 1)
+        hit = new_keys[order][pos] == old_keys
+        w[order[pos[hit]]] = init.weights[:old.n_state][live][hit]
+    ns = space.n_state
+    for i in range(old.n_labels):
+        for j in range(old.n_labels):
+            k = old.trans_index[i, j]
+            if k >= 0 and lab[i] >= 0 and lab[j] >= 0:
+                kn = space.trans_index[lab[i], lab[j]]
+                if kn >= 0:
+                    w[ns + kn] = init.weights[old.n_state + k]
+    return w
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+class _SigtermAsInterrupt:
+    """While training, SIGTERM takes the Ctrl-C path (checkpoint, last model, status ``interrupted``).
+    Only in the main thread (signal handlers can be set nowhere else); the previous handler is restored."""
+
+    def __enter__(self):
+        self.prev = None
+        self.installed = False
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self.prev = signal.signal(signal.SIGTERM, _raise_interrupt)
+                self.installed = True
+            except (ValueError, OSError):
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        if self.installed:
+            signal.signal(signal.SIGTERM, self.prev if self.prev is not None else signal.SIG_DFL)
+        return False
+
+
 def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs",
                  reg: Regularization | None = None, max_iterations: int | None = None,
                  epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
@@ -81,8 +147,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  dev: Corpus | None = None, dev_labels=None, dev_every: int = 1,
                  trace: str | os.PathLike | None = None, verbose: bool = False,
                  log: Callable[[str], None] = print, w0: np.ndarray | None = None,
-                 meta: dict | None = None, callback: Callable[[dict], bool | None] | None = None) -> TrainResult:
-    """Train on an encoded corpus. See :func:`train` for the parameters."""
+                 meta: dict | None = None, callback: Callable[[dict], bool | None] | None = None,
+                 init=None, checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = 10,
+                 resume: str | os.PathLike | None = None) -> TrainResult:
+    """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.n_sequences)
@@ -103,10 +171,39 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             f"({space.n_state} state, {space.n_trans} transition)")
         log(f"objective: (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1 with l2={reg.l2:.6g}, l1={reg.l1:.6g} "
             f"(CRFsuite c2={c2:.6g}, c1={c1:.6g})")
-    tr = _Trace(trace)
-    history: list[dict] = []
-    t0 = time.perf_counter()
-    x0 = np.zeros(space.n_features) if w0 is None else np.asarray(w0, dtype=np.float64)
+    from . import checkpoint as ckpt
+    if w0 is not None and init is not None:
+        raise ValueError("give init or w0, not both")
+    if resume is not None and (init is not None or w0 is not None):
+        raise ValueError("resume continues from the checkpoint's weights: give no init/w0 with it")
+    settings = {"algorithm": algorithm, "l1": float(reg.l1), "l2": float(reg.l2), "m": int(m), "period": int(period)}
+    fp = ckpt.fingerprint(space, corpus) if (checkpoint or resume) else None
+    state = None
+    previous: list[dict] = []
+    t_offset = 0.0
+    if resume is not None:
+        ck = ckpt.load(resume)
+        ckpt.check(ck, fp, settings, resume)
+        state = ck.state
+        previous = list(ck.history)
+        obj.n_full = int(ck.extra.get("n_full", state["n_evals"]))
+        t_offset = float(ck.extra.get("wall_s", state.get("seconds", 0.0)))
+        if verbose:
+            log(f"resuming from {os.fspath(resume)} at iteration {ck.iteration}")
+    tr = _Trace(trace, previous)
+    history: list[dict] = list(previous)
+    t0 = time.perf_counter() - t_offset
+    if state is not None:
+        x0 = None
+    elif init is not None:
+        x0 = init_weights(init, space)
+    else:
+        x0 = np.zeros(space.n_features) if w0 is None else np.asarray(w0, dtype=np.float64)
+
+    def save_checkpoint(st: dict) -> None:
+        ckpt.save(checkpoint, st, fingerprint=fp, settings=settings, history=history,
+                  extra={"n_full": int(st["n_evals"]), "wall_s": time.perf_counter() - t0,
+                         "n_train": n, "n_features": space.n_features})
 
     def on_iter(info: dict):
         rec = {
@@ -129,28 +226,40 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             if "dev_f1" in rec:
                 line += f"  dev F1 {rec['dev_f1']:.2f}"
             log(line)
+        if checkpoint and checkpoint_every and info["iteration"] % checkpoint_every == 0:
+            save_checkpoint(info["state"]())
         if callback is not None:
             return callback(rec)
         return None
 
-    try:
-        # epsilon is CRFsuite's test ||g|| / max(1, ||w||) on the gradient (OWL-QN:
-        # pseudo-gradient) of the sum-form objective, which is n times ours: same rule, same meaning
-        common = dict(m=m, max_iterations=max_iterations, epsilon=epsilon / n, delta=delta, period=period,
-                      gtol=gtol, stop_value=stop_value, callback=on_iter)
-        if algorithm == "owlqn":
-            from .optim.owlqn import owlqn
-            res = owlqn(obj.value_and_grad, x0, reg.l1, **common)
-        else:
-            from .optim.lbfgs import lbfgs
-            res = lbfgs(obj.value_and_grad, x0, **common)
-    finally:
-        tr.close()
+    with _SigtermAsInterrupt():
+        try:
+            # epsilon is CRFsuite's test ||g|| / max(1, ||w||) on the gradient (OWL-QN:
+            # pseudo-gradient) of the sum-form objective, which is n times ours: same rule, same meaning
+            common = dict(m=m, max_iterations=max_iterations, epsilon=epsilon / n, delta=delta, period=period,
+                          gtol=gtol, stop_value=stop_value, callback=on_iter, state=state)
+            if algorithm == "owlqn":
+                from .optim.owlqn import owlqn
+                res = owlqn(obj.value_and_grad, x0, reg.l1, **common)
+            else:
+                from .optim.lbfgs import lbfgs
+                res = lbfgs(obj.value_and_grad, x0, **common)
+        finally:
+            tr.close()
+        if checkpoint and res.state is not None and res.iterations > 0:
+            # always at the end: an interrupted run resumes from here, a finished one can be continued
+            # (e.g. with a larger max_iterations)
+            history[:] = [r for r in history if r["iteration"] <= res.iterations]
+            save_checkpoint(res.state)
+            if verbose:
+                log(f"checkpoint at iteration {res.iterations} written to {os.fspath(checkpoint)}")
     if res.status == "interrupted" and res.iterations == 0:
         raise KeyboardInterrupt  # nothing was learnt: there is no model worth saving
     seconds = time.perf_counter() - t0
     md = {"algorithm": algorithm, "l1": reg.l1, "l2": reg.l2, "n_train": n,
           "iterations": res.iterations, "status": res.status}
+    if resume is not None:
+        md["resumed_from"] = int(state["iteration"])
     if meta:
         md.update(meta)
     model = CRFModel(space, res.x, md)
