@@ -434,3 +434,10 @@ def test_tag_reads_standard_input_in_a_subprocess(data, model, crfsuite_data):
         r = _pipe(args, att)
         assert r.returncode == 0, r.stderr
         assert r.stdout == ref.stdout
+
+
+def test_train_crfsuite_format_on_a_terminal_draws_bars(crfsuite_data, tmp_path, monkeypatch):
+    rc, err = _train_on_a_terminal(monkeypatch, "train", crfsuite_data["train"], "-m", tmp_path / "m.crfkit",
+                                   "--format", "crfsuite", "--max-iterations", "3", "--threads", "1")
+    assert rc == 0, err
+    assert "reading " in err and ": 60 " in err and "training: 3/3" in err and "iter    1" not in err
