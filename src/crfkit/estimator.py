@@ -140,6 +140,11 @@ class CRF:
     train_params : dict, optional
         Extra keyword arguments for :func:`crfkit.train.train` (options of
         other algorithms, ``gtol``, ``stop_value``, ``dev_every``, ...).
+    warm_start : bool, default False
+        True: ``fit`` on an already fitted estimator starts from the previous
+        ``model_``'s weights (mapped by (attribute, label) and (label, label)
+        names; new features start at 0) instead of from zero (scikit-learn's
+        convention).
 
     Attributes after ``fit``
     ------------------------
@@ -166,7 +171,7 @@ class CRF:
     def __init__(self, algorithm=None, min_freq=None, all_possible_states=None, all_possible_transitions=None,
                  c1=None, c2=None, max_iterations=None, num_memories=None, epsilon=None, period=None,
                  delta=None, verbose=False, model_filename=None, keep_tempfiles=False,
-                 threads=None, trace=None, train_params=None):
+                 threads=None, trace=None, train_params=None, warm_start=False):
         self.algorithm = algorithm
         self.min_freq = min_freq
         self.all_possible_states = all_possible_states
@@ -184,6 +189,7 @@ class CRF:
         self.threads = threads
         self.trace = trace
         self.train_params = train_params
+        self.warm_start = warm_start
 
     # ------------------------------------------------------- scikit-learn protocol
     @classmethod
@@ -305,6 +311,8 @@ class CRF:
             if len(A_dev) != len(Y_dev):
                 raise DataError(f"X_dev has {len(A_dev)} sequences but y_dev has {len(Y_dev)} label sequences")
             kw.update(X_dev=A_dev, Y_dev=Y_dev)
+        if self.warm_start and "model_" in self.__dict__:
+            kw["init"] = self.model_
         res = train(A, Y, **kw)
         n = len(A)
         self.model_ = res.model

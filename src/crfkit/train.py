@@ -285,6 +285,19 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     objective, i.e. ``n`` times crfkit's), ``delta`` over ``period``
     iterations, ``gtol`` (max-norm of crfkit's gradient), ``stop_value``.  ``X_dev``/``Y_dev`` add dev accuracy (and chunk
     F1) to every iteration's record; ``trace`` writes the records as JSON lines.
+
+    Continuing: ``init`` starts from a previous :class:`CRFModel` (weights mapped
+    onto the new feature space by (attribute, label) and (label, label) names;
+    features the old model lacks start at 0) or from a weight vector of the new
+    space (warm start).  ``checkpoint=PATH`` writes the optimizer state there
+    every ``checkpoint_every`` iterations (default 10; 0/None: only at the end)
+    and always when training ends, also on Ctrl-C or SIGTERM (during training
+    in the main thread SIGTERM is handled as Ctrl-C: the last accepted model is
+    returned with status ``interrupted``).  ``resume=PATH`` continues from such
+    a checkpoint to the same result (bitwise) as the uninterrupted run; a
+    checkpoint of other data, another feature space or other algorithm/l1/l2/
+    ``m``/``period`` is refused with :class:`crfkit.checkpoint.CheckpointError`.
+    ``max_iterations`` counts the whole run, resumed iterations included.
     """
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq)
     reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
