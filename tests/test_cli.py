@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import io
 import os
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crfkit import cli
@@ -441,3 +443,42 @@ def test_train_crfsuite_format_on_a_terminal_draws_bars(crfsuite_data, tmp_path,
                                    "--format", "crfsuite", "--max-iterations", "3", "--threads", "1")
     assert rc == 0, err
     assert "reading " in err and ": 60 " in err and "training: 3/3" in err and "iter    1" not in err
+
+
+def test_checkpoint_and_resume_give_the_uninterrupted_model(data, tmp_path, capsys):
+    # a run cut short by the iteration limit, then resumed, ends where a straight run ends
+    common = ("--threads", "1", "--max-iterations", "12", "-q")
+    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "straight.crfkit", *common)
+    assert rc == 0
+    ck = tmp_path / "run.ckpt"
+    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "part.crfkit", "--threads", "1",
+                   "--max-iterations", "5", "-q", "--checkpoint", ck)
+    assert rc == 0 and ck.exists()
+    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "resumed.crfkit", *common, "--resume", ck)
+    assert rc == 0
+    a = CRFModel.load(tmp_path / "straight.crfkit")
+    b = CRFModel.load(tmp_path / "resumed.crfkit")
+    assert a.space.attributes == b.space.attributes
+    np.testing.assert_array_equal(a.weights, b.weights)
+    # a checkpoint of other data is refused with a clear error
+    rc, _, err = run(capsys, "train", data["test"], "-m", tmp_path / "x.crfkit",
+                     *common, "--resume", ck)
+    assert rc == 2 and "checkpoint" in err.lower()
+
+
+def test_init_model_warm_start(data, tmp_path, capsys):
+    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "a.crfkit", "--threads", "1", "-q",
+                   "--trace", tmp_path / "a.jsonl")
+    assert rc == 0
+    rc, out, _ = run(capsys, "train", data["train"], "-m", tmp_path / "b.crfkit", "--threads", "1", "-q",
+                     "--init-model", tmp_path / "a.crfkit", "--trace", tmp_path / "b.jsonl")
+    assert rc == 0
+    a = [json.loads(line) for line in open(tmp_path / "a.jsonl")]
+    b = [json.loads(line) for line in open(tmp_path / "b.jsonl")]
+    # the warm run starts where the first one ended (CRFsuite's delta rule still needs `period`
+    # iterations of history before it can stop, so the iteration count says little)
+    assert b[0]["objective"] <= a[-1]["objective"] * (1 + 1e-9)
+    assert a[0]["objective"] > a[-1]["objective"] * 1.01
+    rc, _, err = run(capsys, "train", data["train"], "-m", tmp_path / "c.crfkit", "--init-model",
+                     tmp_path / "a.crfkit", "--resume", tmp_path / "none.ckpt")
+    assert rc == 2 and "exclude" in err

@@ -281,7 +281,13 @@ def cmd_train(args) -> int:
                   delta=args.delta, period=args.period, gtol=args.gtol, threads=args.threads,
                   trace=args.trace, verbose=not args.quiet, log=log, callback=bars.callback,
                   dev_every=args.dev_every,
-                  support=args.support, transitions=args.transitions, min_freq=args.min_freq, **reg)
+                  support=args.support, transitions=args.transitions, min_freq=args.min_freq,
+                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume, **reg)
+    if args.init_model is not None:
+        if args.resume is not None:
+            raise CrfkitError("--init-model and --resume exclude each other: a checkpoint already holds the weights")
+        from .model import CRFModel
+        kwargs["init"] = CRFModel.load(args.init_model)
     if not args.quiet:
         if fmt == "crfsuite":
             _log(f"crfkit train: {args.train_file} (CRFsuite attribute file)")
@@ -636,6 +642,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dev-every", type=_pos_int, default=1, metavar="N", help="score the dev file every N iterations")
     t.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
     t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
+    t.add_argument("--checkpoint", metavar="PATH", help="write the optimizer state there every --checkpoint-every "
+                   "iterations and when training ends or is interrupted (Ctrl-C, SIGTERM)")
+    t.add_argument("--checkpoint-every", type=_nonneg_int, default=10, metavar="N",
+                   help="iterations between checkpoints (0: only at the end or on interruption; default 10)")
+    t.add_argument("--resume", metavar="PATH", help="continue from a checkpoint (same data, features, algorithm "
+                   "and regularisation) to the result an uninterrupted run would give")
+    t.add_argument("--init-model", metavar="MODEL", help="warm start: begin from this model's weights, mapped "
+                   "by (attribute, label) and label pair")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no progress bar")
     t.add_argument("-v", "--verbose", action="store_true",
                    help="on a terminal, also print the per-iteration lines the progress bar replaces "
