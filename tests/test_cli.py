@@ -482,3 +482,22 @@ def test_init_model_warm_start(data, tmp_path, capsys):
     rc, _, err = run(capsys, "train", data["train"], "-m", tmp_path / "c.crfkit", "--init-model",
                      tmp_path / "a.crfkit", "--resume", tmp_path / "none.ckpt")
     assert rc == 2 and "exclude" in err
+
+
+def test_unseen_gold_labels_are_tagged_and_reported(data, model, tmp_path, capsys):
+    # a gold label the model never saw: the file is tagged anyway, and eval says so
+    lines = gzip.open(data["test"], "rt").read().splitlines()
+    edited, done = [], 0
+    for line in lines:
+        if line.strip() and done < 3:
+            cols = line.split()
+            cols[-1] = "B-NEWTYPE"
+            line = " ".join(cols)
+            done += 1
+        edited.append(line)
+    p = tmp_path / "unseen.txt"
+    p.write_text("\n".join(edited) + "\n")
+    rc, out, err = run(capsys, "tag", "-m", model, p, "--eval")
+    assert rc == 0 and out.strip()
+    assert "never saw" in err and "B-NEWTYPE (3)" in err
+    assert "processed" in err  # the conlleval report is still there

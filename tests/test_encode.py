@@ -218,3 +218,8 @@ def test_subset_of_corpus():
     full, flabels = _decode_corpus(space, corpus)
     assert toks == full[3:] + full[:3] and labels == flabels[3:] + flabels[:3]
     assert sub.seq_ptr.tolist() == [0, 3, 6]
+
+
+def test_empty_training_sequence_is_a_clear_error():
+    with pytest.raises(DataError, match="sequence 1 is empty"):
+        build([[["a"]], [], [["b"]]], [["x"], [], ["y"]])

@@ -385,11 +385,26 @@ def _tag_crfsuite(args, model, src) -> int:
         if owned:
             f.close()
     if args.eval:
-        from .metrics import conlleval
-        rep = conlleval(gold, pred)
-        sys.stderr.write(rep.format())
-        sys.stderr.flush()
+        _report_eval(model, gold, pred)
     return 0
+
+
+def _report_eval(model, gold, pred) -> None:
+    """conlleval report on stderr, and a line about gold labels the model never saw
+    (their tokens were tagged anyway; they can only count as errors)."""
+    from collections import Counter
+
+    from .metrics import conlleval
+    known = set(model.labels)
+    unseen = Counter(lab for s in gold for lab in s if lab not in known)
+    rep = conlleval(gold, pred)
+    sys.stderr.write(rep.format())
+    if unseen:
+        listed = ", ".join(f"{lab} ({n})" for lab, n in unseen.most_common(10))
+        more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
+        sys.stderr.write(f"gold labels the model never saw in training, {sum(unseen.values())} tokens: "
+                         f"{listed}{more}\n")
+    sys.stderr.flush()
 
 
 def cmd_tag(args) -> int:
@@ -437,10 +452,7 @@ def cmd_tag(args) -> int:
         if owned:
             f.close()
     if args.eval:
-        from .metrics import conlleval
-        rep = conlleval(res.gold, res.labels)
-        sys.stderr.write(rep.format())
-        sys.stderr.flush()
+        _report_eval(model, res.gold, res.labels)
     return 0
 
 

@@ -102,6 +102,10 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
     seq_lens, tok_counts, names, values = _flatten(X, name)
     if seq_lens.sum() == 0:
         raise DataError("training data has no tokens", name)
+    if (seq_lens == 0).any():
+        i = int(np.flatnonzero(seq_lens == 0)[0])
+        raise DataError(f"training sequence {i} is empty ({int((seq_lens == 0).sum())} empty in all): "
+                        "a sequence needs at least one token", name)
     label_index: dict[str, int] = {}
     y = _label_ids(Y, seq_lens, label_index, grow=True, name=name)
     L = len(label_index)
