@@ -39,7 +39,19 @@ class LbfgsResult:
     status: str          # converged | delta | gtol | max_iterations | stop_value | callback | linesearch_failed | interrupted
     message: str
     history: list = field(default_factory=list)
-    state: dict | None = None    # the optimizer state of the last accepted point (see make_state)
+    # builds the optimizer state of the last accepted point (see make_state) on
+    # demand: it copies the history pairs, which only checkpointing needs
+    state_fn: Callable[[], dict] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def state(self) -> dict | None:
+        """The optimizer state of the last accepted point (built on first access)."""
+        if self.state_fn is None:
+            return None
+        cached = self.__dict__.get("_state")
+        if cached is None:
+            cached = self.__dict__["_state"] = self.state_fn()
+        return cached
 
 
 def two_loop(g: np.ndarray, S: deque, Y: deque, RHO: deque) -> np.ndarray:
@@ -304,7 +316,7 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     def done(st, msg):
         x, f, _, g, it = snap[:5]      # n_evals: all evaluations, the last line search's included
         return LbfgsResult(x=x, f=f, g=g, iterations=it, n_evals=n_evals, status=st, message=msg,
-                           state=make_state(hist, snap, time.perf_counter() - t_start))
+                           state_fn=lambda s=snap, sec=time.perf_counter() - t_start: make_state(hist, s, sec))
 
     xnorm = float(np.linalg.norm(x))
     gnorm = float(np.linalg.norm(g))

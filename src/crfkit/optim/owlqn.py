@@ -117,7 +117,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     def done(st, msg):
         x, F, _, g, it = snap[:5]      # n_evals: all evaluations, the last line search's included
         return LbfgsResult(x=x, f=F, g=g, iterations=it, n_evals=n_evals, status=st, message=msg,
-                           state=make_state(hist, snap, time.perf_counter() - t_start))
+                           state_fn=lambda s=snap, sec=time.perf_counter() - t_start: make_state(hist, s, sec))
 
     if state is None and math.sqrt(pgsq) / max(1.0, math.sqrt(xx)) <= epsilon:
         return done("converged", "pseudo-gradient norm below epsilon at the starting point")
