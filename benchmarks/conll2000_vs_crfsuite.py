@@ -20,7 +20,6 @@ Data dir: --data-dir, else $CRFKIT_DATA, else ../shared/data.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import resource
@@ -45,24 +44,8 @@ def data_dir(arg: str | None) -> str:
     return arg or os.environ.get("CRFKIT_DATA") or os.path.join("..", "shared", "data")
 
 
-def read_conll(path: str):
-    sents, cur = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            cols = line.split()
-            if not cols:
-                if cur:
-                    sents.append(cur)
-                    cur = []
-            else:
-                cur.append(cols)
-    if cur:
-        sents.append(cur)
-    return sents
-
-
 def attributes(sent):
-    """CRFsuite chunking.py features of one sentence (list of [word, pos, chunk])."""
+    """CRFsuite chunking.py features of one sentence (its [word, pos] columns per token)."""
     T = len(sent)
     out = []
     for t in range(T):
@@ -86,8 +69,9 @@ def attributes(sent):
 
 
 def load(ddir: str, split: str):
-    sents = read_conll(os.path.join(ddir, "conll2000", f"{split}.txt.gz"))
-    return [attributes(s) for s in sents], [[tok[-1] for tok in s] for s in sents]
+    from crfkit.io.columns import read_columns_list
+    sents = read_columns_list(os.path.join(ddir, "conll2000", f"{split}.txt.gz"))
+    return [attributes(s.columns) for s in sents], [s.labels for s in sents]
 
 
 def peak_rss_mb() -> float:

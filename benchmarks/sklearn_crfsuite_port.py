@@ -20,7 +20,6 @@ Needs sklearn-crfsuite (pip install -e '.[bench]').
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import resource
@@ -30,24 +29,8 @@ import tempfile
 import time
 
 
-def read_conll2002(path: str):
-    sents, cur = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            cols = line.split()
-            if not cols:
-                if cur:
-                    sents.append(cur)
-                    cur = []
-            else:
-                cur.append(cols)
-    if cur:
-        sents.append(cur)
-    return sents
-
-
 def token_features(sent, i: int) -> dict:
-    """The tutorial's feature set for token i of a sentence of (word, POS, label) rows."""
+    """The tutorial's feature set for token i of a sentence of [word, POS] rows."""
     word, pos = sent[i][0], sent[i][1]
     f = {
         "bias": 1.0,
@@ -75,10 +58,10 @@ def token_features(sent, i: int) -> dict:
 
 
 def load(ddir: str, split: str):
-    sents = read_conll2002(os.path.join(ddir, "conll2002", f"esp.{split}.gz"))
-    X = [[token_features(s, i) for i in range(len(s))] for s in sents]
-    y = [[row[-1] for row in s] for s in sents]
-    return X, y
+    from crfkit.io.columns import read_columns_list
+    sents = read_columns_list(os.path.join(ddir, "conll2002", f"esp.{split}.gz"))
+    X = [[token_features(s.columns, i) for i in range(len(s))] for s in sents]
+    return X, [s.labels for s in sents]
 
 
 def worker(lib: str, ddir: str) -> dict:
