@@ -262,6 +262,56 @@ def check_state(state: dict, n: int, m: int, period: int) -> None:
         raise ValueError(f"optimizer state has {len(state['past'])} past values; period={period} keeps {period + 1}")
 
 
+@dataclass
+class RunStart:
+    """Where a quasi-Newton run starts: fresh (one evaluation at x0) or resumed from a state."""
+    x: np.ndarray
+    f_smooth: float
+    f: float                 # the minimised objective (OWL-QN: with the L1 term)
+    g: np.ndarray
+    n_evals: int
+    iteration: int
+    linesearch_ok: bool
+    hist: History | None
+    past: deque
+    t_start: float
+    interrupted: LbfgsResult | None = None   # Ctrl-C during the first evaluation
+
+
+def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
+              full: Callable[[float, np.ndarray], float] = lambda f, x: f) -> RunStart:
+    """The common start of :func:`lbfgs` and OWL-QN; ``full(f, x)`` turns the smooth
+    value into the minimised objective (identity for L-BFGS)."""
+    t_start = time.perf_counter()
+    if state is not None:
+        x = np.array(state["x"], dtype=np.float64, copy=True)
+        check_state(state, x.shape[0], m, period)
+        f, F = float(state["f_smooth"]), float(state["f"])
+        g = np.array(state["g"], dtype=np.float64, copy=True)
+        n_evals, it = int(state["n_evals"]), int(state["iteration"])
+        ok = bool(state.get("linesearch_ok", True))
+        t_start -= float(state.get("seconds", 0.0))
+    else:
+        x = np.array(x0, dtype=np.float64, copy=True)
+        try:
+            f, g = fg(x)
+        except KeyboardInterrupt:
+            res = LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
+                              status="interrupted", message="interrupted before the first evaluation finished")
+            return RunStart(x, math.nan, math.nan, res.g, 1, 0, True, None, deque(), t_start, res)
+        g = np.array(g, dtype=np.float64, copy=True)
+        F = full(f, x)
+        n_evals, it, ok = 1, 0, True
+    hist = History(m, x.shape[0])
+    past: deque = deque(maxlen=period + 1)
+    if state is not None:
+        hist.load(state["S"], state["Y"], state["rho"])
+        past.extend(float(v) for v in state["past"])
+    else:
+        past.append(F)
+    return RunStart(x, f, F, g, n_evals, it, ok, hist, past, t_start)
+
+
 def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: int | None = None,
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
@@ -282,34 +332,11 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     bitwise), with the stopping rules checked again first.  ``max_iterations``
     counts the iterations of the whole run, the resumed ones included.
     """
-    t_start = time.perf_counter()
-    if state is not None:
-        x = np.array(state["x"], dtype=np.float64, copy=True)
-        check_state(state, x.shape[0], m, period)
-        t_start -= float(state.get("seconds", 0.0))
-        f = float(state["f"])
-        g = np.array(state["g"], dtype=np.float64, copy=True)
-        n_evals = int(state["n_evals"])
-        it = int(state["iteration"])
-        ok = bool(state.get("linesearch_ok", True))
-    else:
-        x = np.array(x0, dtype=np.float64, copy=True)
-        try:
-            f, g = fg(x)
-        except KeyboardInterrupt:
-            return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
-                               status="interrupted", message="interrupted before the first evaluation finished")
-        g = g.copy()
-        n_evals = 1
-        it = 0
-        ok = True
-    hist = History(m, x.shape[0])
-    past: deque = deque(maxlen=period + 1)
-    if state is not None:
-        hist.load(state["S"], state["Y"], state["rho"])
-        past.extend(float(v) for v in state["past"])
-    else:
-        past.append(f)
+    st = start_run(fg, x0, state, m, period)
+    if st.interrupted is not None:
+        return st.interrupted
+    x, f, g, n_evals, it, ok = st.x, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
+    hist, past, t_start = st.hist, st.past, st.t_start
     snap = (x, f, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
     status, message = "max_iterations", "reached the iteration limit"
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from typing import Callable
 
 import numpy as np
@@ -39,7 +38,7 @@ import numpy as np
 from ..kernels.vec import constrain_direction as _constrain_direction
 from ..kernels.vec import orthant_step as _orthant_step
 from ..kernels.vec import pseudo_gradient as _pseudo_gradient
-from .lbfgs import FG, History, LbfgsResult, check_state, make_state, stopping_rule
+from .lbfgs import FG, LbfgsResult, make_state, start_run, stopping_rule
 
 
 def pseudo_gradient(x: np.ndarray, g: np.ndarray, l1: float) -> np.ndarray:
@@ -79,38 +78,13 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
         raise ValueError(f"l1 must be finite and non-negative, got {l1!r}")
     if not 0.0 < backtrack < 1.0:
         raise ValueError(f"backtrack must be in (0, 1), got {backtrack!r}")
-    t_start = time.perf_counter()
-    if state is not None:
-        x = np.array(state["x"], dtype=np.float64, copy=True)
-        check_state(state, x.shape[0], m, period)
-        t_start -= float(state.get("seconds", 0.0))
-        f = float(state["f_smooth"])
-        F = float(state["f"])
-        g = np.array(state["g"], dtype=np.float64, copy=True)
-        n_evals = int(state["n_evals"])
-        it = int(state["iteration"])
-        ok = bool(state.get("linesearch_ok", True))
-    else:
-        x = np.array(x0, dtype=np.float64, copy=True)
-        try:
-            f, g = fg(x)
-        except KeyboardInterrupt:
-            return LbfgsResult(x=x, f=math.nan, g=np.full_like(x, math.nan), iterations=0, n_evals=1,
-                               status="interrupted", message="interrupted before the first evaluation finished")
-        g = np.array(g, dtype=np.float64, copy=True)
-        n_evals = 1
-        F = f + l1 * float(np.abs(x).sum())
-        it = 0
-        ok = True
+    st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * float(np.abs(x).sum()))
+    if st.interrupted is not None:
+        return st.interrupted
+    x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
+    hist, past, t_start = st.hist, st.past, st.t_start
     pg = np.empty_like(x)
     pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
-    hist = History(m, x.shape[0])
-    past: deque = deque(maxlen=period + 1)
-    if state is not None:
-        hist.load(state["S"], state["Y"], state["rho"])
-        past.extend(float(v) for v in state["past"])
-    else:
-        past.append(F)
     snap = (x, F, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
     status, message = "max_iterations", "reached the iteration limit"
 
