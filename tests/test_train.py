@@ -176,3 +176,34 @@ def test_l1_training_reaches_the_l1_optimum_or_is_refused():
     # optimality of f = smooth + l1 |w|_1: g + l1 sign(w) = 0 on the support, |g| <= l1 off it
     viol = np.concatenate([np.abs(g[nz] + l1 * np.sign(w[nz])), np.maximum(np.abs(g[~nz]) - l1, 0.0)])
     assert viol.max() < 1e-4
+
+
+def test_batch_algorithms_refuse_optimizer_params():
+    X, Y = learnable(5, n_seq=10)
+    with pytest.raises(ValueError, match="takes no optimizer parameters"):
+        train(X, Y, algorithm="lbfgs", params={"eta0": 0.1}, max_iterations=2)
+
+
+def test_stochastic_registry_offers_only_present_modules():
+    import importlib.util
+
+    from crfkit.optim import stochastic
+    from crfkit.train import ALGORITHMS
+    for name, (mod, fn) in stochastic.REGISTRY.items():
+        present = importlib.util.find_spec(mod) is not None
+        assert (name in stochastic.available()) == present
+        assert (name in ALGORITHMS) == present
+        if present:
+            assert callable(stochastic.resolve(name))
+
+
+def test_cli_param_values_are_typed():
+    import argparse
+
+    from crfkit.cli import _param
+    assert _param("eta0=0.1") == ("eta0", 0.1)
+    assert _param("epochs = 3") == ("epochs", 3)
+    assert _param("averaging=true") == ("averaging", True)
+    assert _param("penalty=cumulative") == ("penalty", "cumulative")
+    with pytest.raises(argparse.ArgumentTypeError):
+        _param("eta0")

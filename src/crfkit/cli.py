@@ -283,6 +283,10 @@ def cmd_train(args) -> int:
                   dev_every=args.dev_every,
                   support=args.support, transitions=args.transitions, min_freq=args.min_freq,
                   checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume, **reg)
+    if args.param:
+        kwargs["params"] = dict(args.param)
+    if args.algorithm not in ("lbfgs", "owlqn"):
+        kwargs["seed"] = args.seed
     if args.init_model is not None:
         if args.resume is not None:
             raise CrfkitError("--init-model and --resume exclude each other: a checkpoint already holds the weights")
@@ -601,6 +605,24 @@ def cmd_demo(args) -> int:
 
 # --------------------------------------------------------------------------- parser
 
+def _param(text: str) -> tuple[str, object]:
+    """NAME=VALUE with VALUE read as an int, a float, true/false, or else kept as a string."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    value = value.strip()
+    low = value.lower()
+    if low in ("true", "false"):
+        return name, low == "true"
+    for conv in (int, float):
+        try:
+            return name, conv(value)
+        except ValueError:
+            pass
+    return name, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .train import ALGORITHMS
 
@@ -635,7 +657,12 @@ def build_parser() -> argparse.ArgumentParser:
     g1.add_argument("--c1", type=_nonneg_float, help="L1 strength, CRFsuite's form (l1 = c1/n)")
     g1.add_argument("--l1", type=_nonneg_float, help="L1 strength, crfkit's form")
     g1.add_argument("--rho1", type=_nonneg_float, help="L1 strength, Wapiti's form (l1 = rho1/n)")
-    t.add_argument("--max-iterations", type=_pos_int, metavar="N", help="iteration limit (default: none)")
+    t.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", type=_param,
+                   help="a setting of a stochastic optimizer, e.g. -p eta0=0.1 -p penalty=cumulative "
+                        "(repeatable; like crfsuite learn -p)")
+    t.add_argument("--seed", type=_nonneg_int, default=0, help="random seed of stochastic optimizers (default 0)")
+    t.add_argument("--max-iterations", type=_pos_int, metavar="N",
+                   help="iteration limit; epochs (effective passes) for stochastic optimizers (default: none)")
     t.add_argument("--delta", type=_nonneg_float, default=1e-5,
                    help="stop when the objective improved by less than this (relative) over --period "
                         "iterations (default 1e-5)")
@@ -755,6 +782,12 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
     dv.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
     da.set_defaults(func=cmd_data, data_command="list")
+
+    import importlib.util
+    if importlib.util.find_spec("crfkit.bench.command") is not None:
+        # `crfkit bench`: the optimizer benchmark harness (crfkit.bench.command.add_parser)
+        from .bench.command import add_parser as add_bench_parser
+        add_bench_parser(sub)
     return p
 
 

@@ -142,9 +142,10 @@ class Objective:
         self.n_full += 1
         return float(v), float(wsq), g
 
-    def nll_sum(self, w: np.ndarray) -> float:
+    def nll_sum(self, w: np.ndarray, count: bool = True) -> float:
+        """sum_i -log p(y_i|x_i, w) (forward passes only); ``count=False``: monitoring, not an effective pass."""
         w = np.ascontiguousarray(w, dtype=np.float64)
-        self.n_full += 1
+        self.n_full += bool(count)
         return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds))
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -155,8 +156,9 @@ class Objective:
             f += self.reg.l1 * float(np.abs(w).sum())
         return f, g
 
-    def value(self, w: np.ndarray) -> float:
-        f = self.nll_sum(w) / self.n
+    def value(self, w: np.ndarray, count: bool = True) -> float:
+        """f(w); ``count=False`` for monitoring (traces, stopping checks) that is not part of the optimizer's work."""
+        f = self.nll_sum(w, count) / self.n
         if self.reg.l2:
             f += 0.5 * self.reg.l2 * float(np.dot(w, w))
         if self.reg.l1:

@@ -23,7 +23,11 @@ from .model import CRFModel, FeatureSpace
 from .objective import Objective, Regularization, regularization
 from .parallel import set_threads
 
-ALGORITHMS = ("lbfgs", "owlqn")
+from .optim import stochastic as _stochastic
+
+BATCH_ALGORITHMS = ("lbfgs", "owlqn")
+# the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
+ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
 
 
 @dataclass
@@ -149,7 +153,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  log: Callable[[str], None] = print, w0: np.ndarray | None = None,
                  meta: dict | None = None, callback: Callable[[dict], bool | None] | None = None,
                  init=None, checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = 10,
-                 resume: str | os.PathLike | None = None) -> TrainResult:
+                 resume: str | os.PathLike | None = None, params: dict | None = None,
+                 seed: int = 0) -> TrainResult:
     """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
@@ -157,6 +162,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     requested = algorithm
     if algorithm == "lbfgs" and reg.l1 > 0:
         algorithm = "owlqn"  # as CRFsuite: L-BFGS with an L1 term runs OWL-QN
+    stochastic = algorithm not in BATCH_ALGORITHMS
+    params = dict(params or {})
+    if params and not stochastic:
+        raise ValueError(f"{algorithm} takes no optimizer parameters (got {', '.join(sorted(params))})")
     set_threads(threads)
     # OWL-QN takes the smooth part (loss + L2) and handles the L1 term itself
     smooth = Regularization(l1=0.0, l2=reg.l2) if algorithm == "owlqn" else reg
@@ -177,6 +186,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     if resume is not None and (init is not None or w0 is not None):
         raise ValueError("resume continues from the checkpoint's weights: give no init/w0 with it")
     settings = {"algorithm": algorithm, "l1": float(reg.l1), "l2": float(reg.l2), "m": int(m), "period": int(period)}
+    if stochastic:
+        settings.update(seed=int(seed), params={k: params[k] for k in sorted(params)})
     fp = ckpt.fingerprint(space, corpus) if (checkpoint or resume) else None
     state = None
     previous: list[dict] = []
@@ -186,7 +197,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         ckpt.check(ck, fp, settings, resume)
         state = ck.state
         previous = list(ck.history)
-        obj.n_full = int(ck.extra.get("n_full", state["n_evals"]))
+        obj.n_full = int(ck.extra.get("n_full", state.get("n_evals", 0)))
+        obj.n_oracle = int(ck.extra.get("n_oracle", 0))
         t_offset = float(ck.extra.get("wall_s", state.get("seconds", 0.0)))
         if verbose:
             log(f"resuming from {os.fspath(resume)} at iteration {ck.iteration}")
@@ -202,15 +214,18 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
 
     def save_checkpoint(st: dict) -> None:
         ckpt.save(checkpoint, st, fingerprint=fp, settings=settings, history=history,
-                  extra={"n_full": int(st["n_evals"]), "wall_s": time.perf_counter() - t0,
+                  extra={"n_full": int(st.get("n_evals", obj.n_full)), "n_oracle": obj.n_oracle,
+                         "wall_s": time.perf_counter() - t0,
                          "n_train": n, "n_features": space.n_features})
 
     def on_iter(info: dict):
         rec = {
             "algorithm": algorithm, "iteration": info["iteration"],
             "effective_passes": obj.effective_passes, "wall_s": time.perf_counter() - t0,
-            "objective": info["f"], "grad_inf_norm": info["gnorm_inf"], "grad_norm": info["gnorm"],
-            "nnz": int(info["nnz"]) if "nnz" in info else int(np.count_nonzero(info["x"])), "step": info["step"],
+            "objective": info["f"], "grad_inf_norm": info.get("gnorm_inf", float("nan")),
+            "grad_norm": info.get("gnorm", float("nan")),
+            "nnz": int(info["nnz"]) if "nnz" in info else int(np.count_nonzero(info["x"])),
+            "step": info.get("step", float("nan")),
         }
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
             rec.update(_dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
@@ -226,7 +241,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             if "dev_f1" in rec:
                 line += f"  dev F1 {rec['dev_f1']:.2f}"
             log(line)
-        if checkpoint and checkpoint_every and info["iteration"] % checkpoint_every == 0:
+        if checkpoint and checkpoint_every and info["iteration"] % checkpoint_every == 0 and info.get("state"):
             save_checkpoint(info["state"]())
         if callback is not None:
             return callback(rec)
@@ -238,7 +253,17 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             # pseudo-gradient) of the sum-form objective, which is n times ours: same rule, same meaning
             common = dict(m=m, max_iterations=max_iterations, epsilon=epsilon / n, delta=delta, period=period,
                           gtol=gtol, stop_value=stop_value, callback=on_iter, state=state)
-            if algorithm == "owlqn":
+            if stochastic:
+                fn = _stochastic.resolve(algorithm)
+                extra = {"state": state} if state is not None else {}
+                try:
+                    res = fn(obj, x0, reg=reg, max_iterations=max_iterations, callback=on_iter, seed=int(seed),
+                             **extra, **params)
+                except TypeError as e:
+                    if "unexpected keyword" in str(e):
+                        raise ValueError(f"{algorithm}: {e}") from None
+                    raise
+            elif algorithm == "owlqn":
                 from .optim.owlqn import owlqn
                 res = owlqn(obj.value_and_grad, x0, reg.l1, **common)
             else:
@@ -246,11 +271,12 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                 res = lbfgs(obj.value_and_grad, x0, **common)
         finally:
             tr.close()
-        if checkpoint and res.state is not None and res.iterations > 0:
+        final_state = res.state if checkpoint and res.iterations > 0 else None
+        if final_state is not None:
             # always at the end: an interrupted run resumes from here, a finished one can be continued
             # (e.g. with a larger max_iterations)
             history[:] = [r for r in history if r["iteration"] <= res.iterations]
-            save_checkpoint(res.state)
+            save_checkpoint(final_state)
             if verbose:
                 log(f"checkpoint at iteration {res.iterations} written to {os.fspath(checkpoint)}")
     if res.status == "interrupted" and res.iterations == 0:
@@ -298,6 +324,10 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     checkpoint of other data, another feature space or other algorithm/l1/l2/
     ``m``/``period`` is refused with :class:`crfkit.checkpoint.CheckpointError`.
     ``max_iterations`` counts the whole run, resumed iterations included.
+
+    Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
+    count ``max_iterations`` in epochs; ``params`` holds their own settings
+    (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
     """
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq)
     reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)

@@ -1,0 +1,82 @@
+"""What every stochastic (per-example) optimizer gives the training driver, and the registry of them.
+
+An optimizer registered here is a function::
+
+    fn(obj: Objective, x0: np.ndarray, *, reg: Regularization, max_iterations: int | None,
+       callback: Callable[[dict], bool | None] | None, seed: int, **params) -> StochasticResult
+
+* ``obj`` is built with the *full* regularisation ``reg`` (``obj.reg is reg``);
+  the optimizer calls ``obj.oracle`` / ``obj.apply_gradient`` (or its own
+  kernels on ``obj.corpus`` / ``obj.space``), and for monitoring
+  ``obj.value(w, count=False)`` which does not count as effective passes.
+* ``max_iterations`` counts epochs (effective passes, DESIGN.md); None: the
+  optimizer's own default.
+* ``callback(info)`` once per epoch with ``info`` holding ``iteration`` (the
+  epoch), ``f`` (objective at the epoch's end), ``x`` (the weights, dense),
+  ``step`` (the current step size, or NaN) and where known ``gnorm_inf``,
+  ``gnorm``, ``nnz`` and ``state`` (a zero-argument function returning a
+  resumable state dict).  It returns True to stop; KeyboardInterrupt inside it
+  or inside the optimizer ends the run with status ``interrupted`` and the last
+  weights.
+* ``params`` are the optimizer's own settings (step sizes, sampling scheme,
+  ...); unknown names raise ``TypeError``.
+
+Names map to ``module:function``; a name is offered (``available()``) once
+its module exists.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class StochasticResult:
+    x: np.ndarray
+    f: float
+    status: str                 # "converged" | "max_iterations" | "stopped" | "interrupted"
+    message: str
+    iterations: int             # epochs run
+    state_fn: Callable[[], dict] | None = None
+
+    @property
+    def state(self) -> dict | None:
+        return self.state_fn() if self.state_fn is not None else None
+
+
+# name -> (module, function)
+REGISTRY: dict[str, tuple[str, str]] = {
+    # Schmidt et al. 2015 (issue 4)
+    "sag": ("crfkit.optim.sag", "sag"),
+    "sag-nus": ("crfkit.optim.sag", "sag_nus"),
+    "sag-nus*": ("crfkit.optim.sag", "sag_nus_star"),
+    "saga": ("crfkit.optim.sag", "saga"),
+    "saga-nus": ("crfkit.optim.sag", "saga_nus"),
+    "sg": ("crfkit.optim.sgd", "sg"),
+    "asg": ("crfkit.optim.sgd", "asg"),
+    "adagrad": ("crfkit.optim.sgd", "adagrad"),
+    "pegasos": ("crfkit.optim.sgd", "pegasos"),
+    # Tsuruoka et al. 2009 (issue 5)
+    "sgd-l1": ("crfkit.optim.sgdl1", "sgd_l1"),
+}
+
+
+def available() -> tuple[str, ...]:
+    """Registered names whose module is present."""
+    out = []
+    for name, (mod, _) in REGISTRY.items():
+        try:
+            if importlib.util.find_spec(mod) is not None:
+                out.append(name)
+        except ModuleNotFoundError:  # pragma: no cover
+            pass
+    return tuple(out)
+
+
+def resolve(name: str) -> Callable:
+    mod, fn = REGISTRY[name]
+    return getattr(importlib.import_module(mod), fn)
