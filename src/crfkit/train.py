@@ -28,6 +28,8 @@ from .optim import stochastic as _stochastic
 BATCH_ALGORITHMS = ("lbfgs", "owlqn")
 # the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
 ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
+# keys an optimizer's per-epoch info may add to the trace record
+EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "examples_seen")
 
 
 @dataclass
@@ -227,6 +229,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             "nnz": int(info["nnz"]) if "nnz" in info else int(np.count_nonzero(info["x"])),
             "step": info.get("step", float("nan")),
         }
+        # optimizer-specific figures (stochastic methods): copied into the record when given
+        rec.update({k: info[k] for k in EXTRA_TRACE_KEYS if k in info})
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
             rec.update(_dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
             rec["wall_s_with_dev"] = time.perf_counter() - t0

@@ -15,7 +15,11 @@ An optimizer registered here is a function::
   epoch), ``f`` (objective at the epoch's end), ``x`` (the weights, dense),
   ``step`` (the current step size, or NaN) and where known ``gnorm_inf``,
   ``gnorm``, ``nnz`` and ``state`` (a zero-argument function returning a
-  resumable state dict).  It returns True to stop; KeyboardInterrupt inside it
+  resumable state dict holding at least ``iteration``; a resumed run gets it
+  back as ``state=``).  Optional keys copied into the trace record:
+  ``crfkit.train.EXTRA_TRACE_KEYS`` (``state_bytes``: memory of the stored
+  per-example state; ``naive_state_bytes``: what naive SAG would store;
+  ``lipschitz``; ``duality_gap``; ``examples_seen``).  It returns True to stop; KeyboardInterrupt inside it
   or inside the optimizer ends the run with status ``interrupted`` and the last
   weights.
 * ``params`` are the optimizer's own settings (step sizes, sampling scheme,
