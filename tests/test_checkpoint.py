@@ -185,9 +185,46 @@ def test_checkpoint_file_has_no_pickle(tmp_path):
     ck = tmp_path / "c.ckpt"
     train(X, Y, max_iterations=3, checkpoint=ck, **KW)
     with np.load(ck, allow_pickle=False) as z:
-        assert set(z.files) == {"x", "g", "S", "Y", "rho", "past", "scalars", "header"}
+        assert set(z.files) == {"s.x", "s.g", "s.S", "s.Y", "s.rho", "s.past", "header"}
         assert all(z[k].dtype != object for k in z.files)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+def test_any_optimizer_state_round_trips_exactly(tmp_path):
+    from crfkit import checkpoint as ckpt
+    rng = np.random.default_rng(0)
+    state = {"iteration": 7, "x": rng.normal(size=5), "seen": np.array([True, False]),
+             "order": np.arange(4, dtype=np.int32), "L": 0.1 + 0.2, "eta": float("inf"), "name": "sag-nus*",
+             "rng": {"state": 2**70 + 3, "inc": [1, 2]}, "flag": True, "n": np.int64(3)}
+    p = tmp_path / "s.ckpt"
+    ckpt.save(p, state, fingerprint="fp", settings={"algorithm": "sag"})
+    back = ckpt.load(p).state
+    assert set(back) == set(state)
+    for k, v in state.items():
+        if isinstance(v, np.ndarray):
+            assert back[k].dtype == v.dtype
+            np.testing.assert_array_equal(back[k], v)
+        else:
+            assert back[k] == (v.item() if isinstance(v, np.generic) else v)
+    assert back["L"] == 0.1 + 0.2   # floats exactly, not rounded
+    with pytest.raises(TypeError, match="cannot store"):
+        ckpt.save(p, dict(state, bad=object()), fingerprint="fp", settings={})
+
+
+def test_version_1_checkpoints_are_still_read(tmp_path):
+    import json
+
+    from crfkit import checkpoint as ckpt
+    header = {"format": "crfkit-checkpoint", "version": 1, "settings": {}, "fingerprint": "fp", "iteration": 4,
+              "n_evals": 5, "m": 6, "linesearch_ok": True, "history": [], "extra": {}}
+    arrays = {k: np.arange(3.0) for k in ckpt.STATE_ARRAYS}
+    arrays["scalars"] = np.array([1.5, 1.25, 9.0])
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    p = tmp_path / "v1.npz"
+    np.savez(p, **arrays)
+    st = ckpt.load(p).state
+    assert st["iteration"] == 4 and st["m"] == 6 and st["f"] == 1.5 and st["f_smooth"] == 1.25
+    np.testing.assert_array_equal(st["S"], np.arange(3.0))
 
 
 CHILD = r"""

@@ -4,15 +4,20 @@ A checkpoint is a NumPy ``.npz`` archive (written with :func:`numpy.savez` into
 :func:`crfkit.io.atomic.atomic_file`, so it appears whole or not at all, and
 read with ``allow_pickle=False``) holding
 
-* the optimizer state arrays: ``x``, ``g``, ``S``, ``Y``, ``rho`` (the L-BFGS
-  pairs, oldest first), ``past`` (the objective values of the delta rule) and
-  ``scalars`` (``f``, ``f_smooth``, ``seconds``: floats kept exact in binary);
+* the optimizer's state: every numpy array of the state dict as an archive
+  member ``s.<name>`` (dtype kept), every other value (numbers, strings,
+  flags, small lists) in the header's ``state_scalars`` (JSON writes floats
+  in their shortest exact form, so they come back bit for bit).  Any
+  optimizer's state fits: L-BFGS's ``x``, ``g``, ``S``, ``Y``, ``rho``,
+  ``past``, ``f`` ...; a stochastic method's weights, per-example memory,
+  random generator state ...;
 * ``header``: UTF-8 JSON bytes with ``format``, ``version``, the ``settings``
-  that decide the optimisation path (algorithm, l1, l2, m, period), the
-  ``fingerprint`` of the training data and feature space, the iteration,
-  evaluation and effective-pass counts, and the ``history`` (the trace
-  records so far).
+  that decide the optimisation path (algorithm, l1, l2, m, period, and the
+  stochastic methods' parameters and seed), the ``fingerprint`` of the
+  training data and feature space, the iteration, evaluation and
+  effective-pass counts, and the ``history`` (the trace records so far).
 
+Version 1 checkpoints (L-BFGS / OWL-QN only, fixed members) are still read.
 Resuming checks the fingerprint and the settings and refuses, with a
 :class:`CheckpointError`, a checkpoint made with other data or settings.
 """
@@ -30,8 +35,8 @@ from .errors import CrfkitError
 from .io.atomic import atomic_file
 
 FORMAT = "crfkit-checkpoint"
-VERSION = 1
-STATE_ARRAYS = ("x", "g", "S", "Y", "rho", "past")
+VERSION = 2
+STATE_ARRAYS = ("x", "g", "S", "Y", "rho", "past")   # the fixed members of version 1
 
 
 class CheckpointError(CrfkitError):
@@ -40,7 +45,7 @@ class CheckpointError(CrfkitError):
 
 @dataclass
 class Checkpoint:
-    state: dict                      # the optimizer state (crfkit.optim.lbfgs.make_state's keys)
+    state: dict                      # the optimizer state (e.g. crfkit.optim.lbfgs.make_state's keys)
     fingerprint: str
     settings: dict
     history: list = field(default_factory=list)
@@ -72,19 +77,45 @@ def fingerprint(space, corpus) -> str:
     for a in (space.attr_ptr, space.feat_label, space.trans_index,
               corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y):
         arr(a)
+    if space.n_dense or corpus.dense is not None:  # (fingerprints of models without one are unchanged)
+        strings(space.dense_names)
+        arr(corpus.dense if corpus.dense is not None else np.zeros(0))
     return h.hexdigest()
+
+
+def _plain(v, name: str):
+    """A JSON-able copy of a non-array state value."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_plain(x, name) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x, name) for k, x in v.items()}
+    raise TypeError(f"checkpoint state {name!r}: cannot store a {type(v).__name__}")
 
 
 def save(path: str | os.PathLike, state: dict, *, fingerprint: str, settings: dict,
          history: list | None = None, extra: dict | None = None) -> None:
-    """Write a checkpoint atomically (an existing file at ``path`` is replaced only once the new one is whole)."""
+    """Write a checkpoint atomically (an existing file at ``path`` is replaced only once the new one is whole).
+
+    ``state`` needs an ``iteration``; its arrays are stored as they are, its other values as JSON.
+    """
+    arrays = {}
+    scalars = {}
+    for k, v in state.items():
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                raise TypeError(f"checkpoint state {k!r}: object arrays cannot be stored")
+            arrays[f"s.{k}"] = np.ascontiguousarray(v)
+        else:
+            scalars[k] = _plain(v, k)
     header = {
         "format": FORMAT, "version": VERSION, "settings": settings, "fingerprint": fingerprint,
-        "iteration": int(state["iteration"]), "n_evals": int(state["n_evals"]), "m": int(state["m"]),
-        "linesearch_ok": bool(state["linesearch_ok"]), "history": list(history or []), "extra": dict(extra or {}),
+        "iteration": int(state["iteration"]), "n_evals": int(state.get("n_evals", 0)),
+        "state_scalars": scalars, "history": list(history or []), "extra": dict(extra or {}),
     }
-    arrays = {k: np.ascontiguousarray(state[k], dtype=np.float64) for k in STATE_ARRAYS}
-    arrays["scalars"] = np.array([state["f"], state["f_smooth"], state.get("seconds", 0.0)], dtype=np.float64)
     arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
     with atomic_file(path) as f:
         np.savez(f, **arrays)
@@ -98,19 +129,26 @@ def load(path: str | os.PathLike) -> Checkpoint:
             header = json.loads(bytes(z["header"]).decode("utf-8"))
             if header.get("format") != FORMAT:
                 raise CheckpointError(f"{path}: not a crfkit checkpoint")
-            if header.get("version") != VERSION:
-                raise CheckpointError(f"{path}: checkpoint version {header.get('version')} "
-                                      f"(this crfkit reads version {VERSION})")
-            state = {k: np.array(z[k]) for k in STATE_ARRAYS}
-            f, f_smooth, seconds = (float(v) for v in z["scalars"])
+            version = header.get("version")
+            if version == 1:
+                state = {k: np.array(z[k]) for k in STATE_ARRAYS}
+                f, f_smooth, seconds = (float(v) for v in z["scalars"])
+                state.update(f=f, f_smooth=f_smooth, seconds=seconds, iteration=int(header["iteration"]),
+                             n_evals=int(header["n_evals"]), m=int(header["m"]),
+                             linesearch_ok=bool(header["linesearch_ok"]))
+            elif version == VERSION:
+                state = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("s.")}
+                state.update(header["state_scalars"])
+                state["iteration"] = int(header["iteration"])
+            else:
+                raise CheckpointError(f"{path}: checkpoint version {version} "
+                                      f"(this crfkit reads versions 1 to {VERSION})")
     except CheckpointError:
         raise
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such checkpoint file") from None
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
-    state.update(f=f, f_smooth=f_smooth, seconds=seconds, iteration=int(header["iteration"]),
-                 n_evals=int(header["n_evals"]), m=int(header["m"]), linesearch_ok=bool(header["linesearch_ok"]))
     return Checkpoint(state=state, fingerprint=header["fingerprint"], settings=header["settings"],
                       history=header.get("history", []), extra=header.get("extra", {}))
 
