@@ -6,7 +6,9 @@ A corpus of ``n`` sequences and ``T`` tokens in all is
 * ``tok_ptr`` (T+1, int64): attribute entries of token ``t`` are ``tok_ptr[t]:tok_ptr[t+1]``;
 * ``attr`` (nnz, int32): attribute ids (rows of the model's attribute table);
 * ``val`` (nnz, float64): attribute values (1.0 for the usual binary attributes);
-* ``y`` (T, int32): gold label ids, ``-1`` where the label is unknown (tagging).
+* ``y`` (T, int32): gold label ids, ``-1`` where the label is unknown (tagging);
+* ``dense`` (T x D, float64, optional): a real-valued vector per token
+  (embeddings, pixels), for a model with ``n_dense = D`` dense dimensions.
 
 Attributes that the model does not know are simply absent, so a corpus is always
 valid for the model it was encoded against.
@@ -25,6 +27,7 @@ class Corpus:
     attr: np.ndarray
     val: np.ndarray
     y: np.ndarray
+    dense: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.seq_ptr = np.ascontiguousarray(self.seq_ptr, dtype=np.int64)
@@ -36,6 +39,14 @@ class Corpus:
             raise ValueError("corpus arrays are inconsistent (tok_ptr / attr / val)")
         if self.seq_ptr[-1] != len(self.y) or len(self.tok_ptr) != len(self.y) + 1:
             raise ValueError("corpus arrays are inconsistent (seq_ptr / tok_ptr / y)")
+        if self.dense is not None:
+            self.dense = np.ascontiguousarray(self.dense, dtype=np.float64)
+            if self.dense.ndim != 2 or self.dense.shape[0] != len(self.y):
+                raise ValueError(f"dense block has shape {self.dense.shape}; expected ({len(self.y)}, D)")
+
+    @property
+    def n_dense(self) -> int:
+        return 0 if self.dense is None else int(self.dense.shape[1])
 
     @property
     def n_sequences(self) -> int:
@@ -69,10 +80,12 @@ class Corpus:
         np.cumsum(a1 - a0, out=tok_ptr[1:])
         ents = np.concatenate([np.arange(s, e) for s, e in zip(a0, a1)]) if len(toks) else np.zeros(0, np.int64)
         ents = ents.astype(np.int64)
-        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks])
+        dense = None if self.dense is None else self.dense[toks]
+        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks], dense)
 
     def sequence_labels(self, i: int) -> np.ndarray:
         return self.y[self.seq_ptr[i]:self.seq_ptr[i + 1]]
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y))
+        return sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y)) + \
+            (0 if self.dense is None else self.dense.nbytes)

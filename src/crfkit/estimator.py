@@ -14,6 +14,14 @@ bool values, nested dicts, lists and sets of strings, or lists of attribute
 names; converted with python-crfsuite's semantics by
 :mod:`crfkit.features.dicts`), and crfkit's own attribute lists.
 
+Dense real-valued features (word embeddings, pixels): a sequence may also be
+a numpy matrix (tokens x D) -- dense features only -- or a pair
+``(token_features, matrix)`` -- both; the model gets a weight per (dimension,
+label).  Every sequence of a data set must then carry a matrix with the same D::
+
+    crf.fit([np.asarray(word_vectors) for ...], y)          # dense only
+    crf.fit([(feats, vecs) for feats, vecs in ...], y)      # attributes and dense
+
 Parameters that mean the same as in sklearn-crfsuite have its names and its
 defaults (``None``: CRFsuite's default).  Training runs
 :func:`crfkit.train.train`; the objective is CRFsuite's
@@ -35,6 +43,8 @@ import os
 import tempfile
 from itertools import chain, repeat
 
+import numpy as np
+
 from .errors import DataError
 from .features.dicts import to_attributes
 from .sk_metrics import (conll_f1_score, flat_accuracy_score, flat_classification_report, flat_f1_score,
@@ -52,6 +62,45 @@ _CRFSUITE_ONLY = {"l2sgd": "SGD with L2 (crfkit: see crfkit.train.ALGORITHMS for
                   "ap": "averaged perceptron", "averaged-perceptron": "averaged perceptron",
                   "pa": "passive aggressive", "passive-aggressive": "passive aggressive",
                   "arow": "AROW"}
+
+
+def _is_matrix(a) -> bool:
+    return isinstance(a, np.ndarray) and a.ndim == 2
+
+
+def _split_dense(X, name: str):
+    """(token features, dense matrices or None) of an estimator input (see the module docstring)."""
+    if isinstance(X, np.ndarray) and X.ndim == 3:
+        X = list(X)
+    try:
+        seqs = list(X)
+    except TypeError:
+        raise DataError(f"{name} must be a list of sequences, got {type(X).__name__}") from None
+    kinds = []
+    feats, dense = [], []
+    for x in seqs:
+        if _is_matrix(x):
+            kinds.append(True)
+            feats.append([[]] * len(x))
+            dense.append(x)
+        elif isinstance(x, tuple) and len(x) == 2 and _is_matrix(x[1]):
+            kinds.append(True)
+            feats.append(x[0])
+            dense.append(x[1])
+        else:
+            kinds.append(False)
+            feats.append(x)
+    if not any(kinds):
+        return seqs, None
+    if not all(kinds):
+        i, j = kinds.index(True), kinds.index(False)
+        raise DataError(f"{name}: sequence {i} has a dense feature matrix but sequence {j} has none; "
+                        "with dense features every sequence needs its (tokens x dims) matrix")
+    for i, (f, d) in enumerate(zip(feats, dense)):
+        if len(f) != len(d):
+            raise DataError(f"{name}: sequence {i} has {len(f)} tokens of features but {len(d)} rows "
+                            "in its dense matrix")
+    return feats, dense
 
 
 class _NotFittedError(ValueError, AttributeError):
@@ -251,7 +300,8 @@ class CRF:
             from .model import CRFModel, FeatureSpace
             s = m.space
             space = FeatureSpace(labels=list(s.labels), attributes=list(s.attributes), attr_ptr=s.attr_ptr,
-                                 feat_label=s.feat_label, trans_index=s.trans_index)
+                                 feat_label=s.feat_label, trans_index=s.trans_index,
+                                 n_dense=s.n_dense, dense_names=list(s.dense_names))
             state["model_"] = CRFModel(space, m.weights, dict(m.meta))
         return state
 
@@ -299,21 +349,25 @@ class CRF:
         """
         from .train import train
         kw = self._train_kwargs()  # bad parameters fail before any data is converted
-        A = to_attributes(X, name="X")
+        F, dense = _split_dense(X, "X")
+        A = to_attributes(F, name="X")
         Y = _label_sequences(y, "y")
         if len(A) != len(Y):
             raise DataError(f"X has {len(A)} sequences but y has {len(Y)} label sequences")
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
         if X_dev is not None:
-            A_dev = to_attributes(X_dev, name="X_dev")
+            F_dev, dense_dev = _split_dense(X_dev, "X_dev")
+            if (dense_dev is None) != (dense is None):
+                raise DataError("X and X_dev must both have dense feature matrices, or neither")
+            A_dev = to_attributes(F_dev, name="X_dev")
             Y_dev = _label_sequences(y_dev, "y_dev")
             if len(A_dev) != len(Y_dev):
                 raise DataError(f"X_dev has {len(A_dev)} sequences but y_dev has {len(Y_dev)} label sequences")
-            kw.update(X_dev=A_dev, Y_dev=Y_dev)
+            kw.update(X_dev=A_dev, Y_dev=Y_dev, dense_dev=dense_dev)
         if self.warm_start and "model_" in self.__dict__:
             kw["init"] = self.model_
-        res = train(A, Y, **kw)
+        res = train(A, Y, dense=dense, **kw)
         n = len(A)
         self.model_ = res.model
         self.history_ = [self._record(r, n) for r in res.history]
@@ -361,8 +415,9 @@ class CRF:
     def predict(self, X) -> list[list[str]]:
         """The most likely label sequence of every sequence in ``X``."""
         model = self._model()
-        A = to_attributes(X, name="X")
-        return model.tag(A, threads=self.threads) if A else []
+        F, dense = _split_dense(X, "X")
+        A = to_attributes(F, name="X")
+        return model.tag(A, threads=self.threads, dense=dense) if A else []
 
     def predict_single(self, xseq) -> list[str]:
         """The most likely label sequence of one sequence."""
@@ -371,10 +426,11 @@ class CRF:
     def predict_marginals(self, X) -> list[list[dict[str, float]]]:
         """Per sequence, per token, ``{label: probability}`` (the node marginals)."""
         model = self._model()
-        A = to_attributes(X, name="X")
+        F, dense = _split_dense(X, "X")
+        A = to_attributes(F, name="X")
         if not A:
             return []
-        corpus = model.encode(A)
+        corpus = model.encode(A, dense=dense)
         marg, _ = model.marginals(corpus, self.threads)
         toks = list(map(dict, map(zip, repeat(model.labels), marg.tolist())))
         p = corpus.seq_ptr.tolist()

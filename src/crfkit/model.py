@@ -5,10 +5,15 @@ Layout of the weight vector ``w`` (length ``n_features``):
 * state features, ``w[0:n_state]``, CSR by attribute: features of attribute
   ``a`` are ``attr_ptr[a]:attr_ptr[a+1]``, feature ``k`` is for label
   ``feat_label[k]``;
-* transition features, ``w[n_state:]``: ``trans_index[i, j]`` is the offset of
-  the weight of label pair ``i -> j``, or -1 when the pair has no feature.
+* transition features, ``w[n_state:n_state + n_trans]``: ``trans_index[i, j]``
+  is the offset of the weight of label pair ``i -> j``, or -1 when the pair
+  has no feature;
+* dense features (optional), ``w[dense_offset:]``: a ``n_dense x L`` block,
+  row-major, the weight of (dimension ``j``, label ``l``) of the real-valued
+  token vectors (``Corpus.dense``: embeddings, pixels) at
+  ``dense_offset + j*L + l``.
 
-Model file (version 1): ``MAGIC``, a little-endian uint32 header length, a UTF-8
+Model file (version 1; version 2 when the model has dense features): ``MAGIC``, a little-endian uint32 header length, a UTF-8
 JSON header, the payload (each array zlib-compressed, laid out as the header's
 ``arrays`` table says), and last the SHA-256 of all the bytes before it, so
 that a truncated or corrupted file (header or payload) is detected on load.
@@ -32,7 +37,7 @@ from .errors import DataError, ModelError
 from .io.atomic import atomic_file
 
 MAGIC = b"CRFKIT\x00M"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # version 2 adds the dense block; models without one are still written as version 1
 
 
 @dataclass
@@ -42,6 +47,8 @@ class FeatureSpace:
     attr_ptr: np.ndarray
     feat_label: np.ndarray
     trans_index: np.ndarray
+    n_dense: int = 0                      # dimensions of the dense real-valued token vectors
+    dense_names: list[str] | None = None  # their names (default "dense[j]")
 
     def __post_init__(self) -> None:
         self.attr_ptr = np.ascontiguousarray(self.attr_ptr, dtype=np.int64)
@@ -52,6 +59,15 @@ class FeatureSpace:
             raise ValueError("trans_index must be L x L")
         if len(self.attr_ptr) != len(self.attributes) + 1 or self.attr_ptr[-1] != len(self.feat_label):
             raise ValueError("attr_ptr does not match attributes / feat_label")
+        self.n_dense = int(self.n_dense)
+        if self.n_dense < 0:
+            raise ValueError("n_dense must be >= 0")
+        if self.dense_names is None:
+            self.dense_names = [f"dense[{j}]" for j in range(self.n_dense)]
+        else:
+            self.dense_names = [str(x) for x in self.dense_names]
+        if len(self.dense_names) != self.n_dense:
+            raise ValueError(f"{len(self.dense_names)} dense names for {self.n_dense} dense dimensions")
 
     @property
     def n_labels(self) -> int:
@@ -70,8 +86,17 @@ class FeatureSpace:
         return int((self.trans_index >= 0).sum())
 
     @property
-    def n_features(self) -> int:
+    def dense_offset(self) -> int:
+        """Index of the first dense weight (the dense block ends the weight vector)."""
         return self.n_state + self.n_trans
+
+    @property
+    def n_features(self) -> int:
+        return self.n_state + self.n_trans + self.n_dense * len(self.labels)
+
+    def dense_weights(self, w: np.ndarray) -> np.ndarray:
+        """The dense block of ``w`` as an (n_dense x L) view."""
+        return w[self.dense_offset:self.n_features].reshape(self.n_dense, len(self.labels))
 
     @cached_property
     def attr_index(self) -> dict[str, int]:
@@ -104,8 +129,11 @@ class FeatureSpace:
                     ti[i, j] = len(tw)
                     tw.append(w[ns + k])
         space = FeatureSpace(labels=list(self.labels), attributes=[self.attributes[a] for a in live],
-                             attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti)
-        return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64)])
+                             attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti,
+                             n_dense=self.n_dense, dense_names=list(self.dense_names))
+        # the dense block is kept whole: every token has a value in every dimension
+        return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64),
+                                      w[self.dense_offset:self.n_features]])
 
 
 def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -150,9 +178,9 @@ class CRFModel:
     def labels(self) -> list[str]:
         return self.space.labels
 
-    def encode(self, X, Y=None, name: str = "<data>"):
+    def encode(self, X, Y=None, name: str = "<data>", dense=None):
         from .features.encode import encode
-        return encode(X, self.space, Y, name=name)
+        return encode(X, self.space, Y, name=name, dense=dense)
 
     def _args(self):
         s = self.space
@@ -177,10 +205,14 @@ class CRFModel:
         want_labels = labels is not None
         lab = np.ascontiguousarray(labels if want_labels else np.zeros(0), dtype=np.int32)
         lsc = np.zeros(ns if want_labels else 0)
+        sp = self.space
+        if corpus.n_dense != sp.n_dense:
+            raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
+        xs = corpus.dense @ sp.dense_weights(self.weights) if sp.n_dense else np.zeros((0, L))
         if nt:
             b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
             decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
-                       ids, ps, marg, logz, lab, lsc)
+                       ids, ps, marg, logz, lab, lsc, xs)
         out = {}
         if path:
             out.update(ids=ids, path_score=ps)
@@ -206,21 +238,22 @@ class CRFModel:
         p = corpus.seq_ptr.tolist()
         return [names[p[i]:p[i + 1]] for i in range(len(p) - 1)]
 
-    def tag(self, X, threads: int | None = None) -> list[list[str]]:
-        """Viterbi labels for a list of attribute sequences."""
-        corpus = self.encode(X)
+    def tag(self, X, threads: int | None = None, dense=None) -> list[list[str]]:
+        """Viterbi labels for a list of attribute sequences (``dense``: their token vectors, one
+        (T x n_dense) array per sequence, for a model with dense features)."""
+        corpus = self.encode(X, dense=dense)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def tag_with_probability(self, X, threads: int | None = None):
+    def tag_with_probability(self, X, threads: int | None = None, dense=None):
         """Viterbi labels, the probability of each best path, and node marginals."""
-        corpus = self.encode(X)
+        corpus = self.encode(X, dense=dense)
         r = self.decode(corpus, marginals=True, threads=threads)
         return self._split(corpus, r["ids"]), np.exp(r["path_score"] - r["logz"]), r["marginals"], corpus
 
-    def sequence_probability(self, X, Y, threads: int | None = None) -> np.ndarray:
+    def sequence_probability(self, X, Y, threads: int | None = None, dense=None) -> np.ndarray:
         """p(y|x) of the given label sequences."""
-        corpus = self.encode(X, Y)
+        corpus = self.encode(X, Y, dense=dense)
         if (corpus.y < 0).any():
             bad = int(np.flatnonzero(corpus.y < 0)[0])
             lab = [lab for ys in Y for lab in ys][bad]
@@ -249,6 +282,13 @@ class CRFModel:
                     out[(s.labels[i], s.labels[j])] = float(self.weights[s.n_state + k])
         return out
 
+    def dense_features(self) -> dict[tuple[str, str], float]:
+        """Weights of the dense block by (dimension name, label)."""
+        s = self.space
+        W = s.dense_weights(self.weights)
+        return {(s.dense_names[j], s.labels[l]): float(W[j, l])
+                for j in range(s.n_dense) for l in range(s.n_labels)}
+
     def top_features(self, k: int = 20) -> list[tuple[str, str, float]]:
         s = self.space
         w = self.weights[:s.n_state]
@@ -270,6 +310,9 @@ class CRFModel:
             "trans_index": space.trans_index.astype(np.int32),
             "weights": w,
         }
+        if space.n_dense:
+            dblob, dlens = _pack_strings(space.dense_names)
+            arrays.update(dense_blob=dblob, dense_lens=_small_int(dlens))
         table = {}
         payload = []
         off = 0
@@ -281,9 +324,9 @@ class CRFModel:
             off += len(comp)
         body = b"".join(payload)
         header = {
-            "format": "crfkit-model", "format_version": FORMAT_VERSION,
+            "format": "crfkit-model", "format_version": 2 if space.n_dense else 1,
             "n_labels": space.n_labels, "n_attributes": space.n_attributes,
-            "n_state": space.n_state, "n_trans": space.n_trans,
+            "n_state": space.n_state, "n_trans": space.n_trans, "n_dense": space.n_dense,
             "arrays": table, "payload_sha256": hashlib.sha256(body).hexdigest(),
             "meta": self.meta,
         }
@@ -341,7 +384,11 @@ class CRFModel:
             trans_index = arrays["trans_index"].astype(np.int32)
             weights = arrays["weights"].astype(np.float64)
             live = trans_index[trans_index >= 0]
+            n_dense = header.get("n_dense", 0)
             problems = []
+            if not isinstance(n_dense, int) or n_dense < 0 or (n_dense and ver < 2):
+                raise ValueError(f"bad dense dimension count {n_dense!r}")
+            dense_names = (_unpack_strings(arrays["dense_blob"], arrays["dense_lens"]) if n_dense else [])
             if (nfeat < 0).any():
                 problems.append("negative feature counts")
             if len(feat_label) != attr_ptr[-1]:
@@ -352,7 +399,9 @@ class CRFModel:
                 problems.append("bad transition table")
             elif len(np.unique(live)) != len(live) or (len(live) and live.max() >= len(live)):
                 problems.append("transition indices are not a permutation")
-            if len(weights) != len(feat_label) + len(live):
+            if len(dense_names) != n_dense:
+                problems.append("the dense dimension names do not match their count")
+            if len(weights) != len(feat_label) + len(live) + n_dense * L:
                 problems.append("the number of weights does not match the features")
             if not np.all(np.isfinite(weights)):
                 problems.append("non-finite weights")
@@ -360,7 +409,8 @@ class CRFModel:
                 raise ValueError("; ".join(problems))
             space = FeatureSpace(
                 labels=labels, attributes=_unpack_strings(arrays["attr_blob"], arrays["attr_lens"]),
-                attr_ptr=attr_ptr, feat_label=feat_label, trans_index=trans_index)
+                attr_ptr=attr_ptr, feat_label=feat_label, trans_index=trans_index,
+                n_dense=n_dense, dense_names=dense_names)
             if space.n_attributes != len(nfeat):
                 raise ValueError("attribute table and feature counts disagree")
             meta = header.get("meta", {})

@@ -83,16 +83,20 @@ class Objective:
             raise DataError("no training sequences")
         if (corpus.y < 0).any() or (corpus.y >= space.n_labels).any():
             raise DataError("training corpus has tokens without a known label")
+        if corpus.n_dense != space.n_dense:
+            raise DataError(f"the corpus has {corpus.n_dense} dense dimensions but the feature space "
+                            f"{space.n_dense}")
         self.corpus = corpus
         self.space = space
         self.reg = reg
+        self._pm = None
         self.n = corpus.n_sequences
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
         self._gbuf = None
         self._emp = None
         # exp-domain emissions by products are safe while every emission score
         # stays within exp(+-EXP_BOUND): |score| <= max|w| * (entries per token)
-        self._binary = bool(np.all(corpus.val == 1.0))
+        self._binary = bool(np.all(corpus.val == 1.0)) and space.n_dense == 0
         counts = np.diff(corpus.tok_ptr)
         self._max_entries = int(counts.max()) if len(counts) else 0
         self.n_full = 0          # full evaluations (value, or value + gradient)
@@ -120,7 +124,20 @@ class Objective:
             c, s = self.corpus, self.space
             batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
                                    s.trans_index, s.n_state, self._emp)
+            if s.n_dense:
+                # sum over tokens of x_t for the gold label y_t: (onehot(y)^T X)^T, one BLAS-backed product
+                from scipy import sparse
+                nt, L = c.n_tokens, s.n_labels
+                onehot = sparse.csr_matrix((np.ones(nt), (np.arange(nt), c.y)), shape=(nt, L))
+                s.dense_weights(self._emp)[:] = np.asarray((onehot.T @ c.dense).T)
         return self._emp
+
+    def _dense_scores(self, w: np.ndarray) -> np.ndarray:
+        """Emission scores of the dense block, X @ W (n_tokens x L); no rows without one."""
+        s = self.space
+        if not s.n_dense:
+            return np.zeros((0, s.n_labels))
+        return self.corpus.dense @ s.dense_weights(w)
 
     def nll_sum_grad(self, w: np.ndarray, g_out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """sum_i -log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser)."""
@@ -137,8 +154,15 @@ class Objective:
         w = np.ascontiguousarray(w, dtype=np.float64)
         ns = self.space.n_state
         exp_ok = self._binary and ns > 0 and float(np.abs(w[:ns]).max()) * self._max_entries <= self.EXP_BOUND
+        xs = self._dense_scores(w)
+        if self.space.n_dense and self._pm is None:
+            self._pm = np.empty((self.corpus.n_tokens, self.space.n_labels))
+        pm = self._pm if self.space.n_dense else np.zeros((0, self.space.n_labels))
         v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
-                                 exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf)
+                                 exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf, xs, pm)
+        if self.space.n_dense:
+            # expected counts of the dense block: sum_t x_t p(y_t = l | x), as one product X^T pm
+            self.space.dense_weights(g)[:] += gscale * (self.corpus.dense.T @ pm)
         self.n_full += 1
         return float(v), float(wsq), g
 
@@ -146,7 +170,7 @@ class Objective:
         """sum_i -log p(y_i|x_i, w) (forward passes only); ``count=False``: monitoring, not an effective pass."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         self.n_full += bool(count)
-        return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds))
+        return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds, self._dense_scores(w)))
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """f(w) and the gradient of its smooth part (the L1 term is left to OWL-QN and friends)."""
@@ -179,12 +203,26 @@ class Objective:
             node = np.empty((T, L))
         if edge is None:
             edge = np.empty((L, L))
-        loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge)
+        if self.space.n_dense:
+            t0 = int(self.corpus.seq_ptr[i])
+            xs = float(beta) * (self.corpus.dense[t0:t0 + T] @ self.space.dense_weights(v))
+            loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge, xs)
+        else:
+            loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge)
         self.n_oracle += 1
         return float(loss), node[:T], edge
 
     def apply_gradient(self, i: int, node: np.ndarray, edge: np.ndarray, coef: float, v: np.ndarray) -> None:
-        """v += coef * grad of -log p(y_i|x_i), sparsely (see kernels.oracle.apply_gradient)."""
+        """v += coef * grad of -log p(y_i|x_i), sparsely (see kernels.oracle.apply_gradient).
+
+        The dense block (when there is one) is touched by every sequence:
+        ``V += coef * X_i^T (node - onehot(y_i))``.
+        """
         c, s = self.corpus, self.space
         _oracle.apply_gradient(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
                                s.trans_index, s.n_state, int(i), node, edge, float(coef), v)
+        if s.n_dense:
+            t0, t1 = int(c.seq_ptr[i]), int(c.seq_ptr[i + 1])
+            r = np.array(node[:t1 - t0], dtype=np.float64, copy=True)
+            r[np.arange(t1 - t0), c.y[t0:t1]] -= 1.0
+            s.dense_weights(v)[:] += coef * (c.dense[t0:t1].T @ r)

@@ -110,6 +110,16 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
         pos = np.minimum(pos, len(order) - 1)
         hit = new_keys[order][pos] == old_keys
         w[order[pos[hit]]] = init.weights[:old.n_state][live][hit]
+    if old.n_dense and space.n_dense:
+        # dense block: by (dimension name, label)
+        dim = {d: j for j, d in enumerate(space.dense_names)}
+        Wn, Wo = space.dense_weights(w), old.dense_weights(init.weights)
+        for jo, d in enumerate(old.dense_names):
+            jn = dim.get(d)
+            if jn is not None:
+                for lo in range(old.n_labels):
+                    if lab[lo] >= 0:
+                        Wn[jn, lab[lo]] = Wo[jo, lo]
     ns = space.n_state
     for i in range(old.n_labels):
         for j in range(old.n_labels):
@@ -303,7 +313,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
 
 def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
           l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None,
-          X_dev=None, Y_dev=None, **kwargs) -> TrainResult:
+          X_dev=None, Y_dev=None, dense=None, dense_dev=None, dense_names=None, **kwargs) -> TrainResult:
     """Train a CRF on attribute sequences ``X`` with label sequences ``Y``.
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
@@ -329,17 +339,23 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     ``m``/``period`` is refused with :class:`crfkit.checkpoint.CheckpointError`.
     ``max_iterations`` counts the whole run, resumed iterations included.
 
+    Dense features: ``dense`` (and ``dense_dev``) give one (tokens x D) real
+    matrix per sequence, next to the attributes of ``X`` or instead of them
+    (``X=None``); the model gets a weight per (dimension, label), named by
+    ``dense_names``.
+
     Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
     count ``max_iterations`` in epochs; ``params`` holds their own settings
     (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
     """
-    space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq)
+    space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq,
+                          dense=dense, dense_names=dense_names)
     reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
     dev = None
-    if X_dev is not None:
+    if X_dev is not None or dense_dev is not None:
         from .features.encode import encode
-        dev = encode(X_dev, space, Y_dev, name="<dev data>")
+        dev = encode(X_dev, space, Y_dev, name="<dev data>", dense=dense_dev)
     meta = dict(kwargs.pop("meta", None) or {})
     meta.update({"support": support, "transitions": transitions or support, "min_freq": min_freq})
-    return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if X_dev is not None else None,
+    return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if dev is not None else None,
                         meta=meta, **kwargs)

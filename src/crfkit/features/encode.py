@@ -14,6 +14,11 @@ Feature supports:
 
 State features are stored CSR by attribute, so ``observed`` costs memory in
 proportion to the pairs that exist, not attributes x labels.
+
+Dense features: next to (or instead of) the attributes, each sequence may
+come with a real-valued matrix (tokens x D: word embeddings, pixels), passed
+as ``dense=[array, ...]``; the model then has a weight for every (dimension,
+label).  With ``X=None`` the sequences have dense vectors only.
 """
 from __future__ import annotations
 
@@ -63,6 +68,45 @@ def _flatten(X, name: str = "<data>"):
     return seq_lens, np.asarray(tok_counts, dtype=np.int64), names, values
 
 
+def _dense_block(dense, seq_lens: np.ndarray | None, name: str, expect: int | None = None) -> np.ndarray:
+    """Stack per-sequence (T_i x D) matrices into one (n_tokens x D) float64 block, checking them."""
+    if isinstance(dense, np.ndarray) and dense.ndim != 3:
+        raise DataError("dense features must be a list with one (tokens x dims) matrix per sequence", name)
+    mats = []
+    D = expect
+    for i, d in enumerate(dense):
+        try:
+            a = np.asarray(d, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError(f"sequence {i}: dense features are not a numeric matrix", name) from None
+        if a.ndim == 1 and a.size == 0:
+            a = a.reshape(0, D or 0)
+        if a.ndim != 2:
+            raise DataError(f"sequence {i}: dense features must be a (tokens x dims) matrix, "
+                            f"got an array of shape {a.shape}", name)
+        if D is None:
+            D = a.shape[1]
+        if a.shape[1] != D:
+            raise DataError(f"sequence {i}: {a.shape[1]} dense dimensions, expected {D}", name)
+        if seq_lens is not None and i < len(seq_lens) and a.shape[0] != seq_lens[i]:
+            raise DataError(f"sequence {i} has {seq_lens[i]} tokens but {a.shape[0]} rows of dense features", name)
+        if not np.all(np.isfinite(a)):
+            t, j = (int(x[0]) for x in np.nonzero(~np.isfinite(a)))
+            raise DataError(f"sequence {i}, token {t}: dense feature {j} is {a[t, j]} (values must be finite)", name)
+        mats.append(a)
+    if seq_lens is not None and len(mats) != len(seq_lens):
+        raise DataError(f"{len(seq_lens)} sequences but {len(mats)} dense matrices", name)
+    if not mats:
+        return np.zeros((0, D or 0))
+    return np.ascontiguousarray(np.concatenate(mats, axis=0))
+
+
+def _no_attributes(dense) -> list:
+    """Attribute sequences for dense-only data: every token without attributes."""
+    empty: list = []
+    return [[empty] * len(d) for d in dense]
+
+
 def _ptr(counts: np.ndarray) -> np.ndarray:
     p = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=p[1:])
@@ -83,9 +127,14 @@ def _label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndar
     return np.fromiter(map(label_index.get, flat, itertools.repeat(-1)), dtype=np.int32, count=len(flat))
 
 
-def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: str | None = None,
-          min_freq: float = 0, name: str = "<training data>") -> tuple[FeatureSpace, Corpus]:
+def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transitions: str | None = None,
+          min_freq: float = 0, name: str = "<training data>", dense: Sequence | None = None,
+          dense_names: Sequence[str] | None = None) -> tuple[FeatureSpace, Corpus]:
     """Build the feature space from training data and encode that data against it.
+
+    ``dense``: one (tokens x D) real matrix per sequence, weighted per
+    (dimension, label) (``dense_names``: names of the D dimensions, for
+    introspection); ``X=None``: no attributes, dense vectors only.
 
     ``min_freq``: features (observed) or attributes (all) seen fewer times are dropped
     (CRFsuite ``feature.minfreq`` / CRF++ ``-f``).
@@ -97,9 +146,14 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
     transitions = transitions or support
     if transitions not in SUPPORTS + ("none",):
         raise ValueError(f"transitions must be one of {SUPPORTS + ('none',)}, got {transitions!r}")
+    if X is None:
+        if dense is None:
+            raise ValueError("give attribute sequences X, dense matrices, or both")
+        X = _no_attributes(dense)
     if len(X) == 0:
         raise DataError("no training sequences", name)
     seq_lens, tok_counts, names, values = _flatten(X, name)
+    D = _dense_block(dense, seq_lens, name) if dense is not None else None
     if seq_lens.sum() == 0:
         raise DataError("training data has no tokens", name)
     if (seq_lens == 0).any():
@@ -174,14 +228,16 @@ def build(X: Sequence, Y: Sequence, *, support: str = "observed", transitions: s
     for lab, k in label_index.items():
         labels[k] = lab
     space = FeatureSpace(labels=labels, attributes=attributes, attr_ptr=attr_ptr,
-                         feat_label=feat_label, trans_index=trans_index)
+                         feat_label=feat_label, trans_index=trans_index,
+                         n_dense=0 if D is None else D.shape[1],
+                         dense_names=None if dense_names is None or D is None else list(dense_names))
     ent = remap[raw]
     del raw
-    corpus = _assemble(seq_ptr, tok_counts, ent, values, y)
+    corpus = _assemble(seq_ptr, tok_counts, ent, values, y, D)
     return space, corpus
 
 
-def _assemble(seq_ptr, tok_counts, ent_attr, values, y) -> Corpus:
+def _assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None) -> Corpus:
     keep = ent_attr >= 0
     if keep.all():
         tok_ptr = _ptr(tok_counts)
@@ -192,19 +248,32 @@ def _assemble(seq_ptr, tok_counts, ent_attr, values, y) -> Corpus:
         tok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
         attr = ent_attr[keep]
         val = values[keep] if values is not None else np.ones(int(keep.sum()))
-    return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y)
+    return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y, dense=dense)
 
 
-def encode(X: Sequence, space: FeatureSpace, Y: Sequence | None = None, *, name: str = "<data>") -> Corpus:
+def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *, name: str = "<data>",
+           dense: Sequence | None = None) -> Corpus:
     """Encode sequences against an existing feature space.
 
     Attributes the model does not know are dropped; labels it does not know get
-    id -1 (they can still be scored as strings by the metrics).
+    id -1 (they can still be scored as strings by the metrics).  ``dense``: one
+    (tokens x n_dense) matrix per sequence, required exactly when the space
+    has dense dimensions.
     """
+    if space.n_dense and dense is None:
+        raise DataError(f"the model has {space.n_dense} dense feature dimensions: give one "
+                        f"(tokens x {space.n_dense}) matrix per sequence (dense=...)", name)
+    if dense is not None and not space.n_dense:
+        raise DataError("dense features were given, but the model has no dense dimensions", name)
+    if X is None:
+        if dense is None:
+            raise ValueError("give attribute sequences X, dense matrices, or both")
+        X = _no_attributes(dense)
     seq_lens, tok_counts, names, values = _flatten(X, name)
+    D = _dense_block(dense, seq_lens, name, expect=space.n_dense) if dense is not None else None
     ent = np.fromiter(map(space.attr_index.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
     if Y is not None:
         y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
     else:
         y = np.full(int(seq_lens.sum()), -1, dtype=np.int32)
-    return _assemble(_ptr(seq_lens), tok_counts, ent, values, y)
+    return _assemble(_ptr(seq_lens), tok_counts, ent, values, y, D)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, edge_marginal_sum, emissions, forward_backward, gold_score,
-                    log_partition, transition_matrix, viterbi)
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, edge_marginal_sum, emissions, forward_backward,
+                    gold_score, log_partition, transition_matrix, viterbi)
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -166,9 +166,14 @@ def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                     w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd):
+                     w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd, xs, pm):
     """Sum of log Z over sequences s0..s1-1; adds the expected feature counts
     into g (sparse attributes) and Gd (dense rows).
+
+    ``xs`` (n_tokens x L, or no rows): extra emission scores added to the
+    attributes' (the dense block's ``X @ W``; the exp path must then be off).
+    ``pm`` (n_tokens x L, or no rows): receives the node marginals (for the
+    dense block's gradient ``X^T pm``, taken outside).
 
     (The gold-path scores and empirical counts are constant-time terms the
     caller handles with the precomputed empirical count vector.)
@@ -205,12 +210,17 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
             logz = _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
         if not np.isfinite(logz):
             _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
+            add_scores(xs, t0, T, score)
             logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
             edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, E)
         total += logz
         for t in range(T):
             for l in range(L):
                 alpha[t, l] *= beta[t, l]
+        if pm.shape[0] > 0:
+            for t in range(T):
+                for l in range(L):
+                    pm[t0 + t, l] = alpha[t, l]
         for t in range(T):
             for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
                 a = attr[e]
@@ -232,7 +242,7 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf):
+              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf, xs, pm):
     """Returns (sum over the corpus of -log p(y|x), ||w||^2) and writes
     ``gscale * grad(sum nll) + l2 * w`` to g_out (one pass for all of it).
 
@@ -241,13 +251,17 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     emissions may be built in the exp domain by products (no overflow).
     ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes handled as
     dense label rows; ``gdbuf`` (n_chunks x rows x L) is their gradient buffer.
+    ``xs``/``pm``: extra emission scores in, node marginals out (see
+    ``_chunk_loss_grad``); the caller adds the dense block's expected counts
+    ``gscale * X^T pm`` to ``g_out`` (its empirical counts and L2 term are
+    already in, from ``emp`` and ``w``).
     """
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     expMT = expM.T.copy()
-    exp_ok = exp_ok and tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE
+    exp_ok = exp_ok and tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE and xs.shape[0] == 0
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     _fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
@@ -262,7 +276,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     for c in prange(n_chunks):
         logzs[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
                                     trans_index, w, expw, exp_ok, row, Wd, expWd, n_state, trans,
-                                    expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c])
+                                    expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c], xs, pm)
     # dense rows back into the parameter layout (only where a feature exists)
     for r in prange(R):
         a = dense_attr[r]
@@ -287,7 +301,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1):
+def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1, xs):
     L = trans.shape[0]
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
@@ -303,13 +317,15 @@ def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, 
         if T == 0:
             continue
         emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+        add_scores(xs, t0, T, score)
         loss += log_partition(score, T, trans, expM, tmax, es, alpha, scale) - gold_score(score, y, t0, T, trans)
     return loss
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds):
-    """Sum over the corpus of -log p(y|x), without the gradient (forward pass only)."""
+def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds, xs):
+    """Sum over the corpus of -log p(y|x), without the gradient (forward pass only).
+    ``xs``: extra emission scores (n_tokens x L, or no rows)."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
@@ -317,20 +333,21 @@ def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     losses = np.zeros(n_chunks)
     for c in prange(n_chunks):
         losses[c] = _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w,
-                                trans, expM, tmax, bounds[c], bounds[c + 1])
+                                trans, expM, tmax, bounds[c], bounds[c + 1], xs)
     return losses.sum()
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds,
-               ids, path_score, marg, logz, labels, label_score):
+               ids, path_score, marg, logz, labels, label_score, xs):
     """Per sequence, whatever is asked for (a zero-length output array means "not wanted"):
 
     * ``ids`` (n_tokens) and ``path_score`` (n_seq): the Viterbi path and its score;
     * ``marg`` (n_tokens x L) and ``logz`` (n_seq): node marginals and log Z;
     * ``label_score`` (n_seq): the score of the given path ``labels`` (n_tokens).
 
-    Emission scores are computed once per sequence for all of them.
+    Emission scores are computed once per sequence for all of them; ``xs``
+    (n_tokens x L, or no rows) holds extra emission scores (the dense block's).
     """
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
@@ -361,6 +378,7 @@ def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w
                     label_score[s] = 0.0
                 continue
             emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            add_scores(xs, t0, T, score)
             if want_path:
                 path_score[s] = viterbi(score, T, trans, ids, t0)
             if want_score:

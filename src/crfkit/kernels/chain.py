@@ -62,6 +62,18 @@ def emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, scale, out):
 
 
 @njit(**_NOPY)
+def add_scores(xs, r0, T, out):
+    """out[t, l] += xs[r0 + t, l] for t < T: extra emission scores computed outside the kernels
+    (the dense block's ``X @ W``); a no-op when ``xs`` has no rows."""
+    if xs.shape[0] == 0:
+        return
+    L = out.shape[1]
+    for t in range(T):
+        for l in range(L):
+            out[t, l] += xs[r0 + t, l]
+
+
+@njit(**_NOPY)
 def _logsumexp(x):
     m = -np.inf
     for v in x:

@@ -13,17 +13,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import FAST, edge_marginal_sum, emissions, forward_backward, gold_score, transition_matrix
+from .chain import FAST, add_scores, edge_marginal_sum, emissions, forward_backward, gold_score, transition_matrix
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 
 @njit(**_NOPY)
 def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                    v, beta, n_state, i, node, edge):
+                    v, beta, n_state, i, node, edge, xs=None):
     """Loss -log p(y_i|x_i) at w = beta*v; node marginals into node[:T], summed edge marginals into edge.
 
     ``node`` must have at least T rows; ``edge`` (L x L) is overwritten.
+    ``xs`` (T x L, optional): extra emission scores of the sequence's tokens
+    (the dense block's ``beta * X_i @ V``).
     """
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
@@ -42,6 +44,8 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
     beta_m = np.empty((T, L))
     scale = np.empty(T)
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    if xs is not None:
+        add_scores(xs, 0, T, score)
     logz = forward_backward(score, T, trans, expM, tmax, es, node, beta_m, scale)
     edge_marginal_sum(T, expM, es, node, beta_m, scale, score, trans, logz, edge)
     for t in range(T):
