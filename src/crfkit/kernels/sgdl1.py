@@ -1,0 +1,204 @@
+"""Numba kernels of SGD-L1 (Tsuruoka, Tsujii & Ananiadou 2009): naive, clipping (lazy), cumulative penalty.
+
+Every quantity is kept in the units of the scaled weights ``w = beta * v``
+(``crfkit.kernels.oracle``): the L2 shrinkage ``w <- (1 - eta*l2) w`` changes
+``beta`` only, and an L1 penalty of ``eta*l1`` in ``w`` units is ``eta*l1/beta``
+in ``v`` units.  ``u`` (``scal[U]``) is the total L1 penalty, in ``v`` units,
+that every weight could have received so far (the paper's ``u_k``, eq. 3); per
+feature the kernels keep
+
+* ``clipping`` (penalty ``CLIP``): ``last[f]``, the value of ``u`` up to which
+  feature ``f``'s penalty has been applied.  A feature is brought up to date
+  (clipped at zero by ``u - last[f]``) just before the oracle reads it: clipping
+  by a sum of penalties at once equals clipping by each in turn (the shrinkage
+  by ``beta`` keeps signs and is linear), so this lazy update gives exactly
+  the weights of the dense method that clips every weight at every step.
+* ``naive`` (``NAIVE``): ``last[f]`` as above and ``lastk[f]``, the step count
+  up to which ``f`` is up to date.  The dense method subtracts
+  ``p_t * sign(w)`` from every weight at every step: away from zero a pending
+  total ``P`` is one subtraction; a weight that reaches zero within the pending
+  ``n`` steps oscillates around it, and the catch-up places it where a constant
+  per-step penalty ``P/n`` would (exact with a constant step size and no L2,
+  within one per-step penalty otherwise).
+* ``cumulative`` (``CUMUL``): ``q[f]``, the total penalty ``f`` has actually
+  received (the paper's ``q_i``, eq. 4); Figure 2's ApplyPenalty is applied to
+  the features of the current sample only, after their gradient step.
+
+One step for sample ``i`` (global step ``k``, counted from 0 as in Figure 2):
+eta = rate(k); the sample's state features (each once) and all transitions are
+brought up to date (naive/clipping); the oracle at ``w = beta*v``; ``beta *=
+1 - eta*l2``; ``v += -(eta/beta) * grad_i``; ``u += eta*l1/beta``; the penalty
+for the sample's features.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .chain import FAST
+from .oracle import apply_gradient, sequence_oracle
+
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+
+NAIVE, CLIP, CUMUL = 0, 1, 2
+INVERSE, EXPONENTIAL, CONSTANT = 0, 1, 2
+# slots of the scalar state array ``scal``
+BETA, U = 0, 1
+
+
+@njit(**_NOPY)
+def rate(schedule, eta0, alpha, k, n):
+    """Learning rate of step k (from 0) with n samples per pass: eq. (5), eq. (6) or constant."""
+    if schedule == INVERSE:
+        return eta0 / (1.0 + k / n)
+    if schedule == EXPONENTIAL:
+        return eta0 * alpha ** (k / n)
+    return eta0
+
+
+@njit(**_NOPY)
+def _catch_up(penalty, f, v, u, k, last, lastk):
+    """Apply to v[f] the penalty of the steps since it was last up to date (naive, clipping)."""
+    pend = u - last[f]
+    x = v[f]
+    if penalty == CLIP:
+        if pend > 0.0:
+            if x > 0.0:
+                x = x - pend
+                if x < 0.0:
+                    x = 0.0
+            elif x < 0.0:
+                x = x + pend
+                if x > 0.0:
+                    x = 0.0
+            v[f] = x
+    else:
+        n = k - lastk[f]
+        if n > 0 and pend > 0.0 and x != 0.0:
+            s = 1.0 if x > 0.0 else -1.0
+            ax = abs(x)
+            if ax > pend:
+                v[f] = x - s * pend
+            else:
+                p = pend / n
+                m = math.ceil(ax / p)          # steps to reach or cross zero (m <= n)
+                if m < 1:
+                    m = 1
+                if m > n:
+                    m = n
+                r = ax - m * p                 # <= 0: the value, in the original sign, at that step
+                if r == 0.0:
+                    v[f] = 0.0                 # sign(0) = 0: it stays at zero
+                elif (n - m) % 2 == 0:
+                    v[f] = s * r
+                else:
+                    v[f] = s * (r + p)
+        lastk[f] = k
+    last[f] = u
+
+
+@njit(**_NOPY)
+def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state,
+              order, start, stop, k0, n_per_pass, schedule, eta0, alpha, l1, l2, penalty,
+              v, scal, last, lastk, q, stamp, touched, sign, node, edge):
+    """Run the steps for samples order[start:stop]; the first is global step k0.  Returns the last eta.
+
+    ``scal`` holds [beta, u]; ``last``/``lastk`` (naive, clipping) or ``q``
+    (cumulative) are per feature; ``stamp`` (int64, one per feature, initially
+    -1) marks features already listed for the current step; ``touched`` and
+    ``sign`` are scratch buffers of at least n_features entries; ``node`` has at
+    least as many rows as the longest sequence.
+    """
+    d = v.shape[0]
+    eta = 0.0
+    for s in range(start, stop):
+        k = k0 + (s - start)
+        i = order[s]
+        eta = rate(schedule, eta0, alpha, k, n_per_pass)
+        beta = scal[BETA]
+        u = scal[U]
+        # the sample's state features, each once, then all transitions
+        nt = 0
+        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+            a = attr[e]
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                if stamp[f] != k:
+                    stamp[f] = k
+                    touched[nt] = f
+                    nt += 1
+        for f in range(n_state, d):
+            touched[nt] = f
+            nt += 1
+        if penalty != CUMUL:
+            for j in range(nt):
+                _catch_up(penalty, touched[j], v, u, k, last, lastk)
+        if penalty == NAIVE:
+            for j in range(nt):
+                x = v[touched[j]]
+                sign[j] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+        sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                        v, beta, n_state, i, node, edge)
+        beta = beta * (1.0 - eta * l2)
+        apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                       n_state, i, node, edge, -eta / beta, v)
+        p = eta * l1 / beta
+        u = u + p
+        if penalty == CLIP:
+            for j in range(nt):
+                f = touched[j]
+                x = v[f]
+                if x > 0.0:
+                    x = x - p
+                    if x < 0.0:
+                        x = 0.0
+                elif x < 0.0:
+                    x = x + p
+                    if x > 0.0:
+                        x = 0.0
+                v[f] = x
+                last[f] = u
+        elif penalty == NAIVE:
+            for j in range(nt):
+                f = touched[j]
+                v[f] -= p * sign[j]
+                last[f] = u
+                lastk[f] = k + 1
+        else:
+            # Figure 2, ApplyPenalty(i), in v units
+            for j in range(nt):
+                f = touched[j]
+                z = v[f]
+                x = z
+                if x > 0.0:
+                    x = x - (u + q[f])
+                    if x < 0.0:
+                        x = 0.0
+                elif x < 0.0:
+                    x = x + (u - q[f])
+                    if x > 0.0:
+                        x = 0.0
+                v[f] = x
+                q[f] += x - z
+        scal[BETA] = beta
+        scal[U] = u
+    return eta
+
+
+@njit(**_NOPY)
+def catch_up_all(penalty, v, u, k, last, lastk):
+    """Bring every feature up to date (naive, clipping) at step count k."""
+    for f in range(v.shape[0]):
+        _catch_up(penalty, f, v, u, k, last, lastk)
+
+
+@njit(**_NOPY)
+def fold(v, aux, scal):
+    """Fold beta into v: w = beta*v unchanged; u and aux (last or q, in v units) rescaled with it."""
+    b = scal[BETA]
+    for f in range(v.shape[0]):
+        v[f] *= b
+        aux[f] *= b
+    scal[U] *= b
+    scal[BETA] = 1.0

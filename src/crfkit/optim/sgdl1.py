@@ -1,0 +1,292 @@
+"""SGD-L1 (Tsuruoka, Tsujii & Ananiadou 2009): per-sample SGD for the elastic-net CRF objective with
+the naive, clipping (lazy update) and cumulative L1 penalties.
+
+Normalisation.  crfkit minimises ``f(w) = (1/n) sum_j nll_j(w) + (l2/2)|w|^2 +
+l1 |w|_1`` (DESIGN.md), which is the mean over samples of ``f_j(w) = nll_j(w)
++ (l2/2)|w|^2 + l1 |w|_1``.  The paper maximises ``sum_j L(j, w) - C |w|_1``
+and steps, at sample ``j``, along the gradient of ``L(j, w) - (C/N) |w|_1``:
+that is ``-f_j`` with
+
+    l1 = C / N        (C = l1 * n = CRFsuite's c1 = Wapiti's rho1),
+
+so one step here is ``w <- w - eta * d f_j(w)`` with the paper's ``eta``
+unchanged (its grid 1.0, 0.5, 0.2, 0.1 carries over as it is), the per-step L1
+penalty is ``eta * l1`` (the paper's ``eta * C / N``) and
+``u_k = l1 * sum_{t<=k} eta_t`` (eq. 3).  The objective per sample the paper
+reports, ``L_w / N``, is ``-f(w)`` with ``l2 = 0``: pass ``l2=0`` (or ``c2=0``)
+explicitly, since crfkit keeps CRFsuite's default ``c2 = 1`` otherwise.
+
+L2 (elastic net, ``l2 > 0``) is applied exactly and lazily: the weights are
+``w = beta * v``, the shrinkage ``(1 - eta*l2)`` of every weight at every step
+changes ``beta`` only, and the L1 bookkeeping (``u``, ``q_i``, the lazy
+penalties) is kept in ``v`` units, where a step's penalty is ``eta*l1/beta``.
+For clipping this is the dense method (shrink, gradient step, clip every
+weight) exactly; for cumulative it is Figure 2 with the penalties a weight
+"could have received" discounted by the shrinkage since they were due.
+
+Penalties (``penalty=``):
+
+* ``naive``: the subgradient step ``- eta * l1 * sign(w_i)`` on every weight at
+  every step (§3.1), done lazily: a weight is brought up to date when a sample
+  uses it (exact while it stays on one side of zero; a weight that reaches zero
+  in between is put where the dense method's oscillation around zero would be
+  with the mean per-step penalty: exact for a constant step size without L2).
+  Like the paper's, its weights hover around zero instead of becoming zero.
+* ``clipping``: Carpenter's clipping at zero with the lazy update (§3.1),
+  exactly equal to the dense clip-every-weight-every-step method.
+* ``cumulative``: Figure 2 (§3.2): ``u`` the total penalty each weight could
+  have received, per-feature ``q_i`` the penalty it did receive, the penalty
+  applied only to the features of the current sample.
+
+Learning rates (``schedule=``): ``inverse`` eq. (5) ``eta_k = eta0 / (1 +
+k/N)``; ``exponential`` eq. (6) ``eta_k = eta0 * alpha^(k/N)`` (the paper
+prints ``alpha^(-k/N)``; with its ``0 < alpha < 1`` the rate must decay, so
+the sign of the exponent is a misprint); ``constant`` ``eta_k = eta0``.  ``k``
+counts samples from 0 over the whole run and ``N`` is the number of training
+sequences.  Every pass visits the sequences in a random order drawn from
+``(seed, pass)``, so a resumed run draws the same orders.
+
+Work per step is the sample's oracle plus O(its state features + the
+transitions); O(all features) work happens once per pass (bringing every
+weight up to date, folding ``beta``, the monitoring value ``f``).
+
+Checkpoints: the state (``info['state']()``) is taken at the end of a pass,
+where every weight is up to date and ``beta = 1``; a run interrupted (Ctrl-C)
+during a pass returns the weights and state of the last completed pass.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..errors import CrfkitError
+from ..kernels import sgdl1 as K
+from .stochastic import StochasticResult
+
+PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
+SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}
+DEFAULT_PASSES = 30          # the paper's number of passes
+ETA0_GRID = (1.0, 0.5, 0.2, 0.1)   # §4.1
+ALPHA_GRID = (0.9, 0.85, 0.8)      # §4.1
+BLOCK = 512                  # samples per numba call (Ctrl-C is seen between calls)
+FOLD_BELOW = 1e-6            # fold beta into v mid-pass when it gets this small
+
+
+def learning_rate(k, n: int, *, schedule: str = "exponential", eta0: float = 0.1, alpha: float = 0.85):
+    """eta_k of ``schedule`` for step(s) ``k`` (from 0) with ``n`` samples per pass (eq. 5 / eq. 6)."""
+    k = np.asarray(k, dtype=np.float64)
+    if schedule == "inverse":
+        return eta0 / (1.0 + k / n)
+    if schedule == "exponential":
+        return eta0 * alpha ** (k / n)
+    if schedule == "constant":
+        return eta0 + 0.0 * k
+    raise ValueError(f"unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
+
+
+def pass_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The visiting order of pass ``epoch`` (from 0): a permutation drawn from (seed, epoch)."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)]).permutation(n).astype(np.int64)
+
+
+def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
+    if penalty not in PENALTIES:
+        raise ValueError(f"sgd-l1: unknown penalty {penalty!r}; one of {', '.join(PENALTIES)}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"sgd-l1: unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
+    try:
+        eta0 = float(eta0)
+        alpha = float(alpha)
+    except (TypeError, ValueError):
+        raise ValueError(f"sgd-l1: eta0 and alpha must be numbers (got {eta0!r}, {alpha!r})") from None
+    if not (math.isfinite(eta0) and eta0 > 0):
+        raise ValueError(f"sgd-l1: eta0 must be a positive number (got {eta0!r})")
+    if schedule == "exponential" and not (0 < alpha <= 1):
+        raise ValueError(f"sgd-l1: alpha must be in (0, 1] for the exponential schedule (got {alpha!r})")
+    if reg.l2 > 0 and eta0 * reg.l2 >= 1:
+        raise ValueError(f"sgd-l1: eta0 * l2 = {eta0 * reg.l2:g} >= 1: the L2 shrinkage (1 - eta*l2) would not "
+                         "be positive; lower eta0")
+    if max_iterations is not None and int(max_iterations) < 0:
+        raise ValueError("sgd-l1: max_iterations (passes) must be >= 0")
+    return eta0, alpha
+
+
+def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
+           penalty: str = "cumulative", schedule: str = "exponential", eta0: float = 0.1, alpha: float = 0.85,
+           monitor: bool = True, state: dict | None = None) -> StochasticResult:
+    """SGD with an L1 penalty (``naive`` | ``clipping`` | ``cumulative``) and L2 shrinkage; see the module doc.
+
+    ``max_iterations``: passes over the data (default 30).  ``eta0``, ``alpha``:
+    the learning-rate parameters (``alpha`` is used by ``exponential`` only);
+    :func:`tune_sgd_l1` picks them on a sample as §4.1 does.  ``monitor``: compute
+    ``f`` over the whole training set at the end of every pass (not counted as
+    effective passes); False: only after the last pass (the others report NaN).
+    ``state``: resume from ``info['state']()`` of an earlier run with the same
+    data and settings.
+    """
+    if getattr(obj.space, "n_dense", 0) > 0:
+        raise CrfkitError("sgd-l1 does not support dense features yet")
+    eta0, alpha = _check_params(penalty, schedule, eta0, alpha, reg, max_iterations)
+    pcode, scode = PENALTIES[penalty], SCHEDULES[schedule]
+    epochs = DEFAULT_PASSES if max_iterations is None else int(max_iterations)
+    c, s = obj.corpus, obj.space
+    n, d, ns = obj.n, s.n_features, s.n_state
+    settings = {"penalty": penalty, "schedule": schedule, "eta0": eta0, "alpha": alpha, "seed": int(seed),
+                "l1": float(reg.l1), "l2": float(reg.l2), "n": int(n), "n_features": int(d)}
+    if state is not None:
+        bad = [k for k, val in settings.items() if state.get("settings", {}).get(k) != val]
+        if bad:
+            raise ValueError("sgd-l1: the state was made with other settings: " + ", ".join(
+                f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now" for k in bad))
+        v = np.array(state["x"], dtype=np.float64, copy=True)
+        aux = np.array(state["aux"], dtype=np.float64, copy=True)
+        lastk = np.array(state["lastk"], dtype=np.int64, copy=True)
+        u = float(state["u"])
+        epoch0 = int(state["iteration"])
+        eta = float(state.get("step", float("nan")))
+    else:
+        v = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
+        if v.shape != (d,):
+            raise ValueError(f"x0 has shape {v.shape}; the feature space has {d} features")
+        aux = np.zeros(d)                     # last (naive, clipping) or q (cumulative)
+        lastk = np.zeros(d if pcode == K.NAIVE else 1, dtype=np.int64)
+        u = 0.0
+        epoch0 = 0
+        eta = float("nan")
+    scal = np.array([1.0, u])
+    stamp = np.full(d, -1, dtype=np.int64)
+    touched = np.empty(d, dtype=np.int64)
+    sign = np.empty(d if pcode == K.NAIVE else 1)
+    Tmax = int(np.diff(c.seq_ptr).max())
+    L = s.n_labels
+    node = np.empty((Tmax, L))
+    edge = np.empty((L, L))
+    args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index, ns)
+    monitor_s = 0.0
+
+    def snapshot(epoch, x, aux_, lastk_, u_, step):
+        # arrays copied now (the run goes on mutating its own), the dict built on demand
+        x, aux_, lastk_ = x.copy(), aux_.copy(), lastk_.copy()
+        return lambda: {"iteration": int(epoch), "x": x, "aux": aux_, "lastk": lastk_, "u": float(u_),
+                        "step": float(step), "settings": dict(settings)}
+
+    state_fn = snapshot(epoch0, v, aux, lastk, u, eta) if epoch0 > 0 else None
+    last_x = v.copy()
+    last_f = done_f = float("nan")
+    epoch = epoch0
+    status, message = "max_iterations", f"{epochs} passes"
+    try:
+        while epoch < epochs:
+            order = pass_order(seed, epoch, n)
+            k0 = epoch * n
+            for b0 in range(0, n, BLOCK):
+                b1 = min(n, b0 + BLOCK)
+                eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
+                                  float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node, edge)
+                obj.n_oracle += b1 - b0
+                if scal[K.BETA] < FOLD_BELOW:
+                    K.fold(v, aux, scal)
+            # end of the pass: every weight up to date, beta folded into v
+            k = (epoch + 1) * n
+            if pcode != K.CUMUL:
+                K.catch_up_all(pcode, v, scal[K.U], k, aux, lastk)
+            K.fold(v, aux, scal)
+            if pcode != K.CUMUL:
+                aux[:] = 0.0           # all up to date: u restarts from 0 (keeps its precision)
+                scal[K.U] = 0.0
+            epoch += 1
+            if not np.all(np.isfinite(v)):
+                raise CrfkitError(f"sgd-l1 diverged: non-finite weights in pass {epoch}; eta0={eta0:g} is too "
+                                  "large for this problem (lower it, or pick it with tune_sgd_l1)")
+            last_x = v.copy()
+            state_fn = snapshot(epoch, v, aux, lastk, scal[K.U], eta)
+            t = time.perf_counter()
+            last_f = obj.value(last_x, count=False) if (monitor or epoch == epochs) else float("nan")
+            done_f = last_f
+            monitor_s += time.perf_counter() - t
+            if callback is not None:
+                info = {"iteration": epoch, "f": last_f, "x": last_x, "step": float(eta),
+                        "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "examples_seen": epoch * n,
+                        "monitor_s": monitor_s}
+                if callback(info):
+                    status, message = "stopped", f"stopped by the callback after pass {epoch}"
+                    break
+    except KeyboardInterrupt:
+        status, message = "interrupted", f"interrupted; the weights of pass {epoch}"
+        if state_fn is not None:
+            st = state_fn()
+            last_x, epoch = st["x"].copy(), st["iteration"]
+        else:
+            last_x, epoch = (np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64)), 0
+        last_f = done_f
+    if not math.isfinite(last_f) and status != "interrupted":
+        last_f = obj.value(last_x, count=False)
+    return StochasticResult(x=last_x, f=last_f, status=status, message=message, iterations=int(epoch),
+                            state_fn=state_fn)
+
+
+def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: int = DEFAULT_PASSES,
+                penalty: str = "cumulative", schedule: str = "exponential", eta0_grid=ETA0_GRID,
+                alpha_grid=ALPHA_GRID, alpha: float = 0.85, seed: int = 0, threads: int | None = None) -> dict:
+    """Pick ``eta0`` (and ``alpha``) on a random sample of the training sequences, as §4.1 does.
+
+    ``obj``: an :class:`~crfkit.objective.Objective` (its corpus, space and
+    regularisation are used; ``reg`` overrides the latter), or an encoded
+    :class:`~crfkit.corpus.Corpus` with its ``space`` and ``reg``.
+
+    What it does: draws ``sample_size`` sequences (all when there are fewer)
+    with ``seed``; on that sample, with the same ``l1``/``l2`` (crfkit's
+    per-sequence normalisation keeps the balance of loss and penalty per sample
+    the same on a sample as on the whole set) and ``N`` = the sample size in
+    the schedule, runs ``passes`` passes of :func:`sgd_l1` with ``penalty`` and
+    ``schedule`` for every ``eta0`` in ``eta0_grid`` (the paper's 1.0, 0.5, 0.2,
+    0.1; exponential: with ``alpha``, the paper's rule of thumb 0.85) and keeps
+    the one with the lowest objective ``f`` on the sample after those passes
+    (the paper: the highest ``L_w``).  Then, for the exponential schedule only,
+    it tries every ``alpha`` in ``alpha_grid`` (0.9, 0.85, 0.8) with that
+    ``eta0`` and keeps the best.  A run that diverges counts as ``f = inf``.
+
+    Returns ``{"eta0", "alpha", "f", "sample_size", "trials": [(eta0, alpha, f), ...]}``.
+    """
+    from ..objective import Objective
+    if isinstance(obj, Objective):
+        corpus, space = obj.corpus, obj.space
+        reg = obj.reg if reg is None else reg
+    else:
+        corpus = obj
+        if space is None or reg is None:
+            raise ValueError("tune_sgd_l1: give an Objective, or a corpus with its space and reg")
+    if getattr(space, "n_dense", 0) > 0:
+        raise CrfkitError("sgd-l1 does not support dense features yet")
+    if int(sample_size) < 1 or int(passes) < 1:
+        raise ValueError("tune_sgd_l1: sample_size and passes must be >= 1")
+    if not len(eta0_grid):
+        raise ValueError("tune_sgd_l1: eta0_grid is empty")
+    n = corpus.n_sequences
+    m = min(int(sample_size), n)
+    idx = np.sort(np.random.default_rng(int(seed)).choice(n, size=m, replace=False)) if m < n else np.arange(n)
+    sub = Objective(corpus.subset(idx), space, reg, threads=threads)
+    trials = []
+
+    def trial(e0, a):
+        try:
+            res = sgd_l1(sub, None, reg=reg, max_iterations=int(passes), seed=int(seed), penalty=penalty,
+                         schedule=schedule, eta0=e0, alpha=a, monitor=False)
+            f = res.f if math.isfinite(res.f) else math.inf
+        except CrfkitError:
+            f = math.inf
+        trials.append((float(e0), float(a), float(f)))
+        return f
+
+    best_eta = min(eta0_grid, key=lambda e0: trial(e0, alpha))
+    best_alpha, best_f = float(alpha), min(f for e0, a, f in trials if e0 == best_eta)
+    if schedule == "exponential":
+        for a in alpha_grid:
+            if float(a) == float(alpha):
+                continue                 # already tried with this eta0
+            f = trial(best_eta, a)
+            if f < best_f:
+                best_alpha, best_f = float(a), f
+    return {"eta0": float(best_eta), "alpha": best_alpha, "f": float(best_f), "sample_size": m, "trials": trials}
