@@ -271,3 +271,62 @@ def test_ocr_letters_train_through_the_dense_path():
     pred = dense.model.tag(None, dense=Xte)
     acc = np.mean([p == g for ps, gs in zip(pred, Yte) for p, g in zip(ps, gs)])
     assert acc > 0.5
+
+
+def _dense_column_file(path, seed, n=40, bad=None):
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(n):
+        for _ in range(int(rng.integers(1, 6))):
+            lab = int(rng.integers(0, 3))
+            vec = rng.normal(size=3) + np.eye(3)[lab] * 2.0
+            lines.append(f"w{rng.integers(0, 5)}\t" + "\t".join(f"{v:.6f}" for v in vec) + f"\tL{lab}")
+        lines.append("")
+    if bad is not None:
+        lineno, text = bad
+        lines[lineno - 1] = text
+    path.write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def test_cli_trains_and_tags_with_dense_columns(tmp_path, capsys):
+    from crfkit.cli import main
+    train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
+    _dense_column_file(train_f, 1)
+    lines = _dense_column_file(test_f, 2)
+    tpl = tmp_path / "template"
+    tpl.write_text("U00:%x[0,0]\nB\n")
+    model = tmp_path / "m.crfkit"
+    assert main(["train", str(train_f), "-m", str(model), "-t", str(tpl), "--dense-columns", "2-4", "-q"]) == 0
+    m = CRFModel.load(model)
+    assert m.space.n_dense == 3 and m.meta["dense_columns"] == [2, 3, 4]
+    assert m.space.dense_names == ["column 2", "column 3", "column 4"]
+    capsys.readouterr()
+    out = tmp_path / "out.txt"
+    assert main(["tag", str(test_f), "-m", str(model), "-o", str(out)]) == 0
+    tagged = [x.split("\t") for x in out.read_text().splitlines() if x]
+    gold = [x.split("\t")[-1] for x in lines if x]
+    assert len(tagged) == len(gold)
+    assert np.mean([t[-1] == g for t, g in zip(tagged, gold)]) > 0.8   # the dense columns carry the label
+    assert main(["info", "-m", str(model)]) == 0
+    assert "dense features: 3 dimensions (columns 2-4) x 3 labels = 9 weights" in capsys.readouterr().out
+    # dense columns only: a template file without U lines is fine then
+    tpl2 = tmp_path / "template2"
+    tpl2.write_text("B\n")
+    assert main(["train", str(train_f), "-m", str(model), "-t", str(tpl2), "--dense-columns", "2-4", "-q"]) == 0
+    assert CRFModel.load(model).space.n_attributes == 0
+
+
+def test_cli_dense_column_errors_name_file_and_line(tmp_path, capsys):
+    from crfkit.cli import main
+    f = tmp_path / "train.txt"
+    _dense_column_file(f, 3, bad=(2, "w1\t0.5\tabc\t1.0\tL0"))
+    tpl = tmp_path / "template"
+    tpl.write_text("U00:%x[0,0]\nB\n")
+    assert main(["train", str(f), "-m", str(tmp_path / "m"), "-t", str(tpl), "--dense-columns", "2-4", "-q"]) == 2
+    assert f"{f}:2: dense column 3 holds 'abc', not a number" in capsys.readouterr().err
+    _dense_column_file(f, 3, bad=(3, "w1\t0.5\tnan\t1.0\tL0"))
+    assert main(["train", str(f), "-m", str(tmp_path / "m"), "-t", str(tpl), "--dense-columns", "2-4", "-q"]) == 2
+    assert f"{f}:3: dense column 3 holds 'nan': values must be finite" in capsys.readouterr().err
+    assert main(["train", str(f), "-m", str(tmp_path / "m"), "-t", str(tpl), "--dense-columns", "4-2", "-q"]) == 2
+    assert "--dense-columns: bad column range" in capsys.readouterr().err

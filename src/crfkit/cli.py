@@ -273,6 +273,17 @@ def cmd_train(args) -> int:
             raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
                               "give --format explicitly")
     templates = _load_templates(args.template) if fmt == "columns" else None
+    dense_cols = None
+    if args.dense_columns is not None:
+        if fmt != "columns":
+            raise CrfkitError("--dense-columns needs a column file (CRFsuite attribute files give real values "
+                              "as attr:value)")
+        from .pipeline import parse_columns_spec
+        try:
+            parse_columns_spec(args.dense_columns)
+        except ValueError as e:
+            raise CrfkitError(f"--dense-columns: {e}") from None
+        dense_cols = args.dense_columns
     bars = _Bars(args.quiet, args.verbose, args.max_iterations)
     log = bars.log
     progress = bars if bars.enabled else None
@@ -304,7 +315,7 @@ def cmd_train(args) -> int:
                 res = _train_crfsuite(args, kwargs, progress)
             else:
                 res = train_columns(args.train_source, templates, dev_path=args.dev_source,
-                                    pad=not args.no_pad, progress=progress, **kwargs)
+                                    pad=not args.no_pad, progress=progress, dense_columns=dense_cols, **kwargs)
         finally:
             bars.close()
     except KeyboardInterrupt:
@@ -495,6 +506,17 @@ def _fmt_table(labels: list[str], trans: dict) -> list[str]:
     return lines
 
 
+def _ranges(cols) -> str:
+    """[3, 4, 5, 9] -> '3-5,9'."""
+    parts = []
+    for c in cols:
+        if parts and parts[-1][1] == c - 1:
+            parts[-1][1] = c
+        else:
+            parts.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in parts)
+
+
 def cmd_info(args) -> int:
     from .model import CRFModel
 
@@ -508,6 +530,11 @@ def cmd_info(args) -> int:
     out.append(f"attributes: {s.n_attributes}")
     out.append(f"state features: {s.n_state}")
     out.append(f"transition features: {s.n_trans}")
+    if s.n_dense:
+        cols = meta.get("dense_columns")
+        where = f" (columns {_ranges(cols)})" if cols else ""
+        out.append(f"dense features: {s.n_dense} dimensions{where} x {s.n_labels} labels = "
+                   f"{s.n_dense * s.n_labels} weights")
     out.append(f"non-zero weights: {model.n_active}")
     if meta.get("templates"):
         from .features.templates import Templates
@@ -645,6 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "or at least half of the fields after the first hold '=' or ':'; columns otherwise)")
     t.add_argument("-t", "--template", metavar="TEMPLATE_FILE",
                    help="CRF++ template file (default: built-in chunking templates over columns word, POS)")
+    t.add_argument("--dense-columns", metavar="COLS",
+                   help="observation columns (1-based, e.g. 3-130) read as real numbers into dense features, "
+                        "a weight per (column, label): embeddings, pixels; `crfkit tag` reads them back")
     t.add_argument("--no-pad", action="store_true",
                    help="templates reaching outside the sentence give no attribute (CRFsuite style) "
                         "instead of _B-1/_B+1 padding (CRF++ style)")

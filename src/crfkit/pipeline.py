@@ -98,20 +98,71 @@ def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bo
     return X, Y, sentences
 
 
-def _check_supported(templates: Templates) -> None:
+def parse_columns_spec(spec) -> list[int]:
+    """Column numbers (1-based, as ``cut -f``: ``"3-130,132"``, or a list of ints) -> 0-based indices."""
+    if isinstance(spec, str):
+        cols: list[int] = []
+        for part in spec.split(","):
+            part = part.strip()
+            lo, sep, hi = part.partition("-")
+            try:
+                a = int(lo)
+                b = int(hi) if sep else a
+            except ValueError:
+                raise ValueError(f"bad column list {spec!r}: expected numbers and ranges like 3-130,132") from None
+            if a < 1 or b < a:
+                raise ValueError(f"bad column range {part!r} in {spec!r} (columns count from 1)")
+            cols.extend(range(a, b + 1))
+    else:
+        cols = [int(c) for c in spec]
+        if any(c < 1 for c in cols):
+            raise ValueError("columns count from 1")
+    if not cols:
+        raise ValueError("empty column list")
+    if len(set(cols)) != len(cols):
+        raise ValueError(f"column list {spec!r} names a column twice")
+    return [c - 1 for c in cols]
+
+
+def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str = "<data>") -> list[np.ndarray]:
+    """The dense feature matrices (tokens x len(columns)) of ``sentences``: the given
+    (0-based) observation columns read as real numbers; a value that is not a finite
+    number is a :class:`DataError` naming its file and line."""
+    cols = list(columns)
+    out = []
+    for s in sentences:
+        m = np.empty((len(s.columns), len(cols)))
+        for t, tok in enumerate(s.columns):
+            for j, c in enumerate(cols):
+                if c >= len(tok):
+                    raise DataError(f"dense column {c + 1} is missing: the token has {len(tok)} observation "
+                                    "columns", name, s.line + t)
+                try:
+                    v = float(tok[c])
+                except ValueError:
+                    raise DataError(f"dense column {c + 1} holds {tok[c]!r}, not a number", name, s.line + t) from None
+                if not np.isfinite(v):
+                    raise DataError(f"dense column {c + 1} holds {tok[c]!r}: values must be finite",
+                                    name, s.line + t)
+                m[t, j] = v
+        out.append(m)
+    return out
+
+
+def _check_supported(templates: Templates, dense: bool = False) -> None:
     if templates.bigram_observation:
         t = templates.bigram_observation[0]
         raise TemplateError(
             f"bigram-observation template {t.text!r} is not supported yet: use a plain 'B' line "
             "(label bigrams) and put the observation in U templates",
             templates.name, t.line)
-    if not templates.unigram:
+    if not templates.unigram and not dense:
         raise TemplateError("no unigram (U) template: the model would have no state features",
                             templates.name)
 
 
 def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool = True,
-                  docstart: str = "skip", progress=None, **train_kwargs):
+                  docstart: str = "skip", progress=None, dense_columns=None, **train_kwargs):
     """Train on a labelled column file; returns :class:`crfkit.train.TrainResult`.
 
     ``train_kwargs`` go to :func:`crfkit.train.train` (regularisation,
@@ -123,10 +174,16 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
 
     CRF++ semantics for the ``B`` line: a template set without one trains no
     transition features (the labels are then predicted independently).
+
+    ``dense_columns`` (``"3-130"`` or 1-based ints): observation columns read
+    as real numbers into a dense feature block (a weight per (column, label));
+    they stay visible to the templates too.  The model records them
+    (``meta["dense_columns"]``) so that :func:`tag_columns` reads them back.
     """
     from .train import train
 
-    _check_supported(templates)
+    dcols = parse_columns_spec(dense_columns) if dense_columns is not None else None
+    _check_supported(templates, dense=dcols is not None)
     X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None
@@ -141,6 +198,12 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
                  "train_file": _name_of(train_path)})
     if not templates.has_transitions:
         train_kwargs["transitions"] = "none"
+    if dcols is not None:
+        train_kwargs["dense"] = dense_of(sentences, dcols, name=_name_of(train_path))
+        train_kwargs["dense_names"] = [f"column {c + 1}" for c in dcols]
+        if dev_path is not None:
+            train_kwargs["dense_dev"] = dense_of(dev_sents, dcols, name=_name_of(dev_path))
+        meta["dense_columns"] = [c + 1 for c in dcols]
     return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **train_kwargs)
 
 
@@ -229,10 +292,12 @@ def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = No
         raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
                         label, sentences[0].line)
     X = attributes_of(sentences, templates, pad=pad, name=label)
+    dcols = model.meta.get("dense_columns")
+    dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
     if not (marginals or all_marginals):
-        pred = model.tag(X, threads=threads)
+        pred = model.tag(X, threads=threads, dense=dense)
         return TaggedColumns(sentences, pred, None, None, bool(has_labels))
-    pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads)
+    pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads, dense=dense)
     per_tok, full = split_marginals(model, pred, marg, corpus)
     return TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels),
                          full if all_marginals else None, list(model.space.labels) if all_marginals else None)
