@@ -1,0 +1,330 @@
+"""Figures and summaries drawn from a directory of traces (the paper's Figures 1 and 2).
+
+Only the trace files (``*.jsonl``, one JSON record per epoch/iteration, as
+``crfkit.train`` writes them) and f* are read: f* from ``fstar.json`` in the
+directory (written by ``crfkit bench run``), or given, or, failing both,
+estimated as the lowest objective in the traces (said so on the figure).
+
+Runs are grouped by the name in their file name without the step size
+(``sg__eta=0.01.jsonl`` and ``sg__eta=0.1.jsonl`` are group ``sg``); within a
+group the lowest final objective is the best run (solid line), the next the
+second-best (dashed), the others are not drawn.  That is the rule the runner
+uses to pick step sizes, so the figures need nothing but the traces.
+
+Wall time: a trace's ``wall_s`` also counts the test-set scoring of earlier
+records (``wall_s_with_dev - wall_s`` each); :func:`optimizer_seconds` takes
+it out, so the time axis is the optimizer's own time.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import CrfkitError, DataError
+from ..io.atomic import atomic_file
+
+__all__ = ["TraceRun", "read_trace", "load_runs", "load_fstar", "optimizer_seconds", "test_errors",
+           "plot_figures", "summary", "format_summary", "FIGURES"]
+
+FIGURES = ("suboptimality_passes.png", "suboptimality_seconds.png", "test_error.png", "figure.png")
+
+# one colour per method, the same in every figure
+_ORDER = ("lbfgs", "owlqn", "sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "sg", "asg", "adagrad",
+          "pegasos", "sgd-l1")
+_PALETTE = ("#000000", "#555555", "#1f77b4", "#17becf", "#d62728", "#9467bd", "#e377c2", "#8c564b",
+            "#2ca02c", "#ff7f0e", "#bcbd22", "#7f7f7f")
+
+
+@dataclass
+class TraceRun:
+    stem: str                   # file name without .jsonl
+    name: str                   # optimizer name (from the file name: "sag-nus*", "sg")
+    params: dict                # from the file name ("eta": "0.01")
+    records: list = field(default_factory=list)
+    role: str = "only"
+
+    @property
+    def group(self) -> str:
+        rest = {k: v for k, v in self.params.items() if k != "eta"}
+        return self.name + ("" if not rest else " (" + ",".join(f"{k}={v}" for k, v in sorted(rest.items())) + ")")
+
+    @property
+    def label(self) -> str:
+        if not self.params:
+            return self.name
+        return self.name + " (" + ",".join(f"{k}={v}" for k, v in sorted(self.params.items())) + ")"
+
+    @property
+    def final_objective(self) -> float:
+        f = self.records[-1].get("objective") if self.records else None
+        return float(f) if isinstance(f, (int, float)) and math.isfinite(f) else math.inf
+
+    def column(self, key: str) -> list:
+        return [r.get(key) for r in self.records]
+
+
+def read_trace(path) -> list[dict]:
+    """The records of a trace file; a line that is not a JSON object is a :class:`DataError` (file:line)."""
+    path = Path(path)
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError as e:
+                    raise DataError(f"not a JSON record ({e.msg})", str(path), lineno) from None
+                if not isinstance(rec, dict):
+                    raise DataError("not a JSON object", str(path), lineno)
+                for key in ("effective_passes", "objective"):
+                    if key not in rec:
+                        raise DataError(f"trace record without {key!r}", str(path), lineno)
+                out.append(rec)
+    except UnicodeDecodeError:
+        raise DataError("invalid UTF-8", str(path)) from None
+    return out
+
+
+def _parse_stem(stem: str) -> tuple[str, dict]:
+    name, _, rest = stem.partition("__")
+    name = name.replace("_star", "*")
+    params = {}
+    for part in filter(None, rest.split(",")):
+        k, _, v = part.partition("=")
+        params[k] = v
+    return name, params
+
+
+def load_runs(directory) -> list[TraceRun]:
+    """Every ``*.jsonl`` trace of ``directory`` with its role in its group (empty traces skipped)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise CrfkitError(f"{d}: no such directory")
+    runs = []
+    for p in sorted(d.glob("*.jsonl")):
+        recs = read_trace(p)
+        if not recs:
+            continue
+        name, params = _parse_stem(p.stem)
+        runs.append(TraceRun(p.stem, name, params, recs))
+    if not runs:
+        raise CrfkitError(f"{d}: no traces (*.jsonl with records) to read")
+    groups: dict[str, list[TraceRun]] = {}
+    for r in runs:
+        groups.setdefault(r.group, []).append(r)
+    for g in groups.values():
+        order = sorted(g, key=lambda r: (not math.isfinite(r.final_objective), r.final_objective))
+        if len(order) == 1:
+            order[0].role = "only"
+        else:
+            for k, r in enumerate(order):
+                r.role = "best" if k == 0 else "second" if k == 1 else "tried"
+    return runs
+
+
+def load_fstar(directory) -> dict | None:
+    """``fstar.json`` of a run directory, or None."""
+    p = Path(directory) / "fstar.json"
+    if not p.is_file():
+        return None
+    try:
+        with open(p, encoding="utf-8") as f:
+            e = json.load(f)
+    except ValueError:
+        raise DataError("not a JSON f* entry", str(p)) from None
+    if not isinstance(e, dict) or not isinstance(e.get("fstar"), (int, float)):
+        raise DataError("no number under 'fstar'", str(p))
+    return e
+
+
+def optimizer_seconds(records: Sequence[dict]) -> list[float]:
+    """Per record, ``wall_s`` less the test scoring done at the earlier records."""
+    out = []
+    dev_total = 0.0
+    for r in records:
+        w = float(r.get("wall_s", float("nan")))
+        out.append(w - dev_total)
+        if "wall_s_with_dev" in r:
+            dev_total += float(r["wall_s_with_dev"]) - w
+    return out
+
+
+def test_errors(records: Sequence[dict]) -> list[float | None]:
+    """Per record, the test (dev) token error in % (None where the record has no score)."""
+    return [100.0 - float(r["dev_accuracy"]) if r.get("dev_accuracy") is not None else None for r in records]
+
+
+def _color(name: str) -> str:
+    if name in _ORDER:
+        return _PALETTE[_ORDER.index(name)]
+    import zlib
+    return f"C{zlib.crc32(name.encode()) % 10}"
+
+
+def _resolve_fstar(runs, directory, fstar) -> tuple[float, dict | None, bool]:
+    """(f*, entry, estimated)."""
+    if fstar is not None:
+        if isinstance(fstar, dict):
+            return float(fstar["fstar"]), fstar, False
+        return float(fstar), None, False
+    e = load_fstar(directory)
+    if e is not None:
+        return float(e["fstar"]), e, False
+    finite = [f for r in runs for f in r.column("objective") if isinstance(f, (int, float)) and math.isfinite(f)]
+    if not finite:
+        raise CrfkitError(f"{directory}: no finite objective in the traces and no f* given")
+    return min(finite), None, True
+
+
+def _save(fig, path: Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    with atomic_file(path, fsync=False) as f:
+        f.write(buf.getvalue())
+
+
+def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, show_all: bool = False) -> list[Path]:
+    """Draw :data:`FIGURES` from the traces of ``directory`` into ``out``
+    (default: ``directory``): f - f* against effective passes and against
+    seconds (log y), test error against effective passes, and the three side by
+    side.  ``fstar``: a number or an f* entry (default: ``fstar.json``, else the
+    lowest objective seen).  ``show_all`` also draws the ``tried`` step sizes
+    (dotted).  Returns the paths written."""
+    try:
+        # the Agg canvas directly: no pyplot, no global backend switch
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise CrfkitError("plots need matplotlib: pip install 'crfkit[bench]' (or matplotlib)") from None
+    runs = load_runs(directory)
+    fs, entry, estimated = _resolve_fstar(runs, directory, fstar)
+    out = Path(out) if out is not None else Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    if title is None:
+        title = (entry or {}).get("data") or Path(directory).resolve().name
+    note = "f* estimated: lowest objective in the traces" if estimated else f"f* = {fs:.10g}"
+    drawn = [r for r in runs if show_all or r.role != "tried"]
+    drawn.sort(key=lambda r: (_ORDER.index(r.name) if r.name in _ORDER else len(_ORDER), r.name, r.role != "best"))
+    styles = {"only": "-", "best": "-", "second": "--", "tried": ":"}
+
+    def suboptimality(ax, xkey):
+        for r in drawn:
+            xs = optimizer_seconds(r.records) if xkey == "seconds" else r.column("effective_passes")
+            pts = [(x, f - fs) for x, f in zip(xs, r.column("objective"))
+                   if isinstance(f, (int, float)) and math.isfinite(f) and f - fs > 0 and x is not None]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[r.role], color=_color(r.name),
+                    label=r.label if r.role != "only" else r.name, linewidth=1.4)
+        ax.set_yscale("log")
+        ax.set_xlabel("effective passes" if xkey != "seconds" else "seconds (optimizer, test scoring excluded)")
+        ax.set_ylabel("f - f*")
+        ax.grid(True, which="major", alpha=0.3)
+
+    def test_error(ax):
+        for r in drawn:
+            pts = [(x, e) for x, e in zip(r.column("effective_passes"), test_errors(r.records)) if e is not None]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[r.role], color=_color(r.name),
+                    label=r.label if r.role != "only" else r.name, linewidth=1.4)
+        if entry and entry.get("test_error") is not None:
+            ax.axhline(float(entry["test_error"]), color="#999999", linestyle=":", linewidth=1,
+                       label="at w*")
+        ax.set_xlabel("effective passes")
+        ax.set_ylabel("test error (% of tokens)")
+        ax.grid(True, alpha=0.3)
+
+    written = []
+    panels = (("suboptimality_passes.png", lambda ax: suboptimality(ax, "passes"), "objective minus optimum"),
+              ("suboptimality_seconds.png", lambda ax: suboptimality(ax, "seconds"), "objective minus optimum"),
+              ("test_error.png", test_error, "test error"))
+    for fname, draw, what in panels:
+        fig = Figure(figsize=(6.4, 4.6))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        draw(ax)
+        ax.set_title(f"{title}: {what}\n{note}", fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        _save(fig, out / fname)
+        written.append(out / fname)
+    fig = Figure(figsize=(18, 5))
+    FigureCanvasAgg(fig)
+    for k, (_, draw, what) in enumerate(panels):
+        ax = fig.add_subplot(1, 3, k + 1)
+        draw(ax)
+        ax.set_title(what, fontsize=10)
+        if k == 0 and ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.suptitle(f"{title} ({note})", fontsize=11)
+    _save(fig, out / "figure.png")
+    written.append(out / "figure.png")
+    return written
+
+
+# --------------------------------------------------------------------------- summary
+
+def _at(records, mark: float):
+    """The first record at or past ``mark`` effective passes (None when the run stopped before)."""
+    for r in records:
+        if float(r["effective_passes"]) >= mark - 1e-9:
+            return r
+    return None
+
+
+def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1e-4, fstar=None,
+            show_all: bool = False) -> dict:
+    """Per drawn run (best/only/second): f - f* and test error at the pass marks
+    ``at``, and the first effective pass count and optimizer time at which
+    ``f - f* <= rel_tol * |f*|``."""
+    runs = load_runs(directory)
+    fs, entry, estimated = _resolve_fstar(runs, directory, fstar)
+    rows = []
+    for r in runs:
+        if r.role == "tried" and not show_all:
+            continue
+        secs = optimizer_seconds(r.records)
+        row = {"run": r.stem, "label": r.label, "role": r.role, "final_passes": r.records[-1]["effective_passes"],
+               "subopt": {}, "test_error": {}}
+        for m in at:
+            rec = _at(r.records, m)
+            f = rec.get("objective") if rec else None
+            row["subopt"][m] = (f - fs) if isinstance(f, (int, float)) and math.isfinite(f) else None
+            row["test_error"][m] = (100.0 - rec["dev_accuracy"]) if rec and rec.get("dev_accuracy") is not None \
+                else None
+        target = rel_tol * abs(fs)
+        row["reach_passes"] = row["reach_seconds"] = None
+        for rec, s in zip(r.records, secs):
+            f = rec.get("objective")
+            if isinstance(f, (int, float)) and math.isfinite(f) and f - fs <= target:
+                row["reach_passes"], row["reach_seconds"] = rec["effective_passes"], s
+                break
+        rows.append(row)
+    return {"fstar": fs, "fstar_estimated": estimated, "test_error_at_wstar": (entry or {}).get("test_error"),
+            "at": list(at), "rel_tol": rel_tol, "rows": rows}
+
+
+def format_summary(s: dict) -> str:
+    """A markdown table of :func:`summary`."""
+    def num(v, f="{:.3e}"):
+        return "-" if v is None else f.format(v)
+    at = s["at"]
+    head = (["run", "role"] + [f"f-f* @{m:g}" for m in at] + [f"test err @{m:g}" for m in at]
+            + [f"passes to {s['rel_tol']:g}*f*", "seconds to it"])
+    lines = [f"f* = {s['fstar']:.10g}" + (" (estimated: lowest objective in the traces)" if s["fstar_estimated"]
+                                           else "")
+             + ("" if s["test_error_at_wstar"] is None else f"; test error at w* = {s['test_error_at_wstar']:.2f}%"),
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sorted(s["rows"], key=lambda r: (r["subopt"].get(at[-1]) is None, r["subopt"].get(at[-1]) or 0.0)):
+        cells = ([r["label"], r["role"]] + [num(r["subopt"][m]) for m in at]
+                 + [num(r["test_error"][m], "{:.2f}") for m in at]
+                 + [num(r["reach_passes"], "{:.1f}"), num(r["reach_seconds"], "{:.2f}")])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

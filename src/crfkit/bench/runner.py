@@ -1,0 +1,268 @@
+"""Run a list of optimizers for K effective passes on a benchmark data set.
+
+Each run writes one trace (``crfkit.train``'s JSON lines: algorithm, iteration,
+effective_passes, wall_s, objective, grad_inf_norm, nnz, dev_accuracy (the
+test set, scored after every epoch/iteration), dev_f1 for chunk labels, and
+the optimizer's extras such as ``state_bytes``) into the output directory,
+named after the run: ``sag-nus_star.jsonl``, ``sg__eta=0.01.jsonl``,
+``lbfgs.jsonl`` (``*`` is written ``_star``; parameters follow ``__``).
+
+Step sizes: for the classic stochastic methods (:data:`STEP_SEARCH`: sg, asg,
+adagrad, pegasos) given without an ``eta``, every ``eta`` of the grid (powers
+of 10) is run and ranked by the final training objective, as in the paper
+(§6: the methods "cheat" by choosing the best eta on the training data); the
+best is drawn as a solid line, the second-best dashed.  Runs that diverge
+(NaN/inf objective or an error) rank last.
+
+The directory also gets ``bench.json`` (the data set, l2, passes, seed, f*
+and one summary per run with its role: ``only``, ``best``, ``second`` or
+``tried``), rewritten after each run, and ``fstar.json`` (the f* entry).
+Plots need only the traces (and f*).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import CrfkitError
+from ..io.atomic import atomic_file
+
+__all__ = ["STEP_SEARCH", "DEFAULT_ETAS", "Spec", "RunResult", "parse_spec", "run_one", "rank_group",
+           "run_benchmark", "trace_stem", "MANIFEST", "FSTAR_FILE"]
+
+STEP_SEARCH = ("sg", "asg", "adagrad", "pegasos")
+DEFAULT_ETAS = tuple(10.0 ** k for k in range(-4, 2))   # 1e-4 ... 10
+MANIFEST = "bench.json"
+FSTAR_FILE = "fstar.json"
+
+
+@dataclass
+class Spec:
+    """An optimizer to run: its name and fixed parameters."""
+    name: str
+    params: dict = field(default_factory=dict)
+
+    @property
+    def searches_step(self) -> bool:
+        return self.name in STEP_SEARCH and "eta" not in self.params
+
+
+@dataclass
+class RunResult:
+    name: str
+    params: dict
+    trace: str                  # file name inside the output directory
+    final_objective: float      # inf when the run diverged or failed
+    effective_passes: float
+    iterations: int
+    status: str
+    seconds: float
+    group: str = ""
+    role: str = "only"          # only | best | second | tried
+    error: str | None = None
+
+
+def _value(text: str):
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_spec(text: str) -> Spec:
+    """``NAME`` or ``NAME:key=value,key=value`` (e.g. ``sg:eta=0.1``, ``sag-nus*``)."""
+    name, _, rest = text.partition(":")
+    name = name.strip()
+    if not name:
+        raise CrfkitError(f"optimizer spec {text!r}: expected NAME or NAME:key=value,...")
+    params = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip():
+            raise CrfkitError(f"optimizer spec {text!r}: {part!r} is not key=value")
+        params[k.strip()] = _value(v)
+    return Spec(name, params)
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def trace_stem(name: str, params: dict) -> str:
+    """File name (without ``.jsonl``) of a run: ``*`` as ``_star``, parameters after ``__``."""
+    stem = name.replace("*", "_star")
+    if params:
+        stem += "__" + ",".join(f"{k}={_fmt(params[k])}" for k in sorted(params))
+    bad = set(stem) & set('/\\\0:<>"|?')
+    if bad:
+        raise CrfkitError(f"run name {stem!r} holds characters a file name cannot: {''.join(sorted(bad))}")
+    return stem
+
+
+def _check_specs(specs: Sequence[Spec]) -> None:
+    from ..train import ALGORITHMS, BATCH_ALGORITHMS
+    if not specs:
+        raise CrfkitError("no optimizers to run (give at least one -a NAME)")
+    for s in specs:
+        if s.name not in ALGORITHMS:
+            raise CrfkitError(f"optimizer {s.name!r} is not available here; available: {', '.join(ALGORITHMS)}")
+        if s.name in BATCH_ALGORITHMS and s.params:
+            raise CrfkitError(f"{s.name} takes no parameters (got {', '.join(sorted(s.params))})")
+
+
+def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int = 0,
+            threads: int | None = None) -> RunResult:
+    """One run of ``spec`` on ``data`` (a :class:`~crfkit.bench.data.BenchData`)
+    until ``passes`` effective passes, the test set scored every epoch/iteration."""
+    from ..objective import Regularization
+    from ..train import BATCH_ALGORITHMS, train_corpus
+    space, corpus, test = data.encoded()
+    stochastic = spec.name not in BATCH_ALGORITHMS
+
+    def stop(rec):
+        return rec["effective_passes"] >= passes - 1e-9
+
+    kw = dict(algorithm=spec.name, reg=Regularization(l2=float(l2)), threads=threads, dev=test,
+              dev_labels=data.Y_test if data.chunks else None, dev_every=1, trace=trace_path, callback=stop)
+    if stochastic:
+        # an epoch is at least one effective pass: `passes` epochs is an upper bound
+        kw.update(max_iterations=max(1, math.ceil(passes)), params=dict(spec.params), seed=seed)
+    else:
+        # one evaluation (at least) per iteration; the deterministic stopping rules off
+        kw.update(max_iterations=max(1, math.ceil(passes)) + 1, epsilon=0.0, delta=0.0)
+    t0 = time.perf_counter()
+    res = train_corpus(space, corpus, **kw)
+    seconds = time.perf_counter() - t0
+    f = res.history[-1]["objective"] if res.history else res.objective
+    f = float(f) if f is not None and math.isfinite(f) else math.inf
+    return RunResult(name=spec.name, params=dict(spec.params), trace=Path(trace_path).name, final_objective=f,
+                     effective_passes=float(res.effective_passes), iterations=int(res.iterations),
+                     status=res.status, seconds=seconds)
+
+
+def rank_group(results: list[RunResult]) -> list[RunResult]:
+    """Set the roles of one group's runs: a lone run is ``only``; otherwise the
+    lowest final objective is ``best``, the next ``second``, the rest ``tried``
+    (failed/diverged runs, objective inf, never best unless all failed).
+    Returns the runs best first."""
+    order = sorted(results, key=lambda r: (not math.isfinite(r.final_objective), r.final_objective))
+    if len(order) == 1:
+        order[0].role = "only"
+        return order
+    for k, r in enumerate(order):
+        r.role = "best" if k == 0 else "second" if k == 1 else "tried"
+    return order
+
+
+def _write_json(path: Path, obj) -> None:
+    with atomic_file(path, fsync=False) as f:
+        f.write((json.dumps(obj, indent=1, allow_nan=False) + "\n").encode("utf-8"))
+
+
+def _clean(v):
+    """inf/NaN as None (JSON has neither)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def _warm_up(data, names: set[str], threads) -> None:
+    """Compile (or load from numba's cache) each optimizer's kernels on a few
+    sequences, so that no run's wall time holds the compilation."""
+    from ..features.encode import build
+    from ..train import BATCH_ALGORITHMS, train_corpus
+    k = min(20, data.n_train)
+    space, corpus = build(data.X_train[:k], data.Y_train[:k])
+    for name in sorted(names):
+        try:
+            train_corpus(space, corpus, algorithm=name, max_iterations=1, threads=threads,
+                         **({} if name in BATCH_ALGORITHMS else {"params": {"eta": 1e-3}
+                            if name in STEP_SEARCH else {}}))
+        except Exception:   # a warm-up problem shows up (with its message) in the real run
+            pass
+
+
+def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float | None = None, seed: int = 0,
+                  etas: Sequence[float] = DEFAULT_ETAS, threads: int | None = None, fstar: dict | None = None,
+                  runner: Callable[..., RunResult] = run_one, warm_up: bool = True,
+                  log: Callable[[str], None] | None = None) -> dict:
+    """Run every spec (step-size search for :data:`STEP_SEARCH` methods without
+    ``eta``) for ``passes`` effective passes; traces and ``bench.json`` go into
+    ``out``.  ``fstar``: an entry of :func:`crfkit.bench.fstar.get_fstar`,
+    copied to ``fstar.json``.  ``runner`` (default :func:`run_one`) takes
+    ``(data, spec, passes=, trace_path=, l2=, seed=, threads=)``.  Returns the
+    manifest."""
+    _check_specs(specs)
+    if not passes or passes <= 0:
+        raise CrfkitError(f"passes must be positive, got {passes}")
+    if not etas:
+        raise CrfkitError("the step-size grid is empty")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    l2 = data.default_l2 if l2 is None else float(l2)
+    space, corpus, test = data.encoded()
+    manifest = {
+        "version": 1, "data": data.name, "features": data.feature_set, "description": data.description,
+        "n_train": data.n_train, "n_test": len(data.X_test), "n_features": int(space.n_features),
+        "n_labels": int(space.n_labels), "l2": l2, "passes": passes, "seed": seed,
+        "etas": [float(e) for e in etas], "fstar": _clean(dict(fstar)) if fstar else None,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": [],
+    }
+    if fstar:
+        _write_json(out / FSTAR_FILE, _clean(dict(fstar)))
+    if warm_up:
+        _warm_up(data, {s.name for s in specs}, threads)
+    groups: list[list[RunResult]] = []
+
+    def save():
+        manifest["runs"] = [_clean(asdict(r)) for g in groups for r in g]
+        _write_json(out / MANIFEST, manifest)
+
+    for spec in specs:
+        runs = [Spec(spec.name, {**spec.params, "eta": float(e)}) for e in etas] if spec.searches_step else [spec]
+        group_name = trace_stem(spec.name, spec.params)
+        group: list[RunResult] = []
+        groups.append(group)
+        for s in runs:
+            stem = trace_stem(s.name, s.params)
+            path = out / f"{stem}.jsonl"
+            if log:
+                log(f"{data.name}: {stem} for {passes:g} passes ...")
+            try:
+                r = runner(data, s, passes=passes, trace_path=path, l2=l2, seed=seed, threads=threads)
+            except (FloatingPointError, OverflowError, ZeroDivisionError, ValueError) as e:
+                if isinstance(e, ValueError) and "unexpected keyword" in str(e):
+                    raise CrfkitError(f"{stem}: {e}") from None   # a parameter the optimizer does not take
+                # a step size that blows up: ranked last, reported, the benchmark goes on
+                r = RunResult(name=s.name, params=dict(s.params), trace=path.name, final_objective=math.inf,
+                              effective_passes=float("nan"), iterations=0, status="failed", seconds=0.0,
+                              error=f"{type(e).__name__}: {e}")
+            r.group = group_name
+            group.append(r)
+            if log:
+                f = r.final_objective
+                log(f"  {r.status}: objective {f:.10g}, {r.effective_passes:.2f} passes, {r.seconds:.2f}s"
+                    + (f"  ({r.error})" if r.error else ""))
+            rank_group(group)
+            save()
+        if spec.searches_step and log:
+            best = rank_group(group)
+            log(f"  {group_name}: best eta {best[0].params['eta']:g}"
+                + (f", second {best[1].params['eta']:g}" if len(best) > 1 else ""))
+    manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    save()
+    return manifest
