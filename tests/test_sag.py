@@ -1,0 +1,369 @@
+"""SAG, SAG-NUS, SAG-NUS*, SAGA, SAGA-NUS (crfkit.optim.sag, kernels/sag.py).
+
+The lazy sparse kernels are checked against a plain numpy implementation that
+stores a dense gradient per example (naive SAG) and updates every coordinate
+every iteration, drawing from the same random stream.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crfkit.errors import CrfkitError
+from crfkit.features.encode import build
+from crfkit.kernels import sag as K
+from crfkit.objective import Objective, Regularization
+from crfkit.optim import sag as S
+from crfkit.optim.stochastic import resolve
+from crfkit.train import train
+
+LABELS = ["A", "B", "C"]
+L2 = 0.05
+
+
+def corpus(seed, n_seq=30):
+    """Markov-chain labels; a token shows its label's signature attribute 85% of the time, plus noise."""
+    rng = np.random.default_rng(seed)
+    P = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.3, 0.1, 0.6]])
+    X, Y = [], []
+    for _ in range(n_seq):
+        T = int(rng.integers(2, 9))
+        y = [int(rng.integers(3))]
+        for _t in range(1, T):
+            y.append(int(rng.choice(3, p=P[y[-1]])))
+        x = []
+        for lab in y:
+            sig = lab if rng.random() < 0.85 else int(rng.integers(3))
+            tok = [f"sig={LABELS[sig]}"] + [f"noise={int(rng.integers(12))}" for _ in range(2)]
+            if rng.random() < 0.4:
+                tok.append(("len", float(rng.uniform(0, 2))))
+            x.append(tok)
+        X.append(x)
+        Y.append([LABELS[k] for k in y])
+    return X, Y
+
+
+@pytest.fixture(scope="module")
+def problem():
+    X, Y = corpus(0)
+    space, corp = build(X, Y)
+    ref = train(X, Y, l2=L2, algorithm="lbfgs", gtol=1e-10, max_iterations=1000, threads=1)
+    return X, Y, space, corp, ref
+
+
+def objective(problem, l2=L2):
+    _, _, space, corp, _ = problem
+    return Objective(corp, space, Regularization(l2=l2), threads=1)
+
+
+ALGOS = [("sag", {}), ("sag-nus", {}), ("sag-nus*", {}), ("saga", {"step": "a"}), ("saga", {"step": "b"}),
+         ("saga-nus", {"step": "b"}), ("saga-nus", {"step": "a"})]
+
+
+@pytest.mark.parametrize("alg,params", ALGOS)
+def test_converges_to_the_lbfgs_optimum(problem, alg, params):
+    X, Y, _, _, ref = problem
+    # SAGA-NUS with rule (a) takes the small step n p_min / (4L + n l2) of Proposition 1 (a)
+    epochs = 2000 if (alg == "saga-nus" and params.get("step") == "a") else 400
+    res = train(X, Y, l2=L2, algorithm=alg, params=dict(params, delta=1e-9), max_iterations=epochs, threads=1)
+    assert abs(res.objective - ref.objective) <= 1e-6 * ref.objective
+    assert np.abs(res.model.weights - ref.model.weights).max() < 1e-3
+
+
+# ------------------------------------------------------------------ dense reference
+def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a"):
+    """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate every step."""
+    n, p, l2 = obj.n, obj.n_features, obj.reg.l2
+    rng = S.seed_state(seed)
+
+    def U():
+        return K.rng_uniform(rng)
+
+    def below(k):
+        return K.rng_below(rng, k)
+
+    w, d, s = np.zeros(p), np.zeros(p), np.zeros((n, p))
+    perm, pos, kperm, kpos = (np.arange(n) for _ in range(4))
+    m = mk = evals = 0
+    Li = np.zeros(n)
+    Lg = Lmax = L0
+    decay = 2.0 ** (-1.0 / n)
+
+    def grad(i, x):
+        loss, node, edge = obj.oracle(i, x)
+        g = np.zeros(p)
+        obj.apply_gradient(i, node, edge, 1.0, g)
+        return loss, g
+
+    def lsearch(i, f, g, L):
+        g2 = float(g @ g)
+        nev = 0
+        if g2 <= K.LS_MIN_GNORM2:
+            return L, 0
+        while True:
+            fp = obj.oracle(i, w - g / L)[0]
+            nev += 1
+            if fp < f - g2 / (2 * L) or nev > K.LS_MAX_DOUBLINGS:
+                return L, nev
+            L *= 2
+
+    def tree(u):
+        cs = np.cumsum(Li)
+        return int(np.searchsorted(cs, u * cs[-1], side="right"))
+
+    def move(i, arr, where, cnt):
+        q = where[i]
+        if q >= cnt:
+            other = arr[cnt]
+            arr[cnt], arr[q] = i, other
+            where[i], where[other] = cnt, q
+            return cnt + 1
+        return cnt
+
+    out = []
+    for epoch in range(1, epochs + 1):
+        while evals < epoch * n:
+            lsum = Li.sum()
+            lbar = lsum / mk if mk else L0
+            pj = pmin = 1.0 / n
+            if method in (K.SAG, K.SAGA):
+                j = below(n)
+            elif method == K.SAG_NUS:
+                if U() * n < n - m:
+                    j = perm[m + below(n - m)]
+                elif U() < 0.5:
+                    j = perm[below(m)]
+                elif U() * (lsum + mk * l2) < lsum:
+                    j = tree(U())
+                else:
+                    j = kperm[below(mk)]
+            elif method == K.SAG_NUS_STAR:
+                j = below(n) if (mk == 0 or U() < 0.5) else tree(U())
+            else:
+                total = lsum + (n - mk) * lbar
+                if U() * total < lsum:
+                    j = tree(U())
+                    pj = Li[j] / total
+                else:
+                    j = kperm[mk + below(n - mk)]
+                    pj = lbar / total
+                known = Li[Li > 0]
+                lo = known.min() if mk else lbar
+                pmin = min(lo, lbar) / total if mk < n else lo / total
+            known_j = kpos[j] < mk
+            if method in (K.SAG, K.SAGA):
+                Lstart = Lg
+            elif method == K.SAG_NUS:
+                Lstart = 0.5 * Li[j] if known_j else L0
+            else:
+                Lstart = 0.9 * Li[j] if known_j else 0.5 * lbar
+            f, g = grad(j, w)
+            Lnew, nev = lsearch(j, f, g, Lstart)
+            evals += 1 + nev
+            saga_b = method in (K.SAGA, K.SAGA_NUS) and step == "b"
+            diff_j = g - s[j]
+            if not saga_b:
+                s[j] = g
+                m = move(j, perm, pos, m)
+            if method in (K.SAG, K.SAGA):
+                Lg = Lnew
+            else:
+                Li[j] = Lnew
+                mk = move(j, kperm, kpos, mk)
+                Lmax = max(Lmax, Lnew)
+            lbar = Li.sum() / mk if mk else L0
+            if method == K.SAG:
+                a = 1 / (Lg + l2)
+            elif method == K.SAG_NUS:
+                lm = Lmax + l2
+                a = ((n - m) / n) / lm + (m / n) * (0.5 / lm + 0.5 / (lbar + l2))
+            elif method == K.SAG_NUS_STAR:
+                a = 0.5 * (1 / (Li.max() + l2) + 1 / (lbar + l2))
+            elif method == K.SAGA:
+                a = 1 / (4 * (Lg + l2) + n * l2) if step == "a" else 1 / (4 * (Lg + l2))
+            else:
+                hi = max(Li.max(), lbar) if mk < n else Li.max()
+                a = n * pmin / (4 * (hi + l2) + n * l2) if step == "a" else 1 / (4 * (lbar + l2))
+            if method <= K.SAG_NUS_STAR:
+                d += diff_j
+                w = (1 - a * l2) * w - (a / m) * d
+            elif not saga_b:
+                w = (1 - a * l2) * w - a * (diff_j / (n * pj) + d / n)
+                d += diff_j
+            else:
+                r = below(n)
+                _, gr = grad(r, w)
+                evals += 1
+                w = (1 - a * l2) * w - a * (diff_j / (n * pj) + d / n)
+                d += gr - s[r]
+                s[r] = gr
+                m = move(r, perm, pos, m)
+            if method in (K.SAG, K.SAGA):
+                Lg *= decay
+            elif method == K.SAG_NUS:
+                Lmax *= decay
+        out.append(w.copy())
+    return out
+
+
+@pytest.mark.parametrize("alg,step", [("sag", "a"), ("sag-nus", "a"), ("sag-nus*", "a"), ("saga", "a"),
+                                      ("saga", "b"), ("saga-nus", "b"), ("saga-nus", "a")])
+def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step):
+    obj = objective(problem)
+    seen = []
+    kw = {"step": step} if alg.startswith("saga") else {}
+    resolve(alg)(obj, None, reg=obj.reg, max_iterations=4, callback=lambda info: seen.append(info["x"]),
+                 seed=3, delta=0.0, **kw)
+    ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step)
+    for x, r in zip(seen, ref):
+        np.testing.assert_allclose(x, r, rtol=1e-9, atol=1e-11)
+
+
+# ------------------------------------------------------------------ sum tree
+def test_sum_tree_samples_proportionally():
+    rng = np.random.default_rng(0)
+    n = 37
+    w = rng.uniform(0.1, 3.0, n)
+    w[[3, 10, 11, 36]] = 0.0          # inactive leaves are never drawn
+    P = K.tree_size(n)
+    tsum, tmax, tmin = np.zeros(2 * P), np.zeros(2 * P), np.zeros(2 * P)
+    K.tree_clear(tsum, tmax, tmin)
+    for i in range(n):
+        K.tree_set(tsum, tmax, tmin, i, w[i])
+    assert tsum[1] == pytest.approx(w.sum()) and tmax[1] == w.max() and tmin[1] == w[w > 0].min()
+    st = S.seed_state(1)
+    draws = 200_000
+    counts = np.bincount([K.tree_sample(tsum, K.rng_uniform(st)) for _ in range(draws)], minlength=P)
+    assert counts[n:].sum() == 0 and counts[[3, 10, 11, 36]].sum() == 0
+    live = w > 0
+    expected = draws * w[live] / w.sum()
+    chi2 = float((((counts[:n][live] - expected) ** 2) / expected).sum())
+    # 32 degrees of freedom: the 0.999 quantile is about 62
+    assert chi2 < 62.0
+
+
+def test_sum_tree_update_touches_log_n_nodes_and_equals_a_rebuild():
+    rng = np.random.default_rng(1)
+    n = 1000
+    Li = rng.uniform(0.5, 2.0, n)
+    P = K.tree_size(n)
+    arrays = [np.zeros(2 * P) for _ in range(3)]
+    K.tree_build(*arrays, Li)
+    for _ in range(50):
+        i = int(rng.integers(n))
+        Li[i] = float(rng.uniform(0.5, 5.0)) if rng.random() < 0.9 else 0.0
+        before = [a.copy() for a in arrays]
+        K.tree_set(*arrays, i, Li[i])
+        changed = np.flatnonzero(np.any([a != b for a, b in zip(arrays, before)], axis=0))
+        # only the leaf and its ancestors: log2(P) + 1 entries
+        assert len(changed) <= int(np.log2(P)) + 1
+        assert set(changed.tolist()) <= {(P + i) >> k for k in range(int(np.log2(P)) + 1)}
+    rebuilt = [np.zeros(2 * P) for _ in range(3)]
+    K.tree_build(*rebuilt, Li)
+    for a, b in zip(arrays, rebuilt):
+        assert np.array_equal(a, b)       # bitwise: a resumed run rebuilds the same tree
+
+
+# ------------------------------------------------------------------ stopping, state, memory
+def test_stopping_rule_needs_all_examples_seen_and_a_small_average_gradient(problem):
+    obj = objective(problem)
+    seen = []
+    res = S.sag(obj, None, reg=obj.reg, max_iterations=50, callback=lambda i: seen.append(i["examples_seen"]),
+                delta=1e9)
+    # the gradient test always passes with this delta: the run stops at the first pass that saw every example
+    assert res.status == "converged" and seen[-1] == obj.n and all(m < obj.n for m in seen[:-1])
+    obj = objective(problem)
+    infos = []
+    res = S.sag(obj, None, reg=obj.reg, max_iterations=400, callback=lambda i: infos.append(i["gnorm_inf"]),
+                delta=1e-6)
+    assert res.status == "converged" and infos[-1] < 1e-6 and min(infos[:-1]) >= 1e-6
+    _, g = obj.value_and_grad(res.x)
+    assert np.abs(g).max() < 1e-4          # d/n + l2 w is close to the true gradient at the end
+
+
+@pytest.mark.parametrize("alg", ["sag", "sag-nus*", "saga-nus"])
+def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, alg):
+    fn = resolve(alg)
+    obj = objective(problem)
+    full = fn(obj, None, reg=obj.reg, max_iterations=8, seed=5, delta=0.0)
+    obj1 = objective(problem)
+    half = fn(obj1, None, reg=obj1.reg, max_iterations=3, seed=5, delta=0.0)
+    obj2 = objective(problem)
+    obj2.n_oracle = obj1.n_oracle
+    rest = fn(obj2, None, reg=obj2.reg, max_iterations=8, seed=999, delta=0.0, state=half.state)
+    assert rest.iterations == 8 and np.array_equal(rest.x, full.x)
+    assert obj2.n_oracle == obj.n_oracle
+
+
+def test_train_checkpoint_and_resume(problem, tmp_path):
+    X, Y, *_ = problem
+    full = train(X, Y, l2=L2, algorithm="sag-nus*", max_iterations=6, threads=1, params={"delta": 0.0})
+    part = train(X, Y, l2=L2, algorithm="sag-nus*", max_iterations=3, threads=1, params={"delta": 0.0},
+                 checkpoint=tmp_path / "c.ckpt")
+    assert part.iterations == 3
+    res = train(X, Y, l2=L2, algorithm="sag-nus*", max_iterations=6, threads=1, params={"delta": 0.0},
+                resume=tmp_path / "c.ckpt")
+    assert np.array_equal(res.model.weights, full.model.weights)
+    assert res.effective_passes == full.effective_passes and res.iterations == 6
+
+
+def test_warm_start_over_a_sequence_of_l2_values(problem):
+    obj_a = objective(problem, l2=0.06)
+    first = S.sag_nus_star(obj_a, None, reg=obj_a.reg, max_iterations=200, delta=1e-7)
+    assert first.status == "converged"
+    obj_cold = objective(problem)
+    cold = S.sag_nus_star(obj_cold, None, reg=obj_cold.reg, max_iterations=400, delta=1e-7)
+    obj_warm = objective(problem)
+    warm = S.sag_nus_star(obj_warm, None, reg=obj_warm.reg, max_iterations=400, delta=1e-7, state=first.state)
+    assert cold.status == warm.status == "converged"
+    assert warm.iterations < cold.iterations       # the passes count from 0 for the new problem
+    assert abs(warm.f - cold.f) <= 1e-8 * cold.f
+
+
+def test_memory_figures_are_the_mixed_scheme(problem):
+    _, _, space, corp, _ = problem
+    obj = objective(problem)
+    infos = []
+    S.sag(obj, None, reg=obj.reg, max_iterations=1, callback=infos.append)
+    L = space.n_labels
+    assert infos[0]["state_bytes"] == 8 * (corp.n_tokens * L + corp.n_sequences * space.n_trans)
+    assert infos[0]["naive_state_bytes"] == 8 * corp.n_sequences * space.n_features
+    assert infos[0]["state_bytes"] < infos[0]["naive_state_bytes"]
+
+
+def test_effective_passes_count_line_search_evaluations(problem):
+    obj = objective(problem)
+    res = S.sag(obj, None, reg=obj.reg, max_iterations=3, delta=0.0)
+    st = res.state
+    assert obj.n_oracle == st["evals"] and 3 * obj.n <= st["evals"] < 3 * obj.n + 2 * K.LS_MAX_DOUBLINGS
+    assert st["evals"] > st["steps"]      # the line search ran and was counted
+    assert obj.n_full == 0                # monitoring with value(count=False) is not counted
+
+
+def test_interrupt_returns_the_last_pass(problem):
+    obj = objective(problem)
+    xs = []
+
+    def cb(info):
+        xs.append(info["x"])
+        if info["iteration"] == 2:
+            raise KeyboardInterrupt
+
+    res = S.saga(obj, None, reg=obj.reg, max_iterations=10, callback=cb)
+    assert res.status == "interrupted" and res.iterations == 2 and np.array_equal(res.x, xs[-1])
+
+
+def test_refusals(problem):
+    obj = objective(problem)
+    with pytest.raises(ValueError, match="sag"):
+        S.sag(obj, None, reg=Regularization(l1=0.1, l2=L2), max_iterations=1)
+    with pytest.raises(TypeError):
+        S.sag(obj, None, reg=obj.reg, max_iterations=1, eta=0.1)
+    with pytest.raises(ValueError, match="step"):
+        S.saga(obj, None, reg=obj.reg, max_iterations=1, step="c")
+    obj.space.n_dense = 2
+    try:
+        with pytest.raises(CrfkitError, match="sag-nus\\* does not support dense features"):
+            S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=1)
+    finally:
+        obj.space.n_dense = 0
