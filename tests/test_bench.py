@@ -301,6 +301,10 @@ def test_plots_without_fstar_estimate_it(tmp_path):
 def test_optimizer_seconds_take_out_the_test_scoring():
     recs = [{"wall_s": 1.0, "wall_s_with_dev": 1.5}, {"wall_s": 2.5, "wall_s_with_dev": 3.0}, {"wall_s": 4.0}]
     assert bplots.optimizer_seconds(recs) == [1.0, 2.0, 3.0]
+    # monitoring seconds an optimizer reports (its own epoch's) come out too
+    recs = [{"wall_s": 1.0, "monitor_s": 0.25, "wall_s_with_dev": 1.5},
+            {"wall_s": 2.5, "monitor_s": 0.25}, {"wall_s": 4.0, "monitor_s": float("nan")}]
+    assert bplots.optimizer_seconds(recs) == [0.75, 1.5, 3.0]
     assert bplots.test_errors([{"dev_accuracy": 97.5}, {}]) == [2.5, None]
 
 
@@ -392,3 +396,21 @@ def test_cli_errors_are_clear(cache, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["bench", "run", "--data", "synthetic", "-a", "sg", "--etas", "1:0", "--out", str(tmp_path)])
     assert main(["bench"]) == 2
+
+
+def test_an_interrupted_run_stops_the_benchmark(small, tmp_path, monkeypatch):
+    calls = []
+    inner = _fake_runner({None: 1.0}, calls)
+
+    def run(data, spec, **kw):
+        r = inner(data, spec, **kw)
+        if spec.name == "sag":
+            r.status = "interrupted"        # what train_corpus reports after Ctrl-C / SIGTERM
+        return r
+    monkeypatch.setattr(crfkit.train, "ALGORITHMS", ("lbfgs", "sag", "saga"))
+    with pytest.raises(KeyboardInterrupt):
+        brunner.run_benchmark(small, [brunner.Spec("lbfgs"), brunner.Spec("sag"), brunner.Spec("saga")],
+                              passes=2, out=tmp_path, runner=run, warm_up=False)
+    assert len(calls) == 2
+    man = json.loads((tmp_path / "bench.json").read_text())
+    assert [(r["name"], r["status"]) for r in man["runs"]] == [("lbfgs", "max_iterations"), ("sag", "interrupted")]

@@ -245,6 +245,8 @@ def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float 
             try:
                 r = runner(data, s, passes=passes, trace_path=path, l2=l2, seed=seed, threads=threads)
             except (FloatingPointError, OverflowError, ZeroDivisionError, ValueError) as e:
+                if isinstance(e, CrfkitError):
+                    raise                                          # bad data: not a property of the step size
                 if isinstance(e, ValueError) and "unexpected keyword" in str(e):
                     raise CrfkitError(f"{stem}: {e}") from None   # a parameter the optimizer does not take
                 # a step size that blows up: ranked last, reported, the benchmark goes on
@@ -259,6 +261,10 @@ def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float 
                     + (f"  ({r.error})" if r.error else ""))
             rank_group(group)
             save()
+            if r.status == "interrupted":
+                # Ctrl-C / SIGTERM ended this run (train_corpus returned its last weights): stop the
+                # benchmark here, its traces and bench.json so far kept
+                raise KeyboardInterrupt
         if spec.searches_step and log:
             best = rank_group(group)
             log(f"  {group_name}: best eta {best[0].params['eta']:g}"
