@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import time
 from pathlib import Path
 
