@@ -390,3 +390,17 @@ def test_tune_picks_the_best_of_the_grid(small):
     assert inv["sample_size"] == corpus.n_sequences and len(inv["trials"]) == len(sgdl1.ETA0_GRID)
     with pytest.raises(ValueError):
         tune_sgd_l1(corpus, space, sample_size=10)
+
+
+def test_checkpoint_and_resume_through_train(small, tmp_path):
+    X, Y, space, corpus = small
+    kw = dict(algorithm="sgd-l1", l1=0.02, l2=0.01, seed=3,
+              params={"penalty": "cumulative", "schedule": "exponential", "eta0": 0.5, "alpha": 0.85})
+    full = train(X, Y, max_iterations=6, **kw)
+    ck = tmp_path / "sgdl1.ckpt"
+    part = train(X, Y, max_iterations=3, checkpoint=ck, checkpoint_every=1, **kw)
+    assert part.iterations == 3 and ck.exists()
+    rest = train(X, Y, max_iterations=6, resume=ck, **kw)
+    assert rest.iterations == 6
+    np.testing.assert_array_equal(rest.model.weights, full.model.weights)
+    assert [h["iteration"] for h in rest.history] == [1, 2, 3, 4, 5, 6]
