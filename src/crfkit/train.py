@@ -29,7 +29,8 @@ BATCH_ALGORITHMS = ("lbfgs", "owlqn")
 # the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
 ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
 # keys an optimizer's per-epoch info may add to the trace record
-EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "examples_seen")
+EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "examples_seen",
+                    "monitor_s")
 
 
 @dataclass
@@ -72,7 +73,7 @@ class _Trace:
             self.f.close()
 
 
-def _dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]] | None) -> dict:
+def dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]] | None) -> dict:
     from .metrics import conlleval
     ids, _ = model.viterbi(dev)
     gold = dev.y
@@ -242,7 +243,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         # optimizer-specific figures (stochastic methods): copied into the record when given
         rec.update({k: info[k] for k in EXTRA_TRACE_KEYS if k in info})
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
-            rec.update(_dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
+            rec.update(dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
             rec["wall_s_with_dev"] = time.perf_counter() - t0
         history.append(rec)
         tr.write(rec)

@@ -56,8 +56,8 @@ def test_scores(space, w, test, test_labels=None) -> dict:
     """Token error (%) and accuracy on the encoded ``test`` corpus at weights
     ``w``, and chunk F1 when ``test_labels`` (the label strings) are given."""
     from ..model import CRFModel
-    from ..train import _dev_scores
-    s = _dev_scores(CRFModel(space, np.asarray(w, dtype=np.float64)), test, test_labels)
+    from ..train import dev_scores
+    s = dev_scores(CRFModel(space, np.asarray(w, dtype=np.float64)), test, test_labels)
     out = {"test_accuracy": s["dev_accuracy"], "test_error": 100.0 - s["dev_accuracy"]}
     if "dev_f1" in s:
         out["test_f1"] = s["dev_f1"]

@@ -148,17 +148,18 @@ def load_fstar(directory) -> dict | None:
 def optimizer_seconds(records: Sequence[dict]) -> list[float]:
     """Per record, ``wall_s`` less the test scoring done at the earlier records
     (``wall_s_with_dev - wall_s`` each) and less the monitoring an optimizer
-    reports (``monitor_s``: seconds of the record's own epoch spent evaluating
-    the objective only to report it, as a stochastic method does; that record's
-    included)."""
+    reports (``monitor_s``: seconds spent so far, this record's epoch
+    included, evaluating the objective only to report it, as a stochastic
+    method does)."""
     out = []
     taken = 0.0
+    monitored = 0.0
     for r in records:
         w = float(r.get("wall_s", float("nan")))
         mon = r.get("monitor_s")
         if isinstance(mon, (int, float)) and math.isfinite(mon):
-            taken += float(mon)
-        out.append(w - taken)
+            monitored = float(mon)
+        out.append(w - taken - monitored)
         if "wall_s_with_dev" in r:
             taken += float(r["wall_s_with_dev"]) - w
     return out

@@ -67,6 +67,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import time
+
 import numpy as np
 
 from ..errors import CrfkitError
@@ -233,6 +235,7 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
                                 message=message, iterations=run.iteration, state_fn=run.state)
 
     f = None
+    monitor_s = 0.0
     try:
         while run.iteration < epochs:
             target = (run.iteration + 1) * n
@@ -244,13 +247,15 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
                                   "the Lipschitz estimates are inconsistent")
             run.iteration += 1
             x = run.v
+            t_mon = time.perf_counter()
             f = obj.value(x, count=False)
+            monitor_s += time.perf_counter() - t_mon
             m = int(run.isc[K.I_M])
             gnorm_inf = float(np.abs(run.d / n + l2 * x).max()) if run.p else 0.0
             info = {"iteration": run.iteration, "f": f, "x": x.copy(), "step": float(run.fsc[K.F_STEP]),
                     "gnorm_inf": gnorm_inf, "nnz": int(np.count_nonzero(x)), "state": run.state,
                     "state_bytes": run.state_bytes, "naive_state_bytes": run.naive_state_bytes,
-                    "lipschitz": run.lipschitz(method), "examples_seen": m}
+                    "lipschitz": run.lipschitz(method), "examples_seen": m, "monitor_s": monitor_s}
             stop = callback(info) if callback is not None else None
             if m == n and gnorm_inf < delta:
                 return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import time
+
 import numpy as np
 
 from ..errors import CrfkitError
@@ -104,6 +106,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
                                 message=message, iterations=iteration, state_fn=make_state)
 
     f = None
+    monitor_s = 0.0
     try:
         while iteration < epochs:
             target = (iteration + 1) * n
@@ -116,9 +119,11 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
             close(target)
             iteration += 1
             x = weights()
+            t_mon = time.perf_counter()
             f = obj.value(x, count=False)
+            monitor_s += time.perf_counter() - t_mon
             info = {"iteration": iteration, "f": f, "x": x, "step": float(fsc[K.F_STEP]),
-                    "nnz": int(np.count_nonzero(x)), "state": make_state}
+                    "nnz": int(np.count_nonzero(x)), "state": make_state, "monitor_s": monitor_s}
             if callback is not None and callback(info):
                 return finish("stopped", "stopped by the callback", f)
         return finish("max_iterations", f"{epochs} effective passes", f)
