@@ -119,7 +119,8 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         eta = rate(schedule, eta0, alpha, k, n_per_pass)
         beta = scal[BETA]
         u = scal[U]
-        # the sample's state features, each once, then all transitions
+        # the sample's state features, each once, then all transitions; naive and clipping bring
+        # each up to date as it is listed (one pass over the features instead of two)
         nt = 0
         for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
             a = attr[e]
@@ -127,17 +128,20 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                 if stamp[f] != k:
                     stamp[f] = k
                     touched[nt] = f
+                    if penalty != CUMUL:
+                        _catch_up(penalty, f, v, u, k, last, lastk)
+                        if penalty == NAIVE:
+                            x = v[f]
+                            sign[nt] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
                     nt += 1
         for f in range(n_state, d):
             touched[nt] = f
+            if penalty != CUMUL:
+                _catch_up(penalty, f, v, u, k, last, lastk)
+                if penalty == NAIVE:
+                    x = v[f]
+                    sign[nt] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
             nt += 1
-        if penalty != CUMUL:
-            for j in range(nt):
-                _catch_up(penalty, touched[j], v, u, k, last, lastk)
-        if penalty == NAIVE:
-            for j in range(nt):
-                x = v[touched[j]]
-                sign[j] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
         sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                         v, beta, n_state, i, node, edge)
         beta = beta * (1.0 - eta * l2)
