@@ -68,6 +68,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "pegasos": ("crfkit.optim.sgd", "pegasos"),
     # Tsuruoka et al. 2009 (issue 5)
     "sgd-l1": ("crfkit.optim.sgdl1", "sgd_l1"),
+    # Lavergne et al. 2010 §3.4 (issue 5): block coordinate descent, one block per observation
+    "bcd": ("crfkit.optim.bcd", "bcd"),
 }
 
 
