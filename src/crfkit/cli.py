@@ -296,6 +296,12 @@ def cmd_train(args) -> int:
                   checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume, **reg)
     if args.param:
         kwargs["params"] = dict(args.param)
+    if args.dev_stop is not None:
+        if args.dev is None:
+            raise CrfkitError("--dev-stop needs a development file (--dev)")
+        kwargs.update(dev_stop=args.dev_stop, dev_metric=args.dev_metric)
+    if args.fine_tune:
+        kwargs.update(fine_tune=args.fine_tune, fine_tune_l2=args.fine_tune_l2)
     if args.algorithm not in ("lbfgs", "owlqn"):
         kwargs["seed"] = args.seed
     if args.init_model is not None:
@@ -709,6 +715,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="drop features (observed) / attributes (all) seen fewer than N times")
     t.add_argument("--dev", metavar="DEV_FILE", help="labelled column file scored during training")
     t.add_argument("--dev-every", type=_pos_int, default=1, metavar="N", help="score the dev file every N iterations")
+    t.add_argument("--dev-stop", type=_pos_int, metavar="W",
+                   help="stop when the dev score has not improved for W evaluations and keep the best model "
+                        "(needs --dev)")
+    t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
+                   help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
+                        "labels are chunks)")
+    t.add_argument("--fine-tune", type=_nonneg_int, default=0, metavar="K",
+                   help="after training, K L-BFGS iterations on the non-zero features only, without L1 "
+                        "(after an L1 run: Wapiti/Lavergne et al.'s fine-tuning)")
+    t.add_argument("--fine-tune-l2", type=_nonneg_float, metavar="L2",
+                   help="L2 of the fine-tuning, crfkit's form (default: the training L2)")
     t.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
     t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
     t.add_argument("--checkpoint", metavar="PATH", help="write the optimizer state there every --checkpoint-every "

@@ -48,7 +48,7 @@ class TrainResult:
 
     @property
     def converged(self) -> bool:
-        return self.status in ("converged", "delta", "gtol", "stop_value")
+        return self.status in ("converged", "delta", "gtol", "stop_value", "dev_stop")
 
 
 class _Trace:
@@ -167,7 +167,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  meta: dict | None = None, callback: Callable[[dict], bool | None] | None = None,
                  init=None, checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = 10,
                  resume: str | os.PathLike | None = None, params: dict | None = None,
-                 seed: int = 0) -> TrainResult:
+                 seed: int = 0, dev_stop: int | None = None, dev_metric: str = "auto",
+                 fine_tune: int = 0, fine_tune_l2: float | None = None) -> TrainResult:
     """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
@@ -175,6 +176,17 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     requested = algorithm
     if algorithm == "lbfgs" and reg.l1 > 0:
         algorithm = "owlqn"  # as CRFsuite: L-BFGS with an L1 term runs OWL-QN
+    if dev_stop is not None:
+        if dev is None:
+            raise ValueError("dev_stop needs a development set (X_dev / Y_dev)")
+        if int(dev_stop) < 1:
+            raise ValueError("dev_stop is a number of dev evaluations (>= 1)")
+    if dev_metric not in ("auto", "accuracy", "f1"):
+        raise ValueError(f"dev_metric must be auto, accuracy or f1, got {dev_metric!r}")
+    if dev_metric == "f1" and dev_labels is None:
+        raise ValueError("dev_metric='f1' needs the dev labels as strings (dev_labels)")
+    if fine_tune < 0:
+        raise ValueError("fine_tune is a number of L-BFGS iterations (>= 0)")
     stochastic = algorithm not in BATCH_ALGORITHMS
     params = dict(params or {})
     if params and not stochastic:
@@ -245,6 +257,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
             rec.update(dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
             rec["wall_s_with_dev"] = time.perf_counter() - t0
+        stop_dev = False
+        if dev_stop is not None and "dev_accuracy" in rec:
+            stop_dev = dev_watch.update(rec, info["x"])
         history.append(rec)
         tr.write(rec)
         if verbose:
@@ -258,9 +273,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             log(line)
         if checkpoint and checkpoint_every and info["iteration"] % checkpoint_every == 0 and info.get("state"):
             save_checkpoint(info["state"]())
-        if callback is not None:
-            return callback(rec)
-        return None
+        user_stop = callback(rec) if callback is not None else None
+        return True if stop_dev else user_stop
+
+    dev_watch = _DevWatch(int(dev_stop), dev_metric) if dev_stop is not None else None
 
     with _SigtermAsInterrupt():
         try:
@@ -296,20 +312,121 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                 log(f"checkpoint at iteration {res.iterations} written to {os.fspath(checkpoint)}")
     if res.status == "interrupted" and res.iterations == 0:
         raise KeyboardInterrupt  # nothing was learnt: there is no model worth saving
+    x_final, f_final, status, message = res.x, res.f, res.status, res.message
+    extra_md: dict = {}
+    if dev_watch is not None and dev_watch.best_x is not None:
+        # keep the best model on the development set (Lavergne et al. 2010, 5.3.1)
+        if dev_watch.stopped:
+            status = "dev_stop"
+            message = (f"dev {dev_watch.metric} did not improve for {dev_watch.window} evaluations; "
+                       f"best {dev_watch.best:.4f} at iteration {dev_watch.best_iteration}")
+        if dev_watch.best_iteration != res.iterations:
+            x_final = dev_watch.best_x
+            f_final = float(Objective(corpus, space, reg, threads=threads).value(x_final))
+        extra_md.update(dev_best_iteration=dev_watch.best_iteration, dev_best=dev_watch.best,
+                        dev_metric=dev_watch.metric)
+    if fine_tune:
+        x_final, f_final = _fine_tune(obj, corpus, space, reg, x_final, fine_tune, fine_tune_l2, threads,
+                                      history, tr_path=trace, t0=t0, algorithm=algorithm,
+                                      dev=dev, dev_labels=dev_labels, verbose=verbose, log=log)
+        extra_md.update(fine_tune=int(fine_tune), fine_tune_l2=float(history[-1].get("l2", 0.0))
+                        if history else 0.0)
     seconds = time.perf_counter() - t0
     md = {"algorithm": algorithm, "l1": reg.l1, "l2": reg.l2, "n_train": n,
-          "iterations": res.iterations, "status": res.status}
+          "iterations": res.iterations, "status": status}
+    md.update(extra_md)
     if resume is not None:
         md["resumed_from"] = int(state["iteration"])
     if meta:
         md.update(meta)
-    model = CRFModel(space, res.x, md)
+    model = CRFModel(space, x_final, md)
     if verbose:
-        log(f"{res.status}: {res.message}; {res.iterations} iterations, {obj.effective_passes:.0f} passes, "
-            f"{seconds:.2f}s, objective {res.f:.10g} (CRFsuite units {obj.to_crfsuite(res.f):.6f})")
-    return TrainResult(model=model, status=res.status, message=res.message, iterations=res.iterations,
-                       effective_passes=obj.effective_passes, seconds=seconds, objective=res.f,
-                       objective_crfsuite=obj.to_crfsuite(res.f), reg=reg, history=history)
+        log(f"{status}: {message}; {res.iterations} iterations, {obj.effective_passes:.0f} passes, "
+            f"{seconds:.2f}s, objective {f_final:.10g} (CRFsuite units {obj.to_crfsuite(f_final):.6f})")
+    return TrainResult(model=model, status=status, message=message, iterations=res.iterations,
+                       effective_passes=obj.effective_passes, seconds=seconds, objective=f_final,
+                       objective_crfsuite=obj.to_crfsuite(f_final), reg=reg, history=history)
+
+
+class _DevWatch:
+    """Stopping on a development set: stop once the dev score has not improved for ``window``
+    evaluations in a row, keeping the weights of the best one."""
+
+    def __init__(self, window: int, metric: str):
+        self.window = window
+        self.metric = metric
+        self.best = -np.inf
+        self.best_x = None
+        self.best_iteration = None
+        self.since = 0
+        self.stopped = False
+
+    def update(self, rec: dict, x: np.ndarray) -> bool:
+        if self.metric == "auto":
+            self.metric = "f1" if "dev_f1" in rec else "accuracy"
+        score = rec["dev_f1"] if self.metric == "f1" else rec["dev_accuracy"]
+        if score > self.best:
+            self.best, self.best_x, self.best_iteration, self.since = float(score), np.array(x, copy=True), \
+                rec["iteration"], 0
+        else:
+            self.since += 1
+        rec["dev_best"] = self.best
+        if self.since >= self.window:
+            self.stopped = True
+        return self.stopped
+
+
+def _fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, tr_path, t0, algorithm,
+               dev, dev_labels, verbose, log):
+    """A few L-BFGS iterations on the active features only, with a small L2 and no L1
+    (Lavergne et al. 2010, 5.3.1): the zero weights stay zero, the others are re-fitted."""
+    from .optim.lbfgs import lbfgs
+    active = np.flatnonzero(x)
+    l2 = reg.l2 if l2 is None else float(l2)
+    if l2 == 0.0 and reg.l2 == 0.0:
+        l2 = 1e-3 / obj.n  # "a small l2 penalty": without one, separable data has no optimum
+    sub = Objective(corpus, space, Regularization(l1=0.0, l2=l2), threads=threads)
+    full = np.zeros_like(x)
+
+    def fg(z):
+        full[active] = z
+        f, g = sub.value_and_grad(full)
+        return f, g[active]
+
+    base_it = history[-1]["iteration"] if history else 0
+    tr = _Trace(tr_path, history) if tr_path else None
+
+    def on_iter(info):
+        rec = {"algorithm": "fine-tune", "iteration": base_it + info["iteration"],
+               "effective_passes": obj.effective_passes + sub.effective_passes,
+               "wall_s": time.perf_counter() - t0, "objective": info["f"], "grad_inf_norm": info["gnorm_inf"],
+               "grad_norm": info["gnorm"], "nnz": int(np.count_nonzero(info["x"])), "step": info["step"],
+               "l2": l2, "phase": "fine_tune"}
+        if dev is not None:
+            w = np.zeros_like(x)
+            w[active] = info["x"]
+            rec.update(dev_scores(CRFModel(space, w), dev, dev_labels))
+        history.append(rec)
+        if tr:
+            tr.write(rec)
+        if verbose:
+            log(f"fine-tune {info['iteration']:3d}  obj {info['f']:.8g}  active {rec['nnz']}  (l2={l2:.3g}, "
+                f"{len(active)} features)")
+        return None
+
+    try:
+        res = lbfgs(fg, x[active].copy(), max_iterations=int(iterations), callback=on_iter, epsilon=0.0,
+                    delta=0.0, period=10)
+    finally:
+        if tr:
+            tr.close()
+    out = np.zeros_like(x)
+    out[active] = res.x
+    f = float(Objective(corpus, space, reg, threads=threads).value(out))
+    if verbose:
+        log(f"fine-tuned {len(active)} active features for {res.iterations} iterations (l2={l2:.3g}): "
+            f"objective {f:.10g} (with the training regularisation)")
+    return out, f
 
 
 def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
@@ -339,6 +456,14 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     checkpoint of other data, another feature space or other algorithm/l1/l2/
     ``m``/``period`` is refused with :class:`crfkit.checkpoint.CheckpointError`.
     ``max_iterations`` counts the whole run, resumed iterations included.
+
+    Stopping on a development set (Lavergne et al. 2010, 5.3.1): ``dev_stop=W``
+    stops once the dev score (``dev_metric``: ``f1`` when the dev labels are
+    chunks, else ``accuracy``; ``auto`` picks) has not improved for ``W``
+    evaluations (every ``dev_every`` iterations) and keeps the best model
+    (status ``dev_stop``).  ``fine_tune=K`` then runs ``K`` L-BFGS iterations
+    on the features that are non-zero, with L2 ``fine_tune_l2`` (default: the
+    training L2) and no L1; the other features stay at zero.
 
     Dense features: ``dense`` (and ``dense_dev``) give one (tokens x D) real
     matrix per sequence, next to the attributes of ``X`` or instead of them
