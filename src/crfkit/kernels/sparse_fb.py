@@ -1,0 +1,243 @@
+"""Sparse forward-backward recursions (Lavergne, Cappé & Yvon 2010, §4.1).
+
+When the label-pair scores of a position are mostly zero -- an L1-trained
+model with label-pair x observation features, or a transition matrix that L1
+has thinned out -- write the pair factor as ``exp(s) = 1 + M`` with
+``M = exp(s) - 1`` non-zero only where ``s`` is.  Then
+
+    alpha_t(j) ~ e_t(j) * [ sum_i alpha_{t-1}(i)  +  sum_{i: s(i,j) != 0} alpha_{t-1}(i) M(i, j) ]
+    beta_{t-1}(i) ~ sum_j v_t(j)  +  sum_{j: s(i,j) != 0} M(i, j) v_t(j),      v_t = e_t * beta_t
+
+so a position costs O(L + r) operations and r exponentials, r the number of
+non-zero pair scores, instead of O(L^2) (and L^2 exponentials when the scores
+depend on the position).
+
+Input: emission scores ``score`` (T x L) and, per position ``t >= 1``, the
+non-zero pair scores of the transition into ``t`` as a list: entries
+``pair_ptr[t]:pair_ptr[t+1]`` of ``pair_from``, ``pair_to``, ``pair_s`` (a
+pair may appear once per position).  The recursions are scaled as in
+:mod:`crfkit.kernels.chain` (alpha renormalised at every position).
+
+Numerics: ``1 + M`` can cancel when a strongly negative score sits on a pair
+that carries most of the mass; the "all pairs" part is therefore computed as
+the sum over the pairs *not* listed (``S - sum over listed``), and when that
+difference is below ``1e-6 * S`` it is recomputed exactly from the unlisted
+entries, so every quantity is a sum of non-negative terms up to a relative
+error of about 1e-10.  Pair scores must keep ``exp`` finite and the scaled
+recursion in range (as the dense kernels' ``MAX_SCALED_TRANSITION_RANGE``);
+:func:`pair_scores_ok` checks it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .chain import FAST, MAX_SCALED_TRANSITION_RANGE
+
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+_EXACT_BELOW = 1e-6
+
+
+@njit(**_NOPY)
+def pair_scores_ok(pair_s) -> bool:
+    """True when the pair scores are in the range the scaled sparse recursion handles exactly."""
+    lo = 0.0
+    hi = 0.0
+    for k in range(pair_s.shape[0]):
+        s = pair_s[k]
+        if not np.isfinite(s):
+            return False
+        if s < lo:
+            lo = s
+        if s > hi:
+            hi = s
+    return hi - lo <= MAX_SCALED_TRANSITION_RANGE
+
+
+@njit(**_NOPY)
+def _exp_rows(score, T, es, shift):
+    L = score.shape[1]
+    for t in range(T):
+        m = score[t, 0]
+        for j in range(1, L):
+            if score[t, j] > m:
+                m = score[t, j]
+        shift[t] = m
+        for j in range(L):
+            es[t, j] = np.exp(score[t, j] - m)
+
+
+@njit(**_NOPY)
+def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node, edge_nz,
+                            alpha, beta, es, scale, em1, acc, mark, cnt):
+    """Scaled forward-backward with sparse pair scores; returns log Z.
+
+    Outputs: ``node`` (>= T x L) node marginals; ``edge_nz`` (one per listed
+    pair) the pair marginal p(y_{t-1} = from, y_t = to) of every listed pair
+    (an unlisted pair's marginal is ``alpha[t-1, i] * es[t, j] * beta[t, j] /
+    scale[t]``).  Work arrays: ``alpha``, ``beta``, ``es`` (>= T x L),
+    ``scale`` (>= 2T: the scales, then the emission shifts), ``em1`` (one per
+    listed pair: receives exp(s)), ``acc`` and ``mark`` (L floats each),
+    ``cnt`` (L ints).
+
+    The recursion is evaluated as (mass of the unlisted pairs) + (listed pairs
+    times exp(s)): the same operation count as with ``M = exp(s) - 1``, but
+    ``1 + M`` is never formed, so nothing cancels.
+    """
+    L = score.shape[1]
+    shift = scale[T:2 * T]
+    _exp_rows(score, T, es, shift)
+    for k in range(pair_ptr[1] if T > 1 else 0, pair_ptr[T] if T > 1 else 0):
+        em1[k] = np.exp(pair_s[k])
+    # forward
+    s0 = 0.0
+    for j in range(L):
+        alpha[0, j] = es[0, j]
+        s0 += es[0, j]
+    scale[0] = s0
+    logz = np.log(s0) + shift[0]
+    for j in range(L):
+        alpha[0, j] /= s0
+    for t in range(1, T):
+        k0 = pair_ptr[t]
+        k1 = pair_ptr[t + 1]
+        S = 0.0
+        for i in range(L):
+            S += alpha[t - 1, i]
+        for j in range(L):
+            acc[j] = 0.0     # alpha mass of the listed pairs into j
+            mark[j] = 0.0    # sum over listed pairs into j of alpha * exp(s)
+            cnt[j] = 0
+        for k in range(k0, k1):
+            a = alpha[t - 1, pair_from[k]]
+            acc[pair_to[k]] += a
+            mark[pair_to[k]] += a * em1[k]
+            cnt[pair_to[k]] += 1
+        tot = 0.0
+        for j in range(L):
+            if cnt[j] == L:
+                rest = 0.0   # every pair into j is listed
+            else:
+                rest = S - acc[j]
+                if rest < _EXACT_BELOW * S:
+                    rest = _complement_in(alpha, t - 1, pair_from, pair_to, k0, k1, j, L)
+            v = (rest + mark[j]) * es[t, j]
+            alpha[t, j] = v
+            tot += v
+        scale[t] = tot
+        logz += np.log(tot) + shift[t]
+        for j in range(L):
+            alpha[t, j] /= tot
+    # backward (beta scaled so that node = alpha * beta)
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    for t in range(T - 1, 0, -1):
+        k0 = pair_ptr[t]
+        k1 = pair_ptr[t + 1]
+        inv = 1.0 / scale[t]
+        V = 0.0
+        for j in range(L):
+            acc[j] = es[t, j] * beta[t, j] * inv   # v_t(j)
+            V += acc[j]
+        for i in range(L):
+            mark[i] = 0.0
+            cnt[i] = 0
+            beta[t - 1, i] = 0.0
+        for k in range(k0, k1):
+            v = acc[pair_to[k]]
+            mark[pair_from[k]] += v
+            cnt[pair_from[k]] += 1
+            beta[t - 1, pair_from[k]] += v * em1[k]
+        for i in range(L):
+            if cnt[i] == L:
+                continue
+            rest = V - mark[i]
+            if rest < _EXACT_BELOW * V:
+                rest = _complement_out(acc, pair_from, pair_to, k0, k1, i, L)
+            beta[t - 1, i] += rest
+        # marginals of the listed pairs at t
+        for k in range(k0, k1):
+            edge_nz[k] = alpha[t - 1, pair_from[k]] * em1[k] * acc[pair_to[k]]
+    for t in range(T):
+        for j in range(L):
+            node[t, j] = alpha[t, j] * beta[t, j]
+    return logz
+
+
+@njit(**_NOPY)
+def _complement_in(alpha, t, pair_from, pair_to, k0, k1, j, L):
+    """sum of alpha[t, i] over the i with no listed pair (i, j): exactly, without cancellation."""
+    listed = np.zeros(L, dtype=np.bool_)
+    for k in range(k0, k1):
+        if pair_to[k] == j:
+            listed[pair_from[k]] = True
+    s = 0.0
+    for i in range(L):
+        if not listed[i]:
+            s += alpha[t, i]
+    return s
+
+
+@njit(**_NOPY)
+def _complement_out(v, pair_from, pair_to, k0, k1, i, L):
+    """sum of v[j] over the j with no listed pair (i, j)."""
+    listed = np.zeros(L, dtype=np.bool_)
+    for k in range(k0, k1):
+        if pair_from[k] == i:
+            listed[pair_to[k]] = True
+    s = 0.0
+    for j in range(L):
+        if not listed[j]:
+            s += v[j]
+    return s
+
+
+@njit(**_NOPY)
+def dense_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node, alpha, beta, es, scale, expM):
+    """The same recursions with a full L x L factor exp(s_t) per position (the reference the
+    sparse version is measured against: L^2 exponentials and products per position)."""
+    L = score.shape[1]
+    shift = scale[T:2 * T]
+    _exp_rows(score, T, es, shift)
+    s0 = 0.0
+    for j in range(L):
+        alpha[0, j] = es[0, j]
+        s0 += es[0, j]
+    scale[0] = s0
+    logz = np.log(s0) + shift[0]
+    for j in range(L):
+        alpha[0, j] /= s0
+    for t in range(1, T):
+        for i in range(L):
+            for j in range(L):
+                expM[t, i, j] = 0.0
+        for k in range(pair_ptr[t], pair_ptr[t + 1]):
+            expM[t, pair_from[k], pair_to[k]] = pair_s[k]
+        for i in range(L):
+            for j in range(L):
+                expM[t, i, j] = np.exp(expM[t, i, j])
+        tot = 0.0
+        for j in range(L):
+            a = 0.0
+            for i in range(L):
+                a += alpha[t - 1, i] * expM[t, i, j]
+            a *= es[t, j]
+            alpha[t, j] = a
+            tot += a
+        scale[t] = tot
+        logz += np.log(tot) + shift[t]
+        for j in range(L):
+            alpha[t, j] /= tot
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    for t in range(T - 1, 0, -1):
+        inv = 1.0 / scale[t]
+        for i in range(L):
+            b = 0.0
+            for j in range(L):
+                b += expM[t, i, j] * es[t, j] * beta[t, j]
+            beta[t - 1, i] = b * inv
+    for t in range(T):
+        for j in range(L):
+            node[t, j] = alpha[t, j] * beta[t, j]
+    return logz
