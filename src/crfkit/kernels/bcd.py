@@ -1,0 +1,473 @@
+"""Numba kernels of block coordinate descent (Lavergne, Cappé & Yvon 2010, §3.4 and §4.1).
+
+Caches (kept coherent by the kernels that change weights):
+
+* ``E`` (tokens x L): the state-feature emission scores of every token;
+* ``ES``, ``EM``: ``ES[t] = exp(E[t] - EM[t])`` with ``EM[t] = max(E[t])``, so
+  forward-backward never calls ``exp`` on a row it did not change;
+* ``lz`` (n): ``log Z`` of every sequence.
+
+Recursions (exp domain, every message normalised to sum 1, its log-scale kept
+apart): ``alpha~_t = alpha_t * exp(la_t)``, ``beta~_t = beta_t * exp(lb_t)``
+and ``Z = exp(la_t + lb_t) * <alpha_t, beta_t>`` at any ``t``.  Transitions
+enter as ``expM = exp(trans - tmax)``; while the transition scores span at
+most ``MAX_SCALED_TRANSITION_RANGE`` no normaliser can underflow (the caller
+checks the span).
+
+Truncated recursions (§4.1): a block of attribute ``a`` needs, in a sequence
+where ``a`` occurs at positions ``t1 <= ... <= t2``, the node marginals at
+those positions only: the forward recursion runs over ``0..t2`` and the
+backward one over ``T-1..t1`` (``T + (t2 - t1) + 1`` steps instead of ``2T``;
+one occurrence: about half the work).  Exact, no approximation.  A trial step
+changes the emissions at ``t1..t2`` only, so its ``log Z`` needs only the
+forward messages over the window ``t1..t2``, started from the stored
+``alpha_{t1-1}`` and closed with the stored ``beta_{t2}``.
+
+Inverted index (``build_index``): for attribute ``a``, its groups
+``ap[a]:ap[a+1]``, one per sequence that contains it (``gseq[g]``), each with
+its occurrences ``gptr[g]:gptr[g+1]`` (token ``otok``, value ``oval``; entries
+of one attribute in one token are merged, their values added), in token order.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .chain import FAST
+
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+
+# slots of the per-call statistics array
+ST_ORACLE, ST_TRIALS, ST_ACCEPT, ST_REJECT, ST_SKIP, ST_DF = 0, 1, 2, 3, 4, 5
+N_STATS = 6
+
+
+# ------------------------------------------------------------------ index and caches
+@njit(**_NOPY)
+def build_index(seq_ptr, tok_ptr, attr, val, n_attr):
+    """Inverted index attribute -> sequences -> occurrences; returns (ap, gseq, gptr, otok, oval)."""
+    n = len(seq_ptr) - 1
+    nocc = np.zeros(n_attr, np.int64)
+    ngrp = np.zeros(n_attr, np.int64)
+    last_t = np.full(n_attr, -1, np.int64)
+    last_s = np.full(n_attr, -1, np.int64)
+    for s in range(n):
+        for t in range(seq_ptr[s], seq_ptr[s + 1]):
+            for e in range(tok_ptr[t], tok_ptr[t + 1]):
+                a = attr[e]
+                if last_s[a] != s:
+                    last_s[a] = s
+                    ngrp[a] += 1
+                if last_t[a] != t:
+                    last_t[a] = t
+                    nocc[a] += 1
+    ap = np.zeros(n_attr + 1, np.int64)
+    op = np.zeros(n_attr + 1, np.int64)
+    for a in range(n_attr):
+        ap[a + 1] = ap[a] + ngrp[a]
+        op[a + 1] = op[a] + nocc[a]
+    G = ap[n_attr]
+    gseq = np.empty(G, np.int64)
+    gptr = np.empty(G + 1, np.int64)
+    otok = np.empty(op[n_attr], np.int64)
+    oval = np.empty(op[n_attr], np.float64)
+    gcur = ap[:n_attr].copy()
+    ocur = op[:n_attr].copy()
+    last_t[:] = -1
+    last_s[:] = -1
+    for s in range(n):
+        for t in range(seq_ptr[s], seq_ptr[s + 1]):
+            for e in range(tok_ptr[t], tok_ptr[t + 1]):
+                a = attr[e]
+                if last_s[a] != s:
+                    last_s[a] = s
+                    g = gcur[a]
+                    gseq[g] = s
+                    gptr[g] = ocur[a]
+                    gcur[a] += 1
+                if last_t[a] != t:
+                    last_t[a] = t
+                    o = ocur[a]
+                    otok[o] = t
+                    oval[o] = val[e]
+                    ocur[a] += 1
+                else:
+                    oval[ocur[a] - 1] += val[e]
+    gptr[G] = op[n_attr]
+    return ap, gseq, gptr, otok, oval
+
+
+@njit(**_NOPY)
+def _exp_row(E, r, ES, EM):
+    L = E.shape[1]
+    m = E[r, 0]
+    for j in range(1, L):
+        if E[r, j] > m:
+            m = E[r, j]
+    EM[r] = m
+    for j in range(L):
+        ES[r, j] = np.exp(E[r, j] - m)
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def exp_rows(E, ES, EM):
+    """ES, EM from E for every token."""
+    for r in prange(E.shape[0]):
+        _exp_row(E, r, ES, EM)
+
+
+@njit(**_NOPY)
+def transition_scores(w, n_state, trans_index, out):
+    """out (L x L) = transition scores (0 for pairs without a feature); returns (tmax, tmin)."""
+    L = trans_index.shape[0]
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            out[i, j] = w[n_state + k] if k >= 0 else 0.0
+    return out.max(), out.min()
+
+
+# ------------------------------------------------------------------ recursions
+@njit(**_NOPY)
+def _forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
+    """Normalised forward messages at positions ta..tb (alpha[ta-1], la[ta-1] must hold when ta > 0)."""
+    L = expM.shape[0]
+    for t in range(ta, tb + 1):
+        r = s0 + t
+        if t == 0:
+            for j in range(L):
+                alpha[0, j] = ES[r, j]
+            base = EM[r]
+        else:
+            for j in range(L):
+                alpha[t, j] = 0.0
+            for i in range(L):
+                a = alpha[t - 1, i]
+                if a != 0.0:
+                    for j in range(L):
+                        alpha[t, j] += a * expM[i, j]
+            for j in range(L):
+                alpha[t, j] *= ES[r, j]
+            base = la[t - 1] + EM[r] + tmax
+        s = 0.0
+        for j in range(L):
+            s += alpha[t, j]
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+        la[t] = base + np.log(s)
+
+
+@njit(**_NOPY)
+def _backward(ES, EM, s0, T, tb, expM, tmax, beta, lb, tmp):
+    """Normalised backward messages at positions T-1 down to tb."""
+    L = expM.shape[0]
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    lb[T - 1] = 0.0
+    for t in range(T - 2, tb - 1, -1):
+        r = s0 + t + 1
+        for j in range(L):
+            tmp[j] = ES[r, j] * beta[t + 1, j]
+        s = 0.0
+        for i in range(L):
+            acc = 0.0
+            for j in range(L):
+                acc += expM[i, j] * tmp[j]
+            beta[t, i] = acc
+            s += acc
+        inv = 1.0 / s
+        for i in range(L):
+            beta[t, i] *= inv
+        lb[t] = lb[t + 1] + EM[r] + tmax + np.log(s)
+
+
+@njit(**_NOPY)
+def _logz_at(alpha, la, beta, lb, t):
+    L = alpha.shape[1]
+    z = 0.0
+    for j in range(L):
+        z += alpha[t, j] * beta[t, j]
+    return la[t] + lb[t] + np.log(z)
+
+
+# ------------------------------------------------------------------ one attribute block
+@njit(**_NOPY)
+def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
+               alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H):
+    """Sums over the sequences containing attribute ``a`` of the expected counts of its features
+    (``G[kk] = sum_occ v p_t(label_kk)``) and of the per-position variances (``H[kk] = sum_occ v^2 p (1-p)``),
+    by truncated forward-backward; stores per group what a trial step needs (``A0``/``LA0`` the
+    forward message before the window, ``B1``/``LB1`` the backward one at its end, ``LZ0`` log Z)."""
+    k0, k1 = attr_ptr[a], attr_ptr[a + 1]
+    nk = k1 - k0
+    L = expM.shape[0]
+    for kk in range(nk):
+        G[kk] = 0.0
+        H[kk] = 0.0
+    for gi in range(ap[a + 1] - ap[a]):
+        g = ap[a] + gi
+        i = gseq[g]
+        s0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - s0
+        o0, o1 = gptr[g], gptr[g + 1]
+        t1 = otok[o0] - s0
+        t2 = otok[o1 - 1] - s0
+        _forward(ES, EM, s0, 0, t2, expM, tmax, alpha, la)
+        _backward(ES, EM, s0, T, t1, expM, tmax, beta, lb, tmp)
+        LZ0[gi] = _logz_at(alpha, la, beta, lb, t2)
+        if t1 > 0:
+            for j in range(L):
+                A0[gi, j] = alpha[t1 - 1, j]
+            LA0[gi] = la[t1 - 1]
+        for j in range(L):
+            B1[gi, j] = beta[t2, j]
+        LB1[gi] = lb[t2]
+        for o in range(o0, o1):
+            t = otok[o] - s0
+            v = oval[o]
+            z = 0.0
+            for j in range(L):
+                z += alpha[t, j] * beta[t, j]
+            invz = 1.0 / z
+            for kk in range(nk):
+                y = feat_label[k0 + kk]
+                p = alpha[t, y] * beta[t, y] * invz
+                G[kk] += v * p
+                H[kk] += v * v * p * (1.0 - p)
+
+
+@njit(**_NOPY)
+def _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl, step, A0, LA0, B1, LB1,
+                 cur, nxt, es):
+    """log Z of the sequence of group ``g`` after the emissions at its occurrences change by
+    ``step * v * dl``: forward over the window t1..t2 only."""
+    L = expM.shape[0]
+    i = gseq[g]
+    s0 = seq_ptr[i]
+    o = gptr[g]
+    o1 = gptr[g + 1]
+    t1 = otok[o] - s0
+    t2 = otok[o1 - 1] - s0
+    lcur = 0.0
+    if t1 > 0:
+        for j in range(L):
+            cur[j] = A0[gi, j]
+        lcur = LA0[gi]
+    for t in range(t1, t2 + 1):
+        r = s0 + t
+        if o < o1 and otok[o] == r:
+            sv = step * oval[o]
+            m = E[r, 0] + sv * dl[0]
+            for j in range(1, L):
+                x = E[r, j] + sv * dl[j]
+                if x > m:
+                    m = x
+            for j in range(L):
+                es[j] = np.exp(E[r, j] + sv * dl[j] - m)
+            o += 1
+        else:
+            m = EM[r]
+            for j in range(L):
+                es[j] = ES[r, j]
+        if t == 0:
+            for j in range(L):
+                nxt[j] = es[j]
+            base = m
+        else:
+            for j in range(L):
+                nxt[j] = 0.0
+            for ii in range(L):
+                c = cur[ii]
+                if c != 0.0:
+                    for j in range(L):
+                        nxt[j] += c * expM[ii, j]
+            for j in range(L):
+                nxt[j] *= es[j]
+            base = lcur + m + tmax
+        s = 0.0
+        for j in range(L):
+            s += nxt[j]
+        inv = 1.0 / s
+        for j in range(L):
+            cur[j] = nxt[j] * inv
+        lcur = base + np.log(s)
+    z = 0.0
+    for j in range(L):
+        z += cur[j] * B1[gi, j]
+    return lcur + LB1[gi] + np.log(z)
+
+
+@njit(**_NOPY)
+def _soft(z, r):
+    if z > r:
+        return z - r
+    if z < -r:
+        return z + r
+    return 0.0
+
+
+@njit(**_NOPY)
+def newton_direction(w, k0, nk, G, H, emp, inv_n, l1, l2, kappa, d):
+    """Direction d of eq. (10)-(11) with the L2 term exact: w + d = s(h w - g, l1) / (h + l2), where g and
+    h are the loss's block gradient and (kappa-scaled) diagonal curvature; returns the model's decrease
+    Delta = g.d + (l2/2)(|w+d|^2 - |w|^2) + l1(|w+d|_1 - |w|_1) (<= 0; 0 when d = 0)."""
+    delta = 0.0
+    for kk in range(nk):
+        k = k0 + kk
+        g = (G[kk] - emp[k]) * inv_n
+        h = kappa * H[kk] * inv_n
+        den = h + l2
+        if den < 1e-12:
+            den = 1e-12
+        x = w[k]
+        xn = _soft(h * x - g, l1) / den
+        d[kk] = xn - x
+        delta += g * d[kk] + 0.5 * l2 * (xn * xn - x * x) + l1 * (abs(xn) - abs(x))
+    return delta
+
+
+@njit(**_NOPY)
+def _pen_change(w, k0, nk, d, step, l1, l2):
+    out = 0.0
+    for kk in range(nk):
+        x = w[k0 + kk]
+        xn = x + step * d[kk]
+        out += 0.5 * l2 * (xn * xn - x * x) + l1 * (abs(xn) - abs(x))
+    return out
+
+
+@njit(**_NOPY)
+def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
+                 E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol,
+                 alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur, nxt, es, stats):
+    """One prox-Newton step with backtracking on each attribute block order[b0:b1], in turn.
+
+    A block with no occurrence gets its exact minimiser (0 when l1 or l2 > 0).  Otherwise: block
+    gradient and diagonal (truncated forward-backward on its sequences), direction of eq. (10)-(11),
+    step ``min(1, max_step / max|d|)`` halved until the objective change (exact, from the window
+    log Z's) is at most ``sigma * step * Delta`` (Tseng & Yun's Armijo rule) -- at most ``max_back``
+    halvings, after which the block is left unchanged.  Blocks whose predicted decrease -Delta is
+    below ``skip_tol`` are left unchanged (already optimal to rounding).  Accepted steps update
+    w, E/ES/EM at the occurrences and lz of the touched sequences.
+    """
+    L = expM.shape[0]
+    for b in range(b0, b1):
+        a = order[b]
+        k0 = attr_ptr[a]
+        nk = attr_ptr[a + 1] - k0
+        if nk == 0:
+            continue
+        ng = ap[a + 1] - ap[a]
+        if ng == 0:
+            if l1 > 0.0 or l2 > 0.0:
+                dF = 0.0
+                for kk in range(nk):
+                    x = w[k0 + kk]
+                    dF -= 0.5 * l2 * x * x + l1 * abs(x)
+                    w[k0 + kk] = 0.0
+                stats[ST_DF] += dF
+            continue
+        block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
+                   alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H)
+        stats[ST_ORACLE] += ng
+        delta = newton_direction(w, k0, nk, G, H, emp, inv_n, l1, l2, kappa, d)
+        if not (-delta > skip_tol):
+            stats[ST_SKIP] += 1
+            continue
+        dmax = 0.0
+        gold = 0.0
+        for kk in range(nk):
+            if abs(d[kk]) > dmax:
+                dmax = abs(d[kk])
+            gold += d[kk] * emp[k0 + kk]
+        step = 1.0
+        if dmax > max_step:
+            step = max_step / dmax
+        for j in range(L):
+            dl[j] = 0.0
+        for kk in range(nk):
+            dl[feat_label[k0 + kk]] = d[kk]
+        accepted = False
+        for _ in range(max_back + 1):
+            s = 0.0
+            for gi in range(ng):
+                g = ap[a] + gi
+                NLZ[gi] = _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl, step,
+                                       A0, LA0, B1, LB1, cur, nxt, es)
+                s += NLZ[gi] - LZ0[gi]
+            stats[ST_TRIALS] += 1
+            stats[ST_ORACLE] += ng
+            dF = (s - step * gold) * inv_n + _pen_change(w, k0, nk, d, step, l1, l2)
+            if dF <= sigma * step * delta:
+                accepted = True
+                break
+            step *= 0.5
+        if not accepted:
+            stats[ST_REJECT] += 1
+            continue
+        stats[ST_ACCEPT] += 1
+        stats[ST_DF] += dF
+        for kk in range(nk):
+            w[k0 + kk] += step * d[kk]
+        for gi in range(ng):
+            g = ap[a] + gi
+            lz[gseq[g]] = NLZ[gi]
+            for o in range(gptr[g], gptr[g + 1]):
+                r = otok[o]
+                sv = step * oval[o]
+                for j in range(L):
+                    E[r, j] += sv * dl[j]
+                _exp_row(E, r, ES, EM)
+
+
+# ------------------------------------------------------------------ the transition block
+@njit(parallel=True, cache=True, fastmath=FAST)
+def transition_stats(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, lz, EC, SQ):
+    """Full forward-backward on every sequence: lz, and per chunk c the expected transition counts
+    ``EC[c, i, j] = sum_t p_t(i, j)`` and ``SQ[c, i, j] = sum_t p_t(i, j)^2``."""
+    L = expM.shape[0]
+    nc = len(bounds) - 1
+    for c in prange(nc):
+        alpha = np.empty((Tmax, L))
+        beta = np.empty((Tmax, L))
+        la = np.empty(Tmax)
+        lb = np.empty(Tmax)
+        tmp = np.empty(L)
+        for i in range(L):
+            for j in range(L):
+                EC[c, i, j] = 0.0
+                SQ[c, i, j] = 0.0
+        for s in range(bounds[c], bounds[c + 1]):
+            s0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - s0
+            _forward(ES, EM, s0, 0, T - 1, expM, tmax, alpha, la)
+            _backward(ES, EM, s0, T, 0, expM, tmax, beta, lb, tmp)
+            logz = _logz_at(alpha, la, beta, lb, T - 1)
+            lz[s] = logz
+            for t in range(1, T):
+                r = s0 + t
+                f = np.exp(la[t - 1] + tmax + EM[r] + lb[t] - logz)
+                for j in range(L):
+                    tmp[j] = ES[r, j] * beta[t, j] * f
+                for i in range(L):
+                    ai = alpha[t - 1, i]
+                    for j in range(L):
+                        p = ai * expM[i, j] * tmp[j]
+                        EC[c, i, j] += p
+                        SQ[c, i, j] += p * p
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def all_logz(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, out):
+    """out[s] = log Z of every sequence (forward passes)."""
+    L = expM.shape[0]
+    nc = len(bounds) - 1
+    for c in prange(nc):
+        alpha = np.empty((Tmax, L))
+        la = np.empty(Tmax)
+        for s in range(bounds[c], bounds[c + 1]):
+            s0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - s0
+            _forward(ES, EM, s0, 0, T - 1, expM, tmax, alpha, la)
+            out[s] = la[T - 1]          # alpha[T-1] sums to 1 and beta[T-1] = 1

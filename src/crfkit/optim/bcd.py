@@ -1,0 +1,402 @@
+"""Block coordinate descent for the elastic-net CRF objective (Lavergne, Cappé & Yvon 2010, §3.4;
+Sokolovska, Lavergne, Cappé & Yvon 2010).
+
+Objective: ``f(w) = (1/n) sum_i nll_i(w) + (l2/2)|w|^2 + l1|w|_1`` (DESIGN.md).
+
+Blocks.  One block per attribute (observation test) ``a``: its state features
+``attr_ptr[a]:attr_ptr[a+1]`` (one per label seen with it), and one block for
+all the transition features.
+
+Attribute block update (eq. 9-11).  With ``g_k`` the gradient of the loss part
+``(1/n) sum_i nll_i`` and ``h_k`` its second derivative approximated as the
+paper does -- only the diagonal of the block's Hessian, and within it the sum
+over the occurrences of the per-position variances ``v^2 p_t(y)(1 - p_t(y))``
+(exact when the attribute occurs at most once per sequence; the covariances
+between two occurrences in one sequence are left out) -- times ``kappa``::
+
+    w_k <- s(h_k w_k - g_k, l1) / (h_k + l2)          (s: soft-thresholding, eq. 11)
+
+which is eq. (10) with the L2 term kept exactly in the quadratic model.  The
+marginals come from forward-backward on the sequences containing ``a`` only
+(inverted index attribute -> sequences -> positions), with the truncated
+recursions of §4.1: forward over ``0..t_last``, backward over
+``T-1..t_first`` where ``t_first``/``t_last`` are the first/last occurrence
+of ``a`` in the sequence -- exact, about half the work for an attribute that
+occurs once.  (The "window around the occurrences where the marginals
+outside have converged" variant is *not* implemented: it would approximate;
+this one is exact.)
+
+Safeguard.  The block step ``d`` is scaled by ``step = min(1, max_step /
+max|d|)`` and halved (at most ``max_back`` times) until the exact change of
+the objective satisfies ``F(w + step d) - F(w) <= sigma * step * Delta`` where
+``Delta = g.d + penalty change`` is the decrease the model predicts (Tseng &
+Yun's Armijo rule for coordinate gradient descent): the objective never
+increases, and the method converges to the optimum.  Each trial needs the
+new ``log Z`` of the touched sequences only, and only over the window
+``t_first..t_last`` (the forward message before it and the backward message
+after it are unchanged and kept from the gradient pass).  A block whose
+predicted decrease is below rounding level is left alone.
+
+Transition block: ``trans_steps`` (default 1) such diagonal prox-Newton steps
+at the start of every sweep, each on a full forward-backward of all sequences
+(multi-threaded) with its own Armijo backtracking (forward passes only).
+Diagonal: ``sum_t p_t(i,j)(1 - p_t(i,j))``.
+
+Caches: emission scores of every token (and their exponentials), ``log Z``
+of every sequence.  An accepted block step updates the emission rows of its
+occurrences and the ``log Z`` of its sequences.  Every sweep starts by
+recomputing all caches from the weights, so rounding cannot drift across
+sweeps and a run resumed from the weights of sweep k is bitwise the
+uninterrupted run.
+
+Sweeps.  ``max_iterations`` sweeps (default 50); a sweep is the transition
+step(s), then every attribute block once, in a random order drawn from
+``(seed, sweep)`` (``order="random"``) or in attribute order (``"cyclic"``).
+Stops (status ``converged``) when the relative decrease of the objective over
+``period`` sweeps falls below ``delta`` (``(f[k-period] - f[k]) / |f[k]| <
+delta``; ``delta=0`` never).  The objective used for the rule is the exact
+value held by the caches at the end of the sweep; ``monitor=True`` (default)
+also evaluates ``obj.value`` for the callback's ``f`` (time reported as
+``monitor_s``).
+
+Effective passes: a block's forward-backward on a sequence and each trial's
+window forward on it count as one oracle call each; the transition step's
+full forward-backward and each of its trial forward passes count as one full
+evaluation.
+
+Dense real-valued feature blocks are refused (CrfkitError).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CrfkitError
+from ..kernels import bcd as K
+from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
+from .stochastic import StochasticResult
+
+DEFAULT_SWEEPS = 50
+ORDERS = ("random", "cyclic")
+CHUNK = 4096                 # blocks per numba call (Ctrl-C is seen between calls)
+SKIP_EPS = 1e-15             # a block's predicted decrease below this x |log Z| x (its sequences / n): left alone
+
+
+@dataclass
+class Index:
+    """Inverted index attribute -> sequences -> occurrences (see crfkit.kernels.bcd)."""
+    ap: np.ndarray      # (n_attr+1,) groups of attribute a: ap[a]:ap[a+1]
+    gseq: np.ndarray    # sequence of each group
+    gptr: np.ndarray    # occurrences of group g: gptr[g]:gptr[g+1]
+    otok: np.ndarray    # global token index of each occurrence (ascending within a group)
+    oval: np.ndarray    # attribute value at the occurrence (entries of one token merged)
+
+    def sequences(self, a: int) -> np.ndarray:
+        return self.gseq[self.ap[a]:self.ap[a + 1]]
+
+    def occurrences(self, a: int) -> tuple[np.ndarray, np.ndarray]:
+        o0, o1 = self.gptr[self.ap[a]], self.gptr[self.ap[a + 1]]
+        return self.otok[o0:o1], self.oval[o0:o1]
+
+
+def inverted_index(corpus, n_attributes: int) -> Index:
+    return Index(*K.build_index(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, int(n_attributes)))
+
+
+def block_order(seed: int, sweep: int, n_attr: int, order: str = "random") -> np.ndarray:
+    """The attribute blocks of sweep ``sweep`` (from 0), in visiting order."""
+    if order == "cyclic":
+        return np.arange(n_attr, dtype=np.int64)
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(sweep)]).permutation(n_attr).astype(np.int64)
+
+
+class Engine:
+    """Caches and scratch of one BCD run."""
+
+    def __init__(self, obj, w: np.ndarray):
+        c, s = obj.corpus, obj.space
+        if getattr(s, "n_dense", 0) > 0:
+            raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
+        self.obj, self.c, self.s = obj, c, s
+        self.n, self.L, self.ns = obj.n, s.n_labels, s.n_state
+        self.inv_n = 1.0 / obj.n
+        self.w = w
+        self.emp = obj.empirical_counts
+        self.index = inverted_index(c, s.n_attributes)
+        nt, L = c.n_tokens, s.n_labels
+        self.Tmax = max(int(c.max_length), 1)
+        self.E = np.zeros((nt, L))
+        self.ES = np.zeros((nt, L))
+        self.EM = np.zeros(nt)
+        self.lz = np.zeros(self.n)
+        self.trans = np.zeros((L, L))
+        self.expM = np.ones((L, L))
+        self.tmax = 0.0
+        gmax = int(np.diff(self.index.ap).max()) if s.n_attributes else 0
+        kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
+        T = self.Tmax
+        self.scratch = (np.empty((T, L)), np.empty(T), np.empty((T, L)), np.empty(T), np.empty(L),
+                        np.empty((gmax, L)), np.empty(gmax), np.empty((gmax, L)), np.empty(gmax), np.empty(gmax),
+                        np.empty(gmax), np.empty(kmax), np.empty(kmax), np.empty(kmax), np.empty(L),
+                        np.empty(L), np.empty(L), np.empty(L))
+        # transition features in the order of their weights
+        ti, tj = np.nonzero(s.trans_index >= 0)
+        korder = np.argsort(s.trans_index[ti, tj], kind="stable")
+        self.ti, self.tj = ti[korder], tj[korder]
+        nc = len(obj.bounds) - 1
+        self.EC = np.zeros((nc, L, L))
+        self.SQ = np.zeros((nc, L, L))
+
+    # -------------------------------------------------------------- caches
+    def _set_transitions(self, wt_full: np.ndarray) -> bool:
+        tmax, tmin = K.transition_scores(wt_full, self.ns, self.s.trans_index, self.trans)
+        if tmax - tmin > MAX_SCALED_TRANSITION_RANGE:
+            return False
+        self.tmax = float(tmax)
+        np.exp(self.trans - tmax, out=self.expM)
+        return True
+
+    def refresh(self) -> None:
+        """All caches from the weights: emissions, their exponentials, transitions, log Z."""
+        c, s = self.c, self.s
+        emissions(c.tok_ptr, c.attr, c.val, 0, c.n_tokens, s.attr_ptr, s.feat_label, self.w, 1.0, self.E)
+        K.exp_rows(self.E, self.ES, self.EM)
+        if not self._set_transitions(self.w):
+            raise CrfkitError(f"bcd: the transition scores span more than {MAX_SCALED_TRANSITION_RANGE:g}; the "
+                              "scaled recursions cannot represent them (use lbfgs/owlqn)")
+        K.all_logz(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax, self.lz)
+        self.obj.n_full += 1
+
+    def objective(self) -> float:
+        """f(w) from the caches (exact while they are coherent)."""
+        w = self.w
+        reg = self.obj.reg
+        f = (float(self.lz.sum()) - float(np.dot(w, self.emp))) * self.inv_n
+        if reg.l2:
+            f += 0.5 * reg.l2 * float(np.dot(w, w))
+        if reg.l1:
+            f += reg.l1 * float(np.abs(w).sum())
+        return f
+
+    # -------------------------------------------------------------- derivatives
+    def attribute_derivatives(self, a: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
+        """Block gradient and diagonal curvature of the smooth part (loss + L2) for attribute ``a``."""
+        ix, c, s = self.index, self.c, self.s
+        sc = self.scratch
+        k0, k1 = int(s.attr_ptr[a]), int(s.attr_ptr[a + 1])
+        G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
+        if ix.ap[a + 1] > ix.ap[a]:
+            K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
+                         self.ES, self.EM, self.expM, self.tmax, sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6],
+                         sc[7], sc[8], sc[9], G, H)
+        G, H = G[:k1 - k0], H[:k1 - k0]
+        g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
+        return g, H * self.inv_n + l2
+
+    def _transition_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        K.transition_stats(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
+                           self.lz, self.EC, self.SQ)
+        self.obj.n_full += 1
+        ec, sq = self.EC.sum(axis=0), self.SQ.sum(axis=0)
+        return ec[self.ti, self.tj], ec[self.ti, self.tj] - sq[self.ti, self.tj]
+
+    def transition_derivatives(self, l2: float) -> tuple[np.ndarray, np.ndarray]:
+        """Gradient and diagonal curvature of the smooth part for the transition block (also refreshes lz)."""
+        G, H = self._transition_sums()
+        ns = self.ns
+        wt = self.w[ns:ns + len(G)]
+        return (G - self.emp[ns:ns + len(G)]) * self.inv_n + l2 * wt, H * self.inv_n + l2
+
+    # -------------------------------------------------------------- steps
+    def transition_step(self, reg, kappa, sigma, max_step, max_back, stats) -> None:
+        nt = len(self.ti)
+        if nt == 0:
+            return
+        ns, w = self.ns, self.w
+        G, H = self._transition_sums()
+        d = np.empty(nt)
+        delta = K.newton_direction(w, ns, nt, G, H, self.emp, self.inv_n, float(reg.l1), float(reg.l2),
+                                   float(kappa), d)
+        if not (-delta > SKIP_EPS * max(1.0, float(np.abs(self.lz).mean()))):
+            stats[K.ST_SKIP] += 1
+            return
+        gold = float(np.dot(d, self.emp[ns:ns + nt]))
+        dmax = float(np.abs(d).max())
+        step = min(1.0, max_step / dmax) if dmax > 0 else 1.0
+        w0 = w[ns:ns + nt].copy()
+        new_lz = np.empty_like(self.lz)
+        trial = w.copy()
+        for _ in range(max_back + 1):
+            trial[ns:ns + nt] = w0 + step * d
+            stats[K.ST_TRIALS] += 1
+            if self._set_transitions(trial):
+                K.all_logz(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
+                           new_lz)
+                self.obj.n_full += 1
+                xn = trial[ns:ns + nt]
+                pen = 0.5 * reg.l2 * float(np.dot(xn, xn) - np.dot(w0, w0)) + \
+                    reg.l1 * float(np.abs(xn).sum() - np.abs(w0).sum())
+                dF = (float((new_lz - self.lz).sum()) - step * gold) * self.inv_n + pen
+                if dF <= sigma * step * delta:
+                    w[ns:ns + nt] = xn
+                    self.lz[:] = new_lz
+                    stats[K.ST_ACCEPT] += 1
+                    stats[K.ST_DF] += dF
+                    return
+            step *= 0.5
+        stats[K.ST_REJECT] += 1
+        self._set_transitions(w)          # back to the unchanged transitions
+
+    def attribute_blocks(self, order, b0, b1, reg, kappa, sigma, max_step, max_back, stats) -> None:
+        ix, c, s = self.index, self.c, self.s
+        skip = SKIP_EPS * max(1.0, float(np.abs(self.lz).mean())) * self.inv_n
+        sc = self.scratch
+        K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
+                       s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
+                       self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
+                       int(max_back), skip, *sc, stats)
+
+
+def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back):
+    def num(name, x):
+        try:
+            x = float(x)
+        except (TypeError, ValueError):
+            raise ValueError(f"bcd: {name} must be a number (got {x!r})") from None
+        if not math.isfinite(x):
+            raise ValueError(f"bcd: {name} must be finite (got {x!r})")
+        return x
+
+    def count(name, x, lo):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or int(x) < lo:
+            raise ValueError(f"bcd: {name} must be an integer >= {lo} (got {x!r})")
+        return int(x)
+
+    if order not in ORDERS:
+        raise ValueError(f"bcd: unknown order {order!r}; one of {', '.join(ORDERS)}")
+    delta, kappa, sigma, max_step = num("delta", delta), num("kappa", kappa), num("sigma", sigma), \
+        num("max_step", max_step)
+    if delta < 0:
+        raise ValueError(f"bcd: delta must be >= 0 (got {delta!r})")
+    if kappa <= 0:
+        raise ValueError(f"bcd: kappa must be > 0 (got {kappa!r})")
+    if not 0 < sigma < 1:
+        raise ValueError(f"bcd: sigma must be in (0, 1) (got {sigma!r})")
+    if max_step <= 0:
+        raise ValueError(f"bcd: max_step must be > 0 (got {max_step!r})")
+    period = count("period", period, 1)
+    trans_steps = count("trans_steps", trans_steps, 0)
+    max_back = count("max_back", max_back, 0)
+    if max_iterations is not None:
+        count("max_iterations (sweeps)", max_iterations, 0)
+    return delta, period, kappa, trans_steps, sigma, max_step, max_back
+
+
+def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
+        delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.0, trans_steps: int = 1,
+        sigma: float = 1e-4, max_step: float = 10.0, max_back: int = 20, monitor: bool = True,
+        state: dict | None = None) -> StochasticResult:
+    """Block coordinate descent (one block per attribute + the transition block); see the module doc.
+
+    ``max_iterations``: sweeps (default 50).  ``delta``/``period``: stop when the
+    objective decreased by less than ``delta`` (relative) over ``period`` sweeps.
+    ``order``: ``random`` (a permutation per sweep from ``seed``) or ``cyclic``.
+    ``kappa``: factor on the diagonal curvature (> 1: shorter, safer steps).
+    ``trans_steps``: transition-block steps per sweep.  ``sigma``, ``max_step``,
+    ``max_back``: the Armijo safeguard.  ``monitor``: evaluate ``obj.value``
+    for the callback's ``f`` (else the value held by the caches).  ``state``:
+    resume from ``info['state']()`` of an earlier run with the same settings.
+    """
+    delta, period, kappa, trans_steps, sigma, max_step, max_back = _check_params(
+        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back)
+    if getattr(obj.space, "n_dense", 0) > 0:
+        raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
+    sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
+    s = obj.space
+    d = s.n_features
+    settings = {"order": order, "kappa": kappa, "trans_steps": trans_steps, "sigma": sigma, "max_step": max_step,
+                "max_back": max_back, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
+                "n": int(obj.n), "n_features": int(d)}
+    if state is not None:
+        bad = [k for k, v in settings.items() if state.get("settings", {}).get(k) != v]
+        if bad:
+            raise ValueError("bcd: the state was made with other settings: " + ", ".join(
+                f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now" for k in bad))
+        w = np.array(state["x"], dtype=np.float64, copy=True)
+        if w.shape != (d,):
+            raise ValueError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
+        fs = [float(x) for x in state["fs"]]
+        sweep0 = int(state["iteration"])
+    else:
+        w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
+        if w.shape != (d,):
+            raise ValueError(f"x0 has shape {w.shape}; the feature space has {d} features")
+        fs = []
+        sweep0 = 0
+    eng = Engine(obj, w)
+    n_attr = s.n_attributes
+    monitor_s = 0.0
+
+    def snapshot(sweep, x, hist):
+        x, hist = x.copy(), list(hist)
+        return lambda: {"iteration": int(sweep), "x": x, "fs": list(hist), "settings": dict(settings)}
+
+    state_fn = snapshot(sweep0, w, fs) if sweep0 > 0 else None
+    last_x = w.copy()
+    last_f = float("nan")
+    sweep = sweep0
+    status, message = "max_iterations", f"{sweeps} sweeps"
+    stats = np.zeros(K.N_STATS)
+    try:
+        if not fs:
+            eng.refresh()
+            fs.append(eng.objective())          # f at the start: the reference of the first sweeps' rule
+        while sweep < sweeps:
+            eng.refresh()
+            stats[:] = 0.0
+            for _ in range(trans_steps):
+                eng.transition_step(reg, kappa, sigma, max_step, max_back, stats)
+            blocks = block_order(seed, sweep, n_attr, order)
+            for b0 in range(0, n_attr, CHUNK):
+                eng.attribute_blocks(blocks, b0, min(n_attr, b0 + CHUNK), reg, kappa, sigma, max_step, max_back,
+                                     stats)
+            obj.n_oracle += int(stats[K.ST_ORACLE])
+            sweep += 1
+            if not np.all(np.isfinite(w)):
+                raise CrfkitError(f"bcd: non-finite weights in sweep {sweep}")
+            f_cache = eng.objective()
+            fs.append(f_cache)
+            last_x = w.copy()
+            state_fn = snapshot(sweep, w, fs)
+            t = time.perf_counter()
+            last_f = obj.value(last_x, count=False) if monitor else f_cache
+            monitor_s += time.perf_counter() - t
+            conv = delta > 0 and len(fs) > period and \
+                (fs[-1 - period] - fs[-1]) / max(abs(fs[-1]), 1e-300) < delta
+            if callback is not None:
+                info = {"iteration": sweep, "f": last_f, "x": last_x, "step": float("nan"),
+                        "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "monitor_s": monitor_s,
+                        "accepted": int(stats[K.ST_ACCEPT]), "rejected": int(stats[K.ST_REJECT]),
+                        "trials": int(stats[K.ST_TRIALS])}
+                if callback(info):
+                    status, message = "stopped", f"stopped by the callback after sweep {sweep}"
+                    break
+            if conv:
+                status, message = "converged", (f"relative decrease of the objective below {delta:g} over "
+                                                f"{period} sweep(s)")
+                break
+    except KeyboardInterrupt:
+        status, message = "interrupted", f"interrupted; the weights of sweep {sweep}"
+        if state_fn is not None:
+            st = state_fn()
+            last_x, sweep = st["x"].copy(), st["iteration"]
+        else:
+            last_x, sweep = (np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64)), 0
+        last_f = float("nan")
+    if not math.isfinite(last_f):
+        last_f = obj.value(last_x, count=False)
+    return StochasticResult(x=last_x, f=last_f, status=status, message=message, iterations=int(sweep),
+                            state_fn=state_fn)
