@@ -154,9 +154,13 @@ def test_templates_without_B_train_no_transitions(files):
     assert out.has_labels
 
 
-def test_bigram_observation_templates_rejected(files):
-    with pytest.raises(TemplateError, match="bigram-observation"):
-        train_columns(files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\n"))
+def test_bigram_observation_templates_train_and_tag(files):
+    # (they were refused before bigram-observation features existed; tests/test_bigram.py covers them)
+    res = train_columns(files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\n"), max_iterations=5)
+    assert res.model.space.n_bigram > 0
+    assert all(a.startswith("B01:") for a in res.model.space.battributes)
+    out = tag_columns(res.model, files["test"])
+    assert out.has_labels and len(out.labels) == len(out.sentences)
 
 
 def test_dev_file(files):

@@ -148,9 +148,10 @@ def test_apply_with_too_few_columns_is_dataerror():
         ("U00:%x", "unterminated macro"),
         ("U00:%x[0,-1]", "column index -1"),
         ("U00:%x[0,1.5]", "malformed macro"),
-        ("U00:%t[0,0,\"a\"]", "unsupported macro '%t'"),
+        ("U00:%q[0,0]", "unsupported macro '%q'"),
+        ("U00:%t[0,0,\"a\"", "unterminated macro"),
         ("X00:%x[0,0]", "unknown template type 'X'"),
-        ("*:%x[0,0]", "unknown template type '*'"),
+        ("+:%x[0,0]", "unknown template type '+'"),
         ("B01:%x[0,", "unterminated macro"),
     ],
 )

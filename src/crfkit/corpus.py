@@ -8,7 +8,13 @@ A corpus of ``n`` sequences and ``T`` tokens in all is
 * ``val`` (nnz, float64): attribute values (1.0 for the usual binary attributes);
 * ``y`` (T, int32): gold label ids, ``-1`` where the label is unknown (tagging);
 * ``dense`` (T x D, float64, optional): a real-valued vector per token
-  (embeddings, pixels), for a model with ``n_dense = D`` dense dimensions.
+  (embeddings, pixels), for a model with ``n_dense = D`` dense dimensions;
+* ``btok_ptr`` (T+1, int64), ``battr`` (int32), ``bval`` (float64), optional:
+  a second CSR of *bigram-observation* attributes per token (ids into the
+  model's ``battributes``).  Those of token ``t`` act on the transition into
+  ``t`` (from label ``y[t-1]`` to ``y[t]``); on the first token of a sequence
+  there is no transition, so they are ignored there.  ``None`` (all three):
+  no bigram attributes.
 
 Attributes that the model does not know are simply absent, so a corpus is always
 valid for the model it was encoded against.
@@ -28,6 +34,9 @@ class Corpus:
     val: np.ndarray
     y: np.ndarray
     dense: np.ndarray | None = None
+    btok_ptr: np.ndarray | None = None
+    battr: np.ndarray | None = None
+    bval: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.seq_ptr = np.ascontiguousarray(self.seq_ptr, dtype=np.int64)
@@ -43,6 +52,27 @@ class Corpus:
             self.dense = np.ascontiguousarray(self.dense, dtype=np.float64)
             if self.dense.ndim != 2 or self.dense.shape[0] != len(self.y):
                 raise ValueError(f"dense block has shape {self.dense.shape}; expected ({len(self.y)}, D)")
+        given = [a is not None for a in (self.btok_ptr, self.battr, self.bval)]
+        if any(given) and not all(given):
+            raise ValueError("btok_ptr, battr and bval go together")
+        if all(given):
+            self.btok_ptr = np.ascontiguousarray(self.btok_ptr, dtype=np.int64)
+            self.battr = np.ascontiguousarray(self.battr, dtype=np.int32)
+            self.bval = np.ascontiguousarray(self.bval, dtype=np.float64)
+            if (len(self.btok_ptr) != len(self.y) + 1 or self.btok_ptr[-1] != len(self.battr)
+                    or len(self.battr) != len(self.bval)):
+                raise ValueError("corpus arrays are inconsistent (btok_ptr / battr / bval)")
+
+    @property
+    def has_bigram(self) -> bool:
+        """Whether any token carries a bigram-observation attribute."""
+        return self.battr is not None and len(self.battr) > 0
+
+    def bigram_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(btok_ptr, battr, bval), empty ones (no entry at any token) when there are none."""
+        if self.battr is None:
+            return np.zeros(len(self.y) + 1, np.int64), np.zeros(0, np.int32), np.zeros(0)
+        return self.btok_ptr, self.battr, self.bval
 
     @property
     def n_dense(self) -> int:
@@ -81,11 +111,20 @@ class Corpus:
         ents = np.concatenate([np.arange(s, e) for s, e in zip(a0, a1)]) if len(toks) else np.zeros(0, np.int64)
         ents = ents.astype(np.int64)
         dense = None if self.dense is None else self.dense[toks]
-        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks], dense)
+        bigram = {}
+        if self.battr is not None:
+            b0, b1 = self.btok_ptr[toks], self.btok_ptr[toks + 1]
+            btok_ptr = np.zeros(len(toks) + 1, np.int64)
+            np.cumsum(b1 - b0, out=btok_ptr[1:])
+            bents = (np.concatenate([np.arange(s, e) for s, e in zip(b0, b1)]) if len(toks)
+                     else np.zeros(0, np.int64)).astype(np.int64)
+            bigram = dict(btok_ptr=btok_ptr, battr=self.battr[bents], bval=self.bval[bents])
+        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks], dense, **bigram)
 
     def sequence_labels(self, i: int) -> np.ndarray:
         return self.y[self.seq_ptr[i]:self.seq_ptr[i + 1]]
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y)) + \
-            (0 if self.dense is None else self.dense.nbytes)
+            (0 if self.dense is None else self.dense.nbytes) + \
+            (0 if self.battr is None else self.btok_ptr.nbytes + self.battr.nbytes + self.bval.nbytes)

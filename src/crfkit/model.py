@@ -8,12 +8,22 @@ Layout of the weight vector ``w`` (length ``n_features``):
 * transition features, ``w[n_state:n_state + n_trans]``: ``trans_index[i, j]``
   is the offset of the weight of label pair ``i -> j``, or -1 when the pair
   has no feature;
+* bigram-observation features (optional), ``w[bigram_offset:dense_offset]``:
+  weights of (bigram attribute, label pair), CSR by bigram attribute: the
+  features of bigram attribute ``b`` (``battributes[b]``) are
+  ``battr_ptr[b]:battr_ptr[b+1]`` (relative to ``bigram_offset``), feature
+  ``k`` is for the label pair ``bfeat_pair[k] = i*L + j`` (previous label
+  ``i``, label ``j``).  A bigram attribute carried by token ``t`` (t >= 1)
+  adds ``value * w`` to the transition score ``i -> j`` into token ``t``, so
+  the transition matrix of a sequence becomes position dependent (Wapiti's
+  bigram features; Lavergne et al. 2010, section 2);
 * dense features (optional), ``w[dense_offset:]``: a ``n_dense x L`` block,
   row-major, the weight of (dimension ``j``, label ``l``) of the real-valued
   token vectors (``Corpus.dense``: embeddings, pixels) at
   ``dense_offset + j*L + l``.
 
-Model file (version 1; version 2 when the model has dense features): ``MAGIC``, a little-endian uint32 header length, a UTF-8
+Model file (version 1; version 2 when the model has dense features; version 3
+when it has bigram-observation features): ``MAGIC``, a little-endian uint32 header length, a UTF-8
 JSON header, the payload (each array zlib-compressed, laid out as the header's
 ``arrays`` table says), and last the SHA-256 of all the bytes before it, so
 that a truncated or corrupted file (header or payload) is detected on load.
@@ -37,7 +47,8 @@ from .errors import DataError, ModelError
 from .io.atomic import atomic_file
 
 MAGIC = b"CRFKIT\x00M"
-FORMAT_VERSION = 2   # version 2 adds the dense block; models without one are still written as version 1
+FORMAT_VERSION = 3   # 2 adds the dense block, 3 the bigram-observation block; a model is written with the
+#                     lowest version that holds it (no dense, no bigram block: version 1)
 
 
 @dataclass
@@ -49,6 +60,9 @@ class FeatureSpace:
     trans_index: np.ndarray
     n_dense: int = 0                      # dimensions of the dense real-valued token vectors
     dense_names: list[str] | None = None  # their names (default "dense[j]")
+    battributes: list[str] | None = None  # bigram-observation attributes (default none)
+    battr_ptr: np.ndarray | None = None   # CSR of their features (len(battributes) + 1)
+    bfeat_pair: np.ndarray | None = None  # label pair i*L + j of every bigram-observation feature
 
     def __post_init__(self) -> None:
         self.attr_ptr = np.ascontiguousarray(self.attr_ptr, dtype=np.int64)
@@ -68,6 +82,16 @@ class FeatureSpace:
             self.dense_names = [str(x) for x in self.dense_names]
         if len(self.dense_names) != self.n_dense:
             raise ValueError(f"{len(self.dense_names)} dense names for {self.n_dense} dense dimensions")
+        self.battributes = [] if self.battributes is None else [str(x) for x in self.battributes]
+        self.battr_ptr = np.ascontiguousarray(np.zeros(1) if self.battr_ptr is None else self.battr_ptr,
+                                              dtype=np.int64)
+        self.bfeat_pair = np.ascontiguousarray(np.zeros(0) if self.bfeat_pair is None else self.bfeat_pair,
+                                               dtype=np.int32)
+        if (len(self.battr_ptr) != len(self.battributes) + 1 or self.battr_ptr[0] != 0
+                or self.battr_ptr[-1] != len(self.bfeat_pair) or np.any(np.diff(self.battr_ptr) < 0)):
+            raise ValueError("battr_ptr does not match battributes / bfeat_pair")
+        if len(self.bfeat_pair) and (self.bfeat_pair.min() < 0 or self.bfeat_pair.max() >= L * L):
+            raise ValueError("bfeat_pair holds a label pair outside L x L")
 
     @property
     def n_labels(self) -> int:
@@ -86,13 +110,27 @@ class FeatureSpace:
         return int((self.trans_index >= 0).sum())
 
     @property
-    def dense_offset(self) -> int:
-        """Index of the first dense weight (the dense block ends the weight vector)."""
+    def n_battributes(self) -> int:
+        return len(self.battributes)
+
+    @property
+    def n_bigram(self) -> int:
+        """Number of bigram-observation features."""
+        return len(self.bfeat_pair)
+
+    @property
+    def bigram_offset(self) -> int:
+        """Index of the first bigram-observation weight (right after the transitions)."""
         return self.n_state + self.n_trans
 
     @property
+    def dense_offset(self) -> int:
+        """Index of the first dense weight (the dense block ends the weight vector)."""
+        return self.n_state + self.n_trans + self.n_bigram
+
+    @property
     def n_features(self) -> int:
-        return self.n_state + self.n_trans + self.n_dense * len(self.labels)
+        return self.n_state + self.n_trans + self.n_bigram + self.n_dense * len(self.labels)
 
     def dense_weights(self, w: np.ndarray) -> np.ndarray:
         """The dense block of ``w`` as an (n_dense x L) view."""
@@ -103,12 +141,20 @@ class FeatureSpace:
         return {a: i for i, a in enumerate(self.attributes)}
 
     @cached_property
+    def battr_index(self) -> dict[str, int]:
+        return {a: i for i, a in enumerate(self.battributes)}
+
+    @cached_property
     def label_index(self) -> dict[str, int]:
         return {lab: i for i, lab in enumerate(self.labels)}
 
     def feature_attr(self) -> np.ndarray:
         """Attribute id of every state feature."""
         return np.repeat(np.arange(self.n_attributes, dtype=np.int64), np.diff(self.attr_ptr))
+
+    def bfeature_attr(self) -> np.ndarray:
+        """Bigram attribute id of every bigram-observation feature."""
+        return np.repeat(np.arange(self.n_battributes, dtype=np.int64), np.diff(self.battr_ptr))
 
     def prune(self, w: np.ndarray) -> tuple["FeatureSpace", np.ndarray]:
         """The space restricted to features with non-zero weight (and attributes that keep one)."""
@@ -128,11 +174,20 @@ class FeatureSpace:
                 if k >= 0 and w[ns + k] != 0:
                     ti[i, j] = len(tw)
                     tw.append(w[ns + k])
+        bo = self.bigram_offset
+        bw = w[bo:bo + self.n_bigram]
+        bkeep = bw != 0
+        bcounts = np.bincount(self.bfeature_attr()[bkeep], minlength=self.n_battributes)
+        blive = np.flatnonzero(bcounts)
+        battr_ptr = np.zeros(len(blive) + 1, np.int64)
+        np.cumsum(bcounts[blive], out=battr_ptr[1:])
         space = FeatureSpace(labels=list(self.labels), attributes=[self.attributes[a] for a in live],
                              attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti,
-                             n_dense=self.n_dense, dense_names=list(self.dense_names))
+                             n_dense=self.n_dense, dense_names=list(self.dense_names),
+                             battributes=[self.battributes[b] for b in blive], battr_ptr=battr_ptr,
+                             bfeat_pair=self.bfeat_pair[bkeep])
         # the dense block is kept whole: every token has a value in every dimension
-        return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64),
+        return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64), bw[bkeep],
                                       w[self.dense_offset:self.n_features]])
 
 
@@ -178,9 +233,9 @@ class CRFModel:
     def labels(self) -> list[str]:
         return self.space.labels
 
-    def encode(self, X, Y=None, name: str = "<data>", dense=None):
+    def encode(self, X, Y=None, name: str = "<data>", dense=None, B=None):
         from .features.encode import encode
-        return encode(X, self.space, Y, name=name, dense=dense)
+        return encode(X, self.space, Y, name=name, dense=dense, B=B)
 
     def _args(self):
         s = self.space
@@ -211,8 +266,15 @@ class CRFModel:
         xs = corpus.dense @ sp.dense_weights(self.weights) if sp.n_dense else np.zeros((0, L))
         if nt:
             b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
-            decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
-                       ids, ps, marg, logz, lab, lsc, xs)
+            if sp.n_bigram and corpus.has_bigram:
+                from .kernels.batch import decode_all_bigram
+                decode_all_bigram(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.btok_ptr,
+                                  corpus.battr, corpus.bval, sp.attr_ptr, sp.feat_label, sp.trans_index,
+                                  sp.battr_ptr, sp.bfeat_pair, self.weights, sp.n_state, sp.bigram_offset, b,
+                                  ids, ps, marg, logz, lab, lsc, xs)
+            else:
+                decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
+                           ids, ps, marg, logz, lab, lsc, xs)
         out = {}
         if path:
             out.update(ids=ids, path_score=ps)
@@ -238,22 +300,23 @@ class CRFModel:
         p = corpus.seq_ptr.tolist()
         return [names[p[i]:p[i + 1]] for i in range(len(p) - 1)]
 
-    def tag(self, X, threads: int | None = None, dense=None) -> list[list[str]]:
+    def tag(self, X, threads: int | None = None, dense=None, B=None) -> list[list[str]]:
         """Viterbi labels for a list of attribute sequences (``dense``: their token vectors, one
-        (T x n_dense) array per sequence, for a model with dense features)."""
-        corpus = self.encode(X, dense=dense)
+        (T x n_dense) array per sequence, for a model with dense features; ``B``: their
+        bigram-observation attribute sequences, for a model with bigram-observation features)."""
+        corpus = self.encode(X, dense=dense, B=B)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def tag_with_probability(self, X, threads: int | None = None, dense=None):
+    def tag_with_probability(self, X, threads: int | None = None, dense=None, B=None):
         """Viterbi labels, the probability of each best path, and node marginals."""
-        corpus = self.encode(X, dense=dense)
+        corpus = self.encode(X, dense=dense, B=B)
         r = self.decode(corpus, marginals=True, threads=threads)
         return self._split(corpus, r["ids"]), np.exp(r["path_score"] - r["logz"]), r["marginals"], corpus
 
-    def sequence_probability(self, X, Y, threads: int | None = None, dense=None) -> np.ndarray:
+    def sequence_probability(self, X, Y, threads: int | None = None, dense=None, B=None) -> np.ndarray:
         """p(y|x) of the given label sequences."""
-        corpus = self.encode(X, Y, dense=dense)
+        corpus = self.encode(X, Y, dense=dense, B=B)
         if (corpus.y < 0).any():
             bad = int(np.flatnonzero(corpus.y < 0)[0])
             lab = [lab for ys in Y for lab in ys][bad]
@@ -281,6 +344,14 @@ class CRFModel:
                 if k >= 0:
                     out[(s.labels[i], s.labels[j])] = float(self.weights[s.n_state + k])
         return out
+
+    def bigram_features(self) -> dict[tuple[str, str, str], float]:
+        """Weights of the bigram-observation features by (bigram attribute, previous label, label)."""
+        s = self.space
+        L = s.n_labels
+        w = self.weights[s.bigram_offset:s.dense_offset]
+        return {(s.battributes[b], s.labels[p // L], s.labels[p % L]): float(x)
+                for b, p, x in zip(s.bfeature_attr().tolist(), s.bfeat_pair.tolist(), w.tolist())}
 
     def dense_features(self) -> dict[tuple[str, str], float]:
         """Weights of the dense block by (dimension name, label)."""
@@ -313,6 +384,11 @@ class CRFModel:
         if space.n_dense:
             dblob, dlens = _pack_strings(space.dense_names)
             arrays.update(dense_blob=dblob, dense_lens=_small_int(dlens))
+        if space.n_bigram:
+            bblob, blens = _pack_strings(space.battributes)
+            arrays.update(battr_blob=bblob, battr_lens=_small_int(blens),
+                          battr_nfeat=_small_int(np.diff(space.battr_ptr)),
+                          bfeat_pair=_small_int(space.bfeat_pair.astype(np.int64)))
         table = {}
         payload = []
         off = 0
@@ -324,9 +400,10 @@ class CRFModel:
             off += len(comp)
         body = b"".join(payload)
         header = {
-            "format": "crfkit-model", "format_version": 2 if space.n_dense else 1,
+            "format": "crfkit-model", "format_version": 3 if space.n_bigram else 2 if space.n_dense else 1,
             "n_labels": space.n_labels, "n_attributes": space.n_attributes,
             "n_state": space.n_state, "n_trans": space.n_trans, "n_dense": space.n_dense,
+            **({"n_bigram": space.n_bigram, "n_battributes": space.n_battributes} if space.n_bigram else {}),
             "arrays": table, "payload_sha256": hashlib.sha256(body).hexdigest(),
             "meta": self.meta,
         }
@@ -389,6 +466,23 @@ class CRFModel:
             if not isinstance(n_dense, int) or n_dense < 0 or (n_dense and ver < 2):
                 raise ValueError(f"bad dense dimension count {n_dense!r}")
             dense_names = (_unpack_strings(arrays["dense_blob"], arrays["dense_lens"]) if n_dense else [])
+            n_bigram = header.get("n_bigram", 0)
+            if not isinstance(n_bigram, int) or n_bigram < 0 or (n_bigram and ver < 3):
+                raise ValueError(f"bad bigram-observation feature count {n_bigram!r}")
+            if n_bigram:
+                bnfeat = arrays["battr_nfeat"].astype(np.int64)
+                battr_ptr = np.zeros(len(bnfeat) + 1, np.int64)
+                np.cumsum(bnfeat, out=battr_ptr[1:])
+                bfeat_pair = arrays["bfeat_pair"].astype(np.int64)
+                battributes = _unpack_strings(arrays["battr_blob"], arrays["battr_lens"])
+                if (bnfeat < 0).any() or battr_ptr[-1] != len(bfeat_pair) or len(bfeat_pair) != n_bigram:
+                    problems.append("bigram-observation feature counts do not add up")
+                elif len(bfeat_pair) and (bfeat_pair.min() < 0 or bfeat_pair.max() >= L * L):
+                    problems.append("a bigram-observation feature has a label pair outside the label table")
+                if len(battributes) != len(bnfeat):
+                    problems.append("bigram attribute table and feature counts disagree")
+            else:
+                battr_ptr, bfeat_pair, battributes = np.zeros(1, np.int64), np.zeros(0, np.int64), []
             if (nfeat < 0).any():
                 problems.append("negative feature counts")
             if len(feat_label) != attr_ptr[-1]:
@@ -401,7 +495,7 @@ class CRFModel:
                 problems.append("transition indices are not a permutation")
             if len(dense_names) != n_dense:
                 problems.append("the dense dimension names do not match their count")
-            if len(weights) != len(feat_label) + len(live) + n_dense * L:
+            if len(weights) != len(feat_label) + len(live) + n_bigram + n_dense * L:
                 problems.append("the number of weights does not match the features")
             if not np.all(np.isfinite(weights)):
                 problems.append("non-finite weights")
@@ -410,7 +504,8 @@ class CRFModel:
             space = FeatureSpace(
                 labels=labels, attributes=_unpack_strings(arrays["attr_blob"], arrays["attr_lens"]),
                 attr_ptr=attr_ptr, feat_label=feat_label, trans_index=trans_index,
-                n_dense=n_dense, dense_names=dense_names)
+                n_dense=n_dense, dense_names=dense_names,
+                battributes=battributes, battr_ptr=battr_ptr, bfeat_pair=bfeat_pair)
             if space.n_attributes != len(nfeat):
                 raise ValueError("attribute table and feature counts disagree")
             meta = header.get("meta", {})

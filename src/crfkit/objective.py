@@ -11,6 +11,12 @@ converts, and :meth:`Objective.to_crfsuite` gives a value in CRFsuite's units
 The full-batch value and gradient run over sequences on all numba threads;
 the per-example oracle (:meth:`Objective.oracle`) is what stochastic
 optimizers call.
+
+Bigram-observation features (position-dependent transition scores): when
+the feature space has them and the corpus carries bigram attributes, the
+full-batch value and gradient go through the ``*_bigram`` kernels of
+:mod:`crfkit.kernels.batch`; otherwise the usual kernels run unchanged.  The
+per-example oracle does not support them yet (:class:`CrfkitError`).
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .corpus import Corpus
-from .errors import DataError
+from .errors import CrfkitError, DataError
 from .kernels import batch, oracle as _oracle
 from .model import FeatureSpace
 from .parallel import n_chunks
@@ -99,6 +105,8 @@ class Objective:
         self._binary = bool(np.all(corpus.val == 1.0)) and space.n_dense == 0
         counts = np.diff(corpus.tok_ptr)
         self._max_entries = int(counts.max()) if len(counts) else 0
+        # position-dependent transitions: a bigram block and bigram attributes in the data
+        self._bigram = space.n_bigram > 0 and corpus.has_bigram
         self.n_full = 0          # full evaluations (value, or value + gradient)
         self.n_oracle = 0        # single-example oracle calls
 
@@ -124,6 +132,9 @@ class Objective:
             c, s = self.corpus, self.space
             batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
                                    s.trans_index, s.n_state, self._emp)
+            if self._bigram:
+                batch.bigram_empirical_counts(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, s.battr_ptr,
+                                              s.bfeat_pair, s.n_labels, s.bigram_offset, self._emp)
             if s.n_dense:
                 # sum over tokens of x_t for the gold label y_t: (onehot(y)^T X)^T, one BLAS-backed product
                 from scipy import sparse
@@ -158,8 +169,16 @@ class Objective:
         if self.space.n_dense and self._pm is None:
             self._pm = np.empty((self.corpus.n_tokens, self.space.n_labels))
         pm = self._pm if self.space.n_dense else np.zeros((0, self.space.n_labels))
-        v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
-                                 exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf, xs, pm)
+        if self._bigram:
+            c, s = self.corpus, self.space
+            v, wsq = batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
+                                            s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
+                                            w, ns, s.bigram_offset, self.bounds, self._gbuf, g,
+                                            self.empirical_counts, gscale, l2, self._row, self._dense_attr,
+                                            self._gdbuf, xs, pm)
+        else:
+            v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
+                                     exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf, xs, pm)
         if self.space.n_dense:
             # expected counts of the dense block: sum_t x_t p(y_t = l | x), as one product X^T pm
             self.space.dense_weights(g)[:] += gscale * (self.corpus.dense.T @ pm)
@@ -170,6 +189,12 @@ class Objective:
         """sum_i -log p(y_i|x_i, w) (forward passes only); ``count=False``: monitoring, not an effective pass."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         self.n_full += bool(count)
+        if self._bigram:
+            c, s = self.corpus, self.space
+            return float(batch.loss_only_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
+                                                c.y, s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr,
+                                                s.bfeat_pair, w, s.n_state, s.bigram_offset, self.bounds,
+                                                self._dense_scores(w)))
         return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds, self._dense_scores(w)))
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -194,9 +219,15 @@ class Objective:
         return f * self.n
 
     # ------------------------------------------------------ per-example oracle
+    def _no_bigram(self, what: str) -> None:
+        if self.space.n_bigram:
+            raise CrfkitError(f"{what} does not support bigram-observation features yet "
+                              f"({self.space.n_bigram} in this model): train with lbfgs or owlqn")
+
     def oracle(self, i: int, v: np.ndarray, beta: float = 1.0,
                node: np.ndarray | None = None, edge: np.ndarray | None = None):
         """Loss of sequence i at w = beta*v, its node marginals (T x L) and summed edge marginals (L x L)."""
+        self._no_bigram("the per-example oracle")
         L = self.space.n_labels
         T = int(self.corpus.seq_ptr[i + 1] - self.corpus.seq_ptr[i])
         if node is None or node.shape[0] < T:
@@ -218,6 +249,7 @@ class Objective:
         The dense block (when there is one) is touched by every sequence:
         ``V += coef * X_i^T (node - onehot(y_i))``.
         """
+        self._no_bigram("the per-example gradient")
         c, s = self.corpus, self.space
         _oracle.apply_gradient(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
                                s.trans_index, s.n_state, int(i), node, edge, float(coef), v)

@@ -39,6 +39,7 @@ __all__ = [
     "TaggedColumns",
     "split_marginals",
     "attributes_of",
+    "bigram_attributes_of",
 ]
 
 
@@ -61,6 +62,17 @@ def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: b
         first = sentences[0]
         templates.check_columns(len(first.columns[0]), name, first.line)
     apply = templates.apply
+    return [apply(s.columns, pad=pad) for s in sentences]
+
+
+def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
+                         pad: bool = True) -> list[list[list[str]]] | None:
+    """Bigram-observation attribute sequences of ``sentences`` (CRF++ ``B`` lines with
+    macros, Wapiti ``b``/``*`` patterns), or ``None`` when the templates have none.
+    Call :func:`attributes_of` first: it checks the column count."""
+    if not templates.bigram_observation:
+        return None
+    apply = templates.apply_bigram
     return [apply(s.columns, pad=pad) for s in sentences]
 
 
@@ -150,12 +162,6 @@ def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str
 
 
 def _check_supported(templates: Templates, dense: bool = False) -> None:
-    if templates.bigram_observation:
-        t = templates.bigram_observation[0]
-        raise TemplateError(
-            f"bigram-observation template {t.text!r} is not supported yet: use a plain 'B' line "
-            "(label bigrams) and put the observation in U templates",
-            templates.name, t.line)
     if not templates.unigram and not dense:
         raise TemplateError("no unigram (U) template: the model would have no state features",
                             templates.name)
@@ -174,6 +180,9 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
 
     CRF++ semantics for the ``B`` line: a template set without one trains no
     transition features (the labels are then predicted independently).
+    ``B`` lines with macros (Wapiti ``b``/``*`` patterns) give
+    bigram-observation features (see :mod:`crfkit.features.encode`); they are
+    trained by the full-batch optimizers (``lbfgs``/``owlqn``).
 
     ``dense_columns`` (``"3-130"`` or 1-based ints): observation columns read
     as real numbers into a dense feature block (a weight per (column, label));
@@ -193,6 +202,10 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
         if nd != n_columns:
             raise DataError(f"the dev data has {nd} observation columns but the training data has "
                             f"{n_columns}", _name_of(dev_path), dev_sents[0].line)
+    if templates.bigram_observation:
+        train_kwargs["B"] = bigram_attributes_of(sentences, templates, pad=pad)
+        if dev_path is not None:
+            train_kwargs["B_dev"] = bigram_attributes_of(dev_sents, templates, pad=pad)
     meta = dict(train_kwargs.pop("meta", None) or {})
     meta.update({"templates": templates.source, "template_pad": bool(pad), "columns": n_columns,
                  "train_file": _name_of(train_path)})
@@ -292,12 +305,13 @@ def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = No
         raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
                         label, sentences[0].line)
     X = attributes_of(sentences, templates, pad=pad, name=label)
+    B = bigram_attributes_of(sentences, templates, pad=pad)
     dcols = model.meta.get("dense_columns")
     dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
     if not (marginals or all_marginals):
-        pred = model.tag(X, threads=threads, dense=dense)
+        pred = model.tag(X, threads=threads, dense=dense, B=B)
         return TaggedColumns(sentences, pred, None, None, bool(has_labels))
-    pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads, dense=dense)
+    pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads, dense=dense, B=B)
     per_tok, full = split_marginals(model, pred, marg, corpus)
     return TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels),
                          full if all_marginals else None, list(model.space.labels) if all_marginals else None)

@@ -88,7 +88,8 @@ def dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]]
 def init_weights(init, space: FeatureSpace) -> np.ndarray:
     """Starting weights for ``space`` from ``init``: a weight vector of the right length, or a
     :class:`CRFModel` whose weights are mapped by name (state features by (attribute, label),
-    transitions by (label, label)); features the old model lacks start at 0."""
+    transitions by (label, label), bigram-observation features by (bigram attribute, label,
+    label), dense weights by (dimension name, label)); features the old model lacks start at 0."""
     if not isinstance(init, CRFModel):
         w = np.array(init, dtype=np.float64, copy=True)
         if w.shape != (space.n_features,):
@@ -129,6 +130,22 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
                 kn = space.trans_index[lab[i], lab[j]]
                 if kn >= 0:
                     w[ns + kn] = init.weights[old.n_state + k]
+    if old.n_bigram and space.n_bigram:
+        # bigram-observation features: by (bigram attribute, label, label)
+        Lo = old.n_labels
+        bat = np.array([space.battr_index.get(a, -1) for a in old.battributes], dtype=np.int64)
+        new_keys = space.bfeature_attr() * (L * L) + space.bfeat_pair.astype(np.int64)
+        oa = bat[old.bfeature_attr()]
+        op = old.bfeat_pair.astype(np.int64)
+        oi, oj = lab[op // Lo], lab[op % Lo]
+        live = (oa >= 0) & (oi >= 0) & (oj >= 0)
+        old_keys = oa[live] * (L * L) + oi[live] * L + oj[live]
+        if len(new_keys) and len(old_keys):
+            order = np.argsort(new_keys, kind="stable")
+            pos = np.minimum(np.searchsorted(new_keys[order], old_keys), len(order) - 1)
+            hit = new_keys[order][pos] == old_keys
+            ob = init.weights[old.bigram_offset:old.dense_offset][live][hit]
+            w[space.bigram_offset + order[pos[hit]]] = ob
     return w
 
 
@@ -431,7 +448,8 @@ def _fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, 
 
 def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
           l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None,
-          X_dev=None, Y_dev=None, dense=None, dense_dev=None, dense_names=None, **kwargs) -> TrainResult:
+          X_dev=None, Y_dev=None, dense=None, dense_dev=None, dense_names=None, B=None, B_dev=None,
+          **kwargs) -> TrainResult:
     """Train a CRF on attribute sequences ``X`` with label sequences ``Y``.
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
@@ -470,17 +488,28 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     (``X=None``); the model gets a weight per (dimension, label), named by
     ``dense_names``.
 
+    Bigram-observation features: ``B`` (and ``B_dev``) give a second list of
+    attribute sequences (shaped as ``X``) tested with the label pair of the
+    transition into each token (see :mod:`crfkit.features.encode`); the
+    full-batch optimizers (``lbfgs``, ``owlqn``) train them, the stochastic
+    ones refuse them.
+
     Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
     count ``max_iterations`` in epochs; ``params`` holds their own settings
     (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
     """
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq,
-                          dense=dense, dense_names=dense_names)
+                          dense=dense, dense_names=dense_names, B=B)
+    if space.n_bigram and kwargs.get("algorithm", "lbfgs") not in BATCH_ALGORITHMS:
+        from .errors import CrfkitError
+        raise CrfkitError(f"algorithm {kwargs['algorithm']!r} does not support bigram-observation features "
+                          "yet: use lbfgs or owlqn")
     reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
     dev = None
     if X_dev is not None or dense_dev is not None:
         from .features.encode import encode
-        dev = encode(X_dev, space, Y_dev, name="<dev data>", dense=dense_dev)
+        dev = encode(X_dev, space, Y_dev, name="<dev data>", dense=dense_dev,
+                     B=B_dev if space.n_bigram else None)
     meta = dict(kwargs.pop("meta", None) or {})
     meta.update({"support": support, "transitions": transitions or support, "min_freq": min_freq})
     return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if dev is not None else None,

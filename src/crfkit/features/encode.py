@@ -19,6 +19,17 @@ Dense features: next to (or instead of) the attributes, each sequence may
 come with a real-valued matrix (tokens x D: word embeddings, pixels), passed
 as ``dense=[array, ...]``; the model then has a weight for every (dimension,
 label).  With ``X=None`` the sequences have dense vectors only.
+
+Bigram-observation features (Wapiti's ``b`` patterns, CRF++ ``B`` templates
+with macros): a second list of attribute sequences ``B=`` (same shape as
+``X``: per sequence, per token, strings or ``(string, value)`` pairs) whose
+attributes are tested together with the label pair (previous label, label)
+of the transition *into* the token.  The first token of a sequence has no
+incoming transition: bigram attributes there are ignored (they neither
+create features nor change scores).  Support: ``observed`` gives a feature
+for every (attribute, label pair) seen in training (the gold pair at a token
+carrying the attribute), ``all`` every label pair of every bigram attribute
+seen (after the first token); ``min_freq`` applies as for state features.
 """
 from __future__ import annotations
 
@@ -127,9 +138,75 @@ def _label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndar
     return np.fromiter(map(label_index.get, flat, itertools.repeat(-1)), dtype=np.int32, count=len(flat))
 
 
+def _bigram_arrays(tok_counts, ent, values):
+    """(btok_ptr, battr, bval) of the entries with a known bigram attribute (``ent >= 0``)."""
+    keep = ent >= 0
+    tok_of = np.repeat(np.arange(len(tok_counts)), tok_counts)
+    btok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
+    bval = values[keep] if values is not None else np.ones(int(keep.sum()))
+    return btok_ptr, ent[keep].astype(np.int32), bval
+
+
+def _check_shape(seq_lens, bseq_lens, btok_counts, name):
+    if len(bseq_lens) != len(seq_lens):
+        raise DataError(f"{len(seq_lens)} sequences but {len(bseq_lens)} bigram attribute sequences (B)", name)
+    if np.any(bseq_lens != seq_lens):
+        i = int(np.flatnonzero(bseq_lens != seq_lens)[0])
+        raise DataError(f"sequence {i} has {seq_lens[i]} tokens but {bseq_lens[i]} tokens of bigram "
+                        "attributes (B)", name)
+
+
+def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
+    """Bigram-observation attributes and features from training data (see the module doc).
+
+    Returns (battributes, battr_ptr, bfeat_pair, (btok_ptr, battr, bval)).
+    """
+    bseq_lens, btok_counts, names, values = _flatten(B, name)
+    _check_shape(seq_lens, bseq_lens, btok_counts, name)
+    index = dict(zip(dict.fromkeys(names), itertools.count()))
+    A0 = len(index)
+    raw = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
+    all_names = list(index)
+    del index, names
+    n_tok = len(y)
+    tok_of = np.repeat(np.arange(n_tok, dtype=np.int64), btok_counts)
+    first = np.zeros(n_tok, dtype=bool)
+    first[seq_ptr[:-1][seq_lens > 0]] = True
+    inner = ~first[tok_of]                      # entries after the first token of their sequence
+    ri = raw[inner]
+    if support == "observed":
+        ti = tok_of[inner]
+        keys = ri * (L * L) + (y[ti - 1].astype(np.int64) * L + y[ti])
+        keys, counts = np.unique(keys, return_counts=True)
+        keys = keys[counts >= min_freq]
+        f_attr, f_pair = keys // (L * L), (keys % (L * L)).astype(np.int32)
+        keep_attr = np.zeros(A0, dtype=bool)
+        keep_attr[f_attr] = True
+    else:
+        cnt = np.bincount(ri, minlength=A0)
+        keep_attr = (cnt >= min_freq) & (cnt > 0)
+    freq = np.bincount(ri, minlength=A0)
+    kept = np.flatnonzero(keep_attr)
+    kept = kept[np.argsort(-freq[kept], kind="stable")]
+    remap = np.full(A0, -1, dtype=np.int64)
+    remap[kept] = np.arange(len(kept))
+    A = len(kept)
+    if support == "observed":
+        na = remap[f_attr]
+        order = np.lexsort((f_pair, na))
+        na, f_pair = na[order], f_pair[order]
+        battr_ptr = _ptr(np.bincount(na, minlength=A))
+        bfeat_pair = f_pair
+    else:
+        battr_ptr = np.arange(A + 1, dtype=np.int64) * (L * L)
+        bfeat_pair = np.tile(np.arange(L * L, dtype=np.int32), A)
+    return ([all_names[k] for k in kept], battr_ptr, bfeat_pair,
+            _bigram_arrays(btok_counts, remap[raw], values))
+
+
 def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transitions: str | None = None,
           min_freq: float = 0, name: str = "<training data>", dense: Sequence | None = None,
-          dense_names: Sequence[str] | None = None) -> tuple[FeatureSpace, Corpus]:
+          dense_names: Sequence[str] | None = None, B: Sequence | None = None) -> tuple[FeatureSpace, Corpus]:
     """Build the feature space from training data and encode that data against it.
 
     ``dense``: one (tokens x D) real matrix per sequence, weighted per
@@ -140,6 +217,8 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
     (CRFsuite ``feature.minfreq`` / CRF++ ``-f``).
     ``transitions``: ``observed``, ``all`` or ``none`` (no transition features,
     e.g. a CRF++ template set without a ``B`` line); defaults to ``support``.
+    ``B``: bigram-observation attribute sequences (same shape as ``X``), features
+    on (attribute, previous label, label) with the support ``support``.
     """
     if support not in SUPPORTS:
         raise ValueError(f"feature support must be one of {SUPPORTS}, got {support!r}")
@@ -227,17 +306,23 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
     labels = [None] * L
     for lab, k in label_index.items():
         labels[k] = lab
+    bigram: dict = {}
+    bcorp = None
+    if B is not None:
+        battributes, battr_ptr, bfeat_pair, bcorp = _build_bigram(B, seq_lens, seq_ptr, y, L, support,
+                                                                  min_freq, name)
+        bigram = dict(battributes=battributes, battr_ptr=battr_ptr, bfeat_pair=bfeat_pair)
     space = FeatureSpace(labels=labels, attributes=attributes, attr_ptr=attr_ptr,
                          feat_label=feat_label, trans_index=trans_index,
                          n_dense=0 if D is None else D.shape[1],
-                         dense_names=None if dense_names is None or D is None else list(dense_names))
+                         dense_names=None if dense_names is None or D is None else list(dense_names), **bigram)
     ent = remap[raw]
     del raw
-    corpus = _assemble(seq_ptr, tok_counts, ent, values, y, D)
+    corpus = _assemble(seq_ptr, tok_counts, ent, values, y, D, bcorp)
     return space, corpus
 
 
-def _assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None) -> Corpus:
+def _assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None, bigram=None) -> Corpus:
     keep = ent_attr >= 0
     if keep.all():
         tok_ptr = _ptr(tok_counts)
@@ -248,18 +333,25 @@ def _assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None) -> Corpus:
         tok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
         attr = ent_attr[keep]
         val = values[keep] if values is not None else np.ones(int(keep.sum()))
-    return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y, dense=dense)
+    btok_ptr, battr, bval = bigram if bigram is not None else (None, None, None)
+    return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y, dense=dense,
+                  btok_ptr=btok_ptr, battr=battr, bval=bval)
 
 
 def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *, name: str = "<data>",
-           dense: Sequence | None = None) -> Corpus:
+           dense: Sequence | None = None, B: Sequence | None = None) -> Corpus:
     """Encode sequences against an existing feature space.
 
     Attributes the model does not know are dropped; labels it does not know get
     id -1 (they can still be scored as strings by the metrics).  ``dense``: one
     (tokens x n_dense) matrix per sequence, required exactly when the space
-    has dense dimensions.
+    has dense dimensions.  ``B``: the bigram-observation attribute sequences,
+    required when the space has bigram-observation features (unknown ones are
+    dropped, as for ``X``).
     """
+    if space.n_bigram and B is None:
+        raise DataError(f"the model has {space.n_bigram} bigram-observation features: give the bigram "
+                        "attribute sequences too (B=...)", name)
     if space.n_dense and dense is None:
         raise DataError(f"the model has {space.n_dense} dense feature dimensions: give one "
                         f"(tokens x {space.n_dense}) matrix per sequence (dense=...)", name)
@@ -276,4 +368,11 @@ def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *
         y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
     else:
         y = np.full(int(seq_lens.sum()), -1, dtype=np.int32)
-    return _assemble(_ptr(seq_lens), tok_counts, ent, values, y, D)
+    bcorp = None
+    if B is not None:
+        bseq_lens, btok_counts, bnames, bvalues = _flatten(B, name)
+        _check_shape(seq_lens, bseq_lens, btok_counts, name)
+        bent = np.fromiter(map(space.battr_index.get, bnames, itertools.repeat(-1)), dtype=np.int64,
+                           count=len(bnames))
+        bcorp = _bigram_arrays(btok_counts, bent, bvalues)
+    return _assemble(_ptr(seq_lens), tok_counts, ent, values, y, D, bcorp)

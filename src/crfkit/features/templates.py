@@ -1,4 +1,4 @@
-"""Feature templates in CRF++ syntax.
+r"""Feature templates in CRF++ syntax, with Wapiti's pattern extensions.
 
 A template file holds one template per line; blank lines and lines starting
 with ``#`` are comments::
@@ -26,15 +26,38 @@ with ``#`` are comments::
   that reaches outside the sentence gives no attribute at that token (the
   CRFsuite examples' convention).
 - A line starting with ``B`` declares label-bigram (transition) features. A
-  ``B`` line with macros is a bigram-observation template (transition weights
-  conditioned on an observation); those are parsed and kept in
-  :attr:`Templates.bigram_observation` (they also set ``has_transitions``), but
-  :meth:`Templates.apply` produces unigram attributes only: building their
-  features is left to the part of the code that supports them.
+  ``B`` line with macros (``B01:%x[0,0]``) is a bigram-observation template:
+  at each token it expands, as a ``U`` line does, to an attribute string that
+  is tested together with the label pair (previous label, label) of the
+  transition into that token (CRF++ / Wapiti bigram features; the first
+  token of a sentence has no incoming transition, so they do not fire there).
+  They are kept in :attr:`Templates.bigram_observation` and expanded by
+  :meth:`Templates.apply_bigram`; any ``B`` line sets ``has_transitions``.
+- Wapiti's pattern prefixes: ``u`` is a unigram template (as ``U``), ``b`` a
+  bigram template (as ``B``: with macros bigram-observation, without them the
+  label-bigram switch), ``*`` both at once (a unigram and a bigram-observation
+  template on the same attribute string; without macros: a constant unigram
+  attribute and the label-bigram switch).
 
-``%`` followed by a letter other than ``x`` (Wapiti's ``%t``/``%m``/``%X``) is
-rejected as unsupported; ``%`` followed by anything else is literal text. Rows
-may be any integer (CRF++ limits them to -8..8; we do not).
+Macros (``row`` any integer, ``col`` a 0-based column; CRF++ limits rows to
+-8..8, we do not):
+
+- ``%x[row,col]``: the column's text;
+- ``%X[row,col]``: the same, lower-cased (Wapiti's case-insensitive form);
+- ``%t[row,col,"regex"]``: ``true`` or ``false``: whether the regular
+  expression matches somewhere in the text (``re.search``);
+- ``%m[row,col,"regex"]``: the text the regular expression matches (its first
+  match; empty when none);
+- ``%T`` / ``%M``: as ``%t`` / ``%m``, matching case-insensitively.
+
+Regular expressions are Python's (``re``), with Wapiti's character classes
+``\a`` (letter), ``\l`` (lower case), ``\u`` (upper case), ``\p``
+(punctuation) and their negations ``\A \L \U \P`` translated (outside
+brackets; inside ``[...]`` only the positive ones); ``\"`` is a quote inside
+the pattern.  A macro reaching outside the sentence gives the padding token
+(``_B-1``...) whatever its kind (no case folding or regex test on it).
+``%`` followed by another letter is an error; ``%`` followed by anything else
+is literal text.  Errors name the template file and line.
 
 Speed: a template set is compiled once, at parse time, into a Python function
 (source generated here and passed to ``exec``) whose inner loop is one list
@@ -45,6 +68,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
@@ -59,15 +83,86 @@ __all__ = [
     "pad_token",
 ]
 
-_MACRO = re.compile(r"%x\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*\]")
+_MACRO = re.compile(r"%([xX])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*\]")
+_MACRO_RX = re.compile(r'%([tTmM])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\]')
+_KINDS = "xXtTmM"
+
+_PUNCT = re.escape(string.punctuation)
+_CLASS_OUT = {"a": "[A-Za-z]", "A": "[^A-Za-z]", "l": "[a-z]", "L": "[^a-z]", "u": "[A-Z]", "U": "[^A-Z]",
+              "p": f"[{_PUNCT}]", "P": f"[^{_PUNCT}]"}
+_CLASS_IN = {"a": "A-Za-z", "l": "a-z", "u": "A-Z", "p": _PUNCT}
+
+
+def _wapiti_regex(rx: str) -> str:
+    """Translate Wapiti's character classes (\\a \\l \\u \\p and negations) into Python syntax."""
+    out = []
+    i, n, inside = 0, len(rx), False
+    while i < n:
+        ch = rx[i]
+        if ch == "\\" and i + 1 < n:
+            nx = rx[i + 1]
+            table = _CLASS_IN if inside else _CLASS_OUT
+            if nx == '"':
+                out.append('"')
+            elif nx in table:
+                out.append(table[nx])
+            else:
+                out.append(rx[i:i + 2])
+            i += 2
+            continue
+        if ch == "[" and not inside:
+            inside = True
+            out.append(ch)
+            # a ']' right after '[' or '[^' is literal
+            if rx.startswith("^", i + 1):
+                out.append("^")
+                i += 1
+            if rx.startswith("]", i + 1):
+                out.append("\\]")
+                i += 1
+        elif ch == "]" and inside:
+            inside = False
+            out.append(ch)
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 @dataclass(frozen=True)
 class Macro:
-    """``%x[row,col]``: column ``col`` of the token ``row`` positions away."""
+    """``%x[row,col]``: column ``col`` of the token ``row`` positions away.
+
+    ``kind``: ``x`` (the text), ``X`` (lower-cased), ``t``/``T`` (``true`` or
+    ``false``: the regex ``regex`` matches, case-insensitively for ``T``),
+    ``m``/``M`` (the text the regex matches, empty when none).
+    """
 
     row: int
     col: int
+    kind: str = "x"
+    regex: str | None = None
+
+    def transform(self) -> Callable[[str], str] | None:
+        """The function applied to the column's text (None for ``%x``)."""
+        k = self.kind
+        if k == "x":
+            return None
+        if k == "X":
+            return str.lower
+        rx = re.compile(_wapiti_regex(self.regex or ""), re.IGNORECASE if k in "TM" else 0)
+        if k in "tT":
+            search = rx.search
+            return lambda s: "true" if search(s) is not None else "false"
+
+        def match(s, search=rx.search):
+            m = search(s)
+            return "" if m is None else m.group(0)
+        return match
+
+    def source(self) -> tuple:
+        """What the macro reads, regardless of the row: (column, kind, regex)."""
+        return (self.col, self.kind, self.regex)
 
 
 Piece = Union[str, Macro]
@@ -77,7 +172,8 @@ Piece = Union[str, Macro]
 class Template:
     """One parsed template line.
 
-    ``kind`` is ``"U"`` or ``"B"``, ``text`` the line as written (stripped),
+    ``kind`` is ``"U"``, ``"B"`` or a Wapiti prefix ``"u"``, ``"b"``, ``"*"``;
+    ``text`` the line as written (stripped),
     ``pieces`` the literal strings and macros in order (their concatenation,
     macros replaced by values, is the attribute string), ``line`` the 1-based
     line in the template source.
@@ -110,7 +206,12 @@ class Template:
         for p in self.pieces:
             if isinstance(p, Macro):
                 j = i + p.row
-                out.append(columns[j][p.col] if 0 <= j < n else pad_token(j, n))
+                if 0 <= j < n:
+                    f = p.transform()
+                    v = columns[j][p.col]
+                    out.append(v if f is None else f(v))
+                else:
+                    out.append(pad_token(j, n))
             else:
                 out.append(p)
         return "".join(out)
@@ -140,19 +241,28 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
             break
         lit.append(text[pos:k])
         nxt = text[k + 1] if k + 1 < n else ""
-        if nxt == "x":
-            m = _MACRO.match(text, k)
+        if nxt and nxt in _KINDS:
+            rx_kind = nxt in "tTmM"
+            m = (_MACRO_RX if rx_kind else _MACRO).match(text, k)
             if m is None:
                 end = text.find("]", k)
                 snippet = text[k:] if end < 0 else text[k : end + 1]
                 why = "unterminated macro" if end < 0 else "malformed macro"
+                want = (f'%{nxt}[row,col,"regex"] with integer row and column and a quoted regex'
+                        if rx_kind else f"%{nxt}[row,col] with integer row and column")
                 raise TemplateError(
-                    f"{why} {snippet!r} at character {k + 1} of {text!r}: "
-                    "expected %x[row,col] with integer row and column",
+                    f"{why} {snippet!r} at character {k + 1} of {text!r}: expected {want}",
                     name,
                     lineno,
                 )
-            row, col = int(m.group(1)), int(m.group(2))
+            row, col = int(m.group(2)), int(m.group(3))
+            regex = m.group(4) if rx_kind else None
+            if rx_kind:
+                try:
+                    re.compile(_wapiti_regex(regex))
+                except re.error as e:
+                    raise TemplateError(f"bad regular expression {regex!r} in {m.group(0)!r}: {e}",
+                                        name, lineno) from None
             if col < 0:
                 raise TemplateError(
                     f"column index {col} in {m.group(0)!r} must be >= 0 (columns are 0-based)",
@@ -164,12 +274,12 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
                 if s:
                     pieces.append(s)
                 lit = []
-            pieces.append(Macro(row, col))
+            pieces.append(Macro(row, col, nxt, regex))
             pos = m.end()
         elif nxt.isalpha():
             raise TemplateError(
                 f"unsupported macro '%{nxt}' at character {k + 1} of {text!r}: "
-                "only %x[row,col] is supported",
+                "the macros are %x, %X (case-folded), %t, %T (regex test), %m, %M (regex match)",
                 name,
                 lineno,
             )
@@ -185,9 +295,10 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
 class Templates:
     """A parsed CRF++ template set.
 
-    ``unigram``: the ``U`` templates in file order; ``bigram``: the plain ``B``
-    lines; ``bigram_observation``: ``B`` lines with macros (parsed, not applied
-    yet); ``has_transitions``: there is at least one ``B`` line; ``source``:
+    ``unigram``: the ``U`` (``u``, ``*``) templates in file order; ``bigram``:
+    the plain ``B`` (``b``, ``*``) lines; ``bigram_observation``: ``B`` (``b``,
+    ``*``) lines with macros (:meth:`apply_bigram`); ``has_transitions``: there
+    is at least one ``B`` line; ``source``:
     the text it was parsed from (what a model file stores); ``name``: what
     messages call it.
     """
@@ -206,17 +317,20 @@ class Templates:
         self.bigram_observation: list[Template] = list(bigram_observation)
         self.name = name
         self.source = source if source is not None else "\n".join(
-            t.text for t in sorted(self.unigram + self.bigram + self.bigram_observation, key=lambda t: t.line)
+            t.text for t in sorted({id(t): t for t in self.unigram + self.bigram + self.bigram_observation}.values(),
+                                   key=lambda t: t.line)
         ) + "\n"
         self._apply_pad, self._apply_nopad = _compile(self.unigram, name)
+        self._bapply_pad, self._bapply_nopad = _compile(self.bigram_observation, name)
 
     # -- construction -----------------------------------------------------
 
     @classmethod
     def parse(cls, text: str, name: str = "<template>") -> "Templates":
         """Parse template text; :class:`TemplateError` (``name:line: problem``)
-        on a line that is not a comment, blank, ``U...`` or ``B...``, on a
-        malformed macro, or when there is no template at all."""
+        on a line that is not a comment, blank, ``U...``, ``B...``, ``u...``,
+        ``b...`` or ``*...``, on a malformed macro or regular expression, or
+        when there is no template at all."""
         unigram: list[Template] = []
         bigram: list[Template] = []
         bigram_obs: list[Template] = []
@@ -227,20 +341,21 @@ class Templates:
             if not line or line.startswith("#"):
                 continue
             kind = line[0]
-            if kind not in "UB":
+            if kind not in "UBub*":
                 raise TemplateError(
                     f"unknown template type {kind!r} in {line!r}: a template line starts "
-                    "with U (unigram) or B (bigram); # starts a comment",
+                    "with U or u (unigram), B or b (bigram) or * (both); # starts a comment",
                     name,
                     lineno,
                 )
             t = Template(kind, line, _parse_line(line, kind, name, lineno), lineno)
-            if kind == "U":
+            if kind in "Uu*":
                 unigram.append(t)
-            elif t.macros:
-                bigram_obs.append(t)
-            else:
-                bigram.append(t)
+            if kind in "Bb*":
+                if t.macros:
+                    bigram_obs.append(t)
+                else:
+                    bigram.append(t)
         if not unigram and not bigram and not bigram_obs:
             raise TemplateError("no templates: no line starts with U or B", name)
         return cls(unigram, bigram, bigram_obs, source=text, name=name)
@@ -320,6 +435,14 @@ class Templates:
             return self._apply_pad(columns)
         return self._apply_nopad(columns)
 
+    def apply_bigram(self, columns: Sequence[Sequence[str]], pad: bool = True) -> list[list[str]]:
+        """Bigram-observation attribute strings of a sentence: one list per token, one
+        string per bigram-observation template (as :meth:`apply` for the unigram ones).
+        The kernels ignore those of the first token (no incoming transition)."""
+        if pad:
+            return self._bapply_pad(columns)
+        return self._bapply_nopad(columns)
+
 
 # ---------------------------------------------------------------------------
 # code generation
@@ -341,7 +464,8 @@ def _fstring(pieces: Sequence[Piece], var: Callable[[Macro], str]) -> str:
 
 def _compile(unigram: Sequence[Template], name: str):
     """Build the two apply functions (padded, unpadded) of a template list."""
-    macros = sorted({m for t in unigram for m in t.macros}, key=lambda m: (m.col, m.row))
+    macros = sorted({m for t in unigram for m in t.macros},
+                    key=lambda m: (m.col, m.kind, m.regex or "", m.row))
     cols = sorted({m.col for m in macros})
     before = max([0] + [-m.row for m in macros])  # padding needed before / after
     after = max([0] + [m.row for m in macros])
@@ -354,6 +478,17 @@ def _compile(unigram: Sequence[Template], name: str):
         "_EOS": tuple(f"_B+{k}" for k in range(1, K + 1)),
         "_column_error": lambda columns: _column_error(columns, unigram, name),
     }
+    # what a macro reads: the padded column tuple c<col> for %x, a derived
+    # padded tuple d<i> (case-folded, regex test or match of each token) otherwise
+    derived = sorted({m.source() for m in macros if m.kind != "x"}, key=lambda k: (k[0], k[1], k[2] or ""))
+    src_of = {k: f"d{i}" for i, k in enumerate(derived)}
+    for k, var in src_of.items():
+        env[f"_f{var}"] = Macro(0, k[0], k[1], k[2]).transform()
+
+    def srcvar(m: Macro) -> str:
+        return f"c{m.col}" if m.kind == "x" else src_of[m.source()]
+
+    sources = [f"c{c}" for c in cols] + list(src_of.values())
 
     # shared prologue: n, the padded column tuples c<col>
     pro = ["    n = len(columns)", "    if not n:", "        return []"]
@@ -365,10 +500,12 @@ def _compile(unigram: Sequence[Template], name: str):
         ]
         for c in cols:
             pro.append(f"    c{c} = (*_BOS, *t[{c}], *_EOS)")
+        for (c, _k, _r), var in src_of.items():
+            pro.append(f"    {var} = (*_BOS, *map(_f{var}, t[{c}]), *_EOS)")
 
     def slices(lo: str, hi: str) -> str:
         # one slice per macro: the values it reads for tokens lo..hi-1
-        return ", ".join(f"c{m.col}[{K + m.row} + {lo}:{K + m.row} + {hi}]" for m in macros)
+        return ", ".join(f"{srcvar(m)}[{K + m.row} + {lo}:{K + m.row} + {hi}]" for m in macros)
 
     row_all = "[" + ", ".join(_fstring(t.pieces, lambda m: var_of[m]) for t in unigram) + "]"
     if macros:
@@ -396,14 +533,14 @@ def _compile(unigram: Sequence[Template], name: str):
             f"    mid = [{row_all} {loop.format(slices('lo', 'hi'))}]",
             "    if lo == 0 and hi == n:",
             "        return mid",
-            "    return [_edge(i, n, " + ", ".join(f"c{c}" for c in cols) + ") for i in range(lo)] + mid + "
-            "[_edge(i, n, " + ", ".join(f"c{c}" for c in cols) + ") for i in range(hi, n)]",
+            "    return [_edge(i, n, " + ", ".join(sources) + ") for i in range(lo)] + mid + "
+            "[_edge(i, n, " + ", ".join(sources) + ") for i in range(hi, n)]",
             "",
-            "def _edge(i, n, " + ", ".join(f"c{c}" for c in cols) + "):",
+            "def _edge(i, n, " + ", ".join(sources) + "):",
             "    r = []",
         ]
         for t in unigram:
-            expr = _fstring(t.pieces, lambda m: f"c{m.col}[i + {K + m.row}]")
+            expr = _fstring(t.pieces, lambda m: f"{srcvar(m)}[i + {K + m.row}]")
             if t.macros:
                 src.append(f"    if {-t.min_row} <= i < n - {t.max_row}:")
                 src.append(f"        r.append({expr})")

@@ -1,5 +1,9 @@
 """Numba kernels over a whole corpus: objective and gradient, Viterbi, marginals.
 
+Corpora with bigram-observation attributes (position-dependent transition
+scores, see ``chain.bigram_transitions``) go through the ``*_bigram``
+kernels at the end of this file; the others are untouched by them.
+
 Work is split over sequences into chunks (see ``chunk_bounds``) that run on
 numba's thread pool. Each chunk accumulates its gradient into its own row of a
 ``(n_chunks, n_features)`` buffer; the rows are summed at the end. With one
@@ -11,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, edge_marginal_sum, emissions, forward_backward,
-                    gold_score, log_partition, transition_matrix, viterbi)
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, edge_marginal_sum, emissions,
+                    forward_backward, gold_score, log_partition, pd_edge, pd_forward_backward, pd_gold_score,
+                    pd_log_partition, pd_node, pd_viterbi, transition_matrix, viterbi)
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -388,3 +393,226 @@ def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w
                 for t in range(T):
                     for l in range(L):
                         marg[t0 + t, l] = alpha[t, l] * beta[t, l]
+
+
+# ---------------------------------------------------------------------------
+# bigram-observation features: position-dependent transitions
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_pair, L, boff, out):
+    """Add the gold-labelling counts of the bigram-observation features into out[boff:]:
+    at every token t after the first of its sequence, ``bval`` for each feature of
+    its bigram attributes whose label pair is (y[t-1], y[t])."""
+    for s in range(len(seq_ptr) - 1):
+        for t in range(seq_ptr[s] + 1, seq_ptr[s + 1]):
+            p = y[t - 1] * L + y[t]
+            for e in range(btok_ptr[t], btok_ptr[t + 1]):
+                b = battr[e]
+                for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                    if bfeat_pair[k] == p:
+                        out[boff + k] += bval[e]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
+                            trans_index, battr_ptr, bfeat_pair, w, row, Wd, n_state, boff, trans, s0, s1,
+                            g, Gd, xs, pm):
+    """``_chunk_loss_grad`` for a corpus with bigram attributes: sum of log Z over
+    sequences s0..s1-1, expected counts into g (state, transition and bigram
+    features) and Gd (dense rows)."""
+    L = trans.shape[0]
+    for k in range(g.shape[0]):
+        g[k] = 0.0
+    for d in range(Gd.shape[0]):
+        for l in range(L):
+            Gd[d, l] = 0.0
+    maxT = _max_len(seq_ptr, s0, s1)
+    if maxT == 0:
+        return 0.0
+    score = np.empty((maxT, L))
+    es = np.empty((maxT, L))
+    alpha = np.empty((maxT, L))
+    beta = np.empty((maxT, L))
+    scale = np.empty(maxT)
+    M = np.empty((maxT, L, L))
+    expM = np.empty((maxT, L, L))
+    tmx = np.empty(maxT)
+    xi = np.empty((L, L))
+    E = np.zeros((L, L))
+    total = 0.0
+    for s in range(s0, s1):
+        t0 = seq_ptr[s]
+        t1 = seq_ptr[s + 1]
+        T = t1 - t0
+        if T == 0:
+            continue
+        _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
+        add_scores(xs, t0, T, score)
+        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx)
+        logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
+        total += logz
+        for t in range(1, T):
+            pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
+            for i in range(L):
+                for j in range(L):
+                    E[i, j] += xi[i, j]
+            for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+                b = battr[e]
+                v = bval[e]
+                for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                    p = bfeat_pair[k]
+                    g[boff + k] += xi[p // L, p % L] * v
+        pd_node(T, alpha, beta, scale)
+        if pm.shape[0] > 0:
+            for t in range(T):
+                for l in range(L):
+                    pm[t0 + t, l] = alpha[t, l]
+        for t in range(T):
+            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                a = attr[e]
+                v = val[e]
+                d = row[a]
+                if d >= 0:
+                    for l in range(L):
+                        Gd[d, l] += alpha[t, l] * v
+                else:
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        g[k] += alpha[t, feat_label[k]] * v
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            if k >= 0:
+                g[n_state + k] += E[i, j]
+    return total
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
+                     battr_ptr, bfeat_pair, w, n_state, boff, bounds, gbuf, g_out, emp, gscale, l2,
+                     row, dense_attr, gdbuf, xs, pm):
+    """:func:`loss_grad` for a corpus with bigram-observation attributes (weights of
+    bigram feature k at ``w[boff + k]``): returns (sum of -log p(y|x), ||w||^2) and
+    writes ``gscale * grad(sum nll) + l2 * w`` to g_out.  No exp-domain emissions."""
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
+    L = trans.shape[0]
+    R = dense_attr.shape[0]
+    Wd = np.empty((R, L))
+    _fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
+    n_chunks = len(bounds) - 1
+    logzs = np.zeros(n_chunks)
+    for c in prange(n_chunks):
+        logzs[c] = _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
+                                           feat_label, trans_index, battr_ptr, bfeat_pair, w, row, Wd,
+                                           n_state, boff, trans, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c],
+                                           xs, pm)
+    for r in prange(R):
+        a = dense_attr[r]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            l = feat_label[k]
+            acc = 0.0
+            for c in range(n_chunks):
+                acc += gdbuf[c, r, l]
+            gbuf[0, k] += acc
+    n = g_out.shape[0]
+    gold = 0.0
+    wsq = 0.0
+    for k in prange(n):
+        acc = 0.0
+        for c in range(n_chunks):
+            acc += gbuf[c, k]
+        wk = w[k]
+        g_out[k] = (acc - emp[k]) * gscale + l2 * wk
+        gold += wk * emp[k]
+        wsq += wk * wk
+    return logzs.sum() - gold, wsq
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr, feat_label,
+                       battr_ptr, bfeat_pair, w, boff, trans, s0, s1, xs):
+    L = trans.shape[0]
+    maxT = _max_len(seq_ptr, s0, s1)
+    if maxT == 0:
+        return 0.0
+    score = np.empty((maxT, L))
+    es = np.empty((maxT, L))
+    alpha = np.empty((maxT, L))
+    scale = np.empty(maxT)
+    M = np.empty((maxT, L, L))
+    expM = np.empty((maxT, L, L))
+    tmx = np.empty(maxT)
+    loss = 0.0
+    for s in range(s0, s1):
+        t0 = seq_ptr[s]
+        T = seq_ptr[s + 1] - t0
+        if T == 0:
+            continue
+        emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+        add_scores(xs, t0, T, score)
+        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx)
+        loss += pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale) - pd_gold_score(score, y, t0, T, M)
+    return loss
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def loss_only_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr, feat_label, trans_index,
+                     battr_ptr, bfeat_pair, w, n_state, boff, bounds, xs):
+    """:func:`loss_only` for a corpus with bigram-observation attributes."""
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
+    n_chunks = len(bounds) - 1
+    losses = np.zeros(n_chunks)
+    for c in prange(n_chunks):
+        losses[c] = _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr,
+                                       feat_label, battr_ptr, bfeat_pair, w, boff, trans, bounds[c],
+                                       bounds[c + 1], xs)
+    return losses.sum()
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def decode_all_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
+                      battr_ptr, bfeat_pair, w, n_state, boff, bounds,
+                      ids, path_score, marg, logz, labels, label_score, xs):
+    """:func:`decode_all` for a corpus with bigram-observation attributes (same outputs)."""
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
+    L = trans.shape[0]
+    want_path = ids.shape[0] > 0
+    want_marg = marg.shape[0] > 0
+    want_score = label_score.shape[0] > 0
+    n_chunks = len(bounds) - 1
+    for c in prange(n_chunks):
+        s0 = bounds[c]
+        s1 = bounds[c + 1]
+        maxT = max(_max_len(seq_ptr, s0, s1), 1)
+        score = np.empty((maxT, L))
+        es = np.empty((maxT, L))
+        alpha = np.empty((maxT, L))
+        beta = np.empty((maxT, L))
+        scale = np.empty(maxT)
+        M = np.empty((maxT, L, L))
+        expM = np.empty((maxT, L, L))
+        tmx = np.empty(maxT)
+        for s in range(s0, s1):
+            t0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - t0
+            if T == 0:
+                if want_path:
+                    path_score[s] = 0.0
+                if want_marg:
+                    logz[s] = 0.0
+                if want_score:
+                    label_score[s] = 0.0
+                continue
+            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            add_scores(xs, t0, T, score)
+            rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx)
+            if want_path:
+                path_score[s] = pd_viterbi(score, T, M, ids, t0)
+            if want_score:
+                label_score[s] = pd_gold_score(score, labels, t0, T, M)
+            if want_marg:
+                logz[s] = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
+                pd_node(T, alpha, beta, scale)
+                for t in range(T):
+                    for l in range(L):
+                        marg[t0 + t, l] = alpha[t, l]

@@ -292,3 +292,239 @@ def viterbi(score, T, trans, out, o0):
         arg = back[t, arg]
         out[o0 + t - 1] = arg
     return best
+
+
+# ---------------------------------------------------------------------------
+# Position-dependent transitions (bigram-observation features).
+#
+# A bigram-observation feature tests an attribute of token t and the label
+# pair (y_{t-1}, y_t).  With such features the transition scores into token t
+# are M[t] = trans + sum over the bigram attributes b of token t of
+# value_b * W_b (W_b: L x L, zero where b has no feature), for 1 <= t < T
+# (M[0] is never read: the first token has no incoming transition, so bigram
+# attributes carried by it are ignored).  The recursions below are those
+# above with M[t] in place of the one matrix; the scaled recursion shifts each
+# M[t] by its own maximum tmx[t] and falls back to the log domain when one of
+# them spans more than MAX_SCALED_TRANSITION_RANGE (the same rule as above,
+# per position) or a scale under/overflows.
+
+
+@njit(**_NOPY)
+def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx):
+    """Fill M[t] (1 <= t < T) with the transition scores into token t0+t and tmx[t] with their maximum.
+
+    ``w[boff + k]`` is the weight of bigram-observation feature ``k``, for the
+    label pair ``bfeat_pair[k] = i*L + j``.  Returns the largest range
+    (max - min) of the M[t] (0 when T < 2).
+    """
+    L = trans.shape[0]
+    rng = 0.0
+    for t in range(1, T):
+        for i in range(L):
+            for j in range(L):
+                M[t, i, j] = trans[i, j]
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            b = battr[e]
+            v = bval[e]
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                p = bfeat_pair[k]
+                M[t, p // L, p % L] += w[boff + k] * v
+        mx = M[t, 0, 0]
+        mn = mx
+        for i in range(L):
+            for j in range(L):
+                x = M[t, i, j]
+                if x > mx:
+                    mx = x
+                if x < mn:
+                    mn = x
+        tmx[t] = mx
+        if mx - mn > rng:
+            rng = mx - mn
+    return rng
+
+
+@njit(**_NOPY)
+def pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale):
+    """Scaled forward recursion with transition matrices M[t]; returns log Z or NaN (scale failure).
+
+    Fills ``expM[t] = exp(M[t] - tmx[t])`` (t >= 1), ``es`` with
+    exp(score - rowmax), ``alpha`` with the normalised messages and ``scale``.
+    """
+    L = score.shape[1]
+    logz = 0.0
+    for t in range(T):
+        m = score[t, 0]
+        for j in range(1, L):
+            if score[t, j] > m:
+                m = score[t, j]
+        for j in range(L):
+            es[t, j] = np.exp(score[t, j] - m)
+        s = 0.0
+        if t == 0:
+            for j in range(L):
+                alpha[0, j] = es[0, j]
+                s += es[0, j]
+        else:
+            tm = tmx[t]
+            for i in range(L):
+                for j in range(L):
+                    expM[t, i, j] = np.exp(M[t, i, j] - tm)
+            for j in range(L):
+                alpha[t, j] = 0.0
+            for i in range(L):
+                a = alpha[t - 1, i]
+                if a != 0.0:
+                    for j in range(L):
+                        alpha[t, j] += a * expM[t, i, j]
+            for j in range(L):
+                alpha[t, j] *= es[t, j]
+                s += alpha[t, j]
+            logz += tm
+        logz += m
+        if not (s > 1e-300) or not np.isfinite(s):
+            return np.nan
+        scale[t] = s
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+        logz += np.log(s)
+    return logz
+
+
+@njit(**_NOPY)
+def _pd_log(score, T, M, la, lb):
+    """Log-domain forward (la) and backward (lb) messages; returns log Z."""
+    L = score.shape[1]
+    buf = np.empty(L)
+    for j in range(L):
+        la[0, j] = score[0, j]
+    for t in range(1, T):
+        for j in range(L):
+            for i in range(L):
+                buf[i] = la[t - 1, i] + M[t, i, j]
+            la[t, j] = _logsumexp(buf) + score[t, j]
+    for j in range(L):
+        lb[T - 1, j] = 0.0
+    for t in range(T - 2, -1, -1):
+        for i in range(L):
+            for j in range(L):
+                buf[j] = M[t + 1, i, j] + score[t + 1, j] + lb[t + 1, j]
+            lb[t, i] = _logsumexp(buf)
+    return _logsumexp(la[T - 1, :L])
+
+
+@njit(**_NOPY)
+def pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale):
+    """Forward-backward with position-dependent transitions; returns log Z.
+
+    ``rng``: the largest range of the M[t] (:func:`bigram_transitions`).  On
+    return, in the scaled domain (``scale[0] > 0``) ``alpha``/``beta`` are the
+    scaled messages as in :func:`forward_backward`; in the log domain
+    (``scale[0] < 0``) ``es`` holds log-alpha, ``beta`` log-beta and ``alpha``
+    the node marginals.  Read the results with :func:`pd_edge` (edge
+    marginals, first) and :func:`pd_node` (node marginals, into ``alpha``).
+    """
+    L = score.shape[1]
+    if rng <= MAX_SCALED_TRANSITION_RANGE:
+        logz = pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale)
+        if np.isfinite(logz):
+            for j in range(L):
+                beta[T - 1, j] = 1.0
+            tmp = np.empty(L)
+            for t in range(T - 2, -1, -1):
+                inv = 1.0 / scale[t + 1]
+                for j in range(L):
+                    tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
+                for i in range(L):
+                    acc = 0.0
+                    for j in range(L):
+                        acc += expM[t + 1, i, j] * tmp[j]
+                    beta[t, i] = acc
+            return logz
+    logz = _pd_log(score, T, M, es, beta)
+    for t in range(T):
+        for j in range(L):
+            alpha[t, j] = np.exp(es[t, j] + beta[t, j] - logz)
+        scale[t] = -1.0
+    return logz
+
+
+@njit(**_NOPY)
+def pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi):
+    """xi[i, j] = p(y_{t-1} = i, y_t = j | x) after :func:`pd_forward_backward` (1 <= t < T)."""
+    L = score.shape[1]
+    if scale[0] < 0.0:
+        for i in range(L):
+            for j in range(L):
+                xi[i, j] = np.exp(es[t - 1, i] + M[t, i, j] + score[t, j] + beta[t, j] - logz)
+        return
+    inv = 1.0 / scale[t]
+    for i in range(L):
+        a = alpha[t - 1, i] * inv
+        for j in range(L):
+            xi[i, j] = a * expM[t, i, j] * es[t, j] * beta[t, j]
+
+
+@njit(**_NOPY)
+def pd_node(T, alpha, beta, scale):
+    """Turn ``alpha`` into the node marginals after :func:`pd_forward_backward` (call after pd_edge)."""
+    if scale[0] < 0.0:
+        return
+    L = alpha.shape[1]
+    for t in range(T):
+        for l in range(L):
+            alpha[t, l] *= beta[t, l]
+
+
+@njit(**_NOPY)
+def pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale):
+    """log Z alone (forward pass) with position-dependent transitions, same log-domain rules."""
+    if rng <= MAX_SCALED_TRANSITION_RANGE:
+        logz = pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale)
+        if np.isfinite(logz):
+            return logz
+    return _pd_log(score, T, M, es, np.empty_like(alpha))
+
+
+@njit(**_NOPY)
+def pd_gold_score(score, y, t0, T, M):
+    """Score of the label path y[t0:t0+T] with position-dependent transitions."""
+    s = 0.0
+    for t in range(T):
+        s += score[t, y[t0 + t]]
+        if t > 0:
+            s += M[t, y[t0 + t - 1], y[t0 + t]]
+    return s
+
+
+@njit(**_NOPY)
+def pd_viterbi(score, T, M, out, o0):
+    """Best label path with position-dependent transitions; written to out[o0:o0+T]. Returns its score."""
+    L = score.shape[1]
+    delta = np.empty((T, L))
+    back = np.empty((T, L), dtype=np.int32)
+    for j in range(L):
+        delta[0, j] = score[0, j]
+    for t in range(1, T):
+        for j in range(L):
+            best = -np.inf
+            arg = 0
+            for i in range(L):
+                v = delta[t - 1, i] + M[t, i, j]
+                if v > best:
+                    best = v
+                    arg = i
+            delta[t, j] = best + score[t, j]
+            back[t, j] = arg
+    best = -np.inf
+    arg = 0
+    for j in range(L):
+        if delta[T - 1, j] > best:
+            best = delta[T - 1, j]
+            arg = j
+    out[o0 + T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = back[t, arg]
+        out[o0 + t - 1] = arg
+    return best
