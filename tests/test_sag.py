@@ -367,3 +367,36 @@ def test_refusals(problem):
             S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=1)
     finally:
         obj.space.n_dense = 0
+
+
+# ------------------------------------------------------------------ line search (Algorithm 2)
+def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
+    """The kernel's Lipschitz search returns the first L0 * 2^k that gives the sufficient decrease
+    -log p(y_i|x_i, w - g/L) < f - ||g||^2/(2L), counting one forward pass per trial, for w = beta * v."""
+    obj = objective(problem)
+    c, s = obj.corpus, obj.space
+    rng = np.random.default_rng(7)
+    w = 0.5 * rng.standard_normal(obj.n_features)
+    Lab, maxT = s.n_labels, c.max_length
+    bufs = [np.empty((maxT, Lab)) for _ in range(5)] + [np.empty(maxT)]
+
+    def loss(i, x):
+        return obj.oracle(i, x)[0]
+
+    grew = 0
+    for i in range(obj.n):
+        f, node, edge = obj.oracle(i, w)
+        g = np.zeros(obj.n_features)
+        obj.apply_gradient(i, node, edge, 1.0, g)
+        g2 = float(g @ g)
+        start = 0.05
+        for beta in (1.0, 0.25):
+            L, nev = K.line_search(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+                                   s.trans_index, s.n_state, i, w / beta, beta, g, g2, f, start, *bufs)
+            k = round(np.log2(L / start))
+            assert L == start * 2.0 ** k and nev == k + 1
+            assert loss(i, w - g / L) < f - g2 / (2 * L) + 1e-12
+            if k > 0:       # the previous trial failed the test
+                assert loss(i, w - 2 * g / L) >= f - g2 / L - 1e-12
+                grew += 1
+    assert grew > 0
