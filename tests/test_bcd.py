@@ -233,13 +233,18 @@ def optimum(small):
     return reg, ref.objective, ref.model.weights
 
 
-@pytest.mark.parametrize("order", ["random", "cyclic"])
-def test_reaches_the_owlqn_elastic_net_optimum(small, optimum, order):
+@pytest.mark.parametrize("order, shrink", [("random", 8), ("cyclic", 0), ("random", 0)])
+def test_reaches_the_owlqn_elastic_net_optimum(small, optimum, order, shrink):
     X, Y, space, corpus = small
     reg, f_star, w_star = optimum
     assert 0 < np.count_nonzero(w_star) < len(w_star)    # L1 zeroes some of the features out
     obj = Objective(corpus, space, reg)
-    res = bcd(obj, None, reg=reg, max_iterations=400, delta=1e-12, seed=1, order=order)
+    shrunk = []
+    res = bcd(obj, None, reg=reg, max_iterations=400, delta=1e-12, seed=1, order=order, shrink=shrink,
+              callback=lambda info: shrunk.append(info["shrunk"]))
+    assert res.status == "converged"
+    assert (sum(shrunk) > 0) == (shrink > 0)
+    assert shrunk[-1] == 0                # the run stops on a sweep that visited every block
     assert res.f == pytest.approx(f_star, rel=1e-6)
     assert res.f >= f_star - 1e-9 * abs(f_star)
     np.testing.assert_array_equal(res.x != 0, w_star != 0)
@@ -275,14 +280,22 @@ def test_objective_never_increases_and_the_safeguard_acts(small):
 def test_delta_rule_stops(small):
     X, Y, space, corpus = small
     reg = Regularization(l1=0.01, l2=0.02)
-    seen = []
-    res = bcd(Objective(corpus, space, reg), None, reg=reg, max_iterations=200, delta=1e-4, period=2,
-              monitor=False, callback=lambda info: seen.append(info["f"]))
-    assert res.status == "converged" and res.iterations < 200
-    assert len(seen) == res.iterations
-    assert (seen[-3] - seen[-1]) / seen[-1] < 1e-4
-    if len(seen) >= 4:
-        assert (seen[-4] - seen[-2]) / seen[-2] >= 1e-4
+    for shrink in (0, 8):
+        seen = []
+        res = bcd(Objective(corpus, space, reg), None, reg=reg, max_iterations=200, delta=1e-4, period=2,
+                  monitor=False, shrink=shrink, callback=lambda info: seen.append((info["f"], info["shrunk"])))
+        fs = [f for f, _ in seen]
+        assert res.status == "converged" and res.iterations < 200
+        assert len(seen) == res.iterations
+        assert (fs[-3] - fs[-1]) / fs[-1] < 1e-4 and seen[-1][1] == 0
+        # the first sweep at which the rule holds with every block visited
+        first = next(k for k in range(2, len(fs)) if (fs[k - 2] - fs[k]) / fs[k] < 1e-4 and seen[k][1] == 0)
+        assert first == len(fs) - 1
+        # a sweep that met the rule but left blocks out is followed by one that visits them all
+        for k in range(2, len(fs) - 1):
+            if (fs[k - 2] - fs[k]) / fs[k] < 1e-4:
+                assert seen[k + 1][1] == 0
+        assert any(sh for _, sh in seen) == (shrink > 0)
 
 
 def test_resume_equals_the_uninterrupted_run(small):
@@ -329,6 +342,7 @@ def test_block_order_is_seeded(small):
     ({"trans_steps": -1}, "trans_steps must be an integer >= 0"),
     ({"max_back": 2.5}, "max_back must be an integer"),
     ({"max_iterations": -1}, "max_iterations"),
+    ({"shrink": -1}, "shrink must be an integer >= 0"),
 ])
 def test_bad_params_raise(small, params, match):
     X, Y, space, corpus = small

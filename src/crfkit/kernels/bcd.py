@@ -38,8 +38,8 @@ from .chain import FAST
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 # slots of the per-call statistics array
-ST_ORACLE, ST_TRIALS, ST_ACCEPT, ST_REJECT, ST_SKIP, ST_DF = 0, 1, 2, 3, 4, 5
-N_STATS = 6
+ST_ORACLE, ST_TRIALS, ST_ACCEPT, ST_REJECT, ST_SKIP, ST_DF, ST_SHRUNK = 0, 1, 2, 3, 4, 5, 6
+N_STATS = 7
 
 
 # ------------------------------------------------------------------ index and caches
@@ -340,7 +340,8 @@ def _pen_change(w, k0, nk, d, step, l1, l2):
 @njit(**_NOPY)
 def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
                  E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol,
-                 alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur, nxt, es, stats):
+                 max_skip, zrun, skip, alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur, nxt, es,
+                 stats):
     """One prox-Newton step with backtracking on each attribute block order[b0:b1], in turn.
 
     A block with no occurrence gets its exact minimiser (0 when l1 or l2 > 0).  Otherwise: block
@@ -348,12 +349,20 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
     step ``min(1, max_step / max|d|)`` halved until the objective change (exact, from the window
     log Z's) is at most ``sigma * step * Delta`` (Tseng & Yun's Armijo rule) -- at most ``max_back``
     halvings, after which the block is left unchanged.  Blocks whose predicted decrease -Delta is
-    below ``skip_tol`` are left unchanged (already optimal to rounding).  Accepted steps update
-    w, E/ES/EM at the occurrences and lz of the touched sequences.
+    below ``skip_tol`` (times its share of sequences) are left unchanged (already optimal to rounding).
+    Accepted steps update w, E/ES/EM at the occurrences and lz of the touched sequences.
+
+    Shrinking (``max_skip > 0``): a block found at zero and staying there (``w = 0`` and ``d = 0``:
+    ``|g| <= l1``) for the ``zrun[a]``-th time in a row is left out of the next
+    ``min(2^(zrun[a]-1), max_skip)`` visits (``skip[a]`` counts them down).
     """
     L = expM.shape[0]
     for b in range(b0, b1):
         a = order[b]
+        if skip[a] > 0:
+            skip[a] -= 1
+            stats[ST_SHRUNK] += 1
+            continue
         k0 = attr_ptr[a]
         nk = attr_ptr[a + 1] - k0
         if nk == 0:
@@ -372,7 +381,23 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                    alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H)
         stats[ST_ORACLE] += ng
         delta = newton_direction(w, k0, nk, G, H, emp, inv_n, l1, l2, kappa, d)
-        if not (-delta > skip_tol):
+        if max_skip > 0:
+            zero = True
+            for kk in range(nk):
+                if w[k0 + kk] != 0.0 or d[kk] != 0.0:
+                    zero = False
+                    break
+            if zero:
+                zrun[a] += 1
+                sk = 1
+                for _ in range(zrun[a] - 1):
+                    sk *= 2
+                    if sk >= max_skip:
+                        break
+                skip[a] = min(sk, max_skip)
+            else:
+                zrun[a] = 0
+        if not (-delta > skip_tol * ng):
             stats[ST_SKIP] += 1
             continue
         dmax = 0.0

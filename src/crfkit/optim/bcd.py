@@ -54,7 +54,16 @@ step(s), then every attribute block once, in a random order drawn from
 ``(seed, sweep)`` (``order="random"``) or in attribute order (``"cyclic"``).
 Stops (status ``converged``) when the relative decrease of the objective over
 ``period`` sweeps falls below ``delta`` (``(f[k-period] - f[k]) / |f[k]| <
-delta``; ``delta=0`` never).  The objective used for the rule is the exact
+delta``; ``delta=0`` never) on a sweep that visited every block.
+
+Shrinking (not in the paper; the active-set heuristic of coordinate descent
+for L1 problems, e.g. Yuan et al. 2010): with an L1 term most blocks sit at
+zero with ``|g_k| <= l1``, yet each visit costs forward-backward on all their
+sequences.  A block found at zero and left there for the ``r``-th time in a
+row skips its next ``min(2^(r-1), shrink)`` visits (default ``shrink=8``;
+0: off).  When the stopping rule fires on a sweep that skipped blocks, the
+next sweep visits all of them and the rule is tested again, so a run only
+stops after a full sweep.  The objective used for the rule is the exact
 value held by the caches at the end of the sweep; ``monitor=True`` (default)
 also evaluates ``obj.value`` for the callback's ``f`` (time reported as
 ``monitor_s``).
@@ -250,17 +259,21 @@ class Engine:
         stats[K.ST_REJECT] += 1
         self._set_transitions(w)          # back to the unchanged transitions
 
-    def attribute_blocks(self, order, b0, b1, reg, kappa, sigma, max_step, max_back, stats) -> None:
+    def attribute_blocks(self, order, b0, b1, reg, kappa, sigma, max_step, max_back, stats, shrink=0,
+                         zrun=None, skip=None) -> None:
         ix, c, s = self.index, self.c, self.s
-        skip = SKIP_EPS * max(1.0, float(np.abs(self.lz).mean())) * self.inv_n
+        tol = SKIP_EPS * max(1.0, float(np.abs(self.lz).mean())) * self.inv_n
+        if zrun is None:
+            zrun = np.zeros(s.n_attributes, dtype=np.int64)
+            skip = np.zeros(s.n_attributes, dtype=np.int64)
         sc = self.scratch
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
-                       int(max_back), skip, *sc, stats)
+                       int(max_back), tol, int(shrink), zrun, skip, *sc, stats)
 
 
-def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back):
+def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink):
     def num(name, x):
         try:
             x = float(x)
@@ -290,14 +303,15 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
     period = count("period", period, 1)
     trans_steps = count("trans_steps", trans_steps, 0)
     max_back = count("max_back", max_back, 0)
+    shrink = count("shrink", shrink, 0)
     if max_iterations is not None:
         count("max_iterations (sweeps)", max_iterations, 0)
-    return delta, period, kappa, trans_steps, sigma, max_step, max_back
+    return delta, period, kappa, trans_steps, sigma, max_step, max_back, shrink
 
 
 def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
         delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.0, trans_steps: int = 1,
-        sigma: float = 1e-4, max_step: float = 10.0, max_back: int = 20, monitor: bool = True,
+        sigma: float = 1e-4, max_step: float = 10.0, max_back: int = 20, shrink: int = 8, monitor: bool = True,
         state: dict | None = None) -> StochasticResult:
     """Block coordinate descent (one block per attribute + the transition block); see the module doc.
 
@@ -306,19 +320,20 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     ``order``: ``random`` (a permutation per sweep from ``seed``) or ``cyclic``.
     ``kappa``: factor on the diagonal curvature (> 1: shorter, safer steps).
     ``trans_steps``: transition-block steps per sweep.  ``sigma``, ``max_step``,
-    ``max_back``: the Armijo safeguard.  ``monitor``: evaluate ``obj.value``
+    ``max_back``: the Armijo safeguard.  ``shrink``: the most sweeps a block found
+    at zero (and staying there) is left out of (0: never).  ``monitor``: evaluate ``obj.value``
     for the callback's ``f`` (else the value held by the caches).  ``state``:
     resume from ``info['state']()`` of an earlier run with the same settings.
     """
-    delta, period, kappa, trans_steps, sigma, max_step, max_back = _check_params(
-        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back)
+    delta, period, kappa, trans_steps, sigma, max_step, max_back, shrink = _check_params(
+        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink)
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
     s = obj.space
     d = s.n_features
     settings = {"order": order, "kappa": kappa, "trans_steps": trans_steps, "sigma": sigma, "max_step": max_step,
-                "max_back": max_back, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
+                "max_back": max_back, "shrink": shrink, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
                 "n": int(obj.n), "n_features": int(d)}
     if state is not None:
         bad = [k for k, v in settings.items() if state.get("settings", {}).get(k) != v]
@@ -330,21 +345,28 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             raise ValueError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
         fs = [float(x) for x in state["fs"]]
         sweep0 = int(state["iteration"])
+        zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
+        skip = np.array(state["skip"], dtype=np.int64, copy=True)
+        if zrun.shape != (s.n_attributes,) or skip.shape != (s.n_attributes,):
+            raise ValueError("bcd: the state's shrinking counters do not match the feature space")
     else:
         w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
         if w.shape != (d,):
             raise ValueError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
         sweep0 = 0
+        zrun = np.zeros(s.n_attributes, dtype=np.int64)
+        skip = np.zeros(s.n_attributes, dtype=np.int64)
     eng = Engine(obj, w)
     n_attr = s.n_attributes
     monitor_s = 0.0
 
-    def snapshot(sweep, x, hist):
-        x, hist = x.copy(), list(hist)
-        return lambda: {"iteration": int(sweep), "x": x, "fs": list(hist), "settings": dict(settings)}
+    def snapshot(sweep, x, hist, zr, sk):
+        x, hist, zr, sk = x.copy(), list(hist), zr.copy(), sk.copy()
+        return lambda: {"iteration": int(sweep), "x": x, "fs": list(hist), "zrun": zr, "skip": sk,
+                        "settings": dict(settings)}
 
-    state_fn = snapshot(sweep0, w, fs) if sweep0 > 0 else None
+    state_fn = snapshot(sweep0, w, fs, zrun, skip) if sweep0 > 0 else None
     last_x = w.copy()
     last_f = float("nan")
     sweep = sweep0
@@ -362,7 +384,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             blocks = block_order(seed, sweep, n_attr, order)
             for b0 in range(0, n_attr, CHUNK):
                 eng.attribute_blocks(blocks, b0, min(n_attr, b0 + CHUNK), reg, kappa, sigma, max_step, max_back,
-                                     stats)
+                                     stats, shrink, zrun, skip)
             obj.n_oracle += int(stats[K.ST_ORACLE])
             sweep += 1
             if not np.all(np.isfinite(w)):
@@ -370,17 +392,22 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             f_cache = eng.objective()
             fs.append(f_cache)
             last_x = w.copy()
-            state_fn = snapshot(sweep, w, fs)
+            shrunk = int(stats[K.ST_SHRUNK])
+            conv = delta > 0 and len(fs) > period and \
+                (fs[-1 - period] - fs[-1]) / max(abs(fs[-1]), 1e-300) < delta
+            if conv and shrunk:
+                # converged on a sweep that left blocks out: the next sweep visits every block
+                conv = False
+                skip[:] = 0
+            state_fn = snapshot(sweep, w, fs, zrun, skip)
             t = time.perf_counter()
             last_f = obj.value(last_x, count=False) if monitor else f_cache
             monitor_s += time.perf_counter() - t
-            conv = delta > 0 and len(fs) > period and \
-                (fs[-1 - period] - fs[-1]) / max(abs(fs[-1]), 1e-300) < delta
             if callback is not None:
                 info = {"iteration": sweep, "f": last_f, "x": last_x, "step": float("nan"),
                         "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "monitor_s": monitor_s,
                         "accepted": int(stats[K.ST_ACCEPT]), "rejected": int(stats[K.ST_REJECT]),
-                        "trials": int(stats[K.ST_TRIALS])}
+                        "trials": int(stats[K.ST_TRIALS]), "shrunk": shrunk}
                 if callback(info):
                     status, message = "stopped", f"stopped by the callback after sweep {sweep}"
                     break
