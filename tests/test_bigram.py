@@ -188,6 +188,7 @@ def test_chain_edge_marginals_per_position():
         es, alpha, beta = (np.empty((T, L)) for _ in range(3))
         scale = np.empty(T)
         expM = np.empty((T, L, L))
+        chain.pd_exp(T, M, tmx, expM)
         logz = chain.pd_forward_backward(score, T, M, tmx, rngv, expM, es, alpha, beta, scale)
         e = enumerate_pd(score, M)
         assert logz == pytest.approx(e["logz"], rel=1e-13)
@@ -449,3 +450,37 @@ def test_pipeline_round_trip_with_bigram_template(tmp_path):
     gold = [s.labels for s in out1.sentences]
     acc = np.mean([a == b for ys, ps in zip(gold, out1.labels) for a, b in zip(ys, ps)])
     assert acc > 0.8
+
+
+def test_feature_lowering_the_transition_maximum_far():
+    """A bigram feature cancels a huge transition weight: the position's matrix has a small
+    range, but exp(trans - max trans) underflows (the exponentials must be taken directly)."""
+    X = [[["x"], ["y"], ["x"]]]
+    Y = [["A", "B", "A"]]
+    B = [[[], ["s"], ["s"]]]
+    space, corpus = build(X, Y, B=B, support="all")
+    L = space.n_labels
+    w = np.random.default_rng(0).normal(size=space.n_features)
+    a = space.label_index["A"]
+    w[space.n_state + space.trans_index[a, a]] = 1000.0
+    k = space.bigram_offset + int(np.flatnonzero(space.bfeat_pair == a * L + a)[0])
+    w[k] = -1000.0
+    model = CRFModel(space, w)
+    e = enumerate_pd(Reference(model).scores(X[0]), transitions_of(model, B[0]))
+    r = model.decode(corpus, marginals=True)
+    assert r["logz"][0] == pytest.approx(e["logz"], rel=1e-12)
+    np.testing.assert_allclose(r["marginals"], e["node"], atol=1e-12)
+    obj = Objective(corpus, space)
+    f, g = obj.value_and_grad(w)
+    assert np.all(np.isfinite(g)) and f == pytest.approx(obj.value(w), rel=1e-12)
+
+
+def test_subset_keeps_bigram_attributes():
+    model, X, Y, B, corpus = random_model(12)
+    idx = [3, 0, 5]
+    sub = corpus.subset(idx)
+    r_sub = model.decode(sub, marginals=True)
+    r_all = model.decode(corpus, marginals=True)
+    np.testing.assert_allclose(r_sub["logz"], r_all["logz"][idx], rtol=1e-13)
+    ref = model.decode(model.encode([X[i] for i in idx], B=[B[i] for i in idx]), marginals=True)
+    np.testing.assert_allclose(r_sub["logz"], ref["logz"], rtol=1e-13)

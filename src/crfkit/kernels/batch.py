@@ -416,8 +416,8 @@ def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
-                            trans_index, battr_ptr, bfeat_pair, w, row, Wd, n_state, boff, trans, s0, s1,
-                            g, Gd, xs, pm):
+                            trans_index, battr_ptr, bfeat_pair, w, row, Wd, n_state, boff, trans, expM0, tmax,
+                            s0, s1, g, Gd, xs, pm):
     """``_chunk_loss_grad`` for a corpus with bigram attributes: sum of log Z over
     sequences s0..s1-1, expected counts into g (state, transition and bigram
     features) and Gd (dense rows)."""
@@ -449,7 +449,8 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
             continue
         _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
         add_scores(xs, t0, T, score)
-        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx)
+        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                                 expM0, tmax, expM)
         logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
         total += logz
         for t in range(1, T):
@@ -496,6 +497,8 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     writes ``gscale * grad(sum nll) + l2 * w`` to g_out.  No exp-domain emissions."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
+    tmax = trans.max()
+    expM0 = np.exp(trans - tmax)
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     _fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
@@ -504,8 +507,8 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     for c in prange(n_chunks):
         logzs[c] = _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
                                            feat_label, trans_index, battr_ptr, bfeat_pair, w, row, Wd,
-                                           n_state, boff, trans, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c],
-                                           xs, pm)
+                                           n_state, boff, trans, expM0, tmax, bounds[c], bounds[c + 1],
+                                           gbuf[c], gdbuf[c], xs, pm)
     for r in prange(R):
         a = dense_attr[r]
         for k in range(attr_ptr[a], attr_ptr[a + 1]):
@@ -530,7 +533,7 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr, feat_label,
-                       battr_ptr, bfeat_pair, w, boff, trans, s0, s1, xs):
+                       battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax, s0, s1, xs):
     L = trans.shape[0]
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
@@ -550,7 +553,8 @@ def _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, at
             continue
         emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
         add_scores(xs, t0, T, score)
-        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx)
+        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                                 expM0, tmax, expM)
         loss += pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale) - pd_gold_score(score, y, t0, T, M)
     return loss
 
@@ -560,12 +564,14 @@ def loss_only_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr
                      battr_ptr, bfeat_pair, w, n_state, boff, bounds, xs):
     """:func:`loss_only` for a corpus with bigram-observation attributes."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
+    tmax = trans.max()
+    expM0 = np.exp(trans - tmax)
     n_chunks = len(bounds) - 1
     losses = np.zeros(n_chunks)
     for c in prange(n_chunks):
         losses[c] = _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr,
-                                       feat_label, battr_ptr, bfeat_pair, w, boff, trans, bounds[c],
-                                       bounds[c + 1], xs)
+                                       feat_label, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax,
+                                       bounds[c], bounds[c + 1], xs)
     return losses.sum()
 
 
@@ -576,6 +582,8 @@ def decode_all_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_p
     """:func:`decode_all` for a corpus with bigram-observation attributes (same outputs)."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
+    tmax = trans.max()
+    expM0 = np.exp(trans - tmax)
     want_path = ids.shape[0] > 0
     want_marg = marg.shape[0] > 0
     want_score = label_score.shape[0] > 0
@@ -590,7 +598,7 @@ def decode_all_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_p
         beta = np.empty((maxT, L))
         scale = np.empty(maxT)
         M = np.empty((maxT, L, L))
-        expM = np.empty((maxT, L, L))
+        expM = np.empty((maxT if want_marg else 0, L, L))
         tmx = np.empty(maxT)
         for s in range(s0, s1):
             t0 = seq_ptr[s]
@@ -605,7 +613,8 @@ def decode_all_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_p
                 continue
             emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
             add_scores(xs, t0, T, score)
-            rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx)
+            rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                                     expM0, tmax, expM)
             if want_path:
                 path_score[s] = pd_viterbi(score, T, M, ids, t0)
             if want_score:

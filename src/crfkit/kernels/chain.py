@@ -310,14 +310,23 @@ def viterbi(score, T, trans, out, o0):
 
 
 @njit(**_NOPY)
-def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx):
+def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                       expM0, tmax0, expM):
     """Fill M[t] (1 <= t < T) with the transition scores into token t0+t and tmx[t] with their maximum.
 
     ``w[boff + k]`` is the weight of bigram-observation feature ``k``, for the
     label pair ``bfeat_pair[k] = i*L + j``.  Returns the largest range
     (max - min) of the M[t] (0 when T < 2).
+
+    When ``expM`` has rows, it also receives ``expM[t] = exp(M[t] - tmx[t])``,
+    built from ``expM0 = exp(trans - tmax0)`` times one factor
+    ``exp(tmax0 - tmx[t])``, with ``exp`` taken again only for the label pairs
+    the token's features touch (no L x L exponentials per token).  Both
+    factors stay within exp(+-MAX_SCALED_TRANSITION_RANGE) whenever the
+    scaled recursion is used (the caller checks the returned range).
     """
     L = trans.shape[0]
+    want_exp = expM.shape[0] > 0
     rng = 0.0
     for t in range(1, T):
         for i in range(L):
@@ -341,15 +350,44 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
         tmx[t] = mx
         if mx - mn > rng:
             rng = mx - mn
+        if want_exp and tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
+            # the features lowered the base maximum far: exp(trans - tmax0) may have
+            # underflowed where exp(M[t] - mx) does not; take every exponential directly
+            for i in range(L):
+                for j in range(L):
+                    expM[t, i, j] = np.exp(M[t, i, j] - mx)
+        elif want_exp:
+            c = np.exp(tmax0 - mx)
+            for i in range(L):
+                for j in range(L):
+                    expM[t, i, j] = expM0[i, j] * c
+            for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+                b = battr[e]
+                for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                    p = bfeat_pair[k]
+                    i = p // L
+                    j = p % L
+                    expM[t, i, j] = np.exp(M[t, i, j] - mx)
     return rng
+
+
+@njit(**_NOPY)
+def pd_exp(T, M, tmx, expM):
+    """expM[t] = exp(M[t] - tmx[t]) for 1 <= t < T, directly (what bigram_transitions builds)."""
+    L = M.shape[1]
+    for t in range(1, T):
+        for i in range(L):
+            for j in range(L):
+                expM[t, i, j] = np.exp(M[t, i, j] - tmx[t])
 
 
 @njit(**_NOPY)
 def pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale):
     """Scaled forward recursion with transition matrices M[t]; returns log Z or NaN (scale failure).
 
-    Fills ``expM[t] = exp(M[t] - tmx[t])`` (t >= 1), ``es`` with
-    exp(score - rowmax), ``alpha`` with the normalised messages and ``scale``.
+    Reads ``expM[t] = exp(M[t] - tmx[t])`` (t >= 1, see
+    :func:`bigram_transitions`); fills ``es`` with exp(score - rowmax),
+    ``alpha`` with the normalised messages and ``scale``.
     """
     L = score.shape[1]
     logz = 0.0
@@ -367,9 +405,6 @@ def pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale):
                 s += es[0, j]
         else:
             tm = tmx[t]
-            for i in range(L):
-                for j in range(L):
-                    expM[t, i, j] = np.exp(M[t, i, j] - tm)
             for j in range(L):
                 alpha[t, j] = 0.0
             for i in range(L):
@@ -418,7 +453,8 @@ def _pd_log(score, T, M, la, lb):
 def pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale):
     """Forward-backward with position-dependent transitions; returns log Z.
 
-    ``rng``: the largest range of the M[t] (:func:`bigram_transitions`).  On
+    ``rng``: the largest range of the M[t] and ``expM`` their shifted
+    exponentials (both from :func:`bigram_transitions`).  On
     return, in the scaled domain (``scale[0] > 0``) ``alpha``/``beta`` are the
     scaled messages as in :func:`forward_backward`; in the log domain
     (``scale[0] < 0``) ``es`` holds log-alpha, ``beta`` log-beta and ``alpha``
