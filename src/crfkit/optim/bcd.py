@@ -37,7 +37,14 @@ new ``log Z`` of the touched sequences only, and only over the window
 after it are unchanged and kept from the gradient pass).  A block whose
 predicted decrease is below rounding level is left alone.
 
-Transition block: ``trans_steps`` (default 1) such diagonal prox-Newton steps
+Defaults measured on the first 800 CoNLL-2000 training sentences (c1 = c2 = 1,
+gap to OWL-QN's objective after 12 sweeps): ``kappa`` 1.0 -> 3.2%, 1.5 -> 2.1%
+(with ``trans_steps=4``, ``max_step=100``; 2.5 -> 5.3%, 4.0 -> 11.6%): the
+per-position diagonal underestimates the curvature of the frequent, repeated
+attributes, and damping it by 1.5 avoids the
+zigzag.  ``trans_steps`` 1 -> 4 and ``max_step`` 10 -> 100 each helped too.
+
+Transition block: ``trans_steps`` (default 4) such diagonal prox-Newton steps
 at the start of every sweep, each on a full forward-backward of all sequences
 (multi-threaded) with its own Armijo backtracking (forward passes only).
 Diagonal: ``sum_t p_t(i,j)(1 - p_t(i,j))``.
@@ -310,8 +317,8 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
 
 
 def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
-        delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.0, trans_steps: int = 1,
-        sigma: float = 1e-4, max_step: float = 10.0, max_back: int = 20, shrink: int = 8, monitor: bool = True,
+        delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.5, trans_steps: int = 4,
+        sigma: float = 1e-4, max_step: float = 100.0, max_back: int = 20, shrink: int = 8, monitor: bool = True,
         state: dict | None = None) -> StochasticResult:
     """Block coordinate descent (one block per attribute + the transition block); see the module doc.
 
