@@ -484,3 +484,23 @@ def test_subset_keeps_bigram_attributes():
     np.testing.assert_allclose(r_sub["logz"], r_all["logz"][idx], rtol=1e-13)
     ref = model.decode(model.encode([X[i] for i in idx], B=[B[i] for i in idx]), marginals=True)
     np.testing.assert_allclose(r_sub["logz"], ref["logz"], rtol=1e-13)
+
+
+def test_stochastic_refusal_is_in_train_corpus_too():
+    from crfkit.train import train_corpus
+    model, X, Y, B, corpus = random_model(3)
+    with pytest.raises(CrfkitError, match="bigram"):
+        train_corpus(model.space, corpus, algorithm="sag", max_iterations=1)
+
+
+def test_checkpoint_fingerprint_covers_the_bigram_features():
+    from crfkit.checkpoint import fingerprint
+    from crfkit.features.encode import build
+    X, Y, B = bigram_data(5, n_seq=8)
+    s1, c1 = build(X, Y, B=B)
+    B2 = [[[a + "x" if isinstance(a, str) else (a[0] + "x", a[1]) for a in tok] for tok in seq] for seq in B]
+    s2, c2 = build(X, Y, B=B2)
+    assert s1.n_features == s2.n_features
+    assert fingerprint(s1, c1) != fingerprint(s2, c2)
+    s0, c0 = build(X, Y)
+    assert fingerprint(s0, c0) != fingerprint(s1, c1)

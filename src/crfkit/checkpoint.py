@@ -77,6 +77,12 @@ def fingerprint(space, corpus) -> str:
     for a in (space.attr_ptr, space.feat_label, space.trans_index,
               corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y):
         arr(a)
+    if getattr(space, "n_bigram", 0) or getattr(corpus, "has_bigram", False):
+        strings(space.battributes)
+        arr(space.battr_ptr)
+        arr(space.bfeat_pair)
+        for a in corpus.bigram_arrays():
+            arr(a)
     if space.n_dense or corpus.dense is not None:  # (fingerprints of models without one are unchanged)
         strings(space.dense_names)
         arr(corpus.dense if corpus.dense is not None else np.zeros(0))

@@ -333,7 +333,7 @@ def cmd_train(args) -> int:
     out = sys.stdout
     print(f"model: {args.model} ({_human_bytes(size)}, {size} bytes)", file=out)
     print(f"labels: {m.space.n_labels}; attributes: {m.space.n_attributes}; features: {m.space.n_features} "
-          f"({m.space.n_state} state, {m.space.n_trans} transition); non-zero weights: {m.n_active}", file=out)
+          f"({_feature_parts(m.space)}); non-zero weights: {m.n_active}", file=out)
     c1, c2 = res.reg.crfsuite(int(m.meta.get("n_train", 1)))
     print(f"training: {m.meta.get('algorithm', args.algorithm)}, {res.iterations} iterations, {res.effective_passes:.0f} passes, "
           f"{res.seconds:.2f} s; status: {res.status} ({res.message})", file=out)
@@ -512,6 +512,15 @@ def _fmt_table(labels: list[str], trans: dict) -> list[str]:
     return lines
 
 
+def _feature_parts(s) -> str:
+    parts = [f"{s.n_state} state", f"{s.n_trans} transition"]
+    if s.n_bigram:
+        parts.append(f"{s.n_bigram} label-pair x observation")
+    if s.n_dense:
+        parts.append(f"{s.n_dense * s.n_labels} dense")
+    return ", ".join(parts)
+
+
 def _ranges(cols) -> str:
     """[3, 4, 5, 9] -> '3-5,9'."""
     parts = []
@@ -536,6 +545,8 @@ def cmd_info(args) -> int:
     out.append(f"attributes: {s.n_attributes}")
     out.append(f"state features: {s.n_state}")
     out.append(f"transition features: {s.n_trans}")
+    if s.n_bigram:
+        out.append(f"label-pair x observation features: {s.n_bigram} ({s.n_battributes} observations)")
     if s.n_dense:
         cols = meta.get("dense_columns")
         where = f" (columns {_ranges(cols)})" if cols else ""

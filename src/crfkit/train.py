@@ -205,6 +205,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     if fine_tune < 0:
         raise ValueError("fine_tune is a number of L-BFGS iterations (>= 0)")
     stochastic = algorithm not in BATCH_ALGORITHMS
+    if stochastic and space.n_bigram:
+        from .errors import CrfkitError
+        raise CrfkitError(f"algorithm {algorithm!r} does not support bigram-observation features yet "
+                          "(label pair x observation): use lbfgs or owlqn")
     params = dict(params or {})
     if params and not stochastic:
         raise ValueError(f"{algorithm} takes no optimizer parameters (got {', '.join(sorted(params))})")
@@ -219,7 +223,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             log(f"{requested} with an L1 term (l1 > 0): training with {algorithm}, as CRFsuite does")
         log(f"crfkit {algorithm}: {n} sequences, {corpus.n_tokens} tokens, {space.n_labels} labels, "
             f"{space.n_attributes} attributes, {space.n_features} features "
-            f"({space.n_state} state, {space.n_trans} transition)")
+            f"({space.n_state} state, {space.n_trans} transition"
+            + (f", {space.n_bigram} label-pair x observation" if space.n_bigram else "")
+            + (f", {space.n_dense * space.n_labels} dense" if space.n_dense else "") + ")")
         log(f"objective: (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1 with l2={reg.l2:.6g}, l1={reg.l1:.6g} "
             f"(CRFsuite c2={c2:.6g}, c1={c1:.6g})")
     from . import checkpoint as ckpt
@@ -500,10 +506,6 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     """
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq,
                           dense=dense, dense_names=dense_names, B=B)
-    if space.n_bigram and kwargs.get("algorithm", "lbfgs") not in BATCH_ALGORITHMS:
-        from .errors import CrfkitError
-        raise CrfkitError(f"algorithm {kwargs['algorithm']!r} does not support bigram-observation features "
-                          "yet: use lbfgs or owlqn")
     reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
     dev = None
     if X_dev is not None or dense_dev is not None:
