@@ -391,7 +391,7 @@ def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
         g2 = float(g @ g)
         start = 0.05
         for beta in (1.0, 0.25):
-            L, nev = K.line_search(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+            L, nev = K.line_search_at(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
                                    s.trans_index, s.n_state, i, w / beta, beta, g, g2, f, start, *bufs)
             k = round(np.log2(L / start))
             assert L == start * 2.0 ** k and nev == k + 1
@@ -400,3 +400,27 @@ def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
                 assert loss(i, w - 2 * g / L) >= f - g2 / L - 1e-12
                 grew += 1
     assert grew > 0
+
+
+def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
+    """The SAG kernel's own oracle (which hands its emission/transition scores to the line search)
+    returns bitwise what kernels.oracle.sequence_oracle returns, and the scores the line search starts from."""
+    from crfkit.kernels import oracle as O
+    from crfkit.kernels.chain import emissions, transition_matrix
+    obj = objective(problem)
+    c, s = obj.corpus, obj.space
+    Lab, maxT = s.n_labels, c.max_length
+    v = np.random.default_rng(3).standard_normal(obj.n_features)
+    beta = 0.7
+    for i in range(obj.n):
+        T = int(c.seq_ptr[i + 1] - c.seq_ptr[i])
+        node_a, edge_a = np.empty((maxT, Lab)), np.empty((Lab, Lab))
+        node_b, edge_b = np.empty((maxT, Lab)), np.empty((Lab, Lab))
+        score, bm, es, scale = np.empty((maxT, Lab)), np.empty((maxT, Lab)), np.empty((maxT, Lab)), np.empty(maxT)
+        ref = O.sequence_oracle(*obj._args(), v, beta, s.n_state, i, node_a, edge_a)
+        loss, trans = K.example_oracle(*obj._args(), s.n_state, i, v, beta, node_b, edge_b, score, bm, es, scale)
+        assert loss == ref and np.array_equal(node_a[:T], node_b[:T]) and np.array_equal(edge_a, edge_b)
+        want = np.empty((T, Lab))
+        emissions(c.tok_ptr, c.attr, c.val, c.seq_ptr[i], c.seq_ptr[i + 1], s.attr_ptr, s.feat_label, v, beta, want)
+        assert np.array_equal(score[:T], want)
+        assert np.array_equal(trans, transition_matrix(v, beta, s.n_state, s.trans_index))

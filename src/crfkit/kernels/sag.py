@@ -32,8 +32,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import FAST, emissions, gold_score, log_partition, transition_matrix
-from .oracle import apply_gradient, sequence_oracle
+from .chain import (FAST, edge_marginal_sum, emissions, forward_backward, gold_score, log_partition,
+                    transition_matrix)
+from .oracle import apply_gradient
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -179,38 +180,50 @@ def full_catch_up(v, d, last, cum, fsc, isc):
 
 # ------------------------------------------------------------ one example
 @njit(**_NOPY)
-def add_state_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, i, node, row0, coef, out):
-    """out += coef * (state-feature part of the gradient of -log p(y_i|x_i)) from node marginals node[row0 + t]."""
+def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, v, beta,
+                   node, edge, score, bm, es, scale):
+    """The per-example oracle (loss, node marginals into ``node[:T]``, summed edge marginals into ``edge``)
+    at w = beta*v, the same computation as :func:`crfkit.kernels.oracle.sequence_oracle`, that also
+    leaves the emission scores in ``score[:T]`` and returns the transition scores: the line search
+    starts from them instead of computing them again.  ``bm``, ``es``, ``scale``: scratch (>= T rows).
+    Returns (loss, transition score matrix)."""
+    Lab = trans_index.shape[0]
     t0 = seq_ptr[i]
-    for t in range(seq_ptr[i + 1] - t0):
-        yt = y[t0 + t]
-        for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-            a = attr[e]
-            c = coef * val[e]
-            for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                lab = feat_label[k]
-                p = node[row0 + t, lab]
-                if lab == yt:
-                    p -= 1.0
-                out[k] += c * p
+    t1 = seq_ptr[i + 1]
+    T = t1 - t0
+    for a in range(Lab):
+        for b in range(Lab):
+            edge[a, b] = 0.0
+    trans = transition_matrix(v, beta, n_state, trans_index)
+    if T == 0:
+        return 0.0, trans
+    tmax = trans.max()
+    expM = np.exp(trans - tmax)
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    logz = forward_backward(score, T, trans, expM, tmax, es, node, bm, scale)
+    edge_marginal_sum(T, expM, es, node, bm, scale, score, trans, logz, edge)
+    for r in range(T):
+        for lab in range(Lab):
+            node[r, lab] *= bm[r, lab]
+    return logz - gold_score(score, y, t0, T, trans), trans
 
 
 @njit(**_NOPY)
 def line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                v, beta, g, gnorm2, f, L, score, shift, sc2, es, alpha, scale):
+                score, trans, g, gnorm2, f, L, shift, sc2, es, alpha, scale):
     """Algorithm 2: double L while -log p(y_i|x_i, w - g/L) >= f - ||g||^2 / (2L).
 
-    Forward passes only (``log_partition``); ``g`` is the dense scratch vector
-    holding example i's loss gradient on the coordinates it touches.  Returns
-    (L, number of forward evaluations).
+    ``score`` (T x L) and ``trans`` (L x L) are the emission and transition
+    scores of example i at w (from :func:`example_oracle`); ``g`` is the dense
+    scratch vector holding example i's loss gradient on the coordinates it
+    touches.  Forward passes only (``log_partition``).  Returns (L, number of
+    forward evaluations).
     """
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
     T = t1 - t0
     Lab = trans_index.shape[0]
-    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
-    trans = transition_matrix(v, beta, n_state, trans_index)
     gtr = transition_matrix(g, 1.0, n_state, trans_index)
     tr2 = np.empty((Lab, Lab))
     nev = 0
@@ -233,6 +246,16 @@ def line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_inde
 
 
 @njit(**_NOPY)
+def line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
+                   v, beta, g, gnorm2, f, L, score, shift, sc2, es, alpha, scale):
+    """:func:`line_search` at w = beta*v, computing the scores at w first (for callers without them)."""
+    emissions(tok_ptr, attr, val, seq_ptr[i], seq_ptr[i + 1], attr_ptr, feat_label, v, beta, score)
+    trans = transition_matrix(v, beta, n_state, trans_index)
+    return line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
+                       score, trans, g, gnorm2, f, L, shift, sc2, es, alpha, scale)
+
+
+@njit(**_NOPY)
 def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
                     i, store, stored, do_ls, L, v, beta, d, last, cum, t, node_store, trans_store,
                     node, edge, gbuf, gvec, dbuf, score, shift, sc2, es, alpha, scale):
@@ -247,8 +270,8 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
     ``gvec`` zero.  Returns (loss, ||g||^2, L, evaluations).
     """
     catch_up_example(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, d, last, cum, t)
-    loss = sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           v, beta, n_state, i, node, edge)
+    loss, trans = example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
+                                 v, beta, node, edge, score, sc2, es, scale)
     nev = 1
     apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                    n_state, i, node, edge, 1.0, gbuf)
@@ -269,20 +292,29 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
         g2 += x * x
     if do_ls and g2 > LS_MIN_GNORM2:
         L, ls = line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                            v, beta, gvec, g2, loss, L, score, shift, sc2, es, alpha, scale)
+                            score, trans, gvec, g2, loss, L, shift, sc2, es, alpha, scale)
         nev += ls
-    # dbuf += g_new - g_old
-    for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-        a = attr[e]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            x = gvec[k]
-            if x != 0.0:
-                dbuf[k] += x
-                gvec[k] = 0.0
+    # dbuf += g_new - g_old, state features: one visit per occurrence; g_new (gvec, then cleared) at the
+    # first occurrence of a coordinate, g_old rebuilt from the stored node marginals occurrence by
+    # occurrence (the per-coordinate order of the additions is that of add_state_grad after g_new)
     row0 = seq_ptr[i]
     T = seq_ptr[i + 1] - row0
-    if stored:
-        add_state_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, i, node_store, row0, -1.0, dbuf)
+    for r in range(T):
+        yt = y[row0 + r]
+        for e in range(tok_ptr[row0 + r], tok_ptr[row0 + r + 1]):
+            a = attr[e]
+            c = -val[e]
+            for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                x = gvec[k]
+                if x != 0.0:
+                    dbuf[k] += x
+                    gvec[k] = 0.0
+                if stored:
+                    lab = feat_label[k]
+                    p = node_store[row0 + r, lab]
+                    if lab == yt:
+                        p -= 1.0
+                    dbuf[k] += c * p
     for k in range(n_trans):
         x = gvec[n_state + k]
         dbuf[n_state + k] += x - trans_store[i, k] if stored else x
