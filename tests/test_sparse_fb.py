@@ -119,3 +119,30 @@ def test_range_check():
     assert not pair_scores_ok(np.array([-150.0, 60.0]))
     assert not pair_scores_ok(np.array([np.nan]))
     assert pair_scores_ok(np.zeros(0))
+
+
+@pytest.mark.parametrize("zero_share", [0.0, 0.5, 0.95])
+def test_model_decode_sparse_equals_dense_on_bigram_models(zero_share):
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(7, scale=2.0)
+    rng = np.random.default_rng(1)
+    model.weights[rng.random(len(model.weights)) < zero_share] = 0.0
+    dense = model.decode(corpus, marginals=True, labels=corpus.y, sparse=False)
+    sparse = model.decode(corpus, marginals=True, labels=corpus.y, sparse=True)
+    np.testing.assert_allclose(sparse["marginals"], dense["marginals"], atol=1e-12)
+    np.testing.assert_allclose(sparse["logz"], dense["logz"], rtol=1e-12)
+    np.testing.assert_array_equal(sparse["ids"], dense["ids"])
+    np.testing.assert_array_equal(sparse["label_score"], dense["label_score"])
+    assert 0.0 <= model.pair_density(corpus) <= 1.0
+
+
+def test_pair_density_counts_nonzero_pairs():
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(8)
+    L = model.space.n_labels
+    sp = model.space
+    w = model.weights
+    w[:] = 0.0
+    assert model.pair_density(corpus) == 0.0
+    w[sp.n_state:sp.n_state + sp.n_trans] = 1.0
+    assert model.pair_density(corpus) == pytest.approx(sp.n_trans / (L * L))

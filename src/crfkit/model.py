@@ -242,13 +242,19 @@ class CRFModel:
         return s.attr_ptr, s.feat_label, s.trans_index, self.weights, s.n_state
 
     def decode(self, corpus, *, path: bool = True, marginals: bool = False, labels: np.ndarray | None = None,
-               threads: int | None = None) -> dict:
+               threads: int | None = None, sparse: bool | str = "auto") -> dict:
         """One pass over an encoded corpus computing what is asked for.
 
         Returns a dict with ``ids`` (best label ids, n_tokens) and
         ``path_score`` (n_seq) when ``path``; ``marginals`` (n_tokens x L) and
         ``logz`` (n_seq) when ``marginals``; ``label_score`` (n_seq) when
         ``labels`` (label ids, n_tokens) is given.
+
+        ``sparse``: for a model with label-pair x observation features, compute
+        the marginals with the sparse forward-backward recursions
+        (:mod:`crfkit.kernels.sparse_fb`; same results) -- ``True``,
+        ``False``, or ``"auto"``: when the non-zero label-pair scores per
+        position are estimated at under a third of the L x L pairs.
         """
         from .kernels.batch import chunk_bounds, decode_all
         from .parallel import n_chunks
@@ -268,10 +274,18 @@ class CRFModel:
             b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
             if sp.n_bigram and corpus.has_bigram:
                 from .kernels.batch import decode_all_bigram
-                decode_all_bigram(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.btok_ptr,
-                                  corpus.battr, corpus.bval, sp.attr_ptr, sp.feat_label, sp.trans_index,
-                                  sp.battr_ptr, sp.bfeat_pair, self.weights, sp.n_state, sp.bigram_offset, b,
-                                  ids, ps, marg, logz, lab, lsc, xs)
+                use_sparse = marginals and (sparse is True or (sparse == "auto" and
+                                                               self.pair_density(corpus) < 1.0 / 3.0))
+                args = (corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.btok_ptr,
+                        corpus.battr, corpus.bval, sp.attr_ptr, sp.feat_label, sp.trans_index,
+                        sp.battr_ptr, sp.bfeat_pair, self.weights, sp.n_state, sp.bigram_offset, b)
+                if use_sparse:
+                    from .kernels.sparse_fb import sparse_marginals_bigram
+                    sparse_marginals_bigram(*args, marg, logz, xs, np.zeros((len(b) - 1, 2), np.int64))
+                    if path or want_labels:
+                        decode_all_bigram(*args, ids, ps, np.zeros((0, L)), np.zeros(0), lab, lsc, xs)
+                else:
+                    decode_all_bigram(*args, ids, ps, marg, logz, lab, lsc, xs)
             else:
                 decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
                            ids, ps, marg, logz, lab, lsc, xs)
@@ -283,6 +297,26 @@ class CRFModel:
         if want_labels:
             out["label_score"] = lsc
         return out
+
+    def pair_density(self, corpus) -> float:
+        """Estimated share of the L x L label pairs with a non-zero score at a position (transitions plus
+        the label-pair x observation features of the tokens' attributes): what the sparse recursions cost
+        relative to the dense ones."""
+        sp = self.space
+        L = sp.n_labels
+        ns = sp.n_state
+        tr = np.count_nonzero(self.weights[ns:ns + sp.n_trans])
+        positions = corpus.n_tokens - corpus.n_sequences
+        if not sp.n_bigram or not corpus.has_bigram or positions <= 0:
+            return tr / (L * L)
+        wb = self.weights[sp.bigram_offset:sp.bigram_offset + sp.n_bigram]
+        nz = np.add.reduceat(wb != 0, sp.battr_ptr[:-1]) if len(wb) else np.zeros(0)
+        nz = np.where(np.diff(sp.battr_ptr) > 0, nz, 0)
+        btok_ptr, battr, _ = corpus.bigram_arrays()
+        c = np.concatenate(([0], np.cumsum(nz[battr])))
+        per_token = c[btok_ptr[1:]] - c[btok_ptr[:-1]]
+        touched = float(per_token.sum() - per_token[corpus.seq_ptr[:-1][corpus.lengths() > 0]].sum())
+        return min(1.0, (tr + touched / positions) / (L * L))
 
     def viterbi(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus."""

@@ -30,9 +30,10 @@ recursion in range (as the dense kernels' ``MAX_SCALED_TRANSITION_RANGE``);
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from .chain import FAST, MAX_SCALED_TRANSITION_RANGE
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions,
+                    pd_forward_backward, pd_node, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 _EXACT_BELOW = 1e-6
@@ -241,3 +242,147 @@ def dense_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node,
         for j in range(L):
             node[t, j] = alpha[t, j] * beta[t, j]
     return logz
+
+
+@njit(**_NOPY)
+def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, L, slot,
+                   pair_ptr, pair_from, pair_to, pair_s):
+    """The non-zero label-pair scores of every position of one sequence, as lists.
+
+    Position ``t`` (1 <= t < T) gets the non-zero transition weights
+    (``tr_pair`` = i*L + j, ``tr_s``) plus ``bval * w`` of every bigram-observation
+    feature of the token's attributes with a non-zero weight, summed per pair.
+    ``slot`` (L*L ints, all -1 on entry and on return) finds a pair already listed.
+    Fills ``pair_ptr[:T+1]`` and the lists; returns the number of entries.
+    """
+    n = 0
+    pair_ptr[0] = 0
+    pair_ptr[1] = 0
+    for t in range(1, T):
+        start = n
+        for k in range(tr_pair.shape[0]):
+            p = tr_pair[k]
+            slot[p] = n
+            pair_from[n] = p // L
+            pair_to[n] = p % L
+            pair_s[n] = tr_s[k]
+            n += 1
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            b = battr[e]
+            v = bval[e]
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                wk = w[boff + k]
+                if wk == 0.0:
+                    continue
+                p = bfeat_pair[k]
+                q = slot[p]
+                if q < 0:
+                    slot[p] = n
+                    pair_from[n] = p // L
+                    pair_to[n] = p % L
+                    pair_s[n] = wk * v
+                    n += 1
+                else:
+                    pair_s[q] += wk * v
+        for q in range(start, n):
+            slot[pair_from[q] * L + pair_to[q]] = -1
+        pair_ptr[t + 1] = n
+    return n
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
+                            trans_index, battr_ptr, bfeat_pair, w, n_state, boff, bounds, marg, logz, xs, counts):
+    """Node marginals (n_tokens x L) and log Z per sequence of a model with label-pair x observation
+    features, by the sparse recursions; the same outputs as ``batch.decode_all_bigram`` with
+    ``marginals``.  ``counts[c]`` receives (positions, listed pairs) of chunk ``c``, for the
+    sparsity figures.  A sequence whose pair scores leave the range of the scaled recursion
+    (:func:`pair_scores_ok`) is done by the dense per-position recursion instead."""
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
+    L = trans.shape[0]
+    tmax = trans.max()
+    expM0 = np.exp(trans - tmax)
+    ntr = 0
+    for i in range(L):
+        for j in range(L):
+            if trans[i, j] != 0.0:
+                ntr += 1
+    tr_pair = np.empty(ntr, np.int64)
+    tr_s = np.empty(ntr)
+    q = 0
+    for i in range(L):
+        for j in range(L):
+            if trans[i, j] != 0.0:
+                tr_pair[q] = i * L + j
+                tr_s[q] = trans[i, j]
+                q += 1
+    # the most pairs one position can list
+    n_chunks = len(bounds) - 1
+    for c in prange(n_chunks):
+        s0 = bounds[c]
+        s1 = bounds[c + 1]
+        maxT = 1
+        cap = 0
+        for s in range(s0, s1):
+            T = seq_ptr[s + 1] - seq_ptr[s]
+            if T > maxT:
+                maxT = T
+            m = 0
+            for t in range(seq_ptr[s] + 1, seq_ptr[s + 1]):
+                for e in range(btok_ptr[t], btok_ptr[t + 1]):
+                    b = battr[e]
+                    m += battr_ptr[b + 1] - battr_ptr[b]
+            m += (T - 1) * ntr if T > 1 else 0
+            if m > cap:
+                cap = m
+        score = np.empty((maxT, L))
+        alpha = np.empty((maxT, L))
+        beta = np.empty((maxT, L))
+        es = np.empty((maxT, L))
+        scale = np.empty(2 * maxT)
+        node = np.empty((maxT, L))
+        acc = np.empty(L)
+        mark = np.empty(L)
+        cnt = np.empty(L, np.int64)
+        slot = np.full(L * L, -1, np.int64)
+        pair_ptr = np.empty(maxT + 1, np.int64)
+        pf = np.empty(cap, np.int32)
+        pt = np.empty(cap, np.int32)
+        ps = np.empty(cap)
+        em1 = np.empty(cap)
+        edge = np.empty(cap)
+        M = np.empty((0, L, L))
+        positions = 0
+        listed = 0
+        for s in range(s0, s1):
+            t0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - t0
+            if T == 0:
+                logz[s] = 0.0
+                continue
+            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            add_scores(xs, t0, T, score)
+            n = sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, L,
+                               slot, pair_ptr, pf, pt, ps)
+            positions += T - 1
+            listed += n
+            if pair_scores_ok(ps[:n]):
+                logz[s] = sparse_forward_backward(score, T, pair_ptr, pf, pt, ps, node, edge, alpha, beta, es,
+                                                  scale, em1, acc, mark, cnt)
+                for t in range(T):
+                    for l in range(L):
+                        marg[t0 + t, l] = node[t, l]
+            else:
+                if M.shape[0] < maxT:
+                    M = np.empty((maxT, L, L))
+                Mx = np.empty((maxT, L, L))
+                tmx = np.empty(maxT)
+                rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M,
+                                         tmx, expM0, tmax, Mx)
+                logz[s] = pd_forward_backward(score, T, M, tmx, rng, Mx, es, alpha, beta, scale)
+                pd_node(T, alpha, beta, scale)
+                for t in range(T):
+                    for l in range(L):
+                        marg[t0 + t, l] = alpha[t, l]
+        counts[c, 0] = positions
+        counts[c, 1] = listed
