@@ -365,3 +365,16 @@ def test_unknown_param_wrong_x0_and_dense_refused(small):
     dspace, dcorpus = build(X, Y, dense=dense)
     with pytest.raises(CrfkitError, match="bcd does not support dense features"):
         bcd(Objective(dcorpus, dspace, reg), None, reg=reg, max_iterations=1)
+
+    obj = Objective(corpus, space, reg)
+
+    class BigramSpace:                    # a space with label-pair x observation features
+        def __init__(self, s):
+            self._s = s
+            self.n_bigram = 4
+
+        def __getattr__(self, name):
+            return getattr(self._s, name)
+    obj.space = BigramSpace(space)
+    with pytest.raises(CrfkitError, match="bcd does not support label-pair x observation"):
+        bcd(obj, None, reg=reg, max_iterations=1)

@@ -80,7 +80,8 @@ window forward on it count as one oracle call each; the transition step's
 full forward-backward and each of its trial forward passes count as one full
 evaluation.
 
-Dense real-valued feature blocks are refused (CrfkitError).
+Dense real-valued feature blocks and label-pair x observation (bigram) features are refused
+(CrfkitError).
 """
 from __future__ import annotations
 
@@ -336,6 +337,8 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink)
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
+    if getattr(obj.space, "n_bigram", 0) > 0:
+        raise CrfkitError("bcd does not support label-pair x observation (bigram) features yet")
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
     s = obj.space
     d = s.n_features
