@@ -70,7 +70,7 @@ def _exp_rows(score, T, es, shift):
 
 @njit(**_NOPY)
 def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node, edge_nz,
-                            alpha, beta, es, scale, em1, acc, mark, cnt):
+                            alpha, beta, es, scale, em1, acc, mark, cnt, exp_given=False):
     """Scaled forward-backward with sparse pair scores; returns log Z.
 
     Outputs: ``node`` (>= T x L) node marginals; ``edge_nz`` (one per listed
@@ -79,7 +79,9 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
     scale[t]``).  Work arrays: ``alpha``, ``beta``, ``es`` (>= T x L),
     ``scale`` (>= 2T: the scales, then the emission shifts), ``em1`` (one per
     listed pair: receives exp(s)), ``acc`` and ``mark`` (L floats each),
-    ``cnt`` (L ints).
+    ``cnt`` (L ints).  ``exp_given``: ``em1`` already holds exp(pair_s) (built
+    by :func:`sequence_pairs` from precomputed factors), so no exponential is
+    taken here.
 
     The recursion is evaluated as (mass of the unlisted pairs) + (listed pairs
     times exp(s)): the same operation count as with ``M = exp(s) - 1``, but
@@ -88,8 +90,9 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
     L = score.shape[1]
     shift = scale[T:2 * T]
     _exp_rows(score, T, es, shift)
-    for k in range(pair_ptr[1] if T > 1 else 0, pair_ptr[T] if T > 1 else 0):
-        em1[k] = np.exp(pair_s[k])
+    if not exp_given:
+        for k in range(pair_ptr[1] if T > 1 else 0, pair_ptr[T] if T > 1 else 0):
+            em1[k] = np.exp(pair_s[k])
     # forward
     s0 = 0.0
     for j in range(L):
@@ -245,15 +248,17 @@ def dense_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node,
 
 
 @njit(**_NOPY)
-def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, L, slot,
-                   pair_ptr, pair_from, pair_to, pair_s):
+def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, tr_e, L, slot,
+                   pair_ptr, pair_from, pair_to, pair_s, pair_e):
     """The non-zero label-pair scores of every position of one sequence, as lists.
 
     Position ``t`` (1 <= t < T) gets the non-zero transition weights
     (``tr_pair`` = i*L + j, ``tr_s``) plus ``bval * w`` of every bigram-observation
     feature of the token's attributes with a non-zero weight, summed per pair.
     ``slot`` (L*L ints, all -1 on entry and on return) finds a pair already listed.
-    Fills ``pair_ptr[:T+1]`` and the lists; returns the number of entries.
+    Fills ``pair_ptr[:T+1]`` and the lists, with ``pair_e = exp(pair_s)`` built
+    from the transitions' precomputed ``tr_e = exp(tr_s)`` times one
+    exponential per bigram feature; returns the number of entries.
     """
     n = 0
     pair_ptr[0] = 0
@@ -266,6 +271,7 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
             pair_from[n] = p // L
             pair_to[n] = p % L
             pair_s[n] = tr_s[k]
+            pair_e[n] = tr_e[k]
             n += 1
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
             b = battr[e]
@@ -276,14 +282,17 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
                     continue
                 p = bfeat_pair[k]
                 q = slot[p]
+                x = wk * v
                 if q < 0:
                     slot[p] = n
                     pair_from[n] = p // L
                     pair_to[n] = p % L
-                    pair_s[n] = wk * v
+                    pair_s[n] = x
+                    pair_e[n] = np.exp(x)
                     n += 1
                 else:
-                    pair_s[q] += wk * v
+                    pair_s[q] += x
+                    pair_e[q] *= np.exp(x)
         for q in range(start, n):
             slot[pair_from[q] * L + pair_to[q]] = -1
         pair_ptr[t + 1] = n
@@ -309,12 +318,14 @@ def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                 ntr += 1
     tr_pair = np.empty(ntr, np.int64)
     tr_s = np.empty(ntr)
+    tr_e = np.empty(ntr)
     q = 0
     for i in range(L):
         for j in range(L):
             if trans[i, j] != 0.0:
                 tr_pair[q] = i * L + j
                 tr_s[q] = trans[i, j]
+                tr_e[q] = np.exp(trans[i, j])
                 q += 1
     # the most pairs one position can list
     n_chunks = len(bounds) - 1
@@ -362,13 +373,13 @@ def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                 continue
             emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
             add_scores(xs, t0, T, score)
-            n = sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, L,
-                               slot, pair_ptr, pf, pt, ps)
+            n = sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, tr_e,
+                               L, slot, pair_ptr, pf, pt, ps, em1)
             positions += T - 1
             listed += n
             if pair_scores_ok(ps[:n]):
                 logz[s] = sparse_forward_backward(score, T, pair_ptr, pf, pt, ps, node, edge, alpha, beta, es,
-                                                  scale, em1, acc, mark, cnt)
+                                                  scale, em1, acc, mark, cnt, True)
                 for t in range(T):
                     for l in range(L):
                         marg[t0 + t, l] = node[t, l]
