@@ -246,6 +246,34 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
+def _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2):
+    """Sum the per-chunk gradient buffers (dense rows folded back into the parameter layout first) into
+    ``g_out = (expected - empirical) * gscale + l2 * w``; returns (w . emp, ||w||^2)."""
+    n_chunks = gbuf.shape[0]
+    R = dense_attr.shape[0]
+    for r in prange(R):
+        a = dense_attr[r]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            l = feat_label[k]
+            acc = 0.0
+            for c in range(n_chunks):
+                acc += gdbuf[c, r, l]
+            gbuf[0, k] += acc
+    n = g_out.shape[0]
+    gold = 0.0
+    wsq = 0.0
+    for k in prange(n):
+        acc = 0.0
+        for c in range(n_chunks):
+            acc += gbuf[c, k]
+        wk = w[k]
+        g_out[k] = (acc - emp[k]) * gscale + l2 * wk
+        gold += wk * emp[k]
+        wsq += wk * wk
+    return gold, wsq
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
               w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf, xs, pm):
     """Returns (sum over the corpus of -log p(y|x), ||w||^2) and writes
@@ -283,25 +311,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                                     trans_index, w, expw, exp_ok, row, Wd, expWd, n_state, trans,
                                     expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c], xs, pm)
     # dense rows back into the parameter layout (only where a feature exists)
-    for r in prange(R):
-        a = dense_attr[r]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            l = feat_label[k]
-            acc = 0.0
-            for c in range(n_chunks):
-                acc += gdbuf[c, r, l]
-            gbuf[0, k] += acc
-    n = g_out.shape[0]
-    gold = 0.0
-    wsq = 0.0
-    for k in prange(n):
-        acc = 0.0
-        for c in range(n_chunks):
-            acc += gbuf[c, k]
-        wk = w[k]
-        g_out[k] = (acc - emp[k]) * gscale + l2 * wk
-        gold += wk * emp[k]
-        wsq += wk * wk
+    gold, wsq = _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2)
     return logzs.sum() - gold, wsq
 
 
@@ -509,25 +519,7 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
                                            feat_label, trans_index, battr_ptr, bfeat_pair, w, row, Wd,
                                            n_state, boff, trans, expM0, tmax, bounds[c], bounds[c + 1],
                                            gbuf[c], gdbuf[c], xs, pm)
-    for r in prange(R):
-        a = dense_attr[r]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            l = feat_label[k]
-            acc = 0.0
-            for c in range(n_chunks):
-                acc += gdbuf[c, r, l]
-            gbuf[0, k] += acc
-    n = g_out.shape[0]
-    gold = 0.0
-    wsq = 0.0
-    for k in prange(n):
-        acc = 0.0
-        for c in range(n_chunks):
-            acc += gbuf[c, k]
-        wk = w[k]
-        g_out[k] = (acc - emp[k]) * gscale + l2 * wk
-        gold += wk * emp[k]
-        wsq += wk * wk
+    gold, wsq = _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2)
     return logzs.sum() - gold, wsq
 
 
