@@ -315,3 +315,16 @@ def test_errors(data, tmp_path):
 def test_lazy_export():
     assert crfkit.CRF is CRF
     assert "CRF" in crfkit.__all__
+
+
+def test_stochastic_algorithm_with_its_params_and_seed():
+    X, y = dict_corpus(3, 40)[:2]
+    a = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=1, max_iterations=3).fit(X, y)
+    b = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=1, max_iterations=3).fit(X, y)
+    c = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=2, max_iterations=3).fit(X, y)
+    assert a.n_iter_ == 3 and a.model_.meta["algorithm"] == "asg"
+    np.testing.assert_array_equal(a.model_.weights, b.model_.weights)   # same seed, same run
+    assert not np.array_equal(a.model_.weights, c.model_.weights)
+    assert CRF(algorithm_params={"eta": 1}).get_params()["algorithm_params"] == {"eta": 1}
+    with pytest.raises(ValueError, match="eta"):
+        CRF(algorithm="lbfgs", algorithm_params={"eta": 0.1}).fit(X, y)

@@ -154,7 +154,15 @@ class CRF:
     ----------------------------------------------
     algorithm : str, default ``"lbfgs"``
         A name in :data:`crfkit.train.ALGORITHMS`.  With ``c1 > 0``,
-        ``"lbfgs"`` trains with OWL-QN, as CRFsuite does.
+        ``"lbfgs"`` trains with OWL-QN, as CRFsuite does.  For the stochastic
+        methods (``sgd-l1``, ``sag-nus*``, ``asg``, ``bcd``, ...)
+        ``max_iterations`` counts epochs.
+    algorithm_params : dict, optional
+        The chosen algorithm's own settings, e.g. ``{"eta": 0.1}`` for
+        ``sg``/``asg``/``adagrad``/``pegasos``, ``{"penalty": "cumulative",
+        "eta0": 0.2}`` for ``sgd-l1`` (crfkit's ``-p NAME=VALUE``).
+    random_state : int, optional
+        Seed of the stochastic methods' random order (default 0).
     min_freq : float, default 0
         Features seen fewer times in training are dropped (CRFsuite
         ``feature.minfreq``; crfkit counts occurrences).
@@ -220,8 +228,11 @@ class CRF:
     def __init__(self, algorithm=None, min_freq=None, all_possible_states=None, all_possible_transitions=None,
                  c1=None, c2=None, max_iterations=None, num_memories=None, epsilon=None, period=None,
                  delta=None, verbose=False, model_filename=None, keep_tempfiles=False,
-                 threads=None, trace=None, train_params=None, warm_start=False):
+                 threads=None, trace=None, train_params=None, warm_start=False, algorithm_params=None,
+                 random_state=None):
         self.algorithm = algorithm
+        self.algorithm_params = algorithm_params
+        self.random_state = random_state
         self.min_freq = min_freq
         self.all_possible_states = all_possible_states
         self.all_possible_transitions = all_possible_transitions
@@ -337,6 +348,10 @@ class CRF:
             v = getattr(self, name)
             if v is not None:
                 kw[key] = v
+        if self.algorithm_params:
+            kw["params"] = dict(self.algorithm_params)
+        if self.random_state is not None and kw["algorithm"] not in ("lbfgs", "owlqn"):
+            kw["seed"] = int(self.random_state)
         if self.train_params:
             kw.update(self.train_params)
         return kw
