@@ -298,7 +298,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="seed of the stochastic optimizers (default 0)")
     r.add_argument("--etas", type=parse_etas, metavar="LO:HI|LIST",
                    help="step sizes tried for the classic methods without eta: LO:HI are the powers 10^LO..10^HI, "
-                        "or a comma list (default -4:1)")
+                        "or a comma list (default -4:1; a negative LO needs the = form: --etas=-2:0)")
     r.add_argument("--threads", type=_pos_int, metavar="N",
                    help="threads of the full-batch work (L-BFGS, f*, test scoring) (default: all cores)")
     r.add_argument("--no-fstar", action="store_true",
