@@ -13,12 +13,13 @@ stopping rule fires (``--until-own-stop``), or ``--max-sweeps`` /
 ``--time-limit`` is reached.  The feature space is built and the JIT caches
 are warmed before the clocks start.
 
-Measured 2026-11-22 on the 2-core development machine under load (load average 4.2-5.9), command
-``.venv/bin/python benchmarks/conll2000_bcd.py --threads 2 --time-limit 600 --max-sweeps 40``:
-OWL-QN 333 iterations, 172.6 s, objective 22999.126, 18,591 active features; BCD (defaults) after
-sweeps 1/2/4/7/10/14: gap +246% / +63% / +25% / +12.9% / +8.5% / +5.7% at 44 / 99 / 196 / 327 / 435
-/ 616 s (about 500 effective passes per sweep), 19,620 active features at sweep 14: the 1% target
-was NOT reached within the 600 s limit (the gap shrinks by about 9% per sweep at the end).
+Measured 2026-11-22 on the 2-core development machine (load average 1-2.6, other jobs running), command
+``.venv/bin/python benchmarks/conll2000_bcd.py --threads 1 --time-limit 3000 --max-sweeps 80``:
+OWL-QN 339 iterations, 162.6 s, objective 22999.021, 18,556 active features; BCD (defaults) reached
+the 1% target at sweep 64 after 1796.4 s (gap +0.98%, 18,640 active features; 11.05x OWL-QN's
+time, about 480 effective passes per sweep); gap +246% / +63% after sweeps 1 / 2, +7.6% at sweep 11
+(330 s), +2.0% at sweep 34 (951 s).  An earlier run under heavier load with 2 threads and a 600 s
+limit stopped at +5.7% after 14 sweeps.
 
 Usage:  python benchmarks/conll2000_bcd.py [--c1 1] [--c2 1] [--threads N] [--target 0.01]
             [--max-sweeps 40] [--time-limit SECONDS] [--until-own-stop] [--data-dir DIR] [--json OUT]
