@@ -69,6 +69,20 @@ def _exp_rows(score, T, es, shift):
 
 
 @njit(**_NOPY)
+def _first_position(es, alpha, scale, shift):
+    """alpha[0] = es[0] normalised; returns its log scale (the start of log Z)."""
+    L = es.shape[1]
+    s0 = 0.0
+    for j in range(L):
+        alpha[0, j] = es[0, j]
+        s0 += es[0, j]
+    scale[0] = s0
+    for j in range(L):
+        alpha[0, j] /= s0
+    return np.log(s0) + shift[0]
+
+
+@njit(**_NOPY)
 def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node, edge_nz,
                             alpha, beta, es, scale, em1, acc, mark, cnt, exp_given=False):
     """Scaled forward-backward with sparse pair scores; returns log Z.
@@ -94,14 +108,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
         for k in range(pair_ptr[1] if T > 1 else 0, pair_ptr[T] if T > 1 else 0):
             em1[k] = np.exp(pair_s[k])
     # forward
-    s0 = 0.0
-    for j in range(L):
-        alpha[0, j] = es[0, j]
-        s0 += es[0, j]
-    scale[0] = s0
-    logz = np.log(s0) + shift[0]
-    for j in range(L):
-        alpha[0, j] /= s0
+    logz = _first_position(es, alpha, scale, shift)
     for t in range(1, T):
         k0 = pair_ptr[t]
         k1 = pair_ptr[t + 1]
@@ -203,14 +210,7 @@ def dense_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node,
     L = score.shape[1]
     shift = scale[T:2 * T]
     _exp_rows(score, T, es, shift)
-    s0 = 0.0
-    for j in range(L):
-        alpha[0, j] = es[0, j]
-        s0 += es[0, j]
-    scale[0] = s0
-    logz = np.log(s0) + shift[0]
-    for j in range(L):
-        alpha[0, j] /= s0
+    logz = _first_position(es, alpha, scale, shift)
     for t in range(1, T):
         for i in range(L):
             for j in range(L):
