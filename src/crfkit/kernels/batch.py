@@ -170,6 +170,29 @@ def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
+def _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, node, g, Gd, pm):
+    """Expected state-feature counts of one sequence from its node marginals ``node`` (T x L): into
+    ``g`` (sparse attributes) and ``Gd`` (dense label rows); the marginals also go to ``pm`` when it
+    has rows (for the dense feature block)."""
+    L = node.shape[1]
+    if pm.shape[0] > 0:
+        for t in range(T):
+            for l in range(L):
+                pm[t0 + t, l] = node[t, l]
+    for t in range(T):
+        for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+            a = attr[e]
+            v = val[e]
+            d = row[a]
+            if d >= 0:
+                for l in range(L):
+                    Gd[d, l] += node[t, l] * v
+            else:
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    g[k] += node[t, feat_label[k]] * v
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                      w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd, xs, pm):
     """Sum of log Z over sequences s0..s1-1; adds the expected feature counts
@@ -222,21 +245,7 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         for t in range(T):
             for l in range(L):
                 alpha[t, l] *= beta[t, l]
-        if pm.shape[0] > 0:
-            for t in range(T):
-                for l in range(L):
-                    pm[t0 + t, l] = alpha[t, l]
-        for t in range(T):
-            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-                a = attr[e]
-                v = val[e]
-                d = row[a]
-                if d >= 0:
-                    for l in range(L):
-                        Gd[d, l] += alpha[t, l] * v
-                else:
-                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                        g[k] += alpha[t, feat_label[k]] * v
+        _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, alpha, g, Gd, pm)
     for i in range(L):
         for j in range(L):
             k = trans_index[i, j]
@@ -475,21 +484,7 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                     p = bfeat_pair[k]
                     g[boff + k] += xi[p // L, p % L] * v
         pd_node(T, alpha, beta, scale)
-        if pm.shape[0] > 0:
-            for t in range(T):
-                for l in range(L):
-                    pm[t0 + t, l] = alpha[t, l]
-        for t in range(T):
-            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-                a = attr[e]
-                v = val[e]
-                d = row[a]
-                if d >= 0:
-                    for l in range(L):
-                        Gd[d, l] += alpha[t, l] * v
-                else:
-                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                        g[k] += alpha[t, feat_label[k]] * v
+        _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, alpha, g, Gd, pm)
     for i in range(L):
         for j in range(L):
             k = trans_index[i, j]
