@@ -263,6 +263,24 @@ def gold_score(score, y, t0, T, trans):
 
 
 @njit(**_NOPY)
+def _backtrace(delta, back, T, out, o0):
+    """The best last label of the Viterbi table ``delta`` and the path to it through ``back``,
+    written to out[o0:o0+T]; returns the best score."""
+    L = delta.shape[1]
+    best = -np.inf
+    arg = 0
+    for j in range(L):
+        if delta[T - 1, j] > best:
+            best = delta[T - 1, j]
+            arg = j
+    out[o0 + T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = back[t, arg]
+        out[o0 + t - 1] = arg
+    return best
+
+
+@njit(**_NOPY)
 def viterbi(score, T, trans, out, o0):
     """Best label path of the first T rows of ``score``; written to out[o0:o0+T]. Returns its score."""
     L = trans.shape[0]
@@ -281,17 +299,7 @@ def viterbi(score, T, trans, out, o0):
                     arg = i
             delta[t, j] = best + score[t, j]
             back[t, j] = arg
-    best = -np.inf
-    arg = 0
-    for j in range(L):
-        if delta[T - 1, j] > best:
-            best = delta[T - 1, j]
-            arg = j
-    out[o0 + T - 1] = arg
-    for t in range(T - 1, 0, -1):
-        arg = back[t, arg]
-        out[o0 + t - 1] = arg
-    return best
+    return _backtrace(delta, back, T, out, o0)
 
 
 # ---------------------------------------------------------------------------
@@ -553,14 +561,4 @@ def pd_viterbi(score, T, M, out, o0):
                     arg = i
             delta[t, j] = best + score[t, j]
             back[t, j] = arg
-    best = -np.inf
-    arg = 0
-    for j in range(L):
-        if delta[T - 1, j] > best:
-            best = delta[T - 1, j]
-            arg = j
-    out[o0 + T - 1] = arg
-    for t in range(T - 1, 0, -1):
-        arg = back[t, arg]
-        out[o0 + t - 1] = arg
-    return best
+    return _backtrace(delta, back, T, out, o0)
