@@ -17,6 +17,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..cli import _nonneg_float, _pos_float, _pos_int  # the CLI's argument checks
 from ..errors import CrfkitError
 
 __all__ = ["add_parser", "parse_etas"]
@@ -53,36 +54,6 @@ def _marks(text: str) -> list[float]:
     if not vals or any(v <= 0 for v in vals):
         raise argparse.ArgumentTypeError(f"pass counts must be positive, got {text!r}")
     return vals
-
-
-def _pos_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (v >= 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
-    return v
-
-
-def _pos_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _data_args(p: argparse.ArgumentParser, *, required: bool = True, many: bool = False) -> None:
