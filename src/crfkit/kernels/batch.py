@@ -207,11 +207,8 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     caller handles with the precomputed empirical count vector.)
     """
     L = trans.shape[0]
-    for k in range(g.shape[0]):
-        g[k] = 0.0
-    for d in range(Gd.shape[0]):
-        for l in range(L):
-            Gd[d, l] = 0.0
+    g[:] = 0.0
+    Gd[:] = 0.0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -441,11 +438,8 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
     sequences s0..s1-1, expected counts into g (state, transition and bigram
     features) and Gd (dense rows)."""
     L = trans.shape[0]
-    for k in range(g.shape[0]):
-        g[k] = 0.0
-    for d in range(Gd.shape[0]):
-        for l in range(L):
-            Gd[d, l] = 0.0
+    g[:] = 0.0
+    Gd[:] = 0.0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
