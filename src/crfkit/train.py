@@ -345,7 +345,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                        f"best {dev_watch.best:.4f} at iteration {dev_watch.best_iteration}")
         if dev_watch.best_iteration != res.iterations:
             x_final = dev_watch.best_x
-            f_final = float(Objective(corpus, space, reg, threads=threads).value(x_final))
+            f_final = _training_objective(obj, reg, x_final)
         extra_md.update(dev_best_iteration=dev_watch.best_iteration, dev_best=dev_watch.best,
                         dev_metric=dev_watch.metric)
     if fine_tune:
@@ -369,6 +369,15 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     return TrainResult(model=model, status=status, message=message, iterations=res.iterations,
                        effective_passes=obj.effective_passes, seconds=seconds, objective=f_final,
                        objective_crfsuite=obj.to_crfsuite(f_final), reg=reg, history=history)
+
+
+def _training_objective(obj: Objective, reg: Regularization, x: np.ndarray) -> float:
+    """f(x) with the training regularisation ``reg``, from the run's objective (whose L1 term
+    may have been left to OWL-QN), without counting it as an effective pass."""
+    f = obj.value(x, count=False)
+    if reg.l1 and not obj.reg.l1:
+        f += reg.l1 * float(np.abs(x).sum())
+    return float(f)
 
 
 class _DevWatch:
@@ -445,7 +454,7 @@ def _fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, 
             tr.close()
     out = np.zeros_like(x)
     out[active] = res.x
-    f = float(Objective(corpus, space, reg, threads=threads).value(out))
+    f = _training_objective(obj, reg, out)
     if verbose:
         log(f"fine-tuned {len(active)} active features for {res.iterations} iterations (l2={l2:.3g}): "
             f"objective {f:.10g} (with the training regularisation)")
