@@ -130,16 +130,21 @@ def test_cumulative_reaches_the_elastic_net_optimum(small, optimum):
         assert np.abs(res.x - wstar).max() < 2e-3
 
 
-def test_naive_and_clipping_approach_the_optimum_but_not_its_sparsity(small, optimum):
-    # the noisy per-sample gradient keeps them O(eta) away: measured 1.4e-5 relative after 1000 passes
-    # (inverse, eta0=0.5), and many weights that are zero at the optimum are not
+@pytest.mark.parametrize("penalty", ["naive", "clipping"])
+def test_naive_and_clipping_reach_the_optimum_slowly_and_not_its_sparsity(small, optimum, penalty):
+    # their error is of the order of the rate eta_k (the noisy per-sample gradient and, for naive, the
+    # subgradient of |w| at weights that should be 0), so with eq. (5) it falls like 1/k: measured
+    # 1.4e-5 relative after 1000 passes (eta0=0.5), 9e-7 after 8000 (eta0=0.2), and after 16,000
+    # (eta0=0.3, 640,000 steps, about 4 s) 5.0e-7 naive and 4.8e-7 clipping; the weights that are 0
+    # at the optimum are still not 0 (45 non-zeros against 26)
     X, Y, space, corpus = small
     reg, fstar, wstar = optimum
-    for penalty in ("naive", "clipping"):
-        res, _ = run(space, corpus, reg, 1000, penalty=penalty, schedule="inverse", eta0=0.5)
-        assert 0 <= (res.f - fstar) / fstar < 1e-4
-        assert np.abs(res.x - wstar).max() < 1e-2
-        assert np.count_nonzero(res.x) > np.count_nonzero(wstar) + 10
+    res, _ = run(space, corpus, reg, 16000, penalty=penalty, schedule="inverse", eta0=0.3)
+    assert res.iterations == 16000
+    assert fstar <= res.f * (1 + 1e-12)
+    assert (res.f - fstar) / fstar < 1e-6
+    assert np.abs(res.x - wstar).max() < 1e-3
+    assert np.count_nonzero(res.x) > np.count_nonzero(wstar) + 10
 
 
 def test_pure_l1_optimum(small):
