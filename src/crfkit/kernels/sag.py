@@ -34,7 +34,6 @@ from numba import njit
 
 from .chain import (FAST, edge_marginal_sum, emissions, forward_backward, gold_score, log_partition,
                     transition_matrix)
-from .oracle import apply_gradient
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -142,37 +141,131 @@ def tree_build(tsum, tmax, tmin, Li):
         tree_set(tsum, tmax, tmin, i, Li[i])
 
 
-# ----------------------------------------------------------- lazy dense term
+# ------------------------------------------------------------ attribute rows
 @njit(**_NOPY)
-def catch_up_example(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, d, last, cum, t):
-    """Bring the coordinates example i touches up to date through iteration t of the window."""
+def full_rows(attr_ptr, feat_label, n_labels):
+    """1 for the attributes whose features are the labels 0..L-1 in this order (a contiguous row of L
+    weights, so that their loops are vector operations over the labels), 0 for the others."""
+    na = attr_ptr.shape[0] - 1
+    out = np.zeros(na, dtype=np.int8)
+    for a in range(na):
+        k0 = attr_ptr[a]
+        if attr_ptr[a + 1] - k0 != n_labels:
+            continue
+        ok = 1
+        for l in range(n_labels):
+            if feat_label[k0 + l] != l:
+                ok = 0
+                break
+        out[a] = ok
+    return out
+
+
+def max_occurrences(seq_ptr, tok_ptr) -> int:
+    """The largest number of attribute occurrences of one sequence (a bound on its distinct attributes)."""
+    if len(seq_ptr) < 2:
+        return 1
+    return max(int(np.max(tok_ptr[seq_ptr[1:]] - tok_ptr[seq_ptr[:-1]])), 1)
+
+
+# ----------------------------------------------------------- lazy dense term
+@njit(inline="always", **_NOPY)
+def _catch_up_range(v, d, k0, k1, delta):
+    vr = v[k0:k1]
+    dr = d[k0:k1]
+    for k in range(k1 - k0):
+        vr[k] -= dr[k] * delta
+
+
+@njit(**_NOPY)
+def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
+                       v, beta, d, alast, cum, t, mark, ulist, out):
+    """Bring the coordinates of tokens t0..t1-1 (and the transition features) up to date through
+    iteration t of the window and write their emission scores at w = beta*v into ``out``; one walk.
+
+    ``alast[a]`` is the iteration up to which the features of attribute ``a``
+    are current (all of an attribute's features are always brought up to date
+    together), ``alast[n_attr]`` that of the transition features.  An attribute
+    is caught up at its first occurrence, before its weights are read: the
+    same ``v_k -= d_k (cum[t] - cum[last])`` and the same scores as
+    :func:`catch_up_example` followed by :func:`crfkit.kernels.chain.emissions`.
+    The distinct attributes go to ``ulist`` in order of first occurrence
+    (``mark``: per-attribute stamps, ``mark[n_attr]`` the stamp counter);
+    returns how many.
+    """
+    L = out.shape[1]
+    na = attr_ptr.shape[0] - 1
+    stamp = mark[na] + 1
+    mark[na] = stamp
     c = cum[t]
+    nu = 0
+    for tt in range(t0, t1):
+        orow = out[tt - t0]
+        for l in range(L):
+            orow[l] = 0.0
+        for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
+            a = attr[e]
+            k0 = attr_ptr[a]
+            k1 = attr_ptr[a + 1]
+            if mark[a] != stamp:
+                mark[a] = stamp
+                ulist[nu] = a
+                nu += 1
+                la = alast[a]
+                if la < t:
+                    _catch_up_range(v, d, k0, k1, c - cum[la])
+                    alast[a] = t
+            x = val[e] * beta
+            if full[a]:
+                vr = v[k0:k0 + L]
+                for l in range(L):
+                    orow[l] += vr[l] * x
+            else:
+                for k in range(k0, k1):
+                    orow[feat_label[k]] += v[k] * x
+    la = alast[na]
+    if la < t:
+        _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
+        alast[na] = t
+    return nu
+
+
+@njit(**_NOPY)
+def catch_up_example(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, d, alast, cum, t):
+    """Bring the coordinates example i touches up to date through iteration t of the window
+    (``alast``: see :func:`catch_up_emissions`, which does this fused with the emission scores)."""
+    c = cum[t]
+    na = attr_ptr.shape[0] - 1
     for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
         a = attr[e]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            lk = last[k]
-            if lk < t:
-                v[k] -= d[k] * (c - cum[lk])
-                last[k] = t
-    for k in range(n_state, n_state + n_trans):
-        lk = last[k]
-        if lk < t:
-            v[k] -= d[k] * (c - cum[lk])
-            last[k] = t
+        la = alast[a]
+        if la < t:
+            _catch_up_range(v, d, attr_ptr[a], attr_ptr[a + 1], c - cum[la])
+            alast[a] = t
+    la = alast[na]
+    if la < t:
+        _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
+        alast[na] = t
 
 
 @njit(**_NOPY)
-def full_catch_up(v, d, last, cum, fsc, isc):
+def full_catch_up(attr_ptr, n_state, n_trans, v, d, alast, cum, fsc, isc):
     """Close the window: every coordinate up to date, beta folded into v (v becomes w), t <- 0."""
     t = isc[I_T]
     c = cum[t]
     beta = fsc[F_BETA]
+    na = attr_ptr.shape[0] - 1
+    for a in range(na):
+        la = alast[a]
+        if la < t:
+            _catch_up_range(v, d, attr_ptr[a], attr_ptr[a + 1], c - cum[la])
+        alast[a] = 0
+    la = alast[na]
+    if la < t:
+        _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
+    alast[na] = 0
     for k in range(v.shape[0]):
-        lk = last[k]
-        if lk < t:
-            v[k] -= d[k] * (c - cum[lk])
         v[k] *= beta
-        last[k] = 0
     fsc[F_BETA] = 1.0
     isc[I_T] = 0
     cum[0] = 0.0
@@ -180,17 +273,10 @@ def full_catch_up(v, d, last, cum, fsc, isc):
 
 # ------------------------------------------------------------ one example
 @njit(**_NOPY)
-def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, v, beta,
-                   node, edge, score, bm, es, scale):
-    """The per-example oracle (loss, node marginals into ``node[:T]``, summed edge marginals into ``edge``)
-    at w = beta*v, the same computation as :func:`crfkit.kernels.oracle.sequence_oracle`, that also
-    leaves the emission scores in ``score[:T]`` and returns the transition scores: the line search
-    starts from them instead of computing them again.  ``bm``, ``es``, ``scale``: scratch (>= T rows).
-    Returns (loss, transition score matrix)."""
+def _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, bm, es, scale):
+    """The oracle from the emission scores ``score[:T]`` of the example whose tokens start at t0:
+    (loss, transition score matrix); node marginals into ``node[:T]``, summed edge marginals into ``edge``."""
     Lab = trans_index.shape[0]
-    t0 = seq_ptr[i]
-    t1 = seq_ptr[i + 1]
-    T = t1 - t0
     for a in range(Lab):
         for b in range(Lab):
             edge[a, b] = 0.0
@@ -199,7 +285,6 @@ def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
         return 0.0, trans
     tmax = trans.max()
     expM = np.exp(trans - tmax)
-    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
     logz = forward_backward(score, T, trans, expM, tmax, es, node, bm, scale)
     edge_marginal_sum(T, expM, es, node, bm, scale, score, trans, logz, edge)
     for r in range(T):
@@ -209,22 +294,45 @@ def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 
 @njit(**_NOPY)
-def line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                score, trans, g, gnorm2, f, L, shift, sc2, es, alpha, scale):
-    """Algorithm 2: double L while -log p(y_i|x_i, w - g/L) >= f - ||g||^2 / (2L).
-
-    ``score`` (T x L) and ``trans`` (L x L) are the emission and transition
-    scores of example i at w (from :func:`example_oracle`); ``g`` is the dense
-    scratch vector holding example i's loss gradient on the coordinates it
-    touches.  Forward passes only (``log_partition``).  Returns (L, number of
-    forward evaluations).
-    """
+def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, v, beta,
+                   node, edge, score, bm, es, scale):
+    """The per-example oracle (loss, node marginals into ``node[:T]``, summed edge marginals into ``edge``)
+    at w = beta*v, the same computation as :func:`crfkit.kernels.oracle.sequence_oracle`, that also
+    leaves the emission scores in ``score[:T]`` and returns the transition scores: the line search
+    starts from them instead of computing them again.  ``bm``, ``es``, ``scale``: scratch (>= T rows).
+    Returns (loss, transition score matrix)."""
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
-    T = t1 - t0
-    Lab = trans_index.shape[0]
-    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
-    gtr = transition_matrix(g, 1.0, n_state, trans_index)
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    return _chain_oracle(y, t0, t1 - t0, v, beta, n_state, trans_index, node, edge, score, bm, es, scale)
+
+
+@njit(**_NOPY)
+def row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, w, scale, out):
+    """:func:`crfkit.kernels.chain.emissions` with the attributes of ``full`` as contiguous label rows."""
+    L = out.shape[1]
+    for tt in range(t0, t1):
+        orow = out[tt - t0]
+        for l in range(L):
+            orow[l] = 0.0
+        for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
+            a = attr[e]
+            k0 = attr_ptr[a]
+            x = val[e] * scale
+            if full[a]:
+                wr = w[k0:k0 + L]
+                for l in range(L):
+                    orow[l] += wr[l] * x
+            else:
+                for k in range(k0, attr_ptr[a + 1]):
+                    orow[feat_label[k]] += w[k] * x
+
+
+@njit(**_NOPY)
+def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale):
+    """Algorithm 2 from the scores at w (``score``, ``trans``) and those of the gradient (``shift``,
+    ``gtr``): the scores at w - g/L are ``score - shift/L``, ``trans - gtr/L``."""
+    Lab = trans.shape[0]
     tr2 = np.empty((Lab, Lab))
     nev = 0
     while True:
@@ -246,6 +354,24 @@ def line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_inde
 
 
 @njit(**_NOPY)
+def line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
+                score, trans, g, gnorm2, f, L, shift, sc2, es, alpha, scale):
+    """Algorithm 2: double L while -log p(y_i|x_i, w - g/L) >= f - ||g||^2 / (2L).
+
+    ``score`` (T x L) and ``trans`` (L x L) are the emission and transition
+    scores of example i at w (from :func:`example_oracle`); ``g`` is the dense
+    scratch vector holding example i's loss gradient on the coordinates it
+    touches.  Forward passes only (``log_partition``).  Returns (L, number of
+    forward evaluations).
+    """
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
+    gtr = transition_matrix(g, 1.0, n_state, trans_index)
+    return _line_search_scores(y, t0, t1 - t0, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale)
+
+
+@njit(**_NOPY)
 def line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
                    v, beta, g, gnorm2, f, L, score, shift, sc2, es, alpha, scale):
     """:func:`line_search` at w = beta*v, computing the scores at w first (for callers without them)."""
@@ -256,90 +382,138 @@ def line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 
 @njit(**_NOPY)
-def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-                    i, store, stored, do_ls, L, v, beta, d, last, cum, t, node_store, trans_store,
-                    node, edge, gbuf, gvec, dbuf, score, shift, sc2, es, alpha, scale):
-    """Evaluate example i at the current weights and put ``g_new - g_old`` into ``dbuf``.
-
-    Brings i's coordinates up to date, calls the oracle, gathers the gradient
-    into ``gvec`` (one entry per touched coordinate), runs the line search from
-    ``L`` when ``do_ls`` (and ||g||^2 > 1e-8), adds ``g_new - g_old`` into
-    ``dbuf`` (``g_old`` rebuilt from the stored node marginals and transition
-    gradient, 0 when ``stored`` is False) and, when ``store``, replaces the
-    stored marginals and transition gradient of i.  Leaves ``gbuf`` and
-    ``gvec`` zero.  Returns (loss, ||g||^2, L, evaluations).
-    """
-    catch_up_example(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, d, last, cum, t)
-    loss, trans = example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                                 v, beta, node, edge, score, sc2, es, scale)
-    nev = 1
-    apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                   n_state, i, node, edge, 1.0, gbuf)
-    # gather: gbuf (with repeats of a coordinate summed) -> gvec, one visit per coordinate
-    g2 = 0.0
-    for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-        a = attr[e]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            x = gbuf[k]
-            if x != 0.0:
-                gvec[k] = x
-                gbuf[k] = 0.0
-                g2 += x * x
-    for k in range(n_state, n_state + n_trans):
-        x = gbuf[k]
-        gvec[k] = x
-        gbuf[k] = 0.0
-        g2 += x * x
-    if do_ls and g2 > LS_MIN_GNORM2:
-        L, ls = line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                            score, trans, gvec, g2, loss, L, shift, sc2, es, alpha, scale)
-        nev += ls
-    # dbuf += g_new - g_old, state features: one visit per occurrence; g_new (gvec, then cleared) at the
-    # first occurrence of a coordinate, g_old rebuilt from the stored node marginals occurrence by
-    # occurrence (the per-coordinate order of the additions is that of add_state_grad after g_new)
-    row0 = seq_ptr[i]
-    T = seq_ptr[i + 1] - row0
-    for r in range(T):
-        yt = y[row0 + r]
-        for e in range(tok_ptr[row0 + r], tok_ptr[row0 + r + 1]):
+def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, pm, dp, gbuf, dbuf):
+    """One walk over the occurrences of tokens t0..t1-1: ``gbuf += x * pm[r, label]`` (the state part of
+    the loss gradient when ``pm`` = node marginals minus the gold indicator, as
+    :func:`crfkit.kernels.oracle.apply_gradient` adds it) and ``dbuf += x * dp[r, label]`` (with
+    ``dp`` = new minus stored node marginals: g_new - g_old, the gold part cancelling)."""
+    L = pm.shape[1]
+    for tt in range(t0, t1):
+        pr = pm[tt - t0]
+        dr = dp[tt - t0]
+        for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
             a = attr[e]
-            c = -val[e]
-            for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                x = gvec[k]
-                if x != 0.0:
-                    dbuf[k] += x
-                    gvec[k] = 0.0
-                if stored:
-                    lab = feat_label[k]
-                    p = node_store[row0 + r, lab]
-                    if lab == yt:
-                        p -= 1.0
-                    dbuf[k] += c * p
-    for k in range(n_trans):
-        x = gvec[n_state + k]
-        dbuf[n_state + k] += x - trans_store[i, k] if stored else x
-        if store:
-            trans_store[i, k] = x
-        gvec[n_state + k] = 0.0
-    if store:
-        Lab = node.shape[1]
-        for r in range(T):
-            for lab in range(Lab):
-                node_store[row0 + r, lab] = node[r, lab]
-    return loss, g2, L, nev
+            k0 = attr_ptr[a]
+            x = val[e]
+            if full[a]:
+                gr = gbuf[k0:k0 + L]
+                br = dbuf[k0:k0 + L]
+                for l in range(L):
+                    gr[l] += x * pr[l]
+                    br[l] += x * dr[l]
+            else:
+                for k in range(k0, attr_ptr[a + 1]):
+                    l = feat_label[k]
+                    gbuf[k] += x * pr[l]
+                    dbuf[k] += x * dr[l]
+
+
+@njit(inline="always", **_NOPY)
+def _sum_squares(x):
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += x[k] * x[k]
+    return s
 
 
 @njit(**_NOPY)
-def consume(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, dbuf, dcoef, vcoef, d, v):
-    """d += dcoef * dbuf and v += vcoef * dbuf on example i's coordinates; dbuf back to zero there."""
-    for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-        a = attr[e]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            x = dbuf[k]
-            if x != 0.0:
-                d[k] += dcoef * x
-                v[k] += vcoef * x
-                dbuf[k] = 0.0
+def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
+                    i, store, stored, do_ls, L, v, beta, d, alast, cum, t, mark, ulist, node_store, trans_store,
+                    node, edge, gbuf, dbuf, pm, dp, score, shift, sc2, es, alpha, scale):
+    """Evaluate example i at the current weights and put ``g_new - g_old`` into ``dbuf``.
+
+    Brings i's coordinates up to date while computing its emission scores
+    (:func:`catch_up_emissions`, which lists its distinct attributes in
+    ``ulist``), calls the oracle, accumulates the gradient into ``gbuf`` and
+    ``g_new - g_old`` into ``dbuf`` in one walk (``g_old`` from the stored
+    node marginals and transition gradient, 0 when ``stored`` is False), runs
+    the line search from ``L`` when ``do_ls`` (and ||g||^2 > 1e-8) and, when
+    ``store``, replaces the stored marginals and transition gradient of i.
+    Leaves ``gbuf`` zero.  Returns (loss, ||g||^2, L, evaluations, number of
+    distinct attributes in ``ulist``).
+    """
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    T = t1 - t0
+    Lab = trans_index.shape[0]
+    nu = catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
+                            v, beta, d, alast, cum, t, mark, ulist, score)
+    loss, trans = _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, sc2, es, scale)
+    nev = 1
+    # pm: marginals minus the gold indicator (the gradient's weights); dp: new minus stored marginals
+    for r in range(T):
+        yt = y[t0 + r]
+        for lab in range(Lab):
+            p = node[r, lab]
+            q = p - 1.0 if lab == yt else p
+            pm[r, lab] = q
+            dp[r, lab] = p - node_store[t0 + r, lab] if stored else q
+    gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, pm, dp, gbuf, dbuf)
+    # transition gradient (as apply_gradient: expected counts, then minus the gold transitions)
+    for a in range(Lab):
+        for b in range(Lab):
+            k = trans_index[a, b]
+            if k >= 0:
+                gbuf[n_state + k] = edge[a, b]
+    for r in range(1, T):
+        k = trans_index[y[t0 + r - 1], y[t0 + r]]
+        if k >= 0:
+            gbuf[n_state + k] -= 1.0
+    g2 = 0.0
+    for u in range(nu):
+        a = ulist[u]
+        g2 += _sum_squares(gbuf[attr_ptr[a]:attr_ptr[a + 1]])
+    g2 += _sum_squares(gbuf[n_state:n_state + n_trans])
+    if do_ls and g2 > LS_MIN_GNORM2:
+        row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, gbuf, 1.0, shift)
+        gtr = transition_matrix(gbuf, 1.0, n_state, trans_index)
+        L, ls = _line_search_scores(y, t0, T, score, shift, trans, gtr, g2, loss, L, sc2, es, alpha, scale)
+        nev += ls
+    for u in range(nu):
+        a = ulist[u]
+        gbuf[attr_ptr[a]:attr_ptr[a + 1]] = 0.0
+    for k in range(n_trans):
+        x = gbuf[n_state + k]
+        dbuf[n_state + k] += x - trans_store[i, k] if stored else x
+        if store:
+            trans_store[i, k] = x
+        gbuf[n_state + k] = 0.0
+    if store:
+        for r in range(T):
+            for lab in range(Lab):
+                node_store[t0 + r, lab] = node[r, lab]
+    return loss, g2, L, nev, nu
+
+
+@njit(**_NOPY)
+def consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, dcoef, vcoef, d, v):
+    """d += dcoef * dbuf and v += vcoef * dbuf on the features of the attributes ``ulist[:nu]`` and the
+    transition features; dbuf back to zero there."""
+    # (the loops over an attribute's features are written on slices and repeated for the two cases:
+    # numba vectorises them only so)
+    if vcoef == 0.0:
+        for u in range(nu):
+            a = ulist[u]
+            k0 = attr_ptr[a]
+            k1 = attr_ptr[a + 1]
+            br = dbuf[k0:k1]
+            dr = d[k0:k1]
+            for k in range(k1 - k0):
+                dr[k] += dcoef * br[k]
+            br[:] = 0.0
+    else:
+        for u in range(nu):
+            a = ulist[u]
+            k0 = attr_ptr[a]
+            k1 = attr_ptr[a + 1]
+            br = dbuf[k0:k1]
+            dr = d[k0:k1]
+            vr = v[k0:k1]
+            for k in range(k1 - k0):
+                dr[k] += dcoef * br[k]
+            for k in range(k1 - k0):
+                vr[k] += vcoef * br[k]
+            br[:] = 0.0
     for k in range(n_state, n_state + n_trans):
         x = dbuf[k]
         d[k] += dcoef * x
@@ -377,10 +551,11 @@ def _mark_stored(i, perm, pos, isc):
 
 # --------------------------------------------------------------- the driver
 @njit(**_NOPY)
-def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
+def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
             method, step_rule, l2, L0, eval_target,
-            v, d, last, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, tsum, tmax, tmin,
-            fsc, isc, rng, node, edge, gbuf, gvec, dbuf, dbuf2, score, shift, sc2, es, alpha, scale):
+            v, d, alast, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, tsum, tmax, tmin,
+            fsc, isc, rng, mark, ulist, ulist2, node, edge, gbuf, dbuf, dbuf2, pm, dp,
+            score, shift, sc2, es, alpha, scale):
     """Iterate until ``isc[I_EVALS] >= eval_target`` (evaluations: oracle calls plus line-search forward passes).
 
     Returns 0, or 1 when a step made ``1 - alpha*l2 <= 0`` (the run must stop).
@@ -388,14 +563,17 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
     (examples with a stored gradient), evaluations, t (window iteration),
     iterations, m_k (examples with a known L_i)]; ``perm[0:m]`` the stored
     examples (``pos`` its inverse); ``kperm[0:m_k]`` those with an ``L_i``
-    (``kpos``), whose ``L_i`` are the active leaves of the tree.
+    (``kpos``), whose ``L_i`` are the active leaves of the tree.  ``full``:
+    :func:`full_rows`; ``alast``, ``mark``: per attribute, plus one entry (see
+    :func:`catch_up_emissions`); ``ulist``, ``ulist2``: room for the distinct
+    attributes of an example (:func:`max_occurrences`).
     """
     n = seq_ptr.shape[0] - 1
     decay = 2.0 ** (-1.0 / n)
     while isc[I_EVALS] < eval_target:
         t = isc[I_T]
         if t + 2 >= cum.shape[0] or fsc[F_BETA] < BETA_FLOOR:
-            full_catch_up(v, d, last, cum, fsc, isc)
+            full_catch_up(attr_ptr, n_state, n_trans, v, d, alast, cum, fsc, isc)
             t = 0
         m = isc[I_M]
         mk = isc[I_MK]
@@ -451,10 +629,10 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
             Lstart = 0.9 * Li[j] if known else 0.5 * lbar
         saga_b = (method == SAGA or method == SAGA_NUS) and step_rule == STEP_B
         store_j = not saga_b
-        loss, g2, Lnew, nev = process_example(
-            seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-            j, store_j, stored, True, Lstart, v, beta, d, last, cum, t, node_store, trans_store,
-            node, edge, gbuf, gvec, dbuf, score, shift, sc2, es, alpha, scale)
+        loss, g2, Lnew, nev, nu = process_example(
+            seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
+            j, store_j, stored, True, Lstart, v, beta, d, alast, cum, t, mark, ulist, node_store, trans_store,
+            node, edge, gbuf, dbuf, pm, dp, score, shift, sc2, es, alpha, scale)
         isc[I_EVALS] += nev
         if store_j:
             _mark_stored(j, perm, pos, isc)
@@ -491,12 +669,13 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
             return 1
         # ---- SAGA (b): the memory is refreshed at an independent uniform r, at the same w
         r = -1
+        nu2 = 0
         if saga_b:
             r = rng_below(rng, n)
-            _l, _g, _L, nev2 = process_example(
-                seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-                r, True, pos[r] < m, False, 1.0, v, beta, d, last, cum, t, node_store, trans_store,
-                node, edge, gbuf, gvec, dbuf2, score, shift, sc2, es, alpha, scale)
+            _l, _g, _L, nev2, nu2 = process_example(
+                seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
+                r, True, pos[r] < m, False, 1.0, v, beta, d, alast, cum, t, mark, ulist2, node_store, trans_store,
+                node, edge, gbuf, dbuf2, pm, dp, score, shift, sc2, es, alpha, scale)
             isc[I_EVALS] += nev2
             _mark_stored(r, perm, pos, isc)
         beta *= shrink
@@ -505,18 +684,17 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         # ---- the sparse parts of the step, then the lazy dense one
         if method <= SAG_NUS_STAR:
             # (4): w <- (1 - a l2) w - (a/m) d with d already holding g_new
-            consume(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, j, dbuf, 1.0, 0.0, d, v)
+            consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, 1.0, 0.0, d, v)
             norm = float(isc[I_M])
         else:
             # Proposition 1: w <- (1 - a l2) w - a [c (g_j - s_j) + d_old / n], c = 1/(n p_j);
             # the dense term is deferred with the updated d, so the touched coordinates get the difference
             c = 1.0 / (n * pj)
             if saga_b:
-                consume(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, j, dbuf, 0.0, -a_t * c / beta, d, v)
-                consume(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, r, dbuf2, 1.0, a_t / (n * beta), d, v)
+                consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, 0.0, -a_t * c / beta, d, v)
+                consume(attr_ptr, n_state, n_trans, ulist2, nu2, dbuf2, 1.0, a_t / (n * beta), d, v)
             else:
-                consume(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, j, dbuf, 1.0,
-                        -a_t * (c - 1.0 / n) / beta, d, v)
+                consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, 1.0, -a_t * (c - 1.0 / n) / beta, d, v)
             norm = float(n)
         cum[t + 1] = cum[t] + a_t / (norm * beta)
         isc[I_T] = t + 1

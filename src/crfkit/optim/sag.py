@@ -107,7 +107,6 @@ class _Run:
         self.node = np.empty((maxT, L))
         self.edge = np.empty((L, L))
         self.gbuf = np.zeros(p)
-        self.gvec = np.zeros(p)
         self.dbuf = np.zeros(p)
         self.dbuf2 = np.zeros(p)
         self.score = np.empty((maxT, L))
@@ -116,7 +115,16 @@ class _Run:
         self.es = np.empty((maxT, L))
         self.alpha = np.empty((maxT, L))
         self.scale = np.empty(maxT)
-        self.last = np.zeros(p, dtype=np.int64)
+        self.pm = np.empty((maxT, L))
+        self.dp = np.empty((maxT, L))
+        # per attribute (plus one entry for the transition block): see kernels.sag.catch_up_emissions
+        self.full = K.full_rows(s.attr_ptr, s.feat_label, L)
+        na = len(s.attr_ptr) - 1
+        self.alast = np.zeros(na + 1, dtype=np.int64)
+        self.mark = np.zeros(na + 1, dtype=np.int64)
+        occ = K.max_occurrences(c.seq_ptr, c.tok_ptr)
+        self.ulist = np.zeros(occ, dtype=np.int64)
+        self.ulist2 = np.zeros(occ, dtype=np.int64)
         self.cum = np.zeros(n + 3)
         P = K.tree_size(n)
         self.tsum = np.zeros(2 * P)
@@ -194,16 +202,19 @@ class _Run:
 
     def run_until(self, method: int, step_rule: int, L0: float, target: int) -> int:
         c, s = self.obj.corpus, self.obj.space
-        return K.sag_run(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index,
-                         s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
-                         self.v, self.d, self.last, self.cum, self.node_store, self.trans_store,
+        return K.sag_run(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
+                         s.trans_index, s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
+                         self.v, self.d, self.alast, self.cum, self.node_store, self.trans_store,
                          self.perm, self.pos, self.kperm, self.kpos, self.Li, self.tsum, self.tmax, self.tmin,
-                         self.fsc, self.isc, self.rng, self.node, self.edge, self.gbuf, self.gvec,
-                         self.dbuf, self.dbuf2, self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
+                         self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.node, self.edge,
+                         self.gbuf, self.dbuf, self.dbuf2, self.pm, self.dp,
+                         self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
 
     def close_window(self) -> None:
         if self.isc[K.I_T] != 0 or self.fsc[K.F_BETA] != 1.0:
-            K.full_catch_up(self.v, self.d, self.last, self.cum, self.fsc, self.isc)
+            s = self.obj.space
+            K.full_catch_up(s.attr_ptr, s.n_state, self.n_trans, self.v, self.d, self.alast, self.cum,
+                            self.fsc, self.isc)
 
     def lipschitz(self, method: int) -> float:
         if method in (K.SAG, K.SAGA):
