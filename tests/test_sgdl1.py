@@ -397,6 +397,40 @@ def test_tune_picks_the_best_of_the_grid(small):
         tune_sgd_l1(corpus, space, sample_size=10)
 
 
+def test_auto_learning_rates_are_the_tuned_ones(small, tmp_path):
+    X, Y, space, corpus = small
+    reg = Regularization(l1=0.02, l2=0.01)
+    out = tune_sgd_l1(Objective(corpus, space, reg), sample_size=25, passes=4, seed=2)
+    # eta0 and alpha "auto": the run is the run with the values tune_sgd_l1 picks, bitwise
+    auto = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=4, seed=2, eta0="auto",
+                  alpha="auto", tune_sample=25)
+    fixed = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=4, seed=2, eta0=out["eta0"],
+                   alpha=out["alpha"])
+    np.testing.assert_array_equal(auto.x, fixed.x)
+    assert f"eta0={out['eta0']:g}, alpha={out['alpha']:g} picked on 25 sequences" in auto.message
+    assert auto.state_fn()["settings"]["eta0"] == out["eta0"]
+    # eta0 auto only: alpha stays as given; inverse schedule: alpha "auto" is ignored, eta0 tuned
+    one = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=2, eta0="auto", alpha=0.8,
+                 tune_sample=25, tune_passes=2)
+    trials = one.message.split("(")[1]
+    assert one.state_fn()["settings"]["alpha"] == 0.8 and trials.count("alpha=0.8 ") == 4 and "0.9" not in trials
+    inv = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=2, schedule="inverse",
+                 eta0="auto", alpha="auto", tune_sample=25)
+    assert "alpha" not in inv.message
+    # through train / the CLI's -p eta0=auto, with a checkpoint: the resumed run reuses the picked
+    # values instead of tuning again, and ends where the uninterrupted run ends
+    kw = dict(algorithm="sgd-l1", l1=0.02, l2=0.01, seed=1, params={"eta0": "auto", "tune_sample": 20})
+    full = train(X, Y, max_iterations=4, **kw)
+    ck = tmp_path / "auto.ckpt"
+    train(X, Y, max_iterations=2, checkpoint=ck, checkpoint_every=1, **kw)
+    rest = train(X, Y, max_iterations=4, resume=ck, **kw)
+    np.testing.assert_array_equal(rest.model.weights, full.model.weights)
+    for bad, match in (({"tune_sample": 0}, "tune_sample"), ({"tune_passes": "x"}, "integers"),
+                       ({"alpha": "often"}, "numbers")):
+        with pytest.raises(ValueError, match=match):
+            sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=1, eta0="auto", **bad)
+
+
 def test_checkpoint_and_resume_through_train(small, tmp_path):
     X, Y, space, corpus = small
     kw = dict(algorithm="sgd-l1", l1=0.02, l2=0.01, seed=3,

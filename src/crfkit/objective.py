@@ -97,6 +97,7 @@ class Objective:
         self.reg = reg
         self._pm = None
         self.n = corpus.n_sequences
+        self.threads = threads
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
         self._gbuf = None
         self._emp = None

@@ -113,22 +113,72 @@ def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
     return eta0, alpha
 
 
+def _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, tune_sample, tune_passes, state):
+    """Resolve ``eta0="auto"`` / ``alpha="auto"``: from the state being resumed (the values its run picked),
+    else with :func:`tune_sgd_l1` on a sample.  Returns (eta0, alpha, tuning result or None)."""
+    auto_eta, auto_alpha = eta0 == "auto", alpha == "auto"
+    if not (auto_eta or auto_alpha):
+        return eta0, alpha, None
+    if auto_alpha and schedule != "exponential":
+        alpha, auto_alpha = 0.85, False      # not used by this schedule
+        if not auto_eta:
+            return eta0, alpha, None
+    if state is not None:
+        picked = state.get("settings", {})
+        return (picked.get("eta0", eta0) if auto_eta else eta0), (picked.get("alpha", alpha) if auto_alpha
+                                                                    else alpha), None
+    try:
+        sample = int(tune_sample)
+        passes = int(tune_passes) if tune_passes is not None else (
+            DEFAULT_PASSES if max_iterations is None else max(1, int(max_iterations)))
+    except (TypeError, ValueError):
+        raise ValueError(f"sgd-l1: tune_sample and tune_passes must be integers (got {tune_sample!r}, "
+                         f"{tune_passes!r})") from None
+    if sample < 1 or passes < 1:
+        raise ValueError("sgd-l1: tune_sample and tune_passes must be >= 1")
+    if not auto_eta:
+        _check_params(penalty, schedule, eta0, 0.85, reg, None)
+    out = tune_sgd_l1(obj, reg=reg, sample_size=sample, passes=passes, penalty=penalty, schedule=schedule,
+                      eta0_grid=ETA0_GRID if auto_eta else (float(eta0),),
+                      alpha_grid=ALPHA_GRID if auto_alpha else (),
+                      alpha=0.85 if auto_alpha else alpha, seed=seed, threads=getattr(obj, "threads", None))
+    if not math.isfinite(out["f"]):
+        raise CrfkitError("sgd-l1: every learning rate tried on the sample diverged "
+                          f"(eta0 grid {', '.join(f'{e:g}' for e in ETA0_GRID)}); give eta0 explicitly")
+    return out["eta0"], out["alpha"], out
+
+
 def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
-           penalty: str = "cumulative", schedule: str = "exponential", eta0: float = 0.1, alpha: float = 0.85,
-           monitor: bool = True, state: dict | None = None) -> StochasticResult:
+           penalty: str = "cumulative", schedule: str = "exponential", eta0: float | str = 0.1,
+           alpha: float | str = 0.85, monitor: bool = True, state: dict | None = None, tune_sample: int = 1000,
+           tune_passes: int | None = None) -> StochasticResult:
     """SGD with an L1 penalty (``naive`` | ``clipping`` | ``cumulative``) and L2 shrinkage; see the module doc.
 
     ``max_iterations``: passes over the data (default 30).  ``eta0``, ``alpha``:
-    the learning-rate parameters (``alpha`` is used by ``exponential`` only);
-    :func:`tune_sgd_l1` picks them on a sample as §4.1 does.  ``monitor``: compute
-    ``f`` over the whole training set at the end of every pass (not counted as
-    effective passes); False: only after the last pass (the others report NaN).
-    ``state``: resume from ``info['state']()`` of an earlier run with the same
-    data and settings.
+    the learning-rate parameters (``alpha`` is used by ``exponential`` only).
+    ``eta0="auto"`` picks eta0 with :func:`tune_sgd_l1` as §4.1 does (the grid
+    1.0, 0.5, 0.2, 0.1, each run for ``tune_passes`` passes, default the run's
+    own number of passes, on ``tune_sample`` sequences drawn with ``seed``,
+    default 1,000; the lowest objective wins); ``alpha="auto"`` then picks
+    alpha among 0.9, 0.85, 0.8 for the exponential schedule.  The values picked
+    are in the result's message, and a resumed run reuses them.  ``monitor``:
+    compute ``f`` over the whole training set at the end of every pass (not
+    counted as effective passes); False: only after the last pass (the others
+    report NaN).  ``state``: resume from ``info['state']()`` of an earlier run
+    with the same data and settings.
     """
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("sgd-l1 does not support dense features yet")
+    if penalty not in PENALTIES or schedule not in SCHEDULES:
+        _check_params(penalty, schedule, 0.1, 0.85, reg, max_iterations)
+    eta0, alpha, tuned = _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, tune_sample,
+                                     tune_passes, state)
     eta0, alpha = _check_params(penalty, schedule, eta0, alpha, reg, max_iterations)
+    picked = "" if tuned is None else (
+        f"; eta0={eta0:g}" + (f", alpha={alpha:g}" if schedule == "exponential" else "")
+        + f" picked on {tuned['sample_size']} sequences (objective after {tuned['passes']} passes: "
+        + ", ".join((f"eta0={e:g} alpha={a:g}" if schedule == "exponential" else f"eta0={e:g}") + f" {f:.6g}"
+                    for e, a, f in tuned["trials"]) + ")")
     pcode, scode = PENALTIES[penalty], SCHEDULES[schedule]
     epochs = DEFAULT_PASSES if max_iterations is None else int(max_iterations)
     c, s = obj.corpus, obj.space
@@ -223,7 +273,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         last_f = done_f
     if not math.isfinite(last_f) and status != "interrupted":
         last_f = obj.value(last_x, count=False)
-    return StochasticResult(x=last_x, f=last_f, status=status, message=message, iterations=int(epoch),
+    return StochasticResult(x=last_x, f=last_f, status=status, message=message + picked, iterations=int(epoch),
                             state_fn=state_fn)
 
 
@@ -248,7 +298,7 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
     it tries every ``alpha`` in ``alpha_grid`` (0.9, 0.85, 0.8) with that
     ``eta0`` and keeps the best.  A run that diverges counts as ``f = inf``.
 
-    Returns ``{"eta0", "alpha", "f", "sample_size", "trials": [(eta0, alpha, f), ...]}``.
+    Returns ``{"eta0", "alpha", "f", "sample_size", "passes", "trials": [(eta0, alpha, f), ...]}``.
     """
     from ..objective import Objective
     if isinstance(obj, Objective):
@@ -289,4 +339,5 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
             f = trial(best_eta, a)
             if f < best_f:
                 best_alpha, best_f = float(a), f
-    return {"eta0": float(best_eta), "alpha": best_alpha, "f": float(best_f), "sample_size": m, "trials": trials}
+    return {"eta0": float(best_eta), "alpha": best_alpha, "f": float(best_f), "sample_size": m, "passes": int(passes),
+            "trials": trials}
