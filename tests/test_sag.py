@@ -439,3 +439,108 @@ def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
         emissions(c.tok_ptr, c.attr, c.val, c.seq_ptr[i], c.seq_ptr[i + 1], s.attr_ptr, s.feat_label, v, beta, want)
         assert np.array_equal(score[:T], want)
         assert np.array_equal(trans, transition_matrix(v, beta, s.n_state, s.trans_index))
+
+
+# ------------------------------------------------------------------ fused per-example kernel
+def _fused_case(space, corp, obj, full, seed):
+    """process_example (fused catch-up + emissions, gradient and g_new - g_old from marginals in
+    example-local buffers, ||g||^2) and consume against the unfused computation, example by example."""
+    from crfkit.kernels.chain import emissions
+    c, s = corp, space
+    rng = np.random.default_rng(seed)
+    p, L, na, nt = s.n_features, s.n_labels, len(s.attr_ptr) - 1, s.n_trans
+    maxT = c.max_length
+    occ = K.max_occurrences(c.seq_ptr, c.tok_ptr)
+    nloc = K.max_coordinates(c.seq_ptr, c.tok_ptr, c.attr, s.attr_ptr, nt)
+    mark = np.zeros((na + 1, 2), dtype=np.int64)
+    ulist, obase = np.zeros(occ, dtype=np.int64), np.zeros(occ, dtype=np.int64)
+    gloc, dloc = np.zeros(nloc), np.zeros(nloc)
+    bufs = [np.empty((maxT, L)) for _ in range(8)] + [np.empty(maxT)]
+    node, pm, dp, score, shift, sc2, es, alpha, scale = bufs[0], *bufs[1:]
+    edge = np.empty((L, L))
+    cum = np.cumsum(rng.uniform(0.0, 0.1, 12))
+    t = 10
+    for i in range(obj.n):
+        T = int(c.seq_ptr[i + 1] - c.seq_ptr[i])
+        t0 = int(c.seq_ptr[i])
+        v0 = rng.standard_normal(p)
+        d = rng.standard_normal(p)
+        alast = rng.integers(0, t + 1, na + 1)
+        beta = float(rng.uniform(0.5, 1.5))
+        node_store = rng.dirichlet(np.ones(L), c.n_tokens)
+        trans_store = rng.standard_normal((obj.n, nt))
+        stored = bool(i % 3)
+        # the unfused reference: catch-up coordinate by coordinate, oracle, dense gradients
+        attrs = np.unique(c.attr[c.tok_ptr[t0]:c.tok_ptr[t0 + T]])
+        ref_v = v0.copy()
+        for a in attrs:
+            ks = slice(s.attr_ptr[a], s.attr_ptr[a + 1])
+            ref_v[ks] -= d[ks] * (cum[t] - cum[alast[a]])
+        tr = slice(s.n_state, s.n_state + nt)
+        ref_v[tr] -= d[tr] * (cum[t] - cum[alast[na]])
+        f_ref, node_ref, edge_ref = obj.oracle(i, ref_v, beta)
+        g_new = np.zeros(p)
+        obj.apply_gradient(i, node_ref, edge_ref, 1.0, g_new)
+        g_old = np.zeros(p)
+        if stored:
+            obj.apply_gradient(i, node_store[t0:t0 + T], np.zeros((L, L)), 1.0, g_old)
+            g_old[tr] = trans_store[i]
+        want_score = np.empty((T, L))
+        emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, ref_v, beta, want_score)
+        # the fused kernel
+        v = v0.copy()
+        dd = d.copy()
+        ns, ts_ = node_store.copy(), trans_store.copy()
+        loss, g2, _L, nev, nu = K.process_example(
+            c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, full, s.trans_index, s.n_state,
+            nt, i, True, stored, False, 1.0, v, beta, dd, alast.copy(), cum, t, mark, ulist, obase, ns, ts_,
+            node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale)
+        assert nev == 1 and np.array_equal(dd, d) and not gloc.any()
+        np.testing.assert_allclose(v, ref_v, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(score[:T], want_score, rtol=1e-12, atol=1e-12)
+        assert loss == pytest.approx(f_ref, rel=1e-12)
+        assert g2 == pytest.approx(float(g_new @ g_new), rel=1e-12)
+        assert list(ulist[:nu]) == list(dict.fromkeys(c.attr[c.tok_ptr[t0]:c.tok_ptr[t0 + T]].tolist()))
+        # dloc back into the parameter layout: the features of ulist[0], ulist[1], ..., then the transitions
+        diff = np.zeros(p)
+        off = 0
+        for a in ulist[:nu]:
+            k0, k1 = s.attr_ptr[a], s.attr_ptr[a + 1]
+            diff[k0:k1] = dloc[off:off + k1 - k0]
+            off += k1 - k0
+        diff[tr] = dloc[off:off + nt]
+        np.testing.assert_allclose(diff, g_new - g_old, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(ns[t0:t0 + T], node_ref, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(ts_[i], g_new[tr], rtol=1e-12, atol=1e-12)
+        # consume: d += dloc, v += 0.3 dloc on those coordinates, dloc back to zero
+        K.consume(s.attr_ptr, s.n_state, nt, ulist, nu, dloc, 1.0, 0.3, dd, v)
+        np.testing.assert_allclose(dd, d + diff, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(v, ref_v + 0.3 * diff, rtol=1e-13, atol=1e-13)
+        assert not dloc.any()
+        # the line-search shift: emissions of the gradient from the example-local buffer
+        K.catch_up_emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, s.n_state, nt,
+                             v, 1.0, dd, np.full(na + 1, t), cum, t, mark, ulist, obase, score)
+        K.gradient_and_difference(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, obase,
+                                  pm, dp, gloc, dloc)
+        K.local_emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, obase, gloc, shift)
+        g_state = np.zeros(p)
+        obj.apply_gradient(i, pm[:T] + (np.arange(L) == c.y[t0:t0 + T, None]), np.zeros((L, L)), 1.0, g_state)
+        want_shift = np.empty((T, L))
+        emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, g_state, 1.0, want_shift)
+        np.testing.assert_allclose(shift[:T], want_shift, rtol=1e-12, atol=1e-12)
+        gloc[:] = 0.0
+        dloc[:] = 0.0
+
+
+@pytest.mark.parametrize("support", ["observed", "all"])
+def test_fused_example_kernel_equals_the_unfused_computation(support):
+    # real-valued ("len") and binary attributes; with few sequences under "observed" support most
+    # attributes lack some labels (the scattered path), under "all" every attribute is a full label row
+    X, Y = corpus(4, n_seq=8)
+    space, corp = build(X, Y, support=support)
+    obj = Objective(corp, space, Regularization(l2=L2), threads=1)
+    full = K.full_rows(space.attr_ptr, space.feat_label, space.n_labels)
+    assert (support == "all") == bool(full.all())
+    assert support == "all" or not full.all()
+    _fused_case(space, corp, obj, full, 0)
+    _fused_case(space, corp, obj, np.zeros_like(full), 1)      # the same data through the scattered path

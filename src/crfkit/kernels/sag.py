@@ -170,6 +170,16 @@ def max_occurrences(seq_ptr, tok_ptr) -> int:
     return max(int(np.max(tok_ptr[seq_ptr[1:]] - tok_ptr[seq_ptr[:-1]])), 1)
 
 
+def max_coordinates(seq_ptr, tok_ptr, attr, attr_ptr, n_trans) -> int:
+    """A bound on the coordinates one sequence touches: the features of its attribute occurrences
+    (largest over the sequences) plus the transition features; the size of the example-local buffers."""
+    if len(seq_ptr) < 2:
+        return max(int(n_trans), 1)
+    cs = np.concatenate(([0], np.cumsum(np.diff(attr_ptr)[attr])))
+    per = cs[tok_ptr[seq_ptr[1:]]] - cs[tok_ptr[seq_ptr[:-1]]]
+    return max(int(per.max()) + int(n_trans), 1)
+
+
 # ------------------------------------------------------------ exponentials
 # The L x L exponentials exp(trans - tmax) of every oracle call and line-search trial are the
 # largest single cost of a SAG iteration on a dense label set when each goes through libm one by
@@ -229,7 +239,7 @@ def _catch_up_range(v, d, k0, k1, delta):
 
 @njit(**_NOPY)
 def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
-                       v, beta, d, alast, cum, t, mark, ulist, out):
+                       v, beta, d, alast, cum, t, mark, ulist, obase, out):
     """Bring the coordinates of tokens t0..t1-1 (and the transition features) up to date through
     iteration t of the window and write their emission scores at w = beta*v into ``out``; one walk.
 
@@ -239,16 +249,23 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
     is caught up at its first occurrence, before its weights are read: the
     same ``v_k -= d_k (cum[t] - cum[last])`` and the same scores as
     :func:`catch_up_example` followed by :func:`crfkit.kernels.chain.emissions`.
-    The distinct attributes go to ``ulist`` in order of first occurrence
-    (``mark``: per-attribute stamps, ``mark[n_attr]`` the stamp counter);
-    returns how many.
+
+    It also lays out the example-local buffers: the distinct attributes go to
+    ``ulist`` in order of first occurrence, their features one after the other
+    (attribute ``ulist[u]`` at the sum of the feature counts of ``ulist[:u]``),
+    and ``obase[e - tok_ptr[t0]]`` receives the local offset of occurrence
+    ``e``'s attribute (``mark[a, 0]``: a per-call stamp, ``mark[a, 1]`` the
+    offset, ``mark[n_attr, 0]`` the stamp counter).  Returns (number of
+    distinct attributes, number of their features).
     """
     L = out.shape[1]
     na = attr_ptr.shape[0] - 1
-    stamp = mark[na] + 1
-    mark[na] = stamp
+    stamp = mark[na, 0] + 1
+    mark[na, 0] = stamp
     c = cum[t]
     nu = 0
+    total = 0
+    e0 = tok_ptr[t0]
     for tt in range(t0, t1):
         orow = out[tt - t0]
         for l in range(L):
@@ -257,14 +274,17 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
             a = attr[e]
             k0 = attr_ptr[a]
             k1 = attr_ptr[a + 1]
-            if mark[a] != stamp:
-                mark[a] = stamp
+            if mark[a, 0] != stamp:
+                mark[a, 0] = stamp
+                mark[a, 1] = total
                 ulist[nu] = a
                 nu += 1
+                total += k1 - k0
                 la = alast[a]
                 if la < t:
                     _catch_up_range(v, d, k0, k1, c - cum[la])
                     alast[a] = t
+            obase[e - e0] = mark[a, 1]
             x = val[e] * beta
             if full[a]:
                 vr = v[k0:k0 + L]
@@ -277,7 +297,7 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
     if la < t:
         _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
         alast[na] = t
-    return nu
+    return nu, total
 
 
 @njit(**_NOPY)
@@ -358,27 +378,6 @@ def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 
 @njit(**_NOPY)
-def row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, w, scale, out):
-    """:func:`crfkit.kernels.chain.emissions` with the attributes of ``full`` as contiguous label rows."""
-    L = out.shape[1]
-    for tt in range(t0, t1):
-        orow = out[tt - t0]
-        for l in range(L):
-            orow[l] = 0.0
-        for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
-            a = attr[e]
-            k0 = attr_ptr[a]
-            x = val[e] * scale
-            if full[a]:
-                wr = w[k0:k0 + L]
-                for l in range(L):
-                    orow[l] += wr[l] * x
-            else:
-                for k in range(k0, attr_ptr[a + 1]):
-                    orow[feat_label[k]] += w[k] * x
-
-
-@njit(**_NOPY)
 def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale):
     """Algorithm 2 from the scores at w (``score``, ``trans``) and those of the gradient (``shift``,
     ``gtr``): the scores at w - g/L are ``score - shift/L``, ``trans - gtr/L``."""
@@ -432,62 +431,83 @@ def line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 
 @njit(**_NOPY)
-def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, pm, dp, gbuf, dbuf):
-    """One walk over the occurrences of tokens t0..t1-1: ``gbuf += x * pm[r, label]`` (the state part of
-    the loss gradient when ``pm`` = node marginals minus the gold indicator, as
-    :func:`crfkit.kernels.oracle.apply_gradient` adds it) and ``dbuf += x * dp[r, label]`` (with
-    ``dp`` = new minus stored node marginals: g_new - g_old, the gold part cancelling)."""
+def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc):
+    """One walk over the occurrences of tokens t0..t1-1, into the example-local buffers laid out by
+    :func:`catch_up_emissions`: ``gloc += x * pm[r, label]`` (the state part of the loss gradient when
+    ``pm`` = node marginals minus the gold indicator, as :func:`crfkit.kernels.oracle.apply_gradient`
+    adds it, coordinate by coordinate in the same order) and ``dloc += x * dp[r, label]`` (with ``dp`` =
+    new minus stored node marginals: g_new - g_old, the gold part cancelling)."""
     L = pm.shape[1]
+    e0 = tok_ptr[t0]
     for tt in range(t0, t1):
         pr = pm[tt - t0]
         dr = dp[tt - t0]
         for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
             a = attr[e]
-            k0 = attr_ptr[a]
+            b = obase[e - e0]
             x = val[e]
             if full[a]:
-                gr = gbuf[k0:k0 + L]
-                br = dbuf[k0:k0 + L]
+                gr = gloc[b:b + L]
+                br = dloc[b:b + L]
                 for l in range(L):
                     gr[l] += x * pr[l]
                     br[l] += x * dr[l]
             else:
-                for k in range(k0, attr_ptr[a + 1]):
-                    l = feat_label[k]
-                    gbuf[k] += x * pr[l]
-                    dbuf[k] += x * dr[l]
+                k0 = attr_ptr[a]
+                for q in range(attr_ptr[a + 1] - k0):
+                    l = feat_label[k0 + q]
+                    gloc[b + q] += x * pr[l]
+                    dloc[b + q] += x * dr[l]
 
 
-@njit(inline="always", **_NOPY)
-def _sum_squares(x):
-    s = 0.0
-    for k in range(x.shape[0]):
-        s += x[k] * x[k]
-    return s
+@njit(**_NOPY)
+def local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, gloc, out):
+    """:func:`crfkit.kernels.chain.emissions` of the example-local vector ``gloc`` (scale 1)."""
+    L = out.shape[1]
+    e0 = tok_ptr[t0]
+    for tt in range(t0, t1):
+        orow = out[tt - t0]
+        for l in range(L):
+            orow[l] = 0.0
+        for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
+            a = attr[e]
+            b = obase[e - e0]
+            x = val[e]
+            if full[a]:
+                gr = gloc[b:b + L]
+                for l in range(L):
+                    orow[l] += gr[l] * x
+            else:
+                k0 = attr_ptr[a]
+                for q in range(attr_ptr[a + 1] - k0):
+                    orow[feat_label[k0 + q]] += gloc[b + q] * x
 
 
 @njit(**_NOPY)
 def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-                    i, store, stored, do_ls, L, v, beta, d, alast, cum, t, mark, ulist, node_store, trans_store,
-                    node, edge, gbuf, dbuf, pm, dp, score, shift, sc2, es, alpha, scale):
-    """Evaluate example i at the current weights and put ``g_new - g_old`` into ``dbuf``.
+                    i, store, stored, do_ls, L, v, beta, d, alast, cum, t, mark, ulist, obase, node_store,
+                    trans_store, node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale):
+    """Evaluate example i at the current weights and put ``g_new - g_old`` into ``dloc``.
 
     Brings i's coordinates up to date while computing its emission scores
     (:func:`catch_up_emissions`, which lists its distinct attributes in
-    ``ulist``), calls the oracle, accumulates the gradient into ``gbuf`` and
-    ``g_new - g_old`` into ``dbuf`` in one walk (``g_old`` from the stored
+    ``ulist`` and lays out the example-local buffers ``gloc`` and ``dloc``:
+    the features of ``ulist[0]``, ``ulist[1]``, ..., then the transition
+    features), calls the oracle, accumulates the gradient into ``gloc`` and
+    ``g_new - g_old`` into ``dloc`` in one walk (``g_old`` from the stored
     node marginals and transition gradient, 0 when ``stored`` is False), runs
     the line search from ``L`` when ``do_ls`` (and ||g||^2 > 1e-8) and, when
     ``store``, replaces the stored marginals and transition gradient of i.
-    Leaves ``gbuf`` zero.  Returns (loss, ||g||^2, L, evaluations, number of
-    distinct attributes in ``ulist``).
+    ``gloc`` and ``dloc`` must be zero on entry; ``gloc`` is left zero (``dloc``
+    is consumed by :func:`consume`).  Returns (loss, ||g||^2, L, evaluations,
+    number of distinct attributes in ``ulist``).
     """
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
     T = t1 - t0
     Lab = trans_index.shape[0]
-    nu = catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
-                            v, beta, d, alast, cum, t, mark, ulist, score)
+    nu, ts = catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
+                                v, beta, d, alast, cum, t, mark, ulist, obase, score)
     loss, trans = _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, sc2, es, scale)
     nev = 1
     # pm: marginals minus the gold indicator (the gradient's weights); dp: new minus stored marginals
@@ -498,36 +518,32 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
             q = p - 1.0 if lab == yt else p
             pm[r, lab] = q
             dp[r, lab] = p - node_store[t0 + r, lab] if stored else q
-    gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, pm, dp, gbuf, dbuf)
-    # transition gradient (as apply_gradient: expected counts, then minus the gold transitions)
+    gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc)
+    # transition gradient at local offset ts (as apply_gradient: expected counts, minus the gold transitions)
     for a in range(Lab):
         for b in range(Lab):
             k = trans_index[a, b]
             if k >= 0:
-                gbuf[n_state + k] = edge[a, b]
+                gloc[ts + k] = edge[a, b]
     for r in range(1, T):
         k = trans_index[y[t0 + r - 1], y[t0 + r]]
         if k >= 0:
-            gbuf[n_state + k] -= 1.0
+            gloc[ts + k] -= 1.0
+    total = ts + n_trans
     g2 = 0.0
-    for u in range(nu):
-        a = ulist[u]
-        g2 += _sum_squares(gbuf[attr_ptr[a]:attr_ptr[a + 1]])
-    g2 += _sum_squares(gbuf[n_state:n_state + n_trans])
+    for k in range(total):
+        g2 += gloc[k] * gloc[k]
     if do_ls and g2 > LS_MIN_GNORM2:
-        row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, gbuf, 1.0, shift)
-        gtr = transition_matrix(gbuf, 1.0, n_state, trans_index)
+        local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, gloc, shift)
+        gtr = transition_matrix(gloc, 1.0, ts, trans_index)
         L, ls = _line_search_scores(y, t0, T, score, shift, trans, gtr, g2, loss, L, sc2, es, alpha, scale)
         nev += ls
-    for u in range(nu):
-        a = ulist[u]
-        gbuf[attr_ptr[a]:attr_ptr[a + 1]] = 0.0
     for k in range(n_trans):
-        x = gbuf[n_state + k]
-        dbuf[n_state + k] += x - trans_store[i, k] if stored else x
+        x = gloc[ts + k]
+        dloc[ts + k] += x - trans_store[i, k] if stored else x
         if store:
             trans_store[i, k] = x
-        gbuf[n_state + k] = 0.0
+    gloc[:total] = 0.0
     if store:
         for r in range(T):
             for lab in range(Lab):
@@ -536,39 +552,40 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
 
 
 @njit(**_NOPY)
-def consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, dcoef, vcoef, d, v):
-    """d += dcoef * dbuf and v += vcoef * dbuf on the features of the attributes ``ulist[:nu]`` and the
-    transition features; dbuf back to zero there."""
+def consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, dcoef, vcoef, d, v):
+    """d += dcoef * dloc and v += vcoef * dloc for the example-local buffer ``dloc`` laid out over the
+    attributes ``ulist[:nu]`` and the transition features (see :func:`process_example`); dloc back to zero."""
     # (the loops over an attribute's features are written on slices and repeated for the two cases:
     # numba vectorises them only so)
+    off = 0
     if vcoef == 0.0:
         for u in range(nu):
             a = ulist[u]
             k0 = attr_ptr[a]
             k1 = attr_ptr[a + 1]
-            br = dbuf[k0:k1]
+            br = dloc[off:off + k1 - k0]
             dr = d[k0:k1]
             for k in range(k1 - k0):
                 dr[k] += dcoef * br[k]
-            br[:] = 0.0
+            off += k1 - k0
     else:
         for u in range(nu):
             a = ulist[u]
             k0 = attr_ptr[a]
             k1 = attr_ptr[a + 1]
-            br = dbuf[k0:k1]
+            br = dloc[off:off + k1 - k0]
             dr = d[k0:k1]
             vr = v[k0:k1]
             for k in range(k1 - k0):
                 dr[k] += dcoef * br[k]
             for k in range(k1 - k0):
                 vr[k] += vcoef * br[k]
-            br[:] = 0.0
-    for k in range(n_state, n_state + n_trans):
-        x = dbuf[k]
-        d[k] += dcoef * x
-        v[k] += vcoef * x
-        dbuf[k] = 0.0
+            off += k1 - k0
+    for k in range(n_trans):
+        x = dloc[off + k]
+        d[n_state + k] += dcoef * x
+        v[n_state + k] += vcoef * x
+    dloc[:off + n_trans] = 0.0
 
 
 @njit(**_NOPY)
@@ -604,7 +621,7 @@ def _mark_stored(i, perm, pos, isc):
 def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
             method, step_rule, l2, L0, eval_target,
             v, d, alast, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, tsum, tmax, tmin,
-            fsc, isc, rng, mark, ulist, ulist2, node, edge, gbuf, dbuf, dbuf2, pm, dp,
+            fsc, isc, rng, mark, ulist, ulist2, obase, node, edge, gloc, dloc, dloc2, pm, dp,
             score, shift, sc2, es, alpha, scale):
     """Iterate until ``isc[I_EVALS] >= eval_target`` (evaluations: oracle calls plus line-search forward passes).
 
@@ -614,9 +631,10 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
     iterations, m_k (examples with a known L_i)]; ``perm[0:m]`` the stored
     examples (``pos`` its inverse); ``kperm[0:m_k]`` those with an ``L_i``
     (``kpos``), whose ``L_i`` are the active leaves of the tree.  ``full``:
-    :func:`full_rows`; ``alast``, ``mark``: per attribute, plus one entry (see
-    :func:`catch_up_emissions`); ``ulist``, ``ulist2``: room for the distinct
-    attributes of an example (:func:`max_occurrences`).
+    :func:`full_rows`; ``alast`` (n_attr + 1), ``mark`` (n_attr + 1, 2): see
+    :func:`catch_up_emissions`; ``ulist``, ``ulist2``, ``obase``: room for the
+    attribute occurrences of an example (:func:`max_occurrences`); ``gloc``,
+    ``dloc``, ``dloc2``: example-local buffers (:func:`max_coordinates`), zero.
     """
     n = seq_ptr.shape[0] - 1
     decay = 2.0 ** (-1.0 / n)
@@ -681,8 +699,8 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
         store_j = not saga_b
         loss, g2, Lnew, nev, nu = process_example(
             seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-            j, store_j, stored, True, Lstart, v, beta, d, alast, cum, t, mark, ulist, node_store, trans_store,
-            node, edge, gbuf, dbuf, pm, dp, score, shift, sc2, es, alpha, scale)
+            j, store_j, stored, True, Lstart, v, beta, d, alast, cum, t, mark, ulist, obase, node_store,
+            trans_store, node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale)
         isc[I_EVALS] += nev
         if store_j:
             _mark_stored(j, perm, pos, isc)
@@ -724,8 +742,8 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
             r = rng_below(rng, n)
             _l, _g, _L, nev2, nu2 = process_example(
                 seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-                r, True, pos[r] < m, False, 1.0, v, beta, d, alast, cum, t, mark, ulist2, node_store, trans_store,
-                node, edge, gbuf, dbuf2, pm, dp, score, shift, sc2, es, alpha, scale)
+                r, True, pos[r] < m, False, 1.0, v, beta, d, alast, cum, t, mark, ulist2, obase, node_store,
+                trans_store, node, edge, gloc, dloc2, pm, dp, score, shift, sc2, es, alpha, scale)
             isc[I_EVALS] += nev2
             _mark_stored(r, perm, pos, isc)
         beta *= shrink
@@ -734,17 +752,17 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
         # ---- the sparse parts of the step, then the lazy dense one
         if method <= SAG_NUS_STAR:
             # (4): w <- (1 - a l2) w - (a/m) d with d already holding g_new
-            consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, 1.0, 0.0, d, v)
+            consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, 1.0, 0.0, d, v)
             norm = float(isc[I_M])
         else:
             # Proposition 1: w <- (1 - a l2) w - a [c (g_j - s_j) + d_old / n], c = 1/(n p_j);
             # the dense term is deferred with the updated d, so the touched coordinates get the difference
             c = 1.0 / (n * pj)
             if saga_b:
-                consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, 0.0, -a_t * c / beta, d, v)
-                consume(attr_ptr, n_state, n_trans, ulist2, nu2, dbuf2, 1.0, a_t / (n * beta), d, v)
+                consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, 0.0, -a_t * c / beta, d, v)
+                consume(attr_ptr, n_state, n_trans, ulist2, nu2, dloc2, 1.0, a_t / (n * beta), d, v)
             else:
-                consume(attr_ptr, n_state, n_trans, ulist, nu, dbuf, 1.0, -a_t * (c - 1.0 / n) / beta, d, v)
+                consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, 1.0, -a_t * (c - 1.0 / n) / beta, d, v)
             norm = float(n)
         cum[t + 1] = cum[t] + a_t / (norm * beta)
         isc[I_T] = t + 1

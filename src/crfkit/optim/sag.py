@@ -106,9 +106,6 @@ class _Run:
         # scratch
         self.node = np.empty((maxT, L))
         self.edge = np.empty((L, L))
-        self.gbuf = np.zeros(p)
-        self.dbuf = np.zeros(p)
-        self.dbuf2 = np.zeros(p)
         self.score = np.empty((maxT, L))
         self.shift = np.empty((maxT, L))
         self.sc2 = np.empty((maxT, L))
@@ -121,10 +118,16 @@ class _Run:
         self.full = K.full_rows(s.attr_ptr, s.feat_label, L)
         na = len(s.attr_ptr) - 1
         self.alast = np.zeros(na + 1, dtype=np.int64)
-        self.mark = np.zeros(na + 1, dtype=np.int64)
+        self.mark = np.zeros((na + 1, 2), dtype=np.int64)
         occ = K.max_occurrences(c.seq_ptr, c.tok_ptr)
         self.ulist = np.zeros(occ, dtype=np.int64)
         self.ulist2 = np.zeros(occ, dtype=np.int64)
+        self.obase = np.zeros(occ, dtype=np.int64)
+        # example-local gradient and gradient-difference buffers
+        nloc = K.max_coordinates(c.seq_ptr, c.tok_ptr, c.attr, s.attr_ptr, self.n_trans)
+        self.gloc = np.zeros(nloc)
+        self.dloc = np.zeros(nloc)
+        self.dloc2 = np.zeros(nloc)
         self.cum = np.zeros(n + 3)
         P = K.tree_size(n)
         self.tsum = np.zeros(2 * P)
@@ -206,8 +209,8 @@ class _Run:
                          s.trans_index, s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
                          self.v, self.d, self.alast, self.cum, self.node_store, self.trans_store,
                          self.perm, self.pos, self.kperm, self.kpos, self.Li, self.tsum, self.tmax, self.tmin,
-                         self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.node, self.edge,
-                         self.gbuf, self.dbuf, self.dbuf2, self.pm, self.dp,
+                         self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.obase,
+                         self.node, self.edge, self.gloc, self.dloc, self.dloc2, self.pm, self.dp,
                          self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
 
     def close_window(self) -> None:
