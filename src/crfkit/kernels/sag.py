@@ -17,15 +17,27 @@ Lazy updates.  The weights are ``w = beta * v``.  An iteration takes
 ``w <- (1 - alpha*l2) w - (alpha/norm) d (- sparse terms)`` with ``d`` the sum
 of the stored loss gradients; ``(1 - alpha*l2)`` goes into ``beta`` and the
 dense ``d`` term is deferred: ``cum[t]`` holds ``sum_{k<=t} alpha_k /
-(norm_k beta_k)`` over the iterations of the current window, ``last[j]`` the
-iteration up to which coordinate ``j`` is current, and ``d_j`` is constant
+(norm_k beta_k)`` over the iterations of the current window, ``last`` the
+iteration up to which a coordinate is current, and ``d_j`` is constant
 while ``j`` is not touched, so bringing ``j`` up to date is
 ``v_j -= d_j (cum[t] - cum[last_j])``.  Only the coordinates an example
 touches (the state features of its attributes and the transition features)
 are brought up to date, so an iteration costs O(features of the example),
-not O(parameters).  :func:`full_catch_up` ends a window (once per epoch, or
+not O(parameters).  The features of one attribute are always touched
+together, so ``last`` is kept per attribute (plus one entry for the
+transition block).  :func:`full_catch_up` ends a window (once per epoch, or
 when ``beta`` gets tiny): every coordinate is brought up to date and ``beta``
 folded into ``v``.
+
+Per example the work is a few walks over its attribute occurrences
+(:func:`process_example`): the catch-up fused with the emission scores, which
+also lays out small example-local buffers for the gradient and for
+``g_new - g_old`` (the features of its distinct attributes one after the
+other); one walk that fills both (for state features ``g_new - g_old`` is
+``x (p_new - p_old)`` per occurrence, the gold part cancelling); and, when the
+line search runs, the emission scores of the gradient.  Attributes whose
+features are all labels in order (:func:`full_rows`, e.g. dense pixel
+attributes) are handled as contiguous label rows, which numba vectorises.
 """
 from __future__ import annotations
 
