@@ -240,6 +240,20 @@ def _exp_minus(m, shift):
     return out
 
 
+@njit(inline="always", **_NOPY)
+def _add_row(orow, vec, b, k0, k1, full, feat_label, x):
+    """orow[label of feature k] += vec[b + k - k0] * x for the features k0..k1 of one attribute occurrence
+    (``full``: the attribute has every label in order, a contiguous slice)."""
+    if full:
+        L = orow.shape[0]
+        vr = vec[b:b + L]
+        for l in range(L):
+            orow[l] += vr[l] * x
+    else:
+        for q in range(k1 - k0):
+            orow[feat_label[k0 + q]] += vec[b + q] * x
+
+
 # ----------------------------------------------------------- lazy dense term
 @njit(inline="always", **_NOPY)
 def _catch_up_range(v, d, k0, k1, delta):
@@ -297,14 +311,7 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
                     _catch_up_range(v, d, k0, k1, c - cum[la])
                     alast[a] = t
             obase[e - e0] = mark[a, 1]
-            x = val[e] * beta
-            if full[a]:
-                vr = v[k0:k0 + L]
-                for l in range(L):
-                    orow[l] += vr[l] * x
-            else:
-                for k in range(k0, k1):
-                    orow[feat_label[k]] += v[k] * x
+            _add_row(orow, v, k0, k0, k1, full[a], feat_label, val[e] * beta)
     la = alast[na]
     if la < t:
         _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
@@ -483,16 +490,7 @@ def local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obas
             orow[l] = 0.0
         for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
             a = attr[e]
-            b = obase[e - e0]
-            x = val[e]
-            if full[a]:
-                gr = gloc[b:b + L]
-                for l in range(L):
-                    orow[l] += gr[l] * x
-            else:
-                k0 = attr_ptr[a]
-                for q in range(attr_ptr[a + 1] - k0):
-                    orow[feat_label[k0 + q]] += gloc[b + q] * x
+            _add_row(orow, gloc, obase[e - e0], attr_ptr[a], attr_ptr[a + 1], full[a], feat_label, val[e])
 
 
 @njit(**_NOPY)
