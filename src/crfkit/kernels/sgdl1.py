@@ -59,44 +59,45 @@ def rate(schedule, eta0, alpha, k, n):
 
 
 @njit(**_NOPY)
-def _catch_up(penalty, f, v, u, k, last, lastk):
-    """Apply to v[f] the penalty of the steps since it was last up to date (naive, clipping)."""
-    pend = u - last[f]
-    x = v[f]
-    if penalty == CLIP:
-        if pend > 0.0:
-            if x > 0.0:
-                x = x - pend
-                if x < 0.0:
-                    x = 0.0
-            elif x < 0.0:
-                x = x + pend
+def _catch_up(penalty, feats, nf, v, u, k, last, lastk, sign):
+    """Apply to v[f], for f in feats[:nf], the penalty of the steps since f was last up to date (naive,
+    clipping); naive also sets sign[j] to the sign of v[feats[j]] afterwards.  One call per step with the
+    loop inside: a call per feature cost about as much as the rest of the step."""
+    for j in range(nf):
+        f = feats[j]
+        pend = u - last[f]
+        x = v[f]
+        if penalty == CLIP:
+            if pend > 0.0:
                 if x > 0.0:
-                    x = 0.0
-            v[f] = x
-    else:
-        n = k - lastk[f]
-        if n > 0 and pend > 0.0 and x != 0.0:
-            s = 1.0 if x > 0.0 else -1.0
-            ax = abs(x)
-            if ax > pend:
-                v[f] = x - s * pend
-            else:
-                p = pend / n
-                m = math.ceil(ax / p)          # steps to reach or cross zero (m <= n)
-                if m < 1:
-                    m = 1
-                if m > n:
-                    m = n
-                r = ax - m * p                 # <= 0: the value, in the original sign, at that step
-                if r == 0.0:
-                    v[f] = 0.0                 # sign(0) = 0: it stays at zero
-                elif (n - m) % 2 == 0:
-                    v[f] = s * r
+                    v[f] = x - pend if x > pend else 0.0
+                elif x < 0.0:
+                    v[f] = x + pend if -x > pend else 0.0
+        else:
+            n = k - lastk[f]
+            if n > 0 and pend > 0.0 and x != 0.0:
+                s = 1.0 if x > 0.0 else -1.0
+                ax = abs(x)
+                if ax > pend:
+                    x = x - s * pend
                 else:
-                    v[f] = s * (r + p)
-        lastk[f] = k
-    last[f] = u
+                    p = pend / n
+                    m = math.ceil(ax / p)          # steps to reach or cross zero (m <= n)
+                    if m < 1:
+                        m = 1
+                    if m > n:
+                        m = n
+                    r = ax - m * p                 # <= 0: the value, in the original sign, at that step
+                    if r == 0.0:
+                        x = 0.0                    # sign(0) = 0: it stays at zero
+                    elif (n - m) % 2 == 0:
+                        x = s * r
+                    else:
+                        x = s * (r + p)
+                v[f] = x
+            lastk[f] = k
+            sign[j] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+        last[f] = u
 
 
 @njit(**_NOPY)
@@ -120,7 +121,7 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         beta = scal[BETA]
         u = scal[U]
         # the sample's state features, each once, then all transitions; naive and clipping bring
-        # each up to date as it is listed (one pass over the features instead of two)
+        # them up to date before the oracle reads them
         nt = 0
         for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
             a = attr[e]
@@ -128,20 +129,12 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                 if stamp[f] != k:
                     stamp[f] = k
                     touched[nt] = f
-                    if penalty != CUMUL:
-                        _catch_up(penalty, f, v, u, k, last, lastk)
-                        if penalty == NAIVE:
-                            x = v[f]
-                            sign[nt] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
                     nt += 1
         for f in range(n_state, d):
             touched[nt] = f
-            if penalty != CUMUL:
-                _catch_up(penalty, f, v, u, k, last, lastk)
-                if penalty == NAIVE:
-                    x = v[f]
-                    sign[nt] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
             nt += 1
+        if penalty != CUMUL:
+            _catch_up(penalty, touched, nt, v, u, k, last, lastk, sign)
         sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                         v, beta, n_state, i, node, edge)
         beta = beta * (1.0 - eta * l2)
@@ -193,8 +186,8 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 @njit(**_NOPY)
 def catch_up_all(penalty, v, u, k, last, lastk):
     """Bring every feature up to date (naive, clipping) at step count k."""
-    for f in range(v.shape[0]):
-        _catch_up(penalty, f, v, u, k, last, lastk)
+    d = v.shape[0]
+    _catch_up(penalty, np.arange(d), d, v, u, k, last, lastk, np.empty(d if penalty == NAIVE else 1))
 
 
 @njit(**_NOPY)
