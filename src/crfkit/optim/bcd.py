@@ -94,7 +94,7 @@ import numpy as np
 from ..errors import CrfkitError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, last_completed
 
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
@@ -427,11 +427,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 break
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of sweep {sweep}"
-        if state_fn is not None:
-            st = state_fn()
-            last_x, sweep = st["x"].copy(), st["iteration"]
-        else:
-            last_x, sweep = (np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64)), 0
+        last_x, sweep = last_completed(state_fn, x0, d)
         last_f = float("nan")
     if not math.isfinite(last_f):
         last_f = obj.value(last_x, count=False)

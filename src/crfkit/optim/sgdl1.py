@@ -63,7 +63,7 @@ import numpy as np
 
 from ..errors import CrfkitError
 from ..kernels import sgdl1 as K
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, last_completed
 
 PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
 SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}
@@ -265,11 +265,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                     break
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of pass {epoch}"
-        if state_fn is not None:
-            st = state_fn()
-            last_x, epoch = st["x"].copy(), st["iteration"]
-        else:
-            last_x, epoch = (np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64)), 0
+        last_x, epoch = last_completed(state_fn, x0, d)
         last_f = done_f
     if not math.isfinite(last_f) and status != "interrupted":
         last_f = obj.value(last_x, count=False)

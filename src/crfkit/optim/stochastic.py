@@ -54,6 +54,17 @@ class StochasticResult:
         return self.state_fn() if self.state_fn is not None else None
 
 
+def last_completed(state_fn: Callable[[], dict] | None, x0: np.ndarray | None,
+                   n_features: int) -> tuple[np.ndarray, int]:
+    """The weights and count of the last completed epoch, from the run's latest ``state_fn`` (its state's
+    ``x`` and ``iteration``), or the starting point (``x0``, else zeros) and 0 when none completed: what an
+    interrupted run returns."""
+    if state_fn is not None:
+        st = state_fn()
+        return np.array(st["x"], dtype=np.float64, copy=True), int(st["iteration"])
+    return (np.zeros(n_features) if x0 is None else np.array(x0, dtype=np.float64, copy=True)), 0
+
+
 # name -> (module, function)
 REGISTRY: dict[str, tuple[str, str]] = {
     # Schmidt et al. 2015 (issue 4)
