@@ -298,6 +298,22 @@ def test_delta_rule_stops(small):
         assert any(sh for _, sh in seen) == (shrink > 0)
 
 
+def test_keyboard_interrupt_returns_the_last_sweep(small):
+    X, Y, space, corpus = small
+    reg = Regularization(l1=0.01, l2=0.02)
+    seen = []
+
+    def cb(info):
+        seen.append(info["x"].copy())
+        if info["iteration"] == 2:
+            raise KeyboardInterrupt
+    res = bcd(Objective(corpus, space, reg), None, reg=reg, max_iterations=5, delta=0.0, callback=cb)
+    assert res.status == "interrupted" and res.iterations == 2
+    np.testing.assert_array_equal(res.x, seen[1])
+    assert res.f == pytest.approx(Objective(corpus, space, reg).value(res.x), rel=1e-12)
+    assert res.state["iteration"] == 2
+
+
 def test_resume_equals_the_uninterrupted_run(small):
     X, Y, space, corpus = small
     reg = Regularization(l1=0.01, l2=0.02)
@@ -378,3 +394,18 @@ def test_unknown_param_wrong_x0_and_dense_refused(small):
     obj.space = BigramSpace(space)
     with pytest.raises(CrfkitError, match="bcd does not support label-pair x observation"):
         bcd(obj, None, reg=reg, max_iterations=1)
+
+
+def test_last_completed_is_the_state_or_the_starting_point():
+    from crfkit.optim.stochastic import last_completed
+    x, it = last_completed(None, None, 3)
+    np.testing.assert_array_equal(x, np.zeros(3))
+    assert it == 0
+    x0 = np.array([1.0, -2.0])
+    x, it = last_completed(None, x0, 2)
+    np.testing.assert_array_equal(x, x0)
+    assert it == 0 and x is not x0
+    saved = np.array([0.5, 0.25])
+    x, it = last_completed(lambda: {"x": saved, "iteration": 4}, x0, 2)
+    np.testing.assert_array_equal(x, saved)
+    assert it == 4 and x is not saved
