@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST
+from .chain import FAST, propagate
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -139,15 +139,7 @@ def _forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
                 alpha[0, j] = ES[r, j]
             base = EM[r]
         else:
-            for j in range(L):
-                alpha[t, j] = 0.0
-            for i in range(L):
-                a = alpha[t - 1, i]
-                if a != 0.0:
-                    for j in range(L):
-                        alpha[t, j] += a * expM[i, j]
-            for j in range(L):
-                alpha[t, j] *= ES[r, j]
+            propagate(alpha, t, expM, ES, r)
             base = la[t - 1] + EM[r] + tmax
         s = 0.0
         for j in range(L):

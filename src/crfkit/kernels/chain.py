@@ -87,6 +87,22 @@ def _logsumexp(x):
     return m + np.log(s)
 
 
+@njit(inline="always", **_NOPY)
+def propagate(alpha, t, expM, es, r):
+    """One scaled forward step: alpha[t, j] = es[r, j] * sum_i alpha[t-1, i] expM[i, j] (rows of
+    alpha[t-1] that are 0 skipped)."""
+    L = expM.shape[0]
+    for j in range(L):
+        alpha[t, j] = 0.0
+    for i in range(L):
+        a = alpha[t - 1, i]
+        if a != 0.0:
+            for j in range(L):
+                alpha[t, j] += a * expM[i, j]
+    for j in range(L):
+        alpha[t, j] *= es[r, j]
+
+
 @njit(**_NOPY)
 def scaled_forward(score, T, expM, tmax, es, alpha, scale):
     """Scaled forward recursion; returns log Z, or NaN when a scale under/overflows.
@@ -110,15 +126,8 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
                 s += es[0, j]
             logz += m
         else:
+            propagate(alpha, t, expM, es, t)
             for j in range(L):
-                alpha[t, j] = 0.0
-            for i in range(L):
-                a = alpha[t - 1, i]
-                if a != 0.0:
-                    for j in range(L):
-                        alpha[t, j] += a * expM[i, j]
-            for j in range(L):
-                alpha[t, j] *= es[t, j]
                 s += alpha[t, j]
             logz += m + tmax
         if not (s > 1e-300) or not np.isfinite(s):
@@ -280,6 +289,22 @@ def _backtrace(delta, back, T, out, o0):
     return best
 
 
+@njit(inline="always", **_NOPY)
+def _viterbi_step(delta, back, t, trans, score):
+    """delta[t, j] = max_i (delta[t-1, i] + trans[i, j]) + score[t, j], the arg max in back[t, j]."""
+    L = trans.shape[0]
+    for j in range(L):
+        best = -np.inf
+        arg = 0
+        for i in range(L):
+            v = delta[t - 1, i] + trans[i, j]
+            if v > best:
+                best = v
+                arg = i
+        delta[t, j] = best + score[t, j]
+        back[t, j] = arg
+
+
 @njit(**_NOPY)
 def viterbi(score, T, trans, out, o0):
     """Best label path of the first T rows of ``score``; written to out[o0:o0+T]. Returns its score."""
@@ -289,16 +314,7 @@ def viterbi(score, T, trans, out, o0):
     for j in range(L):
         delta[0, j] = score[0, j]
     for t in range(1, T):
-        for j in range(L):
-            best = -np.inf
-            arg = 0
-            for i in range(L):
-                v = delta[t - 1, i] + trans[i, j]
-                if v > best:
-                    best = v
-                    arg = i
-            delta[t, j] = best + score[t, j]
-            back[t, j] = arg
+        _viterbi_step(delta, back, t, trans, score)
     return _backtrace(delta, back, T, out, o0)
 
 
@@ -551,14 +567,5 @@ def pd_viterbi(score, T, M, out, o0):
     for j in range(L):
         delta[0, j] = score[0, j]
     for t in range(1, T):
-        for j in range(L):
-            best = -np.inf
-            arg = 0
-            for i in range(L):
-                v = delta[t - 1, i] + M[t, i, j]
-                if v > best:
-                    best = v
-                    arg = i
-            delta[t, j] = best + score[t, j]
-            back[t, j] = arg
+        _viterbi_step(delta, back, t, M[t], score)
     return _backtrace(delta, back, T, out, o0)
