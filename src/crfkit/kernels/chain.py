@@ -88,6 +88,19 @@ def _logsumexp(x):
 
 
 @njit(inline="always", **_NOPY)
+def _row_exp(score, t, es):
+    """es[t, j] = exp(score[t, j] - m) with m the row's maximum; returns m."""
+    L = score.shape[1]
+    m = score[t, 0]
+    for j in range(1, L):
+        if score[t, j] > m:
+            m = score[t, j]
+    for j in range(L):
+        es[t, j] = np.exp(score[t, j] - m)
+    return m
+
+
+@njit(inline="always", **_NOPY)
 def propagate(alpha, t, expM, es, r):
     """One scaled forward step: alpha[t, j] = es[r, j] * sum_i alpha[t-1, i] expM[i, j] (rows of
     alpha[t-1] that are 0 skipped)."""
@@ -113,12 +126,7 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
     L = expM.shape[0]
     logz = 0.0
     for t in range(T):
-        m = score[t, 0]
-        for j in range(1, L):
-            if score[t, j] > m:
-                m = score[t, j]
-        for j in range(L):
-            es[t, j] = np.exp(score[t, j] - m)
+        m = _row_exp(score, t, es)
         s = 0.0
         if t == 0:
             for j in range(L):
@@ -416,30 +424,17 @@ def pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale):
     L = score.shape[1]
     logz = 0.0
     for t in range(T):
-        m = score[t, 0]
-        for j in range(1, L):
-            if score[t, j] > m:
-                m = score[t, j]
-        for j in range(L):
-            es[t, j] = np.exp(score[t, j] - m)
+        m = _row_exp(score, t, es)
         s = 0.0
         if t == 0:
             for j in range(L):
                 alpha[0, j] = es[0, j]
                 s += es[0, j]
         else:
-            tm = tmx[t]
+            propagate(alpha, t, expM[t], es, t)
             for j in range(L):
-                alpha[t, j] = 0.0
-            for i in range(L):
-                a = alpha[t - 1, i]
-                if a != 0.0:
-                    for j in range(L):
-                        alpha[t, j] += a * expM[t, i, j]
-            for j in range(L):
-                alpha[t, j] *= es[t, j]
                 s += alpha[t, j]
-            logz += tm
+            logz += tmx[t]
         logz += m
         if not (s > 1e-300) or not np.isfinite(s):
             return np.nan
