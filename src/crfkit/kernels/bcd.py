@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST, propagate
+from .chain import FAST, back_step, propagate, row_exp
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -99,14 +99,7 @@ def build_index(seq_ptr, tok_ptr, attr, val, n_attr):
 
 @njit(**_NOPY)
 def _exp_row(E, r, ES, EM):
-    L = E.shape[1]
-    m = E[r, 0]
-    for j in range(1, L):
-        if E[r, j] > m:
-            m = E[r, j]
-    EM[r] = m
-    for j in range(L):
-        ES[r, j] = np.exp(E[r, j] - m)
+    EM[r] = row_exp(E, r, ES)
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
@@ -159,15 +152,10 @@ def _backward(ES, EM, s0, T, tb, expM, tmax, beta, lb, tmp):
     lb[T - 1] = 0.0
     for t in range(T - 2, tb - 1, -1):
         r = s0 + t + 1
-        for j in range(L):
-            tmp[j] = ES[r, j] * beta[t + 1, j]
+        back_step(beta, t, expM, ES, r, 1.0, tmp)
         s = 0.0
         for i in range(L):
-            acc = 0.0
-            for j in range(L):
-                acc += expM[i, j] * tmp[j]
-            beta[t, i] = acc
-            s += acc
+            s += beta[t, i]
         inv = 1.0 / s
         for i in range(L):
             beta[t, i] *= inv

@@ -88,7 +88,7 @@ def _logsumexp(x):
 
 
 @njit(inline="always", **_NOPY)
-def _row_exp(score, t, es):
+def row_exp(score, t, es):
     """es[t, j] = exp(score[t, j] - m) with m the row's maximum; returns m."""
     L = score.shape[1]
     m = score[t, 0]
@@ -98,6 +98,19 @@ def _row_exp(score, t, es):
     for j in range(L):
         es[t, j] = np.exp(score[t, j] - m)
     return m
+
+
+@njit(inline="always", **_NOPY)
+def back_step(beta, t, expM, es, r, inv, tmp):
+    """One scaled backward step: beta[t, i] = sum_j expM[i, j] * es[r, j] * beta[t+1, j] * inv."""
+    L = expM.shape[0]
+    for j in range(L):
+        tmp[j] = es[r, j] * beta[t + 1, j] * inv
+    for i in range(L):
+        acc = 0.0
+        for j in range(L):
+            acc += expM[i, j] * tmp[j]
+        beta[t, i] = acc
 
 
 @njit(inline="always", **_NOPY)
@@ -126,7 +139,7 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
     L = expM.shape[0]
     logz = 0.0
     for t in range(T):
-        m = _row_exp(score, t, es)
+        m = row_exp(score, t, es)
         s = 0.0
         if t == 0:
             for j in range(L):
@@ -181,14 +194,7 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
         beta[T - 1, j] = 1.0
     tmp = np.empty(L)
     for t in range(T - 2, -1, -1):
-        inv = 1.0 / scale[t + 1]
-        for j in range(L):
-            tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
-        for i in range(L):
-            acc = 0.0
-            for j in range(L):
-                acc += expM[i, j] * tmp[j]
-            beta[t, i] = acc
+        back_step(beta, t, expM, es, t + 1, 1.0 / scale[t + 1], tmp)
     return logz
 
 
@@ -424,7 +430,7 @@ def pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale):
     L = score.shape[1]
     logz = 0.0
     for t in range(T):
-        m = _row_exp(score, t, es)
+        m = row_exp(score, t, es)
         s = 0.0
         if t == 0:
             for j in range(L):
@@ -488,14 +494,7 @@ def pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale):
                 beta[T - 1, j] = 1.0
             tmp = np.empty(L)
             for t in range(T - 2, -1, -1):
-                inv = 1.0 / scale[t + 1]
-                for j in range(L):
-                    tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
-                for i in range(L):
-                    acc = 0.0
-                    for j in range(L):
-                        acc += expM[t + 1, i, j] * tmp[j]
-                    beta[t, i] = acc
+                back_step(beta, t, expM[t + 1], es, t + 1, 1.0 / scale[t + 1], tmp)
             return logz
     logz = _pd_log(score, T, M, es, beta)
     for t in range(T):

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions,
-                    pd_forward_backward, pd_node, transition_matrix)
+                    pd_forward_backward, pd_node, row_exp, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 _EXACT_BELOW = 1e-6
@@ -57,15 +57,8 @@ def pair_scores_ok(pair_s) -> bool:
 
 @njit(**_NOPY)
 def _exp_rows(score, T, es, shift):
-    L = score.shape[1]
     for t in range(T):
-        m = score[t, 0]
-        for j in range(1, L):
-            if score[t, j] > m:
-                m = score[t, j]
-        shift[t] = m
-        for j in range(L):
-            es[t, j] = np.exp(score[t, j] - m)
+        shift[t] = row_exp(score, t, es)
 
 
 @njit(**_NOPY)
