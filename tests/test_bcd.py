@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import random_sequences
+from conftest import markov_corpus, random_sequences
 from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.objective import Objective, Regularization
@@ -20,26 +20,9 @@ LABELS = ["A", "B", "C"]
 
 
 def learnable(seed, n_seq=50):
-    """Markov-chain labels; a signature attribute right 85% of the time, noise words, a real-valued one."""
-    rng = np.random.default_rng(seed)
-    P = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.3, 0.1, 0.6]])
-    X, Y = [], []
-    for _ in range(n_seq):
-        T = int(rng.integers(2, 9))
-        y = [int(rng.integers(3))]
-        for _t in range(1, T):
-            y.append(int(rng.choice(3, p=P[y[-1]])))
-        x = []
-        for lab in y:
-            sig = lab if rng.random() < 0.85 else int(rng.integers(3))
-            tok = [f"sig={LABELS[sig]}", f"w={int(rng.integers(15))}"]
-            if rng.random() < 0.4:
-                tok.append(("len", float(rng.uniform(-1, 1))))
-            x.append(tok)
-        x[0].append("BOS")               # once per sequence: its diagonal is exact
-        X.append(x)
-        Y.append([LABELS[k] for k in y])
-    return X, Y
+    """Markov-chain labels; a signature attribute right 85% of the time, noise words, a real-valued one,
+    and BOS once per sequence (its diagonal is exact)."""
+    return markov_corpus(seed, n_seq, noise=("w", 15, 1), real_range=(-1.0, 1.0), bos=True)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import markov_corpus
 from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.kernels import sag as K
@@ -23,24 +24,7 @@ L2 = 0.05
 
 def corpus(seed, n_seq=30):
     """Markov-chain labels; a token shows its label's signature attribute 85% of the time, plus noise."""
-    rng = np.random.default_rng(seed)
-    P = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.3, 0.1, 0.6]])
-    X, Y = [], []
-    for _ in range(n_seq):
-        T = int(rng.integers(2, 9))
-        y = [int(rng.integers(3))]
-        for _t in range(1, T):
-            y.append(int(rng.choice(3, p=P[y[-1]])))
-        x = []
-        for lab in y:
-            sig = lab if rng.random() < 0.85 else int(rng.integers(3))
-            tok = [f"sig={LABELS[sig]}"] + [f"noise={int(rng.integers(12))}" for _ in range(2)]
-            if rng.random() < 0.4:
-                tok.append(("len", float(rng.uniform(0, 2))))
-            x.append(tok)
-        X.append(x)
-        Y.append([LABELS[k] for k in y])
-    return X, Y
+    return markov_corpus(seed, n_seq)
 
 
 @pytest.fixture(scope="module")
