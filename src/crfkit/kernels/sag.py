@@ -256,6 +256,18 @@ def _add_part(orow, vec, b, k0, k1, feat_label, x):
         orow[feat_label[k0 + q]] += vec[b + q] * x
 
 
+@njit(inline="always", **_NOPY)
+def _add_scattered(orow, vec, local, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, scale):
+    """The second loop of an emission walk: the occurrences of token tt whose attribute is not full,
+    read from ``vec`` at the global offsets (``attr_ptr``) or, when ``local``, at the example-local
+    ones (``obase``), their values times ``scale``."""
+    for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
+        a = attr[e]
+        if not full[a]:
+            b = obase[e - e0] if local else attr_ptr[a]
+            _add_part(orow, vec, b, attr_ptr[a], attr_ptr[a + 1], feat_label, val[e] * scale)
+
+
 # The walks below handle an example's occurrences in two loops: the full-row attributes (contiguous,
 # vectorised) in the first, the others (a scatter through feat_label) in a second one run only when
 # the token has some.  A scatter branch inside the first loop keeps LLVM from vectorising it: the
@@ -325,11 +337,7 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
             else:
                 part = True
         if part:
-            for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
-                a = attr[e]
-                if not full[a]:
-                    k0 = attr_ptr[a]
-                    _add_part(orow, v, k0, k0, attr_ptr[a + 1], feat_label, val[e] * beta)
+            _add_scattered(orow, v, False, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, beta)
     la = alast[na]
     if la < t:
         _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
@@ -522,10 +530,7 @@ def local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obas
             else:
                 part = True
         if part:
-            for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
-                a = attr[e]
-                if not full[a]:
-                    _add_part(orow, gloc, obase[e - e0], attr_ptr[a], attr_ptr[a + 1], feat_label, val[e])
+            _add_scattered(orow, gloc, True, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, 1.0)
 
 
 @njit(**_NOPY)
