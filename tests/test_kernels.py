@@ -344,3 +344,47 @@ def test_fallback_random_large_transitions():
         marg, logz = model.marginals(model.encode(X))
         assert logz[0] == pytest.approx(ref["logz"], rel=1e-12)
         np.testing.assert_allclose(marg, ref["node"], atol=1e-10)
+
+
+# ------------------------------------------------------------------ vector helpers of the per-example kernels
+def test_vector_exp_is_within_one_ulp_of_libm():
+    x = np.concatenate([np.linspace(-708.0, 709.0, 200_001), [0.0, -0.0, -1e-300, 1e-300]])
+    got = chain.exp_minus(x.reshape(-1, 1), 0.0).ravel()
+    ref = np.exp(x)
+    assert np.abs(got.view(np.int64) - ref.view(np.int64)).max() <= 1
+    m = np.random.default_rng(0).standard_normal((7, 5))
+    np.testing.assert_allclose(chain.exp_minus(m, 0.5), np.exp(m - 0.5), rtol=2.3e-16, atol=0)
+    edge = chain.exp_minus(np.array([-800.0, -708.5, 710.0, np.nan, -np.inf, np.inf]), 0.0)
+    assert edge[0] == 0.0 and edge[1] == 0.0 and edge[2] == np.inf and np.isnan(edge[3])
+    assert edge[4] == 0.0 and edge[5] == np.inf
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), L=st.integers(1, 5), support=st.sampled_from(["observed", "all"]))
+def test_row_emissions_are_the_scattered_ones(seed, L, support):
+    """emissions_rows (full label rows as vectors, the rest scattered) gives emissions' scores, to the
+    rounding of the changed summation order; full_rows flags exactly the attributes with every label in order."""
+    rng = np.random.default_rng(seed)
+    labels = [f"l{k}" for k in range(L)]
+    X, Y = [], []
+    for _ in range(int(rng.integers(1, 6))):
+        T = int(rng.integers(1, 7))
+        X.append([[f"a{int(rng.integers(8))}" for _ in range(int(rng.integers(0, 4)))]
+                  + ([("r", float(rng.normal()))] if rng.random() < 0.5 else []) for _ in range(T)])
+        Y.append([labels[int(rng.integers(L))] for _ in range(T)])
+    space, corpus = build(X, Y, support=support)
+    full = chain.full_rows(space.attr_ptr, space.feat_label, space.n_labels)
+    for a in range(len(space.attr_ptr) - 1):
+        labs = space.feat_label[space.attr_ptr[a]:space.attr_ptr[a + 1]]
+        assert bool(full[a]) == (len(labs) == space.n_labels and np.array_equal(labs, np.arange(space.n_labels)))
+    if support == "all":
+        assert full.all()
+    w = rng.standard_normal(space.n_features)
+    c = corpus
+    for i in range(c.n_sequences):
+        t0, t1 = int(c.seq_ptr[i]), int(c.seq_ptr[i + 1])
+        want = np.empty((t1 - t0, space.n_labels))
+        got = np.empty_like(want)
+        chain.emissions(c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, w, 0.7, want)
+        chain.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, full, w, 0.7, got)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)

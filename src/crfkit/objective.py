@@ -27,6 +27,7 @@ import numpy as np
 from .corpus import Corpus
 from .errors import CrfkitError, DataError
 from .kernels import batch, oracle as _oracle
+from .kernels.chain import full_rows
 from .model import FeatureSpace
 from .parallel import n_chunks
 
@@ -122,6 +123,16 @@ class Objective:
     def _args(self):
         c, s = self.corpus, self.space
         return c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index
+
+    @property
+    def full_rows(self) -> np.ndarray:
+        """Per attribute, 1 when its features are every label in order (the per-example kernels read
+        those as vectors; :func:`crfkit.kernels.chain.full_rows`)."""
+        f = self.__dict__.get("_full_rows")
+        if f is None or f.shape[0] != len(self.space.attr_ptr) - 1:
+            s = self.space
+            f = self._full_rows = full_rows(s.attr_ptr, s.feat_label, s.n_labels)
+        return f
 
     EXP_BOUND = 300.0
 
@@ -238,9 +249,11 @@ class Objective:
         if self.space.n_dense:
             t0 = int(self.corpus.seq_ptr[i])
             xs = float(beta) * (self.corpus.dense[t0:t0 + T] @ self.space.dense_weights(v))
-            loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge, xs)
+            loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge,
+                                           self.full_rows, xs)
         else:
-            loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge)
+            loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge,
+                                           self.full_rows)
         self.n_oracle += 1
         return float(loss), node[:T], edge
 
@@ -253,7 +266,7 @@ class Objective:
         self._no_bigram("the per-example gradient")
         c, s = self.corpus, self.space
         _oracle.apply_gradient(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
-                               s.trans_index, s.n_state, int(i), node, edge, float(coef), v)
+                               s.trans_index, s.n_state, int(i), node, edge, float(coef), v, self.full_rows)
         if s.n_dense:
             t0, t1 = int(c.seq_ptr[i]), int(c.seq_ptr[i + 1])
             r = np.array(node[:t1 - t0], dtype=np.float64, copy=True)

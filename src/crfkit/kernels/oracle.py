@@ -13,17 +13,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import FAST, add_scores, edge_marginal_sum, emissions, forward_backward, gold_score, transition_matrix
+from .chain import (FAST, add_full_row, add_scores, edge_marginal_sum, emissions_rows, exp_minus, forward_backward, gold_score,
+                    transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 
 @njit(**_NOPY)
 def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                    v, beta, n_state, i, node, edge, xs=None):
+                    v, beta, n_state, i, node, edge, full, xs=None):
     """Loss -log p(y_i|x_i) at w = beta*v; node marginals into node[:T], summed edge marginals into edge.
 
     ``node`` must have at least T rows; ``edge`` (L x L) is overwritten.
+    ``full``: :func:`crfkit.kernels.chain.full_rows` of the feature space (those
+    attributes' label rows are read as vectors).
     ``xs`` (T x L, optional): extra emission scores of the sequence's tokens
     (the dense block's ``beta * X_i @ V``).
     """
@@ -38,12 +41,12 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
         return 0.0
     trans = transition_matrix(v, beta, n_state, trans_index)
     tmax = trans.max()
-    expM = np.exp(trans - tmax)
+    expM = exp_minus(trans, tmax)
     score = np.empty((T, L))
     es = np.empty((T, L))
     beta_m = np.empty((T, L))
     scale = np.empty(T)
-    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, v, beta, score)
     if xs is not None:
         add_scores(xs, 0, T, score)
     logz = forward_backward(score, T, trans, expM, tmax, es, node, beta_m, scale)
@@ -56,27 +59,38 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
 
 @njit(**_NOPY)
 def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                   n_state, i, node, edge, coef, v):
+                   n_state, i, node, edge, coef, v, full):
     """v += coef * grad_i, where grad_i is the gradient of -log p(y_i|x_i) given by its marginals.
 
     Touches only the state features of attributes that occur in sequence i and
     the transition features. To take a step ``w -= eta * grad_i`` on
-    ``w = beta * v`` pass ``coef = -eta / beta``.
+    ``w = beta * v`` pass ``coef = -eta / beta``.  ``full``: as in
+    :func:`sequence_oracle` (full rows first, as vectors, then the others).
     """
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
+    pm = np.empty(L)
     for t in range(T):
         yt = y[t0 + t]
+        nr = node[t]
+        for l in range(L):
+            pm[l] = nr[l]
+        pm[yt] -= 1.0
+        part = False
         for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
             a = attr[e]
-            c = coef * val[e]
-            for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                l = feat_label[k]
-                p = node[t, l]
-                if l == yt:
-                    p -= 1.0
-                v[k] += c * p
+            if full[a]:
+                add_full_row(v[attr_ptr[a]:attr_ptr[a] + L], pm, 0, coef * val[e])
+            else:
+                part = True
+        if part:
+            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                a = attr[e]
+                if not full[a]:
+                    c = coef * val[e]
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        v[k] += c * pm[feat_label[k]]
     for a in range(L):
         for b in range(L):
             k = trans_index[a, b]

@@ -41,13 +41,11 @@ attributes) are handled as contiguous label rows, which numba vectorises.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, edge_marginal_sum, emissions, forward_backward, gold_score, log_partition,
-                    transition_matrix)
+from .chain import (FAST, add_full_row, add_part_row, edge_marginal_sum, emissions, exp_minus, forward_backward,
+                    full_rows, gold_score, log_partition, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -155,26 +153,6 @@ def tree_build(tsum, tmax, tmin, Li):
         tree_set(tsum, tmax, tmin, i, Li[i])
 
 
-# ------------------------------------------------------------ attribute rows
-@njit(**_NOPY)
-def full_rows(attr_ptr, feat_label, n_labels):
-    """1 for the attributes whose features are the labels 0..L-1 in this order (a contiguous row of L
-    weights, so that their loops are vector operations over the labels), 0 for the others."""
-    na = attr_ptr.shape[0] - 1
-    out = np.zeros(na, dtype=np.int8)
-    for a in range(na):
-        k0 = attr_ptr[a]
-        if attr_ptr[a + 1] - k0 != n_labels:
-            continue
-        ok = 1
-        for l in range(n_labels):
-            if feat_label[k0 + l] != l:
-                ok = 0
-                break
-        out[a] = ok
-    return out
-
-
 def max_occurrences(seq_ptr, tok_ptr) -> int:
     """The largest number of attribute occurrences of one sequence (a bound on its distinct attributes)."""
     if len(seq_ptr) < 2:
@@ -192,70 +170,6 @@ def max_coordinates(seq_ptr, tok_ptr, attr, attr_ptr, n_trans) -> int:
     return max(int(per.max()) + int(n_trans), 1)
 
 
-# ------------------------------------------------------------ exponentials
-# The L x L exponentials exp(trans - tmax) of every oracle call and line-search trial are the
-# largest single cost of a SAG iteration on a dense label set when each goes through libm one by
-# one (numba has no vector exp without Intel SVML).  _exp_minus is a vectorisable exp: Cody-Waite
-# reduction x = k ln2 + r, |r| <= ln2/2, degree-13 Taylor polynomial, 2^k from the exponent bits;
-# within 1 ulp of libm's exp (rounding-level), 0 below -708, inf above 709, NaN for NaN.
-_LOG2E = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
-_EXACT = dict(cache=True, nogil=True, fastmath={"contract"})   # no reassociation: it would undo the reduction
-
-
-@njit(**_EXACT)
-def _exp_minus(m, shift):
-    """exp(m - shift) elementwise for a C-contiguous array ``m`` (a new array of its shape)."""
-    out = np.empty_like(m)
-    x = m.ravel()
-    o = out.ravel()
-    n = x.shape[0]
-    kb = np.empty(n, dtype=np.int64)
-    c = _EXP_C
-    for i in range(n):
-        xi = min(max(x[i] - shift, -708.0), 709.0)
-        kf = np.floor(xi * _LOG2E + 0.5)
-        r = (xi - kf * _LN2_HI) - kf * _LN2_LO
-        p = c[13]
-        p = p * r + c[12]
-        p = p * r + c[11]
-        p = p * r + c[10]
-        p = p * r + c[9]
-        p = p * r + c[8]
-        p = p * r + c[7]
-        p = p * r + c[6]
-        p = p * r + c[5]
-        p = p * r + c[4]
-        p = p * r + c[3]
-        p = p * r + c[2]
-        p = p * r + 1.0
-        o[i] = p * r + 1.0
-        kb[i] = (np.int64(kf) + 1023) << 52
-    two_k = kb.view(np.float64)
-    for i in range(n):
-        xi = x[i] - shift
-        o[i] = 0.0 if xi < -708.0 else (np.inf if xi > 709.0 else o[i] * two_k[i])
-    return out
-
-
-@njit(inline="always", **_NOPY)
-def _add_full(orow, vec, b, x):
-    """orow += vec[b:b + L] * x: one occurrence of an attribute whose features are every label in order."""
-    L = orow.shape[0]
-    vr = vec[b:b + L]
-    for l in range(L):
-        orow[l] += vr[l] * x
-
-
-@njit(inline="always", **_NOPY)
-def _add_part(orow, vec, b, k0, k1, feat_label, x):
-    """orow[label of feature k] += vec[b + k - k0] * x for the features k0..k1 of one attribute occurrence."""
-    for q in range(k1 - k0):
-        orow[feat_label[k0 + q]] += vec[b + q] * x
-
-
 @njit(inline="always", **_NOPY)
 def _add_scattered(orow, vec, local, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, scale):
     """The second loop of an emission walk: the occurrences of token tt whose attribute is not full,
@@ -265,13 +179,11 @@ def _add_scattered(orow, vec, local, tt, e0, tok_ptr, attr, val, attr_ptr, feat_
         a = attr[e]
         if not full[a]:
             b = obase[e - e0] if local else attr_ptr[a]
-            _add_part(orow, vec, b, attr_ptr[a], attr_ptr[a + 1], feat_label, val[e] * scale)
+            add_part_row(orow, vec, b, attr_ptr[a], attr_ptr[a + 1], feat_label, val[e] * scale)
 
 
-# The walks below handle an example's occurrences in two loops: the full-row attributes (contiguous,
-# vectorised) in the first, the others (a scatter through feat_label) in a second one run only when
-# the token has some.  A scatter branch inside the first loop keeps LLVM from vectorising it: the
-# one-loop form was 4.5x slower on OCR's full rows (benchmarks/sag_kernel_speed.py).
+# The walks below take an example's full-row attributes and its other ones in two loops, as
+# crfkit.kernels.chain.emissions_rows does (see the note on attribute rows there).
 
 
 # ----------------------------------------------------------- lazy dense term
@@ -333,7 +245,7 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
                     alast[a] = t
             obase[e - e0] = mark[a, 1]
             if full[a]:
-                _add_full(orow, v, k0, val[e] * beta)
+                add_full_row(orow, v, k0, val[e] * beta)
             else:
                 part = True
         if part:
@@ -399,7 +311,7 @@ def _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, bm
     if T == 0:
         return 0.0, trans
     tmax = trans.max()
-    expM = _exp_minus(trans, tmax)
+    expM = exp_minus(trans, tmax)
     logz = forward_backward(score, T, trans, expM, tmax, es, node, bm, scale)
     edge_marginal_sum(T, expM, es, node, bm, scale, score, trans, logz, edge)
     for r in range(T):
@@ -438,7 +350,7 @@ def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, e
             for b in range(Lab):
                 tr2[a, b] = trans[a, b] - inv * gtr[a, b]
         tmax = tr2.max()
-        expM = _exp_minus(tr2, tmax)
+        expM = exp_minus(tr2, tmax)
         fp = log_partition(sc2, T, tr2, expM, tmax, es, alpha, scale) - gold_score(sc2, y, t0, T, tr2)
         nev += 1
         if fp < f - gnorm2 * 0.5 * inv or nev > LS_MAX_DOUBLINGS:
@@ -526,7 +438,7 @@ def local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obas
         for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
             a = attr[e]
             if full[a]:
-                _add_full(orow, gloc, obase[e - e0], val[e])
+                add_full_row(orow, gloc, obase[e - e0], val[e])
             else:
                 part = True
         if part:

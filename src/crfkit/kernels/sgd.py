@@ -76,13 +76,14 @@ def adagrad_catch_up_all(w, G, last, t, eta, dlt, l2):
 
 @njit(**_NOPY)
 def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-            method, eta, l2, dlt, t_target, v, c, G, last, fsc, isc, rng, node, edge, gbuf):
+            method, eta, l2, dlt, t_target, v, c, G, last, fsc, isc, rng, node, edge, gbuf, full):
     """Iterations (one uniformly drawn example each) until ``isc[I_T] == t_target``.
 
     SG: ``w <- (1 - eta l2) w - eta g_i``; Pegasos: the same with ``eta_t =
     eta / (l2 t)``; ASG: SG plus the running sum of the iterates; AdaGrad: the
     proximal diagonal step (see the module docstring; ``v`` is ``w`` itself).
-    Returns 0, or 1 when an SG/ASG step makes ``1 - eta l2 <= 0``.
+    Returns 0, or 1 when an SG/ASG step makes ``1 - eta l2 <= 0``.  ``full``:
+    :func:`crfkit.kernels.chain.full_rows`.
     """
     n = seq_ptr.shape[0] - 1
     average = method == ASG
@@ -92,9 +93,9 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         if method == ADAGRAD:
             adagrad_catch_up(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, G, last, t - 1, eta, dlt, l2)
             sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                            v, 1.0, n_state, i, node, edge)
+                            v, 1.0, n_state, i, node, edge, full)
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, 1.0, gbuf)
+                           n_state, i, node, edge, 1.0, gbuf, full)
             for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
                 a = attr[e]
                 for k in range(attr_ptr[a], attr_ptr[a + 1]):
@@ -117,7 +118,7 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
             continue
         beta = fsc[F_BETA]
         sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                        v, beta, n_state, i, node, edge)
+                        v, beta, n_state, i, node, edge, full)
         step = eta / (l2 * t) if method == PEGASOS else eta
         shrink = 1.0 - step * l2
         if shrink <= 0.0 and method != PEGASOS:
@@ -133,26 +134,15 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         fsc[F_STEP] = step
         if not average:
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, -step / beta, v)
+                           n_state, i, node, edge, -step / beta, v, full)
         else:
+            # v += coef g and the compensation c -= B coef g (S = B v + c unchanged), as two sparse walks
             B = fsc[F_B]
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, 1.0, gbuf)
             coef = -step / beta
-            for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-                a = attr[e]
-                for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                    g = gbuf[k]
-                    if g != 0.0:
-                        dv = coef * g
-                        v[k] += dv
-                        c[k] -= dv * B
-                        gbuf[k] = 0.0
-            for k in range(n_state, n_state + n_trans):
-                dv = coef * gbuf[k]
-                v[k] += dv
-                c[k] -= dv * B
-                gbuf[k] = 0.0
+            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                           n_state, i, node, edge, coef, v, full)
+            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                           n_state, i, node, edge, -coef * B, c, full)
             fsc[F_B] = B + beta
         isc[I_T] = t
         if abs(beta) < FOLD_BELOW:

@@ -115,7 +115,7 @@ class _Run:
         self.pm = np.empty((maxT, L))
         self.dp = np.empty((maxT, L))
         # per attribute (plus one entry for the transition block): see kernels.sag.catch_up_emissions
-        self.full = K.full_rows(s.attr_ptr, s.feat_label, L)
+        self.full = obj.full_rows
         na = len(s.attr_ptr) - 1
         self.alast = np.zeros(na + 1, dtype=np.int64)
         self.mark = np.zeros((na + 1, 2), dtype=np.int64)
