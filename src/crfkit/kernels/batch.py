@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, edge_marginal_sum, emissions,
+from .chain import (FAST, emissions_rows, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, edge_marginal_sum, emissions,
                     forward_backward, gold_score, log_partition, pd_edge, pd_forward_backward, pd_gold_score,
                     pd_log_partition, pd_node, pd_viterbi, transition_matrix, viterbi)
 
@@ -360,7 +360,7 @@ def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds,
-               ids, path_score, marg, logz, labels, label_score, xs):
+               ids, path_score, marg, logz, labels, label_score, xs, full):
     """Per sequence, whatever is asked for (a zero-length output array means "not wanted"):
 
     * ``ids`` (n_tokens) and ``path_score`` (n_seq): the Viterbi path and its score;
@@ -368,7 +368,10 @@ def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w
     * ``label_score`` (n_seq): the score of the given path ``labels`` (n_tokens).
 
     Emission scores are computed once per sequence for all of them; ``xs``
-    (n_tokens x L, or no rows) holds extra emission scores (the dense block's).
+    (n_tokens x L, or no rows) holds extra emission scores (the dense block's);
+    ``full``: :func:`crfkit.kernels.chain.full_rows` (those rows read as
+    vectors), or an empty array when no attribute has a full row (the plain
+    scatter is then a little faster).
     """
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
@@ -398,7 +401,10 @@ def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w
                 if want_score:
                     label_score[s] = 0.0
                 continue
-            emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
+            if full.shape[0] > 0:
+                emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+            else:
+                emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
             add_scores(xs, t0, T, score)
             if want_path:
                 path_score[s] = viterbi(score, T, trans, ids, t0)
