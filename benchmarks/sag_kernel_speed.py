@@ -13,9 +13,14 @@ For OCR (``support="all"``) and CoNLL-2000, in the same run:
 * ``full gradient``: one ``Objective.value_and_grad`` (min over repeats of a
   mean over several calls), and the ratios pass / full gradient.
 
+With ``--baselines sg,asg,adagrad,pegasos`` it also prints the seconds per
+pass of those stochastic baselines (step 0.1, one thread, monitoring
+subtracted), which share the per-example oracle of :mod:`crfkit.kernels.oracle`.
+
 The machine may be shared: compare figures from the same run only.
 
     .venv/bin/python benchmarks/sag_kernel_speed.py [--passes 5] [--repeats 3] [--sets ocr,conll2000]
+        [--baselines sg,asg,adagrad,pegasos]
 """
 from __future__ import annotations
 
@@ -58,6 +63,23 @@ def per_pass_kernel(corpus, space, reg, passes, repeats):
     return best
 
 
+def per_pass_baseline(method, corpus, space, reg, passes, repeats):
+    """Seconds per pass of a classic stochastic baseline (eta 0.1, or 1 for pegasos), one thread."""
+    from crfkit.optim import sgd as G
+    fn = getattr(G, method)
+    eta = 1.0 if method == "pegasos" else 0.1
+    fn(Objective(corpus, space, reg, threads=1), None, reg=reg, max_iterations=1, eta=eta)   # compile
+    best = np.inf
+    for _ in range(repeats):
+        obj = Objective(corpus, space, reg, threads=1)
+        mon = [0.0]
+        t = time.perf_counter()
+        fn(obj, None, reg=reg, max_iterations=passes, eta=eta,
+           callback=lambda info: mon.__setitem__(0, info["monitor_s"]))
+        best = min(best, (time.perf_counter() - t - mon[0]) / passes)
+    return best
+
+
 def full_grad(corpus, space, reg, repeats, calls=5):
     obj = Objective(corpus, space, reg)
     w = np.zeros(space.n_features)
@@ -76,6 +98,7 @@ def main(argv=None):
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sets", default="ocr,conll2000")
+    ap.add_argument("--baselines", default="", help="comma-separated: sg, asg, adagrad, pegasos")
     a = ap.parse_args(argv)
     for name in a.sets.split(","):
         b = D.load(name, support="all") if name.startswith("ocr") else D.load(name)
@@ -87,6 +110,9 @@ def main(argv=None):
         print(f"{name:10s} n={corpus.n_sequences} features={space.n_features}: sag-nus* pass {sp * 1e3:8.2f} ms, "
               f"kernel {sk * 1e3:8.2f} ms; full gradient {fg * 1e3:8.2f} ms; "
               f"ratios {sp / fg:6.2f} {sk / fg:6.2f}", flush=True)
+        for m in filter(None, a.baselines.split(",")):
+            bp = per_pass_baseline(m, corpus, space, reg, a.passes, a.repeats)
+            print(f"{name:10s} {m:8s} pass {bp * 1e3:8.2f} ms ({bp / sp:5.2f}x sag-nus*)", flush=True)
 
 
 if __name__ == "__main__":
