@@ -55,9 +55,12 @@ def test_converges_to_the_lbfgs_optimum(problem, alg, params):
 
 
 # ------------------------------------------------------------------ dense reference
-def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a"):
-    """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate every step."""
+def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False):
+    """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate every step
+    (``ls_skip``: the line-search skipping of the per-example L_i methods, written out the same way)."""
     n, p, l2 = obj.n, obj.n_features, obj.reg.l2
+    skip_left, streak = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    per_example = method in (K.SAG_NUS, K.SAG_NUS_STAR, K.SAGA_NUS)
     rng = S.seed_state(seed)
 
     def U():
@@ -135,15 +138,27 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a"):
                 lo = known.min() if mk else lbar
                 pmin = min(lo, lbar) / total if mk < n else lo / total
             known_j = kpos[j] < mk
+            skipping = ls_skip and per_example and known_j and skip_left[j] > 0
             if method in (K.SAG, K.SAGA):
                 Lstart = Lg
+            elif skipping:
+                Lstart = Li[j]
             elif method == K.SAG_NUS:
                 Lstart = 0.5 * Li[j] if known_j else L0
             else:
                 Lstart = 0.9 * Li[j] if known_j else 0.5 * lbar
             f, g = grad(j, w)
-            Lnew, nev = lsearch(j, f, g, Lstart)
+            Lnew, nev = (Lstart, 0) if skipping else lsearch(j, f, g, Lstart)
             evals += 1 + nev
+            if ls_skip and per_example:
+                if skipping:
+                    skip_left[j] -= 1
+                elif g @ g > K.LS_MIN_GNORM2:
+                    if nev == 1:
+                        streak[j] = min(streak[j] + 1, K.LS_SKIP_MAX_STREAK)
+                        skip_left[j] = 2 ** (streak[j] - 1)
+                    else:
+                        streak[j] = 0
             saga_b = method in (K.SAGA, K.SAGA_NUS) and step == "b"
             diff_j = g - s[j]
             if not saga_b:
@@ -190,15 +205,30 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a"):
     return out
 
 
-@pytest.mark.parametrize("alg,step", [("sag", "a"), ("sag-nus", "a"), ("sag-nus*", "a"), ("saga", "a"),
-                                      ("saga", "b"), ("saga-nus", "b"), ("saga-nus", "a")])
-def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step):
+@pytest.mark.parametrize("alg,step,skip", [("sag", "a", False), ("sag-nus", "a", False), ("sag-nus*", "a", True),
+                                           ("sag-nus*", "a", False), ("sag-nus", "a", True), ("saga", "a", False),
+                                           ("saga", "b", False), ("saga-nus", "b", False), ("saga-nus", "a", True)])
+def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip):
+    """Every method against its dense transcription; sag-nus* with its default line-search skipping and
+    without, the skipping on the other per-example-L_i methods too."""
     obj = objective(problem)
     seen = []
     kw = {"step": step} if alg.startswith("saga") else {}
-    resolve(alg)(obj, None, reg=obj.reg, max_iterations=4, callback=lambda info: seen.append(info["x"]),
-                 seed=3, delta=0.0, **kw)
-    ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step)
+    if alg in ("sag-nus", "sag-nus*", "saga-nus") and skip != (alg == "sag-nus*"):
+        kw["ls_skip"] = skip
+    states = []
+
+    def cb(info):
+        seen.append(info["x"])
+        states.append(info["state"]())
+
+    resolve(alg)(obj, None, reg=obj.reg, max_iterations=4, callback=cb, seed=3, delta=0.0, **kw)
+    streak = states[-1]["ls_skip_streak"]
+    if skip and alg != "sag-nus":     # (sag-nus halves L_i before each line search: it rarely passes at once)
+        assert streak.max() >= 2 and states[-1]["ls_skip_left"].max() >= 1   # line searches were skipped
+    elif not skip:
+        assert not streak.any()
+    ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step, ls_skip=skip)
     for x, r in zip(seen, ref):
         np.testing.assert_allclose(x, r, rtol=1e-9, atol=1e-11)
 

@@ -64,6 +64,8 @@ BETA_FLOOR = 1e-100
 # Algorithm 1, line 11: the line search runs only when ||g_i||^2 > this
 LS_MIN_GNORM2 = 1e-8
 LS_MAX_DOUBLINGS = 60
+# line-search skipping: at most 2^(this - 1) line searches of one example skipped in a row
+LS_SKIP_MAX_STREAK = 20
 
 _U53 = 1.0 / 9007199254740992.0
 
@@ -581,9 +583,9 @@ def _mark_stored(i, perm, pos, isc):
 # --------------------------------------------------------------- the driver
 @njit(**_NOPY)
 def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-            method, step_rule, l2, L0, eval_target,
-            v, d, alast, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, tsum, tmax, tmin,
-            fsc, isc, rng, mark, ulist, ulist2, obase, node, edge, gloc, dloc, dloc2, pm, dp,
+            method, step_rule, l2, L0, eval_target, ls_skip,
+            v, d, alast, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, skip_left, skip_streak,
+            tsum, tmax, tmin, fsc, isc, rng, mark, ulist, ulist2, obase, node, edge, gloc, dloc, dloc2, pm, dp,
             score, shift, sc2, es, alpha, scale):
     """Iterate until ``isc[I_EVALS] >= eval_target`` (evaluations: oracle calls plus line-search forward passes).
 
@@ -597,6 +599,13 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
     :func:`catch_up_emissions`; ``ulist``, ``ulist2``, ``obase``: room for the
     attribute occurrences of an example (:func:`max_occurrences`); ``gloc``,
     ``dloc``, ``dloc2``: example-local buffers (:func:`max_coordinates`), zero.
+
+    ``ls_skip`` (methods with per-example ``L_i``: SAG-NUS, SAG-NUS*,
+    SAGA-NUS): line-search skipping.  ``skip_streak[i]`` counts the line
+    searches of example i in a row that accepted their starting estimate
+    without doubling; after the k-th such one the next ``2^(k-1)`` line
+    searches of i are skipped (``skip_left[i]``), ``L_i`` kept as it is (not
+    decreased, not tested); a line search that doubles resets the streak.
     """
     n = seq_ptr.shape[0] - 1
     decay = 2.0 ** (-1.0 / n)
@@ -650,9 +659,13 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
             pmin = lo / total
         known = kpos[j] < mk
         stored = pos[j] < m
+        per_example = method == SAG_NUS or method == SAG_NUS_STAR or method == SAGA_NUS
+        skipping = ls_skip and per_example and known and skip_left[j] > 0
         # ---- starting Lipschitz estimate for the line search
         if method == SAG or method == SAGA:
             Lstart = fsc[F_LG]
+        elif skipping:
+            Lstart = Li[j]
         elif method == SAG_NUS:
             Lstart = 0.5 * Li[j] if known else L0
         else:
@@ -661,9 +674,19 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
         store_j = not saga_b
         loss, g2, Lnew, nev, nu = process_example(
             seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-            j, store_j, stored, True, Lstart, v, beta, d, alast, cum, t, mark, ulist, obase, node_store,
+            j, store_j, stored, not skipping, Lstart, v, beta, d, alast, cum, t, mark, ulist, obase, node_store,
             trans_store, node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale)
         isc[I_EVALS] += nev
+        if ls_skip and per_example:
+            if skipping:
+                skip_left[j] -= 1
+            elif g2 > LS_MIN_GNORM2:
+                if nev == 2:        # the oracle and one trial: the starting estimate was accepted
+                    if skip_streak[j] < LS_SKIP_MAX_STREAK:
+                        skip_streak[j] += 1
+                    skip_left[j] = np.int64(1) << (skip_streak[j] - 1)
+                else:
+                    skip_streak[j] = 0
         if store_j:
             _mark_stored(j, perm, pos, isc)
         # ---- Lipschitz estimates

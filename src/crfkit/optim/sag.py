@@ -27,6 +27,18 @@ Five optimizers, each following the protocol of :mod:`crfkit.optim.stochastic`
     at ``0.5*Lbar`` the first time ``i`` is drawn and becomes ``0.9*L_i``
     before the line search each later time; step ``0.5 (1/L + 1/Lbar)`` with
     ``L = max_i L_i + l2``, ``Lbar = mean_i L_i + l2`` over seen examples.
+    With line-search skipping (``ls_skip``, on by default here): Le Priol,
+    Touati & Lacoste-Julien (section 4) describe the authors' code as
+    "SAG-NUS* (improved version of SAG with a line-search skipping scheme)"
+    without spelling the scheme out; ours: after k line searches of example
+    i in a row that accepted their starting ``0.9*L_i`` at once, the next
+    ``2^(k-1)`` visits of i skip the line search (no forward pass, ``L_i``
+    kept), and a line search that has to double ``L_i`` resets k.  It cuts
+    the evaluations per step from 2.2 to 1.4 (OCR, first 30 passes) and from
+    2.3 to 1.7 (CoNLL-2000, first 10 passes), and the passes to
+    ``f - f* <= 1e-4 f*`` from 87 to 50 (OCR) and from 65 to 47 (CoNLL-2000).
+    ``ls_skip=False`` is the scheme exactly as section 5 of the paper states
+    it; ``sag-nus`` and ``saga-nus`` take ``ls_skip=True`` as an option.
 ``saga``, ``saga-nus``
     The update of Proposition 1: ``w <- w - a [ (g_j - s_j)/(n p_j) +
     (1/n) sum_i s_i + l2 w ]`` (the regulariser's gradient exact, ``s_i`` the
@@ -61,7 +73,8 @@ marginals, ``d``, ``m`` and Lipschitz estimates: the stored loss gradients do
 not depend on ``l2``, so the path over a sequence of regularisation values
 starts each problem with a full memory.  Parameters: ``delta`` (stopping
 tolerance, default 1e-5 on the objective's gradient scale), ``L0`` (the
-initial Lipschitz estimate, default 1), and for the SAGA methods ``step``.
+initial Lipschitz estimate, default 1), for the SAGA methods ``step``, and for
+the per-example ``L_i`` methods ``ls_skip`` (see ``sag-nus*``).
 """
 from __future__ import annotations
 
@@ -144,6 +157,8 @@ class _Run:
             self.perm = np.arange(n, dtype=np.int64)
             self.kperm = np.arange(n, dtype=np.int64)
             self.Li = np.zeros(n)
+            self.skip_left = np.zeros(n, dtype=np.int64)
+            self.skip_streak = np.zeros(n, dtype=np.int64)
             self.fsc[K.F_LG] = L0
             self.fsc[K.F_LMAX] = L0
             self.fsc[K.F_STEP] = np.nan
@@ -156,6 +171,9 @@ class _Run:
             self.perm = np.array(state["perm"], dtype=np.int64, copy=True)
             self.kperm = np.array(state["kperm"], dtype=np.int64, copy=True)
             self.Li = np.array(state["Li"], dtype=np.float64, copy=True)
+            # line-search skipping counters (states written before they existed: none)
+            self.skip_left = np.array(state.get("ls_skip_left", np.zeros(n)), dtype=np.int64, copy=True)
+            self.skip_streak = np.array(state.get("ls_skip_streak", np.zeros(n)), dtype=np.int64, copy=True)
             self.isc[K.I_M] = int(state["m"])
             self.isc[K.I_MK] = int(state["mk"])
             self.fsc[K.F_LG] = float(state["L"])
@@ -190,6 +208,7 @@ class _Run:
             "algorithm": self.name, "iteration": self.iteration, "l2": self.l2,
             "x": self.v.copy(), "d": self.d.copy(), "node": self.node_store.copy(), "trans": self.trans_store.copy(),
             "perm": self.perm.copy(), "kperm": self.kperm.copy(), "Li": self.Li.copy(),
+            "ls_skip_left": self.skip_left.copy(), "ls_skip_streak": self.skip_streak.copy(),
             "m": int(self.isc[K.I_M]), "mk": int(self.isc[K.I_MK]), "evals": int(self.isc[K.I_EVALS]),
             "steps": int(self.isc[K.I_ITER]), "L": float(self.fsc[K.F_LG]), "Lmax": float(self.fsc[K.F_LMAX]),
             "step": float(self.fsc[K.F_STEP]), "rng": int(self.rng[0]),
@@ -203,12 +222,13 @@ class _Run:
     def naive_state_bytes(self) -> int:
         return int(self.n) * int(self.p) * 8
 
-    def run_until(self, method: int, step_rule: int, L0: float, target: int) -> int:
+    def run_until(self, method: int, step_rule: int, L0: float, target: int, ls_skip: bool = False) -> int:
         c, s = self.obj.corpus, self.obj.space
         return K.sag_run(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
                          s.trans_index, s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
-                         self.v, self.d, self.alast, self.cum, self.node_store, self.trans_store,
-                         self.perm, self.pos, self.kperm, self.kpos, self.Li, self.tsum, self.tmax, self.tmin,
+                         bool(ls_skip), self.v, self.d, self.alast, self.cum, self.node_store, self.trans_store,
+                         self.perm, self.pos, self.kperm, self.kpos, self.Li, self.skip_left, self.skip_streak,
+                         self.tsum, self.tmax, self.tmin,
                          self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.obase,
                          self.node, self.edge, self.gloc, self.dloc, self.dloc2, self.pm, self.dp,
                          self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
@@ -227,7 +247,8 @@ class _Run:
         return float(self.tmax[1]) if self.isc[K.I_MK] > 0 else float("nan")
 
 
-def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state, delta, L0, step_rule):
+def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state, delta, L0, step_rule,
+              ls_skip=False):
     check_supported(name, obj, reg)
     if not (delta >= 0):
         raise ValueError(f"{name}: delta must be >= 0")
@@ -253,7 +274,7 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
     try:
         while run.iteration < epochs:
             target = (run.iteration + 1) * n
-            rc = run.run_until(method, step_rule, L0, target)
+            rc = run.run_until(method, step_rule, L0, target, ls_skip)
             run.close_window()
             sync_counter()
             if rc != 0:
@@ -293,17 +314,19 @@ def sag(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, 
 
 
 def sag_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-            state: dict | None = None, delta: float = 1e-5, L0: float = 1.0) -> StochasticResult:
+            state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
+            ls_skip: bool = False) -> StochasticResult:
     """SAG with the non-uniform sampling of Schmidt, Le Roux & Bach (2013, 5.5); see the module docstring."""
     return _optimize("sag-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A)
+                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip)
 
 
 def sag_nus_star(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-                 state: dict | None = None, delta: float = 1e-5, L0: float = 1.0) -> StochasticResult:
+                 state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
+                 ls_skip: bool = True) -> StochasticResult:
     """SAG-NUS*, the sampling and step of 5 of the paper; see the module docstring."""
     return _optimize("sag-nus*", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A)
+                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip)
 
 
 def _step_rule(name, step):
@@ -320,7 +343,8 @@ def saga(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None,
 
 
 def saga_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-             state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "b") -> StochasticResult:
+             state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "b",
+             ls_skip: bool = False) -> StochasticResult:
     """SAGA sampling proportionally to the L_i, the update of Proposition 1; see the module docstring."""
     return _optimize("saga-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga-nus", step))
+                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga-nus", step), ls_skip=ls_skip)
