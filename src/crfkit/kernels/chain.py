@@ -103,10 +103,25 @@ def add_part_row(orow, vec, b, k0, k1, feat_label, x):
         orow[feat_label[k0 + q]] += vec[b + q] * x
 
 
+@njit(inline="always", **_NOPY)
+def add_scattered_rows(orow, vec, local, t, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, scale):
+    """The second loop of a row walk: the occurrences of token t whose attribute is not full, read from
+    ``vec`` at the global offsets (``attr_ptr``) or, when ``local``, at the example-local ones
+    (``obase[e - e0]``), their values times ``scale``."""
+    for e in range(tok_ptr[t], tok_ptr[t + 1]):
+        a = attr[e]
+        if not full[a]:
+            b = obase[e - e0] if local else attr_ptr[a]
+            add_part_row(orow, vec, b, attr_ptr[a], attr_ptr[a + 1], feat_label, val[e] * scale)
+
+
 @njit(**_NOPY)
-def emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, w, scale, out):
-    """:func:`emissions` with the full rows (``full``: :func:`full_rows`) as vector operations."""
+def row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, vec, scale, out, local, obase):
+    """The emission scores of tokens t0..t1-1 from ``vec`` (times ``scale``), full rows as vectors:
+    ``vec`` is the weight vector (``local`` False, ``obase`` unused) or an example-local one whose
+    occurrence ``e`` starts at ``obase[e - tok_ptr[t0]]`` (``local`` True; see kernels.sag)."""
     L = out.shape[1]
+    e0 = tok_ptr[t0]
     for t in range(t0, t1):
         orow = out[t - t0]
         for l in range(L):
@@ -115,15 +130,17 @@ def emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, w, sc
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
             a = attr[e]
             if full[a]:
-                add_full_row(orow, w, attr_ptr[a], val[e] * scale)
+                add_full_row(orow, vec, obase[e - e0] if local else attr_ptr[a], val[e] * scale)
             else:
                 part = True
         if part:
-            for e in range(tok_ptr[t], tok_ptr[t + 1]):
-                a = attr[e]
-                if not full[a]:
-                    k0 = attr_ptr[a]
-                    add_part_row(orow, w, k0, k0, attr_ptr[a + 1], feat_label, val[e] * scale)
+            add_scattered_rows(orow, vec, local, t, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, scale)
+
+
+@njit(**_NOPY)
+def emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, w, scale, out):
+    """:func:`emissions` with the full rows (``full``: :func:`full_rows`) as vector operations."""
+    row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, w, scale, out, False, attr_ptr)
 
 
 # The L x L exponentials exp(trans - tmax) of every per-example oracle call (and SAG line-search

@@ -44,8 +44,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_part_row, edge_marginal_sum, emissions, exp_minus, forward_backward,
-                    full_rows, gold_score, log_partition, transition_matrix)
+from .chain import (FAST, add_full_row, add_scattered_rows, edge_marginal_sum, emissions, exp_minus,
+                    forward_backward, full_rows, gold_score, log_partition, row_emissions, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -172,18 +172,6 @@ def max_coordinates(seq_ptr, tok_ptr, attr, attr_ptr, n_trans) -> int:
     return max(int(per.max()) + int(n_trans), 1)
 
 
-@njit(inline="always", **_NOPY)
-def _add_scattered(orow, vec, local, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, scale):
-    """The second loop of an emission walk: the occurrences of token tt whose attribute is not full,
-    read from ``vec`` at the global offsets (``attr_ptr``) or, when ``local``, at the example-local
-    ones (``obase``), their values times ``scale``."""
-    for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
-        a = attr[e]
-        if not full[a]:
-            b = obase[e - e0] if local else attr_ptr[a]
-            add_part_row(orow, vec, b, attr_ptr[a], attr_ptr[a + 1], feat_label, val[e] * scale)
-
-
 # The walks below take an example's full-row attributes and its other ones in two loops, as
 # crfkit.kernels.chain.emissions_rows does (see the note on attribute rows there).
 
@@ -251,7 +239,7 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
             else:
                 part = True
         if part:
-            _add_scattered(orow, v, False, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, beta)
+            add_scattered_rows(orow, v, False, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, beta)
     la = alast[na]
     if la < t:
         _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
@@ -430,21 +418,7 @@ def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, fu
 @njit(**_NOPY)
 def local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, gloc, out):
     """:func:`crfkit.kernels.chain.emissions` of the example-local vector ``gloc`` (scale 1)."""
-    L = out.shape[1]
-    e0 = tok_ptr[t0]
-    for tt in range(t0, t1):
-        orow = out[tt - t0]
-        for l in range(L):
-            orow[l] = 0.0
-        part = False
-        for e in range(tok_ptr[tt], tok_ptr[tt + 1]):
-            a = attr[e]
-            if full[a]:
-                add_full_row(orow, gloc, obase[e - e0], val[e])
-            else:
-                part = True
-        if part:
-            _add_scattered(orow, gloc, True, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, 1.0)
+    row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, gloc, 1.0, out, True, obase)
 
 
 @njit(**_NOPY)
