@@ -109,6 +109,13 @@ class FeatureSpace:
     def n_trans(self) -> int:
         return int((self.trans_index >= 0).sum())
 
+    @cached_property
+    def full_rows(self) -> np.ndarray:
+        """Per attribute, 1 when its features are every label in order: a contiguous row of weights that
+        the per-sequence kernels read as a vector (:func:`crfkit.kernels.chain.full_rows`)."""
+        from .kernels.chain import full_rows
+        return full_rows(self.attr_ptr, self.feat_label, self.n_labels)
+
     @property
     def n_battributes(self) -> int:
         return len(self.battributes)
@@ -241,17 +248,6 @@ class CRFModel:
         s = self.space
         return s.attr_ptr, s.feat_label, s.trans_index, self.weights, s.n_state
 
-    def _full_rows(self) -> np.ndarray:
-        """:func:`crfkit.kernels.chain.full_rows` of the space, or an empty array when no attribute has
-        every label (decoding then takes the plain scatter); computed once per space."""
-        s = self.space
-        cached = self.__dict__.get("_full_cache")
-        if cached is None or cached[0] is not s.attr_ptr:
-            from .kernels.chain import full_rows
-            f = full_rows(s.attr_ptr, s.feat_label, s.n_labels)
-            cached = self._full_cache = (s.attr_ptr, f if f.any() else f[:0])
-        return cached[1]
-
     def decode(self, corpus, *, path: bool = True, marginals: bool = False, labels: np.ndarray | None = None,
                threads: int | None = None, sparse: bool | str = "auto") -> dict:
         """One pass over an encoded corpus computing what is asked for.
@@ -299,8 +295,9 @@ class CRFModel:
                 else:
                     decode_all_bigram(*args, ids, ps, marg, logz, lab, lsc, xs)
             else:
+                full = sp.full_rows     # none full: an empty array, decode_all then takes the plain scatter
                 decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
-                           ids, ps, marg, logz, lab, lsc, xs, self._full_rows())
+                           ids, ps, marg, logz, lab, lsc, xs, full if full.any() else full[:0])
         out = {}
         if path:
             out.update(ids=ids, path_score=ps)

@@ -27,7 +27,6 @@ import numpy as np
 from .corpus import Corpus
 from .errors import CrfkitError, DataError
 from .kernels import batch, oracle as _oracle
-from .kernels.chain import full_rows
 from .model import FeatureSpace
 from .parallel import n_chunks
 
@@ -126,13 +125,8 @@ class Objective:
 
     @property
     def full_rows(self) -> np.ndarray:
-        """Per attribute, 1 when its features are every label in order (the per-example kernels read
-        those as vectors; :func:`crfkit.kernels.chain.full_rows`)."""
-        f = self.__dict__.get("_full_rows")
-        if f is None or f.shape[0] != len(self.space.attr_ptr) - 1:
-            s = self.space
-            f = self._full_rows = full_rows(s.attr_ptr, s.feat_label, s.n_labels)
-        return f
+        """The space's :attr:`~crfkit.model.FeatureSpace.full_rows` (read by the per-example kernels)."""
+        return self.space.full_rows
 
     EXP_BOUND = 300.0
 

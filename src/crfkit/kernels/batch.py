@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, emissions_rows, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, edge_marginal_sum, emissions,
-                    forward_backward, gold_score, log_partition, pd_edge, pd_forward_backward, pd_gold_score,
-                    pd_log_partition, pd_node, pd_viterbi, transition_matrix, viterbi)
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, edge_marginal_sum, emissions,
+                    emissions_rows, forward_backward, gold_score, log_partition, pd_edge, pd_forward_backward,
+                    pd_gold_score, pd_log_partition, pd_node, pd_viterbi, transition_matrix, viterbi)
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:

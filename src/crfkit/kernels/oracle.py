@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scores, edge_marginal_sum, emissions_rows, exp_minus, forward_backward, gold_score,
-                    transition_matrix)
+from .chain import (FAST, add_full_row, add_scores, edge_marginal_sum, emissions_rows, exp_minus, forward_backward,
+                    gold_score, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
