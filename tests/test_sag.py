@@ -40,8 +40,8 @@ def objective(problem, l2=L2):
     return Objective(corp, space, Regularization(l2=l2), threads=1)
 
 
-ALGOS = [("sag", {}), ("sag-nus", {}), ("sag-nus*", {}), ("saga", {"step": "a"}), ("saga", {"step": "b"}),
-         ("saga-nus", {"step": "b"}), ("saga-nus", {"step": "a"})]
+ALGOS = [("sag", {}), ("sag-nus", {}), ("sag-nus*", {}), ("sag-nus*", {"ls_skip": False}), ("saga", {"step": "a"}),
+         ("saga", {"step": "b"}), ("saga-nus", {"step": "b"}), ("saga-nus", {"step": "a"})]
 
 
 @pytest.mark.parametrize("alg,params", ALGOS)
