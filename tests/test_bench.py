@@ -413,3 +413,16 @@ def test_an_interrupted_run_stops_the_benchmark(small, tmp_path, monkeypatch):
     assert len(calls) == 2
     man = json.loads((tmp_path / "bench.json").read_text())
     assert [(r["name"], r["status"]) for r in man["runs"]] == [("lbfgs", "max_iterations"), ("sag", "interrupted")]
+
+
+def test_sag_runs_last_the_passes_asked_for(small, tmp_path):
+    """The SAG family's own stopping rule is off in a benchmark run unless the spec sets delta: with
+    delta=1e-3 sag-nus* stops early ("converged") on the small set, without it it runs the K passes."""
+    if "sag-nus*" not in crfkit.train.ALGORITHMS:
+        pytest.skip("sag-nus* is not installed")
+    l2 = small.default_l2
+    loose = brunner.run_one(small, brunner.Spec("sag-nus*", {"delta": 1e-3}), passes=40,
+                            trace_path=tmp_path / "a.jsonl", l2=l2)
+    assert loose.status == "converged" and loose.effective_passes < 40
+    full = brunner.run_one(small, brunner.Spec("sag-nus*"), passes=40, trace_path=tmp_path / "b.jsonl", l2=l2)
+    assert full.effective_passes >= 40 - 1e-9 and full.status != "converged"
