@@ -194,9 +194,9 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
     ``alast[a]`` is the iteration up to which the features of attribute ``a``
     are current (all of an attribute's features are always brought up to date
     together), ``alast[n_attr]`` that of the transition features.  An attribute
-    is caught up at its first occurrence, before its weights are read: the
-    same ``v_k -= d_k (cum[t] - cum[last])`` and the same scores as
-    :func:`catch_up_example` followed by :func:`crfkit.kernels.chain.emissions`.
+    is caught up at its first occurrence, before its weights are read
+    (``v_k -= d_k (cum[t] - cum[last])``), so the scores are those of
+    :func:`crfkit.kernels.chain.emissions` at the caught-up weights.
 
     It also lays out the example-local buffers: the distinct attributes go to
     ``ulist`` in order of first occurrence, their features one after the other
@@ -245,24 +245,6 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
         _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
         alast[na] = t
     return nu, total
-
-
-@njit(**_NOPY)
-def catch_up_example(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, d, alast, cum, t):
-    """Bring the coordinates example i touches up to date through iteration t of the window
-    (``alast``: see :func:`catch_up_emissions`, which does this fused with the emission scores)."""
-    c = cum[t]
-    na = attr_ptr.shape[0] - 1
-    for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-        a = attr[e]
-        la = alast[a]
-        if la < t:
-            _catch_up_range(v, d, attr_ptr[a], attr_ptr[a + 1], c - cum[la])
-            alast[a] = t
-    la = alast[na]
-    if la < t:
-        _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
-        alast[na] = t
 
 
 @njit(**_NOPY)
