@@ -336,8 +336,11 @@ def test_memory_schemes_counted_by_hand():
     # mixed: T*L + n_trans
     assert m["mixed_bytes"] == 8 * ((2 * 2 + 1) + (1 * 2 + 1))
     assert m["ratio_mixed"] == pytest.approx(64 / 80)
+    # what the SAG family holds by default: the Mixed values in float32
+    assert m["stored_bytes"] == 4 * ((2 * 2 + 1) + (1 * 2 + 1)) and m["ratio_stored"] == pytest.approx(32 / 80)
     table = bmemory.format_memory_table([("conll2000", m)])
-    assert "| 6.1e-04 |" in table and f"{0.8 / 6.1e-4:.2f}" in table
+    assert "| 6.1e-04 |" in table and f"| {0.8 / 6.1e-4:.2f} |" in table
+    assert f"| 4.0e-01 | {0.4 / 6.1e-4:.2f} |" in table
 
 
 def test_measured_memory_from_traces(tmp_path):

@@ -55,10 +55,14 @@ def test_converges_to_the_lbfgs_optimum(problem, alg, params):
 
 
 # ------------------------------------------------------------------ dense reference
-def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False):
+def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False, store=np.float32):
     """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate every step
-    (``ls_skip``: the line-search skipping of the per-example L_i methods, written out the same way)."""
+    (``ls_skip``: the line-search skipping of the per-example L_i methods, written out the same way).  What is
+    stored is the gradient rebuilt from the node marginals and the transition gradient rounded to ``store``
+    (the kernels' Mixed memory); the line search works with the exact gradient."""
     n, p, l2 = obj.n, obj.n_features, obj.reg.l2
+    L = obj.space.n_labels
+    tr = slice(obj.space.n_state, obj.space.n_state + obj.space.n_trans)
     skip_left, streak = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     per_example = method in (K.SAG_NUS, K.SAG_NUS_STAR, K.SAGA_NUS)
     rng = S.seed_state(seed)
@@ -77,10 +81,14 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
     decay = 2.0 ** (-1.0 / n)
 
     def grad(i, x):
+        """(loss, exact gradient, the gradient as the store rebuilds it)."""
         loss, node, edge = obj.oracle(i, x)
         g = np.zeros(p)
         obj.apply_gradient(i, node, edge, 1.0, g)
-        return loss, g
+        gs = np.zeros(p)
+        obj.apply_gradient(i, node.astype(store).astype(np.float64), np.zeros((L, L)), 1.0, gs)
+        gs[tr] = g[tr].astype(store)
+        return loss, g, gs
 
     def lsearch(i, f, g, L):
         g2 = float(g @ g)
@@ -147,7 +155,7 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
                 Lstart = 0.5 * Li[j] if known_j else L0
             else:
                 Lstart = 0.9 * Li[j] if known_j else 0.5 * lbar
-            f, g = grad(j, w)
+            f, g, gs = grad(j, w)
             Lnew, nev = (Lstart, 0) if skipping else lsearch(j, f, g, Lstart)
             evals += 1 + nev
             if ls_skip and per_example:
@@ -160,9 +168,9 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
                     else:
                         streak[j] = 0
             saga_b = method in (K.SAGA, K.SAGA_NUS) and step == "b"
-            diff_j = g - s[j]
+            diff_j = g - s[j] if saga_b else gs - s[j]
             if not saga_b:
-                s[j] = g
+                s[j] = gs
                 m = move(j, perm, pos, m)
             if method in (K.SAG, K.SAGA):
                 Lg = Lnew
@@ -191,7 +199,7 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
                 d += diff_j
             else:
                 r = below(n)
-                _, gr = grad(r, w)
+                _, _, gr = grad(r, w)
                 evals += 1
                 w = (1 - a * l2) * w - a * (diff_j / (n * pj) + d / n)
                 d += gr - s[r]
@@ -205,15 +213,19 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
     return out
 
 
-@pytest.mark.parametrize("alg,step,skip", [("sag", "a", False), ("sag-nus", "a", False), ("sag-nus*", "a", True),
-                                           ("sag-nus*", "a", False), ("sag-nus", "a", True), ("saga", "a", False),
-                                           ("saga", "b", False), ("saga-nus", "b", False), ("saga-nus", "a", True)])
-def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip):
+@pytest.mark.parametrize("alg,step,skip,store", [
+    ("sag", "a", False, "float32"), ("sag-nus", "a", False, "float32"), ("sag-nus*", "a", True, "float32"),
+    ("sag-nus*", "a", False, "float32"), ("sag-nus", "a", True, "float32"), ("saga", "a", False, "float32"),
+    ("saga", "b", False, "float32"), ("saga-nus", "b", False, "float32"), ("saga-nus", "a", True, "float32"),
+    ("sag", "a", False, "float64"), ("sag-nus*", "a", True, "float64"), ("saga", "b", False, "float64")])
+def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip, store):
     """Every method against its dense transcription; sag-nus* with its default line-search skipping and
-    without, the skipping on the other per-example-L_i methods too."""
+    without, the skipping on the other per-example-L_i methods too; stores in float32 (default) and float64."""
     obj = objective(problem)
     seen = []
     kw = {"step": step} if alg.startswith("saga") else {}
+    if store != "float32":
+        kw["store"] = store
     if alg in ("sag-nus", "sag-nus*", "saga-nus") and skip != (alg == "sag-nus*"):
         kw["ls_skip"] = skip
     states = []
@@ -228,7 +240,9 @@ def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip)
         assert streak.max() >= 2 and states[-1]["ls_skip_left"].max() >= 1   # line searches were skipped
     elif not skip:
         assert not streak.any()
-    ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step, ls_skip=skip)
+    assert states[-1]["node"].dtype == S.STORES[store] and states[-1]["trans"].dtype == S.STORES[store]
+    ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step, ls_skip=skip,
+                          store=S.STORES[store])
     for x, r in zip(seen, ref):
         np.testing.assert_allclose(x, r, rtol=1e-9, atol=1e-11)
 
@@ -339,10 +353,16 @@ def test_memory_figures_are_the_mixed_scheme(problem):
     obj = objective(problem)
     infos = []
     S.sag(obj, None, reg=obj.reg, max_iterations=1, callback=infos.append)
+    S.sag(obj, None, reg=obj.reg, max_iterations=1, callback=infos.append, store="float64")
     L = space.n_labels
-    assert infos[0]["state_bytes"] == 8 * (corp.n_tokens * L + corp.n_sequences * space.n_trans)
-    assert infos[0]["naive_state_bytes"] == 8 * corp.n_sequences * space.n_features
-    assert infos[0]["state_bytes"] < infos[0]["naive_state_bytes"]
+    values = corp.n_tokens * L + corp.n_sequences * space.n_trans
+    assert infos[0]["state_bytes"] == 4 * values        # float32 by default
+    assert infos[1]["state_bytes"] == 8 * values
+    for info in infos:
+        assert info["naive_state_bytes"] == 8 * corp.n_sequences * space.n_features
+        assert info["state_bytes"] < info["naive_state_bytes"]
+    with pytest.raises(ValueError, match="store must be"):
+        S.sag(obj, None, reg=obj.reg, max_iterations=1, store="float16")
 
 
 def test_effective_passes_count_line_search_evaluations(problem):
@@ -444,9 +464,11 @@ def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
 
 
 # ------------------------------------------------------------------ fused per-example kernel
-def _fused_case(space, corp, obj, full, seed):
+def _fused_case(space, corp, obj, full, seed, store=np.float64):
     """process_example (fused catch-up + emissions, gradient and g_new - g_old from marginals in
-    example-local buffers, ||g||^2) and consume against the unfused computation, example by example."""
+    example-local buffers, ||g||^2) and consume against the unfused computation, example by example;
+    ``store``: the precision of the stored marginals and transition gradients (float32: g_new in
+    g_new - g_old is the one rebuilt from the rounded stored values)."""
     from crfkit.kernels.chain import emissions
     c, s = corp, space
     rng = np.random.default_rng(seed)
@@ -469,8 +491,8 @@ def _fused_case(space, corp, obj, full, seed):
         d = rng.standard_normal(p)
         alast = rng.integers(0, t + 1, na + 1)
         beta = float(rng.uniform(0.5, 1.5))
-        node_store = rng.dirichlet(np.ones(L), c.n_tokens)
-        trans_store = rng.standard_normal((obj.n, nt))
+        node_store = rng.dirichlet(np.ones(L), c.n_tokens).astype(store)
+        trans_store = rng.standard_normal((obj.n, nt)).astype(store)
         stored = bool(i % 3)
         # the unfused reference: catch-up coordinate by coordinate, oracle, dense gradients
         attrs = np.unique(c.attr[c.tok_ptr[t0]:c.tok_ptr[t0 + T]])
@@ -511,9 +533,18 @@ def _fused_case(space, corp, obj, full, seed):
             diff[k0:k1] = dloc[off:off + k1 - k0]
             off += k1 - k0
         diff[tr] = dloc[off:off + nt]
-        np.testing.assert_allclose(diff, g_new - g_old, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(ns[t0:t0 + T], node_ref, rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(ts_[i], g_new[tr], rtol=1e-12, atol=1e-12)
+        # what was stored: the new marginals and transition gradient, in the store's precision ...
+        tol = 1e-12 if store == np.float64 else 1e-7
+        assert ns.dtype == store and ts_.dtype == store
+        np.testing.assert_allclose(ns[t0:t0 + T], node_ref, rtol=tol, atol=1e-14)
+        np.testing.assert_allclose(ts_[i], g_new[tr], rtol=tol, atol=1e-12)
+        # ... and g_new in dloc is the gradient rebuilt from them, so that d stays the sum of what is stored
+        g_kept = np.zeros(p)
+        obj.apply_gradient(i, ns[t0:t0 + T].astype(np.float64), np.zeros((L, L)), 1.0, g_kept)
+        g_kept[tr] = ts_[i]
+        np.testing.assert_allclose(diff, g_kept - g_old, rtol=1e-12, atol=1e-12)
+        if store == np.float32:
+            assert np.abs(g_kept - g_new).max() > 0      # the rounding is there to be seen
         # consume: d += dloc, v += 0.3 dloc on those coordinates, dloc back to zero
         K.consume(s.attr_ptr, s.n_state, nt, ulist, nu, dloc, 1.0, 0.3, dd, v)
         np.testing.assert_allclose(dd, d + diff, rtol=1e-14, atol=1e-14)
@@ -546,3 +577,4 @@ def test_fused_example_kernel_equals_the_unfused_computation(support):
     assert support == "all" or not full.all()
     _fused_case(space, corp, obj, full, 0)
     _fused_case(space, corp, obj, np.zeros_like(full), 1)      # the same data through the scattered path
+    _fused_case(space, corp, obj, full, 2, store=np.float32)

@@ -13,6 +13,10 @@ counts):
 * *Mixed*: node marginals plus the gradient of the transition features
   (``T_i x L + n_trans``): what crfkit's SAG stores (DESIGN.md, "Oracle").
 
+The last columns are what crfkit's SAG family actually holds: the Mixed
+values in float32 (``store="float32"``, the default; 4 bytes each), against
+the same float64 naive SAG.
+
 :func:`measured_memory` reads what the optimizers themselves report in their
 traces (``state_bytes`` and ``naive_state_bytes`` of the last record).
 """
@@ -53,8 +57,8 @@ def state_memory(space, corpus) -> dict:
     mixed_vals = int((T * L).sum()) + n * space.n_trans
     out = {"n": n, "n_features": int(space.n_features), "n_labels": L, "n_trans": int(space.n_trans),
            "naive_bytes": int(naive), "sparse_bytes": 8 * sparse_vals, "marginals_bytes": 8 * marg_vals,
-           "mixed_bytes": 8 * mixed_vals}
-    for k in ("sparse", "marginals", "mixed"):
+           "mixed_bytes": 8 * mixed_vals, "stored_bytes": 4 * mixed_vals}
+    for k in ("sparse", "marginals", "mixed", "stored"):
         out[f"ratio_{k}"] = out[f"{k}_bytes"] / naive if naive else float("nan")
     return out
 
@@ -90,8 +94,8 @@ def format_memory_table(rows: Sequence[tuple[str, dict]], measured: Sequence[dic
     the naive size and each scheme's ratio next to the paper's; then the
     measured state of the traced runs (:func:`measured_memory`)."""
     lines = ["| data set | support | n | features | naive SAG | Sparse | Marginals | Mixed | paper Sparse | "
-             "paper Marginals | paper Mixed | Mixed / paper |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "paper Marginals | paper Mixed | Mixed / paper | stored (Mixed, float32) | stored / paper Mixed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in rows:
         base = name.split("[", 1)[0]
         p = PAPER.get(base)
@@ -102,6 +106,9 @@ def format_memory_table(rows: Sequence[tuple[str, dict]], measured: Sequence[dic
                       f"{m['ratio_mixed'] / p['mixed']:.2f}"]
         else:
             cells += ["-", "-", "-", "-"]
+        stored = m.get("ratio_stored")
+        cells.append("-" if stored is None else f"{stored:.1e}")
+        cells.append(f"{stored / p['mixed']:.2f}" if (p and stored is not None) else "-")
         lines.append("| " + " | ".join(cells) + " |")
     if measured:
         lines += ["", "| run | stored state | naive SAG | ratio |", "|---|---|---|---|"]

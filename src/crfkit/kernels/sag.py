@@ -417,8 +417,11 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
     ``g_new - g_old`` into ``dloc`` in one walk (``g_old`` from the stored
     node marginals and transition gradient, 0 when ``stored`` is False), runs
     the line search from ``L`` when ``do_ls`` (and ||g||^2 > 1e-8) and, when
-    ``store``, replaces the stored marginals and transition gradient of i.
-    ``gloc`` and ``dloc`` must be zero on entry; ``gloc`` is left zero (``dloc``
+    ``store``, replaces the stored marginals and transition gradient of i,
+    ``g_new`` in ``dloc`` then being the one rebuilt from the stored values
+    (the same in a float64 store; rounded to the store's precision in a
+    float32 one, so that ``d`` stays exactly the sum of what the store
+    rebuilds).  ``gloc`` and ``dloc`` must be zero on entry; ``gloc`` is left zero (``dloc``
     is consumed by :func:`consume`).  Returns (loss, ||g||^2, L, evaluations,
     number of distinct attributes in ``ulist``).
     """
@@ -430,14 +433,25 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
                                 v, beta, d, alast, cum, t, mark, ulist, obase, score)
     loss, trans = _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, sc2, es, scale)
     nev = 1
-    # pm: marginals minus the gold indicator (the gradient's weights); dp: new minus stored marginals
+    # pm: marginals minus the gold indicator (the gradient's weights); dp: new minus stored marginals.
+    # When storing, the new marginals are stored first and dp is taken from the stored value, so that
+    # d stays the sum of the gradients the store rebuilds even when it holds them in float32.
     for r in range(T):
         yt = y[t0 + r]
         for lab in range(Lab):
             p = node[r, lab]
             q = p - 1.0 if lab == yt else p
             pm[r, lab] = q
-            dp[r, lab] = p - node_store[t0 + r, lab] if stored else q
+            if store:
+                old = node_store[t0 + r, lab]
+                node_store[t0 + r, lab] = p
+                ps = np.float64(node_store[t0 + r, lab])
+                if stored:
+                    dp[r, lab] = ps - old
+                else:
+                    dp[r, lab] = ps - 1.0 if lab == yt else ps
+            else:
+                dp[r, lab] = p - node_store[t0 + r, lab] if stored else q
     gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc)
     # transition gradient at local offset ts (as apply_gradient: expected counts, minus the gold transitions)
     for a in range(Lab):
@@ -460,14 +474,14 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
         nev += ls
     for k in range(n_trans):
         x = gloc[ts + k]
-        dloc[ts + k] += x - trans_store[i, k] if stored else x
         if store:
+            old = trans_store[i, k]
             trans_store[i, k] = x
+            xs = np.float64(trans_store[i, k])
+            dloc[ts + k] += xs - old if stored else xs
+        else:
+            dloc[ts + k] += x - trans_store[i, k] if stored else x
     gloc[:total] = 0.0
-    if store:
-        for r in range(T):
-            for lab in range(Lab):
-                node_store[t0 + r, lab] = node[r, lab]
     return loss, g2, L, nev, nu
 
 

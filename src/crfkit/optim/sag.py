@@ -54,7 +54,16 @@ Five optimizers, each following the protocol of :mod:`crfkit.optim.stochastic`
 
 Memory (4.2, "Mixed"): per example the node marginals (T_i x L) and the
 transition gradient (one value per transition feature) from its last visit;
-``g_old`` is rebuilt from them, never stored as a vector.  The updates are
+``g_old`` is rebuilt from them, never stored as a vector.  ``store`` is their
+precision: ``"float32"`` (default) halves the memory; the kernels then take
+the new gradient that enters ``d`` from the rounded stored values, so ``d``
+stays exactly the sum of the gradients the store rebuilds and the method
+still converges to the optimum (the fixed point moves by the rounding of
+the marginals, relative 1e-7: sag-nus*'s f - f* at 10, 20, 30 passes and
+its passes to 1e-4 f* are the float64 run's on OCR and CoNLL-2000, and on
+OCR its f - f* matches to three digits down to 1.6e-8 at 120 passes).
+``"float64"`` stores them exactly.  A resumed or
+warm-started state keeps the precision it was made with.  The updates are
 sparse and lazy (see :mod:`crfkit.kernels.sag`): an iteration costs
 O(features of the example).  The callback's ``state_bytes`` is the memory of
 these stored marginals and transition gradients, ``naive_state_bytes`` that of
@@ -73,8 +82,9 @@ marginals, ``d``, ``m`` and Lipschitz estimates: the stored loss gradients do
 not depend on ``l2``, so the path over a sequence of regularisation values
 starts each problem with a full memory.  Parameters: ``delta`` (stopping
 tolerance, default 1e-5 on the objective's gradient scale), ``L0`` (the
-initial Lipschitz estimate, default 1), for the SAGA methods ``step``, and for
-the per-example ``L_i`` methods ``ls_skip`` (see ``sag-nus*``).
+initial Lipschitz estimate, default 1), ``store`` (see Memory), for the SAGA
+methods ``step``, and for the per-example ``L_i`` methods ``ls_skip`` (see
+``sag-nus*``).
 """
 from __future__ import annotations
 
@@ -109,7 +119,8 @@ def seed_state(seed: int) -> np.ndarray:
 class _Run:
     """The arrays of one SAG-family run and their (de)serialisation."""
 
-    def __init__(self, name: str, obj, x0, l2: float, seed: int, L0: float, state: dict | None):
+    def __init__(self, name: str, obj, x0, l2: float, seed: int, L0: float, state: dict | None,
+                 store=np.float32):
         c, s = obj.corpus, obj.space
         self.name, self.obj, self.l2 = name, obj, float(l2)
         n, p, L = obj.n, s.n_features, s.n_labels
@@ -152,8 +163,8 @@ class _Run:
         if state is None:
             self.v = np.array(x0 if x0 is not None else np.zeros(p), dtype=np.float64, copy=True)
             self.d = np.zeros(p)
-            self.node_store = np.zeros((c.n_tokens, L))
-            self.trans_store = np.zeros((n, self.n_trans))
+            self.node_store = np.zeros((c.n_tokens, L), dtype=store)
+            self.trans_store = np.zeros((n, self.n_trans), dtype=store)
             self.perm = np.arange(n, dtype=np.int64)
             self.kperm = np.arange(n, dtype=np.int64)
             self.Li = np.zeros(n)
@@ -166,8 +177,10 @@ class _Run:
             self._check_state(state, n, p, c.n_tokens, L)
             self.v = np.array(state["x"], dtype=np.float64, copy=True)
             self.d = np.array(state["d"], dtype=np.float64, copy=True)
-            self.node_store = np.array(state["node"], dtype=np.float64, copy=True)
-            self.trans_store = np.array(state["trans"], dtype=np.float64, copy=True)
+            # the store keeps the precision it was made with: d is the sum of what it rebuilds
+            sdt = np.float32 if np.asarray(state["node"]).dtype == np.float32 else np.float64
+            self.node_store = np.array(state["node"], dtype=sdt, copy=True)
+            self.trans_store = np.array(state["trans"], dtype=sdt, copy=True)
             self.perm = np.array(state["perm"], dtype=np.int64, copy=True)
             self.kperm = np.array(state["kperm"], dtype=np.int64, copy=True)
             self.Li = np.array(state["Li"], dtype=np.float64, copy=True)
@@ -247,16 +260,21 @@ class _Run:
         return float(self.tmax[1]) if self.isc[K.I_MK] > 0 else float("nan")
 
 
+STORES = {"float32": np.float32, "float64": np.float64}
+
+
 def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state, delta, L0, step_rule,
-              ls_skip=False):
+              ls_skip=False, store="float32"):
     check_supported(name, obj, reg)
+    if store not in STORES:
+        raise ValueError(f"{name}: store must be 'float32' or 'float64', not {store!r}")
     if not (delta >= 0):
         raise ValueError(f"{name}: delta must be >= 0")
     if not (L0 > 0):
         raise ValueError(f"{name}: L0 must be > 0")
     method = METHODS[name]
     epochs = DEFAULT_EPOCHS if max_iterations is None else int(max_iterations)
-    run = _Run(name, obj, x0, reg.l2, seed, L0, state)
+    run = _Run(name, obj, x0, reg.l2, seed, L0, state, STORES[store])
     n, l2 = run.n, run.l2
     evals0 = int(run.isc[K.I_EVALS])
     oracle0 = obj.n_oracle
@@ -307,26 +325,27 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
 
 
 def sag(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-        state: dict | None = None, delta: float = 1e-5, L0: float = 1.0) -> StochasticResult:
+        state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
+        store: str = "float32") -> StochasticResult:
     """SAG for CRFs (Algorithm 1 with the line search of Algorithm 2); see the module docstring."""
     return _optimize("sag", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A)
+                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, store=store)
 
 
 def sag_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
             state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
-            ls_skip: bool = False) -> StochasticResult:
+            ls_skip: bool = False, store: str = "float32") -> StochasticResult:
     """SAG with the non-uniform sampling of Schmidt, Le Roux & Bach (2013, 5.5); see the module docstring."""
     return _optimize("sag-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip)
+                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip, store=store)
 
 
 def sag_nus_star(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
                  state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
-                 ls_skip: bool = True) -> StochasticResult:
+                 ls_skip: bool = True, store: str = "float32") -> StochasticResult:
     """SAG-NUS*, the sampling and step of 5 of the paper; see the module docstring."""
     return _optimize("sag-nus*", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip)
+                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip, store=store)
 
 
 def _step_rule(name, step):
@@ -336,15 +355,17 @@ def _step_rule(name, step):
 
 
 def saga(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-         state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "a") -> StochasticResult:
+         state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "a",
+         store: str = "float32") -> StochasticResult:
     """SAGA with uniform sampling, the update of Proposition 1; see the module docstring."""
     return _optimize("saga", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga", step))
+                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga", step), store=store)
 
 
 def saga_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
              state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "b",
-             ls_skip: bool = False) -> StochasticResult:
+             ls_skip: bool = False, store: str = "float32") -> StochasticResult:
     """SAGA sampling proportionally to the L_i, the update of Proposition 1; see the module docstring."""
     return _optimize("saga-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga-nus", step), ls_skip=ls_skip)
+                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga-nus", step), ls_skip=ls_skip,
+                     store=store)
