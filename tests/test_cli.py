@@ -158,6 +158,22 @@ def test_missing_files_are_named(data, model, tmp_path, capsys):
     assert rc == 2 and "does not exist" in err
 
 
+@pytest.mark.parametrize("args,message", [
+    (["-a", "saga", "-p", "step=c"], "saga: step must be 'a' or 'b'"),
+    (["-a", "sag-nus*", "-p", "store=float16"], "store must be 'float32' or 'float64'"),
+    (["-a", "sag", "-p", "bogus=1"], "unexpected keyword argument 'bogus'"),
+    (["-a", "sgd-l1", "--c1", "1", "-p", "eta0=-1"], "eta0 must be a positive number"),
+    (["-a", "sg", "-p", "eta=0"], "eta must be > 0"),
+    (["-a", "bcd", "--c1", "1", "-p", "order=sideways"], "unknown order"),
+    (["-a", "lbfgs", "-p", "eta=1"], "takes no optimizer parameters"),
+])
+def test_bad_optimizer_parameters_are_errors_not_tracebacks(data, tmp_path, capsys, args, message):
+    m = tmp_path / "m.crfkit"
+    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "1", *args)
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert not m.exists()
+
+
 def test_ragged_train_file_names_file_and_line(tmp_path, capsys):
     p = tmp_path / "ragged.txt"
     p.write_text("He PRP B-NP\nreckons VBZ B-VP\n\nthe DT\n")

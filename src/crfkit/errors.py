@@ -26,6 +26,12 @@ class DataError(CrfkitError, ValueError):
         super().__init__(where + problem)
 
 
+class ParameterError(CrfkitError, ValueError):
+    """A training setting or optimizer parameter that cannot be used (a bad
+    value, an unknown name, a state that does not fit the run); a
+    ``ValueError`` too, for callers of the Python API."""
+
+
 class TemplateError(DataError):
     """A feature template that cannot be parsed."""
 

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .errors import ParameterError
 from .corpus import Corpus
 from .features.encode import build
 from .model import CRFModel, FeatureSpace
@@ -93,7 +94,7 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
     if not isinstance(init, CRFModel):
         w = np.array(init, dtype=np.float64, copy=True)
         if w.shape != (space.n_features,):
-            raise ValueError(f"init has shape {w.shape}; the feature space has {space.n_features} features")
+            raise ParameterError(f"init has shape {w.shape}; the feature space has {space.n_features} features")
         return w
     old = init.space
     w = np.zeros(space.n_features)
@@ -188,22 +189,22 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  fine_tune: int = 0, fine_tune_l2: float | None = None) -> TrainResult:
     """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector)."""
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
+        raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.n_sequences)
     requested = algorithm
     if algorithm == "lbfgs" and reg.l1 > 0:
         algorithm = "owlqn"  # as CRFsuite: L-BFGS with an L1 term runs OWL-QN
     if dev_stop is not None:
         if dev is None:
-            raise ValueError("dev_stop needs a development set (X_dev / Y_dev)")
+            raise ParameterError("dev_stop needs a development set (X_dev / Y_dev)")
         if int(dev_stop) < 1:
-            raise ValueError("dev_stop is a number of dev evaluations (>= 1)")
+            raise ParameterError("dev_stop is a number of dev evaluations (>= 1)")
     if dev_metric not in ("auto", "accuracy", "f1"):
-        raise ValueError(f"dev_metric must be auto, accuracy or f1, got {dev_metric!r}")
+        raise ParameterError(f"dev_metric must be auto, accuracy or f1, got {dev_metric!r}")
     if dev_metric == "f1" and dev_labels is None:
-        raise ValueError("dev_metric='f1' needs the dev labels as strings (dev_labels)")
+        raise ParameterError("dev_metric='f1' needs the dev labels as strings (dev_labels)")
     if fine_tune < 0:
-        raise ValueError("fine_tune is a number of L-BFGS iterations (>= 0)")
+        raise ParameterError("fine_tune is a number of L-BFGS iterations (>= 0)")
     stochastic = algorithm not in BATCH_ALGORITHMS
     if stochastic and space.n_bigram:
         from .errors import CrfkitError
@@ -211,7 +212,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                           "(label pair x observation): use lbfgs or owlqn")
     params = dict(params or {})
     if params and not stochastic:
-        raise ValueError(f"{algorithm} takes no optimizer parameters (got {', '.join(sorted(params))})")
+        raise ParameterError(f"{algorithm} takes no optimizer parameters (got {', '.join(sorted(params))})")
     set_threads(threads)
     # OWL-QN takes the smooth part (loss + L2) and handles the L1 term itself
     smooth = Regularization(l1=0.0, l2=reg.l2) if algorithm == "owlqn" else reg
@@ -230,9 +231,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             f"(CRFsuite c2={c2:.6g}, c1={c1:.6g})")
     from . import checkpoint as ckpt
     if w0 is not None and init is not None:
-        raise ValueError("give init or w0, not both")
+        raise ParameterError("give init or w0, not both")
     if resume is not None and (init is not None or w0 is not None):
-        raise ValueError("resume continues from the checkpoint's weights: give no init/w0 with it")
+        raise ParameterError("resume continues from the checkpoint's weights: give no init/w0 with it")
     settings = {"algorithm": algorithm, "l1": float(reg.l1), "l2": float(reg.l2), "m": int(m), "period": int(period)}
     if stochastic:
         settings.update(seed=int(seed), params={k: params[k] for k in sorted(params)})
@@ -315,7 +316,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                              **extra, **params)
                 except TypeError as e:
                     if "unexpected keyword" in str(e):
-                        raise ValueError(f"{algorithm}: {e}") from None
+                        raise ParameterError(f"{algorithm}: {e}") from None
                     raise
             elif algorithm == "owlqn":
                 from .optim.owlqn import owlqn

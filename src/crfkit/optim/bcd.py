@@ -91,7 +91,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CrfkitError
+from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
 from .stochastic import StochasticResult, last_completed
@@ -286,28 +286,28 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
         try:
             x = float(x)
         except (TypeError, ValueError):
-            raise ValueError(f"bcd: {name} must be a number (got {x!r})") from None
+            raise ParameterError(f"bcd: {name} must be a number (got {x!r})") from None
         if not math.isfinite(x):
-            raise ValueError(f"bcd: {name} must be finite (got {x!r})")
+            raise ParameterError(f"bcd: {name} must be finite (got {x!r})")
         return x
 
     def count(name, x, lo):
         if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or int(x) < lo:
-            raise ValueError(f"bcd: {name} must be an integer >= {lo} (got {x!r})")
+            raise ParameterError(f"bcd: {name} must be an integer >= {lo} (got {x!r})")
         return int(x)
 
     if order not in ORDERS:
-        raise ValueError(f"bcd: unknown order {order!r}; one of {', '.join(ORDERS)}")
+        raise ParameterError(f"bcd: unknown order {order!r}; one of {', '.join(ORDERS)}")
     delta, kappa, sigma, max_step = num("delta", delta), num("kappa", kappa), num("sigma", sigma), \
         num("max_step", max_step)
     if delta < 0:
-        raise ValueError(f"bcd: delta must be >= 0 (got {delta!r})")
+        raise ParameterError(f"bcd: delta must be >= 0 (got {delta!r})")
     if kappa <= 0:
-        raise ValueError(f"bcd: kappa must be > 0 (got {kappa!r})")
+        raise ParameterError(f"bcd: kappa must be > 0 (got {kappa!r})")
     if not 0 < sigma < 1:
-        raise ValueError(f"bcd: sigma must be in (0, 1) (got {sigma!r})")
+        raise ParameterError(f"bcd: sigma must be in (0, 1) (got {sigma!r})")
     if max_step <= 0:
-        raise ValueError(f"bcd: max_step must be > 0 (got {max_step!r})")
+        raise ParameterError(f"bcd: max_step must be > 0 (got {max_step!r})")
     period = count("period", period, 1)
     trans_steps = count("trans_steps", trans_steps, 0)
     max_back = count("max_back", max_back, 0)
@@ -348,21 +348,21 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     if state is not None:
         bad = [k for k, v in settings.items() if state.get("settings", {}).get(k) != v]
         if bad:
-            raise ValueError("bcd: the state was made with other settings: " + ", ".join(
+            raise ParameterError("bcd: the state was made with other settings: " + ", ".join(
                 f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now" for k in bad))
         w = np.array(state["x"], dtype=np.float64, copy=True)
         if w.shape != (d,):
-            raise ValueError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
+            raise ParameterError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
         fs = [float(x) for x in state["fs"]]
         sweep0 = int(state["iteration"])
         zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
         skip = np.array(state["skip"], dtype=np.int64, copy=True)
         if zrun.shape != (s.n_attributes,) or skip.shape != (s.n_attributes,):
-            raise ValueError("bcd: the state's shrinking counters do not match the feature space")
+            raise ParameterError("bcd: the state's shrinking counters do not match the feature space")
     else:
         w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
         if w.shape != (d,):
-            raise ValueError(f"x0 has shape {w.shape}; the feature space has {d} features")
+            raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
         sweep0 = 0
         zrun = np.zeros(s.n_attributes, dtype=np.int64)

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..kernels import vec as _vec
 
 FG = Callable[[np.ndarray], tuple[float, np.ndarray]]
@@ -255,11 +256,11 @@ def make_state(hist: History, snap: tuple, seconds: float) -> dict:
 def check_state(state: dict, n: int, m: int, period: int) -> None:
     x = np.asarray(state["x"])
     if x.shape != (n,):
-        raise ValueError(f"optimizer state for {x.shape[0] if x.ndim == 1 else x.shape} variables, expected {n}")
+        raise ParameterError(f"optimizer state for {x.shape[0] if x.ndim == 1 else x.shape} variables, expected {n}")
     if int(state["m"]) != m:
-        raise ValueError(f"optimizer state kept m={state['m']} pairs; this run has m={m}")
+        raise ParameterError(f"optimizer state kept m={state['m']} pairs; this run has m={m}")
     if len(state["past"]) > period + 1:
-        raise ValueError(f"optimizer state has {len(state['past'])} past values; period={period} keeps {period + 1}")
+        raise ParameterError(f"optimizer state has {len(state['past'])} past values; period={period} keeps {period + 1}")
 
 
 @dataclass

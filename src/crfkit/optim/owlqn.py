@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..kernels.vec import constrain_direction as _constrain_direction
 from ..kernels.vec import orthant_step as _orthant_step
 from ..kernels.vec import pseudo_gradient as _pseudo_gradient
@@ -75,9 +76,9 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     """
     l1 = float(l1)
     if not (l1 >= 0.0 and math.isfinite(l1)):
-        raise ValueError(f"l1 must be finite and non-negative, got {l1!r}")
+        raise ParameterError(f"l1 must be finite and non-negative, got {l1!r}")
     if not 0.0 < backtrack < 1.0:
-        raise ValueError(f"backtrack must be in (0, 1), got {backtrack!r}")
+        raise ParameterError(f"backtrack must be in (0, 1), got {backtrack!r}")
     st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * float(np.abs(x).sum()))
     if st.interrupted is not None:
         return st.interrupted

@@ -94,7 +94,7 @@ import time
 
 import numpy as np
 
-from ..errors import CrfkitError
+from ..errors import CrfkitError, ParameterError
 from ..kernels import sag as K
 from .stochastic import StochasticResult
 
@@ -105,7 +105,7 @@ METHODS = {"sag": K.SAG, "sag-nus": K.SAG_NUS, "sag-nus*": K.SAG_NUS_STAR, "saga
 def check_supported(name: str, obj, reg) -> None:
     """The settings these kernels do not handle: an L1 term, dense real-valued feature blocks."""
     if reg.l1 > 0:
-        raise ValueError(f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
+        raise ParameterError(f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
                          "(use lbfgs/owlqn or sgd-l1)")
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError(f"{name} does not support dense features yet")
@@ -211,9 +211,9 @@ class _Run:
     def _check_state(state, n, p, n_tokens, L):
         for key in ("x", "d", "node", "trans", "perm", "kperm", "Li", "m", "mk", "L", "Lmax", "step"):
             if key not in state:
-                raise ValueError(f"state lacks {key!r}: not a state of crfkit.optim.sag")
+                raise ParameterError(f"state lacks {key!r}: not a state of crfkit.optim.sag")
         if np.shape(state["x"]) != (p,) or np.shape(state["node"]) != (n_tokens, L) or len(state["perm"]) != n:
-            raise ValueError("state was made for another corpus or feature space")
+            raise ParameterError("state was made for another corpus or feature space")
 
     def state(self) -> dict:
         """The resumable state at the end of the last pass (arrays copied)."""
@@ -267,11 +267,11 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
               ls_skip=False, store="float32"):
     check_supported(name, obj, reg)
     if store not in STORES:
-        raise ValueError(f"{name}: store must be 'float32' or 'float64', not {store!r}")
+        raise ParameterError(f"{name}: store must be 'float32' or 'float64', not {store!r}")
     if not (delta >= 0):
-        raise ValueError(f"{name}: delta must be >= 0")
+        raise ParameterError(f"{name}: delta must be >= 0")
     if not (L0 > 0):
-        raise ValueError(f"{name}: L0 must be > 0")
+        raise ParameterError(f"{name}: L0 must be > 0")
     method = METHODS[name]
     epochs = DEFAULT_EPOCHS if max_iterations is None else int(max_iterations)
     run = _Run(name, obj, x0, reg.l2, seed, L0, state, STORES[store])
@@ -350,7 +350,7 @@ def sag_nus_star(obj, x0, *, reg, max_iterations=None, callback: Callable | None
 
 def _step_rule(name, step):
     if step not in ("a", "b"):
-        raise ValueError(f"{name}: step must be 'a' or 'b' (Proposition 1), not {step!r}")
+        raise ParameterError(f"{name}: step must be 'a' or 'b' (Proposition 1), not {step!r}")
     return K.STEP_A if step == "a" else K.STEP_B
 
 

@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from ..errors import CrfkitError
+from ..errors import CrfkitError, ParameterError
 from ..kernels import sgd as K
 from .sag import DEFAULT_EPOCHS, check_supported, seed_state
 from .stochastic import StochasticResult
@@ -43,12 +43,12 @@ METHODS = {"sg": K.SG, "asg": K.ASG, "adagrad": K.ADAGRAD, "pegasos": K.PEGASOS}
 def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta, delta=1.0):
     check_supported(name, obj, reg)
     if not (eta > 0):
-        raise ValueError(f"{name}: eta must be > 0")
+        raise ParameterError(f"{name}: eta must be > 0")
     if not (delta > 0):
-        raise ValueError(f"{name}: delta must be > 0")
+        raise ParameterError(f"{name}: delta must be > 0")
     method = METHODS[name]
     if method == K.PEGASOS and reg.l2 <= 0:
-        raise ValueError("pegasos needs l2 > 0 (its step is eta / (l2 t))")
+        raise ParameterError("pegasos needs l2 > 0 (its step is eta / (l2 t))")
     c_, s = obj.corpus, obj.space
     n, p, L = obj.n, s.n_features, s.n_labels
     l2 = float(reg.l2)
@@ -59,7 +59,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
     fsc[K.F_STEP] = np.nan
     if state is not None:
         if state.get("algorithm") != name or float(state.get("l2", -1)) != l2 or np.shape(state.get("x")) != (p,):
-            raise ValueError(f"{name}: state was made by another algorithm, l2 or feature space")
+            raise ParameterError(f"{name}: state was made by another algorithm, l2 or feature space")
         v = np.array(state["w"], dtype=np.float64, copy=True)
         csum = np.array(state["sum"], dtype=np.float64, copy=True)
         G = np.array(state["G"], dtype=np.float64, copy=True)

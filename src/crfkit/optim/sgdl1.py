@@ -61,7 +61,7 @@ import time
 
 import numpy as np
 
-from ..errors import CrfkitError
+from ..errors import CrfkitError, ParameterError
 from ..kernels import sgdl1 as K
 from .stochastic import StochasticResult, last_completed
 
@@ -83,7 +83,7 @@ def learning_rate(k, n: int, *, schedule: str = "exponential", eta0: float = 0.1
         return eta0 * alpha ** (k / n)
     if schedule == "constant":
         return eta0 + 0.0 * k
-    raise ValueError(f"unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
+    raise ParameterError(f"unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
 
 
 def pass_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -93,23 +93,23 @@ def pass_order(seed: int, epoch: int, n: int) -> np.ndarray:
 
 def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
     if penalty not in PENALTIES:
-        raise ValueError(f"sgd-l1: unknown penalty {penalty!r}; one of {', '.join(PENALTIES)}")
+        raise ParameterError(f"sgd-l1: unknown penalty {penalty!r}; one of {', '.join(PENALTIES)}")
     if schedule not in SCHEDULES:
-        raise ValueError(f"sgd-l1: unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
+        raise ParameterError(f"sgd-l1: unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
     try:
         eta0 = float(eta0)
         alpha = float(alpha)
     except (TypeError, ValueError):
-        raise ValueError(f"sgd-l1: eta0 and alpha must be numbers (got {eta0!r}, {alpha!r})") from None
+        raise ParameterError(f"sgd-l1: eta0 and alpha must be numbers (got {eta0!r}, {alpha!r})") from None
     if not (math.isfinite(eta0) and eta0 > 0):
-        raise ValueError(f"sgd-l1: eta0 must be a positive number (got {eta0!r})")
+        raise ParameterError(f"sgd-l1: eta0 must be a positive number (got {eta0!r})")
     if schedule == "exponential" and not (0 < alpha <= 1):
-        raise ValueError(f"sgd-l1: alpha must be in (0, 1] for the exponential schedule (got {alpha!r})")
+        raise ParameterError(f"sgd-l1: alpha must be in (0, 1] for the exponential schedule (got {alpha!r})")
     if reg.l2 > 0 and eta0 * reg.l2 >= 1:
-        raise ValueError(f"sgd-l1: eta0 * l2 = {eta0 * reg.l2:g} >= 1: the L2 shrinkage (1 - eta*l2) would not "
+        raise ParameterError(f"sgd-l1: eta0 * l2 = {eta0 * reg.l2:g} >= 1: the L2 shrinkage (1 - eta*l2) would not "
                          "be positive; lower eta0")
     if max_iterations is not None and int(max_iterations) < 0:
-        raise ValueError("sgd-l1: max_iterations (passes) must be >= 0")
+        raise ParameterError("sgd-l1: max_iterations (passes) must be >= 0")
     return eta0, alpha
 
 
@@ -132,10 +132,10 @@ def _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, 
         passes = int(tune_passes) if tune_passes is not None else (
             DEFAULT_PASSES if max_iterations is None else max(1, int(max_iterations)))
     except (TypeError, ValueError):
-        raise ValueError(f"sgd-l1: tune_sample and tune_passes must be integers (got {tune_sample!r}, "
+        raise ParameterError(f"sgd-l1: tune_sample and tune_passes must be integers (got {tune_sample!r}, "
                          f"{tune_passes!r})") from None
     if sample < 1 or passes < 1:
-        raise ValueError("sgd-l1: tune_sample and tune_passes must be >= 1")
+        raise ParameterError("sgd-l1: tune_sample and tune_passes must be >= 1")
     if not auto_eta:
         _check_params(penalty, schedule, eta0, 0.85, reg, None)
     out = tune_sgd_l1(obj, reg=reg, sample_size=sample, passes=passes, penalty=penalty, schedule=schedule,
@@ -188,7 +188,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
     if state is not None:
         bad = [k for k, val in settings.items() if state.get("settings", {}).get(k) != val]
         if bad:
-            raise ValueError("sgd-l1: the state was made with other settings: " + ", ".join(
+            raise ParameterError("sgd-l1: the state was made with other settings: " + ", ".join(
                 f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now" for k in bad))
         v = np.array(state["x"], dtype=np.float64, copy=True)
         aux = np.array(state["aux"], dtype=np.float64, copy=True)
@@ -199,7 +199,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
     else:
         v = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
         if v.shape != (d,):
-            raise ValueError(f"x0 has shape {v.shape}; the feature space has {d} features")
+            raise ParameterError(f"x0 has shape {v.shape}; the feature space has {d} features")
         aux = np.zeros(d)                     # last (naive, clipping) or q (cumulative)
         lastk = np.zeros(d if pcode == K.NAIVE else 1, dtype=np.int64)
         u = 0.0
@@ -304,13 +304,13 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
     else:
         corpus = obj
         if space is None or reg is None:
-            raise ValueError("tune_sgd_l1: give an Objective, or a corpus with its space and reg")
+            raise ParameterError("tune_sgd_l1: give an Objective, or a corpus with its space and reg")
     if getattr(space, "n_dense", 0) > 0:
         raise CrfkitError("sgd-l1 does not support dense features yet")
     if int(sample_size) < 1 or int(passes) < 1:
-        raise ValueError("tune_sgd_l1: sample_size and passes must be >= 1")
+        raise ParameterError("tune_sgd_l1: sample_size and passes must be >= 1")
     if not len(eta0_grid):
-        raise ValueError("tune_sgd_l1: eta0_grid is empty")
+        raise ParameterError("tune_sgd_l1: eta0_grid is empty")
     n = corpus.n_sequences
     m = min(int(sample_size), n)
     idx = np.sort(np.random.default_rng(int(seed)).choice(n, size=m, replace=False)) if m < n else np.arange(n)
@@ -322,6 +322,8 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
             res = sgd_l1(sub, None, reg=reg, max_iterations=int(passes), seed=int(seed), penalty=penalty,
                          schedule=schedule, eta0=e0, alpha=a, monitor=False)
             f = res.f if math.isfinite(res.f) else math.inf
+        except ParameterError:
+            raise                        # a bad setting, not a rate that diverged
         except CrfkitError:
             f = math.inf
         trials.append((float(e0), float(a), float(f)))
