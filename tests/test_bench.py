@@ -297,6 +297,17 @@ def test_plots_without_fstar_estimate_it(tmp_path):
         _png_ok(p)
 
 
+def test_variants_of_one_optimizer_are_told_apart_in_the_legend():
+    base = bplots.TraceRun("sag-nus_star", "sag-nus*", {})
+    variant = bplots.TraceRun("sag-nus_star__ls_skip=False", "sag-nus*", {"ls_skip": "False"})
+    best = bplots.TraceRun("sg__eta=0.1", "sg", {"eta": "0.1"}, role="best")
+    second = bplots.TraceRun("sg__eta=1", "sg", {"eta": "1"}, role="second")
+    assert bplots.line_style(base) == ("sag-nus*", "-", bplots.line_style(variant)[2])
+    assert bplots.line_style(variant)[:2] == ("sag-nus* (ls_skip=False)", "-.")
+    assert bplots.line_style(best)[:2] == ("sg (eta=0.1)", "-")
+    assert bplots.line_style(second)[:2] == ("sg (eta=1)", "--")
+
+
 def test_optimizer_seconds_take_out_the_test_scoring():
     recs = [{"wall_s": 1.0, "wall_s_with_dev": 1.5}, {"wall_s": 2.5, "wall_s_with_dev": 3.0}, {"wall_s": 4.0}]
     assert bplots.optimizer_seconds(recs) == [1.0, 2.0, 3.0]

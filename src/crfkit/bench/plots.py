@@ -177,6 +177,19 @@ def _color(name: str) -> str:
     return f"C{zlib.crc32(name.encode()) % 10}"
 
 
+_STYLES = {"only": "-", "best": "-", "second": "--", "tried": ":"}
+
+
+def line_style(r: TraceRun) -> tuple[str, str, str]:
+    """(legend label, line style, colour) of a run in the figures: the colour is the
+    optimizer's; a run with settings other than the step size (``sag-nus* (ls_skip=False)``)
+    is drawn dash-dotted so that it is told apart from the optimizer's default run."""
+    style = _STYLES[r.role]
+    if r.role == "only" and r.group != r.name:
+        style = "-."
+    return r.label, style, _color(r.name)
+
+
 def _resolve_fstar(runs, directory, fstar) -> tuple[float, dict | None, bool]:
     """(f*, entry, estimated)."""
     if fstar is not None:
@@ -221,7 +234,6 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
     note = "f* estimated: lowest objective in the traces" if estimated else f"f* = {fs:.10g}"
     drawn = [r for r in runs if show_all or r.role != "tried"]
     drawn.sort(key=lambda r: (_ORDER.index(r.name) if r.name in _ORDER else len(_ORDER), r.name, r.role != "best"))
-    styles = {"only": "-", "best": "-", "second": "--", "tried": ":"}
 
     def suboptimality(ax, xkey):
         for r in drawn:
@@ -230,8 +242,8 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
                    if isinstance(f, (int, float)) and math.isfinite(f) and f - fs > 0 and x is not None]
             if not pts:
                 continue
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[r.role], color=_color(r.name),
-                    label=r.label if r.role != "only" else r.name, linewidth=1.4)
+            label, style, color = line_style(r)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label, linewidth=1.4)
         ax.set_yscale("log")
         ax.set_xlabel("effective passes" if xkey != "seconds" else "seconds (optimizer; test scoring and monitoring excluded)")
         ax.set_ylabel("f - f*")
@@ -242,8 +254,8 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
             pts = [(x, e) for x, e in zip(r.column("effective_passes"), test_errors(r.records)) if e is not None]
             if not pts:
                 continue
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[r.role], color=_color(r.name),
-                    label=r.label if r.role != "only" else r.name, linewidth=1.4)
+            label, style, color = line_style(r)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label, linewidth=1.4)
         if entry and entry.get("test_error") is not None:
             ax.axhline(float(entry["test_error"]), color="#999999", linestyle=":", linewidth=1,
                        label="at w*")
@@ -267,12 +279,17 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
         written.append(out / fname)
     fig = Figure(figsize=(18, 5))
     FigureCanvasAgg(fig)
+    legend = {}
     for k, (_, draw, what) in enumerate(panels):
         ax = fig.add_subplot(1, 3, k + 1)
         draw(ax)
         ax.set_title(what, fontsize=10)
-        if k == 0 and ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(lab, h)
+    if legend:
+        # one legend for the three panels, outside them, so that it hides no curve
+        fig.legend(list(legend.values()), list(legend.keys()), loc="center left", bbox_to_anchor=(0.91, 0.5),
+                   fontsize=8)
     fig.suptitle(f"{title} ({note})", fontsize=11)
     _save(fig, out / "figure.png")
     written.append(out / "figure.png")
