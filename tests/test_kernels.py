@@ -388,3 +388,41 @@ def test_row_emissions_are_the_scattered_ones(seed, L, support):
         chain.emissions(c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, w, 0.7, want)
         chain.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, full, w, 0.7, got)
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), T=st.integers(1, 9), L=st.integers(1, 6),
+       span=st.sampled_from([1.0, 30.0, 250.0]))
+def test_fused_backward_edges_equal_the_two_passes(seed, T, L, span):
+    """forward_backward_edges (edge statistics gathered in the backward sweep) against forward_backward
+    followed by edge_marginal_sum, in the scaled domain and past the log-domain switch (span 250)."""
+    rng = np.random.default_rng(seed)
+    score = rng.normal(0, 3, (T, L))
+    trans = rng.uniform(-span, 0.0, (L, L))
+    tmax = trans.max()
+    expM = chain.exp_minus(trans, tmax)
+    bufs = [np.empty((T, L)) for _ in range(3)] + [np.empty(T)]
+    lz = chain.forward_backward(score, T, trans, expM, tmax, *bufs)
+    want = np.full((L, L), 0.25)
+    chain.edge_marginal_sum(T, expM, bufs[0], bufs[1], bufs[2], bufs[3], score, trans, lz, want)
+    node_want = bufs[1] * bufs[2]
+    fb = [np.empty((T, L)) for _ in range(3)] + [np.empty(T)]
+    got = np.full((L, L), 0.25)      # it adds, as edge_marginal_sum does
+    lz2 = chain.forward_backward_edges(score, T, trans, expM, tmax, *fb, got)
+    assert lz2 == pytest.approx(lz, rel=1e-13, abs=1e-13)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fb[1] * fb[2], node_want, rtol=1e-12, atol=1e-15)
+    assert got.sum() == pytest.approx(0.25 * L * L + (T - 1), rel=1e-12)
+
+
+@given(st.lists(st.floats(-1e300, 1e300), min_size=1, max_size=50))
+def test_max_min_is_numpys(values):
+    m = np.array(values).reshape(1, -1)
+    assert chain.max_min(m) == (m.max(), m.min())
+
+
+def test_vector_exp_of_rows_into_a_buffer():
+    x = np.random.default_rng(1).normal(0, 50, 37)
+    out, kb = np.empty(37), np.empty(40, dtype=np.int64)
+    chain.exp_shift_into(x, 3.5, out, kb)
+    assert np.abs(out.view(np.int64) - np.exp(x - 3.5).view(np.int64)).max() <= 1

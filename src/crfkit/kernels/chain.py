@@ -156,13 +156,10 @@ _EXACT = dict(cache=True, nogil=True, fastmath={"contract"})   # no reassociatio
 
 
 @njit(**_EXACT)
-def exp_minus(m, shift):
-    """exp(m - shift) elementwise for a C-contiguous array ``m`` (a new array of its shape)."""
-    out = np.empty_like(m)
-    x = m.ravel()
-    o = out.ravel()
+def exp_shift_into(x, shift, o, kb):
+    """o[i] = exp(x[i] - shift) for 1-D contiguous ``x`` and ``o`` (distinct arrays); ``kb``: int64
+    scratch of at least len(x) (see :func:`exp_minus` for the method and accuracy)."""
     n = x.shape[0]
-    kb = np.empty(n, dtype=np.int64)
     c = _EXP_C
     for i in range(n):
         xi = min(max(x[i] - shift, -708.0), 709.0)
@@ -183,11 +180,34 @@ def exp_minus(m, shift):
         p = p * r + 1.0
         o[i] = p * r + 1.0
         kb[i] = (np.int64(kf) + 1023) << 52
-    two_k = kb.view(np.float64)
+    two_k = kb[:n].view(np.float64)
     for i in range(n):
         xi = x[i] - shift
         o[i] = 0.0 if xi < -708.0 else (np.inf if xi > 709.0 else o[i] * two_k[i])
+
+
+@njit(**_EXACT)
+def exp_minus(m, shift):
+    """exp(m - shift) elementwise for a C-contiguous array ``m`` (a new array of its shape)."""
+    out = np.empty_like(m)
+    x = m.ravel()
+    kb = np.empty(x.shape[0], dtype=np.int64)
+    exp_shift_into(x, shift, out.ravel(), kb)
     return out
+
+
+@njit(**_NOPY)
+def max_min(m):
+    """(max, min) of a C-contiguous array in one plain loop (the array methods check every element for
+    NaN and are several times slower on an L x L matrix); NaN entries are skipped."""
+    x = m.ravel()
+    hi = -np.inf
+    lo = np.inf
+    for i in range(x.shape[0]):
+        v = x[i]
+        hi = v if v > hi else hi
+        lo = v if v < lo else lo
+    return hi, lo
 
 
 @njit(**_NOPY)
@@ -267,8 +287,14 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
     """
     L = expM.shape[0]
     logz = 0.0
+    kb = np.empty(L, dtype=np.int64)
     for t in range(T):
-        m = row_exp(score, t, es)
+        # es[t] = exp(score[t] - m), m the row's maximum (the vectorisable exp)
+        sr = score[t]
+        m = sr[0]
+        for j in range(1, L):
+            m = sr[j] if sr[j] > m else m
+        exp_shift_into(sr, m, es[t], kb)
         s = 0.0
         if t == 0:
             for j in range(L):
@@ -293,7 +319,7 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
 @njit(**_NOPY)
 def log_partition(score, T, trans, expM, tmax, es, alpha, scale):
     """log Z alone (forward pass), with the same log-domain rules as forward_backward."""
-    if tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE:
+    if tmax - max_min(trans)[1] <= MAX_SCALED_TRANSITION_RANGE:
         logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
         if np.isfinite(logz):
             return logz
@@ -314,7 +340,7 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
     recognises the log-domain result by ``scale[0] < 0``).
     """
     L = trans.shape[0]
-    if tmax - trans.min() > MAX_SCALED_TRANSITION_RANGE:
+    if tmax - max_min(trans)[1] > MAX_SCALED_TRANSITION_RANGE:
         return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
     logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
     if not np.isfinite(logz):
@@ -324,6 +350,42 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
     tmp = np.empty(L)
     for t in range(T - 2, -1, -1):
         back_step(beta, t, expM, es, t + 1, 1.0 / scale[t + 1], tmp)
+    return logz
+
+
+@njit(**_NOPY)
+def forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, out):
+    """:func:`forward_backward` followed by :func:`edge_marginal_sum` into ``out``, with the edge
+    statistics gathered in the backward sweep itself: the message ``es[t+1] * beta[t+1] / scale[t+1]``
+    that gives beta[t] is the one the edge marginals of (t, t+1) need, so it is formed once.
+    Returns log Z (the log-domain fallback as in forward_backward)."""
+    L = trans.shape[0]
+    if tmax - max_min(trans)[1] <= MAX_SCALED_TRANSITION_RANGE:
+        logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
+        if np.isfinite(logz):
+            for j in range(L):
+                beta[T - 1, j] = 1.0
+            if T < 2:
+                return logz
+            tmp = np.empty(L)
+            acc = np.zeros((L, L))
+            for t in range(T - 2, -1, -1):
+                inv = 1.0 / scale[t + 1]
+                for j in range(L):
+                    tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
+                for i in range(L):
+                    a = alpha[t, i]
+                    b = 0.0
+                    for j in range(L):
+                        b += expM[i, j] * tmp[j]
+                        acc[i, j] += a * tmp[j]
+                    beta[t, i] = b
+            for i in range(L):
+                for j in range(L):
+                    out[i, j] += acc[i, j] * expM[i, j]
+            return logz
+    logz = _forward_backward_log(score, T, trans, es, alpha, beta, scale)
+    edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, out)
     return logz
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scores, edge_marginal_sum, emissions_rows, exp_minus, forward_backward,
-                    gold_score, transition_matrix)
+from .chain import (FAST, add_full_row, add_scores, emissions_rows, exp_minus, forward_backward_edges, gold_score,
+                    max_min, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -40,7 +40,7 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
     if T == 0:
         return 0.0
     trans = transition_matrix(v, beta, n_state, trans_index)
-    tmax = trans.max()
+    tmax = max_min(trans)[0]
     expM = exp_minus(trans, tmax)
     score = np.empty((T, L))
     es = np.empty((T, L))
@@ -49,8 +49,7 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
     emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, v, beta, score)
     if xs is not None:
         add_scores(xs, 0, T, score)
-    logz = forward_backward(score, T, trans, expM, tmax, es, node, beta_m, scale)
-    edge_marginal_sum(T, expM, es, node, beta_m, scale, score, trans, logz, edge)
+    logz = forward_backward_edges(score, T, trans, expM, tmax, es, node, beta_m, scale, edge)
     for t in range(T):
         for l in range(L):
             node[t, l] *= beta_m[t, l]

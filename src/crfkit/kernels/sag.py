@@ -44,8 +44,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scattered_rows, edge_marginal_sum, emissions, exp_minus,
-                    forward_backward, full_rows, gold_score, log_partition, row_emissions, transition_matrix)
+from .chain import (FAST, add_full_row, add_scattered_rows, emissions, exp_minus, forward_backward_edges, full_rows,
+                    gold_score, log_partition, max_min, row_emissions, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -282,10 +282,9 @@ def _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, bm
     trans = transition_matrix(v, beta, n_state, trans_index)
     if T == 0:
         return 0.0, trans
-    tmax = trans.max()
+    tmax = max_min(trans)[0]
     expM = exp_minus(trans, tmax)
-    logz = forward_backward(score, T, trans, expM, tmax, es, node, bm, scale)
-    edge_marginal_sum(T, expM, es, node, bm, scale, score, trans, logz, edge)
+    logz = forward_backward_edges(score, T, trans, expM, tmax, es, node, bm, scale, edge)
     for r in range(T):
         for lab in range(Lab):
             node[r, lab] *= bm[r, lab]
@@ -321,7 +320,7 @@ def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, e
         for a in range(Lab):
             for b in range(Lab):
                 tr2[a, b] = trans[a, b] - inv * gtr[a, b]
-        tmax = tr2.max()
+        tmax = max_min(tr2)[0]
         expM = exp_minus(tr2, tmax)
         fp = log_partition(sc2, T, tr2, expM, tmax, es, alpha, scale) - gold_score(sc2, y, t0, T, tr2)
         nev += 1
