@@ -335,6 +335,24 @@ def test_train_checkpoint_and_resume(problem, tmp_path):
     assert res.effective_passes == full.effective_passes and res.iterations == 6
 
 
+def test_a_state_keeps_the_precision_of_its_store(problem, tmp_path):
+    """A state keeps its store's precision: a float64 checkpoint resumes bitwise the uninterrupted float64
+    run; a float32 state given to a call that asks for float64 (a warm start) stays float32, so that d
+    remains the sum of what its store rebuilds."""
+    X, Y, *_ = problem
+    kw = dict(l2=L2, algorithm="sag-nus*", threads=1, params={"delta": 0.0, "store": "float64"})
+    full = train(X, Y, max_iterations=5, **kw)
+    train(X, Y, max_iterations=2, checkpoint=tmp_path / "c.ckpt", **kw)
+    res = train(X, Y, max_iterations=5, resume=tmp_path / "c.ckpt", **kw)
+    assert np.array_equal(res.model.weights, full.model.weights)
+    obj = objective(problem)
+    half = S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=2, delta=0.0)
+    assert half.state["node"].dtype == np.float32
+    rest = S.sag_nus_star(objective(problem), None, reg=obj.reg, max_iterations=3, delta=0.0, state=half.state,
+                          store="float64")
+    assert rest.state["node"].dtype == np.float32 and rest.state["trans"].dtype == np.float32
+
+
 def test_warm_start_over_a_sequence_of_l2_values(problem):
     obj_a = objective(problem, l2=0.06)
     first = S.sag_nus_star(obj_a, None, reg=obj_a.reg, max_iterations=200, delta=1e-7)
