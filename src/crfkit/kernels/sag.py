@@ -420,8 +420,8 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
     ``g_new`` in ``dloc`` then being the one rebuilt from the stored values
     (the same in a float64 store; rounded to the store's precision in a
     float32 one, so that ``d`` stays exactly the sum of what the store
-    rebuilds).  ``gloc`` and ``dloc`` must be zero on entry; ``gloc`` is left zero (``dloc``
-    is consumed by :func:`consume`).  Returns (loss, ||g||^2, L, evaluations,
+    rebuilds).  ``gloc`` and ``dloc`` must be zero on entry; ``gloc`` is left
+    zero (``dloc`` is consumed by :func:`consume`).  Returns (loss, ||g||^2, L, evaluations,
     number of distinct attributes in ``ulist``).
     """
     t0 = seq_ptr[i]

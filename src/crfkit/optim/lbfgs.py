@@ -260,7 +260,8 @@ def check_state(state: dict, n: int, m: int, period: int) -> None:
     if int(state["m"]) != m:
         raise ParameterError(f"optimizer state kept m={state['m']} pairs; this run has m={m}")
     if len(state["past"]) > period + 1:
-        raise ParameterError(f"optimizer state has {len(state['past'])} past values; period={period} keeps {period + 1}")
+        raise ParameterError(f"optimizer state has {len(state['past'])} past values; "
+                             f"period={period} keeps {period + 1}")
 
 
 @dataclass

@@ -106,7 +106,7 @@ def check_supported(name: str, obj, reg) -> None:
     """The settings these kernels do not handle: an L1 term, dense real-valued feature blocks."""
     if reg.l1 > 0:
         raise ParameterError(f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
-                         "(use lbfgs/owlqn or sgd-l1)")
+                             "(use lbfgs/owlqn or sgd-l1)")
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError(f"{name} does not support dense features yet")
 

@@ -107,7 +107,7 @@ def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
         raise ParameterError(f"sgd-l1: alpha must be in (0, 1] for the exponential schedule (got {alpha!r})")
     if reg.l2 > 0 and eta0 * reg.l2 >= 1:
         raise ParameterError(f"sgd-l1: eta0 * l2 = {eta0 * reg.l2:g} >= 1: the L2 shrinkage (1 - eta*l2) would not "
-                         "be positive; lower eta0")
+                             "be positive; lower eta0")
     if max_iterations is not None and int(max_iterations) < 0:
         raise ParameterError("sgd-l1: max_iterations (passes) must be >= 0")
     return eta0, alpha
@@ -133,7 +133,7 @@ def _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, 
             DEFAULT_PASSES if max_iterations is None else max(1, int(max_iterations)))
     except (TypeError, ValueError):
         raise ParameterError(f"sgd-l1: tune_sample and tune_passes must be integers (got {tune_sample!r}, "
-                         f"{tune_passes!r})") from None
+                             f"{tune_passes!r})") from None
     if sample < 1 or passes < 1:
         raise ParameterError("sgd-l1: tune_sample and tune_passes must be >= 1")
     if not auto_eta:
