@@ -293,8 +293,24 @@ def test_plots_without_fstar_estimate_it(tmp_path):
     s = bplots.summary(d, at=[2])
     assert s["fstar_estimated"] and s["fstar"] == 1.5
     assert {r["run"]: r["subopt"][2] for r in s["rows"]} == {"lbfgs": 0.5, "sg__eta=0.1": 1.0, "sg__eta=1": 2.4}
+    assert s["lowest"] == {2: (0.5, "lbfgs")}
+    assert "lowest f - f* (each classic method at its best step size): @2 lbfgs (5.000e-01)" in \
+        bplots.format_summary(s)
     for p in bplots.plot_figures(d):
         _png_ok(p)
+
+
+def test_lowest_at_each_mark_counts_only_the_best_step_size(tmp_path):
+    d = tmp_path / "low"
+    d.mkdir()
+    # sg (eta=1) starts lowest but ends above sg (eta=0.1): it is the dashed second-best, not a contender
+    for name, fs in (("lbfgs", [3.0, 2.0, 1.0]), ("sg__eta=0.1", [2.5, 1.5, 1.2]), ("sg__eta=1", [2.0, 1.9, 1.8])):
+        with open(d / f"{name}.jsonl", "w") as fh:
+            for k, f in enumerate(fs, 1):
+                fh.write(json.dumps({"algorithm": name.split("__")[0], "iteration": k, "effective_passes": k,
+                                     "wall_s": k, "objective": f}) + "\n")
+    s = bplots.summary(d, at=[1, 3], fstar=0.5)
+    assert s["lowest"] == {1: (2.0, "sg (eta=0.1)"), 3: (0.5, "lbfgs")}
 
 
 def test_variants_of_one_optimizer_are_told_apart_in_the_legend():

@@ -255,7 +255,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "scored after every epoch/iteration. Output in --out: one trace per run (NAME.jsonl; "
                     "'*' written '_star', parameters after '__'), bench.json (settings, f*, each run's final "
                     "objective and role), fstar.json, the figures (needs matplotlib) and summary.md (f - f* "
-                    "and test error at 10/20/30 passes, time to f - f* <= 1e-4 f*, memory table). "
+                    "and test error at 10/20/30 passes, the run lowest at each, time to f - f* <= 1e-4 f*, "
+                    "memory table). "
                     f"{', '.join(STEP_SEARCH)} given without eta are run with every eta of --etas and ranked "
                     "by the final training objective (best: solid line, second-best: dashed).",
         epilog="Optimizer specs: NAME or NAME:key=value,... e.g. -a 'sag-nus*' -a sg -a sg:eta=0.1 -a lbfgs.")

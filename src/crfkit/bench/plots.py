@@ -334,8 +334,14 @@ def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1
                 row["reach_passes"], row["reach_seconds"] = rec["effective_passes"], s
                 break
         rows.append(row)
+    # the lowest f - f* at each mark among the solid lines (a classic method at its best step size)
+    lowest = {}
+    for m in at:
+        cand = [(r["subopt"][m], r["label"]) for r in rows if r["role"] in ("only", "best")
+                and r["subopt"][m] is not None]
+        lowest[m] = min(cand) if cand else None
     return {"fstar": fs, "fstar_estimated": estimated, "test_error_at_wstar": (entry or {}).get("test_error"),
-            "at": list(at), "rel_tol": rel_tol, "rows": rows}
+            "at": list(at), "rel_tol": rel_tol, "rows": rows, "lowest": lowest}
 
 
 def format_summary(s: dict) -> str:
@@ -354,4 +360,7 @@ def format_summary(s: dict) -> str:
                  + [num(r["test_error"][m], "{:.2f}") for m in at]
                  + [num(r["reach_passes"], "{:.1f}"), num(r["reach_seconds"], "{:.2f}")])
         lines.append("| " + " | ".join(cells) + " |")
+    low = [f"@{m:g} {v[1]} ({v[0]:.3e})" for m, v in s.get("lowest", {}).items() if v is not None]
+    if low:
+        lines += ["", "lowest f - f* (each classic method at its best step size): " + "; ".join(low)]
     return "\n".join(lines)
