@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from conftest import markov_corpus
 from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.kernels import sag as K
+from crfkit.kernels.chain import emissions, transition_matrix
 from crfkit.objective import Objective, Regularization
 from crfkit.optim import sag as S
 from crfkit.optim.stochastic import resolve
@@ -52,6 +54,29 @@ def test_converges_to_the_lbfgs_optimum(problem, alg, params):
     res = train(X, Y, l2=L2, algorithm=alg, params=dict(params, delta=1e-9), max_iterations=epochs, threads=1)
     assert abs(res.objective - ref.objective) <= 1e-6 * ref.objective
     assert np.abs(res.model.weights - ref.model.weights).max() < 1e-3
+
+
+# ------------------------------------------------------------------ reference wrappers of the kernel's pieces
+@njit(cache=False)
+def _example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, v, beta,
+                    node, edge, score, bm, es, scale):
+    """The SAG kernel's oracle on example i from scratch: emissions at w = beta*v, then its chain oracle."""
+    t0, t1 = seq_ptr[i], seq_ptr[i + 1]
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    return K._chain_oracle(y, t0, t1 - t0, v, beta, n_state, trans_index, node, edge, score, bm, es, scale)
+
+
+@njit(cache=False)
+def _line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
+                    v, beta, g, gnorm2, f, L, score, shift, sc2, es, alpha, scale):
+    """The kernel's Algorithm 2 at w = beta*v for a dense gradient vector g: the scores at w and those
+    of g, then its line search over them."""
+    t0, t1 = seq_ptr[i], seq_ptr[i + 1]
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
+    trans = transition_matrix(v, beta, n_state, trans_index)
+    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
+    gtr = transition_matrix(g, 1.0, n_state, trans_index)
+    return K._line_search_scores(y, t0, t1 - t0, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale)
 
 
 # ------------------------------------------------------------------ dense reference
@@ -443,8 +468,8 @@ def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
         g2 = float(g @ g)
         start = 0.05
         for beta in (1.0, 0.25):
-            L, nev = K.line_search_at(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
-                                   s.trans_index, s.n_state, i, w / beta, beta, g, g2, f, start, *bufs)
+            L, nev = _line_search_at(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+                                     s.trans_index, s.n_state, i, w / beta, beta, g, g2, f, start, *bufs)
             k = round(np.log2(L / start))
             assert L == start * 2.0 ** k and nev == k + 1
             assert loss(i, w - g / L) < f - g2 / (2 * L) + 1e-12
@@ -459,7 +484,6 @@ def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
     returns what kernels.oracle.sequence_oracle returns (to rounding: its exponentials of the transition
     scores are within 1 ulp of libm's), and bitwise the scores the line search starts from."""
     from crfkit.kernels import oracle as O
-    from crfkit.kernels.chain import emissions, transition_matrix
     obj = objective(problem)
     c, s = obj.corpus, obj.space
     Lab, maxT = s.n_labels, c.max_length
@@ -471,7 +495,7 @@ def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
         node_b, edge_b = np.empty((maxT, Lab)), np.empty((Lab, Lab))
         score, bm, es, scale = np.empty((maxT, Lab)), np.empty((maxT, Lab)), np.empty((maxT, Lab)), np.empty(maxT)
         ref = O.sequence_oracle(*obj._args(), v, beta, s.n_state, i, node_a, edge_a, obj.full_rows)
-        loss, trans = K.example_oracle(*obj._args(), s.n_state, i, v, beta, node_b, edge_b, score, bm, es, scale)
+        loss, trans = _example_oracle(*obj._args(), s.n_state, i, v, beta, node_b, edge_b, score, bm, es, scale)
         assert loss == pytest.approx(ref, rel=1e-14, abs=1e-14)
         np.testing.assert_allclose(node_b[:T], node_a[:T], rtol=1e-13, atol=1e-15)
         np.testing.assert_allclose(edge_b, edge_a, rtol=1e-13, atol=1e-15)
@@ -487,7 +511,6 @@ def _fused_case(space, corp, obj, full, seed, store=np.float64):
     example-local buffers, ||g||^2) and consume against the unfused computation, example by example;
     ``store``: the precision of the stored marginals and transition gradients (float32: g_new in
     g_new - g_old is the one rebuilt from the rounded stored values)."""
-    from crfkit.kernels.chain import emissions
     c, s = corp, space
     rng = np.random.default_rng(seed)
     p, L, na, nt = s.n_features, s.n_labels, len(s.attr_ptr) - 1, s.n_trans

@@ -44,8 +44,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scattered_rows, emissions, exp_minus, forward_backward_edges, full_rows,
-                    gold_score, log_partition, max_min, row_emissions, transition_matrix)
+from .chain import (FAST, add_full_row, add_scattered_rows, exp_minus, forward_backward_edges, full_rows, gold_score,
+                    log_partition, max_min, row_emissions, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -292,20 +292,6 @@ def _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, bm
 
 
 @njit(**_NOPY)
-def example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, v, beta,
-                   node, edge, score, bm, es, scale):
-    """The per-example oracle (loss, node marginals into ``node[:T]``, summed edge marginals into ``edge``)
-    at w = beta*v, the same computation as :func:`crfkit.kernels.oracle.sequence_oracle`, that also
-    leaves the emission scores in ``score[:T]`` and returns the transition scores: the line search
-    starts from them instead of computing them again.  ``bm``, ``es``, ``scale``: scratch (>= T rows).
-    Returns (loss, transition score matrix)."""
-    t0 = seq_ptr[i]
-    t1 = seq_ptr[i + 1]
-    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
-    return _chain_oracle(y, t0, t1 - t0, v, beta, n_state, trans_index, node, edge, score, bm, es, scale)
-
-
-@njit(**_NOPY)
 def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale):
     """Algorithm 2 from the scores at w (``score``, ``trans``) and those of the gradient (``shift``,
     ``gtr``): the scores at w - g/L are ``score - shift/L``, ``trans - gtr/L``."""
@@ -328,34 +314,6 @@ def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, e
             break
         L *= 2.0
     return L, nev
-
-
-@njit(**_NOPY)
-def line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                score, trans, g, gnorm2, f, L, shift, sc2, es, alpha, scale):
-    """Algorithm 2: double L while -log p(y_i|x_i, w - g/L) >= f - ||g||^2 / (2L).
-
-    ``score`` (T x L) and ``trans`` (L x L) are the emission and transition
-    scores of example i at w (from :func:`example_oracle`); ``g`` is the dense
-    scratch vector holding example i's loss gradient on the coordinates it
-    touches.  Forward passes only (``log_partition``).  Returns (L, number of
-    forward evaluations).
-    """
-    t0 = seq_ptr[i]
-    t1 = seq_ptr[i + 1]
-    emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
-    gtr = transition_matrix(g, 1.0, n_state, trans_index)
-    return _line_search_scores(y, t0, t1 - t0, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale)
-
-
-@njit(**_NOPY)
-def line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                   v, beta, g, gnorm2, f, L, score, shift, sc2, es, alpha, scale):
-    """:func:`line_search` at w = beta*v, computing the scores at w first (for callers without them)."""
-    emissions(tok_ptr, attr, val, seq_ptr[i], seq_ptr[i + 1], attr_ptr, feat_label, v, beta, score)
-    trans = transition_matrix(v, beta, n_state, trans_index)
-    return line_search(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                       score, trans, g, gnorm2, f, L, shift, sc2, es, alpha, scale)
 
 
 @njit(**_NOPY)
