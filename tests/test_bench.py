@@ -279,15 +279,23 @@ def test_plots_from_traces_are_valid_pngs(small, cache, tmp_path):
     assert sorted(p.name for p in other.iterdir()) == sorted(bplots.FIGURES)
 
 
+def _write_traces(d, objectives, dev=True):
+    """One trace per run ({stem: objectives per pass}), a record per pass (wall_s = pass number)."""
+    d.mkdir()
+    for name, fs in objectives.items():
+        with open(d / f"{name}.jsonl", "w") as fh:
+            for k, f in enumerate(fs, 1):
+                rec = {"algorithm": name.split("__")[0], "iteration": k, "effective_passes": k, "wall_s": k,
+                       "objective": f}
+                if dev:
+                    rec["dev_accuracy"] = 80 + k
+                fh.write(json.dumps(rec) + "\n")
+
+
 def test_plots_without_fstar_estimate_it(tmp_path):
     pytest.importorskip("matplotlib")
     d = tmp_path / "t"
-    d.mkdir()
-    for name, fs in (("lbfgs", [3.0, 2.0, 1.5]), ("sg__eta=0.1", [3.5, 2.5, 2.0]), ("sg__eta=1", [4.0, 3.9, 3.8])):
-        with open(d / f"{name}.jsonl", "w") as fh:
-            for k, f in enumerate(fs, 1):
-                fh.write(json.dumps({"algorithm": name.split("__")[0], "iteration": k, "effective_passes": k,
-                                     "wall_s": k, "objective": f, "dev_accuracy": 80 + k}) + "\n")
+    _write_traces(d, {"lbfgs": [3.0, 2.0, 1.5], "sg__eta=0.1": [3.5, 2.5, 2.0], "sg__eta=1": [4.0, 3.9, 3.8]})
     runs = {r.stem: r.role for r in bplots.load_runs(d)}
     assert runs == {"lbfgs": "only", "sg__eta=0.1": "best", "sg__eta=1": "second"}
     s = bplots.summary(d, at=[2])
@@ -302,13 +310,9 @@ def test_plots_without_fstar_estimate_it(tmp_path):
 
 def test_lowest_at_each_mark_counts_only_the_best_step_size(tmp_path):
     d = tmp_path / "low"
-    d.mkdir()
     # sg (eta=1) starts lowest but ends above sg (eta=0.1): it is the dashed second-best, not a contender
-    for name, fs in (("lbfgs", [3.0, 2.0, 1.0]), ("sg__eta=0.1", [2.5, 1.5, 1.2]), ("sg__eta=1", [2.0, 1.9, 1.8])):
-        with open(d / f"{name}.jsonl", "w") as fh:
-            for k, f in enumerate(fs, 1):
-                fh.write(json.dumps({"algorithm": name.split("__")[0], "iteration": k, "effective_passes": k,
-                                     "wall_s": k, "objective": f}) + "\n")
+    _write_traces(d, {"lbfgs": [3.0, 2.0, 1.0], "sg__eta=0.1": [2.5, 1.5, 1.2], "sg__eta=1": [2.0, 1.9, 1.8]},
+                  dev=False)
     s = bplots.summary(d, at=[1, 3], fstar=0.5)
     assert s["lowest"] == {1: (2.0, "sg (eta=0.1)"), 3: (0.5, "lbfgs")}
 
