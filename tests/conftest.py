@@ -51,25 +51,27 @@ def random_sequences(rng: np.random.Generator, n_seq: int, *, min_len: int = 1, 
 
 
 def markov_corpus(seed: int, n_seq: int, *, noise: tuple[str, int, int] = ("noise", 12, 2),
-                  real_range: tuple[float, float] = (0.0, 2.0), bos: bool = False, labels=("A", "B", "C")):
-    """A learnable tiny corpus (X, Y): Markov-chain labels over three states; each token shows its label's
-    signature attribute ``sig=<label>`` 85% of the time (else a random one), ``noise[2]`` noise attributes
-    ``<noise[0]>=k`` with k below ``noise[1]``, 40% of the time a real-valued ``("len", u)`` with u
-    uniform in ``real_range``, and with ``bos`` a ``BOS`` attribute on the first token."""
+                  real_range: tuple[float, float] = (0.0, 2.0), bos: bool = False, labels=("A", "B", "C"),
+                  lengths: tuple[int, int] = (2, 9), sig_p: float = 0.85, real_p: float = 0.4):
+    """A learnable tiny corpus (X, Y): Markov-chain labels over three states, sequence lengths drawn from
+    ``range(*lengths)``; each token shows its label's signature attribute ``sig=<label>`` with
+    probability ``sig_p`` (else a random one), ``noise[2]`` noise attributes ``<noise[0]>=k`` with k
+    below ``noise[1]``, with probability ``real_p`` a real-valued ``("len", u)`` with u uniform in
+    ``real_range``, and with ``bos`` a ``BOS`` attribute on the first token."""
     rng = np.random.default_rng(seed)
     P = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.3, 0.1, 0.6]])
     name, vocab, count = noise
     X, Y = [], []
     for _ in range(n_seq):
-        T = int(rng.integers(2, 9))
+        T = int(rng.integers(*lengths))
         y = [int(rng.integers(3))]
         for _t in range(1, T):
             y.append(int(rng.choice(3, p=P[y[-1]])))
         x = []
         for lab in y:
-            sig = lab if rng.random() < 0.85 else int(rng.integers(3))
+            sig = lab if rng.random() < sig_p else int(rng.integers(3))
             tok = [f"sig={labels[sig]}"] + [f"{name}={int(rng.integers(vocab))}" for _ in range(count)]
-            if rng.random() < 0.4:
+            if rng.random() < real_p:
                 tok.append(("len", float(rng.uniform(*real_range))))
             x.append(tok)
         if bos:

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import markov_corpus
 import crfkit.objective as objective_mod
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
@@ -18,24 +19,8 @@ LABELS = ["A", "B", "C"]
 
 def learnable(seed, n_seq=60):
     """Labels from a Markov chain; each token has its label's signature attribute 90% of the time."""
-    rng = np.random.default_rng(seed)
-    P = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.3, 0.1, 0.6]])
-    X, Y = [], []
-    for _ in range(n_seq):
-        T = int(rng.integers(3, 11))
-        y = [int(rng.integers(3))]
-        for _t in range(1, T):
-            y.append(int(rng.choice(3, p=P[y[-1]])))
-        x = []
-        for lab in y:
-            sig = lab if rng.random() < 0.9 else int(rng.integers(3))
-            tok = [f"sig={LABELS[sig]}"] + [f"noise={int(rng.integers(20))}" for _ in range(2)]
-            if rng.random() < 0.5:
-                tok.append(("len", float(rng.uniform(0, 1))))
-            x.append(tok)
-        X.append(x)
-        Y.append([LABELS[k] for k in y])
-    return X, Y
+    return markov_corpus(seed, n_seq, noise=("noise", 20, 2), real_range=(0.0, 1.0), labels=LABELS,
+                         lengths=(3, 11), sig_p=0.9, real_p=0.5)
 
 
 def accuracy(model, X, Y):
