@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, edge_marginal_sum, emissions,
-                    emissions_rows, forward_backward, gold_score, log_partition, pd_edge, pd_forward_backward,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, emissions_rows,
+                    forward_backward, forward_backward_edges, gold_score, log_partition, pd_edge, pd_forward_backward,
                     pd_gold_score, pd_log_partition, pd_node, pd_viterbi, transition_matrix, viterbi)
 
 
@@ -236,8 +236,7 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         if not np.isfinite(logz):
             _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
             add_scores(xs, t0, T, score)
-            logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
-            edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, E)
+            logz = forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, E)
         total += logz
         for t in range(T):
             for l in range(L):
