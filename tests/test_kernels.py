@@ -415,10 +415,22 @@ def test_fused_backward_edges_equal_the_two_passes(seed, T, L, span):
     assert got.sum() == pytest.approx(0.25 * L * L + (T - 1), rel=1e-12)
 
 
-@given(st.lists(st.floats(-1e300, 1e300), min_size=1, max_size=50))
+@settings(deadline=None)
+@given(st.lists(st.floats(-1e300, 1e300), min_size=1, max_size=80))
 def test_max_min_is_numpys(values):
     m = np.array(values).reshape(1, -1)
     assert chain.max_min(m) == (m.max(), m.min())
+
+
+@settings(deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e300, 1e300), st.just(float("nan"))), min_size=1, max_size=80))
+def test_max_min_skips_nan(values):
+    m = np.array(values).reshape(1, -1)
+    finite = m[~np.isnan(m)]
+    want = (finite.max(), finite.min()) if finite.size else (-np.inf, np.inf)
+    assert chain.max_min(m) == want
+    sq = np.random.default_rng(len(values)).normal(0, 3, (26, 26))   # the transition matrix's shape
+    assert chain.max_min(sq) == (sq.max(), sq.min())
 
 
 def test_vector_exp_of_rows_into_a_buffer():
