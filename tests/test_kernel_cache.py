@@ -1,0 +1,79 @@
+"""The numba cache of a kernel follows the other kernel files it calls (crfkit.kernels.stamp_directory)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import crfkit.kernels as kernels
+from crfkit.kernels import chain, sag
+
+INIT = """\
+from pathlib import Path
+from crfkit.kernels import stamp_directory
+STAMPED = stamp_directory(Path(__file__).parent)
+"""
+CALLEE = """\
+from numba import njit
+
+@njit(cache=True)
+def value():
+    return {}
+"""
+CALLER = """\
+from numba import njit
+from .callee import value
+
+@njit(cache=True)
+def twice():
+    return 2 * value()
+"""
+
+
+def _run(root: Path, env) -> str:
+    code = "import kpkg, kpkg.caller as c; print(kpkg.STAMPED, c.twice(), sum(c.twice.stats.cache_hits.values()))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_a_cached_caller_is_recompiled_when_the_file_it_calls_changes(tmp_path):
+    pkg = tmp_path / "kpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(INIT)
+    (pkg / "callee.py").write_text(CALLEE.format(1))
+    (pkg / "caller.py").write_text(CALLER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path)] + sys.path))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    env.pop("NUMBA_CACHE_LOCATOR_CLASSES", None)
+    assert _run(tmp_path, env) == ["True", "2", "0"]          # compiled, written to kpkg/__pycache__
+    assert _run(tmp_path, env) == ["True", "2", "1"]          # loaded from the cache
+    assert any(pkg.joinpath("__pycache__").glob("caller.twice-*.nbi"))
+    # only the callee's file changes: numba alone would load twice() with the old value() inlined (4, a hit)
+    (pkg / "callee.py").write_text(CALLEE.format(5))
+    assert _run(tmp_path, env) == ["True", "10", "0"]
+    assert _run(tmp_path, env) == ["True", "10", "1"]
+
+
+def test_the_kernels_carry_the_digest_of_the_whole_package():
+    here = Path(kernels.__file__).resolve().parent
+    digest = kernels.sources_digest(here)
+    for f in (chain.max_min, sag.sag_run):
+        stamp = f._cache._impl.locator.get_source_stamp()
+        assert stamp[1] == digest
+
+
+def test_the_digest_covers_every_file_and_its_name(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    d0 = kernels.sources_digest(tmp_path)
+    (tmp_path / "b.py").write_text("y = 3\n")
+    d1 = kernels.sources_digest(tmp_path)
+    (tmp_path / "b.py").rename(tmp_path / "c.py")
+    d2 = kernels.sources_digest(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a source")
+    assert len({d0, d1, d2}) == 3 and kernels.sources_digest(tmp_path) == d2
