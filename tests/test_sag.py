@@ -334,6 +334,26 @@ def test_stopping_rule_needs_all_examples_seen_and_a_small_average_gradient(prob
     assert np.abs(g).max() < 1e-4          # d/n + l2 w is close to the true gradient at the end
 
 
+@pytest.mark.parametrize("alg", ["sag", "sag-nus", "sag-nus*", "saga", "saga-nus"])
+def test_steps_count_the_updates_and_evaluations_count_the_line_search_too(problem, alg):
+    obj = objective(problem)
+    n = obj.n
+    infos = []
+    resolve(alg)(obj, None, reg=obj.reg, max_iterations=4, delta=0.0,
+                 callback=lambda i: infos.append((i["steps"], obj.n_oracle)))
+    steps = [s for s, _ in infos]
+    evals = [e for _, e in infos]
+    assert all(a < b for a, b in zip(steps, steps[1:]))
+    for k, (s, e) in enumerate(infos, 1):
+        assert k * n <= e <= k * n + K.LS_MAX_DOUBLINGS + 3       # a pass ends at the first multiple of n
+        # every step evaluates at least one example; SAGA (b) evaluates two; line searches add more
+        assert s <= e / (2 if alg == "saga-nus" else 1)
+        if alg != "saga-nus":
+            assert s < e               # some line searches ran
+    if alg in ("sag", "saga"):
+        assert evals[0] / steps[0] > 1.5       # Algorithm 2 after (almost) every oracle call
+
+
 @pytest.mark.parametrize("alg", ["sag", "sag-nus*", "saga-nus"])
 def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, alg):
     fn = resolve(alg)

@@ -30,7 +30,7 @@ BATCH_ALGORITHMS = ("lbfgs", "owlqn")
 # the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
 ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
 # keys an optimizer's per-epoch info may add to the trace record
-EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "examples_seen",
+EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "examples_seen", "steps",
                     "monitor_s")
 
 

@@ -308,7 +308,8 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
             info = {"iteration": run.iteration, "f": f, "x": x.copy(), "step": float(run.fsc[K.F_STEP]),
                     "gnorm_inf": gnorm_inf, "nnz": int(np.count_nonzero(x)), "state": run.state,
                     "state_bytes": run.state_bytes, "naive_state_bytes": run.naive_state_bytes,
-                    "lipschitz": run.lipschitz(method), "examples_seen": m, "monitor_s": monitor_s}
+                    "lipschitz": run.lipschitz(method), "examples_seen": m, "steps": int(run.isc[K.I_ITER]),
+                    "monitor_s": monitor_s}
             stop = callback(info) if callback is not None else None
             if m == n and gnorm_inf < delta:
                 return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)

@@ -19,7 +19,9 @@ An optimizer registered here is a function::
   back as ``state=``).  Optional keys copied into the trace record:
   ``crfkit.train.EXTRA_TRACE_KEYS`` (``state_bytes``: memory of the stored
   per-example state; ``naive_state_bytes``: what naive SAG would store;
-  ``lipschitz``; ``duality_gap``; ``examples_seen``; ``monitor_s``: seconds
+  ``lipschitz``; ``duality_gap``; ``examples_seen``; ``steps``: parameter
+  updates so far, where they differ from the evaluations (the SAG family's
+  line searches count as evaluations); ``monitor_s``: seconds
   spent so far, cumulative, on evaluations made only to report ``f`` and
   the like, which plots of time take out of ``wall_s``).  It returns True to stop; KeyboardInterrupt inside it
   or inside the optimizer ends the run with status ``interrupted`` and the last
