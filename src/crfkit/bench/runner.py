@@ -38,8 +38,6 @@ __all__ = ["STEP_SEARCH", "DEFAULT_ETAS", "Spec", "RunResult", "parse_spec", "ru
            "run_benchmark", "trace_stem", "MANIFEST", "FSTAR_FILE"]
 
 STEP_SEARCH = ("sg", "asg", "adagrad", "pegasos")
-# methods with the stopping rule of Algorithm 1 (their `delta`), turned off in benchmark runs
-SAG_FAMILY = ("sag", "sag-nus", "sag-nus*", "saga", "saga-nus")
 DEFAULT_ETAS = tuple(10.0 ** k for k in range(-4, 2))   # 1e-4 ... 10
 MANIFEST = "bench.json"
 FSTAR_FILE = "fstar.json"
@@ -129,6 +127,7 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
     """One run of ``spec`` on ``data`` (a :class:`~crfkit.bench.data.BenchData`)
     until ``passes`` effective passes, the test set scored every epoch/iteration."""
     from ..objective import Regularization
+    from ..optim.sag import METHODS as SAG_FAMILY      # the methods with Algorithm 1's stopping rule (delta)
     from ..train import BATCH_ALGORITHMS, train_corpus
     space, corpus, test = data.encoded()
     stochastic = spec.name not in BATCH_ALGORITHMS
