@@ -39,8 +39,10 @@ with ``#`` are comments::
   template on the same attribute string; without macros: a constant unigram
   attribute and the label-bigram switch).
 
-Macros (``row`` any integer, ``col`` a 0-based column; CRF++ limits rows to
--8..8, we do not):
+Macros (``row`` an integer offset in ``-MAX_ROW_OFFSET..MAX_ROW_OFFSET``, i.e.
+-1000..1000 -- CRF++ allows -8..8 --, ``col`` a 0-based column below
+``MAX_COLUMN``, 100,000; a template set read from a file, or stored in a model
+file, beyond these is refused with an error naming the file and line):
 
 - ``%x[row,col]``: the column's text;
 - ``%X[row,col]``: the same, lower-cased (Wapiti's case-insensitive form);
@@ -62,7 +64,10 @@ is literal text.  Errors name the template file and line.
 Speed: a template set is compiled once, at parse time, into a Python function
 (source generated here and passed to ``exec``) whose inner loop is one list
 display of f-strings per token over pre-padded column tuples, so applying ~20
-templates to CoNLL-2000's 211,727 tokens takes about a second.
+templates to CoNLL-2000's 211,727 tokens takes about a second.  The padding is
+built per sentence and only as far as the templates reach (a template set
+reaching more than ``INLINE_PAD`` tokens away reads each macro's values
+through :func:`_window`, which makes only the padding tokens that macro reads).
 """
 from __future__ import annotations
 
@@ -81,7 +86,13 @@ __all__ = [
     "Templates",
     "default_chunking_templates",
     "pad_token",
+    "MAX_ROW_OFFSET",
+    "MAX_COLUMN",
 ]
+
+MAX_ROW_OFFSET = 1000   # |row| of a macro (CRF++: 8)
+MAX_COLUMN = 100_000    # col of a macro must be below this
+INLINE_PAD = 32         # template sets reaching at most this far pad each column tuple whole
 
 _MACRO = re.compile(r"%([xX])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*\]")
 _MACRO_RX = re.compile(r'%([tTmM])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\]')
@@ -229,6 +240,22 @@ def pad_token(j: int, n: int) -> str:
     return f"_B+{j - n + 1}"
 
 
+def _bounded_int(digits: str, limit: int) -> int | None:
+    """``int(digits)`` when its magnitude is at most ``limit``, else None (without converting a long
+    digit string: Python refuses more than 4,300 digits, and they mean an offset far out anyway)."""
+    d = digits.strip().lstrip("+-").lstrip("0")
+    if len(d) > len(str(limit)):
+        return None
+    v = int(digits)
+    return v if abs(v) <= limit else None
+
+
+def _short(text: str, n: int = 40, quote: bool = True) -> str:
+    """``text`` (its ``repr`` when ``quote``), cut in the middle when long (a 5,000-digit offset)."""
+    r = repr(text) if quote else text
+    return r if len(r) <= n else f"{r[:n // 2]}...{r[-(n // 2):]} ({len(text)} characters)"
+
+
 def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ...]:
     pieces: list[Piece] = []
     lit: list[str] = []
@@ -255,7 +282,22 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
                     name,
                     lineno,
                 )
-            row, col = int(m.group(2)), int(m.group(3))
+            row = _bounded_int(m.group(2), MAX_ROW_OFFSET)
+            col = _bounded_int(m.group(3), MAX_COLUMN - 1)
+            if row is None:
+                raise TemplateError(
+                    f"row offset {_short(m.group(2), quote=False)} in {_short(m.group(0))} is outside "
+                    f"-{MAX_ROW_OFFSET}..{MAX_ROW_OFFSET} (CRF++ allows -8..8)",
+                    name,
+                    lineno,
+                )
+            if col is None and not m.group(3).lstrip().startswith("-"):
+                raise TemplateError(
+                    f"column index {_short(m.group(3), quote=False)} in {_short(m.group(0))} is over the limit "
+                    f"of {MAX_COLUMN - 1}",
+                    name,
+                    lineno,
+                )
             regex = m.group(4) if rx_kind else None
             if rx_kind:
                 try:
@@ -263,9 +305,10 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
                 except re.error as e:
                     raise TemplateError(f"bad regular expression {regex!r} in {m.group(0)!r}: {e}",
                                         name, lineno) from None
-            if col < 0:
+            if col is None or col < 0:
                 raise TemplateError(
-                    f"column index {col} in {m.group(0)!r} must be >= 0 (columns are 0-based)",
+                    f"column index {_short(m.group(3), quote=False)} in {_short(m.group(0))} must be >= 0 "
+                    "(columns are 0-based)",
                     name,
                     lineno,
                 )
@@ -462,6 +505,22 @@ def _fstring(pieces: Sequence[Piece], var: Callable[[Macro], str]) -> str:
     return " ".join(parts)
 
 
+_BEFORE = ("",) + tuple(f"_B-{k}" for k in range(1, MAX_ROW_OFFSET + 1))   # _BEFORE[k]: k tokens before
+_AFTER = ("",) + tuple(f"_B+{k}" for k in range(1, MAX_ROW_OFFSET + 1))    # _AFTER[k]: k tokens after
+
+
+def _window(seq: tuple, r: int, n: int) -> tuple:
+    """What a macro of row ``r`` reads at tokens 0..n-1 of a sentence whose column is ``seq`` (length n):
+    positions r..r+n-1, those outside the sentence read as CRF++'s padding tokens; only the padding
+    tokens that are read are made (whatever |r|, at most n of them)."""
+    if r < 0:
+        pad = _BEFORE[-r:max(0, -r - n):-1]
+        return pad + seq[:r + n] if r + n > 0 else pad
+    if r > 0:
+        return seq[r:] + _AFTER[max(1, r - n + 1):r + 1]
+    return seq
+
+
 def _compile(unigram: Sequence[Template], name: str):
     """Build the two apply functions (padded, unpadded) of a template list."""
     macros = sorted({m for t in unigram for m in t.macros},
@@ -470,16 +529,20 @@ def _compile(unigram: Sequence[Template], name: str):
     before = max([0] + [-m.row for m in macros])  # padding needed before / after
     after = max([0] + [m.row for m in macros])
     K = max(before, after)
+    # a template set reaching at most INLINE_PAD tokens away pads each column tuple whole (one tuple per
+    # column and sentence, one slice per macro); one reaching further reads each macro through _window
+    inline = K <= INLINE_PAD
     maxcol = max(cols, default=-1)
     var_of = {m: f"v{i}" for i, m in enumerate(macros)}
 
     env: dict = {
-        "_BOS": tuple(f"_B-{k}" for k in range(K, 0, -1)),
-        "_EOS": tuple(f"_B+{k}" for k in range(1, K + 1)),
+        "_BOS": tuple(f"_B-{k}" for k in range(K, 0, -1)) if inline else (),
+        "_EOS": tuple(f"_B+{k}" for k in range(1, K + 1)) if inline else (),
+        "_window": _window,
         "_column_error": lambda columns: _column_error(columns, unigram, name),
     }
-    # what a macro reads: the padded column tuple c<col> for %x, a derived
-    # padded tuple d<i> (case-folded, regex test or match of each token) otherwise
+    # what a macro reads: the column tuple c<col> for %x, a derived tuple d<i> (case-folded, regex test
+    # or match of each token) otherwise; padded (P) or not (U)
     derived = sorted({m.source() for m in macros if m.kind != "x"}, key=lambda k: (k[0], k[1], k[2] or ""))
     src_of = {k: f"d{i}" for i, k in enumerate(derived)}
     for k, var in src_of.items():
@@ -490,22 +553,20 @@ def _compile(unigram: Sequence[Template], name: str):
 
     sources = [f"c{c}" for c in cols] + list(src_of.values())
 
-    # shared prologue: n, the padded column tuples c<col>
-    pro = ["    n = len(columns)", "    if not n:", "        return []"]
-    if cols:
-        pro += [
-            "    t = list(zip(*columns))",
-            f"    if len(t) <= {maxcol}:",
-            "        raise _column_error(columns)",
-        ]
-        for c in cols:
-            pro.append(f"    c{c} = (*_BOS, *t[{c}], *_EOS)")
-        for (c, _k, _r), var in src_of.items():
-            pro.append(f"    {var} = (*_BOS, *map(_f{var}, t[{c}]), *_EOS)")
-
-    def slices(lo: str, hi: str) -> str:
-        # one slice per macro: the values it reads for tokens lo..hi-1
-        return ", ".join(f"{srcvar(m)}[{K + m.row} + {lo}:{K + m.row} + {hi}]" for m in macros)
+    def prologue(padded: bool) -> list[str]:
+        pro = ["    n = len(columns)", "    if not n:", "        return []"]
+        if cols:
+            pro += [
+                "    t = list(zip(*columns))",
+                f"    if len(t) <= {maxcol}:",
+                "        raise _column_error(columns)",
+            ]
+            for c in cols:
+                pro.append(f"    c{c} = (*_BOS, *t[{c}], *_EOS)" if padded else f"    c{c} = t[{c}]")
+            for (c, _k, _r), var in src_of.items():
+                pro.append(f"    {var} = (*_BOS, *map(_f{var}, t[{c}]), *_EOS)" if padded
+                           else f"    {var} = tuple(map(_f{var}, t[{c}]))")
+        return pro
 
     row_all = "[" + ", ".join(_fstring(t.pieces, lambda m: var_of[m]) for t in unigram) + "]"
     if macros:
@@ -515,22 +576,28 @@ def _compile(unigram: Sequence[Template], name: str):
         loop = "for _ in range({})"
 
     # padded: every template fires at every token
-    src = ["def _apply_pad(columns):", *pro]
-    if macros:
-        src.append(f"    return [{row_all} {loop.format(slices('0', 'n'))}]")
-    else:
+    src = ["def _apply_pad(columns):", *prologue(inline)]
+    if not macros:
         src.append(f"    return [{row_all} for _ in range(n)]")
+    elif inline:
+        reads = ", ".join(f"{srcvar(m)}[{K + m.row}:{K + m.row} + n]" for m in macros)
+        src.append(f"    return [{row_all} {loop.format(reads)}]")
+    else:
+        reads = ", ".join(f"_window({srcvar(m)}, {m.row}, n)" for m in macros)
+        src.append(f"    return [{row_all} {loop.format(reads)}]")
 
-    # unpadded: interior tokens (all templates fire) by the fast path; the
-    # `before` first and `after` last tokens template by template
-    src += ["", "def _apply_nopad(columns):", *pro]
+    # unpadded: interior tokens (all templates fire) by the fast path; the `before` first and `after` last
+    # tokens template by template; nothing outside the sentence is read, so no padding is built
+    src += ["", "def _apply_nopad(columns):", *prologue(False)]
     if not macros:
         src.append(f"    return [{row_all} for _ in range(n)]")
     else:
+        # for lo <= i < hi every row stays inside 0..n-1; when lo == hi the slices are empty
+        reads = ", ".join(f"{srcvar(m)}[{m.row} + lo:{m.row} + hi]" for m in macros)
         src += [
             f"    lo = {before} if n > {before} else n",
             f"    hi = n - {after} if n - {after} > lo else lo",
-            f"    mid = [{row_all} {loop.format(slices('lo', 'hi'))}]",
+            f"    mid = [{row_all} {loop.format(reads)}]",
             "    if lo == 0 and hi == n:",
             "        return mid",
             "    return [_edge(i, n, " + ", ".join(sources) + ") for i in range(lo)] + mid + "
@@ -540,7 +607,7 @@ def _compile(unigram: Sequence[Template], name: str):
             "    r = []",
         ]
         for t in unigram:
-            expr = _fstring(t.pieces, lambda m: f"{srcvar(m)}[i + {K + m.row}]")
+            expr = _fstring(t.pieces, lambda m: f"{srcvar(m)}[i + {m.row}]")
             if t.macros:
                 src.append(f"    if {-t.min_row} <= i < n - {t.max_row}:")
                 src.append(f"        r.append({expr})")
