@@ -303,18 +303,9 @@ class CRF:
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        m = state.get("model_")
-        if m is not None:
-            # a fresh model object: plain arrays and lists, none of the lookup
-            # tables the model builds on first use
-            from .model import CRFModel, FeatureSpace
-            s = m.space
-            space = FeatureSpace(labels=list(s.labels), attributes=list(s.attributes), attr_ptr=s.attr_ptr,
-                                 feat_label=s.feat_label, trans_index=s.trans_index,
-                                 n_dense=s.n_dense, dense_names=list(s.dense_names))
-            state["model_"] = CRFModel(space, m.weights, dict(m.meta))
-        return state
+        # the model pickles as its own parts: FeatureSpace.__getstate__ keeps every block (state,
+        # transition, label-pair x observation, dense) and drops the lookup tables built on first use
+        return self.__dict__.copy()
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)

@@ -39,13 +39,14 @@ import stat
 import struct
 import tempfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Sequence
 
 import numpy as np
 
-from .errors import DataError, ModelError
+from .errors import DataError, ModelError, TemplateError
+from .features.templates import MAX_COLUMN, Templates
 from .io.atomic import atomic_file
 
 MAGIC = b"CRFKIT\x00M"
@@ -94,6 +95,16 @@ class FeatureSpace:
             raise ValueError("battr_ptr does not match battributes / bfeat_pair")
         if len(self.bfeat_pair) and (self.bfeat_pair.min() < 0 or self.bfeat_pair.max() >= L * L):
             raise ValueError("bfeat_pair holds a label pair outside L x L")
+
+    # pickling: the dataclass fields only, so every block (state, transition, bigram-observation, dense)
+    # travels and none of the lookup tables built on first use (attr_index, full_rows...) does; unpickling
+    # checks the fields again (__post_init__)
+    def __getstate__(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict) -> None:
+        names = {f.name for f in fields(self)}
+        self.__init__(**{k: v for k, v in state.items() if k in names})
 
     @property
     def n_labels(self) -> int:
@@ -827,8 +838,9 @@ def check_meta(meta: dict, space: FeatureSpace, path: str) -> None:
         if k in meta and not isinstance(meta[k], str):
             raise bad(k, "expected a string")
     for k in _META_COUNT:
-        if k in meta and not (_is_int(meta[k]) and 0 <= meta[k] <= MAX_COUNT):
-            raise bad(k, f"expected a whole number in 0..{MAX_COUNT}")
+        top = MAX_COLUMN if k == "columns" else 2 ** 53
+        if k in meta and not (_is_int(meta[k]) and 0 <= meta[k] <= top):
+            raise bad(k, f"expected a whole number in 0..{top}")
     for k in _META_NONNEG:
         v = meta.get(k)
         if k in meta and not ((_is_int(v) or isinstance(v, float)) and 0 <= v < float("inf")):
@@ -839,8 +851,6 @@ def check_meta(meta: dict, space: FeatureSpace, path: str) -> None:
         raise bad("template_pad", "expected true or false")
     columns = meta.get("columns")
     if meta.get("templates"):
-        from .errors import TemplateError
-        from .features.templates import Templates
         try:
             t = Templates.parse(meta["templates"], name=f"{path} (stored templates)")
         except TemplateError as e:
@@ -849,7 +859,7 @@ def check_meta(meta: dict, space: FeatureSpace, path: str) -> None:
             raise bad("columns", f"the stored templates use column {t.max_column()} (0-based)")
     if "dense_columns" in meta:
         dc = meta["dense_columns"]
-        if not isinstance(dc, list) or not all(_is_int(x) and 1 <= x <= MAX_COUNT for x in dc):
+        if not isinstance(dc, list) or not all(_is_int(x) and 1 <= x <= MAX_COLUMN for x in dc):
             raise bad("dense_columns", "expected a list of 1-based column numbers")
         if len(dc) != space.n_dense:
             raise bad("dense_columns", f"{len(dc)} columns for {space.n_dense} dense dimensions")
