@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import reprlib
 import stat
 import struct
 import tempfile
@@ -506,21 +507,40 @@ class CRFModel:
 
     @classmethod
     def _read(cls, f, path: str) -> "CRFModel":
+        def corrupted(why) -> ModelError:
+            return ModelError(f"{path}: model payload is corrupted or inconsistent ({why})")
+
         header, head = _read_header(f, path)
-        g, size = _seekable(f, head)
         try:
-            _verify_checksums(g, path, header, head, size)
+            counts, specs, declared = _check_table(header)
+        except (KeyError, ValueError, TypeError) as e:
+            raise corrupted(e) from None
+        # the payload ends where its last array ends (a pipe is read no further than that, plus one byte)
+        end = max(spec["offset"] + spec["nbytes"] for spec in specs.values())
+        g, size = _seekable(f, head, len(head) + end + 33)
+        try:
             payload_len = size - len(head) - 32
+            if payload_len < end:
+                raise ModelError(f"{path}: model file is truncated or corrupted (its array table needs {end} "
+                                 f"bytes of payload, the file holds {max(payload_len, 0)})")
+            if payload_len > end:
+                raise corrupted(f"{payload_len - end} bytes after the last array")
+            ceiling = EXPANSION_ALLOWANCE + MAX_EXPANSION * payload_len
+            if declared > ceiling:
+                raise corrupted(f"the arrays would take {declared} bytes from a {payload_len}-byte payload; "
+                                f"the loader's ceiling is {EXPANSION_ALLOWANCE} + {MAX_EXPANSION} x the payload")
+            _verify_checksums(g, path, header, head, size)
             try:
-                counts, specs = _check_table(header, payload_len)
-                arrays = {name: _inflate(g, len(head) + spec["offset"], spec["nbytes"], spec["array"])
-                          for name, spec in sorted(specs.items(), key=lambda kv: kv[1]["offset"])}
+                arrays = {}
+                for name, spec in sorted(specs.items(), key=lambda kv: kv[1]["offset"]):
+                    arrays[name] = _inflate(g, len(head) + spec["offset"], spec["nbytes"],
+                                            np.empty(spec["shape"], spec["dtype"]), name)
                 space, weights = _space_of(arrays, counts)
                 meta = header.get("meta", {})
                 if not isinstance(meta, dict):
                     raise ValueError("meta is not a mapping")
             except (KeyError, zlib.error, ValueError, TypeError, UnicodeDecodeError, OverflowError) as e:
-                raise ModelError(f"{path}: model payload is corrupted or inconsistent ({e})") from None
+                raise corrupted(e) from None
         finally:
             if g is not f:
                 g.close()
@@ -588,20 +608,23 @@ def _read_header(f, path: str) -> tuple[dict, bytes]:
     return header, magic + hb + raw
 
 
-def _seekable(f, head: bytes):
+def _seekable(f, head: bytes, limit: int):
     """(f, its size) when f is a regular file; otherwise (a pipe, a device) a temporary file holding ``head``
-    and the rest of f, so that the payload can be read twice (checksum, then arrays) in bounded memory."""
+    and the rest of f up to ``limit`` bytes in all, so that the payload can be read twice (checksum, then
+    arrays) in bounded memory."""
     st = os.fstat(f.fileno())
     if stat.S_ISREG(st.st_mode):
         return f, st.st_size
     tmp = tempfile.TemporaryFile()
     try:
         tmp.write(head)
-        while True:
-            b = f.read(_READ_CHUNK)
+        left = limit - len(head)
+        while left > 0:
+            b = f.read(min(left, _READ_CHUNK))
             if not b:
                 break
             tmp.write(b)
+            left -= len(b)
         return tmp, tmp.tell()
     except BaseException:
         tmp.close()
@@ -635,10 +658,10 @@ def _count(header: dict, key: str, default=None, limit: int = MAX_COUNT) -> int:
     return v
 
 
-def _check_table(header: dict, payload_len: int) -> tuple[dict, dict]:
-    """The header's counts, and its array table checked against them: {name: spec with an empty 'array' of the
-    declared dtype and shape to decompress into}.  Nothing of the payload is read or allocated before the
-    declared sizes pass the ceiling."""
+def _check_table(header: dict) -> tuple[dict, dict, int]:
+    """The header's counts, its array table checked against them ({name: offset, nbytes, shape, dtype}: every
+    array's dtype and shape follow from the counts), and the bytes the arrays declare.  Only the header
+    is read so far; nothing is allocated."""
     ver = header["format_version"]
     c = {k: _count(header, k) for k in ("n_labels", "n_attributes", "n_state", "n_trans")}
     if c["n_labels"] > MAX_LABELS:
@@ -693,24 +716,17 @@ def _check_table(header: dict, payload_len: int) -> tuple[dict, dict]:
             raise ValueError(f"array {name}: shape {got!r}, expected "
                              f"{list(shape) if shape is not None else '[length]'} from the header's counts")
         off, nb = spec.get("offset"), spec.get("nbytes")
-        if (not isinstance(off, int) or not isinstance(nb, int) or isinstance(off, bool) or isinstance(nb, bool)
-                or off < 0 or nb < 0 or off + nb > payload_len):
-            raise ValueError(f"array {name}: bytes {off!r}+{nb!r} outside the {payload_len}-byte payload")
+        if not _is_int(off) or not _is_int(nb) or off < 0 or nb < 0:
+            raise ValueError(f"array {name}: offset {off!r} and size {nb!r} are not byte counts")
         n = 1
         for x in got:
             n *= x
         declared += n * dtype.itemsize
         specs[name] = {"offset": off, "nbytes": nb, "shape": tuple(got), "dtype": dtype}
-    ceiling = EXPANSION_ALLOWANCE + MAX_EXPANSION * payload_len
-    if declared > ceiling:
-        raise ValueError(f"the arrays would take {declared} bytes from a {payload_len}-byte payload "
-                         f"(the loader's ceiling is {ceiling}: {EXPANSION_ALLOWANCE} + {MAX_EXPANSION} x payload)")
-    for spec in specs.values():
-        spec["array"] = np.empty(spec["shape"], spec["dtype"])
-    return c, specs
+    return c, specs, declared
 
 
-def _inflate(f, start: int, nbytes: int, out: np.ndarray) -> np.ndarray:
+def _inflate(f, start: int, nbytes: int, out: np.ndarray, name: str) -> np.ndarray:
     """Decompress the zlib member in bytes start..start+nbytes of f into ``out``, which it must fill exactly:
     never more output than ``out`` holds plus one byte is produced (a decompression bomb is refused
     after that byte), never more than 4 MiB at a time."""
@@ -724,17 +740,17 @@ def _inflate(f, start: int, nbytes: int, out: np.ndarray) -> np.ndarray:
     def take(piece: bytes) -> None:
         nonlocal pos
         if pos + len(piece) > want:
-            raise ValueError(f"a compressed array holds more than the {want} bytes its shape declares")
+            raise ValueError(f"array {name} holds more than the {want} bytes its shape declares")
         view[pos:pos + len(piece)] = piece
         pos += len(piece)
 
     while left:
         chunk = f.read(min(left, _READ_CHUNK))
         if not chunk:
-            raise ValueError("payload ends early")
+            raise ValueError(f"array {name}: the payload ends early")
         left -= len(chunk)
         if d.eof:
-            raise ValueError("bytes after the end of a compressed array")
+            raise ValueError(f"array {name}: bytes after the end of its compressed stream")
         while chunk:
             take(d.decompress(chunk, min(_INFLATE_CHUNK, want - pos + 1)))
             chunk = d.unconsumed_tail
@@ -744,11 +760,11 @@ def _inflate(f, start: int, nbytes: int, out: np.ndarray) -> np.ndarray:
             break
         take(piece)
     if not d.eof:
-        raise ValueError("a compressed array is cut short")
+        raise ValueError(f"array {name}: its compressed stream is cut short")
     if d.unused_data:
-        raise ValueError("bytes after the end of a compressed array")
+        raise ValueError(f"array {name}: bytes after the end of its compressed stream")
     if pos != want:
-        raise ValueError(f"a compressed array holds {pos} bytes, its shape declares {want}")
+        raise ValueError(f"array {name} holds {pos} bytes, its shape declares {want}")
     return out
 
 
@@ -830,8 +846,7 @@ def check_meta(meta: dict, space: FeatureSpace, path: str) -> None:
     templates' columns), ``dense_columns`` (one 1-based column per dense dimension, within ``columns``),
     the training settings printed by ``crfkit info`` (strings, counts, non-negative numbers)."""
     def bad(key: str, why: str) -> ModelError:
-        v = repr(meta[key])
-        v = v if len(v) <= 60 else v[:57] + "..."
+        v = reprlib.repr(meta[key])
         return ModelError(f"{path}: metadata field {key!r} is {v}: {why}")
 
     for k in _META_STR:
