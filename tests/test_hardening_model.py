@@ -639,3 +639,27 @@ def test_fuzz_reaches_past_the_checksum(work):
     p = _write(work, "count.crfkit", _assemble(header, payload))
     with pytest.raises(ModelError, match="expected .* from the header's counts"):
         CRFModel.load(p)
+
+
+# ------------------------------------------------------------------ the string tables (decoded once, then sliced)
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=6), max_size=12))
+def test_string_table_round_trip(strings):
+    from crfkit.model import _pack_strings, _unpack_strings
+    blob, lens = _pack_strings(strings)
+    assert _unpack_strings(blob, lens) == strings
+
+
+def test_string_cut_inside_a_character_is_refused(tmp_path):
+    X, Y = [[["a"], ["b"]]], [["é", "中"]]
+    space, _ = build(X, Y)
+    p = tmp_path / "u.crfkit"
+    CRFModel(space, np.ones(space.n_features)).save(p)
+    header, payload = _split(p.read_bytes())
+    lens = _get(header, payload, "label_lens")
+    assert sorted(lens.tolist()) == [2, 3]
+    lens[0] += 1
+    lens[1] -= 1       # the second label now starts inside the first one's last character
+    p.write_bytes(_assemble(header, _put(header, payload, "label_lens", zlib.compress(lens.tobytes()))))
+    with pytest.raises(ModelError, match="inside a UTF-8 character|decode"):
+        CRFModel.load(p)

@@ -219,10 +219,22 @@ def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _unpack_strings(blob: np.ndarray, lens: np.ndarray) -> list[str]:
+    """The strings packed by :func:`_pack_strings` (UTF-8 bytes, their byte lengths).  The blob is decoded
+    once and sliced (a decode per string took most of a model's load time); with multi-byte characters the
+    byte offsets become character offsets by discounting UTF-8 continuation bytes, and a string that
+    starts inside a character is an error, as decoding it alone would be."""
     raw = blob.tobytes()
+    text = raw.decode("utf-8")
     ends = np.cumsum(lens)
     starts = ends - lens
-    return [raw[s:e].decode("utf-8") for s, e in zip(starts.tolist(), ends.tolist())]
+    if len(text) != len(raw):
+        cont = (blob & 0xC0) == 0x80
+        if cont[starts[starts < len(raw)]].any():
+            raise ValueError("a string starts inside a UTF-8 character")
+        before = np.zeros(len(raw) + 1, np.int64)
+        np.cumsum(cont, out=before[1:])
+        starts, ends = starts - before[starts], ends - before[ends]
+    return [text[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 def _small_int(a: np.ndarray) -> np.ndarray:
