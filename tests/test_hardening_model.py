@@ -663,3 +663,12 @@ def test_string_cut_inside_a_character_is_refused(tmp_path):
     p.write_bytes(_assemble(header, _put(header, payload, "label_lens", zlib.compress(lens.tobytes()))))
     with pytest.raises(ModelError, match="inside a UTF-8 character|decode"):
         CRFModel.load(p)
+
+
+def test_templates_built_in_code_obey_the_offset_limit():
+    from crfkit.features.templates import Macro, Template
+    far = Template("U", "U:far", ("U:", Macro(MAX_ROW_OFFSET + 1, 0)), 1)
+    with pytest.raises(TemplateError, match="limit"):
+        Templates([far], name="code")
+    edge = Template("U", "U:edge", ("U:", Macro(-MAX_ROW_OFFSET, 0)), 1)
+    assert Templates([edge]).apply([["a"], ["b"]]) == [[f"U:_B-{MAX_ROW_OFFSET}"], [f"U:_B-{MAX_ROW_OFFSET - 1}"]]

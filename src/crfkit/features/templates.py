@@ -529,6 +529,8 @@ def _compile(unigram: Sequence[Template], name: str):
     before = max([0] + [-m.row for m in macros])  # padding needed before / after
     after = max([0] + [m.row for m in macros])
     K = max(before, after)
+    if K > MAX_ROW_OFFSET:      # templates built in code, not parsed
+        raise TemplateError(f"a macro reaches {K} tokens away; the limit is {MAX_ROW_OFFSET}", name)
     # a template set reaching at most INLINE_PAD tokens away pads each column tuple whole (one tuple per
     # column and sentence, one slice per macro); one reaching further reads each macro through _window
     inline = K <= INLINE_PAD
