@@ -20,6 +20,8 @@ _EXPORTS = {
     "CrfkitError": ("crfkit.errors", "CrfkitError"),
     "DataError": ("crfkit.errors", "DataError"),
     "ModelError": ("crfkit.errors", "ModelError"),
+    "OutputError": ("crfkit.errors", "OutputError"),
+    "TrainingDiverged": ("crfkit.errors", "TrainingDiverged"),
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -123,7 +123,7 @@ def save(path: str | os.PathLike, state: dict, *, fingerprint: str, settings: di
         "state_scalars": scalars, "history": list(history or []), "extra": dict(extra or {}),
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
-    with atomic_file(path) as f:
+    with atomic_file(path, what="the checkpoint") as f:
         np.savez(f, **arrays)
 
 

@@ -34,7 +34,7 @@ import time
 from typing import Sequence, TextIO
 
 from . import __version__
-from .errors import CrfkitError, DataError
+from .errors import CrfkitError, DataError, TrainingDiverged
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -253,7 +253,16 @@ def _train_crfsuite(args, kwargs, progress=None):
         X_dev, Y_dev, dseqs = _read_attribute_file(dev_src)
         _no_sequence_weights(dseqs, _source_name(dev_src))
     meta = {"input_format": "crfsuite", "train_file": name}
-    return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **kwargs)
+    try:
+        return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **kwargs)
+    except DataError as e:
+        # a feature value beyond crfkit's bound, found when encoding: say where it is in the file
+        if getattr(e, "value_problem", None) is None:
+            raise
+        dev = e.path == "<dev data>"
+        ss, fname = (dseqs, _source_name(dev_src)) if dev else (seqs, name)
+        s = ss[e.sequence]
+        raise DataError(e.value_problem, fname, s.line + e.token) from None
 
 
 def cmd_train(args) -> int:
@@ -262,9 +271,12 @@ def cmd_train(args) -> int:
 
     if args.algorithm not in ALGORITHMS:
         raise CrfkitError(f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}")
-    model_dir = os.path.dirname(os.path.abspath(args.model))
-    if not os.path.isdir(model_dir):
-        raise CrfkitError(f"cannot write the model {args.model}: directory {model_dir} does not exist")
+    # refuse an output that cannot be written before training, not after it (a directory, a read-only
+    # place, a dangling symlink): crfkit.io.atomic.check_writable creates and removes a probe file there
+    from .io.atomic import check_writable
+    check_writable(args.model, "the model")
+    if args.checkpoint is not None:
+        check_writable(args.checkpoint, "the checkpoint")
     fmt, args.train_source = _detect_format(args.format, args.train_file)
     args.dev_source = args.dev
     if args.dev is not None and args.format == "auto":
@@ -327,7 +339,16 @@ def cmd_train(args) -> int:
     except KeyboardInterrupt:
         _err("interrupted before the optimizer started; no model was written")
         return EXIT_INTERRUPTED
-    size = res.model.save(args.model)
+    except TrainingDiverged as e:
+        _err(f"{e}\nno model was written: {args.model} is left as it was")
+        return EXIT_ERROR
+    try:
+        size = res.model.save(args.model)
+    except OSError as e:
+        _err(f"{e}; {args.model} is left as it was"
+             + (f" (the checkpoint {args.checkpoint} holds the trained state: --resume it with the same "
+                "--max-iterations to write the model without training again)" if args.checkpoint else ""))
+        return EXIT_ERROR
     m = res.model
     interrupted = res.status == "interrupted"
     out = sys.stdout

@@ -38,3 +38,40 @@ class TemplateError(DataError):
 
 class ModelError(CrfkitError):
     """A model file that cannot be read (truncated, corrupted, wrong version)."""
+
+
+class OutputError(CrfkitError, OSError):
+    """A file that cannot be written (a directory, a read-only place, a full disk, a dangling link).
+    The message names the path the caller gave (never a temporary file); ``errno`` and ``filename``
+    are those of an :class:`OSError`."""
+
+    def __init__(self, message: str, *, path: str | None = None, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+        self.filename = path
+        self.strerror = message
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TrainingDiverged(CrfkitError):
+    """Training stopped because its objective became non-finite or grew far beyond its start
+    (see :mod:`crfkit.train`); no model is returned.  ``status`` is ``"diverged"``; ``iteration``,
+    ``objective``, ``limit``, ``algorithm``, ``hint`` (a suggestion about the step size, or "")
+    and ``history`` (the trace records so far) describe the run."""
+
+    status = "diverged"
+
+    def __init__(self, message: str, *, algorithm: str = "", iteration: int = 0, objective: float = float("nan"),
+                 limit: float = float("nan"), hint: str = "", history: list | None = None,
+                 effective_passes: float = 0.0, seconds: float = 0.0):
+        super().__init__(message)
+        self.algorithm = algorithm
+        self.iteration = iteration
+        self.objective = objective
+        self.limit = limit
+        self.hint = hint
+        self.history = list(history or [])
+        self.effective_passes = effective_passes
+        self.seconds = seconds

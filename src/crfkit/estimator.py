@@ -352,6 +352,13 @@ class CRF:
 
         ``X_dev`` / ``y_dev``: a development set scored after every iteration
         (``history_``'s ``dev_accuracy`` and ``dev_f1``).
+
+        A run whose objective becomes non-finite or grows far beyond its start
+        (a step size too large) raises :class:`crfkit.errors.TrainingDiverged`
+        with a hint about the step size; the estimator keeps its previous model
+        (if any) and ``model_filename`` is not written.  A ``model_filename``
+        that cannot be written (a directory, a read-only place) is refused with
+        :class:`crfkit.errors.OutputError` before training starts.
         """
         from .train import train
         kw = self._train_kwargs()  # bad parameters fail before any data is converted
@@ -373,6 +380,11 @@ class CRF:
             kw.update(X_dev=A_dev, Y_dev=Y_dev, dense_dev=dense_dev)
         if self.warm_start and "model_" in self.__dict__:
             kw["init"] = self.model_
+        if self.model_filename:
+            # a model file that cannot be written is refused before training, not after it
+            from .io.atomic import check_writable
+            check_writable(self.model_filename, "the model")
+        # a run that diverges raises TrainingDiverged: the estimator (and model_filename) keep what they had
         res = train(A, Y, dense=dense, **kw)
         n = len(A)
         self.model_ = res.model

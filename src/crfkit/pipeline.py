@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .corpus import MAX_FEATURE_VALUE
 from .errors import CrfkitError, DataError, TemplateError
 from .features.templates import Templates
 from .io.columns import Sentence, read_columns, read_columns_list
@@ -156,6 +157,10 @@ def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str
                 if not np.isfinite(v):
                     raise DataError(f"dense column {c + 1} holds {tok[c]!r}: values must be finite",
                                     name, s.line + t)
+                if abs(v) > MAX_FEATURE_VALUE:
+                    raise DataError(f"dense column {c + 1} holds {tok[c]}, beyond crfkit's bound on feature "
+                                    f"values, |value| <= {MAX_FEATURE_VALUE:g}; scale the values to about "
+                                    "[-1, 1] or take their logarithm", name, s.line + t)
                 m[t, j] = v
         out.append(m)
     return out

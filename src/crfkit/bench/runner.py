@@ -128,6 +128,7 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
     until ``passes`` effective passes, the test set scored every epoch/iteration."""
     from ..objective import Regularization
     from ..optim.sag import METHODS as SAG_FAMILY      # the methods with Algorithm 1's stopping rule (delta)
+    from ..errors import TrainingDiverged
     from ..train import BATCH_ALGORITHMS, train_corpus
     space, corpus, test = data.encoded()
     stochastic = spec.name not in BATCH_ALGORITHMS
@@ -149,7 +150,13 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
         # one evaluation (at least) per iteration; the deterministic stopping rules off
         kw.update(max_iterations=max(1, math.ceil(passes)) + 1, epsilon=0.0, delta=0.0)
     t0 = time.perf_counter()
-    res = train_corpus(space, corpus, **kw)
+    try:
+        res = train_corpus(space, corpus, **kw)
+    except TrainingDiverged as e:
+        # a step size that blows up (crfkit.train's divergence rule): ranked last, the benchmark goes on
+        return RunResult(name=spec.name, params=dict(spec.params), trace=Path(trace_path).name,
+                         final_objective=math.inf, effective_passes=float(e.effective_passes),
+                         iterations=int(e.iteration), status="diverged", seconds=time.perf_counter() - t0)
     seconds = time.perf_counter() - t0
     f = res.history[-1]["objective"] if res.history else res.objective
     f = float(f) if f is not None and math.isfinite(f) else math.inf

@@ -38,11 +38,21 @@ from typing import Sequence
 
 import numpy as np
 
-from ..corpus import Corpus
+from ..corpus import MAX_FEATURE_VALUE, Corpus
 from ..errors import DataError
 from ..model import FeatureSpace
 
 SUPPORTS = ("observed", "all")
+
+
+def _too_large(what: str, seq: int, tok: int, name: str) -> DataError:
+    """The error for a feature value beyond :data:`crfkit.corpus.MAX_FEATURE_VALUE`; ``sequence``,
+    ``token`` (0-based) and ``problem`` let a reader that knows the file's lines restate it as file:line."""
+    problem = (f"{what}, beyond crfkit's bound on feature values, |value| <= {MAX_FEATURE_VALUE:g} (larger "
+               "values overflow or stall every optimizer); scale the values to about [-1, 1] or take their logarithm")
+    e = DataError(f"sequence {seq}, token {tok}: {problem}", name)
+    e.sequence, e.token, e.value_problem = seq, tok, problem
+    return e
 
 
 def _flatten(X, name: str = "<data>"):
@@ -75,6 +85,13 @@ def _flatten(X, name: str = "<data>"):
         if not np.all(np.isfinite(values)):
             bad = int(np.flatnonzero(~np.isfinite(values))[0])
             raise DataError(f"attribute {flat_names[bad]!r} has a non-finite value {values[bad]}", name)
+        big = np.abs(values) > MAX_FEATURE_VALUE
+        if big.any():
+            k = int(np.flatnonzero(big)[0])
+            tok = int(np.searchsorted(np.cumsum(tok_counts), k, side="right"))
+            seq = int(np.searchsorted(np.cumsum(seq_lens), tok, side="right"))
+            first = int(np.sum(seq_lens[:seq]))
+            raise _too_large(f"attribute {flat_names[k]!r} has the value {values[k]:.10g}", seq, tok - first, name)
         names = flat_names
     return seq_lens, np.asarray(tok_counts, dtype=np.int64), names, values
 
@@ -104,6 +121,9 @@ def _dense_block(dense, seq_lens: np.ndarray | None, name: str, expect: int | No
         if not np.all(np.isfinite(a)):
             t, j = (int(x[0]) for x in np.nonzero(~np.isfinite(a)))
             raise DataError(f"sequence {i}, token {t}: dense feature {j} is {a[t, j]} (values must be finite)", name)
+        if a.size and np.abs(a).max() > MAX_FEATURE_VALUE:
+            t, j = (int(x[0]) for x in np.nonzero(np.abs(a) > MAX_FEATURE_VALUE))
+            raise _too_large(f"dense feature {j} is {a[t, j]:.10g}", i, t, name)
         mats.append(a)
     if seq_lens is not None and len(mats) != len(seq_lens):
         raise DataError(f"{len(seq_lens)} sequences but {len(mats)} dense matrices", name)
