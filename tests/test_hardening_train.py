@@ -280,10 +280,11 @@ def test_cli_refuses_huge_attribute_values_with_file_and_line(tmp_path, capsys, 
 
 def test_the_bound_itself_is_accepted(tmp_path, capsys):
     f = _attr_file(tmp_path / "edge.txt", "-1e6")
-    with pytest.warns(RuntimeWarning, match="feature values reach 1e\\+06"):
-        rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "-f", "crfsuite", "-q",
-                           "--max-iterations", "3")
+    rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "-f", "crfsuite", "-q",
+                       "--max-iterations", "3")
     assert rc == 0, err
+    # the CLI shows crfkit's warnings as lines, also with -q
+    assert "crfkit: warning: feature values reach 1e+06 (sequence 7, token 0)" in err
 
 
 def test_estimator_and_api_refuse_huge_values_naming_sequence_and_token():
@@ -576,3 +577,11 @@ def test_only_dead_or_stale_orphans_of_that_path_are_removed(good, tmp_path):
     CRFModel.load(good).save(good)
     left = {k for k, n in names.items() if (tmp_path / n).exists()}
     assert left == {"live", "other_host_fresh", "other_path", "legacy"}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_trace_on_a_full_disk_is_a_warning_not_the_end_of_the_run():
+    X, Y = markov_corpus(2, 10)
+    with pytest.warns(RuntimeWarning, match="the trace /dev/full could not be written at iteration 1"):
+        res = train(X, Y, max_iterations=3, trace="/dev/full")
+    assert res.iterations == 3 and len(res.history) == 3

@@ -265,6 +265,28 @@ def _train_crfsuite(args, kwargs, progress=None):
         raise DataError(e.value_problem, fname, s.line + e.token) from None
 
 
+class _warnings_as_lines:
+    """crfkit's own RuntimeWarnings (feature scale, a checkpoint or trace not written) as
+    ``crfkit: warning: ...`` lines on standard error, also with -q; other warnings as Python shows them."""
+
+    def __enter__(self):
+        import warnings
+        self.ctx = warnings.catch_warnings()
+        self.ctx.__enter__()
+        prev = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if category is RuntimeWarning and "crfkit" in filename:
+                print(f"crfkit: warning: {message}", file=sys.stderr, flush=True)
+            else:
+                prev(message, category, filename, lineno, file, line)
+        warnings.showwarning = show
+        return self
+
+    def __exit__(self, *exc):
+        return self.ctx.__exit__(*exc)
+
+
 def cmd_train(args) -> int:
     from .pipeline import train_columns
     from .train import ALGORITHMS
@@ -329,11 +351,13 @@ def cmd_train(args) -> int:
                  f"({len(templates.unigram)} unigram templates, {'padded' if not args.no_pad else 'no padding'})")
     try:
         try:
-            if fmt == "crfsuite":
-                res = _train_crfsuite(args, kwargs, progress)
-            else:
-                res = train_columns(args.train_source, templates, dev_path=args.dev_source,
-                                    pad=not args.no_pad, progress=progress, dense_columns=dense_cols, **kwargs)
+            with _warnings_as_lines():
+                if fmt == "crfsuite":
+                    res = _train_crfsuite(args, kwargs, progress)
+                else:
+                    res = train_columns(args.train_source, templates, dev_path=args.dev_source,
+                                        pad=not args.no_pad, progress=progress, dense_columns=dense_cols,
+                                        **kwargs)
         finally:
             bars.close()
     except KeyboardInterrupt:

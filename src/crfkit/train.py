@@ -55,10 +55,15 @@ class TrainResult:
 
 
 class _Trace:
-    """One JSON line per iteration, flushed as it is written so an interrupted run keeps its lines."""
+    """One JSON line per iteration, flushed as it is written so an interrupted run keeps its lines.
+    A trace that cannot be opened fails the run before training; one that fails later (a full disk)
+    is a warning (``warn``) and the run goes on without it."""
 
-    def __init__(self, path: str | os.PathLike | None, previous: Sequence[dict] = ()):
+    def __init__(self, path: str | os.PathLike | None, previous: Sequence[dict] = (),
+                 warn: Callable[[str], None] | None = None):
         self.f = None
+        self.path = os.fspath(path) if path else None
+        self.warn = warn
         if path:
             d = os.path.dirname(os.path.abspath(path))
             os.makedirs(d, exist_ok=True)
@@ -68,12 +73,23 @@ class _Trace:
 
     def write(self, rec: dict) -> None:
         if self.f:
-            self.f.write(json.dumps(rec) + "\n")
-            self.f.flush()
+            try:
+                self.f.write(json.dumps(rec) + "\n")
+                self.f.flush()
+            except OSError as e:
+                if self.warn is None:
+                    raise
+                self.warn(f"the trace {self.path} could not be written at iteration {rec.get('iteration')} "
+                          f"({e.strerror or e}); training goes on without it")
+                self.close()
+                self.f = None
 
     def close(self) -> None:
         if self.f:
-            self.f.close()
+            try:
+                self.f.close()
+            except OSError:
+                pass
 
 
 def dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]] | None) -> dict:
@@ -394,7 +410,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             f_start = max(seen) if seen else None
         if verbose:
             log(f"resuming from {os.fspath(resume)} at iteration {ck.iteration}")
-    tr = _Trace(trace, previous)
+    tr = _Trace(trace, previous, warn=warn)
     history: list[dict] = list(previous)
     t0 = time.perf_counter() - t_offset
     if state is not None:
