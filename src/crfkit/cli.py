@@ -371,7 +371,7 @@ def cmd_train(args) -> int:
     except OSError as e:
         _err(f"{e}; {args.model} is left as it was"
              + (f" (the checkpoint {args.checkpoint} holds the trained state: --resume it with the same "
-                "--max-iterations to write the model without training again)" if args.checkpoint else ""))
+                "--max-iterations to write the model without starting over)" if args.checkpoint else ""))
         return EXIT_ERROR
     m = res.model
     interrupted = res.status == "interrupted"

@@ -71,8 +71,8 @@ def _tmp_name(base: str) -> str:
 
 
 def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return True          # not a pid we can judge: keep the file
+    if pid <= 0 or os.name == "nt":
+        return True          # not a pid we can judge (on Windows os.kill terminates): keep the file
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -227,7 +227,10 @@ def atomic_file(path: str | os.PathLike, *, fsync: bool = True, what: str = "the
         try:
             if old is not None:
                 # a replaced file keeps its permission bits (as with cp); owner and group where allowed
-                os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+                if hasattr(os, "fchmod"):
+                    os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+                else:  # pragma: no cover (Windows before Python 3.13)
+                    os.chmod(tmp, stat.S_IMODE(old.st_mode) & 0o777)
                 if hasattr(os, "fchown"):
                     st = os.fstat(fd)
                     if (st.st_uid, st.st_gid) != (old.st_uid, old.st_gid):
