@@ -230,6 +230,23 @@ def test_warm_start_far_from_zero_is_not_divergence(scripted):
     assert res.status == "max_iterations"
 
 
+def test_checkpoint_keeps_the_divergence_reference_for_resume(tmp_path, scripted):
+    X, Y = markov_corpus(1, 20)
+    space, corpus = build(X, Y)
+    w0 = np.zeros(space.n_features)
+    w0[space.n_state:] = 3000.0 * np.sign(np.arange(space.n_trans) % 2 - 0.5)
+    f_x0 = Objective(corpus, space, Regularization(l2=2 / len(X))).value(w0, count=False)
+    ck = tmp_path / "warm.ckpt"
+    train(X, Y, max_iterations=2, w0=w0, checkpoint=ck)
+    assert ckpt.load(ck).extra["f_start"] == pytest.approx(f_x0, rel=1e-12)
+    train(X, Y, max_iterations=2, checkpoint=tmp_path / "zero.ckpt")
+    assert ckpt.load(tmp_path / "zero.ckpt").extra["f_start"] == 0.0
+    # a resumed run judges by the same reference: f(x0) of the warm start, not f(0)
+    watch = train_mod._DivergenceWatch(None, None, corpus, space, None, f_start=f_x0)
+    assert watch.check(0.9 * DIVERGENCE_FACTOR * f_x0, None) is None
+    assert "more than 1000 times" in watch.check(1.1 * DIVERGENCE_FACTOR * f_x0, None)
+
+
 def test_estimator_fit_raises_and_keeps_its_previous_model(tmp_path):
     X, Y = markov_corpus(2, 30)
     path = tmp_path / "est.crfkit"

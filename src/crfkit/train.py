@@ -188,9 +188,9 @@ class _DivergenceWatch:
     every label path equally likely, so each sequence's loss is ``T_i log L``
     (nothing else: no regularisation at 0).  It depends on the average sequence
     length and the label count, not on the number of sequences.  ``f(x0)`` is the
-    objective at a non-zero starting point (``init``, ``w0``), computed (without
-    counting a pass) only if the run would otherwise be judged diverged, and saved
-    in checkpoints for resumed runs.  Why it is safe: the full-batch methods
+    objective at a non-zero starting point (``init``, ``w0``), computed once
+    (without counting a pass) when first needed: when the run would otherwise be
+    judged diverged, or at its first checkpoint, which keeps it for a resumed run.  Why it is safe: the full-batch methods
     (L-BFGS, OWL-QN, BCD: line searches) never go above their start, so for them
     only non-finite values can fire it; a stochastic method whose objective is a
     thousand times that of guessing labels uniformly holds weights that put
@@ -403,8 +403,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         obj.n_oracle = int(ck.extra.get("n_oracle", 0))
         t_offset = float(ck.extra.get("wall_s", state.get("seconds", 0.0)))
         # the divergence reference of the run that wrote the checkpoint (older checkpoints: its objectives)
-        f_start = ck.extra.get("f_start")
-        if f_start is None:
+        if "f_start" in ck.extra:
+            f_start = float(ck.extra["f_start"])
+        else:
             seen = [r["objective"] for r in ck.history if isinstance(r.get("objective"), (int, float))
                     and math.isfinite(r["objective"])]
             f_start = max(seen) if seen else None
@@ -429,7 +430,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             ckpt.save(checkpoint, st, fingerprint=fp, settings=settings, history=history,
                       extra={"n_full": int(st.get("n_evals", obj.n_full)), "n_oracle": obj.n_oracle,
                              "wall_s": time.perf_counter() - t0,
-                             "n_train": n, "n_features": space.n_features, "f_start": watch.start_value()})
+                             "n_train": n, "n_features": space.n_features, "f_start": watch.start_value() or 0.0})
         except OSError as e:
             warn(f"checkpoint at iteration {int(st.get('iteration', 0))} not written ({e}); training goes on")
             return False
@@ -563,7 +564,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
 def _raise_diverged(d: dict, watch: _DivergenceWatch, algorithm: str, params: dict, history: list,
                     obj: Objective, t0: float, checkpoint) -> None:
     hint = _step_hint(algorithm, params)
-    kept = (f"; the checkpoint {os.fspath(checkpoint)} keeps the last one written before it"
+    kept = (f"; the checkpoint {os.fspath(checkpoint)} holds the last state written before (if any)"
             if checkpoint else "")
     msg = (f"training diverged ({algorithm}, iteration {d['iteration']}): {d['why']} (a run stops once its "
            f"objective is not finite or above {DIVERGENCE_FACTOR:g} times its reference {watch.reference():.6g}, "
