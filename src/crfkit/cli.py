@@ -110,36 +110,26 @@ FORMATS = ("columns", "crfsuite", "auto")
 def _detect_format(fmt: str, path: str):
     """(``"columns"`` or ``"crfsuite"``, the source to read).
 
-    ``auto`` applies :func:`crfkit.io.crfsuite.looks_like_crfsuite` to the
-    first lines; standard input is then read into memory first (it cannot be
-    read twice). A file that cannot be opened or decoded is left to the real
-    reader to report.
+    ``auto`` opens the input once (:func:`crfkit.io.columns.open_source`) and
+    applies :func:`crfkit.io.crfsuite.looks_like_crfsuite` to its first lines,
+    which the reader then gets again from the same stream: a pipe, a FIFO,
+    ``/dev/fd/N`` or standard input is never reopened nor read twice, and
+    never read whole into memory. The caller closes the returned source.
     """
     if fmt != "auto":
         return fmt, path
-    import io
-    from .io.columns import open_text
+    from .io.columns import open_source
     from .io.crfsuite import DETECT_LINES, looks_like_crfsuite
 
-    if path == "-":
-        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
-        src = io.BytesIO(raw)
-        src.name = "<stdin>"
-        head = raw[: 1 << 20].decode("utf-8", errors="replace").splitlines()[: 4 * DETECT_LINES]
-        return ("crfsuite" if looks_like_crfsuite(head) else "columns"), src
-    head = []
-    try:
-        f = open_text(path)
-        try:
-            for line in f:
-                head.append(line)
-                if len(head) >= 4 * DETECT_LINES:
-                    break
-        finally:
-            f.close()
-    except (CrfkitError, OSError, EOFError, UnicodeDecodeError, ValueError):
-        return "columns", path
-    return ("crfsuite" if looks_like_crfsuite(head) else "columns"), path
+    src = open_source(path)
+    head = src.sniff(4 * DETECT_LINES)
+    return ("crfsuite" if looks_like_crfsuite(head) else "columns"), src
+
+
+def _close_source(src) -> None:
+    close = getattr(src, "close", None)
+    if close is not None and not isinstance(src, str):
+        close()
 
 
 def _source_name(src) -> str:
@@ -360,6 +350,8 @@ def cmd_train(args) -> int:
                                         **kwargs)
         finally:
             bars.close()
+            _close_source(args.train_source)
+            _close_source(args.dev_source)
     except KeyboardInterrupt:
         _err("interrupted before the optimizer started; no model was written")
         return EXIT_INTERRUPTED
@@ -411,72 +403,167 @@ def _open_out(path: str | None) -> tuple[TextIO, bool]:
         raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
 
 
+class _Output:
+    """Where ``crfkit tag`` writes: standard output, or ``-o PATH`` written to a
+    temporary file beside it and renamed onto it at the end, so that an error
+    in the input met half-way (tagging streams) leaves no partial output and an
+    existing file untouched. A path that is not a regular file (a FIFO,
+    ``/dev/stdout``) is written directly."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.tmp = None
+        if path is None or path == "-":
+            self.f = sys.stdout
+            return
+        target = path
+        if os.path.exists(path) and not os.path.isfile(path):
+            self.f, _ = _open_out(path)
+            return
+        import tempfile
+        d = os.path.dirname(os.path.abspath(target))
+        base = os.path.basename(target)
+        try:
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=d)
+            os.close(fd)
+            os.chmod(self.tmp, 0o666 & ~_umask())  # as an ordinary open would create it
+        except OSError as e:
+            raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
+        try:
+            self.f = (gzip.open(self.tmp, "wt", encoding="utf-8", newline="\n") if path.endswith(".gz")
+                      else open(self.tmp, "w", encoding="utf-8", newline="\n"))
+        except OSError as e:
+            self._drop()
+            raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
+
+    def _drop(self) -> None:
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.tmp = None
+
+    def __enter__(self):
+        return self.f
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.f is sys.stdout:
+            if exc_type is None:
+                self.f.flush()
+            return False
+        try:
+            self.f.close()
+        except BaseException:
+            self._drop()
+            raise
+        if exc_type is not None:
+            self._drop()
+        elif self.tmp is not None:
+            try:
+                os.replace(self.tmp, self.path)
+            except OSError as e:
+                self._drop()
+                raise DataError(f"cannot write: {e.strerror or e}", self.path) from None
+            self.tmp = None
+        return False
+
+
+def _umask() -> int:
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
+
+
+class _Eval:
+    """What ``crfkit tag --eval`` reports, accumulated batch by batch: the
+    conlleval counts (not the sentences) and the gold labels the model never saw."""
+
+    def __init__(self, model):
+        from collections import Counter
+
+        from .metrics import _ConllCounter
+        self.known = set(model.labels)
+        self.unseen: Counter = Counter()
+        self.counter = _ConllCounter()
+
+    def add(self, gold, pred) -> None:
+        feed = self.counter.feed
+        known = self.known
+        for i, (g, p) in enumerate(zip(gold, pred)):
+            if len(g) != len(p):  # pragma: no cover (the tagger gives one label per token)
+                raise DataError(f"sentence {i}: gold has {len(g)} tokens but the prediction has {len(p)}")
+            for gt, pt in zip(g, p):
+                feed(gt, pt)
+                if gt not in known:
+                    self.unseen[gt] += 1
+            self.counter.boundary()
+
+    def report(self) -> None:
+        """The conlleval report on stderr, and a line about gold labels the model
+        never saw (their tokens were tagged anyway; they can only count as errors)."""
+        unseen = self.unseen
+        sys.stderr.write(self.counter.report().format())
+        if unseen:
+            listed = ", ".join(f"{lab} ({n})" for lab, n in unseen.most_common(10))
+            more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
+            sys.stderr.write(f"gold labels the model never saw in training, {sum(unseen.values())} tokens: "
+                             f"{listed}{more}\n")
+        sys.stderr.flush()
+
+
 def _tag_crfsuite(args, model, src) -> int:
     """``crfkit tag --format crfsuite``: one predicted label per line, a blank line
     after each sequence (as ``crfsuite tag``); ``--reference`` puts the file's
     label and a TAB before it, ``--marginals`` appends ``:p`` (the label's
     marginal), ``--probability`` writes ``@probability<TAB>p`` before each
     sequence (CRFsuite's ``-r``, ``-i``, ``-p``); ``--all-marginals`` appends
-    ``<TAB>label:p`` for every label of the model, in the model's order."""
-    from .pipeline import split_marginals
+    ``<TAB>label:p`` for every label of the model, in the model's order.
+    Sequences are read, tagged and written batch by batch (``--batch-tokens``)."""
+    from .io.crfsuite import read_crfsuite
+    from .pipeline import batches, split_marginals
 
     if args.labels is False and (args.eval or args.reference):
         raise CrfkitError("--eval/--reference use the labels of the attribute file (its first field); "
                           "they cannot go with --no-labels")
-    X, gold, _ = _read_attribute_file(src)
-    marg = probs = full = None
     names = list(model.space.labels)
-    if args.marginals or args.probability or args.all_marginals:
-        pred, probs, node, corpus = model.tag_with_probability(X, threads=args.threads)
-        marg, full = split_marginals(model, pred, node, corpus)
-    else:
-        pred = model.tag(X, threads=args.threads)
-    f, owned = _open_out(args.output)
-    try:
-        for i, ys in enumerate(pred):
-            buf = []
-            if args.probability:
-                buf.append(f"@probability\t{float(probs[i]):.6f}")
-            for t, lab in enumerate(ys):
-                line = f"{gold[i][t]}\t{lab}" if args.reference else lab
-                if args.marginals:
-                    line += f":{marg[i][t]:.6f}"
-                if args.all_marginals:
-                    line += "\t" + "\t".join(f"{n}:{p:.6f}" for n, p in zip(names, full[i][t].tolist()))
-                buf.append(line)
-            buf.append("")
-            f.write("\n".join(buf) + "\n")
-        f.flush()
-    finally:
-        if owned:
-            f.close()
-    if args.eval:
-        _report_eval(model, gold, pred)
+    want_marg = args.marginals or args.probability or args.all_marginals
+    ev = _Eval(model) if args.eval else None
+    with _Output(args.output) as f:
+        for seqs in batches(read_crfsuite(src, name=_source_name(src)), args.batch_tokens):
+            X = [s.attributes for s in seqs]
+            gold = [s.labels for s in seqs]
+            del seqs
+            marg = probs = full = None
+            if want_marg:
+                pred, probs, node, corpus = model.tag_with_probability(X, threads=args.threads)
+                marg, full = split_marginals(model, pred, node, corpus)
+            else:
+                pred = model.tag(X, threads=args.threads)
+            del X
+            for i, ys in enumerate(pred):
+                buf = []
+                if args.probability:
+                    buf.append(f"@probability\t{float(probs[i]):.6f}")
+                for t, lab in enumerate(ys):
+                    line = f"{gold[i][t]}\t{lab}" if args.reference else lab
+                    if args.marginals:
+                        line += f":{marg[i][t]:.6f}"
+                    if args.all_marginals:
+                        line += "\t" + "\t".join(f"{n}:{p:.6f}" for n, p in zip(names, full[i][t].tolist()))
+                    buf.append(line)
+                buf.append("")
+                f.write("\n".join(buf) + "\n")
+            f.flush()
+            if ev is not None:
+                ev.add(gold, pred)
+    if ev is not None:
+        ev.report()
     return 0
 
 
-def _report_eval(model, gold, pred) -> None:
-    """conlleval report on stderr, and a line about gold labels the model never saw
-    (their tokens were tagged anyway; they can only count as errors)."""
-    from collections import Counter
-
-    from .metrics import conlleval
-    known = set(model.labels)
-    unseen = Counter(lab for s in gold for lab in s if lab not in known)
-    rep = conlleval(gold, pred)
-    sys.stderr.write(rep.format())
-    if unseen:
-        listed = ", ".join(f"{lab} ({n})" for lab, n in unseen.most_common(10))
-        more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
-        sys.stderr.write(f"gold labels the model never saw in training, {sum(unseen.values())} tokens: "
-                         f"{listed}{more}\n")
-    sys.stderr.flush()
-
-
 def cmd_tag(args) -> int:
-    from .io.columns import write_columns
     from .model import CRFModel
-    from .pipeline import tag_columns
 
     model = CRFModel.load(args.model)
     has_templates = bool(isinstance(model.meta, dict) and model.meta.get("templates"))
@@ -484,41 +571,58 @@ def cmd_tag(args) -> int:
     if fmt == "auto" and not has_templates:
         fmt = "crfsuite"  # a model without templates can only tag attribute files
     fmt, src = _detect_format(fmt, args.file)
-    if fmt == "crfsuite":
-        return _tag_crfsuite(args, model, src)
+    try:
+        if fmt == "crfsuite":
+            return _tag_crfsuite(args, model, src)
+        return _tag_columns(args, model, src, has_templates)
+    finally:
+        _close_source(src)
+
+
+def _tag_columns(args, model, src, has_templates: bool) -> int:
+    """``crfkit tag`` on a column file: read, tag and write batch by batch
+    (``--batch-tokens``), so memory stays bounded whatever the input's size;
+    the output is the same as tagging the whole input at once."""
+    from .io.columns import write_columns
+    from .pipeline import tag_column_batches
+
     if args.reference:
         raise CrfkitError("--reference is for --format crfsuite (column output already shows the gold label)")
     if not has_templates:
         raise CrfkitError(f"the model {args.model} has no feature templates (it was trained from a CRFsuite "
                           "attribute file or from attribute lists), so it cannot tag column files; tag "
                           "CRFsuite attribute files with --format crfsuite")
-    has_labels = args.labels
-    res = tag_columns(model, src, has_labels=has_labels, marginals=args.marginals or args.probability,
-                      all_marginals=args.all_marginals, threads=args.threads)
-    if args.eval and not res.has_labels:
+    parts = tag_column_batches(model, src, has_labels=args.labels, marginals=args.marginals or args.probability,
+                               all_marginals=args.all_marginals, threads=args.threads,
+                               batch_tokens=args.batch_tokens)
+    first = next(parts)  # read and tag the first batch before any output is opened
+    if args.eval and not first.has_labels:
         raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
                         "training data's observation columns; pass --labels if the last column is a label)",
                         "<stdin>" if args.file == "-" else args.file)
-    f, owned = _open_out(args.output)
-    try:
-        for i, (s, pred) in enumerate(zip(res.sentences, res.labels)):
-            if args.probability:
-                f.write(f"# {res.probabilities[i]:.6f}\n")
-            if args.marginals:
-                extra = [f"{lab}/{p:.6f}" for lab, p in zip(pred, res.marginals[i])]
-            else:
-                extra = pred
-            if args.all_marginals:
-                names = res.label_names
-                extra = [[e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
-                         for e, row in zip(extra, res.all_marginals[i].tolist())]
-            write_columns([s], f, extra=[extra], sep="\t")
-        f.flush()
-    finally:
-        if owned:
-            f.close()
-    if args.eval:
-        _report_eval(model, res.gold, res.labels)
+    ev = _Eval(model) if args.eval else None
+    with _Output(args.output) as f:
+        res = first
+        while res is not None:
+            for i, (s, pred) in enumerate(zip(res.sentences, res.labels)):
+                if args.probability:
+                    f.write(f"# {res.probabilities[i]:.6f}\n")
+                if args.marginals:
+                    extra = [f"{lab}/{p:.6f}" for lab, p in zip(pred, res.marginals[i])]
+                else:
+                    extra = pred
+                if args.all_marginals:
+                    names = res.label_names
+                    extra = [[e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
+                             for e, row in zip(extra, res.all_marginals[i].tolist())]
+                write_columns([s], f, extra=[extra], sep="\t")
+            f.flush()
+            if ev is not None:
+                ev.add(res.gold, res.labels)
+            res = first = None
+            res = next(parts, None)
+    if ev is not None:
+        ev.report()
     return 0
 
 
@@ -644,17 +748,38 @@ def _dataset_names(names: list[str]) -> list[str]:
     return names
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is so that cleanups run (``finally``)."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated()
+
+
 def cmd_data(args) -> int:
     from . import datasets
     from .datasets.download import REGISTRY, fetch, verify
 
     if args.data_command == "fetch":
+        import signal
         names = _dataset_names(args.names)
         log = (lambda s: None) if args.quiet else _log
         root = None
-        for n in names:
-            root = fetch(n, cache_dir=args.cache_dir, base_url=args.base_url, force=args.force,
-                         timeout=args.timeout, log=log)
+        # SIGTERM as Ctrl-C: the download in progress is abandoned and its .part file removed
+        try:
+            prev = signal.signal(signal.SIGTERM, _terminated)
+        except ValueError:  # not the main thread
+            prev = None
+        try:
+            for n in names:
+                root = fetch(n, cache_dir=args.cache_dir, base_url=args.base_url, force=args.force,
+                             timeout=args.timeout, log=log)
+        except _Terminated:
+            _err("terminated (SIGTERM); the download in progress was abandoned and nothing partial was kept")
+            return 128 + signal.SIGTERM
+        finally:
+            if prev is not None:
+                signal.signal(signal.SIGTERM, prev)
         print(f"fetched {', '.join(names)} into {root}")
         return 0
     if args.data_command == "verify":
@@ -828,6 +953,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr")
     g.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
     g.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
+    g.add_argument("--batch-tokens", type=_pos_int, default=20_000, metavar="N",
+                   help="read, tag and write about N tokens at a time (whole sentences; default 20000): "
+                        "memory stays bounded whatever the input's size; the output does not depend on it")
     g.set_defaults(func=cmd_tag)
 
     e = sub.add_parser("eval", help="conlleval chunk scores of a tagged file",
@@ -879,7 +1007,9 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("--base-url", metavar="URL",
                     help="a mirror serving the shared/data layout (http(s)://, file:// or a directory)")
     df.add_argument("--force", action="store_true", help="download even files that are present and verify")
-    df.add_argument("--timeout", type=_pos_float, default=60.0, metavar="S", help="network timeout (default 60 s)")
+    df.add_argument("--timeout", type=_pos_float, default=300.0, metavar="S",
+                    help="seconds each download (a file, or a zip) may take in all, connection included: a "
+                         "deadline for the whole download, not per read (default 300)")
     df.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     dv = dsub.add_parser("verify", help="check the SHA-256 of the files in a data directory (exit 1 if any fails)")
     dv.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
@@ -894,12 +1024,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _exit_quietly(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def quiet_interrupts():
+    """Make Ctrl-C exit with status 130 and no traceback (``SystemExit``), and
+    return the handler it replaces: what the entry points call first thing,
+    before the slow imports (numpy, numba). Does nothing off the main thread."""
+    import signal
+    try:
+        return signal.signal(signal.SIGINT, _exit_quietly)
+    except ValueError:  # not the main thread
+        return None
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None, _default=None):
+    from .errors import DataWarning
+    if issubclass(category, DataWarning):
+        print(f"crfkit: warning: {message}", file=sys.stderr if file is None else file, flush=True)
+    else:
+        _default(message, category, filename, lineno, file, line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+    previous = quiet_interrupts()
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv) -> int:
+    import functools
+    import signal
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    # from here Ctrl-C is a KeyboardInterrupt again: training saves what it reached
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread
+        pass
+    show = warnings.showwarning
+    warnings.showwarning = functools.partial(_show_warning, _default=show)
     try:
         return args.func(args)
     except CrfkitError as e:
@@ -919,6 +1093,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         _err(f"{where}{e.strerror or e}")
         return EXIT_ERROR
+    finally:
+        warnings.showwarning = show
 
 
 if __name__ == "__main__":  # pragma: no cover

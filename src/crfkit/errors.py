@@ -75,3 +75,9 @@ class TrainingDiverged(CrfkitError):
         self.history = list(history or [])
         self.effective_passes = effective_passes
         self.seconds = seconds
+
+
+class DataWarning(UserWarning):
+    """Input that crfkit reads, but not as it is written (e.g. CR-only line
+    endings): the message names the file. The CLI prints it as
+    ``crfkit: warning: <message>``."""

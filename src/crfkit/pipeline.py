@@ -33,6 +33,9 @@ from .io.columns import Sentence, read_columns, read_columns_list
 from .model import CRFModel
 
 __all__ = [
+    "BATCH_TOKENS",
+    "batches",
+    "tag_column_batches",
     "load_columns",
     "train_columns",
     "tagger_from_model",
@@ -267,6 +270,94 @@ class TaggedColumns:
         return [s.labels for s in self.sentences] if self.has_labels else None
 
 
+#: tokens per batch of :func:`tag_column_batches` (and ``crfkit tag``): a batch's attribute strings
+#: take about 2-3 KB a token with the chunking templates, so about 50 MB at this size
+BATCH_TOKENS = 20_000
+
+
+def batches(items, batch_tokens: int | None):
+    """Group an iterable of sequences (anything with ``len``) into lists of
+    at least ``batch_tokens`` tokens (the last one may hold fewer; a longer
+    sequence is a batch of its own); ``None``: one list of everything."""
+    if batch_tokens is None:
+        yield list(items)
+        return
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be >= 1, not {batch_tokens!r}")
+    batch, n = [], 0
+    for item in items:
+        batch.append(item)
+        n += len(item)
+        if n >= batch_tokens:
+            yield batch
+            batch, n = [], 0
+    if batch:
+        yield batch
+
+
+def tag_column_batches(model: CRFModel, path_or_stream, *, has_labels: bool | None = None,
+                       marginals: bool = False, threads: int | None = None, docstart: str = "skip",
+                       name: str | None = None, all_marginals: bool = False,
+                       batch_tokens: int | None = BATCH_TOKENS):
+    """Tag a column file batch by batch, as it is read: yields one
+    :class:`TaggedColumns` per batch of about ``batch_tokens`` tokens (whole
+    sentences, in input order; ``None``: the whole input in one batch), so
+    that memory stays bounded whatever the input's size. Each batch is
+    decoded with the model's multi-threaded kernels. Arguments and the
+    detection of gold labels (on the first sentence) as for :func:`tag_columns`.
+    An error in the input is raised when the reader reaches it, after the
+    batches before it were yielded.
+    """
+    templates, pad = tagger_from_model(model)
+    label = name if name is not None else _name_of(path_or_stream)
+    trained = model.meta.get("columns")
+    dcols = model.meta.get("dense_columns")
+    names = list(model.space.labels) if all_marginals else None
+    # read every column as an observation, then split the label off: the
+    # file is read once, so this works on standard input and pipes too
+    reader = read_columns(path_or_stream, has_labels=False, docstart=docstart, name=label)
+    for sentences in batches(reader, batch_tokens):
+        if has_labels is None:
+            has_labels = _detect_labels(sentences[0], trained, label)
+        if has_labels:
+            ncols = len(sentences[0].columns[0])
+            if ncols < 2:
+                raise DataError(f"{ncols} column: no room for observation columns before the gold label",
+                                label, sentences[0].line)
+            sentences = [Sentence([c[:-1] for c in s.columns], [c[-1] for c in s.columns], s.line)
+                         for s in sentences]
+        nobs = len(sentences[0].columns[0])
+        if trained is not None and nobs != trained:
+            raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
+                            label, sentences[0].line)
+        X = attributes_of(sentences, templates, pad=pad, name=label)
+        B = bigram_attributes_of(sentences, templates, pad=pad)
+        dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
+        if not (marginals or all_marginals):
+            pred = model.tag(X, threads=threads, dense=dense, B=B)
+            del X, B, dense
+            yield TaggedColumns(sentences, pred, None, None, bool(has_labels))
+            continue
+        pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads, dense=dense, B=B)
+        del X, B, dense
+        per_tok, full = split_marginals(model, pred, marg, corpus)
+        yield TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels),
+                            full if all_marginals else None, names)
+
+
+def _detect_labels(first: Sentence, trained: int | None, label: str) -> bool:
+    """Whether the input's last column is a gold label, from its column count."""
+    ncols = len(first.columns[0])
+    if trained is None:
+        return False
+    if ncols == trained + 1:
+        return True
+    if ncols == trained:
+        return False
+    raise DataError(f"{ncols} columns, but the model was trained on {trained} observation columns "
+                    f"(expected {trained}, or {trained + 1} with a gold label last)", label, first.line)
+
+
 def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = None,
                 marginals: bool = False, threads: int | None = None, docstart: str = "skip",
                 name: str | None = None, all_marginals: bool = False) -> TaggedColumns:
@@ -280,46 +371,14 @@ def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = No
     ``all_marginals=True`` all that and, per sentence, the marginal of every
     label (tokens x labels, columns in the model's label order, also given as
     ``label_names``).  Both come from the same single decoding pass.
+
+    The whole input is held in memory: for a large input use
+    :func:`tag_column_batches` (what ``crfkit tag`` does).
     """
-    templates, pad = tagger_from_model(model)
-    label = name if name is not None else _name_of(path_or_stream)
-    # read every column as an observation, then split the label off: the
-    # file is read once, so this works on standard input too
-    sentences = read_columns_list(path_or_stream, has_labels=False, docstart=docstart, name=label)
-    ncols = len(sentences[0].columns[0])
-    trained = model.meta.get("columns")
-    if has_labels is None:
-        if trained is None:
-            has_labels = False
-        elif ncols == trained + 1:
-            has_labels = True
-        elif ncols == trained:
-            has_labels = False
-        else:
-            raise DataError(f"{ncols} columns, but the model was trained on {trained} observation columns "
-                            f"(expected {trained}, or {trained + 1} with a gold label last)",
-                            label, sentences[0].line)
-    if has_labels:
-        if ncols < 2:
-            raise DataError(f"{ncols} column: no room for observation columns before the gold label",
-                            label, sentences[0].line)
-        sentences = [Sentence([c[:-1] for c in s.columns], [c[-1] for c in s.columns], s.line)
-                     for s in sentences]
-    nobs = ncols - 1 if has_labels else ncols
-    if trained is not None and nobs != trained:
-        raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
-                        label, sentences[0].line)
-    X = attributes_of(sentences, templates, pad=pad, name=label)
-    B = bigram_attributes_of(sentences, templates, pad=pad)
-    dcols = model.meta.get("dense_columns")
-    dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
-    if not (marginals or all_marginals):
-        pred = model.tag(X, threads=threads, dense=dense, B=B)
-        return TaggedColumns(sentences, pred, None, None, bool(has_labels))
-    pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads, dense=dense, B=B)
-    per_tok, full = split_marginals(model, pred, marg, corpus)
-    return TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels),
-                         full if all_marginals else None, list(model.space.labels) if all_marginals else None)
+    (out,) = tag_column_batches(model, path_or_stream, has_labels=has_labels, marginals=marginals,
+                                threads=threads, docstart=docstart, name=name, all_marginals=all_marginals,
+                                batch_tokens=None)
+    return out
 
 
 def split_marginals(model: CRFModel, pred: list[list[str]], marg: np.ndarray, corpus):

