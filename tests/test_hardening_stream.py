@@ -397,6 +397,28 @@ def test_an_input_error_half_way_leaves_no_output_file(data, model, tmp_path, ca
 
 # =========================================================================== item 13: signals, downloads
 
+def test_sigterm_during_tag_to_a_file_leaves_no_temporary_file(data, model, tmp_path):
+    out = tmp_path / "out.txt"
+    p = subprocess.Popen(crfkit_cmd("tag", "-m", model, "-o", out, "--batch-tokens", 5), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        p.stdin.write(data["test"].read_bytes())  # the input stays open: tag waits for more
+        p.stdin.flush()
+        deadline = time.monotonic() + 240
+        while not [f for f in os.listdir(tmp_path) if f.endswith(".part")]:
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        err = p.communicate(timeout=60)[1]
+    finally:
+        p.kill()
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert b"terminated" in err and b"Traceback" not in err
+    assert os.listdir(tmp_path) == []
+
+
+
 def _entry_point() -> tuple[str, str]:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     mod, _, fn = scripts["crfkit"].partition(":")

@@ -413,6 +413,7 @@ class _Output:
     def __init__(self, path: str | None):
         self.path = path
         self.tmp = None
+        self.raw = None
         if path is None or path == "-":
             self.f = sys.stdout
             return
@@ -430,8 +431,13 @@ class _Output:
         except OSError as e:
             raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
         try:
-            self.f = (gzip.open(self.tmp, "wt", encoding="utf-8", newline="\n") if path.endswith(".gz")
-                      else open(self.tmp, "w", encoding="utf-8", newline="\n"))
+            if path.endswith(".gz"):  # the gzip header names the file, not the temporary one
+                import io
+                self.raw = open(self.tmp, "wb")
+                gz = gzip.GzipFile(filename=base, mode="wb", fileobj=self.raw)
+                self.f = io.TextIOWrapper(gz, encoding="utf-8", newline="\n")
+            else:
+                self.f = open(self.tmp, "w", encoding="utf-8", newline="\n")
         except OSError as e:
             self._drop()
             raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
@@ -454,6 +460,8 @@ class _Output:
             return False
         try:
             self.f.close()
+            if self.raw is not None:
+                self.raw.close()
         except BaseException:
             self._drop()
             raise
@@ -748,38 +756,17 @@ def _dataset_names(names: list[str]) -> list[str]:
     return names
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised where the program is so that cleanups run (``finally``)."""
-
-
-def _terminated(signum, frame):
-    raise _Terminated()
-
-
 def cmd_data(args) -> int:
     from . import datasets
     from .datasets.download import REGISTRY, fetch, verify
 
     if args.data_command == "fetch":
-        import signal
         names = _dataset_names(args.names)
         log = (lambda s: None) if args.quiet else _log
         root = None
-        # SIGTERM as Ctrl-C: the download in progress is abandoned and its .part file removed
-        try:
-            prev = signal.signal(signal.SIGTERM, _terminated)
-        except ValueError:  # not the main thread
-            prev = None
-        try:
-            for n in names:
-                root = fetch(n, cache_dir=args.cache_dir, base_url=args.base_url, force=args.force,
-                             timeout=args.timeout, log=log)
-        except _Terminated:
-            _err("terminated (SIGTERM); the download in progress was abandoned and nothing partial was kept")
-            return 128 + signal.SIGTERM
-        finally:
-            if prev is not None:
-                signal.signal(signal.SIGTERM, prev)
+        for n in names:  # SIGTERM and Ctrl-C remove the .part file of the download in progress (see main)
+            root = fetch(n, cache_dir=args.cache_dir, base_url=args.base_url, force=args.force,
+                         timeout=args.timeout, log=log)
         print(f"fetched {', '.join(names)} into {root}")
         return 0
     if args.data_command == "verify":
@@ -1028,6 +1015,15 @@ def _exit_quietly(signum, frame):
     raise SystemExit(128 + signum)
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is so that its cleanups run (the
+    ``.part`` file of a download, the temporary file of ``tag -o`` or of a save)."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated()
+
+
 def quiet_interrupts():
     """Make Ctrl-C exit with status 130 and no traceback (``SystemExit``), and
     return the handler it replaces: what the entry points call first thing,
@@ -1067,15 +1063,20 @@ def _main(argv) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    # from here Ctrl-C is a KeyboardInterrupt again: training saves what it reached
+    # from here Ctrl-C is a KeyboardInterrupt again: training saves what it reached; SIGTERM
+    # unwinds too (training takes it as Ctrl-C), so that no temporary file is left behind
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        prev_term = signal.signal(signal.SIGTERM, _terminated)
     except ValueError:  # not the main thread
-        pass
+        prev_term = None
     show = warnings.showwarning
     warnings.showwarning = functools.partial(_show_warning, _default=show)
     try:
         return args.func(args)
+    except _Terminated:
+        _err("terminated (SIGTERM)")
+        return 128 + signal.SIGTERM
     except CrfkitError as e:
         _err(str(e))
         return EXIT_ERROR
@@ -1095,6 +1096,8 @@ def _main(argv) -> int:
         return EXIT_ERROR
     finally:
         warnings.showwarning = show
+        if prev_term is not None:
+            signal.signal(signal.SIGTERM, prev_term)
 
 
 if __name__ == "__main__":  # pragma: no cover
