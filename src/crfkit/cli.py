@@ -940,8 +940,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr")
     g.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
     g.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
-    g.add_argument("--batch-tokens", type=_pos_int, default=20_000, metavar="N",
-                   help="read, tag and write about N tokens at a time (whole sentences; default 20000): "
+    g.add_argument("--batch-tokens", type=_pos_int, default=10_000, metavar="N",
+                   help="read, tag and write about N tokens at a time (whole sentences; default 10000): "
                         "memory stays bounded whatever the input's size; the output does not depend on it")
     g.set_defaults(func=cmd_tag)
 

@@ -271,8 +271,8 @@ class TaggedColumns:
 
 
 #: tokens per batch of :func:`tag_column_batches` (and ``crfkit tag``): a batch's attribute strings
-#: take about 2-3 KB a token with the chunking templates, so about 50 MB at this size
-BATCH_TOKENS = 20_000
+#: take about 2-3 KB a token with the chunking templates, so about 25 MB at this size
+BATCH_TOKENS = 10_000
 
 
 def batches(items, batch_tokens: int | None):
