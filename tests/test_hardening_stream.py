@@ -395,6 +395,20 @@ def test_an_input_error_half_way_leaves_no_output_file(data, model, tmp_path, ca
     assert sorted(os.listdir(tmp_path)) == ["bad.txt", "out.txt"]
 
 
+def test_tag_output_file_through_a_symlink_keeps_the_link_and_the_mode(data, model, tmp_path, capsys):
+    real = tmp_path / "real.txt"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    rc, want, err = run(capsys, "tag", "-m", model, data["test"])
+    rc, _, err = run(capsys, "tag", "-m", model, data["test"], "-o", link)
+    assert rc == 0, err
+    assert link.is_symlink() and real.read_text() == want
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "real.txt"]
+
+
 # =========================================================================== item 13: signals, downloads
 
 def test_sigterm_during_tag_to_a_file_leaves_no_temporary_file(data, model, tmp_path):

@@ -407,8 +407,10 @@ class _Output:
     """Where ``crfkit tag`` writes: standard output, or ``-o PATH`` written to a
     temporary file beside it and renamed onto it at the end, so that an error
     in the input met half-way (tagging streams) leaves no partial output and an
-    existing file untouched. A path that is not a regular file (a FIFO,
-    ``/dev/stdout``) is written directly."""
+    existing file untouched. A symbolic link is written through (its target is
+    replaced, as ``open`` would write it); an existing file keeps its
+    permissions. A path that is not a regular file (a FIFO, ``/dev/stdout``) is
+    written directly."""
 
     def __init__(self, path: str | None):
         self.path = path
@@ -417,17 +419,22 @@ class _Output:
         if path is None or path == "-":
             self.f = sys.stdout
             return
-        target = path
         if os.path.exists(path) and not os.path.isfile(path):
             self.f, _ = _open_out(path)
             return
         import tempfile
-        d = os.path.dirname(os.path.abspath(target))
-        base = os.path.basename(target)
+        target = os.path.realpath(path)  # through a symbolic link, to what it names
+        self.target = target
+        d = os.path.dirname(target)
+        base = os.path.basename(path)
         try:
-            fd, self.tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=d)
+            mode = os.stat(target).st_mode & 0o7777
+        except OSError:
+            mode = 0o666 & ~_umask()  # as an ordinary open would create it
+        try:
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".part", dir=d)
             os.close(fd)
-            os.chmod(self.tmp, 0o666 & ~_umask())  # as an ordinary open would create it
+            os.chmod(self.tmp, mode)
         except OSError as e:
             raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
         try:
@@ -469,7 +476,7 @@ class _Output:
             self._drop()
         elif self.tmp is not None:
             try:
-                os.replace(self.tmp, self.path)
+                os.replace(self.tmp, self.target)
             except OSError as e:
                 self._drop()
                 raise DataError(f"cannot write: {e.strerror or e}", self.path) from None
