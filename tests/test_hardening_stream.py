@@ -601,3 +601,26 @@ def test_sigterm_during_data_fetch_leaves_no_part_file(tmp_path):
     assert p.returncode == 128 + signal.SIGTERM, err
     assert b"terminated" in err and b"Traceback" not in err
     _no_partials(cache)
+
+
+def test_a_stale_part_file_left_by_kill_9_is_removed_by_the_next_fetch(tmp_path):
+    content = b"w P O\n"
+    gz = gzip.compress(content, mtime=0)
+    www = tmp_path / "www" / "t"
+    www.mkdir(parents=True)
+    (www / "file.gz").write_bytes(gz)
+    df = DataFile("t/file.gz", hashlib.sha256(gz).hexdigest(), hashlib.sha256(content).hexdigest(),
+                  size=len(gz), content_size=len(content))
+    cache = tmp_path / "c"
+    (cache / "t").mkdir(parents=True)
+    stale = cache / "t" / ".file.gz.abc123.part"
+    fresh = cache / "t" / ".file.gz.def456.part"  # another fetch, still running
+    other = cache / "t" / ".other.gz.abc123.part"
+    for p in (stale, fresh, other):
+        p.write_bytes(b"partial")
+    old = time.time() - 2 * 3600
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    fetch("t", cache_dir=cache, base_url=str(tmp_path / "www"), registry={"t": Dataset("t", (df,), None)})
+    assert (cache / "t" / "file.gz").read_bytes() == gz
+    assert not stale.exists() and fresh.exists() and other.exists()

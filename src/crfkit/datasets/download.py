@@ -30,7 +30,9 @@ decompressed. Past either, the download is abandoned with a :class:`FetchError`.
 
 Files are written to a temporary file in the target directory and renamed
 into place only once their hash is right, so an interrupted or failed download
-never leaves a partial or unverified file; a file whose hash differs raises
+never leaves a partial or unverified file (Ctrl-C and, in the CLI, SIGTERM
+remove the ``.part`` file; one left by ``kill -9`` is removed by the next fetch
+of that file once it is an hour old); a file whose hash differs raises
 :class:`FetchError` and is not kept. Files already in the cache that verify
 are not downloaded again (``force=True`` does).
 
@@ -306,10 +308,35 @@ def _download_to(url: str, f, timeout: float, max_bytes: int | None = None) -> s
     return h.hexdigest()
 
 
-def _atomic(target: Path, write: Callable[[object], str], expected: str, what: str) -> None:
+#: a ``.part`` file untouched for this long belongs to a download that was killed (kill -9, power loss):
+#: a live one is written every block and ends at its deadline
+STALE_PART_S = 3600.0
+
+
+def _remove_stale_parts(directory: Path, prefix: str, suffix: str, timeout: float) -> None:
+    """Remove ``prefix*suffix`` files in ``directory`` left by a killed download
+    (not modified for ``max(STALE_PART_S, 2 * timeout)`` seconds)."""
+    limit = time.time() - max(STALE_PART_S, 2 * timeout)
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for e in entries:
+        if e.name.startswith(prefix) and e.name.endswith(suffix):
+            try:
+                if e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mtime < limit:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+
+
+def _atomic(target: Path, write: Callable[[object], str], expected: str, what: str,
+            timeout: float = 0.0) -> None:
     """Run ``write(binary file)`` into a temporary file beside ``target``; keep
-    it (renamed to ``target``) only when the hash ``write`` returns is ``expected``."""
+    it (renamed to ``target``) only when the hash ``write`` returns is ``expected``.
+    Stale ``.part`` files of ``target`` left by a killed download are removed first."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_parts(target.parent, f".{target.name}.", ".part", timeout)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -453,12 +480,13 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
             url = _mirror_url(base_url, df.path)
             say(f"{df.path}: downloading {url}")
             _atomic(root / df.path, lambda f, url=url, df=df: _download_to(url, f, timeout, df.size),
-                    df.sha256, url)
+                    df.sha256, url, timeout)
         return root
     if ds.source_url is None:
         raise FetchError(f"{name} has no public source in the shared/data layout; fetch it from a mirror "
                          "(base_url / --base-url) that serves that layout")
     root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_parts(root, f".{name}.", ".zip.part", timeout)
     url = ds.source_url
     say(f"{name}: downloading {url}")
     fd, ztmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".zip.part", dir=root)
@@ -485,7 +513,7 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
                     _gzip_to(data, f)
                     return df.content_sha256  # checked above, before compressing
 
-                _atomic(root / df.path, write, df.content_sha256, url)
+                _atomic(root / df.path, write, df.content_sha256, url, timeout)
     finally:
         try:
             os.unlink(ztmp)
