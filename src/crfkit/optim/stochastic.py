@@ -83,6 +83,9 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "sgd-l1": ("crfkit.optim.sgdl1", "sgd_l1"),
     # Lavergne et al. 2010 §3.4 (issue 5): block coordinate descent, one block per observation
     "bcd": ("crfkit.optim.bcd", "bcd"),
+    # Le Priol, Touati & Lacoste-Julien; Collins et al. 2008 (issue 14): dual methods on clique marginals
+    "sdca": ("crfkit.optim.sdca", "sdca"),
+    "oeg": ("crfkit.optim.sdca", "oeg"),
 }
 
 

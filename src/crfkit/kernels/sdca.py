@@ -1,0 +1,841 @@
+"""Numba kernels of the dual methods on clique marginals: Prox-SDCA (Le Priol, Touati & Lacoste-Julien)
+and online exponentiated gradient (Collins, Globerson, Koo, Carreras & Bartlett 2008).
+
+The dual variable of sequence i is the set of its clique marginals: node marginals ``node`` (T x L,
+rows ``seq_ptr[i]:seq_ptr[i+1]`` of the node store) and pairwise marginals ``pair`` ((T-1) x L x L,
+rows ``eptr[i]:eptr[i+1]`` of the pair store; ``pair[t][a, b] = p(y_t = a, y_{t+1} = b)``).  The
+chain's cliques are its T-1 edges and its separators the T-2 interior nodes, so (paper, eq. 9, 10)
+
+    H(mu)          = sum_t H(pair_t) - sum_{t=1}^{T-2} H(node_t)            (T = 1: H(node_0))
+    KL(mu || mu')  = sum_t KL(pair_t || pair'_t) - sum_{t=1}^{T-2} KL(node_t || node'_t)
+
+are the entropy and the divergence of the chain distributions with those marginals.
+
+The weights are the conjugate ``w = w_hat(mu) = (1/(l2 n)) sum_i (F(x_i, y_i) - E_{mu_i} F(x_i, .))``;
+a step on sequence i changes only the state features of its attributes and the transition features,
+so it is applied sparsely and needs no scaling of ``w``.
+
+SDCA's line search maximises ``f(g) = H(mu + g d) - (l2 n / 2) ||w + g v||^2`` on [0, 1] (d = mu' - mu,
+mu' the marginals under w, v the primal direction).  Its derivative, written so that every term is a
+well-conditioned ``log1p`` of a relative change,
+
+    f'(g) = sum_cliques d . log(mu' / mu_g) - sum_separators (same) - g q,
+    log(mu' / mu_g) = log1p((1 - g) d / mu_g),     q = ||E_d F||^2 / (l2 n)
+
+(the ``w . v`` term is folded in through ``log mu' = w . F - log Z``), gives ``f'(0) = KL(mu||mu') +
+KL(mu'||mu) > 0`` and ``f'(1) = -q = -l2 n ||v||^2 < 0``: the root is bracketed, and a safeguarded
+Newton (``f''(g) = -sum_cliques d^2 / mu_g + sum_separators d^2 / mu_g - q``) with bisection finds it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .chain import (FAST, _log_backward, add_full_row, emissions_rows, exp_minus, forward_backward, max_min,
+                    pd_edge, pd_exp, pd_forward_backward, pd_node)
+from .sag import rng_below, rng_uniform, tree_sample, tree_set
+
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+_PAR = dict(cache=True, nogil=True, fastmath=FAST, parallel=True)
+
+# methods
+SDCA, OEG = 0, 1
+# sampling schemes
+UNIFORM, GAP = 0, 1
+# int scalars isc[...]
+I_EVALS, I_STEPS, I_LS, I_REJECT = 0, 1, 2, 3
+N_ISC = 4
+# float scalars fsc[...]
+F_GAMMA, F_GAPSUM = 0, 1
+N_FSC = 2
+# the score of an example not visited yet (gap sampling)
+GAP_UNSEEN = 1e10
+# logs of marginals are taken of max(mu, LOG_FLOOR)
+LOG_FLOOR = 1e-300
+# OEG: position-dependent potentials are raised to (their maximum - this) so that the scaled
+# forward-backward applies (crfkit.kernels.chain.MAX_SCALED_TRANSITION_RANGE is 200)
+OEG_RANGE = 190.0
+# OEG step sizes (Collins et al. 2008, per-example rates): start, growth after an accepted step, cap
+OEG_ETA0, OEG_GROW, OEG_ETA_MAX, OEG_MAX_HALVINGS = 0.5, 1.05, 1.0, 30
+LS_MAXIT = 60
+
+
+# ------------------------------------------------------------- marginals
+@njit(**_NOPY)
+def chain_marginals(score, T, trans, es, alpha, beta, scale, node, pair):
+    """Forward-backward on a chain with emission scores ``score[:T]`` and shared transition scores
+    ``trans``: node marginals into ``node[:T]``, pairwise marginals into ``pair[:T-1]``; returns log Z."""
+    L = trans.shape[0]
+    tmax = max_min(trans)[0]
+    expM = exp_minus(trans, tmax)
+    logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
+    if scale[0] < 0.0:
+        # log domain: alpha holds the node marginals, es log-alpha
+        lb = np.empty((T, L))
+        _log_backward(score, T, trans, lb)
+        for t in range(T - 1):
+            for a in range(L):
+                for b in range(L):
+                    pair[t, a, b] = np.exp(es[t, a] + trans[a, b] + score[t + 1, b] + lb[t + 1, b] - logz)
+        for t in range(T):
+            for l in range(L):
+                node[t, l] = alpha[t, l]
+        return logz
+    tmp = np.empty(L)
+    for t in range(T - 1):
+        inv = 1.0 / scale[t + 1]
+        for b in range(L):
+            tmp[b] = es[t + 1, b] * beta[t + 1, b] * inv
+        for a in range(L):
+            x = alpha[t, a]
+            pr = pair[t, a]
+            er = expM[a]
+            for b in range(L):
+                pr[b] = x * er[b] * tmp[b]
+    for t in range(T):
+        for l in range(L):
+            node[t, l] = alpha[t, l] * beta[t, l]
+    return logz
+
+
+@njit(**_NOPY)
+def pd_chain_marginals(score, T, M, es, alpha, beta, scale, expM, node, pair):
+    """Marginals of a chain with position-dependent transition scores ``M[t]`` (between t-1 and t,
+    1 <= t < T): node marginals into ``node[:T]``, pairwise into ``pair[:T-1]``; returns log Z."""
+    L = score.shape[1]
+    tmx = np.zeros(T)
+    rng = 0.0
+    for t in range(1, T):
+        hi, lo = max_min(M[t])
+        tmx[t] = hi
+        if hi - lo > rng:
+            rng = hi - lo
+    pd_exp(T, M, tmx, expM)
+    logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
+    for t in range(1, T):
+        pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, pair[t - 1])
+    pd_node(T, alpha, beta, scale)
+    for t in range(T):
+        for l in range(L):
+            node[t, l] = alpha[t, l]
+    return logz
+
+
+@njit(**_NOPY)
+def gold_marginals(y, t0, T, L, value, node, pair):
+    """The marginals of the chain whose gold node and gold transition scores are ``value``, all
+    others 0 (the initialisation of Schmidt et al. 2015, used by Le Priol et al. section 3)."""
+    score = np.zeros((T, L))
+    M = np.zeros((max(T, 1), L, L))
+    for t in range(T):
+        score[t, y[t0 + t]] = value
+        if t > 0:
+            M[t, y[t0 + t - 1], y[t0 + t]] = value
+    es = np.empty((T, L))
+    alpha = np.empty((T, L))
+    beta = np.empty((T, L))
+    scale = np.empty(T)
+    expM = np.empty((max(T, 1), L, L))
+    return pd_chain_marginals(score, T, M, es, alpha, beta, scale, expM, node, pair)
+
+
+@njit(**_PAR)
+def init_store(seq_ptr, eptr, y, L, value, node_store, pair_store):
+    """Every sequence's marginals of :func:`gold_marginals` into the stores (one thread per sequence)."""
+    n = seq_ptr.shape[0] - 1
+    for i in prange(n):
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        if T == 0:
+            continue
+        node = np.empty((T, L))
+        pair = np.empty((max(T - 1, 1), L, L))
+        gold_marginals(y, t0, T, L, value, node, pair)
+        for t in range(T):
+            for l in range(L):
+                node_store[t0 + t, l] = node[t, l]
+        e0 = eptr[i]
+        for t in range(T - 1):
+            for a in range(L):
+                for b in range(L):
+                    pair_store[e0 + t, a, b] = pair[t, a, b]
+
+
+@njit(**_NOPY)
+def _trans_into(w, n_state, trans_index, out):
+    L = trans_index.shape[0]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            out[a, b] = w[n_state + k] if k >= 0 else 0.0
+
+
+@njit(**_PAR)
+def warm_store(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, w,
+               node_store, pair_store):
+    """Every sequence's marginals under the weights ``w`` into the stores (a warm start)."""
+    n = seq_ptr.shape[0] - 1
+    L = trans_index.shape[0]
+    trans = np.empty((L, L))
+    _trans_into(w, n_state, trans_index, trans)
+    for i in prange(n):
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        if T == 0:
+            continue
+        score = np.empty((T, L))
+        emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+        node = np.empty((T, L))
+        pair = np.empty((max(T - 1, 1), L, L))
+        chain_marginals(score, T, trans, np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T),
+                        node, pair)
+        for t in range(T):
+            for l in range(L):
+                node_store[t0 + t, l] = node[t, l]
+        e0 = eptr[i]
+        for t in range(T - 1):
+            for a in range(L):
+                for b in range(L):
+                    pair_store[e0 + t, a, b] = pair[t, a, b]
+
+
+@njit(**_NOPY)
+def w_hat(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, coef,
+          node_store, pair_store, w):
+    """w = coef * sum_i (F(x_i, y_i) - E_{mu_i} F(x_i, .)) with mu the stored marginals
+    (coef = 1 / (l2 n): the conjugate weights w_hat(mu))."""
+    L = trans_index.shape[0]
+    for k in range(w.shape[0]):
+        w[k] = 0.0
+    n = seq_ptr.shape[0] - 1
+    d = np.empty(L)
+    tacc = np.zeros((L, L))
+    for i in range(n):
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        for t in range(T):
+            for l in range(L):
+                d[l] = -node_store[t0 + t, l]
+            d[y[t0 + t]] += 1.0
+            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                a = attr[e]
+                x = val[e]
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    w[k] += x * d[feat_label[k]]
+        e0 = eptr[i]
+        for t in range(T - 1):
+            tacc[y[t0 + t], y[t0 + t + 1]] += 1.0
+            for a in range(L):
+                for b in range(L):
+                    tacc[a, b] -= pair_store[e0 + t, a, b]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                w[n_state + k] += tacc[a, b]
+    for k in range(w.shape[0]):
+        w[k] *= coef
+
+
+@njit(**_NOPY)
+def project_dual(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, coef,
+                 node_store, pair_store, w, H, entropy):
+    """The weights and (``entropy`` True) the entropies of the chain distributions the store holds.
+
+    Rounded (float32) marginals are not exactly consistent: the pairwise marginals of neighbouring
+    edges disagree on their shared node in the last bits, so no distribution has them as marginals and
+    eq. (9) is not exactly an entropy.  The distribution used here is the Markov chain they define:
+    ``p(y_0, y_1) = pair_0 / sum(pair_0)`` and ``p(y_{t+1} | y_t) = pair_t[y_t, .] / sum_b
+    pair_t[y_t, b]`` (T = 1: the normalised node marginals); its exact marginals are propagated
+    forward in float64, ``w = coef * sum_i (F(x_i, y_i) - E F)`` is taken from them and ``H[i]`` is
+    its entropy (chain rule).  For a float64 store this is the store itself up to rounding; for
+    float32 it moves each marginal by about its rounding.  Then ``P(w) - D`` is the duality gap of
+    a genuine dual point, >= 0 up to float64 rounding."""
+    L = trans_index.shape[0]
+    for k in range(w.shape[0]):
+        w[k] = 0.0
+    n = seq_ptr.shape[0] - 1
+    maxT = 1
+    for i in range(n):
+        maxT = max(maxT, seq_ptr[i + 1] - seq_ptr[i])
+    node = np.zeros((maxT, L))
+    d = np.empty(L)
+    tacc = np.zeros((L, L))
+    for i in range(n):
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        h = 0.0
+        if T == 0:
+            H[i] = 0.0
+            continue
+        e0 = eptr[i]
+        if T == 1:
+            s = 0.0
+            for l in range(L):
+                s += np.float64(node_store[t0, l])
+            for l in range(L):
+                node[0, l] = np.float64(node_store[t0, l]) / s
+                if entropy:
+                    h -= _xlogx(node[0, l])
+        else:
+            s = 0.0
+            for a in range(L):
+                r = 0.0
+                for b in range(L):
+                    r += np.float64(pair_store[e0, a, b])
+                node[0, a] = r
+                s += r
+            for a in range(L):
+                node[0, a] /= s
+                if entropy:
+                    h -= _xlogx(node[0, a])
+            for t in range(T - 1):
+                nx = node[t + 1]
+                for b in range(L):
+                    nx[b] = 0.0
+                pt = pair_store[e0 + t]
+                for a in range(L):
+                    pa = node[t, a]
+                    r = 0.0
+                    for b in range(L):
+                        r += np.float64(pt[a, b])
+                    if r > 0.0:
+                        inv = 1.0 / r
+                        if entropy and pa > 0.0:
+                            # pa * H(c) with c = p / r:  -pa * (sum p log p / r - log r)
+                            sl = 0.0
+                            for b in range(L):
+                                sl += _xlogx(np.float64(pt[a, b]))
+                            h -= pa * (sl * inv - np.log(r))
+                        for b in range(L):
+                            pj = pa * np.float64(pt[a, b]) * inv
+                            nx[b] += pj
+                            tacc[a, b] -= pj
+                    else:
+                        if entropy and pa > 0.0:
+                            h += pa * np.log(L)
+                        for b in range(L):
+                            pj = pa / L
+                            nx[b] += pj
+                            tacc[a, b] -= pj
+                tacc[y[t0 + t], y[t0 + t + 1]] += 1.0
+        H[i] = h
+        for t in range(T):
+            for l in range(L):
+                d[l] = -node[t, l]
+            d[y[t0 + t]] += 1.0
+            for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                a = attr[e]
+                x = val[e]
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    w[k] += x * d[feat_label[k]]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                w[n_state + k] += tacc[a, b]
+    for k in range(w.shape[0]):
+        w[k] *= coef
+
+
+# ------------------------------------------------------------- entropy and divergence (eq. 9, 10)
+@njit(inline="always", **_NOPY)
+def _xlogx(x):
+    return x * np.log(x) if x > 0.0 else 0.0
+
+
+@njit(**_NOPY)
+def chain_entropy(node, pair, T):
+    """H(mu) of eq. (9) from the node (>= T x L) and pairwise (>= (T-1) x L x L) marginals."""
+    L = node.shape[1]
+    if T <= 0:
+        return 0.0
+    h = 0.0
+    if T == 1:
+        for l in range(L):
+            h -= _xlogx(np.float64(node[0, l]))
+        return h
+    for t in range(T - 1):
+        pr = pair[t].ravel()
+        for k in range(pr.shape[0]):
+            h -= _xlogx(np.float64(pr[k]))
+    for t in range(1, T - 1):
+        for l in range(L):
+            h += _xlogx(np.float64(node[t, l]))
+    return h
+
+
+@njit(inline="always", **_NOPY)
+def _kl_term(p, q):
+    if p <= 0.0:
+        return 0.0
+    return p * (np.log(p) - np.log(max(q, LOG_FLOOR)))
+
+
+@njit(**_NOPY)
+def chain_kl(node_a, pair_a, node_b, pair_b, T):
+    """KL(mu_a || mu_b) of eq. (10) from the marginals of two chains."""
+    L = node_a.shape[1]
+    if T <= 0:
+        return 0.0
+    s = 0.0
+    if T == 1:
+        for l in range(L):
+            s += _kl_term(np.float64(node_a[0, l]), np.float64(node_b[0, l]))
+        return s
+    for t in range(T - 1):
+        pa = pair_a[t].ravel()
+        pb = pair_b[t].ravel()
+        for k in range(pa.shape[0]):
+            s += _kl_term(np.float64(pa[k]), np.float64(pb[k]))
+    for t in range(1, T - 1):
+        for l in range(L):
+            s -= _kl_term(np.float64(node_a[t, l]), np.float64(node_b[t, l]))
+    return s
+
+
+@njit(**_PAR)
+def store_entropies(seq_ptr, eptr, node_store, pair_store, out):
+    """out[i] = H(mu_i) of every sequence's stored marginals."""
+    n = seq_ptr.shape[0] - 1
+    for i in prange(n):
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        e0 = eptr[i]
+        out[i] = chain_entropy(node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)], T)
+
+
+# ------------------------------------------------------------- SDCA line search
+@njit(**_NOPY)
+def _load_direction(T, node_s, pair_s, node_n, pair_n, m_pair, d_pair, m_node, d_node):
+    """m = stored marginals (float64), d = new - stored; returns (g, f'(0)): the individual gap
+    KL(mu || mu') and KL(mu || mu') + KL(mu' || mu), over the cliques minus the separators."""
+    L = node_s.shape[1]
+    gap = 0.0
+    fp0 = 0.0
+    if T == 1:
+        ncl = L
+    else:
+        ncl = (T - 1) * L * L
+    # cliques
+    for t in range(T - 1):
+        ps = pair_s[t]
+        pn = pair_n[t]
+        mr = m_pair[t]
+        dr = d_pair[t]
+        for a in range(L):
+            for b in range(L):
+                m = np.float64(ps[a, b])
+                dd = pn[a, b] - m
+                mr[a, b] = m
+                dr[a, b] = dd
+    for t in range(T):
+        for l in range(L):
+            m = np.float64(node_s[t, l])
+            m_node[t, l] = m
+            d_node[t, l] = node_n[t, l] - m
+    if T == 1:
+        for l in range(L):
+            m = m_node[0, l]
+            dd = d_node[0, l]
+            g, f = _kl_pair_terms(m, dd)
+            gap += g
+            fp0 += f
+        return gap, fp0
+    mp = m_pair[:T - 1].ravel()
+    dp = d_pair[:T - 1].ravel()
+    for k in range(ncl):
+        g, f = _kl_pair_terms(mp[k], dp[k])
+        gap += g
+        fp0 += f
+    for t in range(1, T - 1):
+        for l in range(L):
+            g, f = _kl_pair_terms(m_node[t, l], d_node[t, l])
+            gap -= g
+            fp0 -= f
+    return gap, fp0
+
+
+@njit(inline="always", **_NOPY)
+def _kl_pair_terms(m, dd):
+    """(m log(m/m'), d log(m'/m)) for m' = m + d: the terms of KL(mu||mu') and of f'(0)."""
+    if dd == 0.0:
+        return 0.0, 0.0
+    if m <= 0.0:
+        return 0.0, np.inf          # m' > 0 where m = 0: f'(0) is infinite (the entropy's slope)
+    r = dd / m
+    if r <= -1.0:
+        lr = np.log(LOG_FLOOR / m)  # m' = 0: log of the floor
+    else:
+        lr = np.log1p(r)
+    return -m * lr, dd * lr
+
+
+@njit(**_NOPY)
+def _fprime(g, T, L, m_pair, d_pair, m_node, d_node, q):
+    """(f'(g), f''(g)) of the line search (module docstring)."""
+    s = 0.0
+    s2 = 0.0
+    omg = 1.0 - g
+    if T == 1:
+        for l in range(L):
+            dd = d_node[0, l]
+            if dd != 0.0:
+                mg = m_node[0, l] + g * dd
+                if mg <= 0.0:
+                    continue
+                s += dd * np.log1p(omg * dd / mg)
+                s2 += dd * dd / mg
+        return s - g * q, -s2 - q
+    mp = m_pair[:T - 1].ravel()
+    dp = d_pair[:T - 1].ravel()
+    for k in range(mp.shape[0]):
+        dd = dp[k]
+        if dd != 0.0:
+            mg = mp[k] + g * dd
+            if mg > 0.0:
+                s += dd * np.log1p(omg * dd / mg)
+                s2 += dd * dd / mg
+    for t in range(1, T - 1):
+        for l in range(L):
+            dd = d_node[t, l]
+            if dd != 0.0:
+                mg = m_node[t, l] + g * dd
+                if mg > 0.0:
+                    s -= dd * np.log1p(omg * dd / mg)
+                    s2 -= dd * dd / mg
+    return s - g * q, -s2 - q
+
+
+@njit(**_NOPY)
+def line_search(T, L, m_pair, d_pair, m_node, d_node, q, fp0, tol, isc):
+    """argmax over [0, 1] of the 1-D dual f (safeguarded Newton / bisection on f', bracket [0, 1]
+    with f'(0) = fp0 > 0 > f'(1) = -q).  Stops when the bracket is narrower than ``tol`` (returning
+    its left end, where f' > 0, so the dual does not decrease) or a Newton step is shorter than
+    ``tol``.  Counts its f' evaluations into ``isc[I_LS]``."""
+    if not (fp0 > 0.0):
+        return 0.0
+    if not (q > 0.0):
+        return 1.0                  # f' >= 0 on [0, 1]
+    lo = 0.0
+    hi = 1.0
+    flo = fp0
+    fhi = -q
+    x = flo / (flo - fhi) if np.isfinite(flo) else 0.5
+    if not (x > lo and x < hi):
+        x = 0.5
+    for _ in range(LS_MAXIT):
+        fx, fpp = _fprime(x, T, L, m_pair, d_pair, m_node, d_node, q)
+        isc[I_LS] += 1
+        if fx > 0.0:
+            lo = x
+            flo = fx
+        elif fx < 0.0:
+            hi = x
+            fhi = fx
+        else:
+            return x
+        if hi - lo <= tol:
+            return lo
+        if fpp < 0.0 and np.isfinite(fpp):
+            nx = x - fx / fpp
+        else:
+            nx = 0.5 * (lo + hi)
+        if not (nx > lo and nx < hi):
+            nx = 0.5 * (lo + hi)
+        elif abs(nx - x) < tol:
+            # Newton has converged to within tol: take its point, kept on the ascent side
+            return nx if fx > 0.0 else max(lo, nx)
+        x = nx
+    return lo
+
+
+# ------------------------------------------------------------- sparse primal direction
+@njit(**_NOPY)
+def accumulate_direction(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, dn, acc, seen, alist):
+    """acc[k] += x * dn[t, label(k)] over the attribute occurrences of tokens t0..t1-1 (dn: T x L);
+    the distinct attributes are listed in ``alist`` (``seen`` marks them); returns their count."""
+    L = dn.shape[1]
+    na = 0
+    for t in range(t0, t1):
+        d = dn[t - t0]
+        part = False
+        for e in range(tok_ptr[t], tok_ptr[t + 1]):
+            a = attr[e]
+            if seen[a] == 0:
+                seen[a] = 1
+                alist[na] = a
+                na += 1
+            if full[a]:
+                k0 = attr_ptr[a]
+                add_full_row(acc[k0:k0 + L], d, 0, val[e])
+            else:
+                part = True
+        if part:
+            for e in range(tok_ptr[t], tok_ptr[t + 1]):
+                a = attr[e]
+                if not full[a]:
+                    x = val[e]
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        acc[k] += x * d[feat_label[k]]
+    return na
+
+
+@njit(**_NOPY)
+def direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index):
+    """||u||^2 over the listed attributes' features and the transition features (tdir: L x L)."""
+    s = 0.0
+    for j in range(na):
+        a = alist[j]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            s += acc[k] * acc[k]
+    L = trans_index.shape[0]
+    for a in range(L):
+        for b in range(L):
+            if trans_index[a, b] >= 0:
+                s += tdir[a, b] * tdir[a, b]
+    return s
+
+
+@njit(**_NOPY)
+def apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, c, w):
+    """w += c * u (listed attributes and transitions); clears ``acc`` and ``seen`` for the next step."""
+    for j in range(na):
+        a = alist[j]
+        seen[a] = 0
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            w[k] += c * acc[k]
+            acc[k] = 0.0
+    L = trans_index.shape[0]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                w[n_state + k] += c * tdir[a, b]
+
+
+@njit(**_NOPY)
+def scores_dot(T, score, trans, dn, dp):
+    """sum_t dn[t] . score[t] + sum_t dp[t] . trans: the inner product of w with E_d F for a
+    sequence whose emission scores at w are ``score`` (d: node and pairwise differences)."""
+    L = trans.shape[0]
+    s = 0.0
+    for t in range(T):
+        for l in range(L):
+            s += dn[t, l] * score[t, l]
+    for t in range(T - 1):
+        for a in range(L):
+            for b in range(L):
+                s += dp[t, a, b] * trans[a, b]
+    return s
+
+
+# ------------------------------------------------------------- the runs
+@njit(**_NOPY)
+def _sample(n, sampling, mixing, tsum, rng):
+    if sampling == GAP and tsum[1] > 0.0 and rng_uniform(rng) >= mixing:
+        return tree_sample(tsum, rng_uniform(rng))
+    return rng_below(rng, n)
+
+
+@njit(**_NOPY)
+def _set_gap(tsum, tmax, tmin, gaps, i, g):
+    if not (g > 0.0):
+        g = 0.0
+    gaps[i] = g
+    tree_set(tsum, tmax, tmin, i, g)
+
+
+@njit(**_NOPY)
+def _store_slices(node_store, pair_store, t0, T, e0):
+    return node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)]
+
+
+@njit(**_NOPY)
+def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n, tol,
+              w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
+              m_node, d_node, m_pair, d_pair, acc, seen, alist, tdir, isc):
+    """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma)."""
+    L = trans_index.shape[0]
+    t0 = seq_ptr[i]
+    T = seq_ptr[i + 1] - t0
+    if T == 0:
+        return 0.0, 0.0
+    e0 = eptr[i]
+    ns, ps = _store_slices(node_store, pair_store, t0, T, e0)
+    _trans_into(w, n_state, trans_index, trans)
+    emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+    chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
+    gap, fp0 = _load_direction(T, ns, ps, node_n, pair_n, m_pair, d_pair, m_node, d_node)
+    # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
+    for t in range(T):
+        for l in range(L):
+            m_node[t, l] = -d_node[t, l]        # borrowed as -d for the walk, restored below
+    na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, m_node, acc, seen,
+                              alist)
+    for a in range(L):
+        for b in range(L):
+            tdir[a, b] = 0.0
+    for t in range(T - 1):
+        for a in range(L):
+            for b in range(L):
+                tdir[a, b] -= d_pair[t, a, b]
+    for t in range(T):
+        for l in range(L):
+            m_node[t, l] = np.float64(ns[t, l])
+    q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
+    gamma = line_search(T, L, m_pair, d_pair, m_node, d_node, q, fp0, tol, isc)
+    apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, gamma / l2n, w)
+    if gamma > 0.0:
+        for t in range(T):
+            for l in range(L):
+                ns[t, l] = m_node[t, l] + gamma * d_node[t, l]
+        for t in range(T - 1):
+            for a in range(L):
+                for b in range(L):
+                    ps[t, a, b] = m_pair[t, a, b] + gamma * d_pair[t, a, b]
+    return gap, gamma
+
+
+@njit(**_NOPY)
+def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n,
+             w, node_store, pair_store, etas, trans, score, es, alpha, beta, scale, node_n, pair_n,
+             m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, seen, alist, tdir, isc):
+    """One online EG step on sequence i: mu_i <- the chain with potentials (1 - eta) theta_i + eta s_w,
+    theta_i the log-potentials of the stored marginals, s_w the scores under w; the step is taken when
+    it increases the dual, otherwise eta_i is halved and the step recomputed (each try one
+    marginalisation, counted in ``isc[I_EVALS]``).  Returns the dual increase times n."""
+    L = trans_index.shape[0]
+    t0 = seq_ptr[i]
+    T = seq_ptr[i + 1] - t0
+    if T == 0:
+        isc[I_EVALS] += 1
+        return 0.0
+    e0 = eptr[i]
+    ns, ps = _store_slices(node_store, pair_store, t0, T, e0)
+    _trans_into(w, n_state, trans_index, trans)
+    emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+    # theta: log-potentials of the stored chain (log pair_t - log node_t on edge t >= 1; T = 1: log node_0)
+    for t in range(T):
+        for l in range(L):
+            m_node[t, l] = np.float64(ns[t, l])
+    for t in range(T - 1):
+        for a in range(L):
+            for b in range(L):
+                m_pair[t, a, b] = np.float64(ps[t, a, b])
+    h_old = chain_entropy(m_node, m_pair, T)
+    for t in range(T - 1):
+        for a in range(L):
+            sep = np.log(max(m_node[t, a], LOG_FLOOR)) if t >= 1 else 0.0
+            for b in range(L):
+                theta[t + 1, a, b] = np.log(max(m_pair[t, a, b], LOG_FLOOR)) - sep
+    if T == 1:
+        for l in range(L):
+            pot[0, l] = np.log(max(m_node[0, l], LOG_FLOOR))
+    eta = etas[i]
+    dual_gain = 0.0
+    for _ in range(OEG_MAX_HALVINGS + 1):
+        isc[I_EVALS] += 1
+        for t in range(1, T):
+            for a in range(L):
+                for b in range(L):
+                    M[t, a, b] = (1.0 - eta) * theta[t, a, b] + eta * trans[a, b]
+            hi = max_min(M[t])[0]
+            floor = hi - OEG_RANGE
+            for a in range(L):
+                for b in range(L):
+                    if M[t, a, b] < floor:
+                        M[t, a, b] = floor
+        for t in range(T):
+            for l in range(L):
+                es[t, l] = eta * score[t, l] + ((1.0 - eta) * pot[0, l] if T == 1 else 0.0)
+        # es is overwritten by the forward-backward: the potentials go through d_node
+        for t in range(T):
+            for l in range(L):
+                d_node[t, l] = es[t, l]
+        pd_chain_marginals(d_node, T, M, es, alpha, beta, scale, expM, node_n, pair_n)
+        h_new = chain_entropy(node_n, pair_n, T)
+        # u = E_old F - E_new F; n * dual change = H_new - H_old - w.u - ||u||^2 / (2 l2 n)
+        for t in range(T):
+            for l in range(L):
+                d_node[t, l] = m_node[t, l] - node_n[t, l]
+        for t in range(T - 1):
+            for a in range(L):
+                for b in range(L):
+                    d_pair[t, a, b] = m_pair[t, a, b] - pair_n[t, a, b]
+        wu = scores_dot(T, score, trans, d_node, d_pair)
+        na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, d_node, acc, seen,
+                                  alist)
+        for a in range(L):
+            for b in range(L):
+                tdir[a, b] = 0.0
+        for t in range(T - 1):
+            for a in range(L):
+                for b in range(L):
+                    tdir[a, b] += d_pair[t, a, b]
+        u2 = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index)
+        gain = h_new - h_old - wu - 0.5 * u2 / l2n
+        if gain > 0.0:
+            apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, 1.0 / l2n, w)
+            for t in range(T):
+                for l in range(L):
+                    ns[t, l] = node_n[t, l]
+            for t in range(T - 1):
+                for a in range(L):
+                    for b in range(L):
+                        ps[t, a, b] = pair_n[t, a, b]
+            etas[i] = min(eta * OEG_GROW, OEG_ETA_MAX)
+            dual_gain = gain
+            break
+        apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, 0.0, w)
+        isc[I_REJECT] += 1
+        eta *= 0.5
+        etas[i] = eta
+    return dual_gain
+
+
+@njit(**_NOPY)
+def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full,
+             trans_index, n_state, l2n, tol, w, node_store, pair_store, gaps, etas, tsum, tmax, tmin, rng,
+             trans, score, es, alpha, beta, scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, M, expM,
+             theta, pot, acc, seen, alist, tdir, isc, fsc):
+    """Steps of ``method`` (SDCA or OEG) until ``isc[I_EVALS]`` reaches ``target``."""
+    n = seq_ptr.shape[0] - 1
+    while isc[I_EVALS] < target:
+        i = _sample(n, sampling, mixing, tsum, rng)
+        if method == SDCA:
+            isc[I_EVALS] += 1
+            g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index,
+                                 n_state, l2n, tol, w, node_store, pair_store, trans, score, es, alpha, beta,
+                                 scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, acc, seen, alist, tdir,
+                                 isc)
+            fsc[F_GAMMA] = gamma
+            if sampling == GAP:
+                _set_gap(tsum, tmax, tmin, gaps, i, g)
+        else:
+            oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n,
+                     w, node_store, pair_store, etas, trans, score, es, alpha, beta, scale, node_n, pair_n,
+                     m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, seen, alist, tdir, isc)
+        isc[I_STEPS] += 1
+
+
+@njit(**_NOPY)
+def refresh_gaps(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, w,
+                 node_store, pair_store, gaps, tsum, tmax, tmin, trans, score, es, alpha, beta, scale,
+                 node_n, pair_n):
+    """g_i = KL(mu_i || mu_i(w)) for every sequence (one marginalisation each); returns their sum."""
+    n = seq_ptr.shape[0] - 1
+    _trans_into(w, n_state, trans_index, trans)
+    total = 0.0
+    for i in range(n):
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        g = 0.0
+        if T > 0:
+            e0 = eptr[i]
+            emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+            chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
+            g = chain_kl(node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)], node_n, pair_n, T)
+        _set_gap(tsum, tmax, tmin, gaps, i, g)
+        total += gaps[i]
+    return total

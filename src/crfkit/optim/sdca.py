@@ -1,0 +1,343 @@
+"""Dual methods on clique marginals: Prox-SDCA with duality-gap sampling (Le Priol, Touati &
+Lacoste-Julien, "Adaptive Stochastic Dual Coordinate Ascent for Conditional Random Fields") and online
+exponentiated gradient (Collins, Globerson, Koo, Carreras & Bartlett, JMLR 2008).
+
+Both follow the protocol of :mod:`crfkit.optim.stochastic` and share one dual store.
+
+The dual.  For the objective ``P(w) = (1/n) sum_i -log p(y_i|x_i, w) + (l2/2) ||w||^2`` the dual
+variable of sequence i is a distribution over its labellings, kept as its clique marginals: node
+marginals (T_i x L) and pairwise marginals ((T_i - 1) x L x L), in two ragged stores (rows by
+``seq_ptr`` and by ``eptr``), float32 by default (``store="float64"`` for doubles).  The dual is
+``D(mu) = -(l2/2) ||w_hat(mu)||^2 + (1/n) sum_i H(mu_i)`` with ``w_hat(mu) = (1/(l2 n)) sum_i
+(F(x_i, y_i) - E_{mu_i} F(x_i, .))`` and H the entropy of eq. (9); the weights are always ``w =
+w_hat(mu)`` (the step changes them sparsely: the attributes of the sequence and the transitions, no
+scaling needed; at the end of every epoch ``w`` is recomputed from the store, which removes the
+float32 rounding of the store and the float64 drift of the increments).  The duality gap
+``P(w) - D(mu) = (1/n) sum_i KL(mu_i || p(.|x_i, w)) >= 0`` bounds ``f(w) - f*``: it is computed exactly
+every epoch (the trace's ``duality_gap``) and the run stops (status ``converged``) when it falls below
+``gap_tol``.
+
+``sdca``
+    Algorithm 1 of Le Priol et al. (Prox-SDCA, option II): draw i; one marginalisation at w gives
+    mu'_i; the individual gap ``g_i = KL(mu_i || mu'_i)`` (eq. 10); the primal direction ``v_i`` and
+    the exact line search on ``gamma`` in [0, 1] (safeguarded Newton / bisection on the derivative,
+    see :mod:`crfkit.kernels.sdca`; ``tol`` its tolerance on gamma, default 1e-3: the paper finds
+    a tighter one does not converge faster); ``mu_i += gamma (mu'_i - mu_i)``, ``w += gamma v_i``.
+    ``sampling="gap"`` (default): i is drawn uniformly with probability ``mixing`` (default 0.2, the
+    authors') and otherwise proportionally to the stored individual gaps (stale: each is the gap of
+    the example's last visit; an O(log n) sum tree), examples not visited yet scoring
+    ``GAP_UNSEEN`` (1e10, so the first pass mostly visits unseen examples); ``refresh=K`` recomputes
+    every gap at the start of every K-th epoch (n marginalisations, counted as oracle calls).
+    ``sampling="uniform"``: i uniformly.
+``oeg``
+    Online exponentiated gradient (Collins et al. 2008) on the same marginals: the new dual variable
+    of i is the chain ``alpha_i^(1 - eta_i) exp(eta_i w . F)``, whose log-potentials are those of the
+    stored marginals (``log pair_t - log node_t``) mixed with the scores under w, marginalised by one
+    forward-backward (one oracle call).  Step sizes are per example (their adaptation as we recall
+    it from the paper, whose text we could not consult here: ``eta_i`` starts at 0.5; a step that
+    would decrease the dual is not taken, ``eta_i`` is halved and the step recomputed, another oracle
+    call; an accepted step multiplies ``eta_i`` by 1.05, at most 1).  Examples are drawn uniformly
+    (an OEG step computes no individual gap to sample by).
+
+Initialisation (both; paper section 3, from Schmidt et al. 2015): the marginals of the chain whose
+gold node and gold transition scores are ``init_score`` (10) and all others 0, and ``w0 =
+w_hat(mu0)``.  ``init="warm"`` takes the marginals under the given weights ``x0`` instead (then
+``w = w_hat(mu)``, which is not ``x0``); ``init="auto"`` (default) is ``warm`` when ``x0`` has a
+non-zero weight, ``gold`` otherwise.
+
+Effective passes: every marginalisation counts as one oracle call (line-search evaluations are not
+oracle calls: they only read the marginals); an epoch is n oracle calls (after the gap refresh when
+one is due).  The trace's ``steps`` counts parameter updates.  ``state_bytes`` is the memory of the
+two stores.
+
+Resuming: ``state=`` a state from an earlier run (``info["state"]()``, ``result.state``): made with the
+same algorithm and ``l2`` it resumes bitwise; otherwise the run starts from its marginals (the dual
+point does not depend on l2; w is recomputed for the new l2).
+
+L1 (elastic net) is not offered: ``l1 > 0`` raises :class:`~crfkit.errors.ParameterError` (see the
+README for why and what it would take).
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from ..errors import CrfkitError, ParameterError
+from ..kernels import sdca as K
+from ..kernels.sag import tree_build, tree_size
+from .sag import seed_state
+from .stochastic import StochasticResult
+
+DEFAULT_EPOCHS = 100
+STORES = {"float32": np.float32, "float64": np.float64}
+SAMPLINGS = {"uniform": K.UNIFORM, "gap": K.GAP}
+METHODS = {"sdca": K.SDCA, "oeg": K.OEG}
+
+
+def edge_offsets(seq_ptr: np.ndarray) -> np.ndarray:
+    """Row offsets of the pairwise store: sequence i owns rows eptr[i]:eptr[i+1] (T_i - 1 of them)."""
+    lens = np.diff(seq_ptr)
+    return np.concatenate(([0], np.cumsum(np.maximum(lens - 1, 0)))).astype(np.int64)
+
+
+def dual_store_bytes(seq_ptr, n_labels: int, itemsize: int = 4) -> int:
+    """Bytes of the node and pairwise stores of a corpus."""
+    n_tok = int(seq_ptr[-1])
+    n_edges = int(edge_offsets(seq_ptr)[-1])
+    return (n_tok * n_labels + n_edges * n_labels * n_labels) * itemsize
+
+
+class _Dual:
+    """The arrays of one dual run and their (de)serialisation."""
+
+    def __init__(self, name, obj, x0, l2, seed, state, store, init, init_score, sampling):
+        c, s = obj.corpus, obj.space
+        self.name, self.obj, self.l2 = name, obj, float(l2)
+        n, p, L = obj.n, s.n_features, s.n_labels
+        self.n, self.p, self.L = n, p, L
+        self.l2n = self.l2 * n
+        self.eptr = edge_offsets(c.seq_ptr)
+        n_edges = int(self.eptr[-1])
+        maxT = max(c.max_length, 1)
+        self.full = obj.full_rows
+        # scratch
+        self.trans = np.empty((L, L))
+        self.score = np.empty((maxT, L))
+        self.es = np.empty((maxT, L))
+        self.alpha = np.empty((maxT, L))
+        self.beta = np.empty((maxT, L))
+        self.scale = np.empty(maxT)
+        self.node_n = np.empty((maxT, L))
+        self.pair_n = np.empty((maxT, L, L))
+        self.m_node = np.empty((maxT, L))
+        self.d_node = np.empty((maxT, L))
+        self.m_pair = np.empty((maxT, L, L))
+        self.d_pair = np.empty((maxT, L, L))
+        oeg = name == "oeg"
+        self.M = np.empty((maxT if oeg else 1, L, L))
+        self.expM = np.empty((maxT if oeg else 1, L, L))
+        self.theta = np.empty((maxT if oeg else 1, L, L))
+        self.pot = np.zeros((1, L))
+        self.acc = np.zeros(p)
+        na = len(s.attr_ptr) - 1
+        self.seen = np.zeros(max(na, 1), dtype=np.int8)
+        self.alist = np.zeros(max(na, 1), dtype=np.int64)
+        self.tdir = np.zeros((L, L))
+        self.isc = np.zeros(K.N_ISC, dtype=np.int64)
+        self.fsc = np.zeros(K.N_FSC)
+        P = tree_size(n)
+        self.tsum = np.zeros(2 * P)
+        self.tmax = np.zeros(2 * P)
+        self.tmin = np.zeros(2 * P)
+        self.w = np.zeros(p)
+        resume = (state is not None and state.get("algorithm") == name and float(state.get("l2", -1)) == self.l2)
+        if state is None:
+            self.node_store = np.zeros((c.n_tokens, L), dtype=store)
+            self.pair_store = np.zeros((n_edges, L, L), dtype=store)
+            if init == "warm":
+                K.warm_store(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, s.attr_ptr, s.feat_label, self.full,
+                             s.trans_index, s.n_state, np.ascontiguousarray(x0, dtype=np.float64),
+                             self.node_store, self.pair_store)
+            else:
+                K.init_store(c.seq_ptr, self.eptr, c.y, L, float(init_score), self.node_store, self.pair_store)
+            self.gaps = np.full(n, K.GAP_UNSEEN)
+            self.etas = np.full(n, K.OEG_ETA0)
+        else:
+            self._check_state(state, n, c.n_tokens, n_edges, L)
+            sdt = np.float32 if np.asarray(state["node"]).dtype == np.float32 else np.float64
+            self.node_store = np.array(state["node"], dtype=sdt, copy=True)
+            self.pair_store = np.array(state["pair"], dtype=sdt, copy=True)
+            self.gaps = np.array(state["gaps"], dtype=np.float64, copy=True)
+            self.etas = np.array(state.get("etas", np.full(n, K.OEG_ETA0)), dtype=np.float64, copy=True)
+        if sampling == K.GAP:
+            tree_build(self.tsum, self.tmax, self.tmin, self.gaps)
+        self.recompute_w()
+        if resume:
+            self.iteration = int(state["iteration"])
+            self.isc[K.I_EVALS] = int(state["evals"])
+            self.isc[K.I_STEPS] = int(state["steps"])
+            self.isc[K.I_LS] = int(state.get("ls_evals", 0))
+            self.isc[K.I_REJECT] = int(state.get("rejected", 0))
+            self.rng = np.array([int(state["rng"])], dtype=np.uint64)
+            self.refreshed = int(state.get("refreshed", -1))
+        else:
+            self.refreshed = -1
+            self.iteration = 0
+            self.rng = seed_state(seed)
+
+    @staticmethod
+    def _check_state(state, n, n_tokens, n_edges, L):
+        for key in ("node", "pair", "gaps"):
+            if key not in state:
+                raise ParameterError(f"state lacks {key!r}: not a state of crfkit.optim.sdca")
+        if np.shape(state["node"]) != (n_tokens, L) or np.shape(state["pair"]) != (n_edges, L, L) \
+                or len(state["gaps"]) != n:
+            raise ParameterError("state was made for another corpus or label set")
+
+    def recompute_w(self, H=None) -> None:
+        """w = w_hat of the chain distributions the store holds (see kernels.sdca.project_dual); their
+        entropies into ``H`` when given."""
+        c, s = self.obj.corpus, self.obj.space
+        K.project_dual(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+                       s.trans_index, s.n_state, 1.0 / self.l2n, self.node_store, self.pair_store, self.w,
+                       np.empty(self.n) if H is None else H, H is not None)
+
+    def state(self) -> dict:
+        return {
+            "algorithm": self.name, "iteration": self.iteration, "l2": self.l2, "x": self.w.copy(),
+            "node": self.node_store.copy(), "pair": self.pair_store.copy(), "gaps": self.gaps.copy(),
+            "etas": self.etas.copy(), "evals": int(self.isc[K.I_EVALS]), "steps": int(self.isc[K.I_STEPS]),
+            "ls_evals": int(self.isc[K.I_LS]), "rejected": int(self.isc[K.I_REJECT]), "rng": int(self.rng[0]),
+            "refreshed": int(self.refreshed),
+        }
+
+    @property
+    def state_bytes(self) -> int:
+        return int(self.node_store.nbytes + self.pair_store.nbytes)
+
+    def run_until(self, method, sampling, mixing, tol, target) -> None:
+        c, s = self.obj.corpus, self.obj.space
+        K.dual_run(method, sampling, float(mixing), int(target), c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val,
+                   s.attr_ptr, s.feat_label, self.full, s.trans_index, s.n_state, self.l2n, float(tol), self.w,
+                   self.node_store, self.pair_store, self.gaps, self.etas, self.tsum, self.tmax, self.tmin,
+                   self.rng, self.trans, self.score, self.es, self.alpha, self.beta, self.scale, self.node_n,
+                   self.pair_n, self.m_node, self.d_node, self.m_pair, self.d_pair, self.M, self.expM, self.theta,
+                   self.pot, self.acc, self.seen, self.alist, self.tdir, self.isc, self.fsc)
+
+    def refresh(self) -> None:
+        c, s = self.obj.corpus, self.obj.space
+        K.refresh_gaps(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, s.attr_ptr, s.feat_label, self.full,
+                       s.trans_index, s.n_state, self.w, self.node_store, self.pair_store, self.gaps, self.tsum,
+                       self.tmax, self.tmin, self.trans, self.score, self.es, self.alpha, self.beta, self.scale,
+                       self.node_n, self.pair_n)
+        self.isc[K.I_EVALS] += self.n
+
+    def dual(self) -> float:
+        """D(mu) = -(l2/2) ||w_hat(mu)||^2 + mean H(mu_i) of the store's chain distributions (this recomputes
+        w, to the same values as :meth:`recompute_w`)."""
+        H = np.empty(self.n)
+        self.recompute_w(H)
+        return float(-0.5 * self.l2 * np.dot(self.w, self.w) + H.mean())
+
+    def primal(self) -> float:
+        return float(self.obj.value(self.w, count=False))
+
+
+def _check(name, obj, reg, store, sampling, mixing, tol, gap_tol, refresh, init, init_score, x0):
+    if reg.l1 > 0:
+        raise ParameterError(f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
+                             "(use lbfgs/owlqn or sgd-l1)")
+    if not (reg.l2 > 0):
+        raise ParameterError(f"{name} needs l2 > 0 (the dual of the unregularised objective is not defined)")
+    if getattr(obj.space, "n_dense", 0) > 0:
+        raise CrfkitError(f"{name} does not support dense features yet")
+    if getattr(obj.space, "n_bigram", 0) > 0:
+        raise CrfkitError(f"{name} does not support bigram-observation features yet: use lbfgs or owlqn")
+    if store not in STORES:
+        raise ParameterError(f"{name}: store must be 'float32' or 'float64', not {store!r}")
+    if sampling not in SAMPLINGS:
+        raise ParameterError(f"{name}: sampling must be 'uniform' or 'gap', not {sampling!r}")
+    if not (0.0 <= mixing <= 1.0):
+        raise ParameterError(f"{name}: mixing (probability of a uniform draw) must be in [0, 1]")
+    if not (0.0 < tol < 1.0):
+        raise ParameterError(f"{name}: tol (line-search tolerance on gamma) must be in (0, 1)")
+    if not (gap_tol >= 0.0):
+        raise ParameterError(f"{name}: gap_tol must be >= 0")
+    if int(refresh) != refresh or refresh < 0:
+        raise ParameterError(f"{name}: refresh is a number of epochs (>= 0; 0: never)")
+    if init not in ("auto", "gold", "warm"):
+        raise ParameterError(f"{name}: init must be 'auto', 'gold' or 'warm', not {init!r}")
+    if init == "warm" and x0 is None:
+        raise ParameterError(f"{name}: init='warm' needs starting weights")
+    if not np.isfinite(init_score):
+        raise ParameterError(f"{name}: init_score must be finite")
+
+
+def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, sampling, mixing, tol, gap_tol,
+              refresh, store, init, init_score):
+    _check(name, obj, reg, store, sampling, mixing, tol, gap_tol, refresh, init, init_score, x0)
+    if init == "auto":
+        init = "warm" if x0 is not None and np.any(np.asarray(x0) != 0) else "gold"
+    method = METHODS[name]
+    samp = SAMPLINGS[sampling]
+    epochs = DEFAULT_EPOCHS if max_iterations is None else int(max_iterations)
+    run = _Dual(name, obj, x0, reg.l2, seed, state, STORES[store], init, init_score, samp)
+    n = run.n
+    evals0 = int(run.isc[K.I_EVALS])
+    oracle0 = obj.n_oracle
+
+    def sync_counter():
+        obj.n_oracle = oracle0 + int(run.isc[K.I_EVALS]) - evals0
+
+    def finish(status, message, f=None):
+        x = run.w.copy()
+        return StochasticResult(x=x, f=obj.value(x, count=False) if f is None else f, status=status,
+                                message=message, iterations=run.iteration, state_fn=run.state)
+
+    monitor_s = 0.0
+    f = None
+    gap = float("nan")
+    ran = False      # this epoch's kernel has run, its bookkeeping not yet
+    try:
+        while run.iteration < epochs:
+            if refresh and samp == K.GAP and run.iteration > 0 and run.iteration % int(refresh) == 0 \
+                    and run.refreshed != run.iteration:
+                run.refresh()
+                run.refreshed = run.iteration
+            target = int(run.isc[K.I_EVALS]) + n
+            run.run_until(method, samp, mixing, tol, target)
+            ran = True
+            run.recompute_w()
+            sync_counter()
+            run.iteration += 1
+            ran = False
+            t_mon = time.perf_counter()
+            f = run.primal()
+            d = run.dual()
+            monitor_s += time.perf_counter() - t_mon
+            gap = f - d
+            steps = int(run.isc[K.I_STEPS])
+            info = {"iteration": run.iteration, "f": f, "x": run.w.copy(),
+                    "step": float(run.fsc[K.F_GAMMA]) if name == "sdca" else float(np.median(run.etas)),
+                    "nnz": int(np.count_nonzero(run.w)), "state": run.state, "state_bytes": run.state_bytes,
+                    "duality_gap": gap, "dual": d, "steps": steps,
+                    "ls_evals_per_step": int(run.isc[K.I_LS]) / max(steps, 1),
+                    "rejected": int(run.isc[K.I_REJECT]), "monitor_s": monitor_s}
+            if samp == K.GAP:
+                info["examples_seen"] = int(np.count_nonzero(run.gaps < K.GAP_UNSEEN))
+            stop = callback(info) if callback is not None else None
+            if gap <= gap_tol:
+                return finish("converged", f"duality gap P(w) - D(mu) = {gap:.3g} <= gap_tol = {gap_tol:g}; "
+                                           f"certified f(w) - f* <= {gap:.3g}", f)
+            if stop:
+                return finish("stopped", f"stopped by the callback; certified f(w) - f* <= {gap:.3g} "
+                                         "(duality gap)", f)
+        return finish("max_iterations", f"{epochs} epochs; certified f(w) - f* <= {gap:.3g} (duality gap)", f)
+    except KeyboardInterrupt:
+        # a kernel call is never cut short: if this epoch's kernel ran, finish its bookkeeping
+        if ran:
+            run.recompute_w()
+            sync_counter()
+            run.iteration += 1
+        return finish("interrupted", "interrupted")
+
+
+def sdca(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
+         state: dict | None = None, sampling: str = "gap", mixing: float = 0.2, tol: float = 1e-3,
+         gap_tol: float = 1e-6, refresh: int = 0, store: str = "float32", init: str = "auto",
+         init_score: float = 10.0) -> StochasticResult:
+    """Prox-SDCA for CRFs (Le Priol et al., Algorithm 1) with gap or uniform sampling; see the module docstring."""
+    return _optimize("sdca", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
+                     state=state, sampling=sampling, mixing=mixing, tol=tol, gap_tol=gap_tol, refresh=refresh,
+                     store=store, init=init, init_score=init_score)
+
+
+def oeg(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
+        state: dict | None = None, gap_tol: float = 1e-6, store: str = "float32", init: str = "auto",
+        init_score: float = 10.0) -> StochasticResult:
+    """Online exponentiated gradient (Collins et al. 2008) on the dual marginals; see the module docstring."""
+    return _optimize("oeg", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
+                     state=state, sampling="uniform", mixing=0.0, tol=0.5, gap_tol=gap_tol, refresh=0,
+                     store=store, init=init, init_score=init_score)
