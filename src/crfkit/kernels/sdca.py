@@ -43,8 +43,8 @@ SDCA, OEG = 0, 1
 # sampling schemes
 UNIFORM, GAP = 0, 1
 # int scalars isc[...]
-I_EVALS, I_STEPS, I_LS, I_REJECT = 0, 1, 2, 3
-N_ISC = 4
+I_EVALS, I_STEPS, I_LS, I_REJECT, I_NF, I_NC = 0, 1, 2, 3, 4, 5
+N_ISC = 6
 # float scalars fsc[...]
 F_GAMMA, F_GAPSUM = 0, 1
 N_FSC = 2
@@ -58,6 +58,53 @@ OEG_RANGE = 190.0
 # OEG step sizes (Collins et al. 2008, per-example rates): start, growth after an accepted step, cap
 OEG_ETA0, OEG_GROW, OEG_ETA_MAX, OEG_MAX_HALVINGS = 0.5, 1.05, 1.0, 30
 LS_MAXIT = 60
+# the line search leaves out entries whose f' terms add up to less than this fraction of f'(0)
+LS_DROP = 1e-6
+
+
+# ------------------------------------------------------------- a vectorisable log
+# The line search and the individual gaps take a log per clique-marginal entry (thousands per step):
+# libm's log one by one dominated an SDCA step (30 ns each).  log_into is a log that LLVM vectorises:
+# x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the exponent bits, log m = 2 atanh(s), s = (m-1)/(m+1),
+# |s| <= 0.172, by its series to s^21 (truncation below 1e-17), e ln 2 added in two parts.
+_EXACT = dict(cache=True, nogil=True, fastmath={"contract"})   # no reassociation (it would undo the split)
+_SQRT2 = 1.4142135623730951
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_ATANH_C = tuple(1.0 / (2 * k + 1) for k in range(11))
+_MANT = 0x000FFFFFFFFFFFFF
+_ONE_BITS = 0x3FF0000000000000
+
+
+@njit(**_EXACT)
+def log_into(x, out, kb, n):
+    """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp); within a
+    few ulp of libm's log.  ``kb``: int64 scratch of length >= n."""
+    xb = x[:n].view(np.int64)
+    for i in range(n):
+        kb[i] = (xb[i] & _MANT) | _ONE_BITS
+    m = kb[:n].view(np.float64)
+    c = _ATANH_C
+    for i in range(n):
+        e = np.float64(((xb[i] >> 52) & 0x7FF) - 1023)
+        mi = m[i]
+        big = mi > _SQRT2
+        mi = mi * 0.5 if big else mi
+        e = e + 1.0 if big else e
+        s = (mi - 1.0) / (mi + 1.0)
+        z = s * s
+        p = c[10]
+        p = p * z + c[9]
+        p = p * z + c[8]
+        p = p * z + c[7]
+        p = p * z + c[6]
+        p = p * z + c[5]
+        p = p * z + c[4]
+        p = p * z + c[3]
+        p = p * z + c[2]
+        p = p * z + c[1]
+        p = p * z + 1.0
+        out[i] = e * _LN2_HI + (2.0 * s * p + e * _LN2_LO)
 
 
 # ------------------------------------------------------------- marginals
@@ -406,146 +453,148 @@ def store_entropies(seq_ptr, eptr, node_store, pair_store, out):
 
 
 # ------------------------------------------------------------- SDCA line search
+# The entries of the cliques (edges; T = 1: the node) and of the separators (interior nodes, sign -1)
+# of one sequence are laid out flat: fm (mu), fn (mu'), fd (d = mu' - mu), fs (+1 / -1).  Ratios are
+# formed from mu' itself, never as 1 + d / mu: where mu ~ 1 and mu' ~ 1e-17, mu + d is 0 in floating
+# point and the log of the ratio would be the floor's instead of -39.
 @njit(**_NOPY)
-def _load_direction(T, node_s, pair_s, node_n, pair_n, m_pair, d_pair, m_node, d_node):
-    """m = stored marginals (float64), d = new - stored; returns (g, f'(0)): the individual gap
-    KL(mu || mu') and KL(mu || mu') + KL(mu' || mu), over the cliques minus the separators."""
+def _load_direction(T, node_s, pair_s, node_n, pair_n, m_node, d_node, fm, fn, fd, fs):
+    """m_node = stored node marginals (float64), d_node = new - stored; the flat entries; returns
+    their count."""
     L = node_s.shape[1]
-    gap = 0.0
-    fp0 = 0.0
-    if T == 1:
-        ncl = L
-    else:
-        ncl = (T - 1) * L * L
-    # cliques
-    for t in range(T - 1):
-        ps = pair_s[t]
-        pn = pair_n[t]
-        mr = m_pair[t]
-        dr = d_pair[t]
-        for a in range(L):
-            for b in range(L):
-                m = np.float64(ps[a, b])
-                dd = pn[a, b] - m
-                mr[a, b] = m
-                dr[a, b] = dd
     for t in range(T):
         for l in range(L):
             m = np.float64(node_s[t, l])
             m_node[t, l] = m
             d_node[t, l] = node_n[t, l] - m
+    k = 0
     if T == 1:
         for l in range(L):
-            m = m_node[0, l]
-            dd = d_node[0, l]
-            g, f = _kl_pair_terms(m, dd)
-            gap += g
-            fp0 += f
-        return gap, fp0
-    mp = m_pair[:T - 1].ravel()
-    dp = d_pair[:T - 1].ravel()
-    for k in range(ncl):
-        g, f = _kl_pair_terms(mp[k], dp[k])
-        gap += g
-        fp0 += f
+            fm[k] = m_node[0, l]
+            fn[k] = node_n[0, l]
+            fd[k] = d_node[0, l]
+            fs[k] = 1.0
+            k += 1
+        return k
+    for t in range(T - 1):
+        ps = pair_s[t]
+        pn = pair_n[t]
+        for a in range(L):
+            for b in range(L):
+                m = np.float64(ps[a, b])
+                fm[k] = m
+                fn[k] = pn[a, b]
+                fd[k] = pn[a, b] - m
+                fs[k] = 1.0
+                k += 1
     for t in range(1, T - 1):
         for l in range(L):
-            g, f = _kl_pair_terms(m_node[t, l], d_node[t, l])
-            gap -= g
-            fp0 -= f
-    return gap, fp0
-
-
-@njit(inline="always", **_NOPY)
-def _kl_pair_terms(m, dd):
-    """(m log(m/m'), d log(m'/m)) for m' = m + d: the terms of KL(mu||mu') and of f'(0)."""
-    if dd == 0.0:
-        return 0.0, 0.0
-    if m <= 0.0:
-        return 0.0, np.inf          # m' > 0 where m = 0: f'(0) is infinite (the entropy's slope)
-    r = dd / m
-    if r <= -1.0:
-        lr = np.log(LOG_FLOOR / m)  # m' = 0: log of the floor
-    else:
-        lr = np.log1p(r)
-    return -m * lr, dd * lr
+            fm[k] = m_node[t, l]
+            fn[k] = node_n[t, l]
+            fd[k] = d_node[t, l]
+            fs[k] = -1.0
+            k += 1
+    return k
 
 
 @njit(**_NOPY)
-def _fprime(g, T, L, m_pair, d_pair, m_node, d_node, q):
-    """(f'(g), f''(g)) of the line search (module docstring)."""
-    s = 0.0
-    s2 = 0.0
+def gap_and_slope(nf, fm, fn, fd, fs, bu, bl, kb, cm, cn, cd, cs):
+    """The individual gap g = KL(mu || mu') (eq. 10) and f'(0) = KL(mu || mu') + KL(mu' || mu) over the
+    flat entries, and the entries the line search needs, compacted into cm, cn, cd, cs: returns
+    (g, f'(0), count).
+
+    Compaction: an entry's term of f' at any gamma, ``d log(mu' / mu_gamma)``, is at most its term at
+    0 in size (mu_gamma lies between mu and mu'), so leaving out the entries whose term at 0 is below
+    ``LS_DROP * f'(0) / nf`` moves f' by less than ``LS_DROP * f'(0)`` (1e-6 of it) everywhere on [0, 1]:
+    the root moves by a millionth of the step, far inside the line search's tolerance.  Near the
+    optimum most pairwise entries have tiny terms, and the line search reads only the others."""
+    inf_slope = False
+    for k in range(nf):
+        m = fm[k]
+        if m > 0.0:
+            bu[k] = max(fn[k], LOG_FLOOR) / m
+        else:
+            bu[k] = 1.0
+            if fd[k] > 0.0:
+                inf_slope = True
+    log_into(bu, bl, kb, nf)
+    gap = 0.0
+    fp0 = 0.0
+    for k in range(nf):
+        lr = bl[k]
+        bl[k] = fd[k] * lr
+        gap -= fs[k] * fm[k] * lr
+        fp0 += fs[k] * bl[k]
+    if inf_slope:
+        fp0 = np.inf
+    thr = 0.0 if inf_slope else LS_DROP * abs(fp0) / max(nf, 1)
+    nc = 0
+    for k in range(nf):
+        if fd[k] != 0.0 and (abs(bl[k]) > thr or fm[k] <= 0.0):
+            cm[nc] = fm[k]
+            cn[nc] = fn[k]
+            cd[nc] = fd[k]
+            cs[nc] = fs[k]
+            nc += 1
+    return gap, fp0, nc
+
+
+@njit(**_NOPY)
+def fprime(g, nc, cm, cn, cd, cs, q, bu, bl, kb):
+    """(f'(g), f''(g)) of the line search over the compacted entries (module docstring)."""
     omg = 1.0 - g
-    if T == 1:
-        for l in range(L):
-            dd = d_node[0, l]
-            if dd != 0.0:
-                mg = m_node[0, l] + g * dd
-                if mg <= 0.0:
-                    continue
-                s += dd * np.log1p(omg * dd / mg)
-                s2 += dd * dd / mg
-        return s - g * q, -s2 - q
-    mp = m_pair[:T - 1].ravel()
-    dp = d_pair[:T - 1].ravel()
-    for k in range(mp.shape[0]):
-        dd = dp[k]
-        if dd != 0.0:
-            mg = mp[k] + g * dd
-            if mg > 0.0:
-                s += dd * np.log1p(omg * dd / mg)
-                s2 += dd * dd / mg
-    for t in range(1, T - 1):
-        for l in range(L):
-            dd = d_node[t, l]
-            if dd != 0.0:
-                mg = m_node[t, l] + g * dd
-                if mg > 0.0:
-                    s -= dd * np.log1p(omg * dd / mg)
-                    s2 -= dd * dd / mg
+    s2 = 0.0
+    for k in range(nc):
+        d = cd[k]
+        nk = cn[k]
+        r = 1.0 / max(omg * cm[k] + g * nk, LOG_FLOOR)
+        bu[k] = max(nk, LOG_FLOOR) * r
+        s2 += cs[k] * d * d * r
+    log_into(bu, bl, kb, nc)
+    s = 0.0
+    for k in range(nc):
+        s += cs[k] * cd[k] * bl[k]
     return s - g * q, -s2 - q
 
 
 @njit(**_NOPY)
-def line_search(T, L, m_pair, d_pair, m_node, d_node, q, fp0, tol, isc):
-    """argmax over [0, 1] of the 1-D dual f (safeguarded Newton / bisection on f', bracket [0, 1]
-    with f'(0) = fp0 > 0 > f'(1) = -q).  Stops when the bracket is narrower than ``tol`` (returning
-    its left end, where f' > 0, so the dual does not decrease) or a Newton step is shorter than
-    ``tol``.  Counts its f' evaluations into ``isc[I_LS]``."""
+def line_search(nc, cm, cn, cd, cs, q, fp0, tol, bu, bl, kb, isc):
+    """argmax over [0, 1] of the 1-D dual f: the root of f', bracketed by f'(0) = fp0 > 0 > f'(1) = -q.
+
+    Safeguarded Newton (as rtsafe): a Newton step on f' from the last point, replaced by bisection of
+    the bracket when it would leave the bracket or when the previous step did not shrink |f'| fast
+    enough (|2 f'| > |previous step * f''|).  The first point is the root of the chord between the
+    bracket's ends.  Stops when the step or the bracket is below ``tol`` (returning the bracket's left
+    end, where f' > 0, when the bracket decides: the dual then does not decrease).  Counts its f'
+    evaluations into ``isc[I_LS]``."""
     if not (fp0 > 0.0):
         return 0.0
     if not (q > 0.0):
         return 1.0                  # f' >= 0 on [0, 1]
     lo = 0.0
     hi = 1.0
-    flo = fp0
-    fhi = -q
-    x = flo / (flo - fhi) if np.isfinite(flo) else 0.5
+    x = fp0 / (fp0 + q) if np.isfinite(fp0) else 0.5
     if not (x > lo and x < hi):
         x = 0.5
+    dxold = 1.0
     for _ in range(LS_MAXIT):
-        fx, fpp = _fprime(x, T, L, m_pair, d_pair, m_node, d_node, q)
+        fx, fpp = fprime(x, nc, cm, cn, cd, cs, q, bu, bl, kb)
         isc[I_LS] += 1
         if fx > 0.0:
             lo = x
-            flo = fx
         elif fx < 0.0:
             hi = x
-            fhi = fx
         else:
             return x
         if hi - lo <= tol:
             return lo
-        if fpp < 0.0 and np.isfinite(fpp):
-            nx = x - fx / fpp
-        else:
+        nx = x - fx / fpp if (fpp < 0.0 and np.isfinite(fpp)) else -1.0
+        if not (nx > lo and nx < hi) or abs(2.0 * fx) > abs(dxold * fpp):
             nx = 0.5 * (lo + hi)
-        if not (nx > lo and nx < hi):
-            nx = 0.5 * (lo + hi)
-        elif abs(nx - x) < tol:
-            # Newton has converged to within tol: take its point, kept on the ascent side
-            return nx if fx > 0.0 else max(lo, nx)
+        dx = nx - x
+        if abs(dx) < tol:
+            return nx
+        dxold = dx
         x = nx
     return lo
 
@@ -654,8 +703,9 @@ def _store_slices(node_store, pair_store, t0, T, e0):
 @njit(**_NOPY)
 def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n, tol,
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
-              m_node, d_node, m_pair, d_pair, acc, seen, alist, tdir, isc):
-    """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma)."""
+              m_node, d_node, flat, kb, acc, seen, alist, tdir, isc):
+    """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
+    scratch (10 rows of at least (T-1) L^2 + T L entries), ``kb`` int64 scratch of that length."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
@@ -666,34 +716,39 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
     _trans_into(w, n_state, trans_index, trans)
     emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
     chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
-    gap, fp0 = _load_direction(T, ns, ps, node_n, pair_n, m_pair, d_pair, m_node, d_node)
+    fm, fn, fd, fs, bu, bl = flat[0], flat[1], flat[2], flat[3], flat[4], flat[5]
+    cm, cn, cd, cs = flat[6], flat[7], flat[8], flat[9]
+    nf = _load_direction(T, ns, ps, node_n, pair_n, m_node, d_node, fm, fn, fd, fs)
+    gap, fp0, nc = gap_and_slope(nf, fm, fn, fd, fs, bu, bl, kb, cm, cn, cd, cs)
+    isc[I_NF] += nf
+    isc[I_NC] += nc
     # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
-    for t in range(T):
-        for l in range(L):
-            m_node[t, l] = -d_node[t, l]        # borrowed as -d for the walk, restored below
-    na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, m_node, acc, seen,
+    na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, d_node, acc, seen,
                               alist)
     for a in range(L):
         for b in range(L):
             tdir[a, b] = 0.0
     for t in range(T - 1):
+        pn = pair_n[t]
+        pr = ps[t]
         for a in range(L):
             for b in range(L):
-                tdir[a, b] -= d_pair[t, a, b]
-    for t in range(T):
-        for l in range(L):
-            m_node[t, l] = np.float64(ns[t, l])
+                tdir[a, b] += pn[a, b] - pr[a, b]
     q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
-    gamma = line_search(T, L, m_pair, d_pair, m_node, d_node, q, fp0, tol, isc)
-    apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, gamma / l2n, w)
+    gamma = line_search(nc, cm, cn, cd, cs, q, fp0, tol, bu, bl, kb, isc)
+    # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
+    apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
     if gamma > 0.0:
+        omg = 1.0 - gamma
         for t in range(T):
             for l in range(L):
-                ns[t, l] = m_node[t, l] + gamma * d_node[t, l]
+                ns[t, l] = omg * m_node[t, l] + gamma * node_n[t, l]
         for t in range(T - 1):
+            pn = pair_n[t]
+            pr = ps[t]
             for a in range(L):
                 for b in range(L):
-                    ps[t, a, b] = m_pair[t, a, b] + gamma * d_pair[t, a, b]
+                    pr[a, b] = omg * np.float64(pr[a, b]) + gamma * pn[a, b]
     return gap, gamma
 
 
@@ -798,7 +853,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, t
 def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full,
              trans_index, n_state, l2n, tol, w, node_store, pair_store, gaps, etas, tsum, tmax, tmin, rng,
              trans, score, es, alpha, beta, scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, M, expM,
-             theta, pot, acc, seen, alist, tdir, isc, fsc):
+             theta, pot, acc, seen, alist, tdir, flat, kb, isc, fsc):
     """Steps of ``method`` (SDCA or OEG) until ``isc[I_EVALS]`` reaches ``target``."""
     n = seq_ptr.shape[0] - 1
     while isc[I_EVALS] < target:
@@ -807,8 +862,7 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
             isc[I_EVALS] += 1
             g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index,
                                  n_state, l2n, tol, w, node_store, pair_store, trans, score, es, alpha, beta,
-                                 scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, acc, seen, alist, tdir,
-                                 isc)
+                                 scale, node_n, pair_n, m_node, d_node, flat, kb, acc, seen, alist, tdir, isc)
             fsc[F_GAMMA] = gamma
             if sampling == GAP:
                 _set_gap(tsum, tmax, tmin, gaps, i, g)

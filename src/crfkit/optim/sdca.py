@@ -125,6 +125,9 @@ class _Dual:
         self.seen = np.zeros(max(na, 1), dtype=np.int8)
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
+        nflat = max(maxT - 1, 1) * L * L + maxT * L
+        self.flat = np.zeros((10, nflat))
+        self.kb = np.zeros(nflat, dtype=np.int64)
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.fsc = np.zeros(K.N_FSC)
         P = tree_size(n)
@@ -160,6 +163,8 @@ class _Dual:
             self.isc[K.I_STEPS] = int(state["steps"])
             self.isc[K.I_LS] = int(state.get("ls_evals", 0))
             self.isc[K.I_REJECT] = int(state.get("rejected", 0))
+            self.isc[K.I_NF] = int(state.get("ls_nf", 0))
+            self.isc[K.I_NC] = int(state.get("ls_nc", 0))
             self.rng = np.array([int(state["rng"])], dtype=np.uint64)
             self.refreshed = int(state.get("refreshed", -1))
         else:
@@ -189,7 +194,8 @@ class _Dual:
             "algorithm": self.name, "iteration": self.iteration, "l2": self.l2, "x": self.w.copy(),
             "node": self.node_store.copy(), "pair": self.pair_store.copy(), "gaps": self.gaps.copy(),
             "etas": self.etas.copy(), "evals": int(self.isc[K.I_EVALS]), "steps": int(self.isc[K.I_STEPS]),
-            "ls_evals": int(self.isc[K.I_LS]), "rejected": int(self.isc[K.I_REJECT]), "rng": int(self.rng[0]),
+            "ls_evals": int(self.isc[K.I_LS]), "ls_nf": int(self.isc[K.I_NF]), "ls_nc": int(self.isc[K.I_NC]),
+            "rejected": int(self.isc[K.I_REJECT]), "rng": int(self.rng[0]),
             "refreshed": int(self.refreshed),
         }
 
@@ -204,7 +210,7 @@ class _Dual:
                    self.node_store, self.pair_store, self.gaps, self.etas, self.tsum, self.tmax, self.tmin,
                    self.rng, self.trans, self.score, self.es, self.alpha, self.beta, self.scale, self.node_n,
                    self.pair_n, self.m_node, self.d_node, self.m_pair, self.d_pair, self.M, self.expM, self.theta,
-                   self.pot, self.acc, self.seen, self.alist, self.tdir, self.isc, self.fsc)
+                   self.pot, self.acc, self.seen, self.alist, self.tdir, self.flat, self.kb, self.isc, self.fsc)
 
     def refresh(self) -> None:
         c, s = self.obj.corpus, self.obj.space
@@ -304,6 +310,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, samp
                     "nnz": int(np.count_nonzero(run.w)), "state": run.state, "state_bytes": run.state_bytes,
                     "duality_gap": gap, "dual": d, "steps": steps,
                     "ls_evals_per_step": int(run.isc[K.I_LS]) / max(steps, 1),
+                    "ls_entries": int(run.isc[K.I_NC]) / max(int(run.isc[K.I_NF]), 1),
                     "rejected": int(run.isc[K.I_REJECT]), "monitor_s": monitor_s}
             if samp == K.GAP:
                 info["examples_seen"] = int(np.count_nonzero(run.gaps < K.GAP_UNSEEN))

@@ -1,0 +1,73 @@
+"""Seconds per step of sdca (oracle + individual gap + line search + sparse update) against sag-nus*
+(oracle + Lipschitz line search + lazy update) on the same data, in one run, and the memory of each
+stored state.
+
+    PYTHONPATH=src python benchmarks/sdca_step_time.py [--data ocr-large conll2000] [--passes 5] [--repeat 2]
+
+Each method runs ``--passes`` epochs from its own starting point (lambda = 1/n); the time of an epoch
+is its wall time minus the monitoring (the objective and dual evaluated only for the report), taken
+from the optimizers' ``monitor_s``; per step = that time / parameter updates.  The methods run one
+after the other and the whole comparison is repeated (``--repeat``): on a shared machine take the
+ratios of the same repetition.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from crfkit.bench import data as D
+from crfkit.objective import Objective, Regularization
+from crfkit.optim.stochastic import resolve
+
+
+def timed(name, obj, passes, params):
+    recs = []
+    t0 = time.perf_counter()
+
+    def cb(info):
+        recs.append((time.perf_counter() - t0, info.get("monitor_s", 0.0), info.get("steps"),
+                     info.get("state_bytes"), info.get("ls_evals_per_step"), info.get("ls_entries")))
+    obj.n_oracle = 0
+    obj.n_full = 0
+    resolve(name)(obj, None, reg=obj.reg, max_iterations=passes, callback=cb, seed=0, **params)
+    wall, mon, steps, sb, ls, ent = recs[-1]
+    return (wall - mon), steps, obj.n_oracle, sb, (ls, ent)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", nargs="+", default=["ocr-large", "conll2000"])
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--data-dir", default=None)
+    a = ap.parse_args(argv)
+    runs = [("sag-nus*", {"delta": 0.0}), ("sdca", {"sampling": "gap", "gap_tol": 0.0}),
+            ("sdca", {"sampling": "uniform", "gap_tol": 0.0}), ("oeg", {"gap_tol": 0.0})]
+    for name in a.data:
+        bd = D.load(name, a.data_dir)
+        space, corpus, _ = bd.encoded()
+        obj = Objective(corpus, space, Regularization(l2=bd.default_l2), threads=1)
+        print(f"{name}: n={obj.n}, tokens={corpus.n_tokens}, labels={space.n_labels}, "
+              f"features={space.n_features}, l2={bd.default_l2:.3g}")
+        # warm-up: compile / load every kernel
+        for alg, p in runs:
+            timed(alg, obj, 1, p)
+        for rep in range(a.repeat):
+            base = None
+            for alg, p in runs:
+                sec, steps, calls, sb, ls = timed(alg, obj, a.passes, p)
+                us = 1e6 * sec / steps
+                if base is None:
+                    base = us
+                label = alg + ("" if "sampling" not in p else f" ({p['sampling']})")
+                extra = (f", {ls[0]:.2f} line-search evaluations per step over {100 * ls[1]:.0f}% of the entries"
+                         if alg == "sdca" else "")
+                print(f"  rep {rep}: {label:16s} {us:8.1f} us/step  ({us / base:.2f}x sag-nus*)  "
+                      f"{steps / obj.n:.2f} updates/n, {calls / obj.n:.2f} oracle calls/n, "
+                      f"state {sb / 2**20:.1f} MiB{extra}")
+
+
+if __name__ == "__main__":
+    main()
