@@ -32,7 +32,8 @@ BATCH_ALGORITHMS = ("lbfgs", "owlqn")
 # the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
 ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
 # keys an optimizer's per-epoch info may add to the trace record
-EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "examples_seen", "steps",
+EXTRA_TRACE_KEYS = ("state_bytes", "naive_state_bytes", "lipschitz", "duality_gap", "dual", "ls_evals_per_step",
+                    "examples_seen", "steps",
                     "monitor_s")
 
 

@@ -32,13 +32,16 @@ from ..io.atomic import atomic_file
 __all__ = ["TraceRun", "read_trace", "load_runs", "load_fstar", "optimizer_seconds", "test_errors",
            "plot_figures", "summary", "format_summary", "FIGURES"]
 
-FIGURES = ("suboptimality_passes.png", "suboptimality_seconds.png", "test_error.png", "figure.png")
+FIGURES = ("suboptimality_passes.png", "suboptimality_seconds.png", "test_error.png", "figure.png",
+           "suboptimality_updates.png")
 
 # one colour per method, the same in every figure
 _ORDER = ("lbfgs", "owlqn", "sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "sg", "asg", "adagrad",
-          "pegasos", "sgd-l1")
+          "pegasos", "sgd-l1", "sdca", "oeg")
 _PALETTE = ("#000000", "#555555", "#1f77b4", "#17becf", "#d62728", "#9467bd", "#e377c2", "#8c564b",
-            "#2ca02c", "#ff7f0e", "#bcbd22", "#7f7f7f")
+            "#2ca02c", "#ff7f0e", "#bcbd22", "#7f7f7f", "#006400", "#b8860b")
+# runs of one optimizer with different settings (sdca's sampling) get these line styles in turn
+_VARIANT_STYLES = ("-", "-.", (0, (5, 1)), (0, (1, 1)))
 
 
 @dataclass
@@ -187,7 +190,22 @@ def line_style(r: TraceRun) -> tuple[str, str, str]:
     style = _STYLES[r.role]
     if r.role == "only" and r.group != r.name:
         style = "-."
+        if r.name in ("sdca", "oeg"):
+            # the dual methods' variants (sampling=gap / uniform) are the comparison itself: solid for
+            # the paper's gap sampling, others dash-dotted
+            style = "-" if r.params.get("sampling", "gap") == "gap" and len(r.params) <= 1 else "-."
     return r.label, style, _color(r.name)
+
+
+def _n_train(directory) -> int | None:
+    """n from the run directory's bench.json (None without one)."""
+    p = Path(directory) / "bench.json"
+    try:
+        with open(p, encoding="utf-8") as f:
+            n = json.load(f).get("n_train")
+        return int(n) if n else None
+    except (OSError, ValueError):
+        return None
 
 
 def _resolve_fstar(runs, directory, fstar) -> tuple[float, dict | None, bool]:
@@ -235,17 +253,36 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
     drawn = [r for r in runs if show_all or r.role != "tried"]
     drawn.sort(key=lambda r: (_ORDER.index(r.name) if r.name in _ORDER else len(_ORDER), r.name, r.role != "best"))
 
+    n_train = _n_train(directory)
+
+    def xs_of(r, xkey):
+        if xkey == "seconds":
+            return optimizer_seconds(r.records)
+        if xkey == "updates":
+            # parameter updates / n (the trace's 'steps'); runs without it (L-BFGS) are not drawn
+            if n_train is None:
+                return [None] * len(r.records)
+            return [None if st is None else st / n_train for st in r.column("steps")]
+        return r.column("effective_passes")
+
     def suboptimality(ax, xkey):
         for r in drawn:
-            xs = optimizer_seconds(r.records) if xkey == "seconds" else r.column("effective_passes")
+            xs = xs_of(r, xkey)
             pts = [(x, f - fs) for x, f in zip(xs, r.column("objective"))
                    if isinstance(f, (int, float)) and math.isfinite(f) and f - fs > 0 and x is not None]
             if not pts:
                 continue
             label, style, color = line_style(r)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label, linewidth=1.4)
+            # the dual methods' certificate: the duality gap P(w) - D(mu) >= f(w) - f*, thin and dotted
+            gaps = [(x, g) for x, g in zip(xs, r.column("duality_gap"))
+                    if isinstance(g, (int, float)) and math.isfinite(g) and g > 0 and x is not None]
+            if gaps:
+                ax.plot([p[0] for p in gaps], [p[1] for p in gaps], ":", color=color, label=label + " duality gap",
+                        linewidth=1.0)
         ax.set_yscale("log")
-        ax.set_xlabel("effective passes" if xkey != "seconds" else "seconds (optimizer; test scoring and monitoring excluded)")
+        ax.set_xlabel({"seconds": "seconds (optimizer; test scoring and monitoring excluded)",
+                       "updates": "parameter updates / n"}.get(xkey, "effective passes (oracle calls / n)"))
         ax.set_ylabel("f - f*")
         ax.grid(True, which="major", alpha=0.3)
 
@@ -293,6 +330,16 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
     fig.suptitle(f"{title} ({note})", fontsize=11)
     _save(fig, out / "figure.png")
     written.append(out / "figure.png")
+    # the SAG paper's runs and Le Priol et al.'s Figure 1 (right): against parameter updates / n
+    fig = Figure(figsize=(6.4, 4.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    suboptimality(ax, "updates")
+    ax.set_title(f"{title}: objective minus optimum against parameter updates\n{note}", fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    _save(fig, out / "suboptimality_updates.png")
+    written.append(out / "suboptimality_updates.png")
     return written
 
 
@@ -313,6 +360,7 @@ def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1
     ``f - f* <= rel_tol * |f*|``."""
     runs = load_runs(directory)
     fs, entry, estimated = _resolve_fstar(runs, directory, fstar)
+    n_train = _n_train(directory)
     rows = []
     for r in runs:
         if r.role == "tried" and not show_all:
@@ -327,11 +375,13 @@ def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1
             row["test_error"][m] = (100.0 - rec["dev_accuracy"]) if rec and rec.get("dev_accuracy") is not None \
                 else None
         target = rel_tol * abs(fs)
-        row["reach_passes"] = row["reach_seconds"] = None
+        row["reach_passes"] = row["reach_seconds"] = row["reach_updates"] = None
         for rec, s in zip(r.records, secs):
             f = rec.get("objective")
             if isinstance(f, (int, float)) and math.isfinite(f) and f - fs <= target:
                 row["reach_passes"], row["reach_seconds"] = rec["effective_passes"], s
+                if rec.get("steps") is not None and n_train:
+                    row["reach_updates"] = rec["steps"] / n_train
                 break
         rows.append(row)
     # the lowest f - f* at each mark among the solid lines (a classic method at its best step size)
@@ -350,7 +400,7 @@ def format_summary(s: dict) -> str:
         return "-" if v is None else f.format(v)
     at = s["at"]
     head = (["run", "role"] + [f"f-f* @{m:g}" for m in at] + [f"test err @{m:g}" for m in at]
-            + [f"passes to {s['rel_tol']:g}*f*", "seconds to it"])
+            + [f"passes to {s['rel_tol']:g}*f*", "updates/n to it", "seconds to it"])
     lines = [f"f* = {s['fstar']:.10g}" + (" (estimated: lowest objective in the traces)" if s["fstar_estimated"]
                                            else "")
              + ("" if s["test_error_at_wstar"] is None else f"; test error at w* = {s['test_error_at_wstar']:.2f}%"),
@@ -358,7 +408,8 @@ def format_summary(s: dict) -> str:
     for r in sorted(s["rows"], key=lambda r: (r["subopt"].get(at[-1]) is None, r["subopt"].get(at[-1]) or 0.0)):
         cells = ([r["label"], r["role"]] + [num(r["subopt"][m]) for m in at]
                  + [num(r["test_error"][m], "{:.2f}") for m in at]
-                 + [num(r["reach_passes"], "{:.1f}"), num(r["reach_seconds"], "{:.2f}")])
+                 + [num(r["reach_passes"], "{:.1f}"), num(r.get("reach_updates"), "{:.1f}"),
+                    num(r["reach_seconds"], "{:.2f}")])
         lines.append("| " + " | ".join(cells) + " |")
     low = [f"@{m:g} {v[1]} ({v[0]:.3e})" for m, v in s.get("lowest", {}).items() if v is not None]
     if low:

@@ -8,7 +8,8 @@ named after the run: ``sag-nus_star.jsonl``, ``sg__eta=0.01.jsonl``,
 ``lbfgs.jsonl`` (``*`` is written ``_star``; parameters follow ``__``).
 
 Every run lasts the K passes: the deterministic methods' stopping rules are
-off, and so is the SAG family's (``delta = 0``) unless the spec sets ``delta``.
+off, and so is the SAG family's (``delta = 0``) unless the spec sets ``delta``, and the dual methods'
+(``gap_tol = 0``) unless the spec sets ``gap_tol``.
 
 Step sizes: for the classic stochastic methods (:data:`STEP_SEARCH`: sg, asg,
 adagrad, pegasos) given without an ``eta``, every ``eta`` of the grid (powers
@@ -129,6 +130,7 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
     from ..objective import Regularization
     from ..optim.sag import METHODS as SAG_FAMILY      # the methods with Algorithm 1's stopping rule (delta)
     from ..errors import TrainingDiverged
+    from ..optim.sdca import METHODS as DUAL_METHODS   # the methods stopping on the duality gap (gap_tol)
     from ..train import BATCH_ALGORITHMS, train_corpus
     space, corpus, test = data.encoded()
     stochastic = spec.name not in BATCH_ALGORITHMS
@@ -145,6 +147,8 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
         params = dict(spec.params)
         if spec.name in SAG_FAMILY:
             params.setdefault("delta", 0.0)
+        if spec.name in DUAL_METHODS:
+            params.setdefault("gap_tol", 0.0)       # the dual methods' stopping rule (duality gap) off too
         kw.update(max_iterations=max(1, math.ceil(passes)), params=params, seed=seed)
     else:
         # one evaluation (at least) per iteration; the deterministic stopping rules off

@@ -1,0 +1,577 @@
+"""Prox-SDCA on clique marginals (crfkit.optim.sdca, kernels/sdca.py).
+
+The kernels are checked against brute force on tiny chains (entropy, divergence, marginals), the line
+search against a dense grid of the 1-D dual, and whole runs against a dense numpy implementation that
+enumerates every labelling of every sequence, draws from the same random stream and takes the same
+steps.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+
+from conftest import markov_corpus
+from crfkit.errors import CrfkitError, ParameterError
+from crfkit.features.encode import build
+from crfkit.kernels import sdca as K
+from crfkit.kernels.sag import rng_below, tree_set
+from crfkit.objective import Objective, Regularization
+from crfkit.optim import sdca as S
+from crfkit.train import train
+
+L2 = 0.05
+
+
+# ------------------------------------------------------------------ brute force on one chain
+def joint_from_potentials(node_pot, edge_pot):
+    """p(y) over all labellings of a chain with node scores (T x L) and edge scores ((T-1) x L x L)."""
+    T, L = node_pot.shape
+    ys = list(itertools.product(range(L), repeat=T))
+    s = np.array([sum(node_pot[t, y[t]] for t in range(T)) + sum(edge_pot[t, y[t], y[t + 1]] for t in range(T - 1))
+                  for y in ys])
+    p = np.exp(s - s.max())
+    return ys, p / p.sum()
+
+
+def marginals_of(ys, p, T, L):
+    node = np.zeros((T, L))
+    pair = np.zeros((max(T - 1, 1), L, L))
+    for y, q in zip(ys, p):
+        for t in range(T):
+            node[t, y[t]] += q
+        for t in range(T - 1):
+            pair[t, y[t], y[t + 1]] += q
+    return node, pair
+
+
+def joint_from_marginals(ys, node, pair, T):
+    """Eq. (8): alpha(y) = prod_c mu_c(y_c) / prod_s mu_s(y_s)."""
+    out = []
+    for y in ys:
+        if T == 1:
+            out.append(node[0, y[0]])
+            continue
+        v = 1.0
+        for t in range(T - 1):
+            v *= pair[t, y[t], y[t + 1]]
+        for t in range(1, T - 1):
+            v /= node[t, y[t]]
+        out.append(v)
+    return np.array(out)
+
+
+def entropy(p):
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def kl(p, q):
+    m = p > 0
+    return float((p[m] * np.log(p[m] / q[m])).sum())
+
+
+chains = st.tuples(st.integers(1, 4), st.integers(2, 3), st.integers(0, 2 ** 31 - 1), st.floats(0.1, 4.0))
+
+
+def random_chain(T, L, seed, scale):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0, scale, (T, L)), rng.normal(0, scale, (max(T - 1, 1), L, L))
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains, chains)
+def test_entropy_and_kl_from_marginals_are_the_joint_ones(a, b):
+    T, L, seed, scale = a
+    na, ea = random_chain(T, L, seed, scale)
+    nb, eb = random_chain(T, L, b[2], b[3])
+    ys, pa = joint_from_potentials(na, ea[:T - 1])
+    _, pb = joint_from_potentials(nb, eb[:T - 1])
+    ma, qa = marginals_of(ys, pa, T, L)
+    mb, qb = marginals_of(ys, pb, T, L)
+    assert np.allclose(joint_from_marginals(ys, ma, qa, T), pa, rtol=1e-9, atol=1e-15)
+    assert K.chain_entropy(ma, qa, T) == pytest.approx(entropy(pa), rel=1e-9, abs=1e-12)
+    assert K.chain_kl(ma, qa, mb, qb, T) == pytest.approx(kl(pa, pb), rel=1e-8, abs=1e-12)
+    # float32 stores are read as doubles
+    assert K.chain_entropy(ma.astype(np.float32), qa.astype(np.float32), T) == pytest.approx(entropy(pa), abs=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains)
+def test_chain_marginals_shared_and_position_dependent_are_brute_force(a):
+    T, L, seed, scale = a
+    node_pot, edge_pot = random_chain(T, L, seed, scale)
+    trans = edge_pot[0]
+    ys, p = joint_from_potentials(node_pot, np.repeat(trans[None], max(T - 1, 0), axis=0))
+    node_ref, pair_ref = marginals_of(ys, p, T, L)
+    node, pair = np.zeros((T, L)), np.zeros((max(T - 1, 1), L, L))
+    K.chain_marginals(node_pot.copy(), T, trans, np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T),
+                      node, pair)
+    assert np.allclose(node, node_ref, atol=1e-12) and np.allclose(pair[:T - 1], pair_ref[:T - 1], atol=1e-12)
+    ys, p = joint_from_potentials(node_pot, edge_pot[:T - 1])
+    node_ref, pair_ref = marginals_of(ys, p, T, L)
+    M = np.zeros((T, L, L))
+    M[1:] = edge_pot[:T - 1]
+    K.pd_chain_marginals(node_pot.copy(), T, M, np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T),
+                         np.empty((T, L, L)), node, pair)
+    assert np.allclose(node, node_ref, atol=1e-12) and np.allclose(pair[:T - 1], pair_ref[:T - 1], atol=1e-12)
+
+
+@given(st.lists(st.floats(1e-300, 1e300), min_size=1, max_size=64))
+def test_vector_log_is_libm_log(xs):
+    x = np.array(xs)
+    out = np.empty_like(x)
+    K.log_into(x, out, np.empty(len(x), dtype=np.int64), len(x))
+    assert np.allclose(out, np.log(x), rtol=4e-16, atol=4e-16)
+
+
+def test_gold_initialisation_puts_the_gold_path_first():
+    y = np.array([2, 0, 1, 1], dtype=np.int64)
+    node, pair = np.zeros((4, 3)), np.zeros((3, 3, 3))
+    K.gold_marginals(y, 0, 4, 3, 10.0, node, pair)
+    node_pot = np.zeros((4, 3))
+    edge_pot = np.zeros((3, 3, 3))
+    for t in range(4):
+        node_pot[t, y[t]] = 10.0
+    for t in range(3):
+        edge_pot[t, y[t], y[t + 1]] = 10.0
+    ys, p = joint_from_potentials(node_pot, edge_pot)
+    nr, pr = marginals_of(ys, p, 4, 3)
+    assert np.allclose(node, nr, atol=1e-14) and np.allclose(pair, pr, atol=1e-14)
+    assert np.all(node[np.arange(4), y] > 0.999)
+
+
+# ------------------------------------------------------------------ the corpus problem
+@pytest.fixture(scope="module")
+def problem():
+    X, Y = markov_corpus(3, 30)
+    space, corp = build(X, Y)
+    ref = train(X, Y, l2=L2, algorithm="lbfgs", gtol=1e-10, max_iterations=1000, threads=1)
+    return X, Y, space, corp, ref
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """Short sequences (every labelling enumerable) for the dense reference."""
+    X, Y = markov_corpus(7, 12, lengths=(1, 5))
+    space, corp = build(X, Y)
+    return X, Y, space, corp
+
+
+def objective(space, corp, l2=L2):
+    return Objective(corp, space, Regularization(l2=l2), threads=1)
+
+
+class Dense:
+    """Every sequence's labellings with their dense feature vectors."""
+
+    def __init__(self, space, corp):
+        self.space, self.corp = space, corp
+        L, p = space.n_labels, space.n_features
+        self.ys, self.phi, self.gold = [], [], []
+        for i in range(corp.n_sequences):
+            t0, t1 = corp.seq_ptr[i], corp.seq_ptr[i + 1]
+            T = t1 - t0
+            ys = list(itertools.product(range(L), repeat=T))
+            phi = np.zeros((len(ys), p))
+            for r, y in enumerate(ys):
+                phi[r] = self.features(t0, y)
+            self.ys.append(ys)
+            self.phi.append(phi)
+            self.gold.append(self.features(t0, tuple(corp.y[t0:t1])))
+
+    def features(self, t0, y):
+        s, c = self.space, self.corp
+        f = np.zeros(s.n_features)
+        for t, lab in enumerate(y):
+            for e in range(c.tok_ptr[t0 + t], c.tok_ptr[t0 + t + 1]):
+                a = c.attr[e]
+                for k in range(s.attr_ptr[a], s.attr_ptr[a + 1]):
+                    if s.feat_label[k] == lab:
+                        f[k] += c.val[e]
+            if t > 0:
+                k = s.trans_index[y[t - 1], lab]
+                if k >= 0:
+                    f[s.n_state + k] += 1.0
+        return f
+
+    def model(self, i, w):
+        s = self.phi[i] @ w
+        p = np.exp(s - s.max())
+        return p / p.sum()
+
+    def marginals(self, i, p):
+        T = len(self.ys[i][0])
+        return marginals_of(self.ys[i], p, T, self.space.n_labels)
+
+
+def dense_dual(D, node, pair, eptr, l2):
+    """w_hat and D(mu) from marginal stores, by enumeration (joints of eq. 8)."""
+    c = D.corp
+    n = c.n_sequences
+    w = np.zeros(D.space.n_features)
+    H = 0.0
+    for i in range(n):
+        t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
+        T = t1 - t0
+        a = joint_from_marginals(D.ys[i], node[t0:t1], pair[eptr[i]:eptr[i + 1]], T)
+        w += D.gold[i] - D.phi[i].T @ a
+        H += entropy(a)
+    w /= l2 * n
+    return w, -0.5 * l2 * w @ w + H / n
+
+
+def dense_sdca(D, l2, steps, sampling, mixing, seed, node0, pair0):
+    """Algorithm 1 by enumeration: returns the weights, stores and gaps after every step."""
+    c = D.corp
+    n = c.n_sequences
+    eptr = S.edge_offsets(c.seq_ptr)
+    node, pair = node0.astype(np.float64).copy(), pair0.astype(np.float64).copy()
+    w, _ = dense_dual(D, node, pair, eptr, l2)
+    gaps = np.full(n, K.GAP_UNSEEN)
+    P = 1
+    while P < n:
+        P *= 2
+    tsum, tmax, tmin = np.zeros(2 * P), np.zeros(2 * P), np.zeros(2 * P)
+    K.tree_build(tsum, tmax, tmin, gaps) if hasattr(K, "tree_build") else None
+    from crfkit.kernels.sag import tree_build
+    tree_build(tsum, tmax, tmin, gaps)
+    rng = S.seed_state(seed)
+    out = []
+    for _ in range(steps):
+        i = K._sample(n, K.GAP if sampling == "gap" else K.UNIFORM, mixing, tsum, rng)
+        t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
+        T = t1 - t0
+        e0, e1 = eptr[i], eptr[i + 1]
+        ys = D.ys[i]
+        a = joint_from_marginals(ys, node[t0:t1], pair[e0:e1], T)
+        pw = D.model(i, w)
+        g = kl(a, pw)
+        nn, pp = D.marginals(i, pw)
+        v = D.phi[i].T @ (a - pw) / (l2 * n)
+
+        def f(gm):
+            ng = node[t0:t1] + gm * (nn - node[t0:t1])
+            pg = pair[e0:e1] + gm * (pp[:T - 1] - pair[e0:e1])
+            return entropy(joint_from_marginals(ys, ng, pg, T)) - 0.5 * l2 * n * np.sum((w + gm * v) ** 2)
+
+        r = minimize_scalar(lambda gm: -f(gm), bounds=(0.0, 1.0), method="bounded",
+                            options={"xatol": 1e-12})
+        gm = r.x if f(r.x) >= max(f(0.0), f(1.0)) else (0.0 if f(0.0) >= f(1.0) else 1.0)
+        node[t0:t1] += gm * (nn - node[t0:t1])
+        pair[e0:e1] += gm * (pp[:T - 1] - pair[e0:e1])
+        w = w + gm * v
+        if sampling == "gap":
+            gaps[i] = g
+            tree_set(tsum, tmax, tmin, i, g)
+        out.append((i, g, gm, w.copy(), node.copy(), pair.copy()))
+    return out
+
+
+def kernel_run(space, corp, name, sampling, tol, store=np.float64, seed=0):
+    obj = objective(space, corp)
+    samp = S.SAMPLINGS[sampling]
+    run = S._Dual(name, obj, None, L2, seed, None, store, "gold", 10.0, samp)
+    return run, samp
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "gap"])
+def test_kernel_is_the_dense_algorithm_step_by_step(tiny, sampling):
+    _, _, space, corp = tiny
+    D = Dense(space, corp)
+    run, samp = kernel_run(space, corp, "sdca", sampling, 1e-10)
+    ref = dense_sdca(D, L2, 40, sampling, 0.2, 0, run.node_store, run.pair_store)
+    w0, _ = dense_dual(D, run.node_store, run.pair_store, run.eptr, L2)
+    assert np.allclose(run.w, w0, atol=1e-12)
+    for k, (i, g, gm, w, node, pair) in enumerate(ref):
+        run.run_until(K.SDCA, samp, 0.2, 1e-10, k + 1)
+        assert run.fsc[K.F_GAMMA] == pytest.approx(gm, abs=1e-6), k
+        assert np.allclose(run.w, w, atol=1e-7), k
+        assert np.allclose(run.node_store, node, atol=1e-8) and np.allclose(run.pair_store, pair, atol=1e-8)
+        if sampling == "gap":
+            assert run.gaps[i] == pytest.approx(g, rel=1e-6, abs=1e-12)   # w differs by the line search's 1e-6
+
+
+def dense_oeg(D, l2, steps, seed, node0, pair0):
+    c = D.corp
+    n = c.n_sequences
+    eptr = S.edge_offsets(c.seq_ptr)
+    node, pair = node0.astype(np.float64).copy(), pair0.astype(np.float64).copy()
+    w, _ = dense_dual(D, node, pair, eptr, l2)
+    etas = np.full(n, K.OEG_ETA0)
+    rng = S.seed_state(seed)
+    out = []
+    calls = 0
+    for _ in range(steps):
+        i = rng_below(rng, n)
+        t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
+        T = t1 - t0
+        a = joint_from_marginals(D.ys[i], node[t0:t1], pair[eptr[i]:eptr[i + 1]], T)
+        s = D.phi[i] @ w
+        eta = etas[i]
+        for _h in range(K.OEG_MAX_HALVINGS + 1):
+            calls += 1
+            lb = (1 - eta) * np.log(a) + eta * s
+            b = np.exp(lb - lb.max())
+            b /= b.sum()
+            u = D.phi[i].T @ (a - b)
+            gain = entropy(b) - entropy(a) - w @ u - 0.5 * u @ u / (l2 * n)
+            if gain > 0:
+                w = w + u / (l2 * n)
+                nn, pp = D.marginals(i, b)
+                node[t0:t1] = nn
+                pair[eptr[i]:eptr[i + 1]] = pp[:T - 1]
+                etas[i] = min(eta * K.OEG_GROW, K.OEG_ETA_MAX)
+                break
+            eta *= 0.5
+            etas[i] = eta
+        out.append((calls, w.copy(), node.copy(), etas.copy()))
+    return out
+
+
+def test_oeg_kernel_is_the_dense_algorithm_step_by_step(tiny):
+    _, _, space, corp = tiny
+    D = Dense(space, corp)
+    run, _ = kernel_run(space, corp, "oeg", "uniform", 0.5)
+    ref = dense_oeg(D, L2, 40, 0, run.node_store, run.pair_store)
+    for k, (calls, w, node, etas) in enumerate(ref):
+        run.run_until(K.OEG, K.UNIFORM, 0.0, 0.5, int(run.isc[K.I_EVALS]) + 1)
+        assert run.isc[K.I_EVALS] == calls, k
+        assert np.allclose(run.w, w, atol=1e-9), k
+        assert np.allclose(run.node_store, node, atol=1e-10) and np.array_equal(run.etas, etas)
+    assert run.isc[K.I_REJECT] > 0            # the step-size halving was exercised
+
+
+# ------------------------------------------------------------------ line search
+def _step_quantities(run, i, space, corp):
+    c, s = corp, space
+    t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
+    T = t1 - t0
+    e0 = run.eptr[i]
+    K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
+    K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0, run.score)
+    K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
+    f = run.flat
+    ns, ps = run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)]
+    nf = K._load_direction(T, ns, ps, run.node_n, run.pair_n, run.m_node, run.d_node, f[0], f[1], f[2], f[3])
+    gap, fp0, nc = K.gap_and_slope(nf, f[0], f[1], f[2], f[3], f[4], f[5], run.kb, f[6], f[7], f[8], f[9])
+    acc = np.zeros_like(run.w)
+    seen = np.zeros_like(run.seen)
+    alist = np.zeros_like(run.alist)
+    na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full,
+                                run.node_n[:T] - ns, acc, seen, alist)
+    tdir = (run.pair_n[:T - 1] - ps).sum(0) if T > 1 else np.zeros_like(run.tdir)
+    q = K.direction_norm2(s.attr_ptr, acc, alist, na, tdir, s.trans_index) / run.l2n
+    v = np.zeros_like(run.w)
+    K.apply_direction(s.attr_ptr, acc, seen, alist, na, tdir, s.trans_index, s.n_state, -1.0 / run.l2n, v)
+    nn, pn = run.node_n[:T].copy(), run.pair_n[:max(T - 1, 0)].copy()
+
+    def dual1d(g):
+        return (K.chain_entropy(ns + g * (nn - ns), ps + g * (pn - ps), T)
+                - 0.5 * run.l2n * np.sum((run.w + g * v) ** 2))
+
+    return T, gap, fp0, nc, q, dual1d, f
+
+
+def test_line_search_slopes_and_the_dense_grid(problem):
+    _, _, space, corp, _ = problem
+    run, _ = kernel_run(space, corp, "sdca", "uniform", 1e-3)
+    run.run_until(K.SDCA, K.UNIFORM, 0.0, 1e-3, 2 * run.n)      # a point away from the initialisation
+    run.recompute_w()
+    grid = np.linspace(0.0, 1.0, 20001)
+    for i in range(0, run.n, 3):
+        T, gap, fp0, nc, q, dual1d, f = _step_quantities(run, i, space, corp)
+        # f'(0) = KL(mu||mu') + KL(mu'||mu), f'(1) = -l2 n ||v||^2 = -q, g = KL(mu||mu')
+        t0, t1 = corp.seq_ptr[i], corp.seq_ptr[i + 1]
+        e0 = run.eptr[i]
+        ns, ps = run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)]
+        nn, pn = run.node_n[:T], run.pair_n[:max(T - 1, 0)]
+        assert gap == pytest.approx(K.chain_kl(ns, ps, nn, pn, T), rel=1e-9, abs=1e-14)
+        assert fp0 == pytest.approx(K.chain_kl(ns, ps, nn, pn, T) + K.chain_kl(nn, pn, ns, ps, T), rel=1e-9, abs=1e-14)
+        assert fp0 > 0
+        f1, _ = K.fprime(1.0, nc, f[6], f[7], f[8], f[9], q, f[4], f[5], run.kb)
+        assert f1 == pytest.approx(-q, rel=1e-9, abs=1e-14)
+        # f' against a central difference inside (0, 1)
+        for g in (0.2, 0.6):
+            fx, _ = K.fprime(g, nc, f[6], f[7], f[8], f[9], q, f[4], f[5], run.kb)
+            h = 1e-5
+            assert fx == pytest.approx((dual1d(g + h) - dual1d(g - h)) / (2 * h), rel=1e-4, abs=1e-8)
+        # the line search's gamma against the best point of a dense grid
+        isc = np.zeros(K.N_ISC, dtype=np.int64)
+        gm = K.line_search(nc, f[6], f[7], f[8], f[9], q, fp0, 1e-8, f[4], f[5], run.kb, isc)
+        vals = np.array([dual1d(g) for g in grid])
+        assert dual1d(gm) >= vals.max() - 1e-10 * max(1.0, abs(vals.max()))
+        assert abs(gm - grid[vals.argmax()]) <= 1e-4
+        # default tolerance: within 1e-3 of the maximiser and never below the start
+        gm3 = K.line_search(nc, f[6], f[7], f[8], f[9], q, fp0, 1e-3, f[4], f[5], run.kb, isc)
+        assert abs(gm3 - gm) <= 1e-3 and dual1d(gm3) >= dual1d(0.0)
+
+
+def test_line_search_with_a_vanishing_new_marginal_keeps_its_log():
+    """mu ~ 1 where mu' ~ 1e-17: mu + (mu' - mu) is 0 in floating point; the ratio must come from mu'."""
+    fm = np.array([1.0 - 1e-12, 1e-12])
+    fn = np.array([2.7e-17, 1.0 - 2.7e-17])
+    fd = fn - fm
+    fs = np.ones(2)
+    b = [np.zeros(2) for _ in range(6)]
+    kb = np.zeros(2, dtype=np.int64)
+    gap, fp0, nc = K.gap_and_slope(2, fm, fn, fd, fs, b[0], b[1], kb, b[2], b[3], b[4], b[5])
+    assert gap == pytest.approx(kl(fm, fn), rel=1e-12)
+    assert fp0 == pytest.approx(kl(fm, fn) + kl(fn, fm), rel=1e-12)
+
+
+# ------------------------------------------------------------------ runs
+def run_with_records(space, corp, name, **kw):
+    obj = objective(space, corp)
+    recs = []
+    res = S.sdca(obj, None, reg=obj.reg, callback=recs.append, **kw) if name == "sdca" else \
+        S.oeg(obj, None, reg=obj.reg, callback=recs.append, **kw)
+    return obj, res, recs
+
+
+@pytest.mark.parametrize("store", ["float64", "float32"])
+def test_duality_gap_is_p_minus_d_never_negative_and_the_dual_never_decreases(problem, store):
+    _, _, space, corp, _ = problem
+    obj, res, recs = run_with_records(space, corp, "sdca", max_iterations=25, gap_tol=0.0, store=store)
+    for r in recs:
+        assert r["duality_gap"] == pytest.approx(r["f"] - r["dual"], abs=1e-14)
+        assert r["duality_gap"] >= -1e-12
+    duals = [r["dual"] for r in recs]
+    assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:]))
+    if store == "float64":
+        # the gap is the mean divergence of the stored marginals from the model's (eq. 5)
+        run = S._Dual("sdca", obj, None, L2, 0, res.state, np.float64, "gold", 10.0, K.UNIFORM)
+        c, s = corp, space
+        tot = 0.0
+        for i in range(obj.n):
+            t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
+            T = t1 - t0
+            K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
+            K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0,
+                             run.score)
+            K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n,
+                              run.pair_n)
+            e0 = run.eptr[i]
+            tot += K.chain_kl(run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)], run.node_n, run.pair_n, T)
+        assert recs[-1]["duality_gap"] == pytest.approx(tot / obj.n, rel=1e-6, abs=1e-13)
+
+
+def test_the_dual_never_decreases_from_one_step_to_the_next(problem):
+    _, _, space, corp, _ = problem
+    run, samp = kernel_run(space, corp, "sdca", "gap", 1e-3)
+    D0 = run.dual()
+    for k in range(1, 3 * run.n):
+        run.run_until(K.SDCA, samp, 0.2, 1e-3, k)
+        w = run.w.copy()
+        D1 = run.dual()
+        assert np.allclose(w, run.w, atol=1e-10)        # the incremental w is w_hat(mu)
+        assert D1 >= D0 - 1e-12, k
+        D0 = D1
+
+
+ALGOS = [("sdca", {"sampling": "gap"}), ("sdca", {"sampling": "uniform"}), ("sdca", {"sampling": "gap", "refresh": 3}),
+         ("sdca", {"sampling": "gap", "mixing": 0.0}), ("sdca", {"store": "float64"}), ("oeg", {})]
+
+
+@pytest.mark.parametrize("alg,params", ALGOS)
+def test_reaches_the_lbfgs_optimum_and_the_gap_bounds_its_suboptimality(problem, alg, params):
+    X, Y, _, _, ref = problem
+    res = train(X, Y, l2=L2, algorithm=alg, params=dict(params, gap_tol=1e-10), max_iterations=600, threads=1)
+    assert res.status == "converged"
+    assert abs(res.objective - ref.objective) <= 1e-6 * ref.objective
+    gap = res.history[-1]["duality_gap"]
+    assert 0 <= gap <= 1e-10
+    assert res.objective - ref.objective <= gap + 1e-12       # f(w) - f* <= gap (ref is within 1e-12 of f*)
+    assert np.abs(res.model.weights - ref.model.weights).max() < 1e-3
+
+
+def test_gap_sampling_counts_the_refresh_as_oracle_calls(problem):
+    _, _, space, corp, _ = problem
+    obj, res, recs = run_with_records(space, corp, "sdca", max_iterations=4, gap_tol=0.0, refresh=2)
+    n = obj.n
+    assert obj.n_oracle == 4 * n + n                    # epochs 1..4, one refresh (start of epoch 3)
+    assert recs[-1]["steps"] == 4 * n
+    assert recs[-1]["examples_seen"] == n
+
+
+def test_resume_is_bitwise_and_warm_starts(problem, tmp_path):
+    X, Y, space, corp, _ = problem
+    for name, params in (("sdca", {"sampling": "gap", "refresh": 2}), ("oeg", {})):
+        kw = dict(l2=L2, algorithm=name, threads=1, params=dict(params, gap_tol=0.0))
+        full = train(X, Y, max_iterations=6, **kw)
+        part = train(X, Y, max_iterations=3, checkpoint=tmp_path / f"{name}.ckpt", **kw)
+        assert part.iterations == 3
+        res = train(X, Y, max_iterations=6, resume=tmp_path / f"{name}.ckpt", **kw)
+        assert np.array_equal(res.model.weights, full.model.weights)
+        assert res.effective_passes == full.effective_passes
+    # a state made with another l2 keeps its marginals: w is w_hat(mu) for the new l2
+    obj = objective(space, corp, l2=0.08)
+    first = S.sdca(obj, None, reg=obj.reg, max_iterations=200, gap_tol=1e-9)
+    obj2 = objective(space, corp)
+    cold = S.sdca(obj2, None, reg=obj2.reg, max_iterations=200, gap_tol=1e-9)
+    obj3 = objective(space, corp)
+    warm = S.sdca(obj3, None, reg=obj3.reg, max_iterations=200, gap_tol=1e-9, state=first.state)
+    assert cold.status == warm.status == "converged" and warm.iterations < cold.iterations
+    assert abs(warm.f - cold.f) <= 1e-8
+    # a warm start from weights: the marginals under them
+    obj4 = objective(space, corp)
+    wres = S.sdca(obj4, cold.x, reg=obj4.reg, max_iterations=50, gap_tol=1e-9)
+    assert wres.status == "converged" and wres.iterations <= 3
+
+
+def test_interrupt_returns_the_last_epoch(problem):
+    _, _, space, corp, _ = problem
+    obj = objective(space, corp)
+    xs = []
+
+    def cb(info):
+        xs.append(info["x"])
+        if info["iteration"] == 2:
+            raise KeyboardInterrupt
+
+    res = S.sdca(obj, None, reg=obj.reg, max_iterations=10, callback=cb, gap_tol=0.0)
+    assert res.status == "interrupted" and res.iterations == 2 and np.array_equal(res.x, xs[-1])
+
+
+def test_memory_is_the_two_stores(problem):
+    _, _, space, corp, _ = problem
+    L = space.n_labels
+    for store, size in (("float32", 4), ("float64", 8)):
+        _, _, recs = run_with_records(space, corp, "sdca", max_iterations=1, store=store)
+        edges = int(S.edge_offsets(corp.seq_ptr)[-1])
+        assert recs[0]["state_bytes"] == size * (corp.n_tokens * L + edges * L * L)
+        assert recs[0]["state_bytes"] == S.dual_store_bytes(corp.seq_ptr, L, size)
+
+
+def test_refusals(problem):
+    _, _, space, corp, _ = problem
+    obj = objective(space, corp)
+    with pytest.raises(ParameterError, match="l1 > 0"):
+        S.sdca(obj, None, reg=Regularization(l1=0.1, l2=L2), max_iterations=1)
+    with pytest.raises(ParameterError, match="l2 > 0"):
+        S.oeg(obj, None, reg=Regularization(l2=0.0), max_iterations=1)
+    for bad in ({"sampling": "lipschitz"}, {"mixing": 1.5}, {"tol": 0.0}, {"gap_tol": -1.0}, {"refresh": -1},
+                {"store": "float16"}, {"init": "zero"}):
+        with pytest.raises(ParameterError):
+            S.sdca(obj, None, reg=obj.reg, max_iterations=1, **bad)
+    with pytest.raises(TypeError):
+        S.oeg(obj, None, reg=obj.reg, max_iterations=1, sampling="gap")
+    obj.space.n_dense = 2
+    try:
+        with pytest.raises(CrfkitError, match="dense"):
+            S.sdca(obj, None, reg=obj.reg, max_iterations=1)
+    finally:
+        obj.space.n_dense = 0
+
+
+def test_train_prints_the_certified_bound(problem):
+    X, Y, *_ = problem
+    lines = []
+    res = train(X, Y, l2=L2, algorithm="sdca", max_iterations=5, threads=1, params={"gap_tol": 0.0},
+                verbose=True, log=lines.append)
+    assert "certified f(w) - f* <=" in res.message
+    assert any("certified" in ln for ln in lines)
