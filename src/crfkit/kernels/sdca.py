@@ -35,8 +35,10 @@ from .chain import (FAST, _log_backward, add_full_row, emissions_rows, exp_minus
                     pd_edge, pd_exp, pd_forward_backward, pd_node)
 from .sag import rng_below, rng_uniform, tree_sample, tree_set
 
-_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
-_PAR = dict(cache=True, nogil=True, fastmath=FAST, parallel=True)
+# error_model="numpy": a float division is IEEE (no ZeroDivisionError branch), so that the loops over
+# marginal entries vectorise (the branch kept LLVM from it; every division here is guarded anyway)
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
+_PAR = dict(cache=True, nogil=True, fastmath=FAST, parallel=True, error_model="numpy")
 
 # methods
 SDCA, OEG = 0, 1
@@ -67,26 +69,35 @@ LS_DROP = 1e-6
 # libm's log one by one dominated an SDCA step (30 ns each).  log_into is a log that LLVM vectorises:
 # x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the exponent bits, log m = 2 atanh(s), s = (m-1)/(m+1),
 # |s| <= 0.172, by its series to s^21 (truncation below 1e-17), e ln 2 added in two parts.
-_EXACT = dict(cache=True, nogil=True, fastmath={"contract"})   # no reassociation (it would undo the split)
+_EXACT = dict(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")   # no reassociation
 _SQRT2 = 1.4142135623730951
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _ATANH_C = tuple(1.0 / (2 * k + 1) for k in range(11))
 _MANT = 0x000FFFFFFFFFFFFF
 _ONE_BITS = 0x3FF0000000000000
+_TWO52_BITS = 0x4330000000000000          # the bits of 2^52: (2^52 + k) for 0 <= k < 2^52 is exact
+_TWO52_BIAS = 4503599627370496.0 + 1023.0
 
 
 @njit(**_EXACT)
 def log_into(x, out, kb, n):
     """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp); within a
-    few ulp of libm's log.  ``kb``: int64 scratch of length >= n."""
+    few ulp of libm's log.  ``kb``: int64 scratch of length >= 2n.  The exponent reaches double
+    through its bits (``2^52 + e`` read as a double), not an int-to-double conversion, which AVX2
+    cannot vectorise."""
     xb = x[:n].view(np.int64)
+    kbm = kb[:n]
+    kbe = kb[n:2 * n]
     for i in range(n):
-        kb[i] = (xb[i] & _MANT) | _ONE_BITS
-    m = kb[:n].view(np.float64)
+        b = xb[i]
+        kbm[i] = (b & _MANT) | _ONE_BITS
+        kbe[i] = ((b >> 52) & 0x7FF) | _TWO52_BITS
+    m = kbm.view(np.float64)
+    ebits = kbe.view(np.float64)
     c = _ATANH_C
     for i in range(n):
-        e = np.float64(((xb[i] >> 52) & 0x7FF) - 1023)
+        e = ebits[i] - _TWO52_BIAS
         mi = m[i]
         big = mi > _SQRT2
         mi = mi * 0.5 if big else mi
@@ -705,7 +716,7 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
               m_node, d_node, flat, kb, acc, seen, alist, tdir, isc):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
-    scratch (10 rows of at least (T-1) L^2 + T L entries), ``kb`` int64 scratch of that length."""
+    scratch (10 rows of at least (T-1) L^2 + T L entries), ``kb`` int64 scratch of twice that length."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0

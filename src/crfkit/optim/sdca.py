@@ -127,7 +127,7 @@ class _Dual:
         self.tdir = np.zeros((L, L))
         nflat = max(maxT - 1, 1) * L * L + maxT * L
         self.flat = np.zeros((10, nflat))
-        self.kb = np.zeros(nflat, dtype=np.int64)
+        self.kb = np.zeros(2 * nflat, dtype=np.int64)
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.fsc = np.zeros(K.N_FSC)
         P = tree_size(n)
