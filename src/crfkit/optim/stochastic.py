@@ -83,6 +83,12 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "sgd-l1": ("crfkit.optim.sgdl1", "sgd_l1"),
     # Lavergne et al. 2010 §3.4 (issue 5): block coordinate descent, one block per observation
     "bcd": ("crfkit.optim.bcd", "bcd"),
+    # Cao (natural-gradient CRF training) on CRFsuite's SGD; CRFsuite's online learners (issue 15)
+    "l2sgd": ("crfkit.optim.ngd", "l2sgd"),
+    "ngd": ("crfkit.optim.ngd", "ngd"),
+    "pa": ("crfkit.optim.online", "pa"),
+    "ap": ("crfkit.optim.online", "ap"),
+    "arow": ("crfkit.optim.online", "arow"),
 }
 
 
