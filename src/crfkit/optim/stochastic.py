@@ -89,6 +89,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "pa": ("crfkit.optim.online", "pa"),
     "ap": ("crfkit.optim.online", "ap"),
     "arow": ("crfkit.optim.online", "arow"),
+    # Friedlander & Schmidt 2012, the SAG paper's Hybrid baseline (issue 15)
+    "hybrid": ("crfkit.optim.hybrid", "hybrid"),
 }
 
 
