@@ -93,16 +93,17 @@ class _Steps:
         self.loss_args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index,
                           s.n_state)
         self.obj, self.lam, self.code, self.p, self.tab, self.r = obj, float(lam), code, float(p), tab, float(r)
-        d = s.n_features
-        self.gbuf = np.zeros(d)
-        self.stamp = np.full(d, -1, dtype=np.int64)
+        # the attribute occurrences of every sequence grouped by attribute (for a transform T)
+        self.groups = (K.group_occurrences(c.seq_ptr, c.tok_ptr, c.attr, s.n_attributes) if code != K.IDENTITY
+                       else (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
+                             np.zeros(0, np.int32), np.zeros(0, np.int32)))
         self.node = np.empty((max(int(c.max_length), 1), s.n_labels))
         self.edge = np.empty((s.n_labels, s.n_labels))
         self.full = obj.full_rows
 
     def run(self, order, start, stop, t0, v, scal):
         eta = K.run_steps(*self.args, order, start, stop, float(t0), self.lam, self.code, self.p, self.tab,
-                          self.r, v, scal, self.gbuf, self.stamp, self.node, self.edge, self.full)
+                          self.r, v, scal, *self.groups, self.node, self.edge, self.full)
         self.obj.n_oracle += stop - start
         return eta
 
@@ -127,12 +128,10 @@ def calibrate(steps: _Steps, x0: np.ndarray, order: np.ndarray, *, eta: float = 
     while num > 0 or not dec:
         v = np.array(x0, dtype=np.float64, copy=True)
         scal = np.array([1.0, 0.0, 0.0])
-        steps.stamp[:] = -1
         with np.errstate(all="ignore"):
             rc = steps.run(order, 0, S, 1.0 / (lam * eta), v, scal)
             K.fold(v, scal)
             loss = scal[K.LOSS] + 0.5 * lam * float(np.dot(v, v)) * S if rc >= 0 else math.inf
-        steps.gbuf[:] = 0.0
         ok = math.isfinite(loss) and loss < init_loss
         trials.append((float(eta), float(loss)))
         if ok:
@@ -243,7 +242,6 @@ def _run(name, obj, x0, *, reg, max_iterations, callback, seed, state, update, t
         while epoch < epochs:
             order = pass_order(seed, epoch, n)
             scal = np.array([1.0, float(t), 0.0])
-            steps.stamp[:] = -1
             for b0 in range(0, n, BLOCK):
                 eta = steps.run(order, b0, min(n, b0 + BLOCK), t0, v, scal)
                 if eta < 0:
