@@ -10,7 +10,7 @@ exists is skipped, so the script can be stopped and started again.  c2 = 1 (CRFs
 l2sgd / ngd: CRFsuite's calibration and period/delta rule, at most ``--epochs`` epochs, the best epoch's
 weights; PA: CRFsuite's defaults (PA-I, C = 1, averaging), ``--epochs`` epochs; L-BFGS: crfkit's lbfgs with
 CRFsuite's stopping rule (delta 1e-5 over 10 iterations, epsilon 1e-5).  Runs go seed-major (seed 0 of every
-method on both sets first), so an interrupted table has every row.
+method on both sets first), so an interrupted table has every row (L-BFGS, deterministic, runs once at the end).
 
 Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--epochs 30] [--sets small,large]
         python benchmarks/ngd_table2.py --report [--out ...]
@@ -133,15 +133,12 @@ def main(argv=None) -> int:
         print(f"{fs}: {space.n_features} features ({space.n_state} state, {space.n_trans} transition), "
               f"{space.n_attributes} attributes x {space.n_labels} labels", flush=True)
         data[fs] = (space, corpus, Xt, Yt)
-    for seed in range(args.seeds):
-        for fs in data:
-            for label, alg, params in sorted(METHODS, key=lambda m: m[1] == "lbfgs"):   # L-BFGS last
-                if alg == "lbfgs" and seed > 0:
-                    continue          # deterministic
-                path = os.path.join(args.out, f"{fs}_{alg}_{params.get('update', '')}_{seed}.json")
-                if os.path.exists(path):
-                    continue
-                run_one(path, fs, label, alg, params, seed, data[fs], args.epochs)
+    jobs = [(seed, fs, m) for seed in range(args.seeds) for fs in data for m in METHODS if m[1] != "lbfgs"]
+    jobs += [(0, fs, m) for fs in data for m in METHODS if m[1] == "lbfgs"]     # deterministic: once, last
+    for seed, fs, (label, alg, params) in jobs:
+        path = os.path.join(args.out, f"{fs}_{alg}_{params.get('update', '')}_{seed}.json")
+        if not os.path.exists(path):
+            run_one(path, fs, label, alg, params, seed, data[fs], args.epochs)
     report(args.out)
     return 0
 
