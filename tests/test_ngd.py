@@ -290,7 +290,7 @@ def test_ctrl_c_returns_the_last_completed_epoch(problem):
         seen[info["iteration"]] = info["x"].copy()
         if info["iteration"] == 3:
             raise KeyboardInterrupt
-    res = N.ngd(obj, None, reg=obj.reg, max_iterations=10, period=0, keep_best=False, callback=cb)
+    res = N.ngd(obj, None, reg=obj.reg, max_iterations=10, period=0, callback=cb)   # keep_best off by default
     assert res.status == "interrupted" and res.iterations == 3
     np.testing.assert_array_equal(res.x, seen[3])
 
