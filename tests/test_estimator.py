@@ -300,8 +300,8 @@ def test_errors(data, tmp_path):
         CRF().fit(X, ["B-X" * len(s) for s in X])
     with pytest.raises(ValueError, match="both X_dev and y_dev"):
         CRF().fit(X, Y, X_dev=X)
-    with pytest.raises(ValueError, match="'ap'.*averaged perceptron"):
-        CRF(algorithm="ap").fit(X, Y)
+    with pytest.raises(ValueError, match="'averaged-perceptron'.*averaged perceptron"):
+        CRF(algorithm="averaged-perceptron").fit(X, Y)     # ('ap', 'pa', 'arow', 'l2sgd' exist: issue 15)
     with pytest.raises(ValueError):
         CRF(c2=-1.0).fit(X, Y)
     for method in ("predict", "predict_marginals"):

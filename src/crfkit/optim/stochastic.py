@@ -86,6 +86,14 @@ REGISTRY: dict[str, tuple[str, str]] = {
     # Le Priol, Touati & Lacoste-Julien; Collins et al. 2008 (issue 14): dual methods on clique marginals
     "sdca": ("crfkit.optim.sdca", "sdca"),
     "oeg": ("crfkit.optim.sdca", "oeg"),
+    # Cao (natural-gradient CRF training) on CRFsuite's SGD; CRFsuite's online learners (issue 15)
+    "l2sgd": ("crfkit.optim.ngd", "l2sgd"),
+    "ngd": ("crfkit.optim.ngd", "ngd"),
+    "pa": ("crfkit.optim.online", "pa"),
+    "ap": ("crfkit.optim.online", "ap"),
+    "arow": ("crfkit.optim.online", "arow"),
+    # Friedlander & Schmidt 2012, the SAG paper's Hybrid baseline (issue 15)
+    "hybrid": ("crfkit.optim.hybrid", "hybrid"),
 }
 
 

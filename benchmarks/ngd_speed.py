@@ -1,0 +1,152 @@
+#!/usr/bin/env python
+"""Seconds per epoch on CoNLL-2000 (CRFsuite's chunking attributes): crfkit's l2sgd, the five ngd updates
+(computed and looked up in a table), pa and ap, against python-crfsuite's l2sgd, pa and ap, in one run.
+
+Both sides train single-threaded on the same attribute lists.  An epoch's
+time is taken between two consecutive end-of-epoch events: crfkit's per-epoch
+callback (``monitor=False``: no objective evaluation) and python-crfsuite's
+``on_iteration`` (called as CRFsuite's log reports the epoch's end), so the
+first epoch (after l2sgd's calibration) is left out; the figure per method is
+the median over the other epochs.  Two clocks: CPU time of the process
+(``time.process_time``; what CRFsuite's own log reports, and the fair one on a
+machine shared with other jobs) and wall time.  The crfkit / crfsuite pairs run interleaved (crfsuite, then
+crfkit, per algorithm) so that drifts in the machine's load hit both.
+
+Usage:  python benchmarks/ngd_speed.py [--epochs 5] [--data-dir DIR] [--features small|large] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conll2000_vs_crfsuite import data_dir, load  # noqa: E402  (the same attribute generator)
+
+
+def _clock():
+    return time.process_time(), time.perf_counter()
+
+
+def _per_epoch(stamps):
+    cpu = [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
+    wall = [b[1] - a[1] for a, b in zip(stamps, stamps[1:])]
+    return {"per_epoch": statistics.median(cpu), "per_epoch_wall": statistics.median(wall), "cpu": cpu,
+            "wall": wall}
+
+
+def crfsuite_epochs(X, Y, algorithm, epochs, tmp, possible=False):
+    import pycrfsuite
+    stamps = []
+
+    class Trainer(pycrfsuite.Trainer):
+        # verbose=True so that python-crfsuite dispatches its events; nothing printed
+        def on_iteration(self, log, info):
+            stamps.append(_clock())
+
+        def _quiet(self, log, *a):
+            pass
+        on_start = on_featgen_progress = on_featgen_end = on_prepared = on_prepare_error = _quiet
+        on_optimization_end = on_end = _quiet
+    tr = Trainer(algorithm=algorithm, verbose=True)
+    for x, y in zip(X, Y):
+        tr.append(x, y)
+    params = {"max_iterations": epochs, "feature.possible_states": possible,
+              "feature.possible_transitions": possible}
+    if algorithm == "l2sgd":
+        params["period"] = epochs + 1
+    tr.set_params(params)
+    t0 = time.perf_counter()
+    tr.train(os.path.join(tmp, algorithm + ".crfsuite"))
+    total = time.perf_counter() - t0
+    out = _per_epoch(stamps)
+    out.update(total_s=total, log_epoch_s=[float(it["time"]) for it in tr.logparser.iterations],
+               features=int(tr.logparser.featgen_num_features or 0))
+    return out
+
+
+def crfkit_epochs(obj, algorithm, epochs, **params):
+    from crfkit.optim.stochastic import resolve
+    stamps = []
+    t0 = time.perf_counter()
+    res = resolve(algorithm)(obj, None, reg=obj.reg, max_iterations=epochs, monitor=False,
+                             callback=lambda info: stamps.append(_clock()), **params)
+    out = _per_epoch(stamps)
+    out.update(total_s=time.perf_counter() - t0, first_epoch_and_setup_s=stamps[0][1] - t0,
+               message=res.message[:200])
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--features", choices=("small", "large"), default="small")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    from crfkit.features.encode import build
+    from crfkit.objective import Objective, regularization
+    from crfkit.parallel import set_threads
+    set_threads(1)
+    X, Y = load(data_dir(args.data_dir), "train")
+    support = "all" if args.features == "large" else "observed"
+    space, corpus = build(X, Y, support=support)
+    reg = regularization(corpus.n_sequences, c2=1.0)
+    obj = Objective(corpus, space, reg, threads=1)
+    print(f"CoNLL-2000 train: {corpus.n_sequences} sequences, {corpus.n_tokens} tokens, {space.n_features} features "
+          f"({args.features}); {args.epochs} epochs per method; single thread; the machine is shared")
+    # warm the numba caches outside the clock
+    from crfkit.features.encode import build as _b
+    s2, c2 = _b(X[:30], Y[:30])
+    o2 = Objective(c2, s2, regularization(30, c2=1.0), threads=1)
+    for alg, p in (("l2sgd", {}), ("ngd", {"update": "u2g1"}), ("ngd", {"update": "u2g1", "table": 2001}),
+                   ("pa", {}), ("ap", {})):
+        crfkit_epochs(o2, alg, 2, **p)
+    out = {"features": space.n_features, "epochs": args.epochs, "rows": {}}
+    tmp = tempfile.mkdtemp(prefix="ngd_speed_")
+    rows = out["rows"]
+    possible = args.features == "large"
+    for alg in ("l2sgd", "pa", "ap"):
+        rows["crfsuite " + alg] = crfsuite_epochs(X, Y, alg, args.epochs, tmp, possible)
+        rows["crfkit " + alg] = crfkit_epochs(obj, alg, args.epochs)
+        a, b = rows['crfkit ' + alg], rows['crfsuite ' + alg]
+        print(f"{alg:>6s}: crfkit {a['per_epoch']:.3f} s/epoch CPU ({a['per_epoch_wall']:.3f} wall), "
+              f"crfsuite {b['per_epoch']:.3f} ({b['per_epoch_wall']:.3f} wall), ratio CPU "
+              f"{a['per_epoch'] / b['per_epoch']:.3f}, wall {a['per_epoch_wall'] / b['per_epoch_wall']:.3f}",
+              flush=True)
+        if alg == "l2sgd":
+            eta0 = float(rows["crfkit l2sgd"]["message"].split("eta0=")[1].split()[0])
+            for upd in ("u1g1", "u2g1", "u2g1b", "u2g2", "u2g3"):
+                for table in (0, 65537):
+                    key = f"crfkit ngd {upd}" + (" table" if table else "")
+                    # the same eta0 as l2sgd: the time per epoch, not the calibration, is compared here
+                    rows[key] = crfkit_epochs(obj, "ngd", args.epochs, update=upd, table=table, eta0=eta0)
+                    print(f"  ngd {upd}{' table' if table else '':6s}: {rows[key]['per_epoch']:.3f} s/epoch CPU, "
+                          f"{rows[key]['per_epoch'] / rows['crfkit l2sgd']['per_epoch']:.3f} x l2sgd", flush=True)
+    # the l2sgd reference again at the end (load drift)
+    rows["crfkit l2sgd (again)"] = crfkit_epochs(obj, "l2sgd", args.epochs)
+    print()
+    print(f"{'method':32s} {'CPU s/epoch':>11s} {'wall':>7s} {'ratio (CPU)':>28s}")
+    base = statistics.mean([rows["crfkit l2sgd"]["per_epoch"], rows["crfkit l2sgd (again)"]["per_epoch"]])
+    for key, r in rows.items():
+        if key.startswith("crfkit ngd"):
+            ratio = f"{r['per_epoch'] / base:.3f} x crfkit l2sgd"
+        elif key.startswith("crfkit ") and "again" not in key:
+            peer = rows.get("crfsuite " + key.split()[1])
+            ratio = f"{r['per_epoch'] / peer['per_epoch']:.3f} x crfsuite" if peer else ""
+        else:
+            ratio = ""
+        print(f"{key:32s} {r['per_epoch']:11.3f} {r['per_epoch_wall']:7.3f} {ratio:>28s}")
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""Table 2 of Cao (natural-gradient CRF training) on CoNLL-2000: test token accuracy and conlleval chunk F1 of
+SGD (l2sgd), PA, L-BFGS and the five ngd updates, with the small feature set (CRFsuite's chunking
+attributes, observed attribute x label pairs and label pairs) and the large one (the same attributes x every
+label, every label pair), the stochastic methods over several shuffled runs (mean and sd).
+
+Every run (feature set, method, seed) writes its own JSON under ``--out`` (temp file + rename) with the test
+scores after every epoch (the data of the paper's Figures 3/4, test side) and at the end; a run whose file
+exists is skipped, so the script can be stopped and started again.  c2 = 1 (CRFsuite's default) for all;
+l2sgd / ngd: CRFsuite's calibration and period/delta rule, at most ``--epochs`` epochs, the best epoch's
+weights; PA: CRFsuite's defaults (PA-I, C = 1, averaging), ``--epochs`` epochs; L-BFGS: crfkit's lbfgs with
+CRFsuite's stopping rule (delta 1e-5 over 10 iterations, epsilon 1e-5).  Runs go seed-major (seed 0 of every
+method on both sets first), so an interrupted table has every row (L-BFGS, deterministic, runs once at the end).
+
+Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--epochs 30] [--sets small,large]
+        python benchmarks/ngd_table2.py --report [--out ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conll2000_vs_crfsuite import data_dir, load  # noqa: E402
+
+METHODS = [("SGD", "l2sgd", {}), ("PA", "pa", {}), ("L-BFGS", "lbfgs", {}),
+           ("U1*.G1", "ngd", {"update": "u1g1"}), ("U2*.G1 arctan.1", "ngd", {"update": "u2g1"}),
+           ("U2*.G1 arctan.2", "ngd", {"update": "u2g1b"}), ("U2*.G2 erf", "ngd", {"update": "u2g2"}),
+           ("U2*.G3 gd", "ngd", {"update": "u2g3"})]
+
+
+def scores(space, w, Xt, Yt):
+    from crfkit.metrics import conlleval
+    from crfkit.model import CRFModel
+    rep = conlleval(Yt, CRFModel(space, w).tag(Xt))
+    return rep.accuracy, rep.f1
+
+
+def run_one(path, fs, label, alg, params, seed, data, epochs):
+    from crfkit.objective import Objective, regularization
+    from crfkit.train import train_corpus
+    space, corpus, Xt, Yt = data
+    curve = []
+    t0 = time.perf_counter()
+
+    def cb(rec):
+        if alg != "lbfgs":
+            acc, f1 = scores(space, rec_x[0], Xt, Yt) if rec_x else (float("nan"), float("nan"))
+            curve.append({"epoch": rec["iteration"], "objective": rec["objective"], "test_accuracy": acc,
+                          "test_f1": f1, "wall_s": rec["wall_s"]})
+    rec_x = []
+
+    def keep_x(info):
+        rec_x[:] = [info["x"]]
+    reg = regularization(corpus.n_sequences, c2=1.0)
+    if alg == "lbfgs":
+        res = train_corpus(space, corpus, algorithm="lbfgs", reg=reg, delta=1e-5, period=10, epsilon=1e-5,
+                           max_iterations=1000, threads=1)
+    else:
+        from crfkit.optim.stochastic import resolve
+        obj = Objective(corpus, space, reg, threads=1)
+        fn = resolve(alg)
+        p = dict(params)
+        if alg in ("l2sgd", "ngd"):
+            p.setdefault("period", 10)
+
+        def callback(info):
+            keep_x(info)
+            cb({"iteration": info["iteration"], "objective": info["f"], "wall_s": time.perf_counter() - t0})
+        res = fn(obj, None, reg=reg, max_iterations=epochs, seed=seed, callback=callback, **p)
+    w = res.model.weights if alg == "lbfgs" else res.x
+    acc, f1 = scores(space, w, Xt, Yt)
+    out = {"set": fs, "method": label, "algorithm": alg, "params": params, "seed": seed,
+           "iterations": res.iterations, "status": res.status, "message": res.message[:400],
+           "test_accuracy": acc, "test_f1": f1, "objective": float(res.objective if alg == "lbfgs" else res.f),
+           "seconds": time.perf_counter() - t0, "curve": curve, "n_features": space.n_features}
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f)
+    os.replace(path + ".tmp", path)
+    print(f"{fs:5s} {label:18s} seed {seed}: acc {acc:.2f} F1 {f1:.2f} after {res.iterations} "
+          f"({res.status}), {out['seconds']:.0f}s", flush=True)
+
+
+def report(out_dir):
+    rows = {}
+    for name in sorted(os.listdir(out_dir)):
+        if name.endswith(".json"):
+            with open(os.path.join(out_dir, name)) as f:
+                r = json.load(f)
+            rows.setdefault((r["method"], r["set"]), []).append(r)
+    print(f"{'algorithm':18s} | {'small: F1 (sd)  acc  runs  epochs':38s} | {'large: F1 (sd)  acc  runs  epochs':38s}")
+    for label, _, _ in METHODS:
+        cells = []
+        for fs in ("small", "large"):
+            rs = rows.get((label, fs), [])
+            if not rs:
+                cells.append("-")
+                continue
+            f1 = [r["test_f1"] for r in rs]
+            acc = [r["test_accuracy"] for r in rs]
+            sd = f" ±{statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
+            ep = "/".join(str(r["iterations"]) for r in rs)
+            cells.append(f"{statistics.mean(f1):.2f}{sd}  {statistics.mean(acc):.2f}  {len(rs)}  {ep}")
+        print(f"{label:18s} | {cells[0]:38s} | {cells[1]:38s}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="/tmp/ngd/table2")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--sets", default="small,large")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    if args.report:
+        report(args.out)
+        return 0
+    from crfkit.features.encode import build
+    from crfkit.parallel import set_threads
+    set_threads(1)
+    ddir = data_dir(args.data_dir)
+    X, Y = load(ddir, "train")
+    Xt, Yt = load(ddir, "test")
+    data = {}
+    for fs in args.sets.split(","):
+        space, corpus = build(X, Y, support="all" if fs == "large" else "observed")
+        print(f"{fs}: {space.n_features} features ({space.n_state} state, {space.n_trans} transition), "
+              f"{space.n_attributes} attributes x {space.n_labels} labels", flush=True)
+        data[fs] = (space, corpus, Xt, Yt)
+    jobs = [(seed, fs, m) for seed in range(args.seeds) for fs in data for m in METHODS if m[1] != "lbfgs"]
+    jobs += [(0, fs, m) for fs in data for m in METHODS if m[1] == "lbfgs"]     # deterministic: once, last
+    for seed, fs, (label, alg, params) in jobs:
+        path = os.path.join(args.out, f"{fs}_{alg}_{params.get('update', '')}_{seed}.json")
+        if not os.path.exists(path):
+            run_one(path, fs, label, alg, params, seed, data[fs], args.epochs)
+    report(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Numba kernels of CRFsuite's SGD (``l2sgd``) and of Cao's natural-gradient updates on top of it (``ngd``).
+
+One step for sequence ``i`` at global step ``t`` (counted from 0 over the
+whole run, as CRFsuite's ``t``), exactly in CRFsuite's order
+(``train_l2sgd.c``)::
+
+    eta   = 1 / (lam * (t0 + t))          # = eta0 / (1 + lam eta0 t) with t0 = 1 / (lam eta0)
+    z    *= 1 - eta * lam                 # the L2 shrinkage, on the scale only (w = z * v)
+    g     = grad of -log p(y_i|x_i) at w = z * v      (E_model - E_empirical)
+    v    -= (eta / z) * T(g)              # only the features of the sequence and the transitions
+
+``T`` is the identity for ``l2sgd`` (then ``g`` is added to ``v`` as it is
+walked, as CRFsuite does) and one of Cao's transforms otherwise; a nonlinear
+``T`` does not distribute over the occurrences of an attribute, so ``g`` is
+first summed per feature into a buffer (the net difference for the sequence)
+and ``T`` applied once per distinct feature.  The sum runs attribute by
+attribute over the attribute's occurrences in the sequence, grouped once
+before training (:func:`group_occurrences`), so a step reads and writes each
+distinct feature of ``v`` once and needs no scratch vector of the model's
+size (the grouping costs two int32 per attribute occurrence, about the size
+of the corpus' own attribute array, plus one int32 per distinct attribute of
+each sequence).  ``T(0) = 0`` keeps the update
+sparse.
+
+The table variant (Cao 2015, 3.6) looks ``T`` up in a table of ``m`` values on
+``[-R, R]`` (the nearest entry); outside the table it computes ``T``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .chain import FAST
+from .oracle import apply_gradient, sequence_oracle
+
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+
+# update codes
+IDENTITY, U1G1, ATAN, ERF, GD = 0, 1, 2, 3, 4
+# slots of the scalar state ``scal``: the scale z, the steps done t, the sum of the losses of the steps
+Z, T_, LOSS = 0, 1, 2
+FOLD_BELOW = 1e-9
+
+
+@njit(inline="always", **_NOPY)
+def transform(code, g, p):
+    """Cao's transforms: U1G1 ``g / (g^2 + p)``; ATAN ``atan(p g)``; ERF ``erf(p g)``; GD ``gd(p g)`` with
+    ``gd(x) = 2 atan(exp(x)) - pi/2``, computed as ``2 atan(tanh(x/2))`` (the same function, no overflow,
+    exact 0 at 0); IDENTITY ``g``."""
+    if code == U1G1:
+        return g / (g * g + p)
+    if code == ATAN:
+        return math.atan(p * g)
+    if code == ERF:
+        return math.erf(p * g)
+    if code == GD:
+        return 2.0 * math.atan(math.tanh(0.5 * p * g))
+    return g
+
+
+@njit(**_NOPY)
+def transform_array(code, g, p):
+    out = np.empty(g.shape[0])
+    for k in range(g.shape[0]):
+        out[k] = transform(code, g[k], p)
+    return out
+
+
+@njit(**_NOPY)
+def make_table(code, p, m, r):
+    """``m`` (odd) values of T on the grid ``-r + 2r j / (m - 1)``, j = 0..m-1 (the middle one is T(0) = 0)."""
+    tab = np.empty(m)
+    h = 2.0 * r / (m - 1)
+    for j in range(m):
+        tab[j] = transform(code, -r + h * j, p)
+    tab[(m - 1) // 2] = 0.0
+    return tab
+
+
+@njit(inline="always", **_NOPY)
+def lookup(code, g, p, tab, r, inv_h):
+    """T(g) from the table (nearest entry) when |g| <= r, else computed."""
+    if g < -r or g > r:
+        return transform(code, g, p)
+    return tab[int((g + r) * inv_h + 0.5)]
+
+
+@njit(**_NOPY)
+def lookup_array(code, g, p, tab, r):
+    inv_h = (tab.shape[0] - 1) / (2.0 * r)
+    out = np.empty(g.shape[0])
+    for k in range(g.shape[0]):
+        out[k] = lookup(code, g[k], p, tab, r, inv_h)
+    return out
+
+
+@njit(**_NOPY)
+def fold(v, scal):
+    """v <- z * v, z <- 1."""
+    z = scal[Z]
+    for k in range(v.shape[0]):
+        v[k] *= z
+    scal[Z] = 1.0
+
+
+@njit(**_NOPY)
+def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
+              order, start, stop, t0, lam, code, p, tab, r, v, scal, uptr, uattr, optr, occ_e, occ_t,
+              node, edge, full):
+    """The steps for the sequences ``order[start:stop]`` (see the module docstring).
+
+    ``scal`` = [z, t, sum of losses]: updated in place (``t`` and the loss sum
+    carry on from their values).  ``tab``: the table of ``T`` (length >= 2)
+    or an empty array for computing ``T``; ``r`` its half-width.  ``uptr``
+    ... ``occ_t``: :func:`group_occurrences` of the corpus (read for ``T`` not
+    the identity).
+    Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too large).
+    """
+    eta = 0.0
+    L = trans_index.shape[0]
+    gtr = np.empty((L, L))
+    gk = np.empty(L)
+    use_tab = tab.shape[0] >= 2
+    inv_h = (tab.shape[0] - 1) / (2.0 * r) if use_tab else 0.0
+    z = scal[Z]
+    t = scal[T_]
+    total = scal[LOSS]
+    for s in range(start, stop):
+        i = order[s]
+        eta = 1.0 / (lam * (t0 + t))
+        if 1.0 - eta * lam <= 0.0:
+            eta = -1.0
+            break
+        z *= 1.0 - eta * lam
+        gain = eta / z
+        loss = sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                               v, z, n_state, i, node, edge, full)
+        if code == IDENTITY:
+            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                           n_state, i, node, edge, -gain, v, full)
+        else:
+            # the net gradient of each state feature over the sequence, attribute by attribute (the
+            # attribute's occurrences grouped in advance by group_occurrences), then T, then the step:
+            # one read-modify-write of v per distinct feature, no scratch vector
+            ts = seq_ptr[i]
+            T = seq_ptr[i + 1] - ts
+            for tt in range(T):
+                node[tt, y[ts + tt]] -= 1.0          # node[t] - one-hot(y_t): the gradient's factor at t
+            for q in range(uptr[i], uptr[i + 1]):
+                a = uattr[q]
+                k0 = attr_ptr[a]
+                nk = attr_ptr[a + 1] - k0
+                for j in range(nk):
+                    gk[j] = 0.0
+                for o in range(optr[q], optr[q + 1]):
+                    tt = occ_t[o]
+                    c = val[occ_e[o]]
+                    for j in range(nk):
+                        gk[j] += c * node[tt, feat_label[k0 + j]]
+                # T(0) = 0 makes the zero entries exact no-ops: no test, so that the loops can vectorise
+                if use_tab:
+                    for j in range(nk):
+                        gk[j] = lookup(code, gk[j], p, tab, r, inv_h)
+                elif code == U1G1:
+                    for j in range(nk):
+                        gk[j] = gk[j] / (gk[j] * gk[j] + p)
+                else:
+                    for j in range(nk):
+                        gk[j] = transform(code, gk[j], p)
+                for j in range(nk):
+                    v[k0 + j] -= gain * gk[j]
+            for a in range(L):
+                for b in range(L):
+                    gtr[a, b] = edge[a, b]
+            for tt in range(1, seq_ptr[i + 1] - ts):
+                gtr[y[ts + tt - 1], y[ts + tt]] -= 1.0
+            for a in range(L):
+                for b in range(L):
+                    k = trans_index[a, b]
+                    g = gtr[a, b]
+                    if k >= 0 and g != 0.0:
+                        if use_tab:
+                            v[n_state + k] -= gain * lookup(code, g, p, tab, r, inv_h)
+                        else:
+                            v[n_state + k] -= gain * transform(code, g, p)
+        total += loss
+        t += 1.0
+        if z < FOLD_BELOW:
+            scal[Z] = z
+            fold(v, scal)
+            z = 1.0
+    scal[Z] = z
+    scal[T_] = t
+    scal[LOSS] = total
+    return eta
+
+
+@njit(**_NOPY)
+def sample_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, order, start, stop,
+                v, z, node, edge, full):
+    """Sum of -log p(y_i|x_i) at w = z * v over the sequences order[start:stop]."""
+    total = 0.0
+    for s in range(start, stop):
+        total += sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                                 v, z, n_state, order[s], node, edge, full)
+    return total
+
+
+@njit(**_NOPY)
+def group_occurrences(seq_ptr, tok_ptr, attr, n_attributes):
+    """Per sequence, its distinct attributes and, for each, its occurrences in order.
+
+    Returns ``(uptr, uattr, optr, occ_e, occ_t)``: the distinct attributes of
+    sequence i are ``uattr[uptr[i]:uptr[i+1]]`` (in order of first
+    occurrence); the occurrences of ``uattr[q]`` are ``occ_e[optr[q]:optr[q+1]]``
+    (indices into ``attr``/``val``, ascending) at the tokens ``occ_t[...]``
+    (counted from the sequence's first token).
+    """
+    n = seq_ptr.shape[0] - 1
+    n_occ = tok_ptr[seq_ptr[n]] - tok_ptr[seq_ptr[0]]
+    slot = np.full(n_attributes, -1, dtype=np.int64)      # the attribute's position in the current sequence
+    seen = np.full(n_attributes, -1, dtype=np.int64)      # the sequence that set it
+    # pass 1: distinct attributes per sequence and their occurrence counts
+    uptr = np.zeros(n + 1, dtype=np.int64)
+    nu = 0
+    for i in range(n):
+        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+            a = attr[e]
+            if seen[a] != i:
+                seen[a] = i
+                nu += 1
+        uptr[i + 1] = nu
+    uattr = np.empty(nu, dtype=np.int32)
+    cnt = np.zeros(nu + 1, dtype=np.int64)
+    seen[:] = -1
+    for i in range(n):
+        m = uptr[i]
+        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+            a = attr[e]
+            if seen[a] != i:
+                seen[a] = i
+                slot[a] = m
+                uattr[m] = a
+                m += 1
+            cnt[slot[a] + 1] += 1
+    optr = np.cumsum(cnt)
+    occ_e = np.empty(n_occ, dtype=np.int32)
+    occ_t = np.empty(n_occ, dtype=np.int32)
+    fill = optr[:-1].copy()
+    seen[:] = -1
+    for i in range(n):
+        m = uptr[i]
+        for t in range(seq_ptr[i + 1] - seq_ptr[i]):
+            for e in range(tok_ptr[seq_ptr[i] + t], tok_ptr[seq_ptr[i] + t + 1]):
+                a = attr[e]
+                if seen[a] != i:
+                    seen[a] = i
+                    slot[a] = m
+                    m += 1
+                q = slot[a]
+                occ_e[fill[q]] = e
+                occ_t[fill[q]] = t
+                fill[q] += 1
+    return uptr, uattr, optr, occ_e, occ_t

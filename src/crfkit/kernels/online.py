@@ -1,0 +1,147 @@
+"""Numba kernels of CRFsuite's online large-margin learners: passive-aggressive (PA, PA-I, PA-II), the
+averaged structured perceptron (AP) and AROW, as ``crfsuite learn -a pa|ap|arow`` runs them.
+
+For sequence ``i`` the Viterbi path ``v`` at the current weights is compared
+with the gold path ``y``; when ``d`` (the number of positions where they
+differ) is positive, the difference ``delta = Phi(x, y) - Phi(x, v)`` of their
+feature vectors is summed per feature (a feature on both paths cancels; only
+features of the model count, as CRFsuite's ``features_on_path``), then
+
+* PA: ``cost = s(v) - s(y) + sqrt(d)`` (``error_sensitive``; else ``+ 1``),
+  ``tau = cost / |delta|^2`` (type 0), ``min(C, cost / |delta|^2)`` (I),
+  ``cost / (|delta|^2 + 1 / (2C))`` (II); ``w += tau delta``;
+* AP: ``w += delta``;
+* AROW: ``cost = s(v) - s(y) + d``, ``alpha = cost / (gamma + sum delta_k^2
+  cov_k)``, ``w_k += alpha cov_k delta_k``, ``cov_k <- 1 / (1/cov_k +
+  delta_k^2 / gamma)``.
+
+The average (PA with ``averaging``, AP) is kept lazily with Daume's trick:
+``ws += u * (the change of w)`` with ``u`` the 1-based count of sequences seen
+(CRFsuite's ``u``/``c``), and the average is ``w - ws / u``.  Work per sequence:
+Viterbi plus the features of the sequence and the transitions.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .chain import FAST, emissions_rows, gold_score, transition_matrix, viterbi
+from .oracle import apply_gradient
+
+_NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+
+PA, AP, AROW = 0, 1, 2
+# slots of ``scal``: u (sequences seen + 1), the loss summed over the current epoch
+U, LOSS = 0, 1
+
+
+@njit(**_NOPY)
+def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
+               order, start, stop, method, pa_type, C, error_sensitive, gamma,
+               w, ws, cov, scal, dbuf, stamp, touched, path, node, edge, full):
+    """Process the sequences ``order[start:stop]`` (see the module docstring).
+
+    ``ws`` (pa, ap) and ``cov`` (arow): one entry per feature (no bounds checks here).
+    ``scal`` = [u, loss]: carried on.  ``dbuf``: zeros, one per feature (left
+    zero); ``stamp``: int64 per feature, initially -1; ``touched``: int64
+    scratch of n_features; ``path``: int64 scratch of the longest sequence;
+    ``node``: scratch (longest x L); ``edge``: L x L scratch.
+    """
+    L = trans_index.shape[0]
+    u = scal[U]
+    total = scal[LOSS]
+    for s in range(start, stop):
+        i = order[s]
+        t0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - t0
+        if T > 0:
+            score = np.empty((T, L))
+            emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+            trans = transition_matrix(w, 1.0, n_state, trans_index)
+            sv = viterbi(score, T, trans, path, 0)
+            d = 0
+            for t in range(T):
+                if path[t] != y[t0 + t]:
+                    d += 1
+            if d > 0:
+                sc = gold_score(score, y, t0, T, trans)
+                # delta = Phi(gold) - Phi(viterbi) = -(gradient with node = one-hot(viterbi), edge = its pairs)
+                for t in range(T):
+                    for l in range(L):
+                        node[t, l] = 0.0
+                    node[t, path[t]] = 1.0
+                for a in range(L):
+                    for b in range(L):
+                        edge[a, b] = 0.0
+                for t in range(1, T):
+                    edge[path[t - 1], path[t]] += 1.0
+                apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                               n_state, i, node, edge, -1.0, dbuf, full)
+                nt = 0
+                mark = np.int64(u)
+                for e in range(tok_ptr[t0], tok_ptr[t0 + T]):
+                    a = attr[e]
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        if stamp[k] != mark:
+                            stamp[k] = mark
+                            if dbuf[k] != 0.0:
+                                touched[nt] = k
+                                nt += 1
+                for k in range(n_state, n_state + n_trans):
+                    if dbuf[k] != 0.0:
+                        touched[nt] = k
+                        nt += 1
+                if method == AP:
+                    for j in range(nt):
+                        k = touched[j]
+                        w[k] += dbuf[k]
+                        ws[k] += u * dbuf[k]
+                    total += d / T
+                elif method == PA:
+                    cost = sv - sc + (math.sqrt(d) if error_sensitive else 1.0)
+                    norm2 = 0.0
+                    for j in range(nt):
+                        norm2 += dbuf[touched[j]] * dbuf[touched[j]]
+                    if norm2 > 0.0:
+                        if pa_type == 0:
+                            tau = cost / norm2
+                        elif pa_type == 1:
+                            tau = min(C, cost / norm2)
+                        else:
+                            tau = cost / (norm2 + 0.5 / C)
+                        for j in range(nt):
+                            k = touched[j]
+                            w[k] += tau * dbuf[k]
+                            ws[k] += tau * u * dbuf[k]
+                    total += cost
+                else:
+                    cost = sv - sc + d
+                    frac = gamma
+                    for j in range(nt):
+                        k = touched[j]
+                        frac += dbuf[k] * dbuf[k] * cov[k]
+                    alpha = cost / frac
+                    for j in range(nt):
+                        k = touched[j]
+                        w[k] += alpha * cov[k] * dbuf[k]
+                        cov[k] = 1.0 / (1.0 / cov[k] + (1.0 / gamma) * (dbuf[k] * dbuf[k]))
+                    total += cost
+                # reset the buffer (every feature of the sequence and the transitions)
+                for e in range(tok_ptr[t0], tok_ptr[t0 + T]):
+                    a = attr[e]
+                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        dbuf[k] = 0.0
+                for k in range(n_state, n_state + n_trans):
+                    dbuf[k] = 0.0
+        u += 1.0
+    scal[U] = u
+    scal[LOSS] = total
+
+
+@njit(**_NOPY)
+def average(w, ws, u, out):
+    """out = w - ws / u (CRFsuite's averaged weights)."""
+    for k in range(w.shape[0]):
+        out[k] = w[k] - ws[k] / u
