@@ -439,6 +439,10 @@ def cmd_tag(args) -> int:
     if fmt == "auto" and not has_templates:
         fmt = "crfsuite"  # a model without templates can only tag attribute files
     fmt, src = _detect_format(fmt, args.file)
+    from .decode_cli import wants_decoding
+    if wants_decoding(args):   # n-best, constraints, forced labels, posterior decoding
+        from .decode_cli import run
+        return run(args, model, fmt, src)
     if fmt == "crfsuite":
         return _tag_crfsuite(args, model, src)
     if args.reference:
@@ -783,6 +787,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr")
     g.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
     g.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
+    from .decode_cli import add_tag_arguments
+    add_tag_arguments(g)
     g.set_defaults(func=cmd_tag)
 
     e = sub.add_parser("eval", help="conlleval chunk scores of a tagged file",
