@@ -328,3 +328,24 @@ def test_bigram_model_nbest_and_constraints_are_consistent():
             for t, x in enumerate(lab):
                 ref[t, model.space.label_index[x]] += p / tot
         np.testing.assert_allclose(cm[ptr[s]:ptr[s + 1]], ref, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- estimator
+def test_estimator_predict_nbest_and_constraints():
+    from crfkit import CRF
+    rng = np.random.default_rng(0)
+    labels = ["O", "B-NP", "I-NP"]
+    X, y = [], []
+    for _ in range(40):
+        T = int(rng.integers(2, 7))
+        ys = [labels[int(rng.integers(3))] for _ in range(T)]
+        X.append([{"w": lab if rng.random() < 0.6 else "x", "bias": 1.0} for lab in ys])
+        y.append(ys)
+    crf = CRF(max_iterations=15, all_possible_transitions=True).fit(X, y)
+    nb = crf.predict_nbest(X[:5], 3)
+    assert [lst[0][0] for lst in nb] == crf.predict(X[:5])
+    assert all(len(lst) == 3 and lst[0][1] >= lst[1][1] >= lst[2][1] for lst in nb)
+    c = D.Constraints.scheme(labels, "bio")
+    assert all(c.valid(s) for s in crf.predict(X, constraints="bio"))
+    forced = crf.predict(X[:3], allowed=[["I-NP"] + [None] * (len(x) - 1) for x in X[:3]])
+    assert all(s[0] == "I-NP" for s in forced)
