@@ -847,6 +847,9 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
     da.set_defaults(func=cmd_data, data_command="list")
 
+    from .dump import add_parsers as add_dump_parsers   # `crfkit dump`, `crfkit prune`
+    add_dump_parsers(sub)
+
     import importlib.util
     if importlib.util.find_spec("crfkit.bench.command") is not None:
         # `crfkit bench`: the optimizer benchmark harness (crfkit.bench.command.add_parser)
