@@ -849,6 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .dump import add_parsers as add_dump_parsers   # `crfkit dump`, `crfkit prune`
     add_dump_parsers(sub)
+    from .cv import add_parser as add_cv_parser        # `crfkit cv`
+    add_cv_parser(sub)
 
     import importlib.util
     if importlib.util.find_spec("crfkit.bench.command") is not None:
