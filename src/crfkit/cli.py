@@ -341,9 +341,14 @@ def cmd_train(args) -> int:
           f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})", file=out)
     if res.history and "dev_accuracy" in res.history[-1]:
         h = res.history[-1]
+        best_it = None if m.meta.get("fine_tune") else m.meta.get("dev_best_iteration")
+        if best_it is not None:   # --dev-stop kept the best model: report its scores, not the last iteration's
+            h = next((r for r in res.history if r.get("iteration") == best_it and "dev_accuracy" in r), h)
         dev = f"dev accuracy {h['dev_accuracy']:.2f}%"
         if "dev_f1" in h:
             dev += f", dev F1 {h['dev_f1']:.2f}"
+        if best_it is not None:
+            dev += f" (the saved model: iteration {best_it}, best dev {m.meta.get('dev_metric', 'score')})"
         print(dev, file=out)
     out.flush()
     if interrupted:

@@ -31,6 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import CrfkitError, DataError
+from .metrics import label_scheme
 
 __all__ = ["Constraints", "NBest", "decode", "allowed_mask", "nbest", "tag", "marginals",
            "sequence_probability", "label_scheme", "parse_label", "SCHEMES", "invalid_sequences"]
@@ -51,30 +52,6 @@ def parse_label(label: str) -> tuple[str, str]:
     if len(label) == 1 and label.isupper():
         return label, ""
     return "", label
-
-
-def label_scheme(labels: Sequence[str]) -> str | None:
-    """The chunk scheme the labels follow, or None: ``"iobes"`` when every label is ``O`` or a prefix
-    of B/I/E/S then ``-`` and a type and some use E- or S-, ``"bilou"`` likewise with L/U, ``"bio"``
-    when every label is ``O``, ``B-X`` or ``I-X``.  Single letters without a type (NETtalk's phoneme
-    classes ``I``, ``E``, ``O``, ``S``...) are not chunk tags.  Also needs at least one ``B-`` label."""
-    prefixes = set()
-    for lab in labels:
-        if lab == "O":
-            continue
-        m = _LABEL_RE.match(lab)
-        if not m:
-            return None
-        prefixes.add(m.group(1))
-    if "B" not in prefixes:
-        return None
-    if prefixes <= set("BI"):
-        return "bio"
-    if prefixes <= set("BIES"):
-        return "iobes"
-    if prefixes <= set("BILU"):
-        return "bilou"
-    return None
 
 
 @dataclass

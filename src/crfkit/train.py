@@ -300,6 +300,14 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         user_stop = callback(rec) if callback is not None else None
         return True if stop_dev else user_stop
 
+    if dev_stop is not None and dev_metric == "auto":
+        # chunk F1 only when the labels really are chunk tags (B-/I-/E-/S- plus a type, or O): NETtalk's
+        # single-letter phoneme labels I, E, O, S... are not
+        from .metrics import label_scheme
+        scheme = label_scheme(space.labels) if dev_labels is not None else None
+        dev_metric = "f1" if scheme else "accuracy"
+        if verbose:
+            log(f"dev metric for --dev-stop: {'chunk F1 (' + scheme.upper() + ' labels)' if scheme else 'token accuracy (the labels are not chunk tags)'}")
     dev_watch = _DevWatch(int(dev_stop), dev_metric) if dev_stop is not None else None
 
     with _SigtermAsInterrupt():
