@@ -115,6 +115,12 @@ def _detect_format(fmt: str, path: str):
     read twice). A file that cannot be opened or decoded is left to the real
     reader to report.
     """
+    if not isinstance(path, str):   # already read and re-encoded (--encoding): bytes in memory
+        if fmt != "auto":
+            return fmt, path
+        from .io.crfsuite import DETECT_LINES, looks_like_crfsuite
+        head = path.getvalue()[: 1 << 20].decode("utf-8", errors="replace").splitlines()[: 4 * DETECT_LINES]
+        return ("crfsuite" if looks_like_crfsuite(head) else "columns"), path
     if fmt != "auto":
         return fmt, path
     import io
@@ -140,6 +146,38 @@ def _detect_format(fmt: str, path: str):
     except (CrfkitError, OSError, EOFError, UnicodeDecodeError, ValueError):
         return "columns", path
     return ("crfsuite" if looks_like_crfsuite(head) else "columns"), path
+
+
+def _recode(path, encoding: str | None):
+    """``path`` itself when ``encoding`` is None or UTF-8; else the file read and decoded from
+    ``encoding`` (a byte-order mark dropped) into UTF-8 bytes in memory, named as the file."""
+    if path is None or not encoding or encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig"):
+        return path
+    import codecs
+    import io
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read()
+        elif path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+        else:
+            with open(path, "rb") as f:
+                raw = f.read()
+    except OSError as e:
+        raise DataError(f"cannot read: {e.strerror or e}", name) from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise DataError(f"not valid {encoding} (byte {e.start + 1} of the file)", name) from None
+    src = io.BytesIO(text.lstrip("\ufeff").encode("utf-8"))
+    src.name = name
+    return src
 
 
 def _source_name(src) -> str:
@@ -262,13 +300,17 @@ def cmd_train(args) -> int:
 
     if args.algorithm not in ALGORITHMS:
         raise CrfkitError(f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}")
+    if args.algorithm == "sgd-l1" and args.c1 is None and args.l1 is None and args.rho1 is None and not args.quiet:
+        _log("crfkit train: warning: -a sgd-l1 without --c1 (or --l1/--rho1) has no L1 term: it trains with L2 "
+             "only and gives a dense model; give --c1 for the L1-regularised training SGD-L1 is for")
     model_dir = os.path.dirname(os.path.abspath(args.model))
     if not os.path.isdir(model_dir):
         raise CrfkitError(f"cannot write the model {args.model}: directory {model_dir} does not exist")
-    fmt, args.train_source = _detect_format(args.format, args.train_file)
-    args.dev_source = args.dev
+    enc = getattr(args, "encoding", None)
+    fmt, args.train_source = _detect_format(args.format, _recode(args.train_file, enc))
+    args.dev_source = _recode(args.dev, enc)
     if args.dev is not None and args.format == "auto":
-        dev_fmt, args.dev_source = _detect_format("auto", args.dev)
+        dev_fmt, args.dev_source = _detect_format("auto", args.dev_source)
         if dev_fmt != fmt:
             raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
                               "give --format explicitly")
@@ -352,8 +394,9 @@ def cmd_train(args) -> int:
         print(dev, file=out)
     out.flush()
     if interrupted:
-        _err(f"training was interrupted after {res.iterations} iterations; "
-             f"the model reached so far was saved to {args.model}")
+        # not an error: the work is kept (exit status 130 tells scripts the run was cut short)
+        _log(f"crfkit: interrupted after {res.iterations} iterations; the model reached so far was saved to "
+             f"{args.model} (it can be used as is, or continued with --init-model)")
         return EXIT_INTERRUPTED
     return 0
 
@@ -411,20 +454,30 @@ def _tag_crfsuite(args, model, src) -> int:
         if owned:
             f.close()
     if args.eval:
-        _report_eval(model, gold, pred)
+        _report_eval(model, gold, pred, getattr(args, "raw", False))
     return 0
 
 
-def _report_eval(model, gold, pred) -> None:
-    """conlleval report on stderr, and a line about gold labels the model never saw
+def _report_eval(model, gold, pred, raw: bool = False) -> None:
+    """conlleval report on stderr when the labels are chunk tags (or ``raw``: every tag but O a chunk
+    of its own, conlleval -r), else token accuracy; and a line about gold labels the model never saw
     (their tokens were tagged anyway; they can only count as errors)."""
     from collections import Counter
 
-    from .metrics import conlleval
+    from .metrics import conlleval, label_scheme, token_accuracy
     known = set(model.labels)
     unseen = Counter(lab for s in gold for lab in s if lab not in known)
-    rep = conlleval(gold, pred)
-    sys.stderr.write(rep.format())
+    if raw:
+        def braw(seqs):
+            return [[t if t == "O" else f"B-{t}" for t in s] for s in seqs]
+        sys.stderr.write(conlleval(braw(gold), braw(pred)).format())
+    elif label_scheme(sorted(known | {lab for s in gold for lab in s})) is None:
+        n = sum(map(len, gold))
+        acc = 100.0 * token_accuracy(gold, pred) if n else 0.0
+        sys.stderr.write(f"accuracy: {acc:.2f}% of {n} tokens ({len(gold)} sequences); the labels are not chunk "
+                         "tags, so no chunk F1 (--raw scores every tag as a chunk, as conlleval -r)\n")
+    else:
+        sys.stderr.write(conlleval(gold, pred).format())
     if unseen:
         listed = ", ".join(f"{lab} ({n})" for lab, n in unseen.most_common(10))
         more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
@@ -434,6 +487,21 @@ def _report_eval(model, gold, pred) -> None:
 
 
 def cmd_tag(args) -> int:
+    """``crfkit tag``; an empty input gives an empty output and exit status 0 (as crf_test), with a
+    warning on standard error."""
+    try:
+        return _cmd_tag(args)
+    except DataError as e:
+        if "empty input" not in str(e):
+            raise
+        _log(f"crfkit tag: warning: {e}; nothing to tag")
+        f, owned = _open_out(args.output)
+        if owned:
+            f.close()
+        return 0
+
+
+def _cmd_tag(args) -> int:
     from .io.columns import write_columns
     from .model import CRFModel
     from .pipeline import tag_columns
@@ -443,7 +511,7 @@ def cmd_tag(args) -> int:
     fmt = args.format
     if fmt == "auto" and not has_templates:
         fmt = "crfsuite"  # a model without templates can only tag attribute files
-    fmt, src = _detect_format(fmt, args.file)
+    fmt, src = _detect_format(fmt, _recode(args.file, getattr(args, "encoding", None)))
     from .decode_cli import wants_decoding
     if wants_decoding(args):   # n-best, constraints, forced labels, posterior decoding
         from .decode_cli import run
@@ -482,7 +550,7 @@ def cmd_tag(args) -> int:
         if owned:
             f.close()
     if args.eval:
-        _report_eval(model, res.gold, res.labels)
+        _report_eval(model, res.gold, res.labels, getattr(args, "raw", False))
     return 0
 
 
@@ -734,6 +802,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--min-freq", type=_nonneg_float, default=0, metavar="N",
                    help="drop features (observed) / attributes (all) seen fewer than N times")
     t.add_argument("--dev", metavar="DEV_FILE", help="labelled column file scored during training")
+    t.add_argument("--encoding", metavar="ENC", help="encoding of the training and dev files, e.g. utf-16 "
+                   "(default UTF-8)")
     t.add_argument("--dev-every", type=_pos_int, default=1, metavar="N", help="score the dev file every N iterations")
     t.add_argument("--dev-stop", type=_pos_int, metavar="W",
                    help="stop when the dev score has not improved for W evaluations and keep the best model "
@@ -789,9 +859,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the input's last column is a gold label (default: detected from the column count)")
     lab.add_argument("--no-labels", dest="labels", action="store_const", const=False,
                      help="the input has no gold label column")
-    g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr")
+    g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr "
+                   "(token accuracy when the labels are not chunk tags)")
+    g.add_argument("--raw", action="store_true", help="with --eval: every tag but O is a chunk of its own "
+                   "(conlleval -r; -r here is --reference)")
     g.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
     g.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
+    g.add_argument("--encoding", metavar="ENC", help="the input's encoding, e.g. utf-16 (default UTF-8); the "
+                   "output is UTF-8")
     from .decode_cli import add_tag_arguments
     add_tag_arguments(g)
     g.set_defaults(func=cmd_tag)

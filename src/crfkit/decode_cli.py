@@ -89,7 +89,7 @@ def run(args, model, fmt: str, src) -> int:
     if args.eval:
         if gold is None:
             raise DataError("--eval needs gold labels, but the input has none", name)
-        _report_eval(model, gold, pred)
+        _report_eval(model, gold, pred, getattr(args, "raw", False))
     return 0
 
 
@@ -254,7 +254,7 @@ def _run_crfsuite(args, model, src, cons) -> int:
         if owned:
             f.close()
     if args.eval:
-        _report_eval(model, gold, pred)
+        _report_eval(model, gold, pred, getattr(args, "raw", False))
     return 0
 
 

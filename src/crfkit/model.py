@@ -418,6 +418,15 @@ class CRFModel:
         r = self.decode(corpus, path=False, marginals=True, labels=corpus.y, threads=threads)
         return np.exp(r["label_score"] - r["logz"])
 
+    def tag_rows(self, sentences, threads: int | None = None, **kw) -> list[list[str]]:
+        """Labels of token rows with a model trained from a column file: per sentence a list of tokens,
+        each the list of its column values (``[["He", "PRP"], ["runs", "VBZ"]]``; a string is split
+        on whitespace), run through the model's templates.  ``kw``: as :meth:`tag` (``allowed``,
+        ``constraints``, ``method``...)."""
+        from .pipeline import inputs_of_rows
+        X, B, dense = inputs_of_rows(self, sentences)
+        return self.tag(X, threads, dense=dense, B=B, **kw) if X else []
+
     def nbest(self, X, k: int, threads: int | None = None, dense=None, B=None, *, allowed=None,
               constraints=None, forbid=None):
         """The ``k`` most probable label sequences of each sequence, with their probabilities: one

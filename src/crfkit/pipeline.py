@@ -40,6 +40,7 @@ __all__ = [
     "split_marginals",
     "attributes_of",
     "bigram_attributes_of",
+    "inputs_of_rows",
 ]
 
 
@@ -328,3 +329,28 @@ def split_marginals(model: CRFModel, pred: list[list[str]], marg: np.ndarray, co
     per_tok = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
     full = [marg[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
     return per_tok, full
+
+
+def inputs_of_rows(model: CRFModel, sentences, *, name: str = "<rows>"):
+    """``(X, B, dense)`` for :meth:`CRFModel.tag` & co. from token rows: per sentence a list of tokens,
+    each the list of its observation column values (a column file's lines split, without the label),
+    through the templates the model was trained with (a model from :func:`train_columns` / ``crfkit
+    train``)."""
+    templates, pad = tagger_from_model(model)
+    sents = []
+    for i, rows in enumerate(sentences):
+        rows = [list(map(str, r)) if not isinstance(r, str) else r.split() for r in rows]
+        if rows and any(len(r) != len(rows[0]) for r in rows):
+            raise DataError(f"sentence {i + 1}: tokens with different numbers of columns", name)
+        sents.append(Sentence(rows, None, i + 1))
+    trained = model.meta.get("columns")
+    if trained is not None:
+        for s in sents:
+            if s.columns and len(s.columns[0]) != trained:
+                raise DataError(f"sentence {s.line}: {len(s.columns[0])} columns per token, but the model was "
+                                f"trained on {trained} observation columns", name)
+    X = attributes_of(sents, templates, pad=pad, name=name) if sents else []
+    B = bigram_attributes_of(sents, templates, pad=pad)
+    dcols = model.meta.get("dense_columns")
+    dense = dense_of(sents, [c - 1 for c in dcols], name=name) if dcols else None
+    return X, B, dense
