@@ -745,7 +745,10 @@ def _param(text: str) -> tuple[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .train import ALGORITHMS
+    # the algorithm names without importing crfkit.train (and with it numba and every kernel): a
+    # parser that only tags or prints --version starts in a fraction of the time
+    from .optim import stochastic
+    ALGORITHMS = ("lbfgs", "owlqn") + tuple(stochastic.available())
 
     p = argparse.ArgumentParser(
         prog="crfkit",
