@@ -169,3 +169,17 @@ def test_crfsuite_format_nbest_and_force(tmp_path, capsys):
     rc, out, err = run(capsys, "tag", "-m", m, "--format", "crfsuite", forced, "--force")
     assert rc == 0, err
     assert out.splitlines()[0] == "B"
+
+
+def test_nbest_with_marginals(data, capsys):
+    rc, out, err = run(capsys, "tag", "-m", data["model"], data["test"], "-n", "2", "--marginals")
+    assert rc == 0, err
+    b = blocks(out)
+    rc, plain, _ = run(capsys, "tag", "-m", data["model"], data["test"], "-n", "2")
+    pb = blocks(plain)
+    assert len(b) == len(pb)
+    for (k, p, rows), (k2, p2, rows2) in zip(b, pb):
+        assert k == k2 and p == p2
+        for r, r2 in zip(rows, rows2):
+            lab, q = r[-1].rsplit("/", 1)
+            assert lab == r2[-1] and 0.0 <= float(q) <= 1.0 and r[:-1] == r2[:-1]

@@ -191,15 +191,25 @@ def _write_nbest_columns(f, model, sentences, X, args, kw, res):
     names = list(model.labels)
     index = model.space.label_index
     for i, (s, nb) in enumerate(zip(sentences, lists)):
+        if marg is None:
+            # the fields were read as whitespace-separated columns: they join back as they are, so each
+            # sentence's rows are formed once and each candidate only appends its labels
+            prefix = ["\t".join(c) + "\t" for c in s.columns]
+            buf = []
+            for k, (ys, p) in enumerate(nb):
+                buf.append(f"# {k} {p:.6f}\n")
+                buf.append("".join(a + y + "\n" for a, y in zip(prefix, ys)))
+                buf.append("\n")
+            f.write("".join(buf))
+            continue
         for k, (ys, p) in enumerate(nb):
             f.write(f"# {k} {p:.6f}\n")
             extra = list(ys)
-            if marg is not None:
-                m = marg[ptr[i]:ptr[i + 1]]
-                if args.marginals:
-                    extra = [f"{y}/{m[t, index[y]]:.6f}" for t, y in enumerate(ys)]
-                if args.all_marginals:
-                    extra = [[e] + [f"{n}/{q:.6f}" for n, q in zip(names, row)] for e, row in zip(extra, m.tolist())]
+            m = marg[ptr[i]:ptr[i + 1]]
+            if args.marginals:
+                extra = [f"{y}/{m[t, index[y]]:.6f}" for t, y in enumerate(ys)]
+            if args.all_marginals:
+                extra = [[e] + [f"{n}/{q:.6f}" for n, q in zip(names, row)] for e, row in zip(extra, m.tolist())]
             write_columns([s.columns], f, extra=[extra], sep="\t")
     return [nb.labels[0] if len(nb) else [] for nb in lists]
 
