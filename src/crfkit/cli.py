@@ -344,6 +344,10 @@ def cmd_train(args) -> int:
         kwargs.update(dev_stop=args.dev_stop, dev_metric=args.dev_metric)
     if args.fine_tune:
         kwargs.update(fine_tune=args.fine_tune, fine_tune_l2=args.fine_tune_l2)
+    if getattr(args, "partial_labels", False):
+        if fmt != "columns":
+            raise CrfkitError("--partial-labels reads the label column of column files")
+        kwargs["partial_labels"] = True
     if args.algorithm not in ("lbfgs", "owlqn"):
         kwargs["seed"] = args.seed
     if args.init_model is not None:
@@ -814,6 +818,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
                    help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
                         "labels are chunks)")
+    t.add_argument("--partial-labels", action="store_true",
+                   help="label cells may be partial: ? (any label) or A|B (one of these); the likelihood sums "
+                        "over the sequences consistent with them (Tsuboi et al. 2008); needs --support all and "
+                        "-a lbfgs/owlqn")
     t.add_argument("--fine-tune", type=_nonneg_int, default=0, metavar="K",
                    help="after training, K L-BFGS iterations on the non-zero features only, without L1 "
                         "(after an L1 run: Wapiti/Lavergne et al.'s fine-tuning)")

@@ -195,6 +195,9 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     dcols = parse_columns_spec(dense_columns) if dense_columns is not None else None
     _check_supported(templates, dense=dcols is not None)
     X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress)
+    if train_kwargs.pop("partial_labels", False):   # label cells ? (any) and A|B (a set): crfkit.partial
+        from .partial import parse_cells
+        Y = parse_cells(Y)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None
     if dev_path is not None:
