@@ -17,7 +17,8 @@ def test_dev_stop_keeps_the_best_model_and_stops_after_the_window(tmp_path):
     X, Y = learnable(1, n_seq=80)
     Xd, Yd = learnable(2, n_seq=40)
     trace = tmp_path / "t.jsonl"
-    res = train(X, Y, X_dev=Xd, Y_dev=Yd, c2=0.001, dev_stop=3, max_iterations=200, trace=trace)
+    # the labels A, B, C are not chunk tags (auto would stop on accuracy): ask for F1 explicitly
+    res = train(X, Y, X_dev=Xd, Y_dev=Yd, c2=0.001, dev_stop=3, max_iterations=200, trace=trace, dev_metric="f1")
     assert res.status == "dev_stop" and res.converged
     recs = [json.loads(x) for x in trace.read_text().splitlines()]
     f1 = [r["dev_f1"] for r in recs]
@@ -123,3 +124,46 @@ def test_cli_dev_stop_and_fine_tune(tmp_path, capsys):
     assert m.meta["fine_tune"] == 3 and "dev_best_iteration" in m.meta
     assert main(["train", str(tr), "-m", str(model), "--dev-stop", "2", "-q"]) == 2
     assert "--dev-stop needs a development file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("labels, metric", [(("I", "E", "O", "S", "B"), "accuracy"),   # NETtalk-like phonemes
+                                            (("NN", "VB", "DT"), "accuracy"),
+                                            (("B-NP", "I-NP", "O"), "f1"),
+                                            (("S-PER", "B-PER", "E-PER", "O"), "f1")])
+def test_dev_metric_auto_takes_f1_only_for_chunk_tags(labels, metric):
+    from conftest import markov_corpus
+    X, Y = markov_corpus(11, 40, labels=labels)
+    Xd, Yd = markov_corpus(12, 20, labels=labels)
+    logs = []
+    res = train(X, Y, X_dev=Xd, Y_dev=Yd, c2=0.01, dev_stop=2, max_iterations=6, verbose=True, log=logs.append)
+    assert res.model.meta["dev_metric"] == metric
+    line = [x for x in logs if x.startswith("dev metric for --dev-stop")]
+    assert len(line) == 1 and (("chunk F1" in line[0]) == (metric == "f1"))
+
+
+def test_cli_summary_reports_the_saved_models_dev_score(tmp_path, capsys):
+    from crfkit.cli import main
+    rng = np.random.default_rng(3)
+
+    def write(path, n, noise):
+        lines = []
+        for _ in range(n):
+            for _ in range(int(rng.integers(2, 6))):
+                lab = ["B-NP", "I-NP", "O"][int(rng.integers(0, 3))]
+                w = lab[0] if rng.random() > noise else "x"
+                lines.append(f"w{w}{rng.integers(0, 3)} P{rng.integers(0, 3)} {lab}")
+            lines.append("")
+        path.write_text("\n".join(lines) + "\n")
+    tr, dv = tmp_path / "train.txt", tmp_path / "dev.txt"
+    write(tr, 80, 0.2)
+    write(dv, 40, 0.6)
+    model = tmp_path / "m.crfkit"
+    trace = tmp_path / "t.jsonl"
+    assert main(["train", str(tr), "-m", str(model), "--dev", str(dv), "--dev-stop", "2", "--c2", "0.01",
+                 "--trace", str(trace), "-q", "--max-iterations", "60"]) == 0
+    out = capsys.readouterr().out
+    m = CRFModel.load(model)
+    recs = [json.loads(x) for x in trace.read_text().splitlines()]
+    best = next(r for r in recs if r["iteration"] == m.meta["dev_best_iteration"])
+    line = next(x for x in out.splitlines() if x.startswith("dev accuracy"))
+    assert f"dev F1 {best['dev_f1']:.2f}" in line and f"iteration {best['iteration']}" in line

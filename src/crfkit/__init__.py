@@ -33,3 +33,8 @@ def __getattr__(name):
         mod, attr = _EXPORTS[name]
         return getattr(importlib.import_module(mod), attr)
     raise AttributeError(f"module 'crfkit' has no attribute {name!r}")
+
+
+def __dir__():
+    # the lazily imported names (CRF, CRFModel, ...) are part of the module's public face
+    return sorted(set(globals()) | set(_EXPORTS))

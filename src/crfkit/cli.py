@@ -116,6 +116,12 @@ def _detect_format(fmt: str, path: str):
     ``/dev/fd/N`` or standard input is never reopened nor read twice, and
     never read whole into memory. The caller closes the returned source.
     """
+    if not isinstance(path, str):   # already read and re-encoded (--encoding): bytes in memory
+        if fmt != "auto":
+            return fmt, path
+        from .io.crfsuite import DETECT_LINES, looks_like_crfsuite
+        head = path.getvalue()[: 1 << 20].decode("utf-8", errors="replace").splitlines()[: 4 * DETECT_LINES]
+        return ("crfsuite" if looks_like_crfsuite(head) else "columns"), path
     if fmt != "auto":
         return fmt, path
     from .io.columns import open_source
@@ -130,6 +136,38 @@ def _close_source(src) -> None:
     close = getattr(src, "close", None)
     if close is not None and not isinstance(src, str):
         close()
+
+
+def _recode(path, encoding: str | None):
+    """``path`` itself when ``encoding`` is None or UTF-8; else the file read and decoded from
+    ``encoding`` (a byte-order mark dropped) into UTF-8 bytes in memory, named as the file."""
+    if path is None or not encoding or encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig"):
+        return path
+    import codecs
+    import io
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read()
+        elif path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+        else:
+            with open(path, "rb") as f:
+                raw = f.read()
+    except OSError as e:
+        raise DataError(f"cannot read: {e.strerror or e}", name) from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise DataError(f"not valid {encoding} (byte {e.start + 1} of the file)", name) from None
+    src = io.BytesIO(text.lstrip("\ufeff").encode("utf-8"))
+    src.name = name
+    return src
 
 
 def _source_name(src) -> str:
@@ -283,16 +321,20 @@ def cmd_train(args) -> int:
 
     if args.algorithm not in ALGORITHMS:
         raise CrfkitError(f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}")
+    if args.algorithm == "sgd-l1" and args.c1 is None and args.l1 is None and args.rho1 is None and not args.quiet:
+        _log("crfkit train: warning: -a sgd-l1 without --c1 (or --l1/--rho1) has no L1 term: it trains with L2 "
+             "only and gives a dense model; give --c1 for the L1-regularised training SGD-L1 is for")
     # refuse an output that cannot be written before training, not after it (a directory, a read-only
     # place, a dangling symlink): crfkit.io.atomic.check_writable creates and removes a probe file there
     from .io.atomic import check_writable
     check_writable(args.model, "the model")
     if args.checkpoint is not None:
         check_writable(args.checkpoint, "the checkpoint")
-    fmt, args.train_source = _detect_format(args.format, args.train_file)
-    args.dev_source = args.dev
+    enc = getattr(args, "encoding", None)
+    fmt, args.train_source = _detect_format(args.format, _recode(args.train_file, enc))
+    args.dev_source = _recode(args.dev, enc)
     if args.dev is not None and args.format == "auto":
-        dev_fmt, args.dev_source = _detect_format("auto", args.dev)
+        dev_fmt, args.dev_source = _detect_format("auto", args.dev_source)
         if dev_fmt != fmt:
             raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
                               "give --format explicitly")
@@ -326,6 +368,10 @@ def cmd_train(args) -> int:
         kwargs.update(dev_stop=args.dev_stop, dev_metric=args.dev_metric)
     if args.fine_tune:
         kwargs.update(fine_tune=args.fine_tune, fine_tune_l2=args.fine_tune_l2)
+    if getattr(args, "partial_labels", False):
+        if fmt != "columns":
+            raise CrfkitError("--partial-labels reads the label column of column files")
+        kwargs["partial_labels"] = True
     if args.algorithm not in ("lbfgs", "owlqn"):
         kwargs["seed"] = args.seed
     if args.init_model is not None:
@@ -378,14 +424,20 @@ def cmd_train(args) -> int:
           f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})", file=out)
     if res.history and "dev_accuracy" in res.history[-1]:
         h = res.history[-1]
+        best_it = None if m.meta.get("fine_tune") else m.meta.get("dev_best_iteration")
+        if best_it is not None:   # --dev-stop kept the best model: report its scores, not the last iteration's
+            h = next((r for r in res.history if r.get("iteration") == best_it and "dev_accuracy" in r), h)
         dev = f"dev accuracy {h['dev_accuracy']:.2f}%"
         if "dev_f1" in h:
             dev += f", dev F1 {h['dev_f1']:.2f}"
+        if best_it is not None:
+            dev += f" (the saved model: iteration {best_it}, best dev {m.meta.get('dev_metric', 'score')})"
         print(dev, file=out)
     out.flush()
     if interrupted:
-        _err(f"training was interrupted after {res.iterations} iterations; "
-             f"the model reached so far was saved to {args.model}")
+        # not an error: the work is kept (exit status 130 tells scripts the run was cut short)
+        _log(f"crfkit: interrupted after {res.iterations} iterations; the model reached so far was saved to "
+             f"{args.model} (it can be used as is, or continued with --init-model)")
         return EXIT_INTERRUPTED
     return 0
 
@@ -492,33 +544,56 @@ def _umask() -> int:
 
 class _Eval:
     """What ``crfkit tag --eval`` reports, accumulated batch by batch: the
-    conlleval counts (not the sentences) and the gold labels the model never saw."""
+    conlleval counts (not the sentences), the token accuracy, the labels seen and
+    the gold labels the model never saw. ``raw``: every tag but O is a chunk of
+    its own (conlleval -r)."""
 
-    def __init__(self, model):
+    def __init__(self, model, raw: bool = False):
         from collections import Counter
 
         from .metrics import _ConllCounter
         self.known = set(model.labels)
+        self.raw = bool(raw)
         self.unseen: Counter = Counter()
+        self.gold_labels: set = set()
         self.counter = _ConllCounter()
+        self.n_tokens = 0
+        self.n_correct = 0
+        self.n_sequences = 0
 
     def add(self, gold, pred) -> None:
         feed = self.counter.feed
         known = self.known
+        raw = self.raw
         for i, (g, p) in enumerate(zip(gold, pred)):
             if len(g) != len(p):  # pragma: no cover (the tagger gives one label per token)
                 raise DataError(f"sentence {i}: gold has {len(g)} tokens but the prediction has {len(p)}")
+            self.n_sequences += 1
             for gt, pt in zip(g, p):
-                feed(gt, pt)
+                if raw:
+                    feed(gt if gt == "O" else f"B-{gt}", pt if pt == "O" else f"B-{pt}")
+                else:
+                    feed(gt, pt)
+                self.n_tokens += 1
+                self.n_correct += gt == pt
+                self.gold_labels.add(gt)
                 if gt not in known:
                     self.unseen[gt] += 1
             self.counter.boundary()
 
     def report(self) -> None:
-        """The conlleval report on stderr, and a line about gold labels the model
-        never saw (their tokens were tagged anyway; they can only count as errors)."""
+        """On stderr: the conlleval report when the labels are chunk tags (or ``raw``), else token
+        accuracy; and a line about gold labels the model never saw (their tokens were tagged
+        anyway; they can only count as errors)."""
+        from .metrics import label_scheme
         unseen = self.unseen
-        sys.stderr.write(self.counter.report().format())
+        if not self.raw and label_scheme(sorted(self.known | self.gold_labels)) is None:
+            n = self.n_tokens
+            acc = 100.0 * self.n_correct / n if n else 0.0
+            sys.stderr.write(f"accuracy: {acc:.2f}% of {n} tokens ({self.n_sequences} sequences); the labels are "
+                             "not chunk tags, so no chunk F1 (--raw scores every tag as a chunk, as conlleval -r)\n")
+        else:
+            sys.stderr.write(self.counter.report().format())
         if unseen:
             listed = ", ".join(f"{lab} ({n})" for lab, n in unseen.most_common(10))
             more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
@@ -543,7 +618,7 @@ def _tag_crfsuite(args, model, src) -> int:
                           "they cannot go with --no-labels")
     names = list(model.space.labels)
     want_marg = args.marginals or args.probability or args.all_marginals
-    ev = _Eval(model) if args.eval else None
+    ev = _Eval(model, getattr(args, "raw", False)) if args.eval else None
     with _Output(args.output) as f:
         for seqs in batches(read_crfsuite(src, name=_source_name(src)), args.batch_tokens):
             X = [s.attributes for s in seqs]
@@ -577,7 +652,29 @@ def _tag_crfsuite(args, model, src) -> int:
     return 0
 
 
+def _report_eval(model, gold, pred, raw: bool = False) -> None:
+    """The ``--eval`` report of whole lists of gold and predicted label sequences (see :class:`_Eval`)."""
+    ev = _Eval(model, raw)
+    ev.add(gold, pred)
+    ev.report()
+
+
 def cmd_tag(args) -> int:
+    """``crfkit tag``; an empty input gives an empty output and exit status 0 (as crf_test), with a
+    warning on standard error."""
+    try:
+        return _cmd_tag(args)
+    except DataError as e:
+        if "empty input" not in str(e):
+            raise
+        _log(f"crfkit tag: warning: {e}; nothing to tag")
+        f, owned = _open_out(args.output)
+        if owned:
+            f.close()
+        return 0
+
+
+def _cmd_tag(args) -> int:
     from .model import CRFModel
 
     model = CRFModel.load(args.model)
@@ -585,8 +682,12 @@ def cmd_tag(args) -> int:
     fmt = args.format
     if fmt == "auto" and not has_templates:
         fmt = "crfsuite"  # a model without templates can only tag attribute files
-    fmt, src = _detect_format(fmt, args.file)
+    fmt, src = _detect_format(fmt, _recode(args.file, getattr(args, "encoding", None)))
     try:
+        from .decode_cli import wants_decoding
+        if wants_decoding(args):   # n-best, constraints, forced labels, posterior decoding
+            from .decode_cli import run
+            return run(args, model, fmt, src)
         if fmt == "crfsuite":
             return _tag_crfsuite(args, model, src)
         return _tag_columns(args, model, src, has_templates)
@@ -615,7 +716,7 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
         raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
                         "training data's observation columns; pass --labels if the last column is a label)",
                         "<stdin>" if args.file == "-" else args.file)
-    ev = _Eval(model) if args.eval else None
+    ev = _Eval(model, getattr(args, "raw", False)) if args.eval else None
     with _Output(args.output) as f:
         res = first
         while res is not None:
@@ -832,7 +933,10 @@ def _param(text: str) -> tuple[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .train import ALGORITHMS
+    # the algorithm names without importing crfkit.train (and with it numba and every kernel): a
+    # parser that only tags or prints --version starts in a fraction of the time
+    from .optim import stochastic
+    ALGORITHMS = ("lbfgs", "owlqn") + tuple(stochastic.available())
 
     p = argparse.ArgumentParser(
         prog="crfkit",
@@ -889,6 +993,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--min-freq", type=_nonneg_float, default=0, metavar="N",
                    help="drop features (observed) / attributes (all) seen fewer than N times")
     t.add_argument("--dev", metavar="DEV_FILE", help="labelled column file scored during training")
+    t.add_argument("--encoding", metavar="ENC", help="encoding of the training and dev files, e.g. utf-16 "
+                   "(default UTF-8)")
     t.add_argument("--dev-every", type=_pos_int, default=1, metavar="N", help="score the dev file every N iterations")
     t.add_argument("--dev-stop", type=_pos_int, metavar="W",
                    help="stop when the dev score has not improved for W evaluations and keep the best model "
@@ -896,6 +1002,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
                    help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
                         "labels are chunks)")
+    t.add_argument("--partial-labels", action="store_true",
+                   help="label cells may be partial: ? (any label) or A|B (one of these); the likelihood sums "
+                        "over the sequences consistent with them (Tsuboi et al. 2008); needs --support all and "
+                        "-a lbfgs/owlqn")
     t.add_argument("--fine-tune", type=_nonneg_int, default=0, metavar="K",
                    help="after training, K L-BFGS iterations on the non-zero features only, without L1 "
                         "(after an L1 run: Wapiti/Lavergne et al.'s fine-tuning)")
@@ -944,12 +1054,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the input's last column is a gold label (default: detected from the column count)")
     lab.add_argument("--no-labels", dest="labels", action="store_const", const=False,
                      help="the input has no gold label column")
-    g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr")
+    g.add_argument("--eval", action="store_true", help="print the conlleval report on the gold labels to stderr "
+                   "(token accuracy when the labels are not chunk tags)")
+    g.add_argument("--raw", action="store_true", help="with --eval: every tag but O is a chunk of its own "
+                   "(conlleval -r; -r here is --reference)")
     g.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
     g.add_argument("--threads", type=_nonneg_int, metavar="N", help="threads (default: all cores)")
     g.add_argument("--batch-tokens", type=_pos_int, default=10_000, metavar="N",
                    help="read, tag and write about N tokens at a time (whole sentences; default 10000): "
                         "memory stays bounded whatever the input's size; the output does not depend on it")
+    g.add_argument("--encoding", metavar="ENC", help="the input's encoding, e.g. utf-16 (default UTF-8); the "
+                   "output is UTF-8")
+    from .decode_cli import add_tag_arguments
+    add_tag_arguments(g)
     g.set_defaults(func=cmd_tag)
 
     e = sub.add_parser("eval", help="conlleval chunk scores of a tagged file",
@@ -1009,6 +1126,11 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
     dv.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
     da.set_defaults(func=cmd_data, data_command="list")
+
+    from .dump import add_parsers as add_dump_parsers   # `crfkit dump`, `crfkit prune`
+    add_dump_parsers(sub)
+    from .cv import add_parser as add_cv_parser        # `crfkit cv`
+    add_cv_parser(sub)
 
     import importlib.util
     if importlib.util.find_spec("crfkit.bench.command") is not None:

@@ -430,12 +430,31 @@ class CRF:
                 raise _not_fitted(what)
         return m
 
-    def predict(self, X) -> list[list[str]]:
-        """The most likely label sequence of every sequence in ``X``."""
+    def predict(self, X, *, allowed=None, constraints=None, forbid=None, method: str = "viterbi") -> list[list[str]]:
+        """The most likely label sequence of every sequence in ``X``.
+
+        Optionally under constraints (see :mod:`crfkit.decode`): ``allowed``, per sequence per token
+        ``None``, a label (forced) or a set of labels; ``constraints``, ``"bio"`` / ``"iobes"`` /
+        ``"bilou"`` (the transitions the scheme rules out); ``forbid``, (previous, label) pairs;
+        ``method="posterior"``: per token the label of highest marginal."""
         model = self._model()
         F, dense = _split_dense(X, "X")
         A = to_attributes(F, name="X")
-        return model.tag(A, threads=self.threads, dense=dense) if A else []
+        return model.tag(A, threads=self.threads, dense=dense, allowed=allowed, constraints=constraints,
+                         forbid=forbid, method=method) if A else []
+
+    def predict_nbest(self, X, k: int, *, allowed=None, constraints=None, forbid=None):
+        """The ``k`` most probable label sequences of every sequence in ``X`` with their probabilities:
+        per sequence a list of ``(labels, probability)`` pairs, best first (exact; constraints as in
+        :meth:`predict`)."""
+        model = self._model()
+        F, dense = _split_dense(X, "X")
+        A = to_attributes(F, name="X")
+        if not A:
+            return []
+        lists = model.nbest(A, k, threads=self.threads, dense=dense, allowed=allowed, constraints=constraints,
+                            forbid=forbid)
+        return [list(nb) for nb in lists]
 
     def predict_single(self, xseq) -> list[str]:
         """The most likely label sequence of one sequence."""

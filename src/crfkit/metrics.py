@@ -37,6 +37,7 @@ written in IOB2.  ``iobes=False`` gives conlleval.pl's rules verbatim.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -507,3 +508,30 @@ def label_table(gold, pred, *, labels: Sequence[str] | None = None, digits: int 
     for title, vals in (("macro avg", macro), ("weighted avg", weighted)):
         out.append(f"{title:>{width}s} " + "".join(f" {v:>9.{digits}f}" for v in vals) + f" {support:>9}")
     return "\n".join(out) + "\n"
+
+
+_CHUNK_LABEL = re.compile(r"^([A-Z])-(.+)$")
+
+
+def label_scheme(labels: Sequence[str]) -> str | None:
+    """The chunk scheme the labels follow, or None: ``"iobes"`` when every label is ``O`` or a prefix
+    of B/I/E/S then ``-`` and a type and some use E- or S-, ``"bilou"`` likewise with L/U, ``"bio"``
+    when every label is ``O``, ``B-X`` or ``I-X``.  Single letters without a type (NETtalk's phoneme
+    classes ``I``, ``E``, ``O``, ``S``...) are not chunk tags, nor is a set of ``O`` alone."""
+    prefixes = set()
+    for lab in labels:
+        if lab == "O":
+            continue
+        m = _CHUNK_LABEL.match(lab)
+        if not m:
+            return None
+        prefixes.add(m.group(1))
+    if not prefixes:
+        return None
+    if prefixes <= set("BI"):
+        return "bio"
+    if prefixes <= set("BIES"):
+        return "iobes"
+    if prefixes <= set("BILU"):
+        return "bilou"
+    return None

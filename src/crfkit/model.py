@@ -358,8 +358,13 @@ class CRFModel:
         r = self.decode(corpus, threads=threads)
         return r["ids"], r["path_score"]
 
-    def marginals(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Node marginals (n_tokens x L) and log Z per sequence."""
+    def marginals(self, corpus, threads: int | None = None, *, allowed=None, constraints=None,
+                  forbid=None) -> tuple[np.ndarray, np.ndarray]:
+        """Node marginals (n_tokens x L) and log Z per sequence (under constraints when given: see
+        :mod:`crfkit.decode`)."""
+        if allowed is not None or constraints is not None or forbid:
+            from .decode import marginals
+            return marginals(self, corpus, allowed=allowed, constraints=constraints, forbid=forbid, threads=threads)
         r = self.decode(corpus, path=False, marginals=True, threads=threads)
         return r["marginals"], r["logz"]
 
@@ -369,22 +374,42 @@ class CRFModel:
         p = corpus.seq_ptr.tolist()
         return [names[p[i]:p[i + 1]] for i in range(len(p) - 1)]
 
-    def tag(self, X, threads: int | None = None, dense=None, B=None) -> list[list[str]]:
+    def tag(self, X, threads: int | None = None, dense=None, B=None, *, allowed=None, constraints=None,
+            forbid=None, method: str = "viterbi") -> list[list[str]]:
         """Viterbi labels for a list of attribute sequences (``dense``: their token vectors, one
         (T x n_dense) array per sequence, for a model with dense features; ``B``: their
-        bigram-observation attribute sequences, for a model with bigram-observation features)."""
+        bigram-observation attribute sequences, for a model with bigram-observation features).
+        ``allowed`` (label sets per token), ``constraints`` (``"bio"``, ``"iobes"`` or a
+        :class:`crfkit.decode.Constraints`), ``forbid`` (label pairs) and ``method="posterior"``
+        (max-marginal labels): see :func:`crfkit.decode.tag`."""
+        if allowed is not None or constraints is not None or forbid or method != "viterbi":
+            from .decode import tag
+            return tag(self, X, allowed=allowed, constraints=constraints, forbid=forbid, method=method,
+                       threads=threads, dense=dense, B=B)
         corpus = self.encode(X, dense=dense, B=B)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def tag_with_probability(self, X, threads: int | None = None, dense=None, B=None):
-        """Viterbi labels, the probability of each best path, and node marginals."""
+    def tag_with_probability(self, X, threads: int | None = None, dense=None, B=None, *, allowed=None,
+                             constraints=None, forbid=None, method: str = "viterbi"):
+        """Viterbi labels, the probability of each best path, node marginals and the encoded corpus
+        (constraints and ``method``: as :meth:`tag`)."""
+        if allowed is not None or constraints is not None or forbid or method != "viterbi":
+            from .decode import tag
+            return tag(self, X, allowed=allowed, constraints=constraints, forbid=forbid, method=method,
+                       probability=True, threads=threads, dense=dense, B=B)
         corpus = self.encode(X, dense=dense, B=B)
         r = self.decode(corpus, marginals=True, threads=threads)
         return self._split(corpus, r["ids"]), np.exp(r["path_score"] - r["logz"]), r["marginals"], corpus
 
-    def sequence_probability(self, X, Y, threads: int | None = None, dense=None, B=None) -> np.ndarray:
-        """p(y|x) of the given label sequences."""
+    def sequence_probability(self, X, Y, threads: int | None = None, dense=None, B=None, *, allowed=None,
+                             constraints=None, forbid=None) -> np.ndarray:
+        """p(y|x) of the given label sequences (under constraints: p(y | x, y allowed), 0 when y breaks
+        them; see :mod:`crfkit.decode`)."""
+        if allowed is not None or constraints is not None or forbid:
+            from .decode import sequence_probability
+            return sequence_probability(self, X, Y, allowed=allowed, constraints=constraints, forbid=forbid,
+                                        threads=threads, dense=dense, B=B)
         corpus = self.encode(X, Y, dense=dense, B=B)
         if (corpus.y < 0).any():
             bad = int(np.flatnonzero(corpus.y < 0)[0])
@@ -392,6 +417,23 @@ class CRFModel:
             raise DataError(f"label {lab!r} is not a label of this model ({len(self.labels)} labels)")
         r = self.decode(corpus, path=False, marginals=True, labels=corpus.y, threads=threads)
         return np.exp(r["label_score"] - r["logz"])
+
+    def tag_rows(self, sentences, threads: int | None = None, **kw) -> list[list[str]]:
+        """Labels of token rows with a model trained from a column file: per sentence a list of tokens,
+        each the list of its column values (``[["He", "PRP"], ["runs", "VBZ"]]``; a string is split
+        on whitespace), run through the model's templates.  ``kw``: as :meth:`tag` (``allowed``,
+        ``constraints``, ``method``...)."""
+        from .pipeline import inputs_of_rows
+        X, B, dense = inputs_of_rows(self, sentences)
+        return self.tag(X, threads, dense=dense, B=B, **kw) if X else []
+
+    def nbest(self, X, k: int, threads: int | None = None, dense=None, B=None, *, allowed=None,
+              constraints=None, forbid=None):
+        """The ``k`` most probable label sequences of each sequence, with their probabilities: one
+        :class:`crfkit.decode.NBest` per sequence (exact; constraints as :meth:`tag`)."""
+        from .decode import nbest
+        return nbest(self, X, k, allowed=allowed, constraints=constraints, forbid=forbid, threads=threads,
+                     dense=dense, B=B)
 
     # ---------------------------------------------------------- introspection
     @property

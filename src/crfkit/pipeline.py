@@ -44,6 +44,7 @@ __all__ = [
     "split_marginals",
     "attributes_of",
     "bigram_attributes_of",
+    "inputs_of_rows",
 ]
 
 
@@ -202,6 +203,9 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     dcols = parse_columns_spec(dense_columns) if dense_columns is not None else None
     _check_supported(templates, dense=dcols is not None)
     X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress)
+    if train_kwargs.pop("partial_labels", False):   # label cells ? (any) and A|B (a set): crfkit.partial
+        from .partial import parse_cells
+        Y = parse_cells(Y)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None
     if dev_path is not None:
@@ -392,3 +396,28 @@ def split_marginals(model: CRFModel, pred: list[list[str]], marg: np.ndarray, co
     per_tok = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
     full = [marg[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
     return per_tok, full
+
+
+def inputs_of_rows(model: CRFModel, sentences, *, name: str = "<rows>"):
+    """``(X, B, dense)`` for :meth:`CRFModel.tag` & co. from token rows: per sentence a list of tokens,
+    each the list of its observation column values (a column file's lines split, without the label),
+    through the templates the model was trained with (a model from :func:`train_columns` / ``crfkit
+    train``)."""
+    templates, pad = tagger_from_model(model)
+    sents = []
+    for i, rows in enumerate(sentences):
+        rows = [list(map(str, r)) if not isinstance(r, str) else r.split() for r in rows]
+        if rows and any(len(r) != len(rows[0]) for r in rows):
+            raise DataError(f"sentence {i + 1}: tokens with different numbers of columns", name)
+        sents.append(Sentence(rows, None, i + 1))
+    trained = model.meta.get("columns")
+    if trained is not None:
+        for s in sents:
+            if s.columns and len(s.columns[0]) != trained:
+                raise DataError(f"sentence {s.line}: {len(s.columns[0])} columns per token, but the model was "
+                                f"trained on {trained} observation columns", name)
+    X = attributes_of(sents, templates, pad=pad, name=name) if sents else []
+    B = bigram_attributes_of(sents, templates, pad=pad)
+    dcols = model.meta.get("dense_columns")
+    dense = dense_of(sents, [c - 1 for c in dcols], name=name) if dcols else None
+    return X, B, dense

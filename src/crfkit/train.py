@@ -326,8 +326,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  init=None, checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = 10,
                  resume: str | os.PathLike | None = None, params: dict | None = None,
                  seed: int = 0, dev_stop: int | None = None, dev_metric: str = "auto",
-                 fine_tune: int = 0, fine_tune_l2: float | None = None) -> TrainResult:
-    """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector)."""
+                 fine_tune: int = 0, fine_tune_l2: float | None = None,
+                 allowed: np.ndarray | None = None) -> TrainResult:
+    """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector;
+    ``allowed``: (n_tokens x L) labels each token may take, for partial labels, :mod:`crfkit.partial`)."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.n_sequences)
@@ -356,7 +358,16 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     set_threads(threads)
     # OWL-QN takes the smooth part (loss + L2) and handles the L1 term itself
     smooth = Regularization(l1=0.0, l2=reg.l2) if algorithm == "owlqn" else reg
-    obj = Objective(corpus, space, smooth, threads=threads)
+    if allowed is not None:
+        if stochastic:
+            raise ParameterError(f"partial labels train with lbfgs or owlqn, not {algorithm!r} (the per-example "
+                                 "oracle does not support them yet)")
+        if fine_tune:
+            raise ParameterError("fine_tune does not support partial labels yet")
+        from .partial import PartialObjective
+        obj = PartialObjective(corpus, space, smooth, allowed, threads=threads)
+    else:
+        obj = Objective(corpus, space, smooth, threads=threads)
     n = obj.n
     c1, c2 = reg.crfsuite(n)
 
@@ -480,6 +491,14 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         user_stop = callback(rec) if callback is not None else None
         return True if stop_dev else user_stop
 
+    if dev_stop is not None and dev_metric == "auto":
+        # chunk F1 only when the labels really are chunk tags (B-/I-/E-/S- plus a type, or O): NETtalk's
+        # single-letter phoneme labels I, E, O, S... are not
+        from .metrics import label_scheme
+        scheme = label_scheme(space.labels) if dev_labels is not None else None
+        dev_metric = "f1" if scheme else "accuracy"
+        if verbose:
+            log(f"dev metric for --dev-stop: {'chunk F1 (' + scheme.upper() + ' labels)' if scheme else 'token accuracy (the labels are not chunk tags)'}")
     dev_watch = _DevWatch(int(dev_stop), dev_metric) if dev_stop is not None else None
 
     with _SigtermAsInterrupt():
@@ -718,8 +737,19 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     count ``max_iterations`` in epochs; ``params`` holds their own settings
     (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
     """
+    allowed_cells = None
+    from .partial import is_partial
+    if is_partial(Y):   # partial labels (a set of labels, or ? / None: any): crfkit.partial
+        from .partial import placeholders
+        Y, allowed_cells, _ = placeholders(Y)
+        if support != "all":
+            raise ParameterError("partial labels need support='all' (every attribute x label a feature): the "
+                                 "labels of a partially labelled token are not observed")
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq,
                           dense=dense, dense_names=dense_names, B=B)
+    if allowed_cells is not None:
+        from .partial import allowed_matrix
+        kwargs["allowed"] = allowed_matrix(allowed_cells, space.labels)
     reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
     dev = None
     if X_dev is not None or dense_dev is not None:

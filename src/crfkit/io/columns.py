@@ -113,6 +113,15 @@ def _open_binary(path: str) -> tuple[IO[bytes], bool]:
         raise DataError(f"cannot open: {e.strerror or e}", path) from None
 
 
+def _other_bom(raw: bytes) -> str | None:
+    """The name of a UTF-16 / UTF-32 byte-order mark at the start of ``raw``, or None."""
+    for mark, what in ((b"\xff\xfe\x00\x00", "UTF-32 little-endian"), (b"\x00\x00\xfe\xff", "UTF-32 big-endian"),
+                       (b"\xff\xfe", "UTF-16 little-endian"), (b"\xfe\xff", "UTF-16 big-endian")):
+        if raw.startswith(mark):
+            return what
+    return None
+
+
 # ---------------------------------------------------------------------------
 # one input, opened once, looked at before it is read
 
@@ -339,6 +348,11 @@ def _lines(f, name: str) -> Iterator[str]:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
+                bom = _other_bom(raw) if lineno == 1 else None
+                if bom:
+                    raise DataError(f"the file starts with a {bom} byte-order mark: it is {bom.split()[0]}, not "
+                                    "UTF-8; convert it (iconv -f " + bom.split()[0] + " -t UTF-8) or pass "
+                                    f"--encoding {bom.split()[0].lower()}", name, lineno) from None
                 raise DataError(
                     f"invalid UTF-8: byte {raw[e.start]:#04x} at byte {e.start + 1} of the line",
                     name,

@@ -1,0 +1,160 @@
+"""n-best tagging throughput on the CoNLL-2000 test set: ``crfkit tag -n K`` against ``crf_test -n K``.
+
+Both tools train the same model type on CoNLL-2000 train: crfkit's built-in chunking templates (19
+unigram templates and ``B``, CRF++ syntax) written to a template file, every (attribute, label) pair and
+every label pair a feature (``--support all --transitions all``, what CRF++ builds), L2, a capped number
+of L-BFGS iterations (throughput does not depend on how far training went; the models are trained
+here, once per run).  Then each tags the test set (2,012 sentences) with ``-n K`` for each K, writing
+the output to a file; sentences per second are taken from the wall time (min over ``--repeats``).
+
+crfkit is timed three ways:
+
+* ``cli``: a ``python -m crfkit tag -n K`` process (start-up, model load, reading, templates, decoding,
+  writing: what ``crf_test`` does);
+* ``in-process``: the same work (:func:`crfkit.decode_cli.run`) in this warm process, without the
+  interpreter start-up and imports;
+* ``kernel``: the n-best decoding itself over the encoded corpus (``CRFModel.nbest`` on attribute
+  lists built once), threads as given.
+
+crf_test is one process per run.  The machine may be shared: compare the figures of one run only.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/nbest_vs_crfpp.py [--peers /tmp/peers/bin] [--k 5,10]
+        [--iterations 30] [--repeats 3] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import argparse as _ap
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def peers_bin(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    out = subprocess.run(["bash", str(HERE.parent.parent / "shared" / "peers" / "build.sh")], check=True,
+                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    return Path(out)
+
+
+def wall(cmd, repeats, **kw) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, **kw)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--peers", help="directory holding crf_learn / crf_test (default: build with shared/peers/build.sh)")
+    ap.add_argument("--data", default=os.environ.get("CRFKIT_DATA", str(HERE.parent.parent / "shared" / "data")))
+    ap.add_argument("--k", default="5,10")
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--workdir", help="keep the models and outputs here (default: a temporary directory)")
+    a = ap.parse_args()
+    ks = [int(k) for k in a.k.split(",")]
+    bindir = peers_bin(a.peers)
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="nbest-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    src = Path(a.data) / "conll2000"
+    for name in ("train", "test"):
+        dst = work / f"{name}.txt"
+        if not dst.exists():
+            with gzip.open(src / f"{name}.txt.gz", "rb") as f, open(dst, "wb") as g:
+                shutil.copyfileobj(f, g)
+    from crfkit.features.templates import default_chunking_templates
+    tpl = work / "template"
+    tpl.write_text(default_chunking_templates().source)
+    env = dict(os.environ)
+    py = [sys.executable, "-m", "crfkit"]
+    ck_model, pp_model = work / "chunker.crfkit", work / "chunker.crfpp"
+    if not ck_model.exists():
+        t = time.perf_counter()
+        subprocess.run(py + ["train", str(work / "train.txt"), "-m", str(ck_model), "-t", str(tpl), "--support", "all",
+                             "--transitions", "all", "--max-iterations", str(a.iterations), "-q",
+                             "--threads", str(a.threads)], check=True, env=env, stdout=subprocess.DEVNULL)
+        print(f"crfkit train: {time.perf_counter() - t:.1f} s", flush=True)
+    if not pp_model.exists():
+        t = time.perf_counter()
+        subprocess.run([str(bindir / "crf_learn"), "-m", str(a.iterations), "-p", str(a.threads), str(tpl),
+                        str(work / "train.txt"), str(pp_model)], check=True, stdout=subprocess.DEVNULL)
+        print(f"crf_learn: {time.perf_counter() - t:.1f} s", flush=True)
+    test = work / "test.txt"
+    n_sent = sum(1 for s in test.read_text().split("\n\n") if s.strip())
+
+    # warm the numba caches once (not timed)
+    subprocess.run(py + ["tag", "-m", str(ck_model), str(test), "-n", "2", "-o", str(work / "warm.txt"),
+                         "--threads", str(a.threads)], check=True, env=env)
+
+    from crfkit import decode_cli
+    from crfkit.io.columns import read_columns_list
+    from crfkit.model import CRFModel
+    from crfkit.parallel import set_threads
+    from crfkit.pipeline import attributes_of, tagger_from_model
+    set_threads(a.threads)
+    model = CRFModel.load(ck_model)
+    templates, pad = tagger_from_model(model)
+    sents = read_columns_list(str(test), has_labels=True)
+    X = attributes_of(sents, templates, pad=pad)
+
+    print(f"CoNLL-2000 test: {n_sent} sentences; {model.space.n_labels} labels; crfkit {model.space.n_features} "
+          f"features; threads {a.threads}; min of {a.repeats} runs; machine shared with other jobs")
+    print(f"{'K':>3} {'crf_test s':>10} {'sent/s':>8} | {'crfkit cli s':>12} {'sent/s':>8} {'x':>5} | "
+          f"{'in-proc s':>9} {'sent/s':>8} {'x':>5} | {'kernel s':>8} {'sent/s':>9}")
+    for k in ks:
+        t_pp = wall([str(bindir / "crf_test"), "-n", str(k), "-m", str(pp_model), str(test)], a.repeats,
+                    stdout=open(work / f"crfpp.n{k}.txt", "w"))
+        t_cli = wall(py + ["tag", "-m", str(ck_model), str(test), "-n", str(k), "-o", str(work / f"crfkit.n{k}.txt"),
+                           "--threads", str(a.threads)], a.repeats, env=env)
+        best_in = float("inf")
+        for _ in range(a.repeats):
+            args = _ap.Namespace(nbest=k, constraints=None, forbid=None, allowed_column=None, force=False,
+                                 decode="viterbi", reference=False, labels=None, threads=a.threads,
+                                 output=str(work / f"crfkit-inproc.n{k}.txt"), marginals=False, probability=False,
+                                 all_marginals=False, eval=False)
+            t = time.perf_counter()
+            decode_cli.run(args, CRFModel.load(ck_model), "columns", str(test))
+            best_in = min(best_in, time.perf_counter() - t)
+        best_k = float("inf")
+        for _ in range(a.repeats):
+            t = time.perf_counter()
+            model.nbest(X, k, threads=a.threads)
+            best_k = min(best_k, time.perf_counter() - t)
+        print(f"{k:>3} {t_pp:>10.2f} {n_sent / t_pp:>8.0f} | {t_cli:>12.2f} {n_sent / t_cli:>8.0f} "
+              f"{t_pp / t_cli:>5.2f} | {best_in:>9.2f} {n_sent / best_in:>8.0f} {t_pp / best_in:>5.2f} | "
+              f"{best_k:>8.3f} {n_sent / best_k:>9.0f}", flush=True)
+    # agreement of the top candidates (different trainers: a rough check, not equality)
+    def tops(path):
+        out, cur, take = [], [], False
+        for line in open(path):
+            line = line.rstrip("\n")
+            if line.startswith("# "):
+                take = line.split()[1] == "0"
+                continue
+            if not line:
+                if cur:
+                    out.append(cur)
+                cur = []
+                continue
+            if take:
+                cur.append(line.split("\t")[-1])
+        return out
+    a_pp, a_ck = tops(work / f"crfpp.n{ks[0]}.txt"), tops(work / f"crfkit.n{ks[0]}.txt")
+    same = sum(x == y for x, y in zip(a_pp, a_ck))
+    print(f"top-1 candidates identical in {same} of {len(a_ck)} sentences (two differently trained models)")
+
+
+if __name__ == "__main__":
+    main()

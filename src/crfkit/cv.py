@@ -1,0 +1,197 @@
+"""``crfkit cv``: k-fold cross-validation, as ``crfsuite learn -x``.
+
+    crfkit cv train.txt -k 10 [--jobs 2] [--fold-seed 0] [any `crfkit train` option: -t, -a, --c2, ...]
+
+The sequences of the file (column file or CRFsuite attribute file: blank-line separated blocks;
+``-DOCSTART-`` blocks left out) are shuffled with ``--fold-seed`` and cut into k folds of sizes that
+differ by at most one; fold i is tagged by a model trained on the other k-1 (``crfkit train`` with the
+options given, run as is), and scored: token accuracy, and conlleval chunk precision / recall / F1
+when the labels follow a chunk scheme (``B-``/``I-``/``E-``/``S-`` plus a type, or ``O``; see
+:func:`crfkit.decode.label_scheme`).  It prints a line per fold, then the mean and the sample
+standard deviation over the folds.  ``--jobs N`` trains N folds at a time in separate processes (each
+with about cores/N threads unless ``--threads`` is given).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .errors import CrfkitError, DataError
+
+
+def folds(n: int, k: int, seed: int = 0) -> list[np.ndarray]:
+    """Split sequence indices 0..n-1 into k disjoint folds covering them (shuffled with ``seed``; sizes
+    differ by at most one; each fold sorted)."""
+    if k < 2:
+        raise CrfkitError(f"cross-validation needs at least 2 folds, got {k}")
+    if n < k:
+        raise CrfkitError(f"{n} sequences cannot make {k} folds")
+    perm = np.random.default_rng(seed).permutation(n)
+    return [np.sort(part) for part in np.array_split(perm, k)]
+
+
+def read_blocks(path: str) -> list[str]:
+    """The blank-line separated blocks of a text file (one per sequence; ``-DOCSTART-`` blocks dropped)."""
+    from .io.columns import open_text
+    f = open_text(path)
+    try:
+        try:
+            text = f.read()
+        except UnicodeDecodeError as e:
+            raise DataError(f"not valid UTF-8 (byte {e.start + 1})", path) from None
+    finally:
+        if path != "-":
+            f.close()
+    blocks, cur = [], []
+    for line in text.splitlines():
+        if line.strip():
+            cur.append(line)
+        elif cur:
+            blocks.append(cur)
+            cur = []
+    if cur:
+        blocks.append(cur)
+    return ["\n".join(b) + "\n" for b in blocks if not (len(b) == 1 and b[0].split()[0] == "-DOCSTART-")]
+
+
+def _fold_job(i: int, train_path: str, test_path: str, model_path: str, argv: list[str], fmt: str) -> dict:
+    """Train on ``train_path`` with ``crfkit train`` options ``argv``, tag ``test_path``, score it."""
+    import contextlib
+    import io
+
+    from . import cli
+    from .metrics import conlleval, token_accuracy
+    from .model import CRFModel
+
+    t = time.perf_counter()
+    buf_out, buf_err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
+        rc = cli.main(["train", train_path, "-m", model_path, "--format", fmt, "-q", *argv])
+    if rc != 0:
+        raise CrfkitError(f"fold {i + 1}: training failed: {buf_err.getvalue().strip()}")
+    train_s = time.perf_counter() - t
+    model = CRFModel.load(model_path)
+    if fmt == "crfsuite":
+        from .io.crfsuite import read_crfsuite_list
+        seqs = read_crfsuite_list(test_path)
+        gold = [s.labels for s in seqs]
+        pred = model.tag([s.attributes for s in seqs])
+    else:
+        from .pipeline import tag_columns
+        res = tag_columns(model, test_path, has_labels=True)
+        gold, pred = res.gold, res.labels
+    rep = conlleval(gold, pred)
+    return {"fold": i, "accuracy": 100.0 * token_accuracy(gold, pred), "precision": rep.precision,
+            "recall": rep.recall, "f1": rep.f1, "n_test": len(gold), "tokens": sum(map(len, gold)),
+            "seconds": time.perf_counter() - t, "train_seconds": train_s}
+
+
+def cmd_cv(args) -> int:
+    from . import cli
+    from .decode import label_scheme
+    from .parallel import cpu_count
+
+    mini = argparse.ArgumentParser(prog="crfkit cv", add_help=False)
+    mini.add_argument("-k", "--folds", type=cli._pos_int)
+    mini.add_argument("--jobs", type=cli._pos_int)
+    mini.add_argument("--fold-seed", type=cli._nonneg_int)
+    mini.add_argument("-f", "--format", choices=("columns", "crfsuite", "auto"))
+    if args.file == "-":
+        raise CrfkitError("crfkit cv needs a file (it is read once per fold)")
+    known, rest = mini.parse_known_args(args.rest)
+    k = known.folds or args.folds
+    jobs = known.jobs or args.jobs
+    seed = known.fold_seed if known.fold_seed is not None else args.fold_seed
+    fmt = known.format or args.format
+    for bad in ("-m", "--model", "-o", "--resume", "--checkpoint"):
+        if bad in rest:
+            raise CrfkitError(f"crfkit cv: {bad} does not apply (each fold trains its own model in a "
+                              "temporary directory)")
+    # the train options are checked once, here, by the train command's own parser
+    cli.build_parser().parse_args(["train", args.file, "-m", os.devnull, *rest])
+    if jobs > 1 and "--threads" not in rest:
+        rest = rest + ["--threads", str(max(1, cpu_count() // jobs))]
+    fmt, _ = cli._detect_format(fmt, args.file)
+    blocks = read_blocks(args.file)
+    parts = folds(len(blocks), k, seed)
+    if fmt == "columns":
+        gold_labels = {line.split()[-1] for b in blocks for line in b.splitlines()}
+    else:
+        gold_labels = {line.split("\t")[0] for b in blocks for line in b.splitlines() if not line.startswith("@")}
+    scheme = label_scheme(sorted(gold_labels))
+    print(f"crfkit cv: {args.file}: {len(blocks)} sequences, {k} folds (seed {seed}), "
+          f"{jobs} job{'s' if jobs > 1 else ''}; metric: "
+          f"{'token accuracy and chunk F1 (' + scheme.upper() + ' labels)' if scheme else 'token accuracy (the labels are not chunk tags)'}",
+          flush=True)
+    t0 = time.perf_counter()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="crfkit-cv-") as d:
+        jobs_args = []
+        for i, test_idx in enumerate(parts):
+            mask = np.ones(len(blocks), bool)
+            mask[test_idx] = False
+            tr, te, mp = (os.path.join(d, f"fold{i + 1}.{x}") for x in ("train", "test", "crfkit"))
+            with open(tr, "w", encoding="utf-8") as f:
+                f.write("\n".join(blocks[j] for j in np.flatnonzero(mask).tolist()))
+            with open(te, "w", encoding="utf-8") as f:
+                f.write("\n".join(blocks[j] for j in test_idx.tolist()))
+            jobs_args.append((i, tr, te, mp, rest, fmt))
+
+        def report(r):
+            line = (f"fold {r['fold'] + 1}/{k}: {r['n_test']} sequences, {r['tokens']} tokens; "
+                    f"accuracy {r['accuracy']:.2f}%")
+            if scheme:
+                line += f"; precision {r['precision']:.2f}, recall {r['recall']:.2f}, F1 {r['f1']:.2f}"
+            print(line + f" ({r['seconds']:.1f} s)", flush=True)
+
+        if jobs > 1:
+            import multiprocessing as mp_
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp_.get_context("spawn")) as ex:
+                futs = [ex.submit(_fold_job, *a) for a in jobs_args]
+                for fut in as_completed(futs):
+                    r = fut.result()
+                    results.append(r)
+                    report(r)
+        else:
+            for a in jobs_args:
+                r = _fold_job(*a)
+                results.append(r)
+                report(r)
+    results.sort(key=lambda r: r["fold"])
+
+    def ms(key):
+        v = np.array([r[key] for r in results])
+        return v.mean(), (v.std(ddof=1) if len(v) > 1 else 0.0)
+
+    acc = ms("accuracy")
+    line = f"mean over {k} folds: accuracy {acc[0]:.2f} ± {acc[1]:.2f}%"
+    if scheme:
+        p, r_, f1 = ms("precision"), ms("recall"), ms("f1")
+        line += (f"; precision {p[0]:.2f} ± {p[1]:.2f}, recall {r_[0]:.2f} ± {r_[1]:.2f}, "
+                 f"F1 {f1[0]:.2f} ± {f1[1]:.2f}")
+    print(line + f" ({time.perf_counter() - t0:.1f} s in all)", flush=True)
+    return 0
+
+
+def add_parser(sub) -> None:
+    from . import cli
+    c = sub.add_parser("cv", help="k-fold cross-validation (as crfsuite learn -x)",
+                       description="Cut the sequences of a labelled file into k folds (shuffled, seeded), "
+                                   "train on k-1 and score the held-out one, for each fold; print per-fold and "
+                                   "mean (± sd) token accuracy and, for chunk labels, conlleval F1. Every other "
+                                   "option is a `crfkit train` option (-t, -a, --c1, --c2, --max-iterations, ...).",
+                       usage="crfkit cv FILE [-k K] [--jobs N] [--fold-seed S] [crfkit train options]")
+    c.add_argument("file", metavar="FILE", help="labelled column file or CRFsuite attribute file (.gz ok)")
+    c.add_argument("-k", "--folds", type=cli._pos_int, default=10, help="number of folds (default 10)")
+    c.add_argument("--jobs", type=cli._pos_int, default=1, help="folds trained at a time, in separate processes")
+    c.add_argument("--fold-seed", type=cli._nonneg_int, default=0, help="seed of the fold assignment (default 0)")
+    c.add_argument("-f", "--format", choices=("columns", "crfsuite", "auto"), default="columns",
+                   help="input format, as for train (default columns)")
+    c.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    c.set_defaults(func=cmd_cv)

@@ -1,0 +1,182 @@
+"""Partial-label training (Tsuboi et al. 2008, "Training conditional random fields using incomplete
+annotations"): a token may carry one label, a set of possible labels, or none (any label).
+
+The likelihood of a sequence is that of the label sequences consistent with its annotation::
+
+    -log p(Y_i | x_i) = log Z(x_i) - log Z(x_i; Y_i),   Z(x; Y) = sum over y in Y of exp(score(x, y))
+
+(Y_i: the sequences whose every token takes one of its allowed labels).  Its gradient is the
+difference of two expectations of the features, under p(y | x) and under p(y | x, y in Y_i): the second
+is a constrained forward-backward (disallowed labels get emission score -inf).  Both run through the
+ordinary full-batch kernel (:func:`crfkit.kernels.batch.loss_grad`): the constraint enters as extra
+emission scores 0 / -inf, and the empirical counts, which with full labels are the constant gold
+counts, are replaced by the constrained expectation.  With every token's label given the objective is
+the ordinary one.
+
+Full-batch optimizers only (``lbfgs``, ``owlqn``); the per-example oracle (SGD, SAG, SGD-L1...) raises
+:class:`~crfkit.errors.CrfkitError`.  Bigram-observation features are not supported here.
+
+Label cells: a label (``"B-PER"``), ``None`` or ``"?"`` (any label), or a collection of labels
+(``{"B-PER", "I-PER"}``; in column files ``B-PER|I-PER``, see :func:`parse_cell`).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .errors import CrfkitError, DataError
+from .objective import Objective
+
+ANY = ("?",)
+
+
+def parse_cell(cell, sep: str = "|", any_marks=ANY):
+    """A label cell -> None (any label), a label (str) or a frozenset of labels."""
+    if cell is None:
+        return None
+    if isinstance(cell, str):
+        if cell in any_marks:
+            return None
+        parts = cell.split(sep) if sep and sep in cell else [cell]
+        return parts[0] if len(parts) == 1 else frozenset(parts)
+    s = frozenset(cell)
+    if not s:
+        raise DataError("an empty label set")
+    return next(iter(s)) if len(s) == 1 else s
+
+
+def is_partial(Y) -> bool:
+    """Whether label sequences hold a cell that is not a plain label (None or a collection of labels;
+    strings are labels: ``?`` and ``A|B`` are read as partial cells only through :func:`parse_cells`)."""
+    for ys in Y:
+        for c in ys:
+            if c is None or not isinstance(c, str):
+                return True
+    return False
+
+
+def parse_cells(Y, sep: str = "|", any_marks=ANY):
+    """Label sequences with string cells read as partial labels (``?``: any, ``A|B``: a set)."""
+    return [[parse_cell(c, sep, any_marks) for c in ys] for ys in Y]
+
+
+def placeholders(Y, sep="|") -> tuple[list[list[str]], list[list], list[str]]:
+    """(label sequences with one allowed label per token, the parsed cells, the label universe).
+
+    Each partial token gets one of its allowed labels as a placeholder, chosen so that every label
+    mentioned anywhere appears at least once where that is possible (the feature space takes its labels
+    from the placeholders)."""
+    cells = [[parse_cell(c, sep) for c in ys] for ys in Y]
+    universe = []
+    seen = set()
+    for seq in cells:
+        for c in seq:
+            for lab in ([c] if isinstance(c, str) else sorted(c) if c is not None else []):
+                if lab not in seen:
+                    seen.add(lab)
+                    universe.append(lab)
+    if not universe:
+        raise DataError("partial labels: no token names a label")
+    fixed = {c for seq in cells for c in seq if isinstance(c, str)}
+    missing = [lab for lab in universe if lab not in fixed]
+    out = []
+    for seq in cells:
+        row = []
+        for c in seq:
+            if isinstance(c, str):
+                row.append(c)
+                continue
+            opts = universe if c is None else sorted(c)
+            pick = next((lab for lab in missing if lab in opts), opts[0])
+            if pick in missing:
+                missing.remove(pick)
+            row.append(pick)
+        out.append(row)
+    return out, cells, universe
+
+
+def allowed_matrix(cells, labels: Sequence[str]) -> np.ndarray:
+    """(n_tokens x L) bool: the labels each token may take."""
+    index = {lab: i for i, lab in enumerate(labels)}
+    n = sum(len(s) for s in cells)
+    A = np.zeros((n, len(labels)), bool)
+    t = 0
+    for seq in cells:
+        for c in seq:
+            if c is None:
+                A[t] = True
+            else:
+                for lab in ([c] if isinstance(c, str) else c):
+                    A[t, index[lab]] = True
+            t += 1
+    return A
+
+
+class PartialObjective(Objective):
+    """:class:`~crfkit.objective.Objective` for partially labelled sequences (module docstring).
+    ``allowed``: (n_tokens x L) bool; ``corpus.y`` must hold an allowed label of every token."""
+
+    def __init__(self, corpus, space, reg, allowed: np.ndarray, threads=None):
+        super().__init__(corpus, space, reg, threads=threads)
+        if space.n_bigram and corpus.has_bigram:
+            raise CrfkitError("partial-label training does not support bigram-observation features yet")
+        allowed = np.asarray(allowed, bool)
+        if allowed.shape != (corpus.n_tokens, space.n_labels):
+            raise ValueError(f"allowed has shape {allowed.shape}; expected ({corpus.n_tokens}, {space.n_labels})")
+        if not allowed.any(axis=1).all():
+            raise DataError("partial labels: a token allows no label")
+        if not allowed[np.arange(corpus.n_tokens), corpus.y].all():
+            raise ValueError("corpus.y must hold an allowed label of every token")
+        self.allowed = allowed
+        self._mask = np.where(allowed, 0.0, -np.inf)
+        self._zero = np.zeros(space.n_features)
+
+    def _loss_grad(self, w, g_out, gscale, l2):
+        from .kernels import batch
+        if self._gbuf is None:
+            nc = len(self.bounds) - 1
+            self._gbuf = np.empty((nc, self.n_features))
+            self._row, self._dense_attr = batch.dense_rows(self.space.attr_ptr, self.space.n_labels)
+            self._gdbuf = np.empty((nc, len(self._dense_attr), self.space.n_labels))
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        s, c = self.space, self.corpus
+        L = s.n_labels
+        ns = s.n_state
+        exp_ok = self._binary and ns > 0 and float(np.abs(w[:ns]).max()) * self._max_entries <= self.EXP_BOUND
+        xs = self._dense_scores(w)
+        pm1 = np.empty((c.n_tokens, L)) if s.n_dense else np.zeros((0, L))
+        pm2 = np.empty((c.n_tokens, L)) if s.n_dense else np.zeros((0, L))
+        g1 = np.empty(self.n_features)
+        g2 = np.empty(self.n_features)
+        # log Z and E_p[phi]; then log Z(Y) and E_p[phi | Y] (the -inf scores of the labels a token may not take)
+        v1, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g1, self._zero, exp_ok, gscale,
+                                  0.0, self._row, self._dense_attr, self._gdbuf, xs, pm1)
+        xc = self._mask + xs if xs.shape[0] else self._mask
+        v2, _ = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g2, self._zero, False, gscale,
+                                0.0, self._row, self._dense_attr, self._gdbuf, xc, pm2)
+        g = np.empty(self.n_features) if g_out is None else g_out
+        np.subtract(g1, g2, out=g)
+        if l2:
+            g += l2 * w
+        if s.n_dense:
+            s.dense_weights(g)[:] += gscale * (c.dense.T @ (pm1 - pm2))
+        self.n_full += 1
+        return float(v1 - v2), float(wsq), g
+
+    def nll_sum(self, w, count: bool = True) -> float:
+        from .kernels import batch
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        self.n_full += bool(count)
+        xs = self._dense_scores(w)
+        xc = self._mask + xs if xs.shape[0] else self._mask
+        ns = self.space.n_state
+        # loss_only gives sum (log Z - gold score); the placeholder gold path is allowed, so it cancels
+        return float(batch.loss_only(*self._args(), w, ns, self.bounds, xs)
+                     - batch.loss_only(*self._args(), w, ns, self.bounds, xc))
+
+    def oracle(self, *a, **kw):
+        raise CrfkitError("partial-label training runs with the full-batch optimizers (lbfgs, owlqn); the "
+                          "per-example oracle (sgd, sag, sgd-l1, ...) does not support partial labels yet")
+
+    apply_gradient = oracle

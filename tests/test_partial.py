@@ -1,0 +1,134 @@
+"""Partial-label training (crfkit.partial): the likelihood against brute-force enumeration, the gradient
+against finite differences, equality with the ordinary objective when every label is given."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import Reference, random_sequences
+from crfkit import cli
+from crfkit.errors import CrfkitError
+from crfkit.features.encode import build
+from crfkit.model import CRFModel
+from crfkit.objective import Objective, Regularization
+from crfkit.partial import PartialObjective, allowed_matrix, parse_cell, placeholders
+from crfkit.train import train
+
+
+def partial_data(seed, n_seq=6, n_labels=3, p_hide=0.5, real=True):
+    rng = np.random.default_rng(seed)
+    X, Y = random_sequences(rng, n_seq, max_len=4, n_labels=n_labels, real=real)
+    labels = sorted({lab for ys in Y for lab in ys})
+    P = []
+    for ys in Y:
+        row = []
+        for y in ys:
+            u = rng.random()
+            if u < p_hide / 2:
+                row.append(None)
+            elif u < p_hide:
+                row.append({y, labels[int(rng.integers(len(labels)))]})
+            else:
+                row.append(y)
+        P.append(row)
+    return X, Y, P
+
+
+def setup(seed, **kw):
+    X, Y, P = partial_data(seed, **kw)
+    Yp, cells, _ = placeholders(P)
+    space, corpus = build(X, Yp, support="all", transitions="all")
+    A = allowed_matrix(cells, space.labels)
+    w = np.random.default_rng(seed + 1).normal(size=space.n_features)
+    return X, P, space, corpus, A, w
+
+
+def brute_nll(model, X, A, ptr):
+    ref = Reference(model)
+    L = ref.L
+    total = 0.0
+    for s, x in enumerate(X):
+        score = ref.scores(x)
+        T = len(x)
+        lz, lzc = [], []
+        for p in itertools.product(range(L), repeat=T):
+            v = sum(score[t, p[t]] for t in range(T)) + sum(ref.trans[p[t - 1], p[t]] for t in range(1, T))
+            lz.append(v)
+            if all(A[ptr[s] + t, p[t]] for t in range(T)):
+                lzc.append(v)
+        total += np.logaddexp.reduce(lz) - np.logaddexp.reduce(lzc)
+    return total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_partial_likelihood_against_enumeration(seed):
+    X, P, space, corpus, A, w = setup(seed)
+    obj = PartialObjective(corpus, space, Regularization(l2=0.0), A, threads=1)
+    want = brute_nll(CRFModel(space, w), X, A, corpus.seq_ptr) / corpus.n_sequences
+    f, _ = obj.value_and_grad(w)
+    assert abs(f - want) < 1e-9 * max(1, abs(want))
+    assert abs(obj.value(w) - want) < 1e-9 * max(1, abs(want))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_partial_gradient_against_finite_differences(seed):
+    X, P, space, corpus, A, w = setup(seed + 10)
+    obj = PartialObjective(corpus, space, Regularization(l2=0.3), A, threads=2)
+    f, g = obj.value_and_grad(w)
+    rng = np.random.default_rng(seed)
+    eps = 1e-6
+    for k in rng.choice(space.n_features, size=min(25, space.n_features), replace=False):
+        e = np.zeros_like(w)
+        e[k] = eps
+        fd = (obj.value_and_grad(w + e)[0] - obj.value_and_grad(w - e)[0]) / (2 * eps)
+        assert abs(fd - g[k]) < 1e-6 * max(1, abs(fd))
+
+
+def test_full_labels_give_the_ordinary_objective():
+    X, Y, _ = partial_data(3, n_seq=8)
+    space, corpus = build(X, Y, support="all", transitions="all")
+    w = np.random.default_rng(0).normal(size=space.n_features)
+    A = np.zeros((corpus.n_tokens, space.n_labels), bool)
+    A[np.arange(corpus.n_tokens), corpus.y] = True
+    reg = Regularization(l2=0.1)
+    f1, g1 = PartialObjective(corpus, space, reg, A).value_and_grad(w)
+    f2, g2 = Objective(corpus, space, reg).value_and_grad(w)
+    assert abs(f1 - f2) < 1e-10 * max(1, abs(f2))
+    np.testing.assert_allclose(g1, g2, atol=1e-10)
+
+
+def test_train_with_partial_labels_learns_and_refuses_stochastic():
+    from conftest import markov_corpus
+    X, Y = markov_corpus(1, 120)
+    rng = np.random.default_rng(0)
+    P = [[y if rng.random() < 0.5 else (None if rng.random() < 0.5 else {y, "A"}) for y in ys] for ys in Y]
+    res = train(X, P, support="all", c2=0.1, max_iterations=60)
+    Xt, Yt = markov_corpus(2, 60)
+    pred = res.model.tag(Xt)
+    acc = np.mean([p == g for ps, gs in zip(pred, Yt) for p, g in zip(ps, gs)])
+    assert acc > 0.8
+    with pytest.raises(CrfkitError, match="lbfgs or owlqn"):
+        train(X, P, support="all", algorithm="sg", max_iterations=1)
+    with pytest.raises(CrfkitError, match="support='all'"):
+        train(X, P, max_iterations=1)
+    assert parse_cell("B-PER|I-PER") == frozenset({"B-PER", "I-PER"}) and parse_cell("?") is None
+
+
+def test_cli_partial_labels(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    rows = []
+    for _ in range(60):
+        for _t in range(int(rng.integers(2, 6))):
+            y = ["B-NP", "I-NP", "O"][int(rng.integers(3))]
+            cell = y if rng.random() < 0.6 else ("?" if rng.random() < 0.5 else f"{y}|O")
+            rows.append(f"w{y[0]} P{int(rng.integers(3))} {cell}")
+        rows.append("")
+    f = tmp_path / "partial.txt"
+    f.write_text("\n".join(rows) + "\n")
+    m = tmp_path / "m.crfkit"
+    rc = cli.main(["train", str(f), "-m", str(m), "--partial-labels", "--support", "all", "-q",
+                   "--max-iterations", "30"])
+    assert rc == 0, capsys.readouterr().err
+    assert sorted(CRFModel.load(m).labels) == ["B-NP", "I-NP", "O"]
