@@ -257,9 +257,9 @@ class _Run:
         c, s = self.obj.corpus, self.obj.space
         return K.sag_run(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
                          s.trans_index, s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
-                         bool(ls_skip), bool(lmax_decayed), self.v, self.d, self.alast, self.cum, self.node_store, self.trans_store,
-                         self.perm, self.pos, self.kperm, self.kpos, self.Li, self.skip_left, self.skip_streak,
-                         self.tsum, self.tmax, self.tmin,
+                         bool(ls_skip), bool(lmax_decayed), self.v, self.d, self.alast, self.cum, self.node_store,
+                         self.trans_store, self.perm, self.pos, self.kperm, self.kpos, self.Li, self.skip_left,
+                         self.skip_streak, self.tsum, self.tmax, self.tmin,
                          self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.obase,
                          self.node, self.edge, self.gloc, self.dloc, self.dloc2, self.pm, self.dp,
                          self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
@@ -330,8 +330,8 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
             info = {"iteration": run.iteration, "f": f, "x": x.copy(), "step": float(run.fsc[K.F_STEP]),
                     "gnorm_inf": gnorm_inf, "nnz": int(np.count_nonzero(x)), "state": run.state,
                     "state_bytes": run.state_bytes, "naive_state_bytes": run.naive_state_bytes,
-                    "lipschitz": run.lipschitz(method, lmax_decayed), "examples_seen": m, "steps": int(run.isc[K.I_ITER]),
-                    "monitor_s": monitor_s}
+                    "lipschitz": run.lipschitz(method, lmax_decayed), "examples_seen": m,
+                    "steps": int(run.isc[K.I_ITER]), "monitor_s": monitor_s}
             stop = callback(info) if callback is not None else None
             if m == n and gnorm_inf < delta:
                 return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)
