@@ -42,8 +42,9 @@ def objective(problem, l2=L2):
     return Objective(corp, space, Regularization(l2=l2), threads=1)
 
 
-ALGOS = [("sag", {}), ("sag-nus", {}), ("sag-nus*", {}), ("sag-nus*", {"ls_skip": False}), ("saga", {"step": "a"}),
-         ("saga", {"step": "b"}), ("saga-nus", {"step": "b"}), ("saga-nus", {"step": "a"})]
+ALGOS = [("sag", {}), ("sag-nus", {}), ("sag-nus*", {}), ("sag-nus*", {"ls_skip": False}),
+         ("sag-nus*", {"lmax": "current"}), ("saga", {"step": "a"}), ("saga", {"step": "b"}),
+         ("saga-nus", {"step": "b"}), ("saga-nus", {"step": "a"}), ("saga-nus", {"step": "a", "lmax": "current"})]
 
 
 @pytest.mark.parametrize("alg,params", ALGOS)
@@ -80,9 +81,12 @@ def _line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
 
 
 # ------------------------------------------------------------------ dense reference
-def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False, store=np.float32):
+def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False, store=np.float32,
+                    lmax="decayed"):
     """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate every step
-    (``ls_skip``: the line-search skipping of the per-example L_i methods, written out the same way).  What is
+    (``ls_skip``: the line-search skipping of the per-example L_i methods, written out the same way; ``lmax``:
+    the L_max of sag-nus*'s step and saga-nus's rule (a), the running maximum decayed by 2^(-1/n) per step
+    or the current max_i L_i).  What is
     stored is the gradient rebuilt from the node marginals and the transition gradient rounded to ``store``
     (the kernels' Mixed memory); the line search works with the exact gradient."""
     n, p, l2 = obj.n, obj.n_features, obj.reg.l2
@@ -210,11 +214,13 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
                 lm = Lmax + l2
                 a = ((n - m) / n) / lm + (m / n) * (0.5 / lm + 0.5 / (lbar + l2))
             elif method == K.SAG_NUS_STAR:
-                a = 0.5 * (1 / (Li.max() + l2) + 1 / (lbar + l2))
+                hi = Lmax if lmax == "decayed" else Li.max()
+                a = 0.5 * (1 / (hi + l2) + 1 / (lbar + l2))
             elif method == K.SAGA:
                 a = 1 / (4 * (Lg + l2) + n * l2) if step == "a" else 1 / (4 * (Lg + l2))
             else:
-                hi = max(Li.max(), lbar) if mk < n else Li.max()
+                hi = Lmax if lmax == "decayed" else Li.max()
+                hi = max(hi, lbar) if mk < n else hi
                 a = n * pmin / (4 * (hi + l2) + n * l2) if step == "a" else 1 / (4 * (lbar + l2))
             if method <= K.SAG_NUS_STAR:
                 d += diff_j
@@ -232,25 +238,32 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
                 m = move(r, perm, pos, m)
             if method in (K.SAG, K.SAGA):
                 Lg *= decay
-            elif method == K.SAG_NUS:
+            elif method == K.SAG_NUS or (lmax == "decayed" and method in (K.SAG_NUS_STAR, K.SAGA_NUS)):
                 Lmax *= decay
         out.append(w.copy())
     return out
 
 
-@pytest.mark.parametrize("alg,step,skip,store", [
-    ("sag", "a", False, "float32"), ("sag-nus", "a", False, "float32"), ("sag-nus*", "a", True, "float32"),
-    ("sag-nus*", "a", False, "float32"), ("sag-nus", "a", True, "float32"), ("saga", "a", False, "float32"),
-    ("saga", "b", False, "float32"), ("saga-nus", "b", False, "float32"), ("saga-nus", "a", True, "float32"),
-    ("sag", "a", False, "float64"), ("sag-nus*", "a", True, "float64"), ("saga", "b", False, "float64")])
-def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip, store):
+@pytest.mark.parametrize("alg,step,skip,store,lmax", [
+    ("sag", "a", False, "float32", None), ("sag-nus", "a", False, "float32", None),
+    ("sag-nus*", "a", True, "float32", None), ("sag-nus*", "a", False, "float32", None),
+    ("sag-nus*", "a", True, "float32", "current"), ("sag-nus*", "a", False, "float32", "current"),
+    ("sag-nus", "a", True, "float32", None), ("saga", "a", False, "float32", None),
+    ("saga", "b", False, "float32", None), ("saga-nus", "b", False, "float32", None),
+    ("saga-nus", "a", True, "float32", None), ("saga-nus", "a", False, "float32", "current"),
+    ("sag", "a", False, "float64", None), ("sag-nus*", "a", True, "float64", None),
+    ("saga", "b", False, "float64", None)])
+def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip, store, lmax):
     """Every method against its dense transcription; sag-nus* with its default line-search skipping and
-    without, the skipping on the other per-example-L_i methods too; stores in float32 (default) and float64."""
+    without, the skipping on the other per-example-L_i methods too; stores in float32 (default) and float64;
+    sag-nus* and saga-nus (a) with L_max decayed (default) and the current max_i L_i."""
     obj = objective(problem)
     seen = []
     kw = {"step": step} if alg.startswith("saga") else {}
     if store != "float32":
         kw["store"] = store
+    if lmax is not None:
+        kw["lmax"] = lmax
     if alg in ("sag-nus", "sag-nus*", "saga-nus") and skip != (alg == "sag-nus*"):
         kw["ls_skip"] = skip
     states = []
@@ -267,7 +280,7 @@ def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip,
         assert not streak.any()
     assert states[-1]["node"].dtype == S.STORES[store] and states[-1]["trans"].dtype == S.STORES[store]
     ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step, ls_skip=skip,
-                          store=S.STORES[store])
+                          store=S.STORES[store], lmax=lmax or "decayed")
     for x, r in zip(seen, ref):
         np.testing.assert_allclose(x, r, rtol=1e-9, atol=1e-11)
 
@@ -354,18 +367,52 @@ def test_steps_count_the_updates_and_evaluations_count_the_line_search_too(probl
         assert evals[0] / steps[0] > 1.5       # Algorithm 2 after (almost) every oracle call
 
 
-@pytest.mark.parametrize("alg", ["sag", "sag-nus*", "saga-nus"])
-def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, alg):
+@pytest.mark.parametrize("alg,kw", [("sag", {}), ("sag-nus*", {}), ("sag-nus*", {"lmax": "current"}),
+                                    ("saga-nus", {}), ("saga-nus", {"step": "a"})])
+def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, alg, kw):
     fn = resolve(alg)
     obj = objective(problem)
-    full = fn(obj, None, reg=obj.reg, max_iterations=8, seed=5, delta=0.0)
+    full = fn(obj, None, reg=obj.reg, max_iterations=8, seed=5, delta=0.0, **kw)
     obj1 = objective(problem)
-    half = fn(obj1, None, reg=obj1.reg, max_iterations=3, seed=5, delta=0.0)
+    half = fn(obj1, None, reg=obj1.reg, max_iterations=3, seed=5, delta=0.0, **kw)
     obj2 = objective(problem)
     obj2.n_oracle = obj1.n_oracle
-    rest = fn(obj2, None, reg=obj2.reg, max_iterations=8, seed=999, delta=0.0, state=half.state)
+    rest = fn(obj2, None, reg=obj2.reg, max_iterations=8, seed=999, delta=0.0, state=half.state, **kw)
     assert rest.iterations == 8 and np.array_equal(rest.x, full.x)
     assert obj2.n_oracle == obj.n_oracle
+
+
+def test_lmax_decayed_and_current_are_the_two_step_rules(problem):
+    """sag-nus*'s L_max: the decayed running maximum (default) is what the callback reports and the state
+    carries; it decays below the largest current L_i between the visits that raise it; 'current' reports
+    max_i L_i.  The two rules give different iterates."""
+    runs = {}
+    for lmax in ("decayed", "current"):
+        obj = objective(problem)
+        infos = []
+        kw = {} if lmax == "decayed" else {"lmax": lmax}
+        res = S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=6, delta=0.0, seed=2,
+                             callback=lambda i: infos.append((i["lipschitz"], i["state"]())), **kw)
+        runs[lmax] = res.x
+        for lip, st in infos:
+            if lmax == "current":
+                assert lip == st["Li"].max()
+            else:
+                assert lip == st["Lmax"]
+        if lmax == "decayed":
+            # 2^(-1/n) per step: after a pass's ~n steps without a visit that raises it, it is below the max
+            assert any(st["Lmax"] < st["Li"].max() for _, st in infos)
+    assert not np.array_equal(runs["decayed"], runs["current"])
+
+
+def test_lmax_bad_values_are_parameter_errors(problem):
+    obj = objective(problem)
+    with pytest.raises(S.ParameterError, match="lmax must be"):
+        S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=1, lmax="decaying")
+    with pytest.raises(S.ParameterError, match="step rule 'a'"):
+        S.saga_nus(obj, None, reg=obj.reg, max_iterations=1, lmax="current")     # rule (b): no L_max
+    with pytest.raises(TypeError):
+        S.sag(obj, None, reg=obj.reg, max_iterations=1, lmax="current")          # sag has no L_i
 
 
 def test_train_checkpoint_and_resume(problem, tmp_path):

@@ -510,7 +510,7 @@ def _mark_stored(i, perm, pos, isc):
 # --------------------------------------------------------------- the driver
 @njit(**_NOPY)
 def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-            method, step_rule, l2, L0, eval_target, ls_skip,
+            method, step_rule, l2, L0, eval_target, ls_skip, lmax_decayed,
             v, d, alast, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, skip_left, skip_streak,
             tsum, tmax, tmin, fsc, isc, rng, mark, ulist, ulist2, obase, node, edge, gloc, dloc, dloc2, pm, dp,
             score, shift, sc2, es, alpha, scale):
@@ -533,6 +533,16 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
     without doubling; after the k-th such one the next ``2^(k-1)`` line
     searches of i are skipped (``skip_left[i]``), ``L_i`` kept as it is (not
     decreased, not tested); a line search that doubles resets the streak.
+
+    ``lmax_decayed`` (SAG-NUS*, SAGA-NUS): the ``L`` of the step (SAG-NUS*'s
+    ``0.5 (1/L + 1/Lbar)``, SAGA-NUS's rule (a)) is ``fsc[F_LMAX] + l2``:
+    the largest ``L_i`` the visits returned, multiplied by ``2^(-1/n)`` after
+    every step (SAG-NUS's ``L_max``, the 2013 SAG code's ``Lmax``, the
+    per-example form of Algorithm 1's ``L_g``); when False it is the current
+    ``max_i L_i + l2`` (the tree's maximum).  ``fsc[F_LMAX]`` is raised to
+    the example's ``L_i`` after every visit in both cases (a skipped line
+    search included: its ``L_i`` stands); it decays only when
+    ``lmax_decayed`` (SAG-NUS: always).
     """
     n = seq_ptr.shape[0] - 1
     decay = 2.0 ** (-1.0 / n)
@@ -635,12 +645,16 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
             lm = fsc[F_LMAX] + l2
             a_t = ((n - m) / n) / lm + (m / n) * (0.5 / lm + 0.5 / (lbar + l2))
         elif method == SAG_NUS_STAR:
-            a_t = 0.5 * (1.0 / (tmax[1] + l2) + 1.0 / (lbar + l2))
+            Lhi = fsc[F_LMAX] if lmax_decayed else tmax[1]
+            a_t = 0.5 * (1.0 / (Lhi + l2) + 1.0 / (lbar + l2))
         elif method == SAGA:
             Lf = fsc[F_LG] + l2
             a_t = 1.0 / (4.0 * Lf + n * l2) if step_rule == STEP_A else 1.0 / (4.0 * Lf)
         else:
-            Lhi = tmax[1] if mk > 0 else lbar
+            if lmax_decayed:
+                Lhi = fsc[F_LMAX]
+            else:
+                Lhi = tmax[1] if mk > 0 else lbar
             if mk < n and lbar > Lhi:
                 Lhi = lbar
             a_t = n * pmin / (4.0 * (Lhi + l2) + n * l2) if step_rule == STEP_A else 1.0 / (4.0 * (lbar + l2))
@@ -681,6 +695,6 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
         isc[I_ITER] += 1
         if method == SAG or method == SAGA:
             fsc[F_LG] *= decay      # Algorithm 1, line 16
-        elif method == SAG_NUS:
+        elif method == SAG_NUS or lmax_decayed:
             fsc[F_LMAX] *= decay
     return 0

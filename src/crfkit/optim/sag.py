@@ -26,7 +26,19 @@ Five optimizers, each following the protocol of :mod:`crfkit.optim.stochastic`
     1/2 one of the seen examples proportionally to ``L_i``; ``L_i`` starts
     at ``0.5*Lbar`` the first time ``i`` is drawn and becomes ``0.9*L_i``
     before the line search each later time; step ``0.5 (1/L + 1/Lbar)`` with
-    ``L = max_i L_i + l2``, ``Lbar = mean_i L_i + l2`` over seen examples.
+    ``Lbar = mean_i L_i + l2`` over seen examples and ``L = L_max + l2``.
+    ``lmax`` says what ``L_max`` is.  ``"decayed"`` (default): the largest
+    ``L_i`` the visits have returned, multiplied by ``2^(-1/n)`` after every
+    step, as ``sag-nus`` and the 2013 SAG code keep it: section 4 of the
+    paper defines the ``L`` of the step ``1/L`` as this online estimate of
+    the largest Lipschitz constant (Algorithm 1 raises it by the line search
+    and decreases it by ``2^(-1/n)`` per step "to allow ... a more aggressive
+    step-size as we approach the solution"), and section 5 asks for a step
+    "larger than 1/L" by averaging it with ``1/Lbar``, listing what it
+    changes from the 2013 scheme (sampling, step formula, the start and
+    decrease of ``L_i``) and not this.  ``"current"``: ``max_i L_i`` over the
+    seen examples' current estimates, the literal ``L = max_j L_j`` of the
+    paper's section 5 opening (which speaks of the true constants).
     With line-search skipping (``ls_skip``, on by default here): Le Priol,
     Touati & Lacoste-Julien (section 4) describe the authors' code as
     "SAG-NUS* (improved version of SAG with a line-search skipping scheme)"
@@ -50,7 +62,10 @@ Five optimizers, each following the protocol of :mod:`crfkit.optim.stochastic`
     the line search as in ``sag``); ``saga-nus`` samples ``p_j = L_j /
     sum_i L_i`` (an example without an estimate counting as ``Lbar``; ``L_i``
     maintained as in ``sag-nus*``) and takes ``L = Lbar`` in rule (b), the
-    Lipschitz constant of the reweighted gradients ``g_j/(n p_j)``.
+    Lipschitz constant of the reweighted gradients ``g_j/(n p_j)``.  Rule
+    (a)'s ``L`` is ``L_max`` (or ``Lbar`` where larger while some example has
+    no estimate), ``L_max`` as ``lmax`` says (decayed by default, as in
+    ``sag-nus*``; ``lmax`` goes with ``step="a"`` only).
 
 Memory (4.2, "Mixed"): per example the node marginals (T_i x L) and the
 transition gradient (one value per transition feature) from its last visit;
@@ -83,8 +98,10 @@ not depend on ``l2``, so the path over a sequence of regularisation values
 starts each problem with a full memory.  Parameters: ``delta`` (stopping
 tolerance, default 1e-5 on the objective's gradient scale), ``L0`` (the
 initial Lipschitz estimate, default 1), ``store`` (see Memory), for the SAGA
-methods ``step``, and for the per-example ``L_i`` methods ``ls_skip`` (see
-``sag-nus*``).
+methods ``step``, for the per-example ``L_i`` methods ``ls_skip`` (see
+``sag-nus*``), and for ``sag-nus*`` and ``saga-nus`` (rule a) ``lmax``
+(``"decayed"`` or ``"current"``, see ``sag-nus*``; a resumed state carries
+``L_max``, so the same ``lmax`` resumes bitwise).
 """
 from __future__ import annotations
 
@@ -235,13 +252,14 @@ class _Run:
     def naive_state_bytes(self) -> int:
         return int(self.n) * int(self.p) * 8
 
-    def run_until(self, method: int, step_rule: int, L0: float, target: int, ls_skip: bool = False) -> int:
+    def run_until(self, method: int, step_rule: int, L0: float, target: int, ls_skip: bool = False,
+                  lmax_decayed: bool = False) -> int:
         c, s = self.obj.corpus, self.obj.space
         return K.sag_run(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
                          s.trans_index, s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
-                         bool(ls_skip), self.v, self.d, self.alast, self.cum, self.node_store, self.trans_store,
-                         self.perm, self.pos, self.kperm, self.kpos, self.Li, self.skip_left, self.skip_streak,
-                         self.tsum, self.tmax, self.tmin,
+                         bool(ls_skip), bool(lmax_decayed), self.v, self.d, self.alast, self.cum, self.node_store,
+                         self.trans_store, self.perm, self.pos, self.kperm, self.kpos, self.Li, self.skip_left,
+                         self.skip_streak, self.tsum, self.tmax, self.tmin,
                          self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.obase,
                          self.node, self.edge, self.gloc, self.dloc, self.dloc2, self.pm, self.dp,
                          self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
@@ -252,20 +270,24 @@ class _Run:
             K.full_catch_up(s.attr_ptr, s.n_state, self.n_trans, self.v, self.d, self.alast, self.cum,
                             self.fsc, self.isc)
 
-    def lipschitz(self, method: int) -> float:
+    def lipschitz(self, method: int, lmax_decayed: bool = False) -> float:
         if method in (K.SAG, K.SAGA):
             return float(self.fsc[K.F_LG])
-        if method == K.SAG_NUS:
+        if method == K.SAG_NUS or lmax_decayed:
             return float(self.fsc[K.F_LMAX])
         return float(self.tmax[1]) if self.isc[K.I_MK] > 0 else float("nan")
 
 
 STORES = {"float32": np.float32, "float64": np.float64}
+LMAX_RULES = ("decayed", "current")
 
 
 def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state, delta, L0, step_rule,
-              ls_skip=False, store="float32"):
+              ls_skip=False, store="float32", lmax="current"):
     check_supported(name, obj, reg)
+    if lmax not in LMAX_RULES:
+        raise ParameterError(f"{name}: lmax must be 'decayed' or 'current', not {lmax!r}")
+    lmax_decayed = lmax == "decayed"
     if store not in STORES:
         raise ParameterError(f"{name}: store must be 'float32' or 'float64', not {store!r}")
     if not (delta >= 0):
@@ -292,7 +314,7 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
     try:
         while run.iteration < epochs:
             target = (run.iteration + 1) * n
-            rc = run.run_until(method, step_rule, L0, target, ls_skip)
+            rc = run.run_until(method, step_rule, L0, target, ls_skip, lmax_decayed)
             run.close_window()
             sync_counter()
             if rc != 0:
@@ -308,8 +330,8 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
             info = {"iteration": run.iteration, "f": f, "x": x.copy(), "step": float(run.fsc[K.F_STEP]),
                     "gnorm_inf": gnorm_inf, "nnz": int(np.count_nonzero(x)), "state": run.state,
                     "state_bytes": run.state_bytes, "naive_state_bytes": run.naive_state_bytes,
-                    "lipschitz": run.lipschitz(method), "examples_seen": m, "steps": int(run.isc[K.I_ITER]),
-                    "monitor_s": monitor_s}
+                    "lipschitz": run.lipschitz(method, lmax_decayed), "examples_seen": m,
+                    "steps": int(run.isc[K.I_ITER]), "monitor_s": monitor_s}
             stop = callback(info) if callback is not None else None
             if m == n and gnorm_inf < delta:
                 return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)
@@ -343,10 +365,11 @@ def sag_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = No
 
 def sag_nus_star(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
                  state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
-                 ls_skip: bool = True, store: str = "float32") -> StochasticResult:
+                 ls_skip: bool = True, store: str = "float32", lmax: str = "decayed") -> StochasticResult:
     """SAG-NUS*, the sampling and step of 5 of the paper; see the module docstring."""
     return _optimize("sag-nus*", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip, store=store)
+                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip, store=store,
+                     lmax=lmax)
 
 
 def _step_rule(name, step):
@@ -365,8 +388,12 @@ def saga(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None,
 
 def saga_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
              state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "b",
-             ls_skip: bool = False, store: str = "float32") -> StochasticResult:
+             ls_skip: bool = False, store: str = "float32", lmax: str | None = None) -> StochasticResult:
     """SAGA sampling proportionally to the L_i, the update of Proposition 1; see the module docstring."""
+    rule = _step_rule("saga-nus", step)
+    if lmax is not None and rule == K.STEP_B:
+        raise ParameterError("saga-nus: lmax sets the L of step rule 'a'; rule 'b' (the default) takes "
+                             "a = 1/(4 Lbar) and no L_max (give step=a with it)")
     return _optimize("saga-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga-nus", step), ls_skip=ls_skip,
-                     store=store)
+                     state=state, delta=delta, L0=L0, step_rule=rule, ls_skip=ls_skip, store=store,
+                     lmax=lmax if lmax is not None else ("decayed" if rule == K.STEP_A else "current"))
