@@ -128,8 +128,9 @@ def test_every_stochastic_optimizer_stops_as_diverged(algorithm, params, hint):
 def test_sgd_l1_divergence_is_a_clear_error():
     # sgd-l1 checks its weights itself (before the driver sees them); the contract is the same
     X, Y = markov_corpus(0, 30)
-    with pytest.raises(CrfkitError, match="diverged.*eta0"):
+    with pytest.raises(TrainingDiverged, match="diverged.*eta0") as ei:
         train(X, Y, algorithm="sgd-l1", params={"eta0": 1e300}, max_iterations=3, l1=0.01, l2=0.0)
+    assert ei.value.status == "diverged" and ei.value.algorithm == "sgd-l1" and "eta0" in ei.value.hint
 
 
 @pytest.mark.parametrize("algorithm", ["lbfgs", "owlqn", "sag", "bcd"])
@@ -396,7 +397,7 @@ def test_full_disk_names_the_model_and_keeps_the_previous_one(data, good, capsys
     monkeypatch.setattr(os, "fsync", full)
     rc, out, err = run(capsys, "train", data["train"], "-m", good, "-q", "--max-iterations", "2")
     assert rc == cli.EXIT_ERROR
-    assert f"cannot write the file {good}: No space left on device" in err and ".tmp-" not in err
+    assert f"cannot write the model {good}: No space left on device" in err and ".tmp-" not in err
     assert good.read_bytes() == before and _no_temp_files(good.parent)
 
 

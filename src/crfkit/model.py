@@ -522,7 +522,7 @@ class CRFModel:
         head = MAGIC + struct.pack("<I", len(hb)) + hb
         digest = hashlib.sha256(head)
         digest.update(body)
-        with atomic_file(path) as f:
+        with atomic_file(path, what="the model") as f:
             f.write(head)
             f.write(body)
             f.write(digest.digest())

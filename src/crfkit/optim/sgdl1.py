@@ -61,7 +61,7 @@ import time
 
 import numpy as np
 
-from ..errors import CrfkitError, ParameterError
+from ..errors import CrfkitError, ParameterError, TrainingDiverged
 from ..kernels import sgdl1 as K
 from .stochastic import StochasticResult, last_completed
 
@@ -249,8 +249,9 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 scal[K.U] = 0.0
             epoch += 1
             if not np.all(np.isfinite(v)):
-                raise CrfkitError(f"sgd-l1 diverged: non-finite weights in pass {epoch}; eta0={eta0:g} is too "
-                                  "large for this problem (lower it, or pick it with tune_sgd_l1)")
+                hint = f"eta0={eta0:g} is too large for this problem (lower it, or pick it with eta0=auto)"
+                raise TrainingDiverged(f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
+                                       algorithm="sgd-l1", iteration=epoch, hint=hint)
             last_x = v.copy()
             state_fn = snapshot(epoch, v, aux, lastk, scal[K.U], eta)
             t = time.perf_counter()
