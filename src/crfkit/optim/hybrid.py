@@ -37,7 +37,7 @@ from ..errors import CrfkitError, ParameterError
 from ..objective import Objective, Regularization
 from .lbfgs import History
 from .sag import check_supported
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, last_completed
 
 DEFAULT_PASSES = 100
 
@@ -164,12 +164,7 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
                     break
     except KeyboardInterrupt:
         status, message = "interrupted", "interrupted"
-        if state_fn is None:
-            x = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
-            k = 0
-        else:
-            st = state_fn()
-            x, k = np.array(st["x"], copy=True), int(st["iteration"])
+        x, k = last_completed(state_fn, x0, d)
         f = float("nan")
     if not math.isfinite(f):
         f = obj.value(x, count=False)

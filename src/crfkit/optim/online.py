@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import CrfkitError, ParameterError
 from ..kernels import online as K
 from .sgdl1 import pass_order
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, last_completed
 
 DEFAULT_EPOCHS = 100        # CRFsuite's max_iterations for pa, ap and arow
 BLOCK = 2048
@@ -142,12 +142,7 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
                 break
     except KeyboardInterrupt:
         status, message = "interrupted", "interrupted"
-        if state_fn is None:
-            x = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
-            epoch = 0
-        else:
-            st = state_fn()
-            x, epoch = np.array(st["x"], copy=True), int(st["iteration"])
+        x, epoch = last_completed(state_fn, x0, d)
         f = float("nan")
     if not math.isfinite(f):
         f = obj.value(x, count=False)
