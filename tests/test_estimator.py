@@ -300,8 +300,10 @@ def test_errors(data, tmp_path):
         CRF().fit(X, ["B-X" * len(s) for s in X])
     with pytest.raises(ValueError, match="both X_dev and y_dev"):
         CRF().fit(X, Y, X_dev=X)
-    with pytest.raises(ValueError, match="'averaged-perceptron'.*averaged perceptron"):
-        CRF(algorithm="averaged-perceptron").fit(X, Y)     # ('ap', 'pa', 'arow', 'l2sgd' exist: issue 15)
+    with pytest.raises(ValueError, match="'perceptron' is not available; crfkit has: lbfgs"):
+        CRF(algorithm="perceptron").fit(X, Y)
+    assert CRF(algorithm="averaged-perceptron")._algorithm() == "ap"     # CRFsuite's long names
+    assert CRF(algorithm="passive-aggressive")._algorithm() == "pa"
     with pytest.raises(ValueError):
         CRF(c2=-1.0).fit(X, Y)
     for method in ("predict", "predict_marginals"):

@@ -58,10 +58,8 @@ __all__ = [
 ]
 
 # sklearn-crfsuite algorithm names crfkit does not implement (for a clearer error)
-_CRFSUITE_ONLY = {"l2sgd": "SGD with L2 (crfkit: see crfkit.train.ALGORITHMS for its stochastic methods)",
-                  "ap": "averaged perceptron", "averaged-perceptron": "averaged perceptron",
-                  "pa": "passive aggressive", "passive-aggressive": "passive aggressive",
-                  "arow": "AROW"}
+# CRFsuite's long names of its algorithms (python-crfsuite accepts both spellings)
+_CRFSUITE_ALIASES = {"averaged-perceptron": "ap", "passive-aggressive": "pa"}
 
 
 def _is_matrix(a) -> bool:
@@ -314,10 +312,9 @@ class CRF:
     def _algorithm(self) -> str:
         from .train import ALGORITHMS
         alg = "lbfgs" if self.algorithm is None else self.algorithm
+        alg = _CRFSUITE_ALIASES.get(str(alg).lower(), alg)
         if alg not in ALGORITHMS:
-            what = _CRFSUITE_ONLY.get(str(alg).lower())
-            hint = f" ({what} is a CRFsuite algorithm crfkit does not implement)" if what else ""
-            raise ValueError(f"algorithm {alg!r} is not available{hint}; crfkit has: {', '.join(ALGORITHMS)}")
+            raise ValueError(f"algorithm {self.algorithm!r} is not available; crfkit has: {', '.join(ALGORITHMS)}")
         return alg
 
     def _train_kwargs(self) -> dict:
