@@ -602,6 +602,24 @@ class _Eval:
         sys.stderr.flush()
 
 
+def _crfsuite_sequence(args, names, ys, gold, prob, marg, full) -> str:
+    """One tagged sequence in ``crfkit tag --format crfsuite``'s layout (see :func:`_tag_crfsuite`):
+    ``prob`` the sequence's probability, ``marg[t]`` the predicted label's marginal, ``full[t]`` the
+    marginals of every label (in ``names``' order); each None when not asked for."""
+    buf = []
+    if prob is not None:
+        buf.append(f"@probability\t{float(prob):.6f}")
+    for t, lab in enumerate(ys):
+        line = f"{gold[t]}\t{lab}" if args.reference else lab
+        if marg is not None:
+            line += f":{marg[t]:.6f}"
+        if full is not None:
+            line += "\t" + "\t".join(f"{n}:{p:.6f}" for n, p in zip(names, full[t].tolist()))
+        buf.append(line)
+    buf.append("")
+    return "\n".join(buf) + "\n"
+
+
 def _tag_crfsuite(args, model, src) -> int:
     """``crfkit tag --format crfsuite``: one predicted label per line, a blank line
     after each sequence (as ``crfsuite tag``); ``--reference`` puts the file's
@@ -632,18 +650,9 @@ def _tag_crfsuite(args, model, src) -> int:
                 pred = model.tag(X, threads=args.threads)
             del X
             for i, ys in enumerate(pred):
-                buf = []
-                if args.probability:
-                    buf.append(f"@probability\t{float(probs[i]):.6f}")
-                for t, lab in enumerate(ys):
-                    line = f"{gold[i][t]}\t{lab}" if args.reference else lab
-                    if args.marginals:
-                        line += f":{marg[i][t]:.6f}"
-                    if args.all_marginals:
-                        line += "\t" + "\t".join(f"{n}:{p:.6f}" for n, p in zip(names, full[i][t].tolist()))
-                    buf.append(line)
-                buf.append("")
-                f.write("\n".join(buf) + "\n")
+                f.write(_crfsuite_sequence(args, names, ys, gold[i], probs[i] if args.probability else None,
+                                           marg[i] if args.marginals else None,
+                                           full[i] if args.all_marginals else None))
             f.flush()
             if ev is not None:
                 ev.add(gold, pred)

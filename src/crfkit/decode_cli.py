@@ -215,7 +215,7 @@ def _write_nbest_columns(f, model, sentences, X, args, kw, res):
 
 
 def _run_crfsuite(args, model, src, cons) -> int:
-    from .cli import _open_out, _read_attribute_file, _report_eval
+    from .cli import _crfsuite_sequence, _open_out, _read_attribute_file, _report_eval
 
     if args.allowed_column is not None:
         raise CrfkitError("--allowed-column is for column files; with --format crfsuite use --force (the "
@@ -247,18 +247,9 @@ def _run_crfsuite(args, model, src, cons) -> int:
                 pred = model.tag(X, method=args.decode, **kw) if X else []
             names = list(model.labels)
             for i, ys in enumerate(pred):
-                buf = []
-                if args.probability:
-                    buf.append(f"@probability\t{float(probs[i]):.6f}")
-                for t, lab in enumerate(ys):
-                    line = f"{gold[i][t]}\t{lab}" if args.reference else lab
-                    if args.marginals:
-                        line += f":{tokm[i][t]:.6f}"
-                    if args.all_marginals:
-                        line += "\t" + "\t".join(f"{n}:{p:.6f}" for n, p in zip(names, marg[ptr[i] + t].tolist()))
-                    buf.append(line)
-                buf.append("")
-                f.write("\n".join(buf) + "\n")
+                f.write(_crfsuite_sequence(args, names, ys, gold[i], probs[i] if args.probability else None,
+                                           tokm[i] if args.marginals else None,
+                                           marg[ptr[i]:ptr[i] + len(ys)] if args.all_marginals else None))
         f.flush()
     finally:
         if owned:
