@@ -265,3 +265,11 @@ def make_corpus():
 def restore_threads():
     yield
     set_threads(None)
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """``crfkit ARGV...`` in this process: (exit status, stdout, stderr)."""
+    from crfkit import cli
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err

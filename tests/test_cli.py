@@ -20,10 +20,7 @@ from crfkit.model import CRFModel
 from crfkit.pipeline import tag_columns
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import run_cli as run
 
 
 @pytest.fixture(scope="module")

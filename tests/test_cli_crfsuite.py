@@ -16,10 +16,7 @@ from crfkit.model import CRFModel
 from crfkit.pipeline import attributes_of
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import run_cli as run
 
 
 def _attribute_data(n: int, seed: int):

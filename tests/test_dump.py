@@ -12,10 +12,7 @@ from crfkit.dump import prune, select
 from crfkit.model import CRFModel
 
 
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import run_cli as run
 
 
 @pytest.fixture(scope="module")

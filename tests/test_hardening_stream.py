@@ -44,10 +44,7 @@ SRC = str(Path(crfkit.__file__).resolve().parents[1])
 ROOT = Path(SRC).parent
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import run_cli as run
 
 
 def _env() -> dict:

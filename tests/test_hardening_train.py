@@ -38,10 +38,7 @@ from conftest import markov_corpus
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import run_cli as run
 
 
 @pytest.fixture(scope="module")
