@@ -209,14 +209,21 @@ def init_store(seq_ptr, eptr, y, L, value, node_store, pair_store):
         node = np.empty((T, L))
         pair = np.empty((max(T - 1, 1), L, L))
         gold_marginals(y, t0, T, L, value, node, pair)
-        for t in range(T):
-            for l in range(L):
-                node_store[t0 + t, l] = node[t, l]
-        e0 = eptr[i]
-        for t in range(T - 1):
-            for a in range(L):
-                for b in range(L):
-                    pair_store[e0 + t, a, b] = pair[t, a, b]
+        _store_marginals(node, pair, T, t0, eptr[i], node_store, pair_store)
+
+
+@njit(**_NOPY)
+def _store_marginals(node, pair, T, t0, e0, node_store, pair_store):
+    """A sequence's node marginals (T x L) and pairwise marginals ((T-1) x L x L) into the ragged
+    stores, at token offset ``t0`` and edge offset ``e0`` (rounded to the stores' precision)."""
+    L = node.shape[1]
+    for t in range(T):
+        for l in range(L):
+            node_store[t0 + t, l] = node[t, l]
+    for t in range(T - 1):
+        for a in range(L):
+            for b in range(L):
+                pair_store[e0 + t, a, b] = pair[t, a, b]
 
 
 @njit(**_NOPY)
@@ -247,14 +254,7 @@ def warm_store(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, tr
         pair = np.empty((max(T - 1, 1), L, L))
         chain_marginals(score, T, trans, np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T),
                         node, pair)
-        for t in range(T):
-            for l in range(L):
-                node_store[t0 + t, l] = node[t, l]
-        e0 = eptr[i]
-        for t in range(T - 1):
-            for a in range(L):
-                for b in range(L):
-                    pair_store[e0 + t, a, b] = pair[t, a, b]
+        _store_marginals(node, pair, T, t0, eptr[i], node_store, pair_store)
 
 
 @njit(**_NOPY)
