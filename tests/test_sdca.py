@@ -358,14 +358,18 @@ def _step_quantities(run, i, space, corp):
     K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
     f = run.flat
     ns, ps = run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)]
-    nf = K._load_direction(T, ns, ps, run.node_n, run.pair_n, run.m_node, run.d_node, f[0], f[1], f[2], f[3])
-    gap, fp0, nc = K.gap_and_slope(nf, f[0], f[1], f[2], f[3], f[4], f[5], run.kb, f[6], f[7], f[8], f[9])
+    L = s.n_labels
+    tdir_k = np.zeros((L, L))
+    nf, npair = K.load_entries(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
+                               run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, f[0], f[1], f[2], tdir_k)
+    gap, fp0, nc, ncp = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
     acc = np.zeros_like(run.w)
     seen = np.zeros_like(run.seen)
     alist = np.zeros_like(run.alist)
     na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full,
                                 run.node_n[:T] - ns, acc, seen, alist)
     tdir = (run.pair_n[:T - 1] - ps).sum(0) if T > 1 else np.zeros_like(run.tdir)
+    assert np.allclose(tdir_k, tdir, rtol=0, atol=1e-12)          # the load sweep's transition direction
     q = K.direction_norm2(s.attr_ptr, acc, alist, na, tdir, s.trans_index) / run.l2n
     v = np.zeros_like(run.w)
     K.apply_direction(s.attr_ptr, acc, seen, alist, na, tdir, s.trans_index, s.n_state, -1.0 / run.l2n, v)
@@ -375,7 +379,7 @@ def _step_quantities(run, i, space, corp):
         return (K.chain_entropy(ns + g * (nn - ns), ps + g * (pn - ps), T)
                 - 0.5 * run.l2n * np.sum((run.w + g * v) ** 2))
 
-    return T, gap, fp0, nc, q, dual1d, f
+    return T, gap, fp0, (nc, ncp), q, dual1d, f
 
 
 def test_line_search_slopes_and_the_dense_grid(problem):
@@ -385,7 +389,7 @@ def test_line_search_slopes_and_the_dense_grid(problem):
     run.recompute_w()
     grid = np.linspace(0.0, 1.0, 2001)
     for i in range(0, run.n, 3):
-        T, gap, fp0, nc, q, dual1d, f = _step_quantities(run, i, space, corp)
+        T, gap, fp0, (nc, ncp), q, dual1d, f = _step_quantities(run, i, space, corp)
         # f'(0) = KL(mu||mu') + KL(mu'||mu), f'(1) = -l2 n ||v||^2 = -q, g = KL(mu||mu')
         t0, t1 = corp.seq_ptr[i], corp.seq_ptr[i + 1]
         e0 = run.eptr[i]
@@ -394,16 +398,16 @@ def test_line_search_slopes_and_the_dense_grid(problem):
         assert gap == pytest.approx(K.chain_kl(ns, ps, nn, pn, T), rel=1e-9, abs=1e-14)
         assert fp0 == pytest.approx(K.chain_kl(ns, ps, nn, pn, T) + K.chain_kl(nn, pn, ns, ps, T), rel=1e-9, abs=1e-14)
         assert fp0 > 0
-        f1, _ = K.fprime(1.0, nc, f[6], f[7], f[8], f[9], q, f[4], f[5], run.kb)
+        f1, _ = K.fprime(1.0, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
         assert f1 == pytest.approx(-q, rel=1e-9, abs=1e-14)
         # f' against a central difference inside (0, 1)
         for g in (0.2, 0.6):
-            fx, _ = K.fprime(g, nc, f[6], f[7], f[8], f[9], q, f[4], f[5], run.kb)
+            fx, _ = K.fprime(g, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
             h = 1e-5
             assert fx == pytest.approx((dual1d(g + h) - dual1d(g - h)) / (2 * h), rel=1e-4, abs=1e-8)
         # the line search's gamma against the best point of a dense grid
         isc = np.zeros(K.N_ISC, dtype=np.int64)
-        gm = K.line_search(nc, f[6], f[7], f[8], f[9], q, fp0, 1e-8, f[4], f[5], run.kb, isc)
+        gm = K.line_search(nc, ncp, f[4], f[5], q, fp0, 1e-8, f[2], f[3], run.kb, isc)
         vals = np.array([dual1d(g) for g in grid])
         # then a finer grid (spacing 1e-6) around the coarse maximiser
         best = grid[vals.argmax()]
@@ -412,7 +416,7 @@ def test_line_search_slopes_and_the_dense_grid(problem):
         assert dual1d(gm) >= fvals.max() - 1e-10 * max(1.0, abs(fvals.max()))
         assert abs(gm - fine[fvals.argmax()]) <= 1e-5
         # default tolerance: within 1e-3 of the maximiser and never below the start
-        gm3 = K.line_search(nc, f[6], f[7], f[8], f[9], q, fp0, 1e-3, f[4], f[5], run.kb, isc)
+        gm3 = K.line_search(nc, ncp, f[4], f[5], q, fp0, 1e-3, f[2], f[3], run.kb, isc)
         assert abs(gm3 - gm) <= 1e-3 and dual1d(gm3) >= dual1d(0.0)
 
 
@@ -420,11 +424,10 @@ def test_line_search_with_a_vanishing_new_marginal_keeps_its_log():
     """mu ~ 1 where mu' ~ 1e-17: mu + (mu' - mu) is 0 in floating point; the ratio must come from mu'."""
     fm = np.array([1.0 - 1e-12, 1e-12])
     fn = np.array([2.7e-17, 1.0 - 2.7e-17])
-    fd = fn - fm
-    fs = np.ones(2)
-    b = [np.zeros(2) for _ in range(6)]
+    bu = np.maximum(fn, K.LOG_FLOOR) / fm          # the ratios as load_entries forms them
+    b = [np.zeros(2) for _ in range(3)]
     kb = np.zeros(4, dtype=np.int64)
-    gap, fp0, nc = K.gap_and_slope(2, fm, fn, fd, fs, b[0], b[1], kb, b[2], b[3], b[4], b[5])
+    gap, fp0, nc, ncp = K.gap_and_slope(2, 2, fm, fn, bu, b[0], kb, b[1], b[2])
     assert gap == pytest.approx(kl(fm, fn), rel=1e-12)
     assert fp0 == pytest.approx(kl(fm, fn) + kl(fn, fm), rel=1e-12)
 

@@ -465,119 +465,143 @@ def store_entropies(seq_ptr, eptr, node_store, pair_store, out):
 
 # ------------------------------------------------------------- SDCA line search
 # The entries of the cliques (edges; T = 1: the node) and of the separators (interior nodes, sign -1)
-# of one sequence are laid out flat: fm (mu), fn (mu'), fd (d = mu' - mu), fs (+1 / -1).  Ratios are
-# formed from mu' itself, never as 1 + d / mu: where mu ~ 1 and mu' ~ 1e-17, mu + d is 0 in floating
-# point and the log of the ratio would be the floor's instead of -39.
+# of one sequence are laid out flat, cliques first (``npair`` of them, sign +1), then separators
+# (sign -1): fm (mu), fn (mu').  Ratios are formed from mu' itself, never as 1 + d / mu: where mu ~ 1
+# and mu' ~ 1e-17, mu + d is 0 in floating point and the log of the ratio would be the floor's
+# instead of -39.  The direction d = mu' - mu is recomputed from the two where needed (the same
+# double subtraction every time).
 @njit(**_NOPY)
-def _load_direction(T, node_s, pair_s, node_n, pair_n, m_node, d_node, fm, fn, fd, fs):
-    """m_node = stored node marginals (float64), d_node = new - stored; the flat entries; returns
-    their count."""
-    L = node_s.shape[1]
+def load_entries(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, fm, fn, bu, tdir):
+    """One sweep over sequence i's stored marginals (node rows from ``t0``, pairwise rows of the
+    flattened store ``pair2`` ((edges, L*L)) from ``e0``) and its new marginals (``node_n``, ``pn2``:
+    (maxT, L*L)): m_node = stored node marginals (float64), d_node = new - stored; the flat entries
+    fm, fn and their ratios bu = max(mu', floor) / mu (1 where mu = 0); tdir (L x L) = the summed
+    pairwise differences sum_t (pair'_t - pair_t).  Returns (count, count of clique entries)."""
+    L = node_store.shape[1]
+    LL = L * L
+    td = tdir.reshape(LL)
+    for k in range(LL):
+        td[k] = 0.0
     for t in range(T):
+        nr = node_store[t0 + t]
+        nn = node_n[t]
         for l in range(L):
-            m = np.float64(node_s[t, l])
+            m = np.float64(nr[l])
             m_node[t, l] = m
-            d_node[t, l] = node_n[t, l] - m
-    k = 0
+            d_node[t, l] = nn[l] - m
     if T == 1:
         for l in range(L):
-            fm[k] = m_node[0, l]
-            fn[k] = node_n[0, l]
-            fd[k] = d_node[0, l]
-            fs[k] = 1.0
-            k += 1
-        return k
+            m = m_node[0, l]
+            x = node_n[0, l]
+            fm[l] = m
+            fn[l] = x
+            bu[l] = max(x, LOG_FLOOR) / m if m > 0.0 else 1.0
+        return L, L
+    k = 0
     for t in range(T - 1):
-        ps = pair_s[t]
-        pn = pair_n[t]
-        for a in range(L):
-            for b in range(L):
-                m = np.float64(ps[a, b])
-                fm[k] = m
-                fn[k] = pn[a, b]
-                fd[k] = pn[a, b] - m
-                fs[k] = 1.0
-                k += 1
+        src = pair2[e0 + t]
+        pn = pn2[t]
+        om = fm[k:k + LL]
+        on = fn[k:k + LL]
+        ob = bu[k:k + LL]
+        for j in range(LL):
+            m = np.float64(src[j])
+            x = pn[j]
+            om[j] = m
+            on[j] = x
+            ob[j] = max(x, LOG_FLOOR) / m if m > 0.0 else 1.0
+            td[j] += x - m
+        k += LL
+    npair = k
     for t in range(1, T - 1):
         for l in range(L):
-            fm[k] = m_node[t, l]
-            fn[k] = node_n[t, l]
-            fd[k] = d_node[t, l]
-            fs[k] = -1.0
+            m = m_node[t, l]
+            x = node_n[t, l]
+            fm[k] = m
+            fn[k] = x
+            bu[k] = max(x, LOG_FLOOR) / m if m > 0.0 else 1.0
             k += 1
-    return k
+    return k, npair
 
 
 @njit(**_NOPY)
-def gap_and_slope(nf, fm, fn, fd, fs, bu, bl, kb, cm, cn, cd, cs):
-    """The individual gap g = KL(mu || mu') (eq. 10) and f'(0) = KL(mu || mu') + KL(mu' || mu) over the
-    flat entries, and the entries the line search needs, compacted into cm, cn, cd, cs: returns
-    (g, f'(0), count).
+def gap_and_slope(nf, npair, fm, fn, bu, bl, kb, cm, cn):
+    """From the flat entries and their ratios ``bu`` (:func:`load_entries`): the individual gap
+    g = KL(mu || mu') (eq. 10), f'(0) = KL(mu || mu') + KL(mu' || mu) and the entries the line search
+    needs, compacted into cm, cn (cliques first): returns (g, f'(0), count, clique count).
 
     Compaction: an entry's term of f' at any gamma, ``d log(mu' / mu_gamma)``, is at most its term at
     0 in size (mu_gamma lies between mu and mu'), so leaving out the entries whose term at 0 is below
     ``LS_DROP * f'(0) / nf`` moves f' by less than ``LS_DROP * f'(0)`` (1e-6 of it) everywhere on [0, 1]:
     the root moves by a millionth of the step, far inside the line search's tolerance.  Near the
     optimum most pairwise entries have tiny terms, and the line search reads only the others."""
-    inf_slope = False
-    for k in range(nf):
-        m = fm[k]
-        if m > 0.0:
-            bu[k] = max(fn[k], LOG_FLOOR) / m
-        else:
-            bu[k] = 1.0
-            if fd[k] > 0.0:
-                inf_slope = True
     log_into(bu, bl, kb, nf)
     gap = 0.0
     fp0 = 0.0
+    bad0 = False
     for k in range(nf):
+        sg = 1.0 if k < npair else -1.0
+        m = fm[k]
+        x = fn[k]
+        d = x - m
         lr = bl[k]
-        bl[k] = fd[k] * lr
-        gap -= fs[k] * fm[k] * lr
-        fp0 += fs[k] * bl[k]
-    if inf_slope:
+        t = d * lr
+        bl[k] = t
+        gap -= sg * m * lr
+        fp0 += sg * t
+        bad0 = bad0 or (m <= 0.0 and d > 0.0)
+    if bad0:
         fp0 = np.inf
-    thr = 0.0 if inf_slope else LS_DROP * abs(fp0) / max(nf, 1)
+    thr = 0.0 if bad0 else LS_DROP * abs(fp0) / max(nf, 1)
     nc = 0
-    for k in range(nf):
-        if fd[k] != 0.0 and (abs(bl[k]) > thr or fm[k] <= 0.0):
-            cm[nc] = fm[k]
+    for k in range(npair):
+        m = fm[k]
+        if fn[k] != m and (abs(bl[k]) > thr or m <= 0.0):
+            cm[nc] = m
             cn[nc] = fn[k]
-            cd[nc] = fd[k]
-            cs[nc] = fs[k]
             nc += 1
-    return gap, fp0, nc
+    ncp = nc
+    for k in range(npair, nf):
+        m = fm[k]
+        if fn[k] != m and (abs(bl[k]) > thr or m <= 0.0):
+            cm[nc] = m
+            cn[nc] = fn[k]
+            nc += 1
+    return gap, fp0, nc, ncp
 
 
 @njit(**_NOPY)
-def fprime(g, nc, cm, cn, cd, cs, q, bu, bl, kb):
-    """(f'(g), f''(g)) of the line search over the compacted entries (module docstring)."""
+def fprime(g, nc, ncp, cm, cn, q, bu, bl, kb):
+    """(f'(g), f''(g)) of the line search over the compacted entries (module docstring; the first
+    ``ncp`` are clique entries, the others separators)."""
     omg = 1.0 - g
     s2 = 0.0
     for k in range(nc):
-        d = cd[k]
+        m = cm[k]
         nk = cn[k]
-        r = 1.0 / max(omg * cm[k] + g * nk, LOG_FLOOR)
+        d = nk - m
+        r = 1.0 / max(omg * m + g * nk, LOG_FLOOR)
         bu[k] = max(nk, LOG_FLOOR) * r
-        s2 += cs[k] * d * d * r
+        s2 += (1.0 if k < ncp else -1.0) * d * d * r
     log_into(bu, bl, kb, nc)
     s = 0.0
     for k in range(nc):
-        s += cs[k] * cd[k] * bl[k]
+        s += (1.0 if k < ncp else -1.0) * (cn[k] - cm[k]) * bl[k]
     return s - g * q, -s2 - q
 
 
 @njit(**_NOPY)
-def line_search(nc, cm, cn, cd, cs, q, fp0, tol, bu, bl, kb, isc):
+def line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc):
     """argmax over [0, 1] of the 1-D dual f: the root of f', bracketed by f'(0) = fp0 > 0 > f'(1) = -q.
 
     Safeguarded Newton (as rtsafe): a Newton step on f' from the last point, replaced by bisection of
     the bracket when it would leave the bracket or when the previous step did not shrink |f'| fast
     enough (|2 f'| > |previous step * f''|).  The first point is the root of the chord between the
-    bracket's ends.  Stops when the step or the bracket is below ``tol`` (returning the bracket's left
-    end, where f' > 0, when the bracket decides: the dual then does not decrease).  Counts its f'
-    evaluations into ``isc[I_LS]``."""
+    bracket's ends (a start from the root of the cubic Hermite model of f' from its values and slopes
+    at both ends was tried: when f'' is large at 0 that root lies near 0, where a Newton step smaller
+    than ``tol`` ends the search far from the root).  Stops when the step or the bracket is below
+    ``tol`` (returning the bracket's left end, where f' > 0, when the bracket decides: the dual then
+    does not decrease).  Counts its f' evaluations into ``isc[I_LS]``."""
     if not (fp0 > 0.0):
         return 0.0
     if not (q > 0.0):
@@ -589,7 +613,7 @@ def line_search(nc, cm, cn, cd, cs, q, fp0, tol, bu, bl, kb, isc):
         x = 0.5
     dxold = 1.0
     for _ in range(LS_MAXIT):
-        fx, fpp = fprime(x, nc, cm, cn, cd, cs, q, bu, bl, kb)
+        fx, fpp = fprime(x, nc, ncp, cm, cn, q, bu, bl, kb)
         isc[I_LS] += 1
         if fx > 0.0:
             lo = x
@@ -716,50 +740,47 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
               m_node, d_node, flat, kb, acc, seen, alist, tdir, isc):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
-    scratch (10 rows of at least (T-1) L^2 + T L entries), ``kb`` int64 scratch of twice that length."""
+    scratch (6 rows of at least (T-1) L^2 + T L entries), ``kb`` int64 scratch of twice that length.
+
+    One sweep reads the stored marginals (:func:`load_entries`: also the transition part of the
+    direction and the ratios mu' / mu); one vectorised log gives the gap, f'(0) and the compacted
+    entries (:func:`gap_and_slope`); the line search reads only those;
+    one sweep writes the mixed marginals back."""
     L = trans_index.shape[0]
+    LL = L * L
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
     if T == 0:
         return 0.0, 0.0
     e0 = eptr[i]
-    ns, ps = _store_slices(node_store, pair_store, t0, T, e0)
+    pair2 = pair_store.reshape((pair_store.shape[0], LL))
+    pn2 = pair_n.reshape((pair_n.shape[0], LL))
     _trans_into(w, n_state, trans_index, trans)
     emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
     chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
-    fm, fn, fd, fs, bu, bl = flat[0], flat[1], flat[2], flat[3], flat[4], flat[5]
-    cm, cn, cd, cs = flat[6], flat[7], flat[8], flat[9]
-    nf = _load_direction(T, ns, ps, node_n, pair_n, m_node, d_node, fm, fn, fd, fs)
-    gap, fp0, nc = gap_and_slope(nf, fm, fn, fd, fs, bu, bl, kb, cm, cn, cd, cs)
+    fm, fn, bu, bl, cm, cn = flat[0], flat[1], flat[2], flat[3], flat[4], flat[5]
+    nf, npair = load_entries(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, fm, fn, bu, tdir)
+    gap, fp0, nc, ncp = gap_and_slope(nf, npair, fm, fn, bu, bl, kb, cm, cn)
     isc[I_NF] += nf
     isc[I_NC] += nc
     # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
     na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, d_node, acc, seen,
                               alist)
-    for a in range(L):
-        for b in range(L):
-            tdir[a, b] = 0.0
-    for t in range(T - 1):
-        pn = pair_n[t]
-        pr = ps[t]
-        for a in range(L):
-            for b in range(L):
-                tdir[a, b] += pn[a, b] - pr[a, b]
     q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
-    gamma = line_search(nc, cm, cn, cd, cs, q, fp0, tol, bu, bl, kb, isc)
+    gamma = line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc)
     # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
     apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
     if gamma > 0.0:
         omg = 1.0 - gamma
         for t in range(T):
+            nr = node_store[t0 + t]
             for l in range(L):
-                ns[t, l] = omg * m_node[t, l] + gamma * node_n[t, l]
+                nr[l] = omg * m_node[t, l] + gamma * node_n[t, l]
         for t in range(T - 1):
-            pn = pair_n[t]
-            pr = ps[t]
-            for a in range(L):
-                for b in range(L):
-                    pr[a, b] = omg * np.float64(pr[a, b]) + gamma * pn[a, b]
+            row = pair2[e0 + t]
+            pn = pn2[t]
+            for k in range(LL):
+                row[k] = omg * np.float64(row[k]) + gamma * pn[k]
     return gap, gamma
 
 

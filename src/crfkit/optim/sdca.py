@@ -130,7 +130,7 @@ class _Dual:
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
         nflat = max(maxT - 1, 1) * L * L + maxT * L
-        self.flat = np.zeros((10, nflat))
+        self.flat = np.zeros((6, nflat))
         self.kb = np.zeros(2 * nflat, dtype=np.int64)
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.fsc = np.zeros(K.N_FSC)
