@@ -33,11 +33,15 @@ every epoch (the trace's ``duality_gap``) and the run stops (status ``converged`
     Online exponentiated gradient (Collins et al. 2008) on the same marginals: the new dual variable
     of i is the chain ``alpha_i^(1 - eta_i) exp(eta_i w . F)``, whose log-potentials are those of the
     stored marginals (``log pair_t - log node_t``) mixed with the scores under w, marginalised by one
-    forward-backward (one oracle call).  Step sizes are per example (their adaptation as we recall
-    it from the paper, whose text we could not consult here: ``eta_i`` starts at 0.5; a step that
-    would decrease the dual is not taken, ``eta_i`` is halved and the step recomputed, another oracle
-    call; an accepted step multiplies ``eta_i`` by 1.05, at most 1).  Examples are drawn uniformly
-    (an OEG step computes no individual gap to sample by).
+    forward-backward (one oracle call).  Step sizes are per example: ``eta_i`` starts at 0.5; a step
+    that would decrease the dual is not taken, ``eta_i`` is halved and the step recomputed, another
+    oracle call; an accepted step multiplies ``eta_i`` by 1.05, at most 1.  This rule is our reading
+    of Collins et al. (JMLR 9:1775-1822, 2008), not checked against its text: the search tools reached
+    the paper's abstract (jmlr.org/papers/v9/collins08a.html) and first page, not the section that
+    states their learning rates, and neither the SAG paper nor Le Priol et al. state the rule of the
+    OEG they compare with.  On CoNLL-2002 Dutch (lambda = 1/n) half of its oracle calls were rejected
+    tries (README, "Dual methods").  Examples are drawn uniformly (an OEG step computes no individual
+    gap to sample by).
 
 Initialisation (both; paper section 3, from Schmidt et al. 2015): the marginals of the chain whose
 gold node and gold transition scores are ``init_score`` (10) and all others 0, and ``w0 =
