@@ -37,9 +37,9 @@ FIGURES = ("suboptimality_passes.png", "suboptimality_seconds.png", "test_error.
 
 # one colour per method, the same in every figure
 _ORDER = ("lbfgs", "owlqn", "sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "sg", "asg", "adagrad",
-          "pegasos", "sgd-l1", "sdca", "oeg")
+          "pegasos", "sgd-l1", "sdca", "oeg", "smd", "hybrid")
 _PALETTE = ("#000000", "#555555", "#1f77b4", "#17becf", "#d62728", "#9467bd", "#e377c2", "#8c564b",
-            "#2ca02c", "#ff7f0e", "#bcbd22", "#7f7f7f", "#006400", "#b8860b")
+            "#2ca02c", "#ff7f0e", "#bcbd22", "#7f7f7f", "#006400", "#b8860b", "#4b0082", "#808000")
 # runs of one optimizer with different settings (sdca's sampling) get these line styles in turn
 _VARIANT_STYLES = ("-", "-.", (0, (5, 1)), (0, (1, 1)))
 

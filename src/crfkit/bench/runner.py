@@ -12,7 +12,7 @@ off, and so is the SAG family's (``delta = 0``) unless the spec sets ``delta``, 
 (``gap_tol = 0``) unless the spec sets ``gap_tol``.
 
 Step sizes: for the classic stochastic methods (:data:`STEP_SEARCH`: sg, asg,
-adagrad, pegasos) given without an ``eta``, every ``eta`` of the grid (powers
+adagrad, pegasos, smd; smd's ``eta`` is its initial gain) given without an ``eta``, every ``eta`` of the grid (powers
 of 10) is run and ranked by the final training objective, as in the paper
 (§6: the methods "cheat" by choosing the best eta on the training data); the
 best is drawn as a solid line, the second-best dashed.  Runs that diverge
@@ -38,7 +38,7 @@ from ..io.atomic import atomic_file
 __all__ = ["STEP_SEARCH", "DEFAULT_ETAS", "Spec", "RunResult", "parse_spec", "run_one", "rank_group",
            "run_benchmark", "trace_stem", "MANIFEST", "FSTAR_FILE"]
 
-STEP_SEARCH = ("sg", "asg", "adagrad", "pegasos")
+STEP_SEARCH = ("sg", "asg", "adagrad", "pegasos", "smd")
 DEFAULT_ETAS = tuple(10.0 ** k for k in range(-4, 2))   # 1e-4 ... 10
 MANIFEST = "bench.json"
 FSTAR_FILE = "fstar.json"

@@ -28,7 +28,6 @@ import numpy as np
 from numba import njit
 
 from .chain import FAST, emissions_rows, gold_score, transition_matrix, viterbi
-from .oracle import apply_gradient
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -40,14 +39,13 @@ U, LOSS = 0, 1
 @njit(**_NOPY)
 def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
                order, start, stop, method, pa_type, C, error_sensitive, gamma,
-               w, ws, cov, scal, dbuf, stamp, touched, path, node, edge, full):
+               w, ws, cov, scal, dbuf, stamp, touched, path, full):
     """Process the sequences ``order[start:stop]`` (see the module docstring).
 
     ``ws`` (pa, ap) and ``cov`` (arow): one entry per feature (no bounds checks here).
     ``scal`` = [u, loss]: carried on.  ``dbuf``: zeros, one per feature (left
     zero); ``stamp``: int64 per feature, initially -1; ``touched``: int64
-    scratch of n_features; ``path``: int64 scratch of the longest sequence;
-    ``node``: scratch (longest x L); ``edge``: L x L scratch.
+    scratch of n_features; ``path``: int64 scratch of the longest sequence.
     """
     L = trans_index.shape[0]
     u = scal[U]
@@ -67,28 +65,49 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                     d += 1
             if d > 0:
                 sc = gold_score(score, y, t0, T, trans)
-                # delta = Phi(gold) - Phi(viterbi) = -(gradient with node = one-hot(viterbi), edge = its pairs)
+                # delta = Phi(gold) - Phi(viterbi): a token whose Viterbi label is the gold one adds nothing
+                # to the state features, so only the d wrong tokens are walked (here, for the touched list
+                # and for the reset): per occurrence, +val on the gold label's feature, -val on the
+                # predicted label's (labels without a feature for this attribute are not in the model)
                 for t in range(T):
-                    for l in range(L):
-                        node[t, l] = 0.0
-                    node[t, path[t]] = 1.0
-                for a in range(L):
-                    for b in range(L):
-                        edge[a, b] = 0.0
+                    yt = y[t0 + t]
+                    pt = path[t]
+                    if pt == yt:
+                        continue
+                    for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                        a = attr[e]
+                        x = val[e]
+                        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                            lab = feat_label[k]
+                            if lab == yt:
+                                dbuf[k] += x
+                            elif lab == pt:
+                                dbuf[k] -= x
                 for t in range(1, T):
-                    edge[path[t - 1], path[t]] += 1.0
-                apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                               n_state, i, node, edge, -1.0, dbuf, full)
+                    ga = y[t0 + t - 1]
+                    gb = y[t0 + t]
+                    va = path[t - 1]
+                    vb = path[t]
+                    if ga != va or gb != vb:
+                        k = trans_index[ga, gb]
+                        if k >= 0:
+                            dbuf[n_state + k] += 1.0
+                        k = trans_index[va, vb]
+                        if k >= 0:
+                            dbuf[n_state + k] -= 1.0
                 nt = 0
                 mark = np.int64(u)
-                for e in range(tok_ptr[t0], tok_ptr[t0 + T]):
-                    a = attr[e]
-                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                        if stamp[k] != mark:
-                            stamp[k] = mark
-                            if dbuf[k] != 0.0:
-                                touched[nt] = k
-                                nt += 1
+                for t in range(T):
+                    if path[t] == y[t0 + t]:
+                        continue
+                    for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                        a = attr[e]
+                        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                            if stamp[k] != mark:
+                                stamp[k] = mark
+                                if dbuf[k] != 0.0:
+                                    touched[nt] = k
+                                    nt += 1
                 for k in range(n_state, n_state + n_trans):
                     if dbuf[k] != 0.0:
                         touched[nt] = k
@@ -128,11 +147,14 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                         w[k] += alpha * cov[k] * dbuf[k]
                         cov[k] = 1.0 / (1.0 / cov[k] + (1.0 / gamma) * (dbuf[k] * dbuf[k]))
                     total += cost
-                # reset the buffer (every feature of the sequence and the transitions)
-                for e in range(tok_ptr[t0], tok_ptr[t0 + T]):
-                    a = attr[e]
-                    for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                        dbuf[k] = 0.0
+                # reset the buffer (the features of the wrong tokens and the transitions)
+                for t in range(T):
+                    if path[t] == y[t0 + t]:
+                        continue
+                    for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
+                        a = attr[e]
+                        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                            dbuf[k] = 0.0
                 for k in range(n_state, n_state + n_trans):
                     dbuf[k] = 0.0
         u += 1.0

@@ -91,8 +91,6 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
     touched = np.empty(d, dtype=np.int64)
     Tmax = max(int(cr.max_length), 1)
     path = np.empty(Tmax, dtype=np.int64)
-    node = np.empty((Tmax, s.n_labels))
-    edge = np.empty((s.n_labels, s.n_labels))
     args = (cr.seq_ptr, cr.tok_ptr, cr.attr, cr.val, cr.y, s.attr_ptr, s.feat_label, s.trans_index, s.n_state,
             s.n_trans)
 
@@ -119,7 +117,7 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
             for b0 in range(0, n, BLOCK):
                 b1 = min(n, b0 + BLOCK)
                 K.run_online(*args, order, b0, b1, method, pa_type, c, bool(error_sensitive), gamma, w,
-                             ws, cov, scal, dbuf, stamp, touched, path, node, edge, obj.full_rows)
+                             ws, cov, scal, dbuf, stamp, touched, path, obj.full_rows)
                 obj.n_oracle += b1 - b0
             u = float(scal[K.U])
             loss = float(scal[K.LOSS])

@@ -94,6 +94,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "arow": ("crfkit.optim.online", "arow"),
     # Friedlander & Schmidt 2012, the SAG paper's Hybrid baseline (issue 15)
     "hybrid": ("crfkit.optim.hybrid", "hybrid"),
+    # Vishwanathan, Schraudolph, Schmidt & Murphy 2006, the SAG paper's SMD baseline (issue 15)
+    "smd": ("crfkit.optim.smd", "smd"),
 }
 
 
