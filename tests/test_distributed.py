@@ -310,3 +310,45 @@ def test_cli_several_files_without_dask_is_an_error(data, tmp_path, capsys):
     from conftest import run_cli
     rc, out, err = run_cli(capsys, "train", *data["paths"][:2], "-m", str(tmp_path / "m.crfkit"))
     assert rc == 2 and "--dask" in err
+
+
+# ------------------------------------------------------- the vocabulary merge, without a cluster
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def _sharded_corpus(draw):
+    attrs = [f"a{i}" for i in range(draw(st.integers(1, 12)))]
+    labels = [f"L{i}" for i in range(draw(st.integers(1, 4)))]
+    seq = st.lists(st.tuples(st.sampled_from(labels), st.lists(st.sampled_from(attrs), min_size=0, max_size=4)),
+                   min_size=1, max_size=6)
+    shards = draw(st.lists(st.lists(seq, min_size=1, max_size=5), min_size=1, max_size=4))
+    return shards
+
+
+@settings(max_examples=60, deadline=None)
+@given(_sharded_corpus(), st.sampled_from([dict(), dict(min_freq=2), dict(support="all", min_freq=2),
+                                           dict(transitions="all")]))
+def test_merged_counts_give_builds_feature_space(shards, kw):
+    """Property: count_shard on every shard + merge_counts == build on the concatenation (CRFsuite
+    attribute files, repeated attributes in a token included)."""
+    import tempfile
+    from crfkit.distributed.shards import Source, count_shard
+    from crfkit.distributed.vocab import merge_counts
+    with tempfile.TemporaryDirectory() as d:
+        srcs = []
+        for i, sh in enumerate(shards):
+            p = os.path.join(d, f"s{i}.txt")
+            with open(p, "w") as f:
+                for seq in sh:
+                    f.write("".join(lab + "\t" + "\t".join(at) + "\n" for lab, at in seq) + "\n")
+            srcs.append(Source(p, "crfsuite"))
+        space = merge_counts((count_shard(s) for s in srcs), **kw)
+    X = [[list(at) for _, at in seq] for sh in shards for seq in sh]
+    Y = [[lab for lab, _ in seq] for sh in shards for seq in sh]
+    ref, _ = build(X, Y, **kw)
+    assert space.labels == ref.labels and space.attributes == ref.attributes
+    np.testing.assert_array_equal(space.attr_ptr, ref.attr_ptr)
+    np.testing.assert_array_equal(space.feat_label, ref.feat_label)
+    np.testing.assert_array_equal(space.trans_index, ref.trans_index)
