@@ -11,9 +11,9 @@
 * **Sharded data** (:func:`load_sharded`): one shard per file; the workers read and count their
   shards (map), the client merges the counts into ONE feature space with the frequency cut-off
   applied globally (reduce: the feature ids of a single-process run on the concatenated files),
-  scatters it to every worker, and the workers encode their shards and keep them as futures.
+  sends it to every worker (as a task result, recomputable), and the workers encode their shards and keep them as futures.
 * **Exact full-batch oracle** (:class:`DistributedObjective`): L-BFGS / OWL-QN run unchanged on the
-  client; each evaluation scatters ``w``, every shard returns its loss and gradient (crfkit's
+  client; each evaluation sends ``w`` to the workers, every shard returns its loss and gradient (crfkit's
   multi-threaded kernels in the worker), a fixed tree of pairwise sums adds them.
 * **Parameter mixing** (:mod:`crfkit.distributed.mixing`) for ``sg``, ``asg``, ``sgd-l1``; the
   other stochastic methods are refused with the reason.

@@ -4,8 +4,8 @@ and iterative parameter mixing for the stochastic methods where it is sound.
 Data flow (the client never holds the corpus)::
 
     files --(count_shard on the workers)--> per-shard counts --(merge on the client)--> FeatureSpace
-    FeatureSpace --(scattered to every worker)--> encode_shard(file, space) on the workers: Shard futures
-    w --(scattered to every worker)--> loss_grad(shard, space, w) per shard --(pairwise sums)--> (f, g)
+    FeatureSpace --(a task result, fetched by every worker)--> encode_shard(file, space): Shard futures
+    w --(a task result, fetched by every worker)--> loss_grad(shard, space, w) per shard --(pairwise sums)--> (f, g)
 
 Shard ``i`` goes to worker ``floor(i * W / S)`` (``allow_other_workers``: the scheduler may move
 it, and re-runs it anywhere when its worker is lost); the pairwise sums pair shards ``(0, 1), (2,
@@ -211,7 +211,9 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     if log:
         log(f"dask: vocabulary of {ns} shards merged in {time.perf_counter() - t0:.2f}s: {space.n_labels} labels, "
             f"{space.n_attributes} attributes, {space.n_features} features")
-    space_future = client.scatter(space, broadcast=True, hash=False)
+    # the space as a task result, not scattered data: Dask's active memory manager keeps one replica of
+    # scattered data, and a worker lost with it would leave the shards impossible to re-encode
+    space_future = client.submit(S.const, space, pure=False)
     shard_futures = [client.submit(S.encode_shard, src, space_future, workers=w, allow_other_workers=True,
                                    pure=False) for src, w in zip(sources, where)]
     infos = client.gather([client.submit(S.shard_info, f, space_future, pure=False) for f in shard_futures])
@@ -253,8 +255,9 @@ class DistributedObjective:
         return self.n_full + self.n_oracle / self.n
 
     def scatter(self, w: np.ndarray):
-        """``w`` on every worker (one future)."""
-        return self.client.scatter(np.ascontiguousarray(w, dtype=np.float64), broadcast=True, hash=False)
+        """``w`` for the workers (one future): a task result, so that a worker lost during an evaluation
+        leaves it recomputable (scattered data would not be)."""
+        return self.client.submit(S.const, np.ascontiguousarray(w, dtype=np.float64), pure=False)
 
     def map_reduce(self, fn, *args, w=None):
         """The sum over shards of ``fn(shard, space, [w,] *args)``, by the fixed pairwise tree."""

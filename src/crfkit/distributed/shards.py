@@ -217,6 +217,12 @@ def loss_only(shard: Shard, space, w: np.ndarray, threads: int | None) -> float:
         return shard.objective(space, threads).nll_sum(w)
 
 
+def const(x):
+    """``x`` itself: a value (the feature space, the weights) as a task result, which the scheduler
+    can recompute on any worker from the task (scattered data that was lost cannot be)."""
+    return x
+
+
 def add(a, b):
     """The reduce step of the tree: a sum of ``(value, gradient)`` pairs, or of arrays."""
     if isinstance(a, tuple):
