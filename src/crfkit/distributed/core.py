@@ -8,10 +8,11 @@ Data flow (the client never holds the corpus)::
     w --(a task result, fetched by every worker)--> loss_grad(shard, space, w) per shard --(pairwise sums)--> (f, g)
 
 Shard ``i`` goes to worker ``floor(i * W / S)`` (``allow_other_workers``: the scheduler may move
-it, and re-runs it anywhere when its worker is lost); the pairwise sums pair shards ``(0, 1), (2,
-3), ...`` then their sums, a fixed tree by shard index, so that neighbouring shards (on the same
-worker) are added where they are and the result is bitwise the same whatever the placement,
-including after a worker was lost and its shards re-encoded elsewhere.
+it, and re-runs it anywhere when its worker is lost); the shards of one worker are then joined
+into one block (a task over the shard tasks: one kernel call and one gradient per worker and
+evaluation).  The pairwise sums pair blocks ``(0, 1), (2, 3), ...`` then their sums, a fixed tree
+by block index, so that the result is bitwise the same whatever the placement, including after a
+worker was lost and its block rebuilt elsewhere from the files.
 """
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ class ShardedCorpus:
         self.nbytes = int(sum(i["nbytes"] for i in infos))
 
     def __len__(self) -> int:
-        return len(self.shards)
+        return len(self.sources)
 
     def feature_scale(self) -> tuple[float, str]:
         """(largest |feature value|, the shard file holding it)."""
@@ -217,7 +218,19 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     shard_futures = [client.submit(S.encode_shard, src, space_future, workers=w, allow_other_workers=True,
                                    pure=False) for src, w in zip(sources, where)]
     infos = client.gather([client.submit(S.shard_info, f, space_future, pure=False) for f in shard_futures])
-    sc = ShardedCorpus(client, sources, space, shard_futures, space_future, infos, threads)
+    # one block per worker: its shards (contiguous indices) as one corpus; the shards' data is then
+    # dropped, their tasks stay in the graph, so a lost block is rebuilt from the files
+    blocks = []
+    for k in range(min(nw, ns)):
+        idx = [i for i in range(ns) if i * nw // ns == k]
+        if idx:
+            blocks.append(client.submit(S.concat_shards, *[shard_futures[i] for i in idx], workers=where[idx[0]],
+                                        allow_other_workers=True, pure=False))
+    from distributed import wait
+    wait(blocks)
+    for f in shard_futures:
+        f.release()
+    sc = ShardedCorpus(client, sources, space, blocks, space_future, infos, threads)
     sc.n_columns = ncols[0] if ncols else None
     sc.format = format
     if log:

@@ -1,10 +1,10 @@
 """Iterative parameter mixing (McDonald, Hall & Mann 2010; Zinkevich, Weimer, Smola & Li 2010) for
 ``sg``, ``asg`` and ``sgd-l1`` on a Dask cluster.
 
-Each round (one effective pass): the client broadcasts ``w``; every shard runs one epoch of the
-method over its own sequences from ``w`` (in a random order drawn from the seed, the round and the
-shard); the client sets ``w`` to the average of the shards' weights, weighted by their numbers of
-sequences, and evaluates the objective at it (over every shard, not counted as a pass).
+Each round (one effective pass): the client broadcasts ``w``; every worker runs one epoch of the
+method over its own sequences (its block of shards) from ``w`` (in a random order drawn from the
+seed, the round and the block); the client sets ``w`` to the average of the workers' weights,
+weighted by their numbers of sequences, and evaluates the objective at it (over every shard, not counted as a pass).
 
 * ``sg``: constant step ``eta``; the mixed weights are the iterate.
 * ``asg``: every shard also returns the average of its epoch's iterates; the client keeps the
@@ -66,7 +66,7 @@ def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: 
         return lambda: snap
 
     state_fn = make_state() if epoch else None
-    status, message = "max_iterations", f"{epochs} rounds of parameter mixing over {len(c)} shards"
+    status, message = "max_iterations", f"{epochs} rounds of parameter mixing over {len(c.shards)} workers' blocks"
     f = float("nan")
     monitor_s = 0.0
     try:

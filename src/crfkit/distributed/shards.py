@@ -187,6 +187,25 @@ def encode_shard(src: Source, space) -> Shard:
     return Shard(src.path, corpus)
 
 
+def concat_shards(*shards: Shard) -> Shard:
+    """The shards of one worker as one corpus (a block): one kernel call and one gradient per worker and
+    evaluation instead of one per shard (the O(features) work of an evaluation, zeroing the per-thread
+    buffers and forming the gradient, is then paid once per worker)."""
+    cs = [s.corpus for s in shards]
+    if len(cs) == 1:
+        return Shard(shards[0].path, cs[0])
+    seq, tok = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
+    t0 = e0 = 0
+    for c in cs:
+        seq.append(c.seq_ptr[1:] + t0)
+        tok.append(c.tok_ptr[1:] + e0)
+        t0 += c.n_tokens
+        e0 += len(c.attr)
+    corpus = Corpus(np.concatenate(seq), np.concatenate(tok), np.concatenate([c.attr for c in cs]),
+                    np.concatenate([c.val for c in cs]), np.concatenate([c.y for c in cs]))
+    return Shard(f"{shards[0].path} (+{len(shards) - 1} shards)", corpus)
+
+
 def shard_info(shard: Shard, space) -> dict:
     """Sizes, the largest feature value and a digest of the encoded shard (for checkpoints)."""
     from ..checkpoint import fingerprint
