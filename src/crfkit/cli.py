@@ -331,6 +331,16 @@ def cmd_train(args) -> int:
     if args.checkpoint is not None:
         check_writable(args.checkpoint, "the checkpoint")
     enc = getattr(args, "encoding", None)
+    # several training files (globs too) train on a Dask cluster: crfkit.distributed.cli
+    files = args.train_file if isinstance(args.train_file, list) else [args.train_file]
+    dask_spec = getattr(args, "dask", None)
+    if dask_spec:
+        from .distributed.cli import check_args
+        check_args(args, files)
+    elif len(files) > 1:
+        raise CrfkitError(f"{len(files)} training files: several files (shards) train on a Dask cluster "
+                          "(--dask local:N or --dask SCHEDULER_ADDRESS); in one process, give one file")
+    args.train_file = files[0]
     fmt, args.train_source = _detect_format(args.format, _recode(args.train_file, enc))
     args.dev_source = _recode(args.dev, enc)
     if args.dev is not None and args.format == "auto":
@@ -388,7 +398,10 @@ def cmd_train(args) -> int:
     try:
         try:
             with _warnings_as_lines():
-                if fmt == "crfsuite":
+                if dask_spec:
+                    from .distributed.cli import train_dask
+                    res = train_dask(args, files, fmt, templates, kwargs, log)
+                elif fmt == "crfsuite":
                     res = _train_crfsuite(args, kwargs, progress)
                 else:
                     res = train_columns(args.train_source, templates, dev_path=args.dev_source,
@@ -957,7 +970,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a model on a labelled column file",
                        description="Train a CRF on a column file (observation columns, label last; a blank "
                                    "line after each sentence), like crf_learn / crfsuite learn.")
-    t.add_argument("train_file", metavar="TRAIN_FILE", help="labelled column file (.gz ok, - for stdin)")
+    t.add_argument("train_file", metavar="TRAIN_FILE", nargs="+",
+                   help="labelled column file (.gz ok, - for stdin); with --dask, several files or globs (shards)")
     t.add_argument("-m", "--model", required=True, help="where to write the model")
     t.add_argument("-f", "--format", choices=FORMATS, default="columns",
                    help="input format: columns (CoNLL/CRF++ column file, the default), crfsuite (CRFsuite "
@@ -1030,6 +1044,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "and regularisation) to the result an uninterrupted run would give")
     t.add_argument("--init-model", metavar="MODEL", help="warm start: begin from this model's weights, mapped "
                    "by (attribute, label) and label pair")
+    t.add_argument("--dask", metavar="ADDRESS", help="train on a Dask cluster (pip install 'crfkit[dask]'): a "
+                   "scheduler address (tcp://host:8786), or local:N for a LocalCluster of N worker processes; "
+                   "the training files are read and encoded by the workers (one shard per file)")
+    t.add_argument("--dask-threads", type=_pos_int, metavar="N", help="with --dask: numba threads inside each "
+                   "worker task (default --threads, else the cores divided by the local workers, else 1)")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no progress bar")
     t.add_argument("-v", "--verbose", action="store_true",
                    help="on a terminal, also print the per-iteration lines the progress bar replaces "

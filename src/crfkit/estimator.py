@@ -161,6 +161,11 @@ class CRF:
         "eta0": 0.2}`` for ``sgd-l1`` (crfkit's ``-p NAME=VALUE``).
     random_state : int, optional
         Seed of the stochastic methods' random order (default 0).
+    dask_client : distributed.Client, optional
+        Train on this Dask cluster (:mod:`crfkit.distributed`, ``pip install 'crfkit[dask]'``):
+        ``fit(files)`` with ``X`` a list of training files (column files with the templates of
+        ``train_params={"templates": ...}``, default the chunking templates, or CRFsuite attribute
+        files; globs and ``.gz`` ok), read and encoded by the workers, and ``y=None``.
     min_freq : float, default 0
         Features seen fewer times in training are dropped (CRFsuite
         ``feature.minfreq``; crfkit counts occurrences).
@@ -227,8 +232,9 @@ class CRF:
                  c1=None, c2=None, max_iterations=None, num_memories=None, epsilon=None, period=None,
                  delta=None, verbose=False, model_filename=None, keep_tempfiles=False,
                  threads=None, trace=None, train_params=None, warm_start=False, algorithm_params=None,
-                 random_state=None):
+                 random_state=None, dask_client=None):
         self.algorithm = algorithm
+        self.dask_client = dask_client
         self.algorithm_params = algorithm_params
         self.random_state = random_state
         self.min_freq = min_freq
@@ -302,8 +308,12 @@ class CRF:
 
     def __getstate__(self) -> dict:
         # the model pickles as its own parts: FeatureSpace.__getstate__ keeps every block (state,
-        # transition, label-pair x observation, dense) and drops the lookup tables built on first use
-        return self.__dict__.copy()
+        # transition, label-pair x observation, dense) and drops the lookup tables built on first use;
+        # a Dask client (a live connection) does not pickle: it comes back as None
+        state = self.__dict__.copy()
+        if state.get("dask_client") is not None:
+            state["dask_client"] = None
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -359,6 +369,8 @@ class CRF:
         """
         from .train import train
         kw = self._train_kwargs()  # bad parameters fail before any data is converted
+        if self.dask_client is not None:
+            return self._fit_dask(X, y, X_dev, y_dev, kw)
         F, dense = _split_dense(X, "X")
         A = to_attributes(F, name="X")
         Y = _label_sequences(y, "y")
@@ -383,7 +395,33 @@ class CRF:
             check_writable(self.model_filename, "the model")
         # a run that diverges raises TrainingDiverged: the estimator (and model_filename) keep what they had
         res = train(A, Y, dense=dense, **kw)
-        n = len(A)
+        return self._store(res, len(A))
+
+    def _fit_dask(self, X, y, X_dev, y_dev, kw) -> "CRF":
+        """``fit`` on the Dask cluster of ``dask_client`` (:mod:`crfkit.distributed`): ``X`` is a list of
+        training files (column files, read with the templates ``train_params={"templates": ...}``,
+        default the chunking templates; or CRFsuite attribute files; globs and ``.gz`` ok) read and
+        encoded by the workers; ``y`` is None (the labels are in the files).  A development set:
+        ``X_dev`` a file path (``y_dev`` None)."""
+        from .train import train
+        if y is not None:
+            raise ValueError("with dask_client, X is a list of training files holding the labels: give y=None")
+        if isinstance(X, (str, os.PathLike)):
+            X = [X]
+        if X_dev is not None:
+            if y_dev is not None or not isinstance(X_dev, (str, os.PathLike)):
+                raise ValueError("with dask_client, X_dev is a file path (labels inside) and y_dev is None")
+            kw["dev_path"] = X_dev
+        if self.warm_start and "model_" in self.__dict__:
+            raise ValueError("warm_start is not supported with dask_client yet")
+        if self.model_filename:
+            from .io.atomic import check_writable
+            check_writable(self.model_filename, "the model")
+        res = train(list(X), None, client=self.dask_client, **kw)
+        return self._store(res, int(res.model.meta.get("n_train", 1)))
+
+    def _store(self, res, n: int) -> "CRF":
+        """Keep a training result (``model_``, ``history_``, ...); write ``model_filename``."""
         self.model_ = res.model
         self.history_ = [self._record(r, n) for r in res.history]
         self.training_status_ = res.status

@@ -348,6 +348,13 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     if fine_tune < 0:
         raise ParameterError("fine_tune is a number of L-BFGS iterations (>= 0)")
     stochastic = algorithm not in BATCH_ALGORITHMS
+    # a corpus resident on a Dask cluster (crfkit.distributed.ShardedCorpus) brings its own objective,
+    # stochastic driver (parameter mixing), feature scale and fingerprint
+    sharded = getattr(corpus, "is_sharded", False)
+    if sharded and (allowed is not None or fine_tune):
+        raise ParameterError("partial labels and fine_tune are not supported on a Dask cluster yet")
+    if sharded and stochastic:
+        corpus.stochastic(algorithm)    # a method parameter mixing does not run: the ParameterError says why
     if stochastic and space.n_bigram:
         from .errors import CrfkitError
         raise CrfkitError(f"algorithm {algorithm!r} does not support bigram-observation features yet "
@@ -366,6 +373,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             raise ParameterError("fine_tune does not support partial labels yet")
         from .partial import PartialObjective
         obj = PartialObjective(corpus, space, smooth, allowed, threads=threads)
+    elif sharded:
+        obj = corpus.objective(space, smooth, threads)
     else:
         obj = Objective(corpus, space, smooth, threads=threads)
     n = obj.n
@@ -377,10 +386,15 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         else:
             warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
-    vmax, vtok = _feature_scale(corpus)
+    if sharded:
+        vmax, where = corpus.feature_scale()
+    else:
+        vmax, vtok = _feature_scale(corpus)
     if vmax > WARN_FEATURE_VALUE:
-        seq = int(np.searchsorted(corpus.seq_ptr, vtok, side="right")) - 1
-        warn(f"feature values reach {vmax:g} (sequence {seq}, token {vtok - int(corpus.seq_ptr[seq])}): values "
+        if not sharded:
+            seq = int(np.searchsorted(corpus.seq_ptr, vtok, side="right")) - 1
+            where = f"sequence {seq}, token {vtok - int(corpus.seq_ptr[seq])}"
+        warn(f"feature values reach {vmax:g} ({where}): values "
              f"far above 1 make training badly conditioned (every optimizer slows down or stops early); "
              "scale them to about [-1, 1] or take their logarithm")
     if verbose:
@@ -401,7 +415,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     settings = {"algorithm": algorithm, "l1": float(reg.l1), "l2": float(reg.l2), "m": int(m), "period": int(period)}
     if stochastic:
         settings.update(seed=int(seed), params={k: params[k] for k in sorted(params)})
-    fp = ckpt.fingerprint(space, corpus) if (checkpoint or resume) else None
+    fp = (corpus.fingerprint(space) if sharded else ckpt.fingerprint(space, corpus)) if (checkpoint or resume) \
+        else None
     state = None
     previous: list[dict] = []
     t_offset = 0.0
@@ -508,7 +523,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             common = dict(m=m, max_iterations=max_iterations, epsilon=epsilon / n, delta=delta, period=period,
                           gtol=gtol, stop_value=stop_value, callback=on_iter, state=state)
             if stochastic:
-                fn = _stochastic.resolve(algorithm)
+                fn = corpus.stochastic(algorithm) if sharded else _stochastic.resolve(algorithm)
                 extra = {"state": state} if state is not None else {}
                 try:
                     res = fn(obj, x0, reg=reg, max_iterations=max_iterations, callback=on_iter, seed=int(seed),
@@ -688,7 +703,7 @@ def _fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, 
 def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
           l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None,
           X_dev=None, Y_dev=None, dense=None, dense_dev=None, dense_names=None, B=None, B_dev=None,
-          **kwargs) -> TrainResult:
+          client=None, **kwargs) -> TrainResult:
     """Train a CRF on attribute sequences ``X`` with label sequences ``Y``.
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
@@ -733,10 +748,22 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     full-batch optimizers (``lbfgs``, ``owlqn``) train them, the stochastic
     ones refuse them.
 
+    On a Dask cluster (``client=``, :mod:`crfkit.distributed`): ``X`` is a list of training files
+    (column files with ``templates=``, or CRFsuite attribute files; globs and ``.gz`` ok), read and
+    encoded on the workers; ``Y`` is ``None``.
+
     Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
     count ``max_iterations`` in epochs; ``params`` holds their own settings
     (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
     """
+    if client is not None:
+        # on a Dask cluster: X is a list of training files (crfkit.distributed.train_files)
+        if Y is not None or dense is not None or B is not None:
+            raise ParameterError("with client=, X is a list of training files (column or CRFsuite files, "
+                                 "globs ok) read by the workers; give Y=None, no dense / B")
+        from .distributed import train_files
+        return train_files(client, X, support=support, transitions=transitions, min_freq=min_freq, l1=l1,
+                           l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2, X_dev=X_dev, Y_dev=Y_dev, **kwargs)
     allowed_cells = None
     from .partial import is_partial
     if is_partial(Y):   # partial labels (a set of labels, or ? / None: any): crfkit.partial

@@ -1,0 +1,342 @@
+"""The client side: a sharded corpus resident on the workers, the exact full-batch oracle over it,
+and iterative parameter mixing for the stochastic methods where it is sound.
+
+Data flow (the client never holds the corpus)::
+
+    files --(count_shard on the workers)--> per-shard counts --(merge on the client)--> FeatureSpace
+    FeatureSpace --(a task result, fetched by every worker)--> encode_shard(file, space): Shard futures
+    w --(a task result, fetched by every worker)--> loss_grad(shard, space, w) per shard --(pairwise sums)--> (f, g)
+
+Shard ``i`` goes to worker ``floor(i * W / S)`` (``allow_other_workers``: the scheduler may move
+it, and re-runs it anywhere when its worker is lost); the shards of one worker are then joined
+into one block (a task over the shard tasks: one kernel call and one gradient per worker and
+evaluation).  The pairwise sums pair blocks ``(0, 1), (2, 3), ...`` then their sums, a fixed tree
+by block index, so that the result is bitwise the same whatever the placement, including after a
+worker was lost and its block rebuilt elsewhere from the files.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import time
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import CrfkitError, DataError, ParameterError
+from ..objective import Regularization
+from . import shards as S
+from .vocab import merge_counts
+
+#: the stochastic methods parameter mixing runs (McDonald, Hall & Mann 2010; Zinkevich et al. 2010)
+MIXING = ("sg", "asg", "sgd-l1")
+#: why the others are refused (the message of the ParameterError)
+_NOT_MIXED = {
+    "sag": "its memory of one gradient per sequence (and their running sum) would have to be kept per "
+           "worker and merged consistently after every mixing step; averaging the workers' weights "
+           "breaks the invariant that the sum equals the stored gradients, so the method's linear "
+           "convergence is lost",
+    "sdca": "its dual variables (marginals per sequence) must stay consistent with the primal weights "
+            "w = sum of the dual contributions; averaging primal weights across workers breaks that "
+            "relation (CoCoA-style dual aggregation would be needed)",
+}
+
+
+def expand_paths(paths) -> list[str]:
+    """File paths from paths and glob patterns (``*``, ``?``, ``[``), in the order given; a pattern's
+    matches sorted; a name that matches nothing is a :class:`DataError`."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if any(ch in p for ch in "*?["):
+            hits = sorted(glob.glob(p))
+            if not hits:
+                raise DataError("the pattern matches no file", p)
+            out.extend(os.path.abspath(h) for h in hits)
+        else:
+            if not os.path.isfile(p):
+                raise DataError("no such file", p)
+            out.append(os.path.abspath(p))
+    if not out:
+        raise DataError("no training files given")
+    return out
+
+
+def _detect(path: str) -> str:
+    from ..io.columns import open_source
+    from ..io.crfsuite import DETECT_LINES, looks_like_crfsuite
+    with open_source(path) as src:
+        head = src.sniff(4 * DETECT_LINES)
+    return "crfsuite" if looks_like_crfsuite(head) else "columns"
+
+
+def tree_sum(client, futures):
+    """Pairwise sums of futures, level by level (depth ceil(log2 S)): a future of the total."""
+    level = list(futures)
+    if not level:
+        raise ValueError("nothing to sum")
+    while len(level) > 1:
+        nxt = [client.submit(S.add, level[i], level[i + 1], pure=False) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+class ShardedCorpus:
+    """The training corpus as encoded shards resident on the Dask workers (futures); what
+    :func:`crfkit.train.train_corpus` needs of a corpus besides the arrays: sizes, the largest feature
+    value, a fingerprint for checkpoints, and the objective / stochastic driver over the shards."""
+
+    is_sharded = True
+
+    def __init__(self, client, sources, space, shard_futures, space_future, infos, threads):
+        self.client = client
+        self.sources = list(sources)
+        self.space = space
+        self.shards = list(shard_futures)
+        self.space_future = space_future
+        self.infos = infos
+        self.threads = threads
+        self.shard_sizes = np.array([i["n_sequences"] for i in infos], dtype=np.int64)
+        self.n_sequences = int(self.shard_sizes.sum())
+        self.n_tokens = int(sum(i["n_tokens"] for i in infos))
+        self.nnz = int(sum(i["nnz"] for i in infos))
+        self.nbytes = int(sum(i["nbytes"] for i in infos))
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def feature_scale(self) -> tuple[float, str]:
+        """(largest |feature value|, the shard file holding it)."""
+        k = int(np.argmax([i["max_value"] for i in self.infos]))
+        return float(self.infos[k]["max_value"]), self.sources[k].path
+
+    def fingerprint(self, space) -> str:
+        """SHA-256 of the feature space and of every encoded shard, in order (a checkpoint of this
+        sharded run resumes on the same files, whichever workers hold them)."""
+        from ..checkpoint import fingerprint
+        from ..corpus import Corpus
+        h = hashlib.sha256(b"crfkit-sharded")
+        empty = Corpus(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0),
+                       np.zeros(0, np.int32))
+        h.update(fingerprint(space, empty).encode())
+        for i in self.infos:
+            h.update(i["digest"].encode())
+        return h.hexdigest()
+
+    def objective(self, space, reg: Regularization, threads=None) -> "DistributedObjective":
+        return DistributedObjective(self, reg)
+
+    def stochastic(self, algorithm: str):
+        if algorithm not in MIXING:
+            why = _NOT_MIXED["sdca"] if algorithm in ("sdca", "oeg") else _NOT_MIXED["sag"] if (
+                algorithm.startswith("sag") or algorithm == "hybrid") else (
+                "its per-coordinate or per-step state (step counters, accumulated squares, dual or "
+                "passive-aggressive updates) has no sound average across workers in crfkit yet")
+            raise ParameterError(f"{algorithm} cannot train on a Dask cluster: parameter mixing (each worker an "
+                                 f"epoch from the same weights, then their average) is offered for "
+                                 f"{', '.join(MIXING)} only; for {algorithm}: {why}. Use lbfgs/owlqn (exact, "
+                                 "data-parallel) or one of " + ", ".join(MIXING))
+        from functools import partial
+        from .mixing import parameter_mixing
+        return partial(parameter_mixing, _algorithm=algorithm)
+
+    def release(self) -> None:
+        """Drop the shards from the cluster."""
+        for f in self.shards:
+            f.release()
+        self.shards = []
+
+
+def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bool = True,
+                 docstart: str = "skip", support: str = "observed", transitions: str | None = None,
+                 min_freq: float = 0, threads: int | None = None, log=None):
+    """Read, count and encode the training files on the workers; returns ``(space, ShardedCorpus)``.
+
+    ``paths``: files and glob patterns (``.gz`` ok), one shard per file, read by the workers (so
+    they must see the same paths: a shared file system, or the same copies everywhere).
+    ``format``: ``columns`` (CoNLL / CRF++ column files with ``templates``, a
+    :class:`~crfkit.features.templates.Templates` or its text; default: the built-in chunking
+    templates), ``crfsuite`` (attribute files), or ``auto`` (detected on the first file).
+    ``support``, ``transitions``, ``min_freq``: as :func:`crfkit.features.encode.build`, applied to
+    the global counts.  ``threads``: numba threads inside each worker task.
+    """
+    files = expand_paths(paths)
+    if format == "auto":
+        format = _detect(files[0])
+    if format not in ("columns", "crfsuite"):
+        raise ParameterError(f"format must be columns, crfsuite or auto, not {format!r}")
+    ttext = None
+    if format == "columns":
+        from ..features.templates import Templates, default_chunking_templates
+        if templates is None:
+            templates = default_chunking_templates()
+        if isinstance(templates, str):
+            templates = Templates.parse(templates, name="<templates>")
+        if templates.bigram_observation:
+            raise ParameterError("bigram-observation templates (B lines with macros) are not supported on a Dask "
+                                 "cluster yet; train them in one process")
+        if not templates.unigram:
+            raise ParameterError("no unigram (U) template: the model would have no state features")
+        ttext = templates.source
+        if not templates.has_transitions:
+            transitions = "none"      # CRF++: a template set without a B line trains no transitions
+    elif templates is not None:
+        raise ParameterError("templates apply to column files; a CRFsuite attribute file already lists the attributes")
+    sources = [S.Source(p, format, ttext, bool(pad), docstart) for p in files]
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise CrfkitError("the Dask cluster has no workers")
+    nw, ns = len(workers), len(sources)
+    where = [[workers[i * nw // ns]] for i in range(ns)]
+    t0 = time.perf_counter()
+    counts = [client.submit(S.count_shard, src, workers=w, allow_other_workers=True, pure=False)
+              for src, w in zip(sources, where)]
+    ncols = []
+
+    def each():
+        for src, f in zip(sources, counts):
+            sc = f.result()
+            f.release()
+            ncols.append(sc.n_columns)
+            yield sc
+
+    space = merge_counts(each(), support=support, transitions=transitions, min_freq=min_freq)
+    if format == "columns" and len(set(ncols)) > 1:
+        k = next(i for i, c in enumerate(ncols) if c != ncols[0])
+        raise DataError(f"{ncols[k]} observation columns, but {sources[0].path} has {ncols[0]}", sources[k].path)
+    if log:
+        log(f"dask: vocabulary of {ns} shards merged in {time.perf_counter() - t0:.2f}s: {space.n_labels} labels, "
+            f"{space.n_attributes} attributes, {space.n_features} features")
+    # the space as a task result, not scattered data: Dask's active memory manager keeps one replica of
+    # scattered data, and a worker lost with it would leave the shards impossible to re-encode
+    space_future = client.submit(S.const, space, pure=False)
+    shard_futures = [client.submit(S.encode_shard, src, space_future, workers=w, allow_other_workers=True,
+                                   pure=False) for src, w in zip(sources, where)]
+    infos = client.gather([client.submit(S.shard_info, f, space_future, pure=False) for f in shard_futures])
+    # one block per worker: its shards (contiguous indices) as one corpus; the shards' data is then
+    # dropped, their tasks stay in the graph, so a lost block is rebuilt from the files
+    blocks = []
+    for k in range(min(nw, ns)):
+        idx = [i for i in range(ns) if i * nw // ns == k]
+        if idx:
+            blocks.append(client.submit(S.concat_shards, *[shard_futures[i] for i in idx], workers=where[idx[0]],
+                                        allow_other_workers=True, pure=False))
+    from distributed import wait
+    wait(blocks)
+    for f in shard_futures:
+        f.release()
+    sc = ShardedCorpus(client, sources, space, blocks, space_future, infos, threads)
+    sc.n_columns = ncols[0] if ncols else None
+    sc.format = format
+    if log:
+        log(f"dask: {sc.n_sequences} sequences, {sc.n_tokens} tokens encoded on {nw} workers "
+            f"({sc.nbytes / 2**20:.1f} MiB resident) in {time.perf_counter() - t0:.2f}s")
+    return space, sc
+
+
+class DistributedObjective:
+    """The full-batch objective of :class:`crfkit.objective.Objective` over a :class:`ShardedCorpus`:
+    ``f(w) = (1/n) sum_i nll_i + (l2/2)|w|^2 + l1|w|_1`` with the sum over every shard computed on the
+    workers (crfkit's multi-threaded kernels inside each task) and added by a tree of pairwise sums.
+    The interface the L-BFGS / OWL-QN drivers and :func:`crfkit.train.train_corpus` use:
+    ``value_and_grad``, ``value``, ``nll_sum_grad``, ``nll_sum``, ``empirical_counts``, ``n``,
+    ``reg``, ``n_full`` / ``n_oracle`` / ``effective_passes``, ``to_crfsuite``."""
+
+    def __init__(self, corpus: ShardedCorpus, reg: Regularization = Regularization()):
+        self.corpus = corpus
+        self.client = corpus.client
+        self.space = corpus.space
+        self.reg = reg
+        self.n = corpus.n_sequences
+        self.threads = corpus.threads
+        self.n_full = 0
+        self.n_oracle = 0
+        self._emp = None
+        self.seconds_remote = 0.0      # wall time inside the map-reduce calls
+
+    @property
+    def n_features(self) -> int:
+        return self.space.n_features
+
+    @property
+    def effective_passes(self) -> float:
+        return self.n_full + self.n_oracle / self.n
+
+    def scatter(self, w: np.ndarray):
+        """``w`` for the workers (one future): a task result, so that a worker lost during an evaluation
+        leaves it recomputable (scattered data would not be)."""
+        return self.client.submit(S.const, np.ascontiguousarray(w, dtype=np.float64), pure=False)
+
+    def map_reduce(self, fn, *args, w=None):
+        """The sum over shards of ``fn(shard, space, [w,] *args)``, by the fixed pairwise tree."""
+        t = time.perf_counter()
+        c = self.corpus
+        extra = (self.scatter(w),) if w is not None else ()
+        parts = [self.client.submit(fn, s, c.space_future, *extra, *args, pure=False) for s in c.shards]
+        root = tree_sum(self.client, parts)
+        del parts
+        out = root.result()
+        root.release()
+        self.seconds_remote += time.perf_counter() - t
+        return out
+
+    def nll_sum_grad(self, w: np.ndarray, g_out: np.ndarray | None = None):
+        """sum_i -log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser)."""
+        v, g = self.map_reduce(S.loss_grad, self.threads, w=w)
+        self.n_full += 1
+        if g_out is not None:
+            g_out[:] = g
+            g = g_out
+        return float(v), g
+
+    def nll_sum(self, w: np.ndarray, count: bool = True) -> float:
+        self.n_full += bool(count)
+        return float(self.map_reduce(S.loss_only, self.threads, w=w))
+
+    def value_and_grad(self, w: np.ndarray):
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        v, g = self.nll_sum_grad(w)
+        g /= self.n
+        f = v / self.n
+        if self.reg.l2:
+            g += self.reg.l2 * w
+            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
+        if self.reg.l1:
+            f += self.reg.l1 * float(np.abs(w).sum())
+        return f, g
+
+    def value(self, w: np.ndarray, count: bool = True) -> float:
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        f = self.nll_sum(w, count) / self.n
+        if self.reg.l2:
+            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
+        if self.reg.l1:
+            f += self.reg.l1 * float(np.abs(w).sum())
+        return f
+
+    @property
+    def empirical_counts(self) -> np.ndarray:
+        """sum_i phi(x_i, y_i) over every shard."""
+        if self._emp is None:
+            self._emp = self.map_reduce(_shard_empirical, self.threads)
+        return self._emp
+
+    def to_crfsuite(self, f: float) -> float:
+        return f * self.n
+
+    def oracle(self, *a, **k):
+        raise CrfkitError("the per-example oracle does not run on the client of a Dask cluster: the stochastic "
+                          "methods train by parameter mixing (sg, asg, sgd-l1)")
+
+    apply_gradient = oracle
+
+
+def _shard_empirical(shard, space, threads):
+    S._threads(threads)
+    with shard._lock:
+        return np.array(shard.objective(space, threads).empirical_counts, copy=True)
