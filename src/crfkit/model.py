@@ -289,7 +289,18 @@ class CRFModel:
         ``False``, or ``"auto"``: when the non-zero label-pair scores per
         position are estimated at under a fifth of the L x L pairs (on CoNLL-2000
         chunkers the sparse recursions break even at about a quarter).
+
+        Small corpora (at most :func:`crfkit.npdecode.max_tokens` tokens) of a model without
+        bigram-observation features are decoded in numpy (:mod:`crfkit.npdecode`: the same results,
+        without numba's start-up and thread-pool costs); larger ones by the numba kernels.
         """
+        sp = self.space
+        if corpus.n_dense != sp.n_dense:
+            raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
+        if not (sp.n_bigram and corpus.has_bigram):
+            from .npdecode import decode as np_decode, max_tokens
+            if corpus.n_tokens <= max_tokens():
+                return np_decode(self, corpus, path=path, marginals=marginals, labels=labels)
         from .kernels.batch import chunk_bounds, decode_all
         from .parallel import n_chunks
         nt, ns, L = corpus.n_tokens, corpus.n_sequences, self.space.n_labels
@@ -300,9 +311,6 @@ class CRFModel:
         want_labels = labels is not None
         lab = np.ascontiguousarray(labels if want_labels else np.zeros(0), dtype=np.int32)
         lsc = np.zeros(ns if want_labels else 0)
-        sp = self.space
-        if corpus.n_dense != sp.n_dense:
-            raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
         xs = corpus.dense @ sp.dense_weights(self.weights) if sp.n_dense else np.zeros((0, L))
         if nt:
             b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
