@@ -301,7 +301,7 @@ class StringTable(Sequence):
     back to a dict when the names asked for are many.  Anything else (indexing, iteration, ``==``,
     ``len``) behaves as the list of strings, built once on first use."""
 
-    __slots__ = ("_blob", "_lens", "_raw", "_list", "_dict", "_hash")
+    __slots__ = ("_blob", "_lens", "_raw", "_list", "_dict", "_hash", "_hash_calls")
 
     def __init__(self, blob: np.ndarray, lens: np.ndarray):
         self._blob = np.ascontiguousarray(blob, dtype=np.uint8)
@@ -309,6 +309,7 @@ class StringTable(Sequence):
         self._raw = self._blob.tobytes()
         _check_packed(self._raw, self._blob, self._lens)
         self._list = self._dict = self._hash = None
+        self._hash_calls = 0
 
     def __reduce__(self):
         return (StringTable, (self._blob, self._lens))
@@ -352,7 +353,9 @@ class StringTable(Sequence):
     def ids(self, names: Sequence[str]) -> np.ndarray:
         """The id of each name (int64; -1 for a name not in the table)."""
         n = len(names)
-        if self._dict is None and n:
+        if n == 0:
+            return np.zeros(0, np.int64)
+        if self._dict is None:
             uniq = list(dict.fromkeys(names))
             if 4 * len(uniq) <= len(self):
                 found = self._probe(uniq)
@@ -367,21 +370,34 @@ class StringTable(Sequence):
             self._hash = (h, np.cumsum(self._lens) - self._lens) if h is not None else False
         if self._hash is False:
             return None
-        h, starts = self._hash
+        h, starts = self._hash[:2]
         enc = [u.encode("utf-8", "surrogatepass") if isinstance(u, str) else None for u in uniq]
         good = [b for b in enc if b is not None]
         qlens = np.fromiter(map(len, good), dtype=np.int64, count=len(good))
         qh = _packed_hashes(np.frombuffer(b"".join(good), dtype=np.uint8), qlens) if good else np.zeros(0, _U64)
         if qh is None:
             return None
-        # the table's strings whose hash is some name's hash (a pass over the table's hashes against
-        # the few names' sorted hashes), then byte-for-byte comparisons
-        sq = np.sort(qh)
-        if len(sq):
+        if len(self._hash) == 2 and self._hash_calls >= 1:
+            # asked again (an estimator's predict_single in a loop): sort the table's hashes once, so that
+            # each later lookup costs O(names x log(table)), not a pass over the table
+            order = np.argsort(h, kind="stable")
+            self._hash = (h, starts, h[order], order)
+        self._hash_calls += 1
+        if len(self._hash) == 4:
+            sh, order = self._hash[2:]
+            lo = np.searchsorted(sh, qh, side="left")
+            hi = np.searchsorted(sh, qh, side="right")
+            cand = order[np.concatenate([np.arange(x, y) for x, y in zip(lo.tolist(), hi.tolist())] or
+                                        [np.zeros(0, np.int64)])]
+        elif len(qh):
+            # the table's strings whose hash is some name's hash: one pass over the table's hashes against
+            # the few names' sorted hashes
+            sq = np.sort(qh)
             k = np.minimum(np.searchsorted(sq, h), len(sq) - 1)
             cand = np.flatnonzero(sq[k] == h)
         else:
             cand = np.zeros(0, np.int64)
+        cand = np.sort(cand)       # then byte-for-byte comparisons, in id order
         raw, lens = self._raw, self._lens
         by_bytes: dict[bytes, int] = {}
         for j in cand.tolist():     # the last of equal strings wins, as in a dict built in order
