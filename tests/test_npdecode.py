@@ -117,6 +117,8 @@ def test_extreme_scores_keep_marginals_exact():
 
 
 def test_threshold_switches_paths(monkeypatch):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setenv("CRFKIT_SMALL_KERNELS", "0")
     model, rng = _random_model(7)
     X, _ = random_sequences(rng, 20, n_labels=4, n_attr=8, max_len=7)
     corpus = model.encode(X)
@@ -147,3 +149,55 @@ def test_small_tagging_never_imports_numba(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=src))
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@SETTINGS
+@given(cases())
+def test_serial_kernels_equal_the_batch_kernels(p):
+    model, rng = _random_model(p["seed"], n_labels=p["n_labels"], real=p["real"], dense=p["dense"],
+                               support=p["support"], scale=p["scale"])
+    X, Y = random_sequences(rng, p["n_seq"], n_labels=p["n_labels"], n_attr=11, max_len=9, real=p["real"],
+                            min_len=0 if p["empty"] else 1)
+    D = [rng.normal(size=(len(x), p["dense"])) for x in X] if p["dense"] else None
+    corpus = model.encode(X, Y, dense=D)
+    labels = np.maximum(corpus.y, 0)
+    got = npdecode.decode_serial(model, corpus, path=True, marginals=True, labels=labels)
+    ref = _numba(model, corpus, path=True, marginals=True, labels=labels)
+    np.testing.assert_array_equal(got["ids"], ref["ids"])
+    for k in ("path_score", "logz", "label_score", "marginals"):
+        # the kernels decode_all runs per sequence (its full-row emissions may round the last bit apart)
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-13, atol=1e-13)
+
+
+def test_second_small_call_warms_the_serial_kernels(monkeypatch):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setitem(npdecode._WARM, "calls", 0)
+    monkeypatch.delenv("CRFKIT_SMALL_KERNELS", raising=False)
+    model, rng = _random_model(5)
+    X, _ = random_sequences(rng, 4, n_labels=4, n_attr=8, max_len=7)
+    corpus = model.encode(X)
+    first = model.decode(corpus)
+    assert npdecode._WARM["state"] == "cold"            # one call: nothing started
+    second = model.decode(corpus)
+    assert npdecode._WARM["state"] in ("warming", "ready")
+    import threading
+    for t in threading.enumerate():
+        if t.name == "crfkit-kernel-warmup":
+            t.join(600)
+    assert npdecode.kernels_ready()
+    calls = []
+    real = npdecode.decode_serial
+    monkeypatch.setattr(npdecode, "decode_serial", lambda *a, **k: calls.append(1) or real(*a, **k))
+    third = model.decode(corpus)
+    assert calls == [1]
+    np.testing.assert_array_equal(first["ids"], second["ids"])
+    np.testing.assert_array_equal(first["ids"], third["ids"])
+
+
+def test_warmup_can_be_turned_off(monkeypatch):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setitem(npdecode._WARM, "calls", 5)
+    monkeypatch.setenv("CRFKIT_SMALL_KERNELS", "0")
+    model, _ = _random_model(5)
+    npdecode.note_small_call(model)
+    assert npdecode._WARM["state"] == "cold"

@@ -296,9 +296,9 @@ class StringTable(Sequence):
 
     A model of a few hundred thousand attributes took most of its load time to make that many strings
     and a dict of them; tagging a few sentences needs the ids of a few thousand names.  :meth:`ids` finds
-    those through a sorted array of 64-bit hashes of the packed names (built on first use; every
-    candidate is compared byte for byte, so a collision costs a comparison, never a wrong id) and falls
-    back to a dict when the names asked for are many.  Anything else (indexing, iteration, ``==``,
+    those through 64-bit hashes of the packed names (every candidate is compared byte for byte, so a
+    collision costs a comparison, never a wrong id); a second lookup, or one of many names, builds the
+    dict (a process that tags again and again pays for it once).  Anything else (indexing, iteration, ``==``,
     ``len``) behaves as the list of strings, built once on first use."""
 
     __slots__ = ("_blob", "_lens", "_raw", "_list", "_dict", "_hash", "_hash_calls")
@@ -357,7 +357,10 @@ class StringTable(Sequence):
             return np.zeros(0, np.int64)
         if self._dict is None:
             uniq = list(dict.fromkeys(names))
-            if 4 * len(uniq) <= len(self):
+            # the hashes answer the first lookup, a dict every later one (a tagger asked again and again,
+            # as an estimator's predict_single in a loop, pays for the dict once and then ~50 ns a name)
+            self._hash_calls += 1
+            if 4 * len(uniq) <= len(self) and self._hash_calls == 1:
                 found = self._probe(uniq)
                 if found is not None:
                     return np.fromiter(map(found.__getitem__, names), dtype=np.int64, count=n)
@@ -377,19 +380,7 @@ class StringTable(Sequence):
         qh = _packed_hashes(np.frombuffer(b"".join(good), dtype=np.uint8), qlens) if good else np.zeros(0, _U64)
         if qh is None:
             return None
-        if len(self._hash) == 2 and self._hash_calls >= 1:
-            # asked again (an estimator's predict_single in a loop): sort the table's hashes once, so that
-            # each later lookup costs O(names x log(table)), not a pass over the table
-            order = np.argsort(h, kind="stable")
-            self._hash = (h, starts, h[order], order)
-        self._hash_calls += 1
-        if len(self._hash) == 4:
-            sh, order = self._hash[2:]
-            lo = np.searchsorted(sh, qh, side="left")
-            hi = np.searchsorted(sh, qh, side="right")
-            cand = order[np.concatenate([np.arange(x, y) for x, y in zip(lo.tolist(), hi.tolist())] or
-                                        [np.zeros(0, np.int64)])]
-        elif len(qh):
+        if len(qh):
             # the table's strings whose hash is some name's hash: one pass over the table's hashes against
             # the few names' sorted hashes
             sq = np.sort(qh)
@@ -397,7 +388,6 @@ class StringTable(Sequence):
             cand = np.flatnonzero(sq[k] == h)
         else:
             cand = np.zeros(0, np.int64)
-        cand = np.sort(cand)       # then byte-for-byte comparisons, in id order
         raw, lens = self._raw, self._lens
         by_bytes: dict[bytes, int] = {}
         for j in cand.tolist():     # the last of equal strings wins, as in a dict built in order
@@ -461,15 +451,20 @@ class CRFModel:
 
         Small corpora (at most :func:`crfkit.npdecode.max_tokens` tokens) of a model without
         bigram-observation features are decoded in numpy (:mod:`crfkit.npdecode`: the same results,
-        without numba's start-up and thread-pool costs); larger ones by the numba kernels.
+        without numba's start-up and thread-pool costs), or, in a process that has decoded small inputs
+        before and loaded them, by numba's serial per-sequence kernels; larger ones by the parallel
+        numba kernels.
         """
         sp = self.space
         if corpus.n_dense != sp.n_dense:
             raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
         if not (sp.n_bigram and corpus.has_bigram):
-            from .npdecode import decode as np_decode, max_tokens
-            if corpus.n_tokens <= max_tokens():
-                return np_decode(self, corpus, path=path, marginals=marginals, labels=labels)
+            from . import npdecode
+            if corpus.n_tokens <= npdecode.max_tokens():
+                if npdecode.kernels_ready():     # a process tagging again and again: numba, serial
+                    return npdecode.decode_serial(self, corpus, path=path, marginals=marginals, labels=labels)
+                npdecode.note_small_call(self)
+                return npdecode.decode(self, corpus, path=path, marginals=marginals, labels=labels)
         from .kernels.batch import chunk_bounds, decode_all
         from .parallel import n_chunks
         nt, ns, L = corpus.n_tokens, corpus.n_sequences, self.space.n_labels

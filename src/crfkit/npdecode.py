@@ -14,11 +14,18 @@ kernels' strict ``>``), the scores and log Z equal up to rounding (the forward-b
 log domain, which needs no rescaling fallback; the kernels' scaled recursion agrees to ~1e-12).
 Models with bigram-observation features, constrained decoding and n-best go through the kernels.
 
-Nothing here imports numba (``tests/test_npdecode.py`` checks it in a fresh interpreter).
+Nothing here imports numba for a process's first small call (``tests/test_npdecode.py`` checks it in
+a fresh interpreter).  A process that decodes small inputs again and again (a server, an estimator's
+``predict_single`` in a loop) is better served by numba's serial per-sequence kernels (a few
+microseconds per call once loaded, against a numpy call per position here): from the second small call
+on, :func:`note_small_call` loads them in a background thread (``CRFKIT_SMALL_KERNELS=0`` turns that
+off), and :meth:`~crfkit.model.CRFModel.decode` uses :func:`decode_serial` once they are ready.
 """
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 import numpy as np
 
@@ -110,10 +117,9 @@ def viterbi(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
     delta = block[:, 0].copy()
     for t in range(1, Tm):
         m = int(n[t])
-        cand = delta[:m, :, None] + trans[None]          # (m, previous label, label)
-        arg = cand.argmax(axis=1)                       # the first best previous label, as the kernels
-        back[:m, t] = arg
-        delta[:m] = np.take_along_axis(cand, arg[:, None, :], axis=1)[:, 0] + block[:m, t]
+        cand = delta[:m, :, None] + trans          # (m, previous label, label)
+        back[:m, t] = cand.argmax(axis=1)           # the first best previous label, as the kernels
+        delta[:m] = cand.max(axis=1) + block[:m, t]   # the value at that arg max
     # delta[s] now holds each sequence's last row (rows of finished sequences were left as they were)
     nz = slen > 0
     last = delta.argmax(axis=1)
@@ -221,4 +227,86 @@ def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=
         out.update(marginals=marg, logz=logz)
     if labels is not None:
         out["label_score"] = path_scores(score, seq_ptr, trans, np.asarray(labels))
+    return out
+
+
+# ------------------------------------------------------------------ numba's serial kernels, warmed up
+_WARM = {"state": "cold", "calls": 0}
+_WARM_LOCK = threading.Lock()
+
+
+def kernels_ready() -> bool:
+    """True once the serial kernels of :func:`decode_serial` are loaded in this process."""
+    return _WARM["state"] == "ready"
+
+
+def note_small_call(model) -> None:
+    """Count a small decode; from the second one on, load the serial kernels in a daemon thread (once per
+    process), on a one-token input of ``model``'s array types."""
+    _WARM["calls"] += 1
+    if _WARM["state"] != "cold" or _WARM["calls"] < 2:
+        return
+    if os.environ.get("CRFKIT_SMALL_KERNELS", "").strip() == "0":
+        return
+    with _WARM_LOCK:
+        if _WARM["state"] != "cold":
+            return
+        _WARM["state"] = "warming"
+    tiny = model.encode([[[]]])
+
+    def warm():
+        try:
+            decode_serial(model, tiny, path=True, marginals=True, labels=np.zeros(1, np.int32))
+            _WARM["state"] = "ready"
+        except Exception:          # pragma: no cover - numba missing or broken: numpy it stays
+            _WARM["state"] = "failed"
+
+    threading.Thread(target=warm, name="crfkit-kernel-warmup", daemon=True).start()
+
+
+def decode_serial(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
+    """:func:`decode` through numba's per-sequence kernels (:mod:`crfkit.kernels.chain`, the functions
+    :func:`crfkit.kernels.batch.decode_all` runs for each sequence), one call each, no thread pool."""
+    from .kernels.chain import emissions, forward_backward, gold_score, transition_matrix as tm, viterbi as vit
+    sp = model.space
+    w = model.weights
+    L = sp.n_labels
+    nt, ns = corpus.n_tokens, corpus.n_sequences
+    trans = tm(w, 1.0, sp.n_state, sp.trans_index)
+    tmax = trans.max() if L else 0.0
+    expM = np.exp(trans - tmax)
+    xs = corpus.dense @ sp.dense_weights(w) if sp.n_dense else None
+    ids = np.zeros(nt, np.int32)
+    ps = np.zeros(ns)
+    marg = np.zeros((nt, L) if marginals else (0, L))
+    logz = np.zeros(ns)
+    want = labels is not None
+    lab = np.ascontiguousarray(labels if want else np.zeros(0), dtype=np.int32)
+    lsc = np.zeros(ns)
+    sptr = corpus.seq_ptr.tolist()
+    tok_ptr, attr, val = corpus.tok_ptr, corpus.attr, corpus.val
+    for s in range(ns):
+        t0, t1 = sptr[s], sptr[s + 1]
+        T = t1 - t0
+        if T == 0:
+            continue
+        score = np.empty((T, L))
+        emissions(tok_ptr, attr, val, t0, t1, sp.attr_ptr, sp.feat_label, w, 1.0, score)
+        if xs is not None:
+            score += xs[t0:t1]
+        if path:
+            ps[s] = vit(score, T, trans, ids, t0)
+        if want:
+            lsc[s] = gold_score(score, lab, t0, T, trans)
+        if marginals:
+            es, alpha, beta = np.empty((T, L)), np.empty((T, L)), np.empty((T, L))
+            logz[s] = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, np.empty(T))
+            np.multiply(alpha, beta, out=marg[t0:t1])
+    out = {}
+    if path:
+        out.update(ids=ids, path_score=ps)
+    if marginals:
+        out.update(marginals=marg, logz=logz)
+    if want:
+        out["label_score"] = lsc
     return out
