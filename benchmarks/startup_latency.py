@@ -113,7 +113,7 @@ def processes(a, work, data) -> None:
         if not tpl.exists():
             from crfkit.features.templates import default_chunking_templates
             tpl.write_text(default_chunking_templates().source)
-        pp = work / "m.crfpp"
+        pp = Path(a.crfpp_model) if a.crfpp_model else work / "m.crfpp"
         if not pp.exists():
             plain = work / "train.txt"
             with gzip.open(data / "conll2000" / "train.txt.gz", "rb") as f:
@@ -204,6 +204,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", help="another src directory to time the commands from (e.g. main's)")
     ap.add_argument("--peers", help="directory holding crf_learn / crf_test")
+    ap.add_argument("--crfpp-model", help="a CRF++ model to time crf_test with (default: train one with crf_learn, "
+                    "the built-in templates, 50 iterations)")
     ap.add_argument("--data", default=os.environ.get("CRFKIT_DATA", str(HERE.parent.parent / "shared" / "data")))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=50)
