@@ -2,7 +2,7 @@
 given), in one run:
 
 * ``crfkit --version`` and ``crfkit tag`` on a 300-token file, each a fresh process (warm caches: an
-  untimed run first, byte-code caches written), median of ``--repeats``; ``crf_test`` on the same file
+  untimed run first, byte-code caches written), median wall and CPU time of ``--repeats``; ``crf_test`` on the same file
   (its own model, trained here with ``crf_learn`` on the same templates) when ``--peers`` is given; with
   ``--before SRC``, the same commands run from another source tree too;
 * ``CRF.predict_single``: per sentence, over the CoNLL-2000 test set's sentences, crfkit against
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,12 +35,18 @@ HERE = Path(__file__).resolve().parent
 
 
 def timed(cmd, env, repeats, **kw):
-    out = []
+    """Median wall time and median CPU time (user + system, from the child's rusage) of ``repeats`` runs:
+    on a loaded machine the wall time mostly measures the wait for a core, the CPU time what the
+    process itself needs (what its wall time is on an idle core)."""
+    walls, cpus = [], []
     for _ in range(repeats):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+        walls.append(time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def read_conll(path):
@@ -105,7 +112,7 @@ def processes(a, work, data) -> None:
             ("crfkit tag (300 tokens)", ["tag", "-m", str(model), str(test), "--threads", str(a.threads)])]
     print(f"tag input: {ntok} tokens; crfkit model {model.stat().st_size} bytes (CoNLL-2000, built-in templates, "
           f"50 L-BFGS iterations); median of {a.repeats} fresh processes; load average {load_avg()}")
-    head = "".join(f" {name + ' s':>10}" for name, _ in trees)
+    head = "".join(f" {name + ' wall / cpu s':>22}" for name, _ in trees)
     peer = None
     if a.peers:
         bindir = Path(a.peers)
@@ -121,7 +128,7 @@ def processes(a, work, data) -> None:
             subprocess.run([str(bindir / "crf_learn"), "-m", "50", "-p", "1", str(tpl), str(plain), str(pp)],
                            check=True, stdout=subprocess.DEVNULL)
         peer = [str(bindir / "crf_test"), "-m", str(pp), str(test)]
-        head += f" {'crf_test s':>10}"
+        head += f" {'crf_test wall / cpu s':>22}"
     print(f"{'command':<26}{head}")
     for label, args in rows:
         res = []
@@ -130,11 +137,12 @@ def processes(a, work, data) -> None:
             subprocess.run([sys.executable, "-m", "crfkit", *args], env=e, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # warm caches
             res.append(timed([sys.executable, "-m", "crfkit", *args], e, a.repeats))
-        line = f"{label:<26}" + "".join(f" {r:>10.3f}" for r in res)
+        line = f"{label:<26}" + "".join(f" {w:>11.3f} / {c:>6.3f}" for w, c in res)
         if peer is not None and args[0] == "tag":
             subprocess.run(peer, check=True, stdout=subprocess.DEVNULL)
-            tp = timed(peer, env, a.repeats)
-            line += f" {tp:>10.3f}   (crfkit / crf_test: {res[-1] / tp:.2f}x)"
+            tw, tc = timed(peer, env, a.repeats)
+            line += (f" {tw:>11.3f} / {tc:>6.3f}   (crfkit / crf_test: wall {res[-1][0] / tw:.2f}x, "
+                     f"cpu {res[-1][1] / max(tc, 1e-9):.2f}x)")
         print(line, flush=True)
 
 
