@@ -147,7 +147,6 @@ def processes(a, work, data) -> None:
 
 
 def estimators(a, work, data) -> None:
-    import numpy as np
     import pycrfsuite
     import sklearn_crfsuite
 

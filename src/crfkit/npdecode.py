@@ -24,7 +24,6 @@ off), and :meth:`~crfkit.model.CRFModel.decode` uses :func:`decode_serial` once 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
 import numpy as np
