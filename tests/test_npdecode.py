@@ -201,3 +201,20 @@ def test_warmup_can_be_turned_off(monkeypatch):
     model, _ = _random_model(5)
     npdecode.note_small_call(model)
     assert npdecode._WARM["state"] == "cold"
+
+
+@pytest.mark.parametrize("dense", [0, 3])
+def test_warmup_works_for_dense_models(monkeypatch, dense):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setitem(npdecode._WARM, "calls", 1)
+    monkeypatch.delenv("CRFKIT_SMALL_KERNELS", raising=False)
+    model, rng = _random_model(9, dense=dense)
+    X, _ = random_sequences(rng, 3, n_labels=4, n_attr=8, max_len=5)
+    D = [rng.normal(size=(len(x), dense)) for x in X] if dense else None
+    before = model.tag(X, dense=D)                 # the second small call: the warm-up starts
+    import threading
+    for t in threading.enumerate():
+        if t.name == "crfkit-kernel-warmup":
+            t.join(600)
+    assert npdecode.kernels_ready()
+    assert model.tag(X, dense=D) == before

@@ -251,10 +251,12 @@ def note_small_call(model) -> None:
         if _WARM["state"] != "cold":
             return
         _WARM["state"] = "warming"
-    tiny = model.encode([[[]]])
-
     def warm():
         try:
+            from .corpus import Corpus
+            nd = model.space.n_dense     # one token, no attribute (and zero dense values): any model
+            tiny = Corpus(seq_ptr=[0, 1], tok_ptr=[0, 0], attr=[], val=[], y=[0],
+                          dense=np.zeros((1, nd)) if nd else None)
             decode_serial(model, tiny, path=True, marginals=True, labels=np.zeros(1, np.int32))
             _WARM["state"] = "ready"
         except Exception:          # pragma: no cover - numba missing or broken: numpy it stays
