@@ -1,7 +1,8 @@
 # crfkit
-#   make chunker   train + evaluate a chunker on CoNLL-2000 (sets up .venv first)
-#   make test      run the tests (sets up .venv first)
-#   make bench     crfkit vs CRFsuite on CoNLL-2000 (installs python-crfsuite)
+#   make chunker   train + evaluate a chunker on CoNLL-2000 (sets up .venv with crfkit's core
+#                  dependencies only: numpy, scipy, numba)
+#   make test      run the tests (adds the test extra: pytest, hypothesis, scikit-learn, ...)
+#   make bench     crfkit vs CRFsuite on CoNLL-2000 (adds the bench extra: python-crfsuite, ...)
 #
 # PY picks the interpreter the virtualenv is built from: python3.11 when it is
 # on the PATH, else python3; it must be Python >= 3.11 (make PY=/path/to/python).
@@ -29,13 +30,18 @@ $(VENV)/.installed: pyproject.toml
 	  echo "error: crfkit needs Python >= 3.11, but '$(PY)' is Python $$("$(PY)" -c 'import platform; print(platform.python_version())')" \
 	       "(run: make PY=/path/to/python3.11 ...)" >&2; exit 1; }
 	"$(PY)" -m venv $(VENV)
+	$(PIP) install -e .
+	touch $@
+
+# the test extra on top of the core install (make test only: make chunker needs none of it)
+$(VENV)/.test-installed: $(VENV)/.installed
 	$(PIP) install -e '.[test]'
 	touch $@
 
 chunker: $(VENV)/.installed
 	@$(BIN)/crfkit demo $(DEMO_ARGS)
 
-test: $(VENV)/.installed
+test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q
 
 $(VENV)/.bench-installed: $(VENV)/.installed

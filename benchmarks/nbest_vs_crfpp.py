@@ -110,7 +110,8 @@ def main() -> None:
     X = attributes_of(sents, templates, pad=pad)
 
     print(f"CoNLL-2000 test: {n_sent} sentences; {model.space.n_labels} labels; crfkit {model.space.n_features} "
-          f"features; threads {a.threads}; min of {a.repeats} runs; machine shared with other jobs")
+          f"features; threads {a.threads}; min of {a.repeats} runs; machine shared with other jobs; load average "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"{'K':>3} {'crf_test s':>10} {'sent/s':>8} | {'crfkit cli s':>12} {'sent/s':>8} {'x':>5} | "
           f"{'in-proc s':>9} {'sent/s':>8} {'x':>5} | {'kernel s':>8} {'sent/s':>9}")
     for k in ks:
@@ -154,6 +155,7 @@ def main() -> None:
     a_pp, a_ck = tops(work / f"crfpp.n{ks[0]}.txt"), tops(work / f"crfkit.n{ks[0]}.txt")
     same = sum(x == y for x, y in zip(a_pp, a_ck))
     print(f"top-1 candidates identical in {same} of {len(a_ck)} sentences (two differently trained models)")
+    print("load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

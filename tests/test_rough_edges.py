@@ -1,6 +1,10 @@
 """Rough edges a new user hit (issue 16): each fixed, each tested."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 import crfkit
@@ -112,3 +116,21 @@ def test_interrupt_message_is_not_an_error(chunker, tmp_path, capsys, monkeypatc
     assert rc == 130
     assert "error" not in err and "was saved to" in err and "interrupted" in err
     assert CRFModel.load(tmp_path / "m.crfkit").n_active > 0
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_chunker_installs_the_core_only_and_make_test_the_test_extra(tmp_path):
+    """`make chunker` (the main job) installs crfkit's core dependencies only; `make test` adds the test extra."""
+    root = Path(__file__).resolve().parents[1]
+    venv = tmp_path / "venv"      # not there: make prints every step it would take to build it
+
+    def plan(target: str) -> str:
+        return subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+
+    chunker = plan("chunker")
+    assert "install -e ." in chunker and "[test]" not in chunker and "[bench]" not in chunker
+    assert "crfkit demo" in chunker
+    test = plan("test")
+    assert "install -e ." in test and "install -e '.[test]'" in test and "pytest" in test
+    assert test.index("install -e .\n") < test.index("[test]")

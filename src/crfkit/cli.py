@@ -954,11 +954,27 @@ def _param(text: str) -> tuple[str, object]:
     return name, value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # the algorithm names without importing crfkit.train (and with it numba and every kernel): a
-    # parser that only tags or prints --version starts in a fraction of the time
-    from .optim import stochastic
-    ALGORITHMS = ("lbfgs", "owlqn") + tuple(stochastic.available())
+#: the subcommands (``crfkit COMMAND``); :func:`build_parser` can build one of them alone
+COMMANDS = ("train", "tag", "eval", "info", "demo", "data", "dump", "prune", "cv", "bench")
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named by ``argv`` when it is the first argument (``crfkit tag ...``), ``""`` for
+    ``crfkit --version`` (no subcommand needed), else None (help, errors: the whole parser)."""
+    if not argv:
+        return None
+    first = argv[0]
+    if first == "--version":
+        return ""
+    return first if first in COMMANDS else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``command``, only that subcommand's parser is built (``""``: none), so
+    that ``crfkit tag`` does not import what ``train``, ``cv`` or ``bench`` need to describe their options
+    (the optimizers' registry, numpy, the benchmark harness)."""
+    def want(name: str) -> bool:
+        return command is None or command == name
 
     p = argparse.ArgumentParser(
         prog="crfkit",
@@ -967,6 +983,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"crfkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
+    if want("train"):
+        _add_train_parser(sub)
+    if want("tag"):
+        _add_tag_parser(sub)
+    if want("eval"):
+        _add_eval_parser(sub)
+    if want("info"):
+        _add_info_parser(sub)
+    if want("demo"):
+        _add_demo_parser(sub)
+    if want("data"):
+        _add_data_parser(sub)
+    if want("dump") or want("prune"):
+        from .dump import add_parsers as add_dump_parsers   # `crfkit dump`, `crfkit prune`
+        add_dump_parsers(sub)
+    if want("cv"):
+        from .cv import add_parser as add_cv_parser        # `crfkit cv`
+        add_cv_parser(sub)
+    if want("bench"):
+        import importlib.util
+        if importlib.util.find_spec("crfkit.bench.command") is not None:
+            # `crfkit bench`: the optimizer benchmark harness (crfkit.bench.command.add_parser)
+            from .bench.command import add_parser as add_bench_parser
+            add_bench_parser(sub)
+    return p
+
+
+def _add_train_parser(sub) -> None:
+    # the algorithm names without importing crfkit.train (and with it numba and every kernel)
+    from .optim import stochastic
+    ALGORITHMS = ("lbfgs", "owlqn") + tuple(stochastic.available())
     t = sub.add_parser("train", help="train a model on a labelled column file",
                        description="Train a CRF on a column file (observation columns, label last; a blank "
                                    "line after each sentence), like crf_learn / crfsuite learn.")
@@ -1055,6 +1102,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(off a terminal they are always printed, and no bar is drawn)")
     t.set_defaults(func=cmd_train)
 
+
+def _add_tag_parser(sub) -> None:
     g = sub.add_parser("tag", help="tag a column file with a model",
                        description="Tag a column file. Output: the input columns then the predicted label, "
                                    "tab-separated, a blank line after each sentence (like crf_test).")
@@ -1097,6 +1146,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_tag_arguments(g)
     g.set_defaults(func=cmd_tag)
 
+
+def _add_eval_parser(sub) -> None:
     e = sub.add_parser("eval", help="conlleval chunk scores of a tagged file",
                        description="Score a file whose last two columns are the gold and the guessed tag "
                                    "(what `crfkit tag` writes on labelled input), exactly as conlleval.pl.")
@@ -1109,12 +1160,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also split chunks on IOBES S- and E->B (default on; --no-iobes: conlleval.pl verbatim)")
     e.set_defaults(func=cmd_eval)
 
+
+def _add_info_parser(sub) -> None:
     i = sub.add_parser("info", help="describe a model", description="Labels, feature counts, training "
                        "metadata, transition weights and the strongest state features of a model.")
     i.add_argument("-m", "--model", required=True, help="model file")
     i.add_argument("--top", type=_nonneg_int, default=20, metavar="N", help="state features to list (default 20)")
     i.set_defaults(func=cmd_info)
 
+
+def _add_demo_parser(sub) -> None:
     d = sub.add_parser("demo", help="train and evaluate a chunker on CoNLL-2000",
                        description="Train a chunker on CoNLL-2000 with the built-in templates and L-BFGS "
                                    "(CRFsuite defaults), evaluate it on the test set. Without CoNLL-2000 "
@@ -1129,6 +1184,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training sentences of the synthetic corpus (test: N/4; default 2000)")
     d.set_defaults(func=cmd_demo)
 
+
+def _add_data_parser(sub) -> None:
     da = sub.add_parser("data", help="list, download and verify the benchmark data sets",
                         description="The benchmark data sets (CoNLL-2000, CoNLL-2002 es/nl, OCR letters, Penn "
                                     "Treebank sample) in the shared/data layout: list them, fetch them into the "
@@ -1154,18 +1211,6 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
     dv.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
     da.set_defaults(func=cmd_data, data_command="list")
-
-    from .dump import add_parsers as add_dump_parsers   # `crfkit dump`, `crfkit prune`
-    add_dump_parsers(sub)
-    from .cv import add_parser as add_cv_parser        # `crfkit cv`
-    add_cv_parser(sub)
-
-    import importlib.util
-    if importlib.util.find_spec("crfkit.bench.command") is not None:
-        # `crfkit bench`: the optimizer benchmark harness (crfkit.bench.command.add_parser)
-        from .bench.command import add_parser as add_bench_parser
-        add_bench_parser(sub)
-    return p
 
 
 def _exit_quietly(signum, frame):
@@ -1215,7 +1260,7 @@ def _main(argv) -> int:
     import signal
     import warnings
 
-    parser = build_parser()
+    parser = build_parser(_command_of(sys.argv[1:] if argv is None else list(argv)))
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)

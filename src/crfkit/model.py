@@ -33,6 +33,7 @@ Only non-zero weights are stored.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import reprlib
@@ -42,7 +43,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -159,7 +160,17 @@ class FeatureSpace:
 
     @cached_property
     def attr_index(self) -> dict[str, int]:
+        if isinstance(self.attributes, StringTable):
+            return self.attributes.as_dict()
         return {a: i for i, a in enumerate(self.attributes)}
+
+    def attribute_ids(self, names: Sequence[str]) -> np.ndarray:
+        """The attribute id of each name (int64, -1 for an unknown name); a loaded model answers from
+        its packed attribute table (:class:`StringTable`) without building a dict of every attribute."""
+        if isinstance(self.attributes, StringTable) and "attr_index" not in self.__dict__:
+            return self.attributes.ids(names)
+        return np.fromiter(map(self.attr_index.get, names, itertools.repeat(-1)), dtype=np.int64,
+                           count=len(names))
 
     @cached_property
     def battr_index(self) -> dict[str, int]:
@@ -237,6 +248,154 @@ def _unpack_strings(blob: np.ndarray, lens: np.ndarray) -> list[str]:
     return [text[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
+
+def _check_packed(raw: bytes, blob: np.ndarray, lens: np.ndarray) -> None:
+    """Raise ValueError unless the packed strings decode: valid UTF-8 that no string starts inside a
+    character of (what :func:`_unpack_strings` would find), without slicing them."""
+    text = raw.decode("utf-8")
+    if len(text) != len(raw):
+        starts = np.cumsum(lens) - lens
+        if ((blob & 0xC0) == 0x80)[starts[starts < len(raw)]].any():
+            raise ValueError("a string starts inside a UTF-8 character")
+
+
+_U64 = np.uint64
+_HASH_KEYS = np.array([0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93,
+                       0xA0761D6478BD642F, 0xE7037ED1A0B428DB, 0x8EBC6AF09C88C6E3, 0x589965CC75374CC3],
+                      dtype=_U64)
+
+
+def _packed_hashes(blob: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
+    """A 64-bit hash of each packed string (UTF-8 bytes ``blob``, byte lengths ``lens``), or None when the
+    longest string would make the padded table below too large (a few strings of thousands of bytes).
+
+    The strings are laid out as the rows of a zero-padded (n x W) byte matrix (a boolean mask puts the
+    blob's bytes in place in one pass), each row read as W/8 64-bit words; the hash is the sum of the
+    words times odd keys (one per word position), mixed with the length."""
+    n = len(lens)
+    if n == 0:
+        return np.zeros(0, _U64)
+    W = (int(lens.max()) + 7) // 8 * 8 or 8
+    if n * W > 4 * blob.size + (16 << 20):
+        return None
+    A = np.zeros((n, W), np.uint8)
+    A[np.arange(W)[None, :] < lens[:, None]] = blob
+    words = A.view(_U64)                     # n x W/8, native byte order: only compared with itself
+    nw = words.shape[1]
+    keys = np.resize(_HASH_KEYS, nw) + (np.arange(nw, dtype=_U64) // _U64(8)) * _U64(2)
+    with np.errstate(over="ignore"):
+        h = (words * keys[None, :]).sum(axis=1, dtype=_U64)
+        h ^= lens.astype(_U64) * _U64(0xFF51AFD7ED558CCD)
+        h ^= h >> _U64(29)
+    return h
+
+
+class StringTable(Sequence):
+    """A model's attribute names as the model file holds them (UTF-8 bytes and byte lengths), checked
+    when the model loads but turned into Python strings only when something reads them as a list.
+
+    A model of a few hundred thousand attributes took most of its load time to make that many strings
+    and a dict of them; tagging a few sentences needs the ids of a few thousand names.  :meth:`ids` finds
+    those through 64-bit hashes of the packed names (every candidate is compared byte for byte, so a
+    collision costs a comparison, never a wrong id); a second lookup, or one of many names, builds the
+    dict (a process that tags again and again pays for it once).  Anything else (indexing, iteration, ``==``,
+    ``len``) behaves as the list of strings, built once on first use."""
+
+    __slots__ = ("_blob", "_lens", "_raw", "_list", "_dict", "_hash", "_hash_calls")
+
+    def __init__(self, blob: np.ndarray, lens: np.ndarray):
+        self._blob = np.ascontiguousarray(blob, dtype=np.uint8)
+        self._lens = np.ascontiguousarray(lens, dtype=np.int64)
+        self._raw = self._blob.tobytes()
+        _check_packed(self._raw, self._blob, self._lens)
+        self._list = self._dict = self._hash = None
+        self._hash_calls = 0
+
+    def __reduce__(self):
+        return (StringTable, (self._blob, self._lens))
+
+    def _strings(self) -> list[str]:
+        if self._list is None:
+            self._list = _unpack_strings(self._blob, self._lens)
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._lens)
+
+    def __getitem__(self, i):
+        return self._strings()[i]
+
+    def __iter__(self):
+        return iter(self._strings())
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and self.ids([name])[0] >= 0
+
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple, StringTable)):
+            return self._strings() == list(other)
+        return NotImplemented
+
+    __hash__ = None   # a mutable-looking sequence, as the list it stands for
+
+    def __repr__(self) -> str:
+        return f"StringTable({len(self)} strings)"
+
+    def index(self, name, start: int = 0, stop: int | None = None) -> int:
+        return self._strings().index(name, start, len(self) if stop is None else stop)
+
+    def as_dict(self) -> dict[str, int]:
+        """name -> id (the last id of a name that occurs twice, as ``{a: i for i, a in enumerate(...)}``)."""
+        if self._dict is None:
+            self._dict = dict(zip(self._strings(), range(len(self))))
+        return self._dict
+
+    def ids(self, names: Sequence[str]) -> np.ndarray:
+        """The id of each name (int64; -1 for a name not in the table)."""
+        n = len(names)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        if self._dict is None:
+            uniq = list(dict.fromkeys(names))
+            # the hashes answer the first lookup, a dict every later one (a tagger asked again and again,
+            # as an estimator's predict_single in a loop, pays for the dict once and then ~50 ns a name)
+            self._hash_calls += 1
+            if 4 * len(uniq) <= len(self) and self._hash_calls == 1:
+                found = self._probe(uniq)
+                if found is not None:
+                    return np.fromiter(map(found.__getitem__, names), dtype=np.int64, count=n)
+        return np.fromiter(map(self.as_dict().get, names, itertools.repeat(-1)), dtype=np.int64, count=n)
+
+    def _probe(self, uniq: list) -> dict | None:
+        """{name: id or -1} for distinct names, through the hashes of the table (None: no hashes)."""
+        if self._hash is None:
+            h = _packed_hashes(self._blob, self._lens)
+            self._hash = (h, np.cumsum(self._lens) - self._lens) if h is not None else False
+        if self._hash is False:
+            return None
+        h, starts = self._hash[:2]
+        enc = [u.encode("utf-8", "surrogatepass") if isinstance(u, str) else None for u in uniq]
+        good = [b for b in enc if b is not None]
+        qlens = np.fromiter(map(len, good), dtype=np.int64, count=len(good))
+        qh = _packed_hashes(np.frombuffer(b"".join(good), dtype=np.uint8), qlens) if good else np.zeros(0, _U64)
+        if qh is None:
+            return None
+        if len(qh):
+            # the table's strings whose hash is some name's hash: one pass over the table's hashes against
+            # the few names' sorted hashes
+            sq = np.sort(qh)
+            k = np.minimum(np.searchsorted(sq, h), len(sq) - 1)
+            cand = np.flatnonzero(sq[k] == h)
+        else:
+            cand = np.zeros(0, np.int64)
+        raw, lens = self._raw, self._lens
+        by_bytes: dict[bytes, int] = {}
+        for j in cand.tolist():     # the last of equal strings wins, as in a dict built in order
+            s0 = int(starts[j])
+            by_bytes[raw[s0:s0 + int(lens[j])]] = j
+        return {u: (by_bytes.get(b, -1) if b is not None else -1) for u, b in zip(uniq, enc)}
+
+
 def _small_int(a: np.ndarray) -> np.ndarray:
     """Store integer arrays in the narrowest unsigned type that holds them."""
     if a.size == 0 or a.min() < 0:
@@ -289,7 +448,23 @@ class CRFModel:
         ``False``, or ``"auto"``: when the non-zero label-pair scores per
         position are estimated at under a fifth of the L x L pairs (on CoNLL-2000
         chunkers the sparse recursions break even at about a quarter).
+
+        Small corpora (at most :func:`crfkit.npdecode.max_tokens` tokens) of a model without
+        bigram-observation features are decoded in numpy (:mod:`crfkit.npdecode`: the same results,
+        without numba's start-up and thread-pool costs), or, in a process that has decoded small inputs
+        before and loaded them, by numba's serial per-sequence kernels; larger ones by the parallel
+        numba kernels.
         """
+        sp = self.space
+        if corpus.n_dense != sp.n_dense:
+            raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
+        if not (sp.n_bigram and corpus.has_bigram):
+            from . import npdecode
+            if corpus.n_tokens <= npdecode.max_tokens():
+                if npdecode.kernels_ready():     # a process tagging again and again: numba, serial
+                    return npdecode.decode_serial(self, corpus, path=path, marginals=marginals, labels=labels)
+                npdecode.note_small_call(self)
+                return npdecode.decode(self, corpus, path=path, marginals=marginals, labels=labels)
         from .kernels.batch import chunk_bounds, decode_all
         from .parallel import n_chunks
         nt, ns, L = corpus.n_tokens, corpus.n_sequences, self.space.n_labels
@@ -300,9 +475,6 @@ class CRFModel:
         want_labels = labels is not None
         lab = np.ascontiguousarray(labels if want_labels else np.zeros(0), dtype=np.int32)
         lsc = np.zeros(ns if want_labels else 0)
-        sp = self.space
-        if corpus.n_dense != sp.n_dense:
-            raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
         xs = corpus.dense @ sp.dense_weights(self.weights) if sp.n_dense else np.zeros((0, L))
         if nt:
             b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
@@ -831,11 +1003,20 @@ def _strings(arrays: dict, blob: str, lens: str, what: str) -> list[str]:
     return _unpack_strings(b, n.astype(np.int64))
 
 
+def _string_table(arrays: dict, blob: str, lens: str, what: str) -> StringTable:
+    b, n = arrays[blob], arrays[lens]
+    if n.size and (n.min() < 0 or n.max() > b.size):
+        raise ValueError(f"{what} string lengths out of range")
+    if int(n.sum(dtype=np.int64)) != b.size:
+        raise ValueError(f"{what} string lengths do not add up to the string table")
+    return StringTable(b, n.astype(np.int64))
+
+
 def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
     """The feature space and weights of decoded arrays, every index and count checked."""
     L = c["n_labels"]
     labels = _strings(arrays, "label_blob", "label_lens", "label")
-    attributes = _strings(arrays, "attr_blob", "attr_lens", "attribute")
+    attributes = _string_table(arrays, "attr_blob", "attr_lens", "attribute")
     problems = []
     if L == 0:
         problems.append("no labels")
@@ -872,7 +1053,7 @@ def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
         problems.append("a state feature has a label outside the label table")
     if (trans_index < -1).any() or (len(live) and live.max() >= len(live)):
         problems.append("bad transition table")
-    elif len(np.unique(live)) != len(live):
+    elif len(live) and np.bincount(live).max() > 1:     # (np.unique would import numpy.ma: 40 ms at start-up)
         problems.append("transition indices are not a permutation")
     elif len(live) != c["n_trans"]:
         problems.append(f"{len(live)} transition features, the header says {c['n_trans']}")

@@ -383,7 +383,7 @@ def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *
         X = _no_attributes(dense)
     seq_lens, tok_counts, names, values = _flatten(X, name)
     D = _dense_block(dense, seq_lens, name, expect=space.n_dense) if dense is not None else None
-    ent = np.fromiter(map(space.attr_index.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
+    ent = space.attribute_ids(names)
     if Y is not None:
         y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
     else:

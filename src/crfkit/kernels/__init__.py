@@ -10,13 +10,24 @@ the ``.py`` files of a directory to the cache stamp of every function defined
 there: changing any kernel file recompiles them all on their next use.  It
 wraps numba's cache locators (``CacheImpl._locator_classes``); where that
 hook is missing (another numba), the caches behave as numba's own.
+
+Compile notice.  On a fresh install (or after an update) the first kernel
+calls compile for about a minute; instead of staying silent, crfkit prints
+once per process, on standard error, that it is compiling (see
+:func:`install_compile_notice`; ``CRFKIT_QUIET_COMPILE=1`` silences it).
+Loading compiled kernels from the cache prints nothing.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from pathlib import Path
 
-__all__ = ["stamp_directory", "sources_digest"]
+__all__ = ["stamp_directory", "sources_digest", "install_compile_notice", "COMPILE_NOTICE"]
+
+COMPILE_NOTICE = ("crfkit: compiling the numba kernels (once after installing or updating crfkit, about a "
+                  "minute; cached in {where} for later runs)")
 
 _STAMPED: dict[Path, bytes] = {}
 
@@ -63,4 +74,48 @@ def stamp_directory(directory) -> bool:
     return True
 
 
+_NOTICE = {"installed": False, "shown": False}
+
+
+def _show_notice() -> None:
+    if _NOTICE["shown"]:
+        return
+    _NOTICE["shown"] = True
+    if os.environ.get("CRFKIT_QUIET_COMPILE", "").strip() not in ("", "0"):
+        return
+    where = Path(__file__).resolve().parent / "__pycache__"
+    try:
+        print(COMPILE_NOTICE.format(where=where), file=sys.stderr, flush=True)
+    except (OSError, ValueError):   # a closed or broken standard error: the notice is not worth failing for
+        pass
+
+
+def install_compile_notice() -> bool:
+    """Print :data:`COMPILE_NOTICE` once per process when numba starts compiling a crfkit kernel (a cache
+    miss: numba's ``numba:compile`` event, which a kernel loaded from the cache does not raise).
+    Returns False when this numba has no event API (nothing is printed then)."""
+    if _NOTICE["installed"]:
+        return True
+    try:
+        from numba.core import event
+    except ImportError:   # pragma: no cover - an older numba
+        return False
+    prefix = __name__ + "."
+
+    class _CompileNotice(event.Listener):
+        def on_start(self, ev):
+            data = ev.data if isinstance(ev.data, dict) else {}
+            func = getattr(data.get("dispatcher"), "py_func", None)
+            if (getattr(func, "__module__", None) or "").startswith(prefix):
+                _show_notice()
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", _CompileNotice())
+    _NOTICE["installed"] = True
+    return True
+
+
 stamp_directory(Path(__file__).parent)
+install_compile_notice()

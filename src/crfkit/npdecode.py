@@ -1,0 +1,313 @@
+"""Decoding in numpy, for small inputs: Viterbi, node marginals, log Z and path scores without numba.
+
+A ``crfkit tag`` process on a few hundred tokens, a web request or a ``CRF.predict_single`` call spends
+far more time in numba than in decoding: importing numba (about 0.5 s), loading the cached kernels (2-3 s
+the first time in a process) and waking its thread pool for each ``prange`` call.  The recursions here
+are the same as :func:`crfkit.kernels.batch.decode_all`'s, vectorised over the labels and over the
+sequences of a batch (one numpy step per position, all the sequences at that position at once), so a
+batch of a few hundred tokens decodes in a few milliseconds with no compiled code at all.
+
+:meth:`crfkit.model.CRFModel.decode` takes this path for corpora of at most :data:`MAX_TOKENS` tokens
+(models without bigram-observation features) and the numba kernels beyond, where they are faster.  The
+results are the same: the Viterbi path with the same tie-breaking (the first best label, as the
+kernels' strict ``>``), the scores and log Z equal up to rounding (the forward-backward here runs in the
+log domain, which needs no rescaling fallback; the kernels' scaled recursion agrees to ~1e-12).
+Models with bigram-observation features, constrained decoding and n-best go through the kernels.
+
+Nothing here imports numba for a process's first small call (``tests/test_npdecode.py`` checks it in
+a fresh interpreter).  A process that decodes small inputs again and again (a server, an estimator's
+``predict_single`` in a loop) is better served by numba's serial per-sequence kernels (a few
+microseconds per call once loaded, against a numpy call per position here): from the second small call
+on, :func:`note_small_call` loads them in a background thread (``CRFKIT_SMALL_KERNELS=0`` turns that
+off), and :meth:`~crfkit.model.CRFModel.decode` uses :func:`decode_serial` once they are ready.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+#: corpora of at most this many tokens are decoded here rather than by the numba kernels
+#: (``CRFKIT_NUMPY_MAX_TOKENS`` overrides it; 0 turns this path off).  At this size a warm numba
+#: call and this path take about the same time (``benchmarks/startup_latency.py`` measures both).
+MAX_TOKENS = 2000
+
+
+def max_tokens() -> int:
+    v = os.environ.get("CRFKIT_NUMPY_MAX_TOKENS")
+    if v is None or not v.strip():
+        return MAX_TOKENS
+    try:
+        return max(0, int(v))
+    except ValueError:
+        return MAX_TOKENS
+
+
+def emissions(corpus, space, w: np.ndarray) -> np.ndarray:
+    """(n_tokens x L) emission scores: per token and label the sum of ``value * weight`` of the state
+    features of the token's attributes (in the order of the occurrences, as the kernels add them)."""
+    nt, L = corpus.n_tokens, space.n_labels
+    tok_ptr, attr, val = corpus.tok_ptr, corpus.attr, corpus.val
+    ptr = space.attr_ptr
+    n_occ = int(tok_ptr[-1] - tok_ptr[0]) if nt else 0
+    if n_occ == 0:
+        return np.zeros((nt, L))
+    e0 = int(tok_ptr[0])
+    a = attr[e0:e0 + n_occ].astype(np.int64)
+    start = ptr[a]
+    cnt = ptr[a + 1] - start
+    tok = np.repeat(np.arange(nt, dtype=np.int64), np.diff(tok_ptr))
+    total = int(cnt.sum())
+    if total == 0:
+        return np.zeros((nt, L))
+    # feature k of every occurrence: start[e] + (0 .. cnt[e]-1), laid out occurrence after occurrence
+    first = np.cumsum(cnt) - cnt
+    k = np.arange(total, dtype=np.int64) + np.repeat(start - first, cnt)
+    rows = np.repeat(tok, cnt)
+    x = w[k] * np.repeat(val[e0:e0 + n_occ], cnt)
+    return np.bincount(rows * L + space.feat_label[k], weights=x, minlength=nt * L).reshape(nt, L)
+
+
+def transition_matrix(space, w: np.ndarray) -> np.ndarray:
+    """Dense L x L transition scores (0 where a label pair has no feature)."""
+    ti = space.trans_index
+    out = np.zeros(ti.shape)
+    live = ti >= 0
+    out[live] = w[space.n_state + ti[live]]
+    return out
+
+
+def _padded(score: np.ndarray, seq_ptr: np.ndarray):
+    """The sequences, longest first, as a (S x Tmax x L) block: (order, lengths in that order, block).
+    The sequences still running at position t are then the first ``(lengths > t).sum()`` rows."""
+    lens = np.diff(seq_ptr)
+    order = np.argsort(-lens, kind="stable")
+    slen = lens[order]
+    S, L = len(lens), score.shape[1]
+    Tm = int(slen[0]) if S else 0
+    block = np.zeros((S, Tm, L))
+    pos = np.arange(int(seq_ptr[-1] - seq_ptr[0]), dtype=np.int64) - np.repeat(seq_ptr[:-1] - seq_ptr[0], lens)
+    rank = np.empty(S, np.int64)
+    rank[order] = np.arange(S)
+    block[np.repeat(rank, lens), pos] = score
+    return order, slen, block
+
+
+def _running(slen: np.ndarray) -> np.ndarray:
+    """n[t]: how many of the sequences (sorted longest first) have a position t."""
+    Tm = int(slen[0]) if len(slen) else 0
+    return np.searchsorted(-slen, -np.arange(Tm), side="left") if Tm else np.zeros(0, np.int64)
+
+
+def viterbi(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
+    """Best label ids (n_tokens, int32) and best path scores (n_seq) of every sequence."""
+    S = len(seq_ptr) - 1
+    ids = np.zeros(score.shape[0], np.int32)
+    best = np.zeros(S)
+    lens = np.diff(seq_ptr)
+    live = np.flatnonzero(lens > 0)
+    if not len(live):
+        return ids, best
+    order, slen, block = _padded(score, seq_ptr)
+    n = _running(slen)
+    Tm, L = block.shape[1], block.shape[2]
+    back = np.zeros((len(slen), Tm, L), np.int64)
+    delta = block[:, 0].copy()
+    for t in range(1, Tm):
+        m = int(n[t])
+        cand = delta[:m, :, None] + trans          # (m, previous label, label)
+        back[:m, t] = cand.argmax(axis=1)           # the first best previous label, as the kernels
+        delta[:m] = cand.max(axis=1) + block[:m, t]   # the value at that arg max
+    # delta[s] now holds each sequence's last row (rows of finished sequences were left as they were)
+    nz = slen > 0
+    last = delta.argmax(axis=1)
+    path = np.zeros((len(slen), Tm), np.int64)
+    rows = np.arange(len(slen))
+    cur = last.copy()
+    path[rows, np.maximum(slen - 1, 0)] = cur
+    for t in range(Tm - 1, 0, -1):
+        m = int(n[t])
+        # sequences with a position t step back from their label at t
+        prev = back[rows[:m], t, cur[:m]]
+        cur[:m] = np.where(slen[:m] - 1 >= t, prev, cur[:m])
+        sel = slen[:m] - 1 >= t
+        path[rows[:m][sel], t - 1] = cur[:m][sel]
+    s_best = np.where(nz, delta[rows, last], 0.0)
+    best[order] = s_best
+    mask = np.arange(Tm)[None, :] < slen[:, None]
+    flat = np.empty(int(slen.sum()), np.int64)
+    # back to input order: sequence order[r] holds path[r, :slen[r]]
+    dst = np.repeat(seq_ptr[:-1][order] - seq_ptr[0], slen) + (np.arange(int(slen.sum())) -
+                                                                np.repeat(np.cumsum(slen) - slen, slen))
+    flat[dst] = path[mask]
+    ids[:] = flat
+    return ids, best
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    m = x.max(axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.log(np.exp(x - m).sum(axis=axis)) + np.squeeze(m, axis=axis)
+
+
+def forward_backward(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
+    """Node marginals (n_tokens x L) and log Z (n_seq), in the log domain."""
+    S = len(seq_ptr) - 1
+    nt, L = score.shape
+    marg = np.zeros((nt, L))
+    logz = np.zeros(S)
+    lens = np.diff(seq_ptr)
+    if not (lens > 0).any():
+        return marg, logz
+    order, slen, block = _padded(score, seq_ptr)
+    n = _running(slen)
+    Tm = block.shape[1]
+    la = np.zeros_like(block)
+    lb = np.zeros_like(block)
+    la[:, 0] = block[:, 0]
+    for t in range(1, Tm):
+        m = int(n[t])
+        la[:m, t] = _logsumexp(la[:m, t - 1, :, None] + trans[None], axis=1) + block[:m, t]
+    rows = np.arange(len(slen))
+    lastpos = np.maximum(slen - 1, 0)
+    lz = _logsumexp(la[rows, lastpos], axis=1)
+    for t in range(Tm - 2, -1, -1):
+        m = int(n[t + 1])         # sequences with a position t + 1: beta[t] from beta[t + 1]
+        lb[:m, t] = _logsumexp(trans[None] + (block[:m, t + 1] + lb[:m, t + 1])[:, None, :], axis=2)
+    mask = np.arange(Tm)[None, :] < slen[:, None]
+    # node marginals normalised per position (each sums to 1): exact, and no cancellation against a
+    # large log Z
+    x = la + lb
+    post = np.exp(x - x.max(axis=2, keepdims=True))
+    post /= post.sum(axis=2, keepdims=True)
+    dst = np.repeat(seq_ptr[:-1][order] - seq_ptr[0], slen) + (np.arange(int(slen.sum())) -
+                                                                np.repeat(np.cumsum(slen) - slen, slen))
+    marg[dst] = post[mask]
+    logz[order] = np.where(slen > 0, lz, 0.0)
+    return marg, logz
+
+
+def path_scores(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The score of the given label path of every sequence (emissions plus transitions)."""
+    S = len(seq_ptr) - 1
+    nt = score.shape[0]
+    if nt == 0:
+        return np.zeros(S)
+    y = labels.astype(np.int64)
+    per = score[np.arange(nt), y]
+    first = np.zeros(nt, bool)
+    lens = np.diff(seq_ptr)
+    first[seq_ptr[:-1][lens > 0] - seq_ptr[0]] = True
+    tr = np.zeros(nt)
+    inner = np.flatnonzero(~first)
+    tr[inner] = trans[y[inner - 1], y[inner]]
+    tok_seq = np.repeat(np.arange(S), lens)
+    return np.bincount(tok_seq, weights=per + tr, minlength=S)
+
+
+def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
+    """What :meth:`crfkit.model.CRFModel.decode` returns, computed here (no bigram-observation features)."""
+    sp = model.space
+    w = model.weights
+    L = sp.n_labels
+    score = emissions(corpus, sp, w)
+    if sp.n_dense:
+        score += corpus.dense @ sp.dense_weights(w)
+    trans = transition_matrix(sp, w)
+    seq_ptr = corpus.seq_ptr - corpus.seq_ptr[0] if len(corpus.seq_ptr) else corpus.seq_ptr
+    out = {}
+    if path:
+        ids, ps = viterbi(score, seq_ptr, trans)
+        out.update(ids=ids, path_score=ps)
+    if marginals:
+        marg, logz = forward_backward(score, seq_ptr, trans) if L else (np.zeros((corpus.n_tokens, 0)),
+                                                                          np.zeros(corpus.n_sequences))
+        out.update(marginals=marg, logz=logz)
+    if labels is not None:
+        out["label_score"] = path_scores(score, seq_ptr, trans, np.asarray(labels))
+    return out
+
+
+# ------------------------------------------------------------------ numba's serial kernels, warmed up
+_WARM = {"state": "cold", "calls": 0}
+_WARM_LOCK = threading.Lock()
+
+
+def kernels_ready() -> bool:
+    """True once the serial kernels of :func:`decode_serial` are loaded in this process."""
+    return _WARM["state"] == "ready"
+
+
+def note_small_call(model) -> None:
+    """Count a small decode; from the second one on, load the serial kernels in a daemon thread (once per
+    process), on a one-token input of ``model``'s array types."""
+    _WARM["calls"] += 1
+    if _WARM["state"] != "cold" or _WARM["calls"] < 2:
+        return
+    if os.environ.get("CRFKIT_SMALL_KERNELS", "").strip() == "0":
+        return
+    with _WARM_LOCK:
+        if _WARM["state"] != "cold":
+            return
+        _WARM["state"] = "warming"
+    def warm():
+        try:
+            from .corpus import Corpus
+            nd = model.space.n_dense     # one token, no attribute (and zero dense values): any model
+            tiny = Corpus(seq_ptr=[0, 1], tok_ptr=[0, 0], attr=[], val=[], y=[0],
+                          dense=np.zeros((1, nd)) if nd else None)
+            decode_serial(model, tiny, path=True, marginals=True, labels=np.zeros(1, np.int32))
+            _WARM["state"] = "ready"
+        except Exception:          # pragma: no cover - numba missing or broken: numpy it stays
+            _WARM["state"] = "failed"
+
+    threading.Thread(target=warm, name="crfkit-kernel-warmup", daemon=True).start()
+
+
+def decode_serial(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
+    """:func:`decode` through numba's per-sequence kernels (:mod:`crfkit.kernels.chain`, the functions
+    :func:`crfkit.kernels.batch.decode_all` runs for each sequence), one call each, no thread pool."""
+    from .kernels.chain import emissions, forward_backward, gold_score, transition_matrix as tm, viterbi as vit
+    sp = model.space
+    w = model.weights
+    L = sp.n_labels
+    nt, ns = corpus.n_tokens, corpus.n_sequences
+    trans = tm(w, 1.0, sp.n_state, sp.trans_index)
+    tmax = trans.max() if L else 0.0
+    expM = np.exp(trans - tmax)
+    xs = corpus.dense @ sp.dense_weights(w) if sp.n_dense else None
+    ids = np.zeros(nt, np.int32)
+    ps = np.zeros(ns)
+    marg = np.zeros((nt, L) if marginals else (0, L))
+    logz = np.zeros(ns)
+    want = labels is not None
+    lab = np.ascontiguousarray(labels if want else np.zeros(0), dtype=np.int32)
+    lsc = np.zeros(ns)
+    sptr = corpus.seq_ptr.tolist()
+    tok_ptr, attr, val = corpus.tok_ptr, corpus.attr, corpus.val
+    for s in range(ns):
+        t0, t1 = sptr[s], sptr[s + 1]
+        T = t1 - t0
+        if T == 0:
+            continue
+        score = np.empty((T, L))
+        emissions(tok_ptr, attr, val, t0, t1, sp.attr_ptr, sp.feat_label, w, 1.0, score)
+        if xs is not None:
+            score += xs[t0:t1]
+        if path:
+            ps[s] = vit(score, T, trans, ids, t0)
+        if want:
+            lsc[s] = gold_score(score, lab, t0, T, trans)
+        if marginals:
+            es, alpha, beta = np.empty((T, L)), np.empty((T, L)), np.empty((T, L))
+            logz[s] = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, np.empty(T))
+            np.multiply(alpha, beta, out=marg[t0:t1])
+    out = {}
+    if path:
+        out.update(ids=ids, path_score=ps)
+    if marginals:
+        out.update(marginals=marg, logz=logz)
+    if want:
+        out["label_score"] = lsc
+    return out

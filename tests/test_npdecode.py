@@ -1,0 +1,220 @@
+"""The numpy decoding path for small inputs (crfkit.npdecode) against the numba kernels and brute force."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import enumerate_chain, model_from_scores, random_sequences
+from crfkit import npdecode
+from crfkit.features.encode import build
+from crfkit.model import CRFModel
+
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def _numba(model, corpus, **kw):
+    """CRFModel.decode through the numba kernels (the numpy path switched off)."""
+    old = os.environ.get("CRFKIT_NUMPY_MAX_TOKENS")
+    os.environ["CRFKIT_NUMPY_MAX_TOKENS"] = "0"
+    try:
+        return model.decode(corpus, **kw)
+    finally:
+        if old is None:
+            del os.environ["CRFKIT_NUMPY_MAX_TOKENS"]
+        else:
+            os.environ["CRFKIT_NUMPY_MAX_TOKENS"] = old
+
+
+def _random_model(seed, *, n_labels=4, real=False, dense=0, support="observed", scale=1.0):
+    rng = np.random.default_rng(seed)
+    X, Y = random_sequences(rng, 30, n_labels=n_labels, n_attr=8, max_len=7, real=real)
+    D = [rng.normal(size=(len(x), dense)) for x in X] if dense else None
+    space, _ = build(X, Y, support=support, dense=D)
+    w = rng.normal(scale=scale, size=space.n_features)
+    return CRFModel(space, w), rng
+
+
+@st.composite
+def cases(draw):
+    return dict(seed=draw(st.integers(0, 2**32 - 1)), n_labels=draw(st.integers(1, 6)),
+                real=draw(st.booleans()), dense=draw(st.sampled_from([0, 0, 3])),
+                support=draw(st.sampled_from(["observed", "all"])),
+                scale=draw(st.sampled_from([0.1, 1.0, 20.0])), n_seq=draw(st.integers(0, 12)),
+                empty=draw(st.booleans()))
+
+
+@SETTINGS
+@given(cases())
+def test_numpy_path_equals_the_kernels(p):
+    model, rng = _random_model(p["seed"], n_labels=p["n_labels"], real=p["real"], dense=p["dense"],
+                               support=p["support"], scale=p["scale"])
+    # new sequences: unknown attributes (dropped), tokens without attributes, empty sequences
+    X, Y = random_sequences(rng, p["n_seq"], n_labels=p["n_labels"], n_attr=11, max_len=9, real=p["real"],
+                            min_len=0 if p["empty"] else 1)
+    D = [rng.normal(size=(len(x), p["dense"])) for x in X] if p["dense"] else None
+    corpus = model.encode(X, Y, dense=D)
+    labels = np.maximum(corpus.y, 0)
+    got = npdecode.decode(model, corpus, path=True, marginals=True, labels=labels)
+    ref = _numba(model, corpus, path=True, marginals=True, labels=labels)
+    np.testing.assert_array_equal(got["ids"], ref["ids"])
+    np.testing.assert_allclose(got["path_score"], ref["path_score"], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(got["logz"], ref["logz"], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(got["label_score"], ref["label_score"], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(got["marginals"], ref["marginals"], rtol=1e-9, atol=1e-12)
+    assert got["ids"].dtype == ref["ids"].dtype and got["marginals"].shape == ref["marginals"].shape
+    # and CRFModel.decode takes the numpy path for this size
+    same = model.decode(corpus, path=True, marginals=True)
+    np.testing.assert_array_equal(same["ids"], got["ids"])
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.integers(1, 5), st.sampled_from([0.5, 3.0, 40.0]))
+def test_against_enumeration(seed, L, T, scale):
+    rng = np.random.default_rng(seed)
+    score = rng.normal(scale=scale, size=(T, L))
+    trans = rng.normal(scale=scale, size=(L, L))
+    model, X = model_from_scores(score, trans)
+    ref = enumerate_chain(score, trans)
+    corpus = model.encode(X)
+    r = npdecode.decode(model, corpus, path=True, marginals=True, labels=ref["best_path"])
+    if ref["gap"] > 1e-9:
+        np.testing.assert_array_equal(r["ids"], ref["best_path"])
+    assert r["path_score"][0] == pytest.approx(ref["best_score"], rel=1e-12, abs=1e-9)
+    assert r["label_score"][0] == pytest.approx(ref["best_score"], rel=1e-12, abs=1e-9)
+    assert r["logz"][0] == pytest.approx(ref["logz"], rel=1e-12, abs=1e-9)
+    np.testing.assert_allclose(r["marginals"], ref["node"], atol=1e-10)
+
+
+def test_ties_break_as_the_kernels():
+    # every path scores the same: the kernels keep the first best label everywhere
+    model, X = model_from_scores(np.zeros((5, 3)), np.zeros((3, 3)))
+    corpus = model.encode(X * 3)
+    got = npdecode.decode(model, corpus)
+    ref = _numba(model, corpus)
+    np.testing.assert_array_equal(got["ids"], ref["ids"])
+    np.testing.assert_array_equal(got["ids"], np.zeros(15, np.int32))
+
+
+def test_extreme_scores_keep_marginals_exact():
+    rng = np.random.default_rng(3)
+    score = rng.normal(scale=1e6, size=(6, 3))
+    trans = rng.normal(scale=1e6, size=(3, 3))
+    model, X = model_from_scores(score, trans)
+    ref = enumerate_chain(score, trans)
+    r = npdecode.decode(model, model.encode(X), path=False, marginals=True)
+    assert np.isfinite(r["marginals"]).all()
+    np.testing.assert_allclose(r["marginals"].sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(r["marginals"], ref["node"], atol=1e-9)
+    assert r["logz"][0] == pytest.approx(ref["logz"], rel=1e-12)
+
+
+def test_threshold_switches_paths(monkeypatch):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setenv("CRFKIT_SMALL_KERNELS", "0")
+    model, rng = _random_model(7)
+    X, _ = random_sequences(rng, 20, n_labels=4, n_attr=8, max_len=7)
+    corpus = model.encode(X)
+    calls = []
+    real = npdecode.decode
+    monkeypatch.setattr(npdecode, "decode", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", str(corpus.n_tokens))
+    small = model.decode(corpus)
+    assert calls == [1]
+    monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", str(corpus.n_tokens - 1))
+    big = model.decode(corpus)
+    assert calls == [1]          # the kernels this time
+    np.testing.assert_array_equal(small["ids"], big["ids"])
+    monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", "not a number")
+    assert npdecode.max_tokens() == npdecode.MAX_TOKENS
+
+
+def test_small_tagging_never_imports_numba(tmp_path):
+    """A model load and a small tagging run in a fresh interpreter: numba is never imported."""
+    model, rng = _random_model(11)
+    path = tmp_path / "m.crfkit"
+    model.save(path)
+    X, _ = random_sequences(rng, 5, n_labels=4, n_attr=8, max_len=7)
+    code = ("import sys, json; from crfkit.model import CRFModel; m = CRFModel.load(sys.argv[1]); "
+            f"X = {X!r}; m.tag(X); m.tag_with_probability(X); "
+            "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in ('numba', 'scipy'))))")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=src))
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@SETTINGS
+@given(cases())
+def test_serial_kernels_equal_the_batch_kernels(p):
+    model, rng = _random_model(p["seed"], n_labels=p["n_labels"], real=p["real"], dense=p["dense"],
+                               support=p["support"], scale=p["scale"])
+    X, Y = random_sequences(rng, p["n_seq"], n_labels=p["n_labels"], n_attr=11, max_len=9, real=p["real"],
+                            min_len=0 if p["empty"] else 1)
+    D = [rng.normal(size=(len(x), p["dense"])) for x in X] if p["dense"] else None
+    corpus = model.encode(X, Y, dense=D)
+    labels = np.maximum(corpus.y, 0)
+    got = npdecode.decode_serial(model, corpus, path=True, marginals=True, labels=labels)
+    ref = _numba(model, corpus, path=True, marginals=True, labels=labels)
+    np.testing.assert_array_equal(got["ids"], ref["ids"])
+    for k in ("path_score", "logz", "label_score", "marginals"):
+        # the kernels decode_all runs per sequence (its full-row emissions may round the last bit apart)
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-13, atol=1e-13)
+
+
+def test_second_small_call_warms_the_serial_kernels(monkeypatch):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setitem(npdecode._WARM, "calls", 0)
+    monkeypatch.delenv("CRFKIT_SMALL_KERNELS", raising=False)
+    model, rng = _random_model(5)
+    X, _ = random_sequences(rng, 4, n_labels=4, n_attr=8, max_len=7)
+    corpus = model.encode(X)
+    first = model.decode(corpus)
+    assert npdecode._WARM["state"] == "cold"            # one call: nothing started
+    second = model.decode(corpus)
+    assert npdecode._WARM["state"] in ("warming", "ready")
+    import threading
+    for t in threading.enumerate():
+        if t.name == "crfkit-kernel-warmup":
+            t.join(600)
+    assert npdecode.kernels_ready()
+    calls = []
+    real = npdecode.decode_serial
+    monkeypatch.setattr(npdecode, "decode_serial", lambda *a, **k: calls.append(1) or real(*a, **k))
+    third = model.decode(corpus)
+    assert calls == [1]
+    np.testing.assert_array_equal(first["ids"], second["ids"])
+    np.testing.assert_array_equal(first["ids"], third["ids"])
+
+
+def test_warmup_can_be_turned_off(monkeypatch):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setitem(npdecode._WARM, "calls", 5)
+    monkeypatch.setenv("CRFKIT_SMALL_KERNELS", "0")
+    model, _ = _random_model(5)
+    npdecode.note_small_call(model)
+    assert npdecode._WARM["state"] == "cold"
+
+
+@pytest.mark.parametrize("dense", [0, 3])
+def test_warmup_works_for_dense_models(monkeypatch, dense):
+    monkeypatch.setitem(npdecode._WARM, "state", "cold")
+    monkeypatch.setitem(npdecode._WARM, "calls", 1)
+    monkeypatch.delenv("CRFKIT_SMALL_KERNELS", raising=False)
+    model, rng = _random_model(9, dense=dense)
+    X, _ = random_sequences(rng, 3, n_labels=4, n_attr=8, max_len=5)
+    D = [rng.normal(size=(len(x), dense)) for x in X] if dense else None
+    before = model.tag(X, dense=D)                 # the second small call: the warm-up starts
+    import threading
+    for t in threading.enumerate():
+        if t.name == "crfkit-kernel-warmup":
+            t.join(600)
+    assert npdecode.kernels_ready()
+    assert model.tag(X, dense=D) == before

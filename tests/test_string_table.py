@@ -1,0 +1,96 @@
+"""The packed attribute table of a loaded model (crfkit.model.StringTable): the ids it finds are a dict's."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crfkit import model as M
+from crfkit.model import CRFModel, FeatureSpace, StringTable, _pack_strings
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+
+
+def _table(strings):
+    blob, lens = _pack_strings(strings)
+    return StringTable(blob, lens)
+
+
+def _ref(strings, names):
+    d = {a: i for i, a in enumerate(strings)}
+    return np.array([d.get(n, -1) for n in names], dtype=np.int64)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.lists(TEXT, max_size=60), st.lists(TEXT, max_size=30), st.integers(0, 3))
+def test_ids_equal_a_dicts(strings, extra, reps):
+    t = _table(strings)
+    names = (list(strings[: len(strings) // 2]) + extra) * (reps + 1)
+    np.testing.assert_array_equal(t.ids(names), _ref(strings, names))
+    assert t == strings and strings == t and len(t) == len(strings) and list(t) == strings
+
+
+def test_probe_path_is_taken_and_agrees():
+    strings = [f"w[0]={i}" for i in range(5000)] + ["é", "日本", "", "a\x00b", "a"]
+    t = _table(strings)
+    names = ["w[0]=17", "é", "日本", "", "a\x00b", "nope", "w[0]=4999", "a", "\udc80", "w[0]=17"]
+    got = t.ids(names)
+    assert t._dict is None and t._list is None        # answered by the hashes, no dict, no strings
+    np.testing.assert_array_equal(got, _ref(strings, names))
+    # asked again: a dict from then on
+    for more in (names[::-1], ["w[0]=1", "w[0]=1", "x"], [], ["日本"]):
+        np.testing.assert_array_equal(t.ids(more), _ref(strings, more))
+    assert t._dict is not None
+    assert "日本" in t and "zz" not in t
+
+
+def test_every_hash_colliding_still_gives_the_right_ids(monkeypatch):
+    monkeypatch.setattr(M, "_packed_hashes", lambda blob, lens: np.zeros(len(lens), np.uint64))
+    strings = ["a", "b", "ab", "ba", "b"]           # a duplicate: the last id wins, as in a dict
+    t = _table(strings)
+    names = ["b", "ab", "x", "a"]
+    np.testing.assert_array_equal(t.ids(names), _ref(strings, names))
+    np.testing.assert_array_equal(t.ids(names[1:]), _ref(strings, names[1:]))   # the dict
+
+
+def test_no_hashes_for_very_long_strings_falls_back_to_the_dict():
+    strings = ["x" * 100_000] + [f"s{i}" for i in range(300)]    # a 301 x 100,000 padded matrix: no
+    t = _table(strings)
+    assert M._packed_hashes(t._blob, t._lens) is None
+    np.testing.assert_array_equal(t.ids(["s3", "x" * 100_000, "q"]), [4, 0, -1])
+
+
+def test_many_names_use_the_dict():
+    strings = [f"k{i}" for i in range(100)]
+    t = _table(strings)
+    np.testing.assert_array_equal(t.ids(strings[::-1] + ["z"]), _ref(strings, strings[::-1] + ["z"]))
+    assert t._dict is not None
+
+
+def test_invalid_utf8_is_refused_when_built():
+    with pytest.raises(ValueError):
+        StringTable(np.frombuffer(b"a\xffb", np.uint8), np.array([1, 2]))
+    with pytest.raises(ValueError, match="inside a UTF-8 character"):
+        StringTable(np.frombuffer("é".encode(), np.uint8), np.array([1, 1]))
+
+
+def test_loaded_model_tags_as_the_saved_one(tmp_path):
+    rng = np.random.default_rng(0)
+    attrs = [f"a{i}" for i in range(300)] + ["ü", "∑x"]
+    L = 3
+    space = FeatureSpace(labels=["A", "B", "C"], attributes=attrs,
+                         attr_ptr=np.arange(len(attrs) + 1, dtype=np.int64) * L,
+                         feat_label=np.tile(np.arange(L, dtype=np.int32), len(attrs)),
+                         trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L))
+    m = CRFModel(space, rng.normal(size=space.n_features))
+    m.save(tmp_path / "m.crfkit")
+    m2 = CRFModel.load(tmp_path / "m.crfkit")
+    assert isinstance(m2.space.attributes, StringTable)
+    X = [[["a1", "ü", "zz"], ["∑x"], []], [["a299", "a7"]]]
+    assert m2.tag(X) == m.tag(X)
+    assert m2.space.attributes == attrs
+    again = pickle.loads(pickle.dumps(m2.space))
+    assert again.attributes == attrs and again.attribute_ids(["a5", "q"]).tolist() == [5, -1]
