@@ -54,8 +54,14 @@ class _Batches:
         if key not in self._cache:
             if len(self._cache) > 4:
                 self._cache.clear()
-            self._cache[key] = Objective(self.obj.corpus.subset(self.perm[a:b]), self.obj.space,
-                                         Regularization(l2=0.0), threads=self.threads)
+            idx = self.perm[a:b]
+            sub = self.obj.corpus.subset(idx)
+            sub.weight = None
+            # sample weights: the batch keeps the full objective's scales omega_i n / W (uniform sampling with
+            # weighted losses: f_k is an unbiased estimate of f, and a batch of zero weights is allowed)
+            scales = self.obj.sw[idx] if getattr(self.obj, "weighted", False) else None
+            self._cache[key] = Objective(sub, self.obj.space, Regularization(l2=0.0), threads=self.threads,
+                                         scales=scales)
         return self._cache[key]
 
     def sum_grad(self, a, b, w):

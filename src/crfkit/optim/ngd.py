@@ -103,12 +103,13 @@ class _Steps:
 
     def run(self, order, start, stop, t0, v, scal):
         eta = K.run_steps(*self.args, order, start, stop, float(t0), self.lam, self.code, self.p, self.tab,
-                          self.r, v, scal, *self.groups, self.node, self.edge, self.full)
+                          self.r, v, scal, *self.groups, self.node, self.edge, self.full, self.obj.sw)
         self.obj.n_oracle += stop - start
         return eta
 
     def loss(self, order, start, stop, v):
-        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, self.full)
+        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, self.full,
+                             self.obj.sw)
 
 
 def calibrate(steps: _Steps, x0: np.ndarray, order: np.ndarray, *, eta: float = 0.1, rate: float = 2.0,

@@ -112,7 +112,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
             target = (iteration + 1) * n
             rc = K.sgd_run(c_.seq_ptr, c_.tok_ptr, c_.attr, c_.val, c_.y, s.attr_ptr, s.feat_label, s.trans_index,
                            s.n_state, s.n_trans, method, float(eta), l2, float(delta), target,
-                           v, csum, G, last, fsc, isc, rng, node, edge, gbuf, obj.full_rows)
+                           v, csum, G, last, fsc, isc, rng, node, edge, gbuf, obj.full_rows, obj.sw)
             if rc != 0:
                 raise CrfkitError(f"{name}: eta * l2 = {eta * l2:.3g} >= 1 makes the L2 shrinkage "
                                   "1 - eta*l2 non-positive; use a smaller eta")

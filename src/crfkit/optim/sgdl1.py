@@ -235,7 +235,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 b1 = min(n, b0 + BLOCK)
                 eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
                                   float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node, edge,
-                                  obj.full_rows)
+                                  obj.full_rows, obj.sw)
                 obj.n_oracle += b1 - b0
                 if scal[K.BETA] < FOLD_BELOW:
                     K.fold(v, aux, scal)
