@@ -17,6 +17,9 @@ random permutation (drawn from ``seed``; batches are nested) and its objective
   old batch, whose gradient at the accepted point the line search already has);
   only the new sequences' gradient at ``w_{k+1}`` is computed on top.
 
+Sample weights: the batch objective is ``(1/b_k) sum_{i in B_k} s_i nll_i(w) + (l2/2)|w|^2`` with the full
+objective's scales ``s_i = omega_i n / W`` (an unbiased estimate of ``f``; on the whole set it is ``f``).
+
 Effective passes count every sequence whose loss (and gradient) is evaluated,
 line-search trials included: ``obj.n_oracle`` grows by the batch size per
 evaluation (the SAG paper's counting).  ``max_iterations`` is a budget of

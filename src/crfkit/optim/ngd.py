@@ -50,6 +50,10 @@ weights ``z_{t+1} theta_bar_t``.  ``table=m`` (odd, >= 3) looks ``T`` up in a
 table of ``m`` entries on ``[-table_range, table_range]`` (section 3.6;
 nearest entry; computed outside), ``table=0`` computes it.
 
+Sample weights: sequence ``i``'s loss and net gradient are multiplied by
+``s_i = omega_i n / W`` (before the transform ``T``), in the epochs, the
+calibration and the epoch losses alike.
+
 Both need ``l2 > 0`` (the schedule divides by it).  ``state=`` from
 ``info["state"]()`` resumes a run bitwise (every epoch's order is drawn from
 ``(seed, epoch)``); Ctrl-C returns what the run would have returned after its

@@ -20,7 +20,9 @@ difference of the two paths' features, lazy averaging).  These learners do not
 minimise crfkit's objective; ``f`` in the trace is that objective at the
 returned (averaged) weights, computed only with ``monitor=True``.  A PA step
 whose difference vector is zero (the two paths have the same features) is
-skipped (CRFsuite would divide by zero).  ``state=`` from ``info["state"]()``
+skipped (CRFsuite would divide by zero).  Sample weights (scales ``s_i = omega_i n / W``):
+``ap`` multiplies sequence ``i``'s update by ``s_i``, ``pa`` of types 1 and 2 its ``C``
+(``C s_i``); ``arow`` and ``pa`` of type 0 refuse weights.  ``state=`` from ``info["state"]()``
 resumes bitwise (the order of epoch ``e`` is drawn from ``(seed, e)``); Ctrl-C
 returns the weights of the last completed epoch.
 """

@@ -19,7 +19,9 @@ benchmark's search over powers of 10 uses):
     and without projection.
 
 ``g_i`` is the gradient of ``-log p(y_i|x_i, w)``; the objective is crfkit's
-``(1/n) sum_i nll_i + (l2/2)||w||^2``.  Defaults: ``eta = 0.1`` for sg, asg
+``(1/n) sum_i nll_i + (l2/2)||w||^2``.  With sample weights the draw stays
+uniform and ``g_i`` is multiplied by ``s_i = omega_i n / W`` (the objective
+``(1/W) sum_i omega_i nll_i + ...``; weight k = k copies in expectation).  Defaults: ``eta = 0.1`` for sg, asg
 and adagrad, ``eta = 1`` for pegasos (its textbook ``1/(l2 t)``); the paper
 picks ``eta`` among powers of 10 by the training objective.  ``state=`` from
 ``info["state"]()`` resumes a run bitwise.

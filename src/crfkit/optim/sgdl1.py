@@ -16,6 +16,11 @@ penalty is ``eta * l1`` (the paper's ``eta * C / N``) and
 reports, ``L_w / N``, is ``-f(w)`` with ``l2 = 0``: pass ``l2=0`` (or ``c2=0``)
 explicitly, since crfkit keeps CRFsuite's default ``c2 = 1`` otherwise.
 
+Sample weights (``omega_i``, objective ``(1/W) sum_j omega_j nll_j + ...``): the
+visiting order is unchanged and sample ``j``'s loss gradient is multiplied by
+``s_j = omega_j n / W`` (the penalties are not), so that the mean over samples
+is still the objective.
+
 L2 (elastic net, ``l2 > 0``) is applied exactly and lazily: the weights are
 ``w = beta * v``, the shrinkage ``(1 - eta*l2)`` of every weight at every step
 changes ``beta`` only, and the L1 bookkeeping (``u``, ``q_i``, the lazy
