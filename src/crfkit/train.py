@@ -206,7 +206,11 @@ class _DivergenceWatch:
     def __init__(self, obj, reg, corpus: Corpus, space: FeatureSpace, x0: np.ndarray | None,
                  f_start: float | None = None, nan_ok: bool = False):
         n = max(int(corpus.n_sequences), 1)
-        self.f_uniform = corpus.n_tokens / n * math.log(max(space.n_labels, 1))
+        tokens = corpus.n_tokens
+        if getattr(corpus, "is_weighted", False):
+            # f at w = 0 with sample weights: the weighted mean length (in n sequences' units) times log L
+            tokens = float(corpus.weight @ corpus.lengths()) * n / corpus.total_weight
+        self.f_uniform = tokens / n * math.log(max(space.n_labels, 1))
         self.obj, self.reg = obj, reg
         self.x0 = x0 if (x0 is not None and np.any(x0)) else None
         self.f_start = f_start
