@@ -295,7 +295,7 @@ def _weighted_objective(model, X, Y, k, l2):
 # (algorithm, params): the methods that converge to the optimum of the log-loss objective (ngd, ap and pa
 # optimise surrogates: they are checked by the uniform-weights test below)
 STOCHASTIC = [("sg", {"eta": 0.05}), ("asg", {"eta": 0.2}), ("adagrad", {"eta": 0.5}), ("pegasos", {"eta": 1.0}),
-              ("sgd-l1", {"eta0": 0.2}), ("l2sgd", {"eta0": 1.0}), ("hybrid", {})]
+              ("sgd-l1", {"eta0": 0.2}), ("l2sgd", {"eta0": 1.0}), ("hybrid", {}), ("bcd", {})]
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from .optim import stochastic as _stochastic
 
 BATCH_ALGORITHMS = ("lbfgs", "owlqn")
 # optimizers that do not honour sample weights (yet): they refuse a weighted corpus
-NO_SAMPLE_WEIGHTS = ("sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "bcd", "sdca", "oeg", "arow")
+NO_SAMPLE_WEIGHTS = ("sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "sdca", "oeg", "arow")
 # the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
 ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
 # keys an optimizer's per-epoch info may add to the trace record
@@ -780,12 +780,14 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     equals repeating the sequence; ``c1``/``c2`` and ``rho1``/``rho2`` convert with
     ``W`` in place of ``n``.  A sequence of weight 0 is left out (as if absent:
     its attributes and labels make no feature); ``min_freq`` counts the other
-    sequences unweighted (a feature seen once in a sequence of weight 3 counts once).  lbfgs, owlqn and hybrid honour weights exactly; sg,
-    asg, adagrad, pegasos, sgd-l1, l2sgd and ngd draw (or visit) sequences uniformly
-    and scale each one's gradient by ``omega_i n / W`` (so weight 2 equals
-    duplication in expectation); ap scales its update by that factor and pa (type
-    1, 2) its ``C``; the SAG family, bcd, sdca, oeg and arow refuse weights
-    (:class:`ParameterError`).  Dev evaluation and the trace are unweighted.
+    sequences unweighted (a feature seen once in a sequence of weight 3 counts once).
+
+    lbfgs, owlqn and bcd honour weights exactly (hybrid's batches keep the scales
+    ``omega_i n / W``); sg, asg, adagrad, pegasos, sgd-l1, l2sgd and ngd draw (or
+    visit) sequences uniformly and scale each one's gradient by ``omega_i n / W``
+    (so weight 2 equals duplication in expectation); ap scales its update by that
+    factor and pa (type 1, 2) its ``C``; the SAG family, sdca, oeg and arow refuse
+    weights (:class:`ParameterError`).  Dev evaluation and the trace are unweighted.
     """
     if weights is not None:
         X, Y, dense, B, weights = _drop_zero_weights(X, Y, dense, B, weights)
