@@ -142,9 +142,14 @@ def test_attribute_file_errors_are_clean(data, model, tmp_path, capsys):
     assert rc == 2 and f"{bad}:3:" in err
 
     weighted = tmp_path / "w.txt"
-    weighted.write_text("@weight:2\nA\tx\n\nB\ty\n")
+    weighted.write_text("@weight:2\nA\tx\n\nB\ty\n")     # sample weights train (tests/test_weights.py)
     rc, out, err = run(capsys, "train", weighted, "-m", tmp_path / "m", "--format", "crfsuite")
-    assert rc == 2 and "@weight" in err and f"{weighted}:2:" in err
+    assert rc == 0, err
+    (tmp_path / "m").unlink()
+    weighted.write_text("A\tx\n\n@weight:-2\nB\ty\n")
+    rc, out, err = run(capsys, "train", weighted, "-m", tmp_path / "m", "--format", "crfsuite")
+    assert rc == 2 and "negative" in err and f"{weighted}:3:" in err
+    assert not (tmp_path / "m").exists()
 
     rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "m", "--format", "crfsuite",
                        "-t", tmp_path / "tpl")

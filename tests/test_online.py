@@ -142,7 +142,7 @@ def test_kernel_matches_dense_reference(problem, method, kw):
                      space.trans_index, space.n_state, space.n_trans, order, a, b, code, kw.get("pa_type", 1),
                      kw.get("C", 1.0), kw.get("sensitive", True), kw.get("gamma", 1.0), w, ws, cov, scal,
                      np.zeros(d), np.full(d, -1, dtype=np.int64), np.empty(d, dtype=np.int64),
-                     np.empty(T, dtype=np.int64), obj.full_rows)
+                     np.empty(T, dtype=np.int64), obj.full_rows, np.zeros(0))
     assert scal[K.U] == u_ref
     np.testing.assert_allclose(w, w_ref, rtol=1e-10, atol=1e-10)
     if method != "arow":

@@ -86,6 +86,9 @@ def fingerprint(space, corpus) -> str:
     if space.n_dense or corpus.dense is not None:  # (fingerprints of models without one are unchanged)
         strings(space.dense_names)
         arr(corpus.dense if corpus.dense is not None else np.zeros(0))
+    if getattr(corpus, "is_weighted", False):  # sample weights (fingerprints of unweighted corpora are unchanged)
+        h.update(b"sample weights")
+        arr(corpus.weight)
     return h.hexdigest()
 
 

@@ -258,13 +258,6 @@ class _Bars:
             self.train_bar.close()
 
 
-def _no_sequence_weights(seqs, name: str) -> None:
-    for s in seqs:
-        if s.weight != 1.0:
-            raise DataError(f"sequence weight {s.weight:g} (an @weight declaration): instance weights are "
-                            "not supported by crfkit's training yet; remove the @weight lines", name, s.line)
-
-
 def _train_crfsuite(args, kwargs, progress=None):
     from .train import train
     if args.template is not None:
@@ -275,11 +268,15 @@ def _train_crfsuite(args, kwargs, progress=None):
     src, dev_src = args.train_source, args.dev_source
     name = _source_name(src)
     X, Y, seqs = _read_attribute_file(src, progress)
-    _no_sequence_weights(seqs, name)
+    if any(s.weight != 1.0 for s in seqs):
+        # CRFsuite's @weight:W lines: the sample weights of the sequences (crfkit.train.train, weights=)
+        if not any(s.weight > 0 for s in seqs):
+            raise DataError("every sequence has @weight:0: nothing to train on", name)
+        kwargs = dict(kwargs, weights=[s.weight for s in seqs])
     X_dev = Y_dev = None
     if dev_src is not None:
+        # (the dev file's @weight lines are read and ignored: dev scores are unweighted)
         X_dev, Y_dev, dseqs = _read_attribute_file(dev_src)
-        _no_sequence_weights(dseqs, _source_name(dev_src))
     meta = {"input_format": "crfsuite", "train_file": name}
     try:
         return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **kwargs)
@@ -360,6 +357,12 @@ def cmd_train(args) -> int:
         except ValueError as e:
             raise CrfkitError(f"--dense-columns: {e}") from None
         dense_cols = args.dense_columns
+    weight_col = None
+    if args.weight_column is not None:
+        if fmt != "columns":
+            raise CrfkitError("--weight-column needs a column file (a CRFsuite attribute file gives a sequence's "
+                              "weight on an @weight:W line before its items)")
+        weight_col = args.weight_column
     bars = _Bars(args.quiet, args.verbose, args.max_iterations)
     log = bars.log
     progress = bars if bars.enabled else None
@@ -406,7 +409,7 @@ def cmd_train(args) -> int:
                 else:
                     res = train_columns(args.train_source, templates, dev_path=args.dev_source,
                                         pad=not args.no_pad, progress=progress, dense_columns=dense_cols,
-                                        **kwargs)
+                                        weight_column=weight_col, **kwargs)
         finally:
             bars.close()
             _close_source(args.train_source)
@@ -430,7 +433,7 @@ def cmd_train(args) -> int:
     print(f"model: {args.model} ({_human_bytes(size)}, {size} bytes)", file=out)
     print(f"labels: {m.space.n_labels}; attributes: {m.space.n_attributes}; features: {m.space.n_features} "
           f"({_feature_parts(m.space)}); non-zero weights: {m.n_active}", file=out)
-    c1, c2 = res.reg.crfsuite(int(m.meta.get("n_train", 1)))
+    c1, c2 = res.reg.crfsuite(float(m.meta.get("train_weight", m.meta.get("n_train", 1))))
     print(f"training: {m.meta.get('algorithm', args.algorithm)}, {res.iterations} iterations, {res.effective_passes:.0f} passes, "
           f"{res.seconds:.2f} s; status: {res.status} ({res.message})", file=out)
     print(f"objective: {res.objective:.10g} (per sequence, l2={res.reg.l2:.6g}); CRFsuite units "
@@ -853,13 +856,13 @@ def cmd_info(args) -> int:
         src = "a CRFsuite attribute file" if meta.get("input_format") == "crfsuite" else "attribute lists"
         out.append(f"templates: none (trained from {src}; `crfkit tag --format crfsuite` tags attribute files)")
     tr = []
-    for key in ("algorithm", "l2", "l1", "n_train", "iterations", "status", "support", "transitions",
+    for key in ("algorithm", "l2", "l1", "n_train", "train_weight", "iterations", "status", "support", "transitions",
                 "min_freq", "train_file"):
         if key in meta:
             v = meta[key]
             tr.append(f"{key}={v:.6g}" if isinstance(v, float) else f"{key}={v}")
     if "l2" in meta and "n_train" in meta:
-        tr.append(f"(CRFsuite c2={meta['l2'] * meta['n_train'] / 2:.6g})")
+        tr.append(f"(CRFsuite c2={meta['l2'] * meta.get('train_weight', meta['n_train']) / 2:.6g})")
     out.append("training: " + (" ".join(tr) if tr else "(no metadata)"))
     trans = model.transition_features()
     out.append("")
@@ -1030,6 +1033,12 @@ def _add_train_parser(sub) -> None:
     t.add_argument("--dense-columns", metavar="COLS",
                    help="observation columns (1-based, e.g. 3-130) read as real numbers into dense features, "
                         "a weight per (column, label): embeddings, pixels; `crfkit tag` reads them back")
+    t.add_argument("--weight-column", metavar="N", type=_pos_int,
+                   help="observation column N (1-based) holds each sentence's sample weight (a number >= 0, "
+                        "the same on every token of the sentence); it is taken out of the tokens before the "
+                        "templates and --dense-columns read them, which count the remaining columns (put it "
+                        "last to keep the numbering of the file without it). CRFsuite attribute files give "
+                        "weights on @weight:W lines instead")
     t.add_argument("--no-pad", action="store_true",
                    help="templates reaching outside the sentence give no attribute (CRFsuite style) "
                         "instead of _B-1/_B+1 padding (CRF++ style)")

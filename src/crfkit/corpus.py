@@ -14,7 +14,12 @@ A corpus of ``n`` sequences and ``T`` tokens in all is
   model's ``battributes``).  Those of token ``t`` act on the transition into
   ``t`` (from label ``y[t-1]`` to ``y[t]``); on the first token of a sequence
   there is no transition, so they are ignored there.  ``None`` (all three):
-  no bigram attributes.
+  no bigram attributes;
+* ``weight`` (n, float64, optional): the sample weight ``omega_i >= 0`` of each
+  sequence (``None``: every weight 1).  Training minimises
+  ``(1/W) sum_i omega_i nll_i + (l2/2)||w||^2 + l1||w||_1`` with
+  ``W = sum_i omega_i`` (see :mod:`crfkit.objective`), so an integer weight is the
+  same as repeating the sequence that many times; tagging and evaluation ignore it.
 
 Attributes that the model does not know are simply absent, so a corpus is always
 valid for the model it was encoded against.
@@ -60,6 +65,7 @@ class Corpus:
     btok_ptr: np.ndarray | None = None
     battr: np.ndarray | None = None
     bval: np.ndarray | None = None
+    weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.seq_ptr = np.ascontiguousarray(self.seq_ptr, dtype=np.int64)
@@ -85,6 +91,18 @@ class Corpus:
             if (len(self.btok_ptr) != len(self.y) + 1 or self.btok_ptr[-1] != len(self.battr)
                     or len(self.battr) != len(self.bval)):
                 raise ValueError("corpus arrays are inconsistent (btok_ptr / battr / bval)")
+        if self.weight is not None:
+            self.weight = check_weights(self.weight, len(self.seq_ptr) - 1)
+
+    @property
+    def is_weighted(self) -> bool:
+        """Whether the corpus carries sample weights other than all ones."""
+        return self.weight is not None and not bool(np.all(self.weight == 1.0))
+
+    @property
+    def total_weight(self) -> float:
+        """W = sum_i omega_i (the number of sequences when there are no weights)."""
+        return float(self.weight.sum()) if self.weight is not None else float(self.n_sequences)
 
     @property
     def has_bigram(self) -> bool:
@@ -142,7 +160,9 @@ class Corpus:
             bents = (np.concatenate([np.arange(s, e) for s, e in zip(b0, b1)]) if len(toks)
                      else np.zeros(0, np.int64)).astype(np.int64)
             bigram = dict(btok_ptr=btok_ptr, battr=self.battr[bents], bval=self.bval[bents])
-        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks], dense, **bigram)
+        weight = None if self.weight is None else self.weight[idx]
+        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks], dense, **bigram,
+                      weight=weight)
 
     def sequence_labels(self, i: int) -> np.ndarray:
         return self.y[self.seq_ptr[i]:self.seq_ptr[i + 1]]
@@ -150,4 +170,26 @@ class Corpus:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y)) + \
             (0 if self.dense is None else self.dense.nbytes) + \
-            (0 if self.battr is None else self.btok_ptr.nbytes + self.battr.nbytes + self.bval.nbytes)
+            (0 if self.battr is None else self.btok_ptr.nbytes + self.battr.nbytes + self.bval.nbytes) + \
+            (0 if self.weight is None else self.weight.nbytes)
+
+
+def check_weights(weight, n: int, what: str = "sample weights") -> np.ndarray:
+    """``weight`` as a float64 array of ``n`` finite, non-negative numbers, or a ValueError saying what is wrong
+    (the readers name the file and line themselves; the estimator turns this into scikit-learn's messages)."""
+    try:
+        w = np.array(weight, dtype=np.float64, copy=True).reshape(-1) if np.ndim(weight) else None
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be numbers: {e}") from None
+    if w is None:
+        raise ValueError(f"{what} must be a sequence of {n} numbers, got a scalar")
+    if np.ndim(weight) != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {np.shape(weight)}")
+    if len(w) != n:
+        raise ValueError(f"{len(w)} {what} for {n} sequences")
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"{what} must be finite and non-negative: sequence {i} has {w[i]!r}"
+                         + (f" ({len(bad)} such)" if len(bad) > 1 else ""))
+    return w

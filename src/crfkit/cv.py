@@ -2,6 +2,9 @@
 
     crfkit cv train.txt -k 10 [--jobs 2] [--fold-seed 0] [any `crfkit train` option: -t, -a, --c2, ...]
 
+Sample weights (``--weight-column N`` of column files, ``@weight:W`` lines of attribute files) weight the
+training folds; the held-out fold is scored unweighted.
+
 The sequences of the file (column file or CRFsuite attribute file: blank-line separated blocks;
 ``-DOCSTART-`` blocks left out) are shuffled with ``--fold-seed`` and cut into k folds of sizes that
 differ by at most one; fold i is tagged by a model trained on the other k-1 (``crfkit train`` with the
@@ -59,6 +62,18 @@ def read_blocks(path: str) -> list[str]:
     return ["\n".join(b) + "\n" for b in blocks if not (len(b) == 1 and b[0].split()[0] == "-DOCSTART-")]
 
 
+def _drop_column(block: str, column: int) -> str:
+    """A column-file block without its observation column ``column`` (1-based; the label, last, stays):
+    the test fold of a file with a sample-weight column is tagged as a file without one."""
+    out = []
+    for line in block.splitlines():
+        f = line.split()
+        if column < len(f):
+            del f[column - 1]
+        out.append(" ".join(f))
+    return "\n".join(out) + "\n"
+
+
 def _fold_job(i: int, train_path: str, test_path: str, model_path: str, argv: list[str], fmt: str) -> dict:
     """Train on ``train_path`` with ``crfkit train`` options ``argv``, tag ``test_path``, score it."""
     import contextlib
@@ -101,6 +116,7 @@ def cmd_cv(args) -> int:
     mini.add_argument("--jobs", type=cli._pos_int)
     mini.add_argument("--fold-seed", type=cli._nonneg_int)
     mini.add_argument("-f", "--format", choices=("columns", "crfsuite", "auto"))
+    mini.add_argument("--weight-column", type=cli._pos_int)
     if args.file == "-":
         raise CrfkitError("crfkit cv needs a file (it is read once per fold)")
     known, rest = mini.parse_known_args(args.rest)
@@ -108,6 +124,9 @@ def cmd_cv(args) -> int:
     jobs = known.jobs or args.jobs
     seed = known.fold_seed if known.fold_seed is not None else args.fold_seed
     fmt = known.format or args.format
+    wcol = known.weight_column
+    if wcol is not None:
+        rest = rest + ["--weight-column", str(wcol)]   # the folds train with it; the test folds drop it
     for bad in ("-m", "--model", "-o", "--resume", "--checkpoint"):
         if bad in rest:
             raise CrfkitError(f"crfkit cv: {bad} does not apply (each fold trains its own model in a "
@@ -139,7 +158,8 @@ def cmd_cv(args) -> int:
             with open(tr, "w", encoding="utf-8") as f:
                 f.write("\n".join(blocks[j] for j in np.flatnonzero(mask).tolist()))
             with open(te, "w", encoding="utf-8") as f:
-                f.write("\n".join(blocks[j] for j in test_idx.tolist()))
+                f.write("\n".join(blocks[j] if wcol is None or fmt != "columns" else _drop_column(blocks[j], wcol)
+                                  for j in test_idx.tolist()))
             jobs_args.append((i, tr, te, mp, rest, fmt))
 
         def report(r):

@@ -145,6 +145,35 @@ def _label_sequences(y, name: str) -> list:
     return out
 
 
+
+def _check_sample_weight(sample_weight, n: int) -> np.ndarray:
+    """``sample_weight`` as scikit-learn's ``_check_sample_weight`` takes it (a scalar for every sequence, or
+    one number per sequence), with its messages; the weights must also be finite, non-negative and not all 0."""
+    if isinstance(sample_weight, (str, bytes)):
+        raise ValueError(f"sample_weight must be numbers, got {sample_weight!r}")
+    if np.ndim(sample_weight) == 0:
+        try:
+            v = float(sample_weight)
+        except (TypeError, ValueError):
+            raise ValueError(f"sample_weight must be numbers, got {sample_weight!r}") from None
+        w = np.full(n, v)
+    else:
+        try:
+            w = np.asarray(sample_weight, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("sample_weight must be numbers (an array-like of floats)") from None
+        if w.ndim != 1:
+            raise ValueError("Sample weights must be 1D array or scalar")
+        if w.shape != (n,):
+            raise ValueError(f"sample_weight.shape == {w.shape}, expected {(n,)}!")
+    if not np.isfinite(w).all():
+        raise ValueError("Input sample_weight contains NaN or infinity.")
+    if (w < 0).any():
+        raise ValueError("Negative values in data passed to `sample_weight`")
+    if n and not w.sum() > 0:
+        raise ValueError("sample_weight: every weight is zero: nothing to train on")
+    return w
+
 class CRF:
     """A linear-chain CRF trained by crfkit, with sklearn-crfsuite's ``CRF`` interface.
 
@@ -354,11 +383,20 @@ class CRF:
             kw.update(self.train_params)
         return kw
 
-    def fit(self, X, y, X_dev=None, y_dev=None) -> "CRF":
+    def fit(self, X, y, X_dev=None, y_dev=None, sample_weight=None) -> "CRF":
         """Train on ``X`` (one list of token features per sequence) and ``y`` (label lists).
 
         ``X_dev`` / ``y_dev``: a development set scored after every iteration
         (``history_``'s ``dev_accuracy`` and ``dev_f1``).
+
+        ``sample_weight``: one weight ``omega_i >= 0`` per sequence (an array-like of
+        length ``len(X)``, or a scalar for all), as scikit-learn takes it.  The
+        objective becomes ``(1/W) sum_i omega_i nll_i + (l2/2)||w||^2 + l1||w||_1``
+        with ``W = sum_i omega_i`` (``c1``/``c2`` convert with ``W`` in place of
+        the number of sequences), so an integer weight equals repeating the
+        sequence; see :func:`crfkit.train.train` for the optimizers that honour
+        weights (the others raise :class:`~crfkit.errors.ParameterError`).
+        Dev scores are unweighted.
 
         A run whose objective becomes non-finite or grows far beyond its start
         (a step size too large) raises :class:`crfkit.errors.TrainingDiverged`
@@ -370,12 +408,16 @@ class CRF:
         from .train import train
         kw = self._train_kwargs()  # bad parameters fail before any data is converted
         if self.dask_client is not None:
+            if sample_weight is not None:
+                raise ValueError("sample_weight is not supported with dask_client yet")
             return self._fit_dask(X, y, X_dev, y_dev, kw)
         F, dense = _split_dense(X, "X")
         A = to_attributes(F, name="X")
         Y = _label_sequences(y, "y")
         if len(A) != len(Y):
             raise DataError(f"X has {len(A)} sequences but y has {len(Y)} label sequences")
+        if sample_weight is not None:
+            kw["weights"] = _check_sample_weight(sample_weight, len(A))
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
         if X_dev is not None:
@@ -395,7 +437,8 @@ class CRF:
             check_writable(self.model_filename, "the model")
         # a run that diverges raises TrainingDiverged: the estimator (and model_filename) keep what they had
         res = train(A, Y, dense=dense, **kw)
-        return self._store(res, len(A))
+        n = float(kw["weights"].sum()) if "weights" in kw else len(A)   # CRFsuite units: W * f
+        return self._store(res, n)
 
     def _fit_dask(self, X, y, X_dev, y_dev, kw) -> "CRF":
         """``fit`` on the Dask cluster of ``dask_client`` (:mod:`crfkit.distributed`): ``X`` is a list of
@@ -420,7 +463,7 @@ class CRF:
         res = train(list(X), None, client=self.dask_client, **kw)
         return self._store(res, int(res.model.meta.get("n_train", 1)))
 
-    def _store(self, res, n: int) -> "CRF":
+    def _store(self, res, n: float) -> "CRF":
         """Keep a training result (``model_``, ``history_``, ...); write ``model_filename``."""
         self.model_ = res.model
         self.history_ = [self._record(r, n) for r in res.history]
@@ -437,7 +480,7 @@ class CRF:
         return self
 
     @staticmethod
-    def _record(r: dict, n: int) -> dict:
+    def _record(r: dict, n: float) -> dict:
         rec = {
             "iteration": r["iteration"],
             "effective_passes": r["effective_passes"],

@@ -8,6 +8,19 @@ as ``sum_i nll_i + c1 ||w||_1 + c2 ||w||^2`` and Wapiti as
 converts, and :meth:`Objective.to_crfsuite` gives a value in CRFsuite's units
 (``n * f``).
 
+Sample weights (``Corpus.weight``, ``omega_i >= 0``, not all zero): the objective becomes
+
+    f(w) = (1/W) * sum_i omega_i * -log p(y_i | x_i, w) + (l2/2) * ||w||^2 + l1 * ||w||_1
+
+with ``W = sum_i omega_i``, so that an integer weight equals repeating the
+sequence (the unweighted objective is ``omega = 1``, ``W = n``).  The
+conversions put ``W`` in place of ``n`` (``l2 = 2 c2 / W``, ...; CRFsuite's
+units are ``W * f``).  Internally every sequence carries the scale
+``s_i = omega_i * n / W`` (mean 1), so ``f = (1/n) sum_i s_i nll_i + ...``: the
+kernels multiply a sequence's loss and gradient by ``s_i`` and everything
+normalised by ``n`` (effective passes, the stochastic methods' uniform
+sampling) stays as it is.  A sequence of weight 0 contributes nothing.
+
 The full-batch value and gradient run over sequences on all numba threads;
 the per-example oracle (:meth:`Objective.oracle`) is what stochastic
 optimizers call.
@@ -36,25 +49,28 @@ class Regularization:
     l1: float = 0.0
     l2: float = 0.0
 
-    def crfsuite(self, n: int) -> tuple[float, float]:
-        """(c1, c2) of CRFsuite's sum form for n training sequences."""
+    def crfsuite(self, n: float) -> tuple[float, float]:
+        """(c1, c2) of CRFsuite's sum form for n training sequences (with sample weights: n = W)."""
         return self.l1 * n, self.l2 * n / 2.0
 
-    def wapiti(self, n: int) -> tuple[float, float]:
-        """(rho1, rho2) of Wapiti's sum form for n training sequences."""
+    def wapiti(self, n: float) -> tuple[float, float]:
+        """(rho1, rho2) of Wapiti's sum form for n training sequences (with sample weights: n = W)."""
         return self.l1 * n, self.l2 * n
 
 
-def regularization(n: int, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None) -> Regularization:
+def regularization(n: float, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None) -> Regularization:
     """Convert one of the three conventions to ours; at most one per term.
+
+    ``n``: the number of training sequences, or with sample weights their total
+    weight ``W = sum_i omega_i`` (``Corpus.total_weight``), which takes ``n``'s place.
 
     ``c2`` (CRFsuite): ``l2 = 2*c2/n``; ``rho2`` (Wapiti): ``l2 = rho2/n``;
     ``c1`` and ``rho1``: ``l1 = c1/n``.  With no L2 strength given: CRFsuite's
     default ``c2 = 1`` (also when an L1 strength is given, as in CRFsuite);
     pass ``l2=0`` for none.
     """
-    if n <= 0:
-        raise ValueError("need at least one training sequence")
+    if not n > 0:
+        raise ValueError("need at least one training sequence (with sample weights: a positive total weight)")
     two = [x is not None for x in (l2, c2, rho2)]
     one = [x is not None for x in (l1, c1, rho1)]
     if sum(two) > 1 or sum(one) > 1:
@@ -84,7 +100,9 @@ class Objective:
     """f(w) and its gradient over an encoded, labelled corpus."""
 
     def __init__(self, corpus: Corpus, space: FeatureSpace, reg: Regularization = Regularization(),
-                 threads: int | None = None):
+                 threads: int | None = None, scales: np.ndarray | None = None):
+        """``scales``: per-sequence scales ``s_i`` taken as they are instead of those of ``corpus.weight``
+        (for a sub-sample of a weighted objective, which keeps its parent's ``omega_i n / W``: zeros allowed)."""
         if corpus.n_sequences == 0:
             raise DataError("no training sequences")
         if (corpus.y < 0).any() or (corpus.y >= space.n_labels).any():
@@ -97,6 +115,20 @@ class Objective:
         self.reg = reg
         self._pm = None
         self.n = corpus.n_sequences
+        # sample weights: W and the per-sequence scales s_i = omega_i n / W (empty: all 1)
+        self.W = corpus.total_weight
+        if scales is not None:
+            self.sw = np.ascontiguousarray(scales, dtype=np.float64)
+            if self.sw.shape != (self.n,) or not (np.isfinite(self.sw).all() and (self.sw >= 0).all()):
+                raise ValueError(f"scales: {self.n} finite non-negative numbers expected")
+            self.W = float(self.n)
+        elif corpus.is_weighted:
+            if not self.W > 0:
+                raise DataError("every sample weight is zero: nothing to train on")
+            self.sw = np.ascontiguousarray(corpus.weight * (self.n / self.W), dtype=np.float64)
+        else:
+            self.W = float(self.n)
+            self.sw = np.zeros(0)
         self.threads = threads
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
         self._gbuf = None
@@ -116,6 +148,15 @@ class Objective:
         return self.space.n_features
 
     @property
+    def weighted(self) -> bool:
+        """Whether the corpus carries sample weights (other than all ones)."""
+        return self.sw.shape[0] > 0
+
+    def example_weight(self, i: int) -> float:
+        """The scale s_i = omega_i n / W of sequence i (1 without sample weights)."""
+        return float(self.sw[i]) if self.sw.shape[0] else 1.0
+
+    @property
     def effective_passes(self) -> float:
         return self.n_full + self.n_oracle / self.n
 
@@ -132,20 +173,21 @@ class Objective:
 
     @property
     def empirical_counts(self) -> np.ndarray:
-        """sum_i phi(x_i, y_i): the feature counts of the gold labelling."""
+        """sum_i s_i phi(x_i, y_i): the feature counts of the gold labelling (s_i: sample-weight scales)."""
         if self._emp is None:
             self._emp = np.empty(self.n_features)
             c, s = self.corpus, self.space
             batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
-                                   s.trans_index, s.n_state, self._emp)
+                                   s.trans_index, s.n_state, self._emp, self.sw)
             if self._bigram:
                 batch.bigram_empirical_counts(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, s.battr_ptr,
-                                              s.bfeat_pair, s.n_labels, s.bigram_offset, self._emp)
+                                              s.bfeat_pair, s.n_labels, s.bigram_offset, self._emp, self.sw)
             if s.n_dense:
                 # sum over tokens of x_t for the gold label y_t: (onehot(y)^T X)^T, one BLAS-backed product
                 from scipy import sparse
                 nt, L = c.n_tokens, s.n_labels
-                onehot = sparse.csr_matrix((np.ones(nt), (np.arange(nt), c.y)), shape=(nt, L))
+                tw = np.repeat(self.sw, np.diff(c.seq_ptr)) if self.weighted else np.ones(nt)
+                onehot = sparse.csr_matrix((tw, (np.arange(nt), c.y)), shape=(nt, L))
                 s.dense_weights(self._emp)[:] = np.asarray((onehot.T @ c.dense).T)
         return self._emp
 
@@ -157,7 +199,8 @@ class Objective:
         return self.corpus.dense @ s.dense_weights(w)
 
     def nll_sum_grad(self, w: np.ndarray, g_out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
-        """sum_i -log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser)."""
+        """sum_i -s_i log p(y_i|x_i, w) and its gradient (unnormalised, no regulariser; s_i: the sample-weight
+        scales omega_i n / W, all 1 without weights)."""
         v, _, g = self._loss_grad(w, g_out, 1.0, 0.0)
         return v, g
 
@@ -181,10 +224,11 @@ class Objective:
                                             s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
                                             w, ns, s.bigram_offset, self.bounds, self._gbuf, g,
                                             self.empirical_counts, gscale, l2, self._row, self._dense_attr,
-                                            self._gdbuf, xs, pm)
+                                            self._gdbuf, xs, pm, self.sw)
         else:
             v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
-                                     exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf, xs, pm)
+                                     exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf, xs, pm,
+                                     self.sw)
         if self.space.n_dense:
             # expected counts of the dense block: sum_t x_t p(y_t = l | x), as one product X^T pm
             self.space.dense_weights(g)[:] += gscale * (self.corpus.dense.T @ pm)
@@ -192,7 +236,7 @@ class Objective:
         return float(v), float(wsq), g
 
     def nll_sum(self, w: np.ndarray, count: bool = True) -> float:
-        """sum_i -log p(y_i|x_i, w) (forward passes only); ``count=False``: monitoring, not an effective pass."""
+        """sum_i -s_i log p(y_i|x_i, w) (forward passes only); ``count=False``: monitoring, not an effective pass."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         self.n_full += bool(count)
         if self._bigram:
@@ -200,8 +244,9 @@ class Objective:
             return float(batch.loss_only_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
                                                 c.y, s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr,
                                                 s.bfeat_pair, w, s.n_state, s.bigram_offset, self.bounds,
-                                                self._dense_scores(w)))
-        return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds, self._dense_scores(w)))
+                                                self._dense_scores(w), self.sw))
+        return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds, self._dense_scores(w),
+                                     self.sw))
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """f(w) and the gradient of its smooth part (the L1 term is left to OWL-QN and friends)."""
@@ -221,8 +266,8 @@ class Objective:
         return f
 
     def to_crfsuite(self, f: float) -> float:
-        """The objective in CRFsuite's units: sum_i nll_i + c1|w|_1 + c2|w|^2 = n * f."""
-        return f * self.n
+        """The objective in CRFsuite's units: sum_i omega_i nll_i + c1|w|_1 + c2|w|^2 = W * f (W = n unweighted)."""
+        return f * self.W
 
     # ------------------------------------------------------ per-example oracle
     def _no_bigram(self, what: str) -> None:
@@ -232,7 +277,10 @@ class Objective:
 
     def oracle(self, i: int, v: np.ndarray, beta: float = 1.0,
                node: np.ndarray | None = None, edge: np.ndarray | None = None):
-        """Loss of sequence i at w = beta*v, its node marginals (T x L) and summed edge marginals (L x L)."""
+        """Loss of sequence i at w = beta*v, its node marginals (T x L) and summed edge marginals (L x L).
+
+        With sample weights the loss is the scaled ``s_i * nll_i`` (the marginals are the model's, unscaled;
+        :meth:`apply_gradient` applies the scale)."""
         self._no_bigram("the per-example oracle")
         L = self.space.n_labels
         T = int(self.corpus.seq_ptr[i + 1] - self.corpus.seq_ptr[i])
@@ -249,15 +297,17 @@ class Objective:
             loss = _oracle.sequence_oracle(*self._args(), v, float(beta), self.space.n_state, int(i), node, edge,
                                            self.full_rows)
         self.n_oracle += 1
-        return float(loss), node[:T], edge
+        return float(loss) * self.example_weight(i), node[:T], edge
 
     def apply_gradient(self, i: int, node: np.ndarray, edge: np.ndarray, coef: float, v: np.ndarray) -> None:
-        """v += coef * grad of -log p(y_i|x_i), sparsely (see kernels.oracle.apply_gradient).
+        """v += coef * s_i * grad of -log p(y_i|x_i), sparsely (see kernels.oracle.apply_gradient);
+        s_i is the sample-weight scale of sequence i (1 without weights).
 
         The dense block (when there is one) is touched by every sequence:
         ``V += coef * X_i^T (node - onehot(y_i))``.
         """
         self._no_bigram("the per-example gradient")
+        coef = float(coef) * self.example_weight(i)
         c, s = self.corpus, self.space
         _oracle.apply_gradient(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
                                s.trans_index, s.n_state, int(i), node, edge, float(coef), v, self.full_rows)

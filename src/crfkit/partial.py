@@ -151,10 +151,10 @@ class PartialObjective(Objective):
         g2 = np.empty(self.n_features)
         # log Z and E_p[phi]; then log Z(Y) and E_p[phi | Y] (the -inf scores of the labels a token may not take)
         v1, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g1, self._zero, exp_ok, gscale,
-                                  0.0, self._row, self._dense_attr, self._gdbuf, xs, pm1)
+                                  0.0, self._row, self._dense_attr, self._gdbuf, xs, pm1, self.sw)
         xc = self._mask + xs if xs.shape[0] else self._mask
         v2, _ = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g2, self._zero, False, gscale,
-                                0.0, self._row, self._dense_attr, self._gdbuf, xc, pm2)
+                                0.0, self._row, self._dense_attr, self._gdbuf, xc, pm2, self.sw)
         g = np.empty(self.n_features) if g_out is None else g_out
         np.subtract(g1, g2, out=g)
         if l2:
@@ -172,8 +172,8 @@ class PartialObjective(Objective):
         xc = self._mask + xs if xs.shape[0] else self._mask
         ns = self.space.n_state
         # loss_only gives sum (log Z - gold score); the placeholder gold path is allowed, so it cancels
-        return float(batch.loss_only(*self._args(), w, ns, self.bounds, xs)
-                     - batch.loss_only(*self._args(), w, ns, self.bounds, xc))
+        return float(batch.loss_only(*self._args(), w, ns, self.bounds, xs, self.sw)
+                     - batch.loss_only(*self._args(), w, ns, self.bounds, xc, self.sw))
 
     def oracle(self, *a, **kw):
         raise CrfkitError("partial-label training runs with the full-batch optimizers (lbfgs, owlqn); the "

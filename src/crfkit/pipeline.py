@@ -170,6 +170,59 @@ def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str
     return out
 
 
+def parse_weight_column(spec) -> int:
+    """``--weight-column N`` (1-based, as ``cut -f``) -> the 0-based observation column."""
+    try:
+        c = int(spec)
+    except (TypeError, ValueError):
+        raise ValueError(f"the weight column is one column number (from 1), got {spec!r}") from None
+    if c < 1:
+        raise ValueError(f"the weight column counts from 1, got {c}")
+    return c - 1
+
+
+def take_weight_column(sentences: Sequence[Sentence], column: int, *,
+                       name: str = "<data>") -> tuple[np.ndarray, list[Sentence]]:
+    """The sample weight of every sentence, read from the (0-based) observation column ``column``, and the
+    sentences with that column taken out of every token (so that no template and no dense column can read
+    it; the columns after it move one place left).
+
+    Every token of a sentence repeats the sentence's weight (a sentence has one weight); a weight that is not
+    a number, not finite or negative, a token without the column, or a token whose weight differs from its
+    sentence's first token is a :class:`DataError` naming the file and line."""
+    weights = np.empty(len(sentences))
+    out = []
+    for i, s in enumerate(sentences):
+        w0 = None
+        cols = []
+        for t, tok in enumerate(s.columns):
+            line = s.line + t
+            if column >= len(tok):
+                raise DataError(f"weight column {column + 1} is missing: the token has {len(tok)} observation "
+                                "columns", name, line)
+            raw = tok[column]
+            try:
+                v = float(raw)
+            except ValueError:
+                raise DataError(f"weight column {column + 1} holds {raw!r}, not a number", name, line) from None
+            if not np.isfinite(v):
+                raise DataError(f"weight column {column + 1} holds {raw!r}: a sample weight must be finite",
+                                name, line)
+            if v < 0:
+                raise DataError(f"weight column {column + 1} holds {raw!r}: a sample weight must be >= 0",
+                                name, line)
+            if w0 is None:
+                w0 = v
+            elif v != w0:
+                raise DataError(f"weight column {column + 1} holds {raw!r} but {w0:g} on the first token of "
+                                f"its sentence (line {s.line}): every token of a sentence repeats the "
+                                "sentence's one weight", name, line)
+            cols.append(tok[:column] + tok[column + 1:])
+        weights[i] = 1.0 if w0 is None else w0
+        out.append(Sentence(cols, s.labels, s.line))
+    return weights, out
+
+
 def _check_supported(templates: Templates, dense: bool = False) -> None:
     if not templates.unigram and not dense:
         raise TemplateError("no unigram (U) template: the model would have no state features",
@@ -177,7 +230,8 @@ def _check_supported(templates: Templates, dense: bool = False) -> None:
 
 
 def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool = True,
-                  docstart: str = "skip", progress=None, dense_columns=None, **train_kwargs):
+                  docstart: str = "skip", progress=None, dense_columns=None, weight_column=None,
+                  **train_kwargs):
     """Train on a labelled column file; returns :class:`crfkit.train.TrainResult`.
 
     ``train_kwargs`` go to :func:`crfkit.train.train` (regularisation,
@@ -197,19 +251,41 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     as real numbers into a dense feature block (a weight per (column, label));
     they stay visible to the templates too.  The model records them
     (``meta["dense_columns"]``) so that :func:`tag_columns` reads them back.
+
+    ``weight_column`` (1-based): the observation column holding each sentence's
+    sample weight (repeated on every token; see :func:`crfkit.train.train` for
+    the weighted objective).  It is taken out of the tokens before anything
+    else reads them: the templates and ``dense_columns`` count the columns that
+    remain (with the weight column last, the numbering is that of the file
+    without it, which is also what tagging reads).  The dev file, when given,
+    has the same layout: its weight column is dropped (dev scores are unweighted).
     """
     from .train import train
 
     dcols = parse_columns_spec(dense_columns) if dense_columns is not None else None
+    wcol = parse_weight_column(weight_column) if weight_column is not None else None
     _check_supported(templates, dense=dcols is not None)
-    X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress)
+    if wcol is None:
+        X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress)
+    else:
+        label = _name_of(train_path)
+        sentences = read_columns_list(train_path, has_labels=True, docstart=docstart, name=label)
+        Y = [s.labels for s in sentences]
+        train_kwargs["weights"], sentences = take_weight_column(sentences, wcol, name=label)
+        X = attributes_of(sentences, templates, pad=pad, name=label)
     if train_kwargs.pop("partial_labels", False):   # label cells ? (any) and A|B (a set): crfkit.partial
         from .partial import parse_cells
         Y = parse_cells(Y)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None
     if dev_path is not None:
-        X_dev, Y_dev, dev_sents = load_columns(dev_path, templates, pad=pad, docstart=docstart)
+        if wcol is None:
+            X_dev, Y_dev, dev_sents = load_columns(dev_path, templates, pad=pad, docstart=docstart)
+        else:
+            dev_sents = read_columns_list(dev_path, has_labels=True, docstart=docstart, name=_name_of(dev_path))
+            Y_dev = [s.labels for s in dev_sents]
+            _, dev_sents = take_weight_column(dev_sents, wcol, name=_name_of(dev_path))
+            X_dev = attributes_of(dev_sents, templates, pad=pad, name=_name_of(dev_path))
         nd = len(dev_sents[0].columns[0])
         if nd != n_columns:
             raise DataError(f"the dev data has {nd} observation columns but the training data has "
@@ -221,6 +297,8 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     meta = dict(train_kwargs.pop("meta", None) or {})
     meta.update({"templates": templates.source, "template_pad": bool(pad), "columns": n_columns,
                  "train_file": _name_of(train_path)})
+    if wcol is not None:
+        meta["weight_column"] = wcol + 1   # (taken out of the tokens: "columns" counts the others)
     if not templates.has_transitions:
         train_kwargs["transitions"] = "none"
     if dcols is not None:

@@ -29,6 +29,8 @@ from .parallel import set_threads
 from .optim import stochastic as _stochastic
 
 BATCH_ALGORITHMS = ("lbfgs", "owlqn")
+# optimizers that do not honour sample weights (yet): they refuse a weighted corpus
+NO_SAMPLE_WEIGHTS = ("sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "sdca", "oeg", "arow")
 # the stochastic (per-example) optimizers present in this installation; see crfkit.optim.stochastic
 ALGORITHMS = BATCH_ALGORITHMS + _stochastic.available()
 # keys an optimizer's per-epoch info may add to the trace record
@@ -204,7 +206,11 @@ class _DivergenceWatch:
     def __init__(self, obj, reg, corpus: Corpus, space: FeatureSpace, x0: np.ndarray | None,
                  f_start: float | None = None, nan_ok: bool = False):
         n = max(int(corpus.n_sequences), 1)
-        self.f_uniform = corpus.n_tokens / n * math.log(max(space.n_labels, 1))
+        tokens = corpus.n_tokens
+        if getattr(corpus, "is_weighted", False):
+            # f at w = 0 with sample weights: the weighted mean length (in n sequences' units) times log L
+            tokens = float(corpus.weight @ corpus.lengths()) * n / corpus.total_weight
+        self.f_uniform = tokens / n * math.log(max(space.n_labels, 1))
         self.obj, self.reg = obj, reg
         self.x0 = x0 if (x0 is not None and np.any(x0)) else None
         self.f_start = f_start
@@ -332,8 +338,11 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     ``allowed``: (n_tokens x L) labels each token may take, for partial labels, :mod:`crfkit.partial`)."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
-    reg = reg or regularization(corpus.n_sequences)
+    reg = reg or regularization(corpus.total_weight)
     requested = algorithm
+    if corpus.is_weighted and algorithm in NO_SAMPLE_WEIGHTS:
+        raise ParameterError(f"algorithm {algorithm!r} does not support sample weights yet; the optimizers that "
+                             "do: " + ", ".join(a for a in ALGORITHMS if a not in NO_SAMPLE_WEIGHTS))
     if algorithm == "lbfgs" and reg.l1 > 0:
         algorithm = "owlqn"  # as CRFsuite: L-BFGS with an L1 term runs OWL-QN
     if dev_stop is not None:
@@ -378,7 +387,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     else:
         obj = Objective(corpus, space, smooth, threads=threads)
     n = obj.n
-    c1, c2 = reg.crfsuite(n)
+    c1, c2 = reg.crfsuite(obj.W)
 
     def warn(msg: str) -> None:
         if verbose:
@@ -405,8 +414,14 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             f"({space.n_state} state, {space.n_trans} transition"
             + (f", {space.n_bigram} label-pair x observation" if space.n_bigram else "")
             + (f", {space.n_dense * space.n_labels} dense" if space.n_dense else "") + ")")
-        log(f"objective: (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1 with l2={reg.l2:.6g}, l1={reg.l1:.6g} "
-            f"(CRFsuite c2={c2:.6g}, c1={c1:.6g})")
+        if obj.weighted:
+            log(f"sample weights: total W={obj.W:.6g} over {n} sequences "
+                f"({int(np.count_nonzero(corpus.weight == 0))} of weight 0)")
+            log(f"objective: (1/W) sum omega_i nll_i + (l2/2)|w|^2 + l1|w|_1 with l2={reg.l2:.6g}, l1={reg.l1:.6g} "
+                f"(CRFsuite c2={c2:.6g}, c1={c1:.6g})")
+        else:
+            log(f"objective: (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1 with l2={reg.l2:.6g}, l1={reg.l1:.6g} "
+                f"(CRFsuite c2={c2:.6g}, c1={c1:.6g})")
     from . import checkpoint as ckpt
     if w0 is not None and init is not None:
         raise ParameterError("give init or w0, not both")
@@ -582,6 +597,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     seconds = time.perf_counter() - t0
     md = {"algorithm": algorithm, "l1": reg.l1, "l2": reg.l2, "n_train": n,
           "iterations": res.iterations, "status": status}
+    if obj.weighted:
+        md["train_weight"] = obj.W   # W = sum of the sample weights: the c1/c2 conversions use it in n's place
     md.update(extra_md)
     if resume is not None:
         md["resumed_from"] = int(state["iteration"])
@@ -700,10 +717,30 @@ def _fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, 
     return out, f
 
 
+def _drop_zero_weights(X, Y, dense, B, weights):
+    """The training lists without the sequences of weight 0 (checked weights: ParameterError); so a sequence
+    of weight 0 is as absent, down to the feature space (its attributes and labels make no feature)."""
+    from .corpus import check_weights
+    n = len(Y) if Y is not None else len(X)
+    try:
+        w = check_weights(weights, n)
+    except ValueError as e:
+        raise ParameterError(f"weights: {e}") from None
+    if not w.sum() > 0:
+        raise ParameterError("weights: every sample weight is zero: nothing to train on")
+    if (w > 0).all():
+        return X, Y, dense, B, w
+    keep = np.flatnonzero(w > 0).tolist()
+
+    def take(seq):
+        return None if seq is None else [seq[i] for i in keep]
+    return take(X), take(Y), take(dense), take(B), w[keep]
+
+
 def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
           l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None,
           X_dev=None, Y_dev=None, dense=None, dense_dev=None, dense_names=None, B=None, B_dev=None,
-          client=None, **kwargs) -> TrainResult:
+          client=None, weights=None, **kwargs) -> TrainResult:
     """Train a CRF on attribute sequences ``X`` with label sequences ``Y``.
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
@@ -755,8 +792,25 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
     count ``max_iterations`` in epochs; ``params`` holds their own settings
     (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
+
+    Sample weights: ``weights`` gives one number ``omega_i >= 0`` per training
+    sequence (not all zero).  The objective becomes ``(1/W) sum_i omega_i nll_i +
+    (l2/2)||w||^2 + l1||w||_1`` with ``W = sum_i omega_i``, so an integer weight
+    equals repeating the sequence; ``c1``/``c2`` and ``rho1``/``rho2`` convert with
+    ``W`` in place of ``n``.  A sequence of weight 0 is left out (as if absent:
+    its attributes and labels make no feature); ``min_freq`` counts the other
+    sequences unweighted (a feature seen once in a sequence of weight 3 counts once).
+
+    lbfgs, owlqn and bcd honour weights exactly (hybrid's batches keep the scales
+    ``omega_i n / W``); sg, asg, adagrad, pegasos, sgd-l1, l2sgd and ngd draw (or
+    visit) sequences uniformly and scale each one's gradient by ``omega_i n / W``
+    (so weight 2 equals duplication in expectation); ap scales its update by that
+    factor and pa (type 1, 2) its ``C``; the SAG family, sdca, oeg and arow refuse
+    weights (:class:`ParameterError`).  Dev evaluation and the trace are unweighted.
     """
     if client is not None:
+        if weights is not None:
+            raise ParameterError("sample weights are not supported with client= (Dask) yet")
         # on a Dask cluster: X is a list of training files (crfkit.distributed.train_files)
         if Y is not None or dense is not None or B is not None:
             raise ParameterError("with client=, X is a list of training files (column or CRFsuite files, "
@@ -764,6 +818,8 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
         from .distributed import train_files
         return train_files(client, X, support=support, transitions=transitions, min_freq=min_freq, l1=l1,
                            l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2, X_dev=X_dev, Y_dev=Y_dev, **kwargs)
+    if weights is not None:
+        X, Y, dense, B, weights = _drop_zero_weights(X, Y, dense, B, weights)
     allowed_cells = None
     from .partial import is_partial
     if is_partial(Y):   # partial labels (a set of labels, or ? / None: any): crfkit.partial
@@ -777,7 +833,12 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     if allowed_cells is not None:
         from .partial import allowed_matrix
         kwargs["allowed"] = allowed_matrix(allowed_cells, space.labels)
-    reg = regularization(corpus.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
+    if weights is not None:
+        corpus.weight = weights
+    try:
+        reg = regularization(corpus.total_weight, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
     dev = None
     if X_dev is not None or dense_dev is not None:
         from .features.encode import encode

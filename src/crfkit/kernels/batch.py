@@ -9,6 +9,12 @@ numba's thread pool. Each chunk accumulates its gradient into its own row of a
 ``(n_chunks, n_features)`` buffer; the rows are summed at the end. With one
 chunk per thread that costs ``threads x n_features`` floats, which is small next
 to the optimizer's own state (L-BFGS keeps ``2m`` vectors of that size).
+
+Sample weights: the corpus-level kernels take ``sw``, one scale per sequence
+(crfkit passes ``omega_i * n / W``, see :mod:`crfkit.objective`), by which the
+sequence's loss, expected counts and empirical counts are multiplied; an empty
+``sw`` means every scale is 1 (and the arithmetic is exactly the unweighted
+one).  A sequence with scale 0 is skipped.
 """
 from __future__ import annotations
 
@@ -42,22 +48,43 @@ def _max_len(seq_ptr, s0, s1):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out):
-    """Feature counts of the gold labelling: sum_i phi(x_i, y_i) (constant during training)."""
+def _seq_weight(sw, s):
+    """The scale of sequence s: sw[s], or 1 when ``sw`` is empty (no sample weights)."""
+    if sw.shape[0] == 0:
+        return 1.0
+    return sw[s]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _zero_rows(pm, t0, t1):
+    """pm[t0:t1] = 0 when ``pm`` has rows (the node marginals of a sequence of weight 0: no contribution)."""
+    if pm.shape[0] > 0:
+        for t in range(t0, t1):
+            for l in range(pm.shape[1]):
+                pm[t, l] = 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out, sw):
+    """Feature counts of the gold labelling: sum_i sw_i phi(x_i, y_i) (constant during training;
+    ``sw`` empty: all scales 1)."""
     for k in range(out.shape[0]):
         out[k] = 0.0
     for s in range(len(seq_ptr) - 1):
+        ws = _seq_weight(sw, s)
+        if ws == 0.0:
+            continue
         for t in range(seq_ptr[s], seq_ptr[s + 1]):
             yt = y[t]
             for e in range(tok_ptr[t], tok_ptr[t + 1]):
                 a = attr[e]
                 for k in range(attr_ptr[a], attr_ptr[a + 1]):
                     if feat_label[k] == yt:
-                        out[k] += val[e]
+                        out[k] += ws * val[e]
             if t > seq_ptr[s]:
                 k = trans_index[y[t - 1], yt]
                 if k >= 0:
-                    out[n_state + k] += 1.0
+                    out[n_state + k] += ws
 
 
 def dense_rows(attr_ptr: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -194,14 +221,17 @@ def _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                     w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd, xs, pm):
-    """Sum of log Z over sequences s0..s1-1; adds the expected feature counts
-    into g (sparse attributes) and Gd (dense rows).
+                     w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd, xs, pm,
+                     sw):
+    """Sum of sw_s log Z over sequences s0..s1-1; adds the expected feature counts
+    (times sw_s) into g (sparse attributes) and Gd (dense rows).
 
     ``xs`` (n_tokens x L, or no rows): extra emission scores added to the
     attributes' (the dense block's ``X @ W``; the exp path must then be off).
-    ``pm`` (n_tokens x L, or no rows): receives the node marginals (for the
+    ``pm`` (n_tokens x L, or no rows): receives the node marginals times sw_s (for the
     dense block's gradient ``X^T pm``, taken outside).
+    ``sw``: the sequences' scales (empty: all 1); the edge statistics of a
+    weighted sequence go through scratch matrices that are then added scaled.
 
     (The gold-path scores and empirical counts are constant-time terms the
     caller handles with the precomputed empirical count vector.)
@@ -220,27 +250,50 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     tmp = np.empty(L)
     acc = np.zeros((L, L))
     E = np.zeros((L, L))
+    weighted = sw.shape[0] > 0
+    acc_s = np.zeros((L, L) if weighted else (0, 0))
+    E_s = np.zeros((L, L) if weighted else (0, 0))
     total = 0.0
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         t1 = seq_ptr[s + 1]
         T = t1 - t0
+        ws = 1.0
+        if weighted:
+            ws = sw[s]
+            if ws == 0.0:
+                _zero_rows(pm, t0, t1)
+                continue
+            acc_s[:, :] = 0.0
+            E_s[:, :] = 0.0
         if T == 0:
             continue
+        A = acc_s if weighted else acc
+        EE = E_s if weighted else E
         logz = np.nan
         if use_exp:
             _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, expw, row, expWd, True, es)
             # NaN comes only from the forward pass, before anything was added
             # to acc, so the robust path below can simply take over.
-            logz = _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
+            logz = _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, A)
         if not np.isfinite(logz):
             _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
             add_scores(xs, t0, T, score)
-            logz = forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, E)
-        total += logz
-        for t in range(T):
-            for l in range(L):
-                alpha[t, l] *= beta[t, l]
+            logz = forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, EE)
+        if weighted:
+            total += ws * logz
+            for i in range(L):
+                for j in range(L):
+                    acc[i, j] += ws * acc_s[i, j]
+                    E[i, j] += ws * E_s[i, j]
+            for t in range(T):
+                for l in range(L):
+                    alpha[t, l] *= beta[t, l] * ws
+        else:
+            total += logz
+            for t in range(T):
+                for l in range(L):
+                    alpha[t, l] *= beta[t, l]
         _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, alpha, g, Gd, pm)
     for i in range(L):
         for j in range(L):
@@ -280,11 +333,12 @@ def _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, em
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf, xs, pm):
-    """Returns (sum over the corpus of -log p(y|x), ||w||^2) and writes
-    ``gscale * grad(sum nll) + l2 * w`` to g_out (one pass for all of it).
+              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf, xs, pm, sw):
+    """Returns (sum over the corpus of -sw_i log p(y_i|x_i), ||w||^2) and writes
+    ``gscale * grad(that sum) + l2 * w`` to g_out (one pass for all of it).
 
-    ``emp`` holds the empirical feature counts (:func:`empirical_counts`).
+    ``sw``: one scale per sequence (sample weights), empty for all 1.
+    ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``).
     ``exp_ok``: the corpus is binary and the weights small enough that
     emissions may be built in the exp domain by products (no overflow).
     ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes handled as
@@ -314,14 +368,15 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     for c in prange(n_chunks):
         logzs[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
                                     trans_index, w, expw, exp_ok, row, Wd, expWd, n_state, trans,
-                                    expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c], xs, pm)
+                                    expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c], xs, pm,
+                                    sw)
     # dense rows back into the parameter layout (only where a feature exists)
     gold, wsq = _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2)
     return logzs.sum() - gold, wsq
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1, xs):
+def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1, xs, sw):
     L = trans.shape[0]
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
@@ -334,18 +389,20 @@ def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, 
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         T = seq_ptr[s + 1] - t0
-        if T == 0:
+        ws = _seq_weight(sw, s)
+        if T == 0 or ws == 0.0:
             continue
         emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
         add_scores(xs, t0, T, score)
-        loss += log_partition(score, T, trans, expM, tmax, es, alpha, scale) - gold_score(score, y, t0, T, trans)
+        nll = log_partition(score, T, trans, expM, tmax, es, alpha, scale) - gold_score(score, y, t0, T, trans)
+        loss += nll if sw.shape[0] == 0 else ws * nll
     return loss
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds, xs):
-    """Sum over the corpus of -log p(y|x), without the gradient (forward pass only).
-    ``xs``: extra emission scores (n_tokens x L, or no rows)."""
+def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds, xs, sw):
+    """Sum over the corpus of -sw_i log p(y_i|x_i), without the gradient (forward pass only).
+    ``xs``: extra emission scores (n_tokens x L, or no rows); ``sw``: scales per sequence (empty: all 1)."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
@@ -353,7 +410,7 @@ def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     losses = np.zeros(n_chunks)
     for c in prange(n_chunks):
         losses[c] = _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w,
-                                trans, expM, tmax, bounds[c], bounds[c + 1], xs)
+                                trans, expM, tmax, bounds[c], bounds[c + 1], xs, sw)
     return losses.sum()
 
 
@@ -421,26 +478,28 @@ def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_pair, L, boff, out):
+def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_pair, L, boff, out, sw):
     """Add the gold-labelling counts of the bigram-observation features into out[boff:]:
-    at every token t after the first of its sequence, ``bval`` for each feature of
-    its bigram attributes whose label pair is (y[t-1], y[t])."""
+    at every token t after the first of its sequence, ``bval`` (times the sequence's
+    scale ``sw[s]``; empty ``sw``: 1) for each feature of its bigram attributes whose
+    label pair is (y[t-1], y[t])."""
     for s in range(len(seq_ptr) - 1):
+        ws = _seq_weight(sw, s)
         for t in range(seq_ptr[s] + 1, seq_ptr[s + 1]):
             p = y[t - 1] * L + y[t]
             for e in range(btok_ptr[t], btok_ptr[t + 1]):
                 b = battr[e]
                 for k in range(battr_ptr[b], battr_ptr[b + 1]):
                     if bfeat_pair[k] == p:
-                        out[boff + k] += bval[e]
+                        out[boff + k] += ws * bval[e]
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
                             trans_index, battr_ptr, bfeat_pair, w, row, Wd, n_state, boff, trans, expM0, tmax,
-                            s0, s1, g, Gd, xs, pm):
-    """``_chunk_loss_grad`` for a corpus with bigram attributes: sum of log Z over
-    sequences s0..s1-1, expected counts into g (state, transition and bigram
+                            s0, s1, g, Gd, xs, pm, sw):
+    """``_chunk_loss_grad`` for a corpus with bigram attributes: sum of sw_s log Z over
+    sequences s0..s1-1, expected counts (times sw_s) into g (state, transition and bigram
     features) and Gd (dense rows)."""
     L = trans.shape[0]
     g[:] = 0.0
@@ -463,16 +522,23 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
         t0 = seq_ptr[s]
         t1 = seq_ptr[s + 1]
         T = t1 - t0
-        if T == 0:
+        ws = _seq_weight(sw, s)
+        if ws == 0.0:
+            _zero_rows(pm, t0, t1)
+        if T == 0 or ws == 0.0:
             continue
         _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
         add_scores(xs, t0, T, score)
         rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
                                  expM0, tmax, expM)
         logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
-        total += logz
+        total += ws * logz
         for t in range(1, T):
             pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
+            if ws != 1.0:
+                for i in range(L):
+                    for j in range(L):
+                        xi[i, j] *= ws
             for i in range(L):
                 for j in range(L):
                     E[i, j] += xi[i, j]
@@ -483,6 +549,10 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                     p = bfeat_pair[k]
                     g[boff + k] += xi[p // L, p % L] * v
         pd_node(T, alpha, beta, scale)
+        if ws != 1.0:
+            for t in range(T):
+                for l in range(L):
+                    alpha[t, l] *= ws
         _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, alpha, g, Gd, pm)
     for i in range(L):
         for j in range(L):
@@ -495,10 +565,10 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
                      battr_ptr, bfeat_pair, w, n_state, boff, bounds, gbuf, g_out, emp, gscale, l2,
-                     row, dense_attr, gdbuf, xs, pm):
+                     row, dense_attr, gdbuf, xs, pm, sw):
     """:func:`loss_grad` for a corpus with bigram-observation attributes (weights of
-    bigram feature k at ``w[boff + k]``): returns (sum of -log p(y|x), ||w||^2) and
-    writes ``gscale * grad(sum nll) + l2 * w`` to g_out.  No exp-domain emissions."""
+    bigram feature k at ``w[boff + k]``): returns (sum of -sw_i log p(y_i|x_i), ||w||^2) and
+    writes ``gscale * grad(that sum) + l2 * w`` to g_out.  No exp-domain emissions."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
@@ -512,14 +582,14 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
         logzs[c] = _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
                                            feat_label, trans_index, battr_ptr, bfeat_pair, w, row, Wd,
                                            n_state, boff, trans, expM0, tmax, bounds[c], bounds[c + 1],
-                                           gbuf[c], gdbuf[c], xs, pm)
+                                           gbuf[c], gdbuf[c], xs, pm, sw)
     gold, wsq = _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2)
     return logzs.sum() - gold, wsq
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr, feat_label,
-                       battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax, s0, s1, xs):
+                       battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax, s0, s1, xs, sw):
     L = trans.shape[0]
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
@@ -535,20 +605,22 @@ def _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, at
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         T = seq_ptr[s + 1] - t0
-        if T == 0:
+        ws = _seq_weight(sw, s)
+        if T == 0 or ws == 0.0:
             continue
         emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
         add_scores(xs, t0, T, score)
         rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
                                  expM0, tmax, expM)
-        loss += pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale) - pd_gold_score(score, y, t0, T, M)
+        loss += ws * (pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale)
+                      - pd_gold_score(score, y, t0, T, M))
     return loss
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_only_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr, feat_label, trans_index,
-                     battr_ptr, bfeat_pair, w, n_state, boff, bounds, xs):
-    """:func:`loss_only` for a corpus with bigram-observation attributes."""
+                     battr_ptr, bfeat_pair, w, n_state, boff, bounds, xs, sw):
+    """:func:`loss_only` for a corpus with bigram-observation attributes (``sw``: scales per sequence)."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
     expM0 = np.exp(trans - tmax)
@@ -557,7 +629,7 @@ def loss_only_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr
     for c in prange(n_chunks):
         losses[c] = _chunk_loss_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, y, attr_ptr,
                                        feat_label, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax,
-                                       bounds[c], bounds[c + 1], xs)
+                                       bounds[c], bounds[c + 1], xs, sw)
     return losses.sum()
 
 

@@ -23,6 +23,10 @@ changes the emissions at ``t1..t2`` only, so its ``log Z`` needs only the
 forward messages over the window ``t1..t2``, started from the stored
 ``alpha_{t1-1}`` and closed with the stored ``beta_{t2}``.
 
+Sample weights: ``block_grad``, ``sweep_blocks`` and ``transition_stats`` take ``sw``,
+the sequences' scales ``omega_i n / W`` (empty: all 1), by which each sequence's
+expected counts, curvature and change of log Z are multiplied.
+
 Inverted index (``build_index``): for attribute ``a``, its groups
 ``ap[a]:ap[a+1]``, one per sequence that contains it (``gseq[g]``), each with
 its occurrences ``gptr[g]:gptr[g+1]`` (token ``otok``, value ``oval``; entries
@@ -174,7 +178,7 @@ def _logz_at(alpha, la, beta, lb, t):
 # ------------------------------------------------------------------ one attribute block
 @njit(**_NOPY)
 def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
-               alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H):
+               alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
     """Sums over the sequences containing attribute ``a`` of the expected counts of its features
     (``G[kk] = sum_occ v p_t(label_kk)``) and of the per-position variances (``H[kk] = sum_occ v^2 p (1-p)``),
     by truncated forward-backward; stores per group what a trial step needs (``A0``/``LA0`` the
@@ -188,6 +192,7 @@ def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES,
     for gi in range(ap[a + 1] - ap[a]):
         g = ap[a] + gi
         i = gseq[g]
+        ws = 1.0 if sw.shape[0] == 0 else sw[i]
         s0 = seq_ptr[i]
         T = seq_ptr[i + 1] - s0
         o0, o1 = gptr[g], gptr[g + 1]
@@ -205,7 +210,7 @@ def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES,
         LB1[gi] = lb[t2]
         for o in range(o0, o1):
             t = otok[o] - s0
-            v = oval[o]
+            v = oval[o] * ws
             z = 0.0
             for j in range(L):
                 z += alpha[t, j] * beta[t, j]
@@ -214,7 +219,7 @@ def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES,
                 y = feat_label[k0 + kk]
                 p = alpha[t, y] * beta[t, y] * invz
                 G[kk] += v * p
-                H[kk] += v * v * p * (1.0 - p)
+                H[kk] += v * oval[o] * p * (1.0 - p)
 
 
 @njit(**_NOPY)
@@ -321,7 +326,7 @@ def _pen_change(w, k0, nk, d, step, l1, l2):
 def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
                  E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol,
                  max_skip, zrun, skip, alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur, nxt, es,
-                 stats):
+                 stats, sw):
     """One prox-Newton step with backtracking on each attribute block order[b0:b1], in turn.
 
     A block with no occurrence gets its exact minimiser (0 when l1 or l2 > 0).  Otherwise: block
@@ -358,7 +363,7 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 stats[ST_DF] += dF
             continue
         block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
-                   alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H)
+                   alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
         delta = newton_direction(w, k0, nk, G, H, emp, inv_n, l1, l2, kappa, d)
         if max_skip > 0:
@@ -400,7 +405,10 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 g = ap[a] + gi
                 NLZ[gi] = _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl, step,
                                        A0, LA0, B1, LB1, cur, nxt, es)
-                s += NLZ[gi] - LZ0[gi]
+                if sw.shape[0] == 0:
+                    s += NLZ[gi] - LZ0[gi]
+                else:
+                    s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
             stats[ST_TRIALS] += 1
             stats[ST_ORACLE] += ng
             dF = (s - step * gold) * inv_n + _pen_change(w, k0, nk, d, step, l1, l2)
@@ -428,9 +436,9 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
 
 # ------------------------------------------------------------------ the transition block
 @njit(parallel=True, cache=True, fastmath=FAST)
-def transition_stats(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, lz, EC, SQ):
+def transition_stats(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, lz, EC, SQ, sw):
     """Full forward-backward on every sequence: lz, and per chunk c the expected transition counts
-    ``EC[c, i, j] = sum_t p_t(i, j)`` and ``SQ[c, i, j] = sum_t p_t(i, j)^2``."""
+    ``EC[c, i, j] = sum_t sw_s p_t(i, j)`` and ``SQ[c, i, j] = sum_t sw_s p_t(i, j)^2`` (``sw`` empty: 1)."""
     L = expM.shape[0]
     nc = len(bounds) - 1
     for c in prange(nc):
@@ -450,6 +458,7 @@ def transition_stats(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, lz, EC, SQ):
             _backward(ES, EM, s0, T, 0, expM, tmax, beta, lb, tmp)
             logz = _logz_at(alpha, la, beta, lb, T - 1)
             lz[s] = logz
+            ws = 1.0 if sw.shape[0] == 0 else sw[s]
             for t in range(1, T):
                 r = s0 + t
                 f = np.exp(la[t - 1] + tmax + EM[r] + lb[t] - logz)
@@ -459,8 +468,8 @@ def transition_stats(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, lz, EC, SQ):
                     ai = alpha[t - 1, i]
                     for j in range(L):
                         p = ai * expM[i, j] * tmp[j]
-                        EC[c, i, j] += p
-                        SQ[c, i, j] += p * p
+                        EC[c, i, j] += ws * p
+                        SQ[c, i, j] += ws * p * p
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)

@@ -108,8 +108,11 @@ def fold(v, scal):
 @njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
               order, start, stop, t0, lam, code, p, tab, r, v, scal, uptr, uattr, optr, occ_e, occ_t,
-              node, edge, full):
+              node, edge, full, sw):
     """The steps for the sequences ``order[start:stop]`` (see the module docstring).
+
+    ``sw``: sample-weight scales per sequence (empty: all 1): the sequence's loss
+    and its gradient are multiplied by its scale (before the transform ``T``).
 
     ``scal`` = [z, t, sum of losses]: updated in place (``t`` and the loss sum
     carry on from their values).  ``tab``: the table of ``T`` (length >= 2)
@@ -135,11 +138,12 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
             break
         z *= 1.0 - eta * lam
         gain = eta / z
-        loss = sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                               v, z, n_state, i, node, edge, full)
+        wi = 1.0 if sw.shape[0] == 0 else sw[i]
+        loss = wi * sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                                    v, z, n_state, i, node, edge, full)
         if code == IDENTITY:
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, -gain, v, full)
+                           n_state, i, node, edge, -gain * wi, v, full)
         else:
             # the net gradient of each state feature over the sequence, attribute by attribute (the
             # attribute's occurrences grouped in advance by group_occurrences), then T, then the step:
@@ -159,6 +163,9 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                     c = val[occ_e[o]]
                     for j in range(nk):
                         gk[j] += c * node[tt, feat_label[k0 + j]]
+                if wi != 1.0:
+                    for j in range(nk):
+                        gk[j] *= wi
                 # T(0) = 0 makes the zero entries exact no-ops: no test, so that the loops can vectorise
                 if use_tab:
                     for j in range(nk):
@@ -179,7 +186,7 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
             for a in range(L):
                 for b in range(L):
                     k = trans_index[a, b]
-                    g = gtr[a, b]
+                    g = gtr[a, b] * wi
                     if k >= 0 and g != 0.0:
                         if use_tab:
                             v[n_state + k] -= gain * lookup(code, g, p, tab, r, inv_h)
@@ -199,12 +206,14 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 
 @njit(**_NOPY)
 def sample_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, order, start, stop,
-                v, z, node, edge, full):
-    """Sum of -log p(y_i|x_i) at w = z * v over the sequences order[start:stop]."""
+                v, z, node, edge, full, sw):
+    """Sum of -sw_i log p(y_i|x_i) at w = z * v over the sequences order[start:stop] (``sw`` empty: all 1)."""
     total = 0.0
     for s in range(start, stop):
-        total += sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                                 v, z, n_state, order[s], node, edge, full)
+        i = order[s]
+        wi = 1.0 if sw.shape[0] == 0 else sw[i]
+        total += wi * sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
+                                      v, z, n_state, i, node, edge, full)
     return total
 
 

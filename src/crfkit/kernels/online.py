@@ -39,13 +39,16 @@ U, LOSS = 0, 1
 @njit(**_NOPY)
 def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
                order, start, stop, method, pa_type, C, error_sensitive, gamma,
-               w, ws, cov, scal, dbuf, stamp, touched, path, full):
+               w, ws, cov, scal, dbuf, stamp, touched, path, full, sw):
     """Process the sequences ``order[start:stop]`` (see the module docstring).
 
     ``ws`` (pa, ap) and ``cov`` (arow): one entry per feature (no bounds checks here).
     ``scal`` = [u, loss]: carried on.  ``dbuf``: zeros, one per feature (left
     zero); ``stamp``: int64 per feature, initially -1; ``touched``: int64
     scratch of n_features; ``path``: int64 scratch of the longest sequence.
+    ``sw``: sample-weight scales per sequence (empty: all 1): AP's update is
+    multiplied by the sequence's scale, PA-I/PA-II's ``C`` too (AROW and PA
+    type 0 take no weights: the caller refuses them).
     """
     L = trans_index.shape[0]
     u = scal[U]
@@ -54,7 +57,8 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
         i = order[s]
         t0 = seq_ptr[i]
         T = seq_ptr[i + 1] - t0
-        if T > 0:
+        wi = 1.0 if sw.shape[0] == 0 else sw[i]
+        if T > 0 and wi > 0.0:
             score = np.empty((T, L))
             emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
             trans = transition_matrix(w, 1.0, n_state, trans_index)
@@ -115,9 +119,9 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                 if method == AP:
                     for j in range(nt):
                         k = touched[j]
-                        w[k] += dbuf[k]
-                        ws[k] += u * dbuf[k]
-                    total += d / T
+                        w[k] += wi * dbuf[k]
+                        ws[k] += u * wi * dbuf[k]
+                    total += wi * d / T
                 elif method == PA:
                     cost = sv - sc + (math.sqrt(d) if error_sensitive else 1.0)
                     norm2 = 0.0
@@ -127,14 +131,14 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                         if pa_type == 0:
                             tau = cost / norm2
                         elif pa_type == 1:
-                            tau = min(C, cost / norm2)
+                            tau = min(C * wi, cost / norm2)
                         else:
-                            tau = cost / (norm2 + 0.5 / C)
+                            tau = cost / (norm2 + 0.5 / (C * wi))
                         for j in range(nt):
                             k = touched[j]
                             w[k] += tau * dbuf[k]
                             ws[k] += tau * u * dbuf[k]
-                    total += cost
+                    total += wi * cost
                 else:
                     cost = sv - sc + d
                     frac = gamma

@@ -76,26 +76,29 @@ def adagrad_catch_up_all(w, G, last, t, eta, dlt, l2):
 
 @njit(**_NOPY)
 def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-            method, eta, l2, dlt, t_target, v, c, G, last, fsc, isc, rng, node, edge, gbuf, full):
+            method, eta, l2, dlt, t_target, v, c, G, last, fsc, isc, rng, node, edge, gbuf, full, sw):
     """Iterations (one uniformly drawn example each) until ``isc[I_T] == t_target``.
 
     SG: ``w <- (1 - eta l2) w - eta g_i``; Pegasos: the same with ``eta_t =
     eta / (l2 t)``; ASG: SG plus the running sum of the iterates; AdaGrad: the
     proximal diagonal step (see the module docstring; ``v`` is ``w`` itself).
     Returns 0, or 1 when an SG/ASG step makes ``1 - eta l2 <= 0``.  ``full``:
-    :func:`crfkit.kernels.chain.full_rows`.
+    :func:`crfkit.kernels.chain.full_rows`.  ``sw``: sample-weight scales per
+    sequence (empty: all 1); the drawn example's loss gradient is multiplied by
+    its scale (the draw stays uniform).
     """
     n = seq_ptr.shape[0] - 1
     average = method == ASG
     while isc[I_T] < t_target:
         t = isc[I_T] + 1
         i = rng_below(rng, n)
+        wi = 1.0 if sw.shape[0] == 0 else sw[i]
         if method == ADAGRAD:
             adagrad_catch_up(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, G, last, t - 1, eta, dlt, l2)
             sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                             v, 1.0, n_state, i, node, edge, full)
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, 1.0, gbuf, full)
+                           n_state, i, node, edge, wi, gbuf, full)
             for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
                 a = attr[e]
                 for k in range(attr_ptr[a], attr_ptr[a + 1]):
@@ -134,11 +137,11 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         fsc[F_STEP] = step
         if not average:
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, -step / beta, v, full)
+                           n_state, i, node, edge, -step * wi / beta, v, full)
         else:
             # v += coef g and the compensation c -= B coef g (S = B v + c unchanged), as two sparse walks
             B = fsc[F_B]
-            coef = -step / beta
+            coef = -step * wi / beta
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                            n_state, i, node, edge, coef, v, full)
             apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,

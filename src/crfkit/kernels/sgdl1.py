@@ -103,7 +103,7 @@ def _catch_up(penalty, feats, nf, v, u, k, last, lastk, sign):
 @njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state,
               order, start, stop, k0, n_per_pass, schedule, eta0, alpha, l1, l2, penalty,
-              v, scal, last, lastk, q, stamp, touched, sign, node, edge, full):
+              v, scal, last, lastk, q, stamp, touched, sign, node, edge, full, sw):
     """Run the steps for samples order[start:stop]; the first is global step k0.  Returns the last eta.
 
     ``scal`` holds [beta, u]; ``last``/``lastk`` (naive, clipping) or ``q``
@@ -111,6 +111,7 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     -1) marks features already listed for the current step; ``touched`` and
     ``sign`` are scratch buffers of at least n_features entries; ``node`` has at
     least as many rows as the longest sequence; ``full``: :func:`crfkit.kernels.chain.full_rows`.
+    ``sw``: sample-weight scales per sequence (empty: all 1) multiplying the sample's loss gradient.
     """
     d = v.shape[0]
     eta = 0.0
@@ -139,7 +140,7 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                         v, beta, n_state, i, node, edge, full)
         beta = beta * (1.0 - eta * l2)
         apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                       n_state, i, node, edge, -eta / beta, v, full)
+                       n_state, i, node, edge, -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta, v, full)
         p = eta * l1 / beta
         u = u + p
         if penalty == CLIP:

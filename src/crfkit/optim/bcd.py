@@ -80,6 +80,11 @@ window forward on it count as one oracle call each; the transition step's
 full forward-backward and each of its trial forward passes count as one full
 evaluation.
 
+Sample weights (``obj.sw``, the scales ``omega_i n / W``): every sequence's contribution to a
+block's gradient and curvature, to the change of log Z a trial step makes, and to the transition
+statistics is multiplied by its scale (the empirical counts are the objective's, already weighted),
+so the blocks minimise the weighted objective exactly.
+
 Dense real-valued feature blocks and label-pair x observation (bigram) features are refused
 (CrfkitError).
 """
@@ -191,12 +196,17 @@ class Engine:
         """f(w) from the caches (exact while they are coherent)."""
         w = self.w
         reg = self.obj.reg
-        f = (float(self.lz.sum()) - float(np.dot(w, self.emp))) * self.inv_n
+        f = (self._lz_sum(self.lz) - float(np.dot(w, self.emp))) * self.inv_n
         if reg.l2:
             f += 0.5 * reg.l2 * float(np.dot(w, w))
         if reg.l1:
             f += reg.l1 * float(np.abs(w).sum())
         return f
+
+    def _lz_sum(self, lz: np.ndarray) -> float:
+        """sum_i s_i lz_i (s_i = omega_i n / W, the sample-weight scales; 1 without weights)."""
+        sw = self.obj.sw
+        return float(lz.sum()) if sw.shape[0] == 0 else float(np.dot(sw, lz))
 
     # -------------------------------------------------------------- derivatives
     def attribute_derivatives(self, a: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
@@ -208,14 +218,14 @@ class Engine:
         if ix.ap[a + 1] > ix.ap[a]:
             K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
                          self.ES, self.EM, self.expM, self.tmax, sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6],
-                         sc[7], sc[8], sc[9], G, H)
+                         sc[7], sc[8], sc[9], G, H, self.obj.sw)
         G, H = G[:k1 - k0], H[:k1 - k0]
         g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
         return g, H * self.inv_n + l2
 
     def _transition_sums(self) -> tuple[np.ndarray, np.ndarray]:
         K.transition_stats(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
-                           self.lz, self.EC, self.SQ)
+                           self.lz, self.EC, self.SQ, self.obj.sw)
         self.obj.n_full += 1
         ec, sq = self.EC.sum(axis=0), self.SQ.sum(axis=0)
         return ec[self.ti, self.tj], ec[self.ti, self.tj] - sq[self.ti, self.tj]
@@ -256,7 +266,7 @@ class Engine:
                 xn = trial[ns:ns + nt]
                 pen = 0.5 * reg.l2 * float(np.dot(xn, xn) - np.dot(w0, w0)) + \
                     reg.l1 * float(np.abs(xn).sum() - np.abs(w0).sum())
-                dF = (float((new_lz - self.lz).sum()) - step * gold) * self.inv_n + pen
+                dF = (self._lz_sum(new_lz - self.lz) - step * gold) * self.inv_n + pen
                 if dF <= sigma * step * delta:
                     w[ns:ns + nt] = xn
                     self.lz[:] = new_lz
@@ -278,7 +288,7 @@ class Engine:
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
-                       int(max_back), tol, int(shrink), zrun, skip, *sc, stats)
+                       int(max_back), tol, int(shrink), zrun, skip, *sc, stats, self.obj.sw)
 
 
 def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink):

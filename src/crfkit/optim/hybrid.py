@@ -17,6 +17,9 @@ random permutation (drawn from ``seed``; batches are nested) and its objective
   old batch, whose gradient at the accepted point the line search already has);
   only the new sequences' gradient at ``w_{k+1}`` is computed on top.
 
+Sample weights: the batch objective is ``(1/b_k) sum_{i in B_k} s_i nll_i(w) + (l2/2)|w|^2`` with the full
+objective's scales ``s_i = omega_i n / W`` (an unbiased estimate of ``f``; on the whole set it is ``f``).
+
 Effective passes count every sequence whose loss (and gradient) is evaluated,
 line-search trials included: ``obj.n_oracle`` grows by the batch size per
 evaluation (the SAG paper's counting).  ``max_iterations`` is a budget of
@@ -54,8 +57,14 @@ class _Batches:
         if key not in self._cache:
             if len(self._cache) > 4:
                 self._cache.clear()
-            self._cache[key] = Objective(self.obj.corpus.subset(self.perm[a:b]), self.obj.space,
-                                         Regularization(l2=0.0), threads=self.threads)
+            idx = self.perm[a:b]
+            sub = self.obj.corpus.subset(idx)
+            sub.weight = None
+            # sample weights: the batch keeps the full objective's scales omega_i n / W (uniform sampling with
+            # weighted losses: f_k is an unbiased estimate of f, and a batch of zero weights is allowed)
+            scales = self.obj.sw[idx] if getattr(self.obj, "weighted", False) else None
+            self._cache[key] = Objective(sub, self.obj.space, Regularization(l2=0.0), threads=self.threads,
+                                         scales=scales)
         return self._cache[key]
 
     def sum_grad(self, a, b, w):

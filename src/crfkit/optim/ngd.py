@@ -50,6 +50,10 @@ weights ``z_{t+1} theta_bar_t``.  ``table=m`` (odd, >= 3) looks ``T`` up in a
 table of ``m`` entries on ``[-table_range, table_range]`` (section 3.6;
 nearest entry; computed outside), ``table=0`` computes it.
 
+Sample weights: sequence ``i``'s loss and net gradient are multiplied by
+``s_i = omega_i n / W`` (before the transform ``T``), in the epochs, the
+calibration and the epoch losses alike.
+
 Both need ``l2 > 0`` (the schedule divides by it).  ``state=`` from
 ``info["state"]()`` resumes a run bitwise (every epoch's order is drawn from
 ``(seed, epoch)``); Ctrl-C returns what the run would have returned after its
@@ -103,12 +107,13 @@ class _Steps:
 
     def run(self, order, start, stop, t0, v, scal):
         eta = K.run_steps(*self.args, order, start, stop, float(t0), self.lam, self.code, self.p, self.tab,
-                          self.r, v, scal, *self.groups, self.node, self.edge, self.full)
+                          self.r, v, scal, *self.groups, self.node, self.edge, self.full, self.obj.sw)
         self.obj.n_oracle += stop - start
         return eta
 
     def loss(self, order, start, stop, v):
-        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, self.full)
+        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, self.full,
+                             self.obj.sw)
 
 
 def calibrate(steps: _Steps, x0: np.ndarray, order: np.ndarray, *, eta: float = 0.1, rate: float = 2.0,

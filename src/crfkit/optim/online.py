@@ -20,7 +20,9 @@ difference of the two paths' features, lazy averaging).  These learners do not
 minimise crfkit's objective; ``f`` in the trace is that objective at the
 returned (averaged) weights, computed only with ``monitor=True``.  A PA step
 whose difference vector is zero (the two paths have the same features) is
-skipped (CRFsuite would divide by zero).  ``state=`` from ``info["state"]()``
+skipped (CRFsuite would divide by zero).  Sample weights (scales ``s_i = omega_i n / W``):
+``ap`` multiplies sequence ``i``'s update by ``s_i``, ``pa`` of types 1 and 2 its ``C``
+(``C s_i``); ``arow`` and ``pa`` of type 0 refuse weights.  ``state=`` from ``info["state"]()``
 resumes bitwise (the order of epoch ``e`` is drawn from ``(seed, e)``); Ctrl-C
 returns the weights of the last completed epoch.
 """
@@ -53,6 +55,10 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
         raise ParameterError(f"{name}: type must be 0 (PA), 1 (PA-I) or 2 (PA-II), got {pa_type}")
     if not (c > 0 and variance > 0 and gamma > 0):
         raise ParameterError(f"{name}: c, variance and gamma must be > 0")
+    if getattr(obj, "weighted", False) and (method == K.AROW or (method == K.PA and pa_type == 0)):
+        raise ParameterError(f"{'arow' if method == K.AROW else 'pa with type=0'} does not support sample weights "
+                             "(its step has no per-example constant to scale); use ap, pa with type 1 or 2 "
+                             "(C is multiplied by the weight), or lbfgs")
     if max_iterations is not None and int(max_iterations) < 0:
         raise ParameterError(f"{name}: max_iterations must be >= 0")
     cr, s = obj.corpus, obj.space
@@ -117,7 +123,7 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
             for b0 in range(0, n, BLOCK):
                 b1 = min(n, b0 + BLOCK)
                 K.run_online(*args, order, b0, b1, method, pa_type, c, bool(error_sensitive), gamma, w,
-                             ws, cov, scal, dbuf, stamp, touched, path, obj.full_rows)
+                             ws, cov, scal, dbuf, stamp, touched, path, obj.full_rows, obj.sw)
                 obj.n_oracle += b1 - b0
             u = float(scal[K.U])
             loss = float(scal[K.LOSS])

@@ -19,7 +19,9 @@ benchmark's search over powers of 10 uses):
     and without projection.
 
 ``g_i`` is the gradient of ``-log p(y_i|x_i, w)``; the objective is crfkit's
-``(1/n) sum_i nll_i + (l2/2)||w||^2``.  Defaults: ``eta = 0.1`` for sg, asg
+``(1/n) sum_i nll_i + (l2/2)||w||^2``.  With sample weights the draw stays
+uniform and ``g_i`` is multiplied by ``s_i = omega_i n / W`` (the objective
+``(1/W) sum_i omega_i nll_i + ...``; weight k = k copies in expectation).  Defaults: ``eta = 0.1`` for sg, asg
 and adagrad, ``eta = 1`` for pegasos (its textbook ``1/(l2 t)``); the paper
 picks ``eta`` among powers of 10 by the training objective.  ``state=`` from
 ``info["state"]()`` resumes a run bitwise.
@@ -112,7 +114,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
             target = (iteration + 1) * n
             rc = K.sgd_run(c_.seq_ptr, c_.tok_ptr, c_.attr, c_.val, c_.y, s.attr_ptr, s.feat_label, s.trans_index,
                            s.n_state, s.n_trans, method, float(eta), l2, float(delta), target,
-                           v, csum, G, last, fsc, isc, rng, node, edge, gbuf, obj.full_rows)
+                           v, csum, G, last, fsc, isc, rng, node, edge, gbuf, obj.full_rows, obj.sw)
             if rc != 0:
                 raise CrfkitError(f"{name}: eta * l2 = {eta * l2:.3g} >= 1 makes the L2 shrinkage "
                                   "1 - eta*l2 non-positive; use a smaller eta")

@@ -16,6 +16,11 @@ penalty is ``eta * l1`` (the paper's ``eta * C / N``) and
 reports, ``L_w / N``, is ``-f(w)`` with ``l2 = 0``: pass ``l2=0`` (or ``c2=0``)
 explicitly, since crfkit keeps CRFsuite's default ``c2 = 1`` otherwise.
 
+Sample weights (``omega_i``, objective ``(1/W) sum_j omega_j nll_j + ...``): the
+visiting order is unchanged and sample ``j``'s loss gradient is multiplied by
+``s_j = omega_j n / W`` (the penalties are not), so that the mean over samples
+is still the objective.
+
 L2 (elastic net, ``l2 > 0``) is applied exactly and lazily: the weights are
 ``w = beta * v``, the shrinkage ``(1 - eta*l2)`` of every weight at every step
 changes ``beta`` only, and the L1 bookkeeping (``u``, ``q_i``, the lazy
@@ -235,7 +240,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 b1 = min(n, b0 + BLOCK)
                 eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
                                   float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node, edge,
-                                  obj.full_rows)
+                                  obj.full_rows, obj.sw)
                 obj.n_oracle += b1 - b0
                 if scal[K.BETA] < FOLD_BELOW:
                     K.fold(v, aux, scal)
