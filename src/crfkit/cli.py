@@ -514,7 +514,9 @@ def cmd_patterns(args) -> int:
         L = len({y for snt in sents for y in snt.labels})
         c = candidate_counts(spec, words, L)
         print(f"{spec.name} on {args.count}: {len(sents)} sequences, {L} labels: {c['total']} candidate features "
-              f"({c['unigram']} label-unigram, {c['pair']} label-pair); distinct values per window: "
+              f"as Wapiti counts them ({c['unigram']} label-unigram, {c['pair']} label-pair); crfkit --support all: "
+              f"{c['total_crfkit']} (no label-pair features for values seen only at a first letter); distinct "
+              "values per window: "
               + ", ".join(f"{k} {v}" for k, v in c["values"].items()), file=sys.stderr)
     return 0
 

@@ -176,27 +176,40 @@ def window_value(w: Window, letters: Sequence[str], t: int, prefix: str = "*") -
 
 
 def candidate_counts(spec: FeatureSetSpec | str, words: Sequence[Sequence[str]], n_labels: int) -> dict:
-    """Candidate features of a feature set on ``words`` (letter sequences) with ``n_labels`` labels, counted
-    as Wapiti (and crfkit's ``--support all``) count them: every distinct value of a window times every
-    label (label-unigram features) and, with label pairs, times every label pair; the empty window gives
-    the ``L`` label biases and the ``L^2`` transitions.  Returns the per-kind totals and ``total``."""
+    """Candidate features of a feature set on ``words`` (letter sequences) with ``n_labels`` labels.
+
+    ``total``: as Wapiti counts them: every distinct value of a window times every label
+    (label-unigram features) and, with label pairs, times every label pair; the empty window gives the
+    ``L`` label biases and the ``L^2`` transitions.  ``total_crfkit``: the size of crfkit's
+    ``support="all"`` space, which leaves out the label-pair features of values seen only at the first
+    letter of a word (no transition enters it, so they can never fire).  Also the per-kind totals
+    (``unigram``, ``pair``, ``pair_crfkit``) and the distinct ``values`` per window."""
     if isinstance(spec, str):
         spec = parse_preset(spec)
     L = int(n_labels)
-    uni = pair = 0
+    uni = pair = pair_ck = 0
     values: dict[Window, int] = {}
     for w in windows_of(spec):
         if w.empty:
             uni += L
             pair += L * L
+            pair_ck += L * L
             continue
-        seen = {window_value(w, word, t, "") for word in words for t in range(len(word))}
+        seen = set()
+        inner = set()
+        for word in words:
+            for t in range(len(word)):
+                v = window_value(w, word, t, "")
+                seen.add(v)
+                if t:
+                    inner.add(v)
         values[w] = len(seen)
         uni += len(seen) * L
         if spec.pairs:
             pair += len(seen) * L * L
-    return {"unigram": uni, "pair": pair, "total": uni + pair,
-            "values": {w.name: v for w, v in values.items()}}
+            pair_ck += len(inner) * L * L
+    return {"unigram": uni, "pair": pair, "total": uni + pair, "pair_crfkit": pair_ck,
+            "total_crfkit": uni + pair_ck, "values": {w.name: v for w, v in values.items()}}
 
 
 def pattern_text(spec: FeatureSetSpec | str, fmt: str = "wapiti") -> str:
