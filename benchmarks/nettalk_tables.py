@@ -54,22 +54,25 @@ def _cell(name, **kw):
     CELLS[name] = kw
 
 
-for reg, (r1, r2) in {"l2": (0.0, RHO2), "l1": (RHO1, 0.0), "en": (RHO1, RHO2)}.items():
-    _cell(f"t3:1-grm:{reg}", table="3", features="nettalk:1-grm", support="all", rho1=r1, rho2=r2, reg=reg)
+# the order is the order of priority on a loaded machine: cheap cells first
 _cell("t1:3-grm:u", table="1", features="nettalk:3-grm:u", support="all", rho1=RHO1, rho2=RHO2, reg="en")
+_cell("t3:3-grm:en", table="3", features="nettalk:3-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
 _cell("t1:5-grm:u", table="1", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2, reg="en")
-for reg, (r1, r2) in {"en": (RHO1, RHO2), "l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
-    _cell(f"t3:3-grm:{reg}", table="3", features="nettalk:3-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
+_cell("full:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", max_it=6)
+_cell("inc:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
+_cell("t3:1-grm:en", table="3", features="nettalk:1-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en")
 _cell("wapiti:3-grm", table="wapiti", features="nettalk:3-grm", peer=True)
 _cell("crfkit:3-grm", table="wapiti", features="nettalk:3-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en",
       target="wapiti:3-grm")
+for reg, (r1, r2) in {"l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
+    _cell(f"t3:3-grm:{reg}", table="3", features="nettalk:3-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
+for reg, (r1, r2) in {"l2": (0.0, RHO2), "l1": (RHO1, 0.0)}.items():
+    _cell(f"t3:1-grm:{reg}", table="3", features="nettalk:1-grm", support="all", rho1=r1, rho2=r2, reg=reg)
 _cell("t1:5-grm:obs", table="1", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
 _cell("inc:5-grm:owlqn", table="inc", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2,
       reg="en", incremental=True)
-_cell("full:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
-      reg="en", algorithm="bcd")
-_cell("inc:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
-      reg="en", algorithm="bcd", incremental=True)
 
 PAPER = {
     "t1": {"3-grm": ("10.74%", "14.3M", "14.59%", "0.3M"), "5-grm": ("8.48%", "132.5M", "11.54%", "2.5M")},
@@ -113,7 +116,7 @@ def token_error(model, sentences) -> float:
 def worker_crfkit(args) -> dict:
     from crfkit.features.windows import preset_templates
     from crfkit.io.columns import read_columns_list
-    c = CELLS[args.cell]
+    c = CELLS[args.worker]
     paths = export(args.work)
     train = read_columns_list(paths["train"])
     dev = read_columns_list(paths["dev"])
@@ -127,18 +130,19 @@ def worker_crfkit(args) -> dict:
     kw["rho2"] = c["rho2"]
     if kw["algorithm"] == "owlqn" and c["rho1"] == 0:
         kw["algorithm"] = "lbfgs"
-    trace = os.path.join(args.work, args.cell.replace(":", "_") + ".trace.jsonl")
+    trace = os.path.join(args.work, args.worker.replace(":", "_") + ".trace.jsonl")
     t0 = time.perf_counter()
-    out = {"cell": args.cell, **{k: v for k, v in c.items() if k != "target"}}
+    out = {"cell": args.worker, **{k: v for k, v in c.items() if k != "target"}}
     if c.get("target"):
         kw.update(stop_value=args.stop_value, max_iterations=args.max_iterations or 200, delta=0.0,
                   epsilon=0.0)
     else:
-        kw.update(dev_stop=5, max_iterations=args.max_iterations or 200)
+        kw.update(dev_stop=args.dev_stop, dev_every=args.dev_every,
+                  max_iterations=args.max_iterations or c.get("max_it", args.cap))
     if c.get("incremental"):
         from crfkit.incremental import train_incremental
         kw.pop("log")
-        its = 10 if kw["algorithm"] != "bcd" else 2
+        its = c.get("stage_it", 10)
         r = train_incremental(train, features=c["features"], dev=dev, stage_iterations=its,
                               final_iterations=kw.pop("max_iterations"), trace=trace, support=c["support"],
                               log=lambda s: print(s, file=sys.stderr, flush=True), **kw)
@@ -147,7 +151,7 @@ def worker_crfkit(args) -> dict:
         out["iterations"] = sum(st["iterations"] for st in r.stages)
         out["features"] = res.model.space.n_features
     else:
-        from crfkit.train import train
+        from crfkit.train import train as train_fn
         from crfkit.pipeline import attributes_of, bigram_attributes_of
         templates = preset_templates(c["features"])
         X = attributes_of(train, templates)
@@ -158,7 +162,7 @@ def worker_crfkit(args) -> dict:
         meta = {"templates": templates.source, "template_pad": True, "columns": 1}
         if B is not None:
             kw.update(B=B, B_dev=Bd)
-        res = train(X, Y, X_dev=Xd, Y_dev=[s.labels for s in dev], support=c["support"], trace=trace, meta=meta,
+        res = train_fn(X, Y, X_dev=Xd, Y_dev=[s.labels for s in dev], support=c["support"], trace=trace, meta=meta,
                     **kw)
         out["iterations"] = res.iterations
         out["features"] = res.model.space.n_features
@@ -175,17 +179,17 @@ def worker_crfkit(args) -> dict:
 
 def worker_wapiti(args) -> dict:
     paths = export(args.work)
-    c = CELLS[args.cell]
+    c = CELLS[args.worker]
     from crfkit.features.windows import pattern_text
-    pat = os.path.join(args.work, args.cell.replace(":", "_") + ".pat")
+    pat = os.path.join(args.work, args.worker.replace(":", "_") + ".pat")
     with open(pat, "w") as f:
         f.write(pattern_text(c["features"], "wapiti"))
-    model = os.path.join(args.work, args.cell.replace(":", "_") + ".wapiti.model")
-    log = os.path.join(args.work, args.cell.replace(":", "_") + ".wapiti.log")
+    model = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.model")
+    log = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.log")
     cmd = [WAPITI, "train", "-a", "l-bfgs", "-p", pat, "-1", str(RHO1), "-2", str(RHO2), "-t", str(args.threads),
            "-d", paths["dev"]]
-    if args.max_iterations:
-        cmd += ["-i", str(args.max_iterations)]
+    if args.wapiti_iterations or args.max_iterations:
+        cmd += ["-i", str(args.wapiti_iterations or args.max_iterations)]
     cmd += [paths["train"], model]
     t0 = time.perf_counter()
     with open(log, "w") as lf:
@@ -206,7 +210,7 @@ def worker_wapiti(args) -> dict:
             if len(parts) >= 3:
                 total += 1
                 wrong += parts[-1] != parts[-2]
-    return {"cell": args.cell, "table": "wapiti", "features": c["features"], "peer": "wapiti 1.5.0",
+    return {"cell": args.worker, "table": "wapiti", "features": c["features"], "peer": "wapiti 1.5.0",
             "iterations": int(its[-1][0]) if its else None, "objective_sum": float(its[-1][1]) if its else None,
             "active": int(its[-1][2]) if its else None, "n_features": int(nftr.group(1)) if nftr else None,
             "train_s": train_s, "peak_rss_mb": ru.ru_maxrss / 1024.0, "test_error": 100.0 * wrong / total,
@@ -229,7 +233,10 @@ def read_results(path: str) -> dict:
 def run_cell(name: str, args, results: dict) -> dict | None:
     c = CELLS[name]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--work", args.work,
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--cap", str(args.cap), "--dev-every", str(args.dev_every),
+           "--dev-stop", str(args.dev_stop)]
+    if args.wapiti_iterations:
+        cmd += ["--wapiti-iterations", str(args.wapiti_iterations)]
     if c.get("target"):
         t = results.get(c["target"])
         if t is None or t.get("objective_sum") is None:
@@ -328,7 +335,12 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", default=None, help="comma-separated cell names (default: all, in order)")
     ap.add_argument("--redo", action="store_true")
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--max-iterations", type=int, default=None)
+    ap.add_argument("--max-iterations", type=int, default=None, help="iteration limit of every cell (and of Wapiti)")
+    ap.add_argument("--cap", type=int, default=60, help="iteration limit of the cells that set none (default 60)")
+    ap.add_argument("--dev-every", type=int, default=5, help="dev evaluations every N iterations (default 5)")
+    ap.add_argument("--dev-stop", type=int, default=3, help="stop after N dev evaluations without improvement "
+                    "(default 3) and keep the best model")
+    ap.add_argument("--wapiti-iterations", type=int, default=None, help="Wapiti's -i (default: its own stopping)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--stop-value", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
