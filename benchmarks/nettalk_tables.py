@@ -62,17 +62,20 @@ _cell("full:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all"
       reg="en", algorithm="bcd", max_it=6)
 _cell("inc:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
       reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
-_cell("t3:1-grm:en", table="3", features="nettalk:1-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en")
+for reg, (r1, r2) in {"en": (RHO1, RHO2), "l2": (0.0, RHO2), "l1": (RHO1, 0.0)}.items():
+    _cell(f"t3:1-grm:{reg}", table="3", features="nettalk:1-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
 _cell("wapiti:3-grm", table="wapiti", features="nettalk:3-grm", peer=True)
 _cell("crfkit:3-grm", table="wapiti", features="nettalk:3-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en",
       target="wapiti:3-grm")
 for reg, (r1, r2) in {"l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
     _cell(f"t3:3-grm:{reg}", table="3", features="nettalk:3-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
-for reg, (r1, r2) in {"l2": (0.0, RHO2), "l1": (RHO1, 0.0)}.items():
-    _cell(f"t3:1-grm:{reg}", table="3", features="nettalk:1-grm", support="all", rho1=r1, rho2=r2, reg=reg)
 _cell("t1:5-grm:obs", table="1", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
 _cell("inc:5-grm:owlqn", table="inc", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2,
       reg="en", incremental=True)
+_cell("full:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", max_it=6)
+_cell("inc:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
 
 PAPER = {
     "t1": {"3-grm": ("10.74%", "14.3M", "14.59%", "0.3M"), "5-grm": ("8.48%", "132.5M", "11.54%", "2.5M")},
@@ -316,7 +319,7 @@ def report(results: dict) -> str:
     for alg, inc, full in (("owlqn", "inc:5-grm:owlqn", "t1:5-grm:obs"), ("bcd", "inc:5-grm:u:bcd", "full:5-grm:u:bcd")):
         a, b = results.get(inc), results.get(full)
         if a and b:
-            lines += ["", f"Incremental vs full ({alg}, {a['features']}): error {a['test_error']:.2f}% vs "
+            lines += ["", f"Incremental vs full ({alg}, {CELLS[inc]['features']}): error {a['test_error']:.2f}% vs "
                       f"{b['test_error']:.2f}%, features {a['features']} vs {b['features']}, active {a['active']} vs "
                       f"{b['active']}, time {a['train_s']:.1f}s vs {b['train_s']:.1f}s, peak RSS "
                       f"{a['peak_rss_mb']:.0f} vs {b['peak_rss_mb']:.0f} MB"]
