@@ -471,7 +471,8 @@ def _train_incremental(args, features: str, kwargs: dict):
     for name, ss in (("training", sents), ("dev", dev or [])):
         for snt in ss[:1]:
             if len(snt.columns[0]) < 1:
-                raise DataError(f"the {name} data has no observation column", _source_name(args, name), snt.line)
+                raise DataError(f"the {name} data has no observation column",
+                                str(args.train_file if name == "training" else args.dev), snt.line)
     kw = dict(kwargs)
     for k in ("callback", "checkpoint", "checkpoint_every", "resume", "transitions", "min_freq"):
         kw.pop(k, None)
@@ -487,10 +488,6 @@ def _train_incremental(args, features: str, kwargs: dict):
                  f"(of {st['candidate_features']} candidates), {st['features']} in all, {st['active']} active, "
                  f"{st['iterations']} iterations, {st['wall_s']:.1f}s")
     return r.result
-
-
-def _source_name(args, which: str) -> str:
-    return str(args.train_file if which == "training" else args.dev)
 
 
 def cmd_patterns(args) -> int:
