@@ -7,19 +7,22 @@ into the work directory.  Feature sets: :mod:`crfkit.features.windows` presets (
 the same pattern file for crfkit and Wapiti.  rho1 = 0.5, rho2 = 1e-5 (Wapiti's sum form; crfkit's
 ``--rho1``/``--rho2`` convert them) unless a cell says otherwise.
 
-Cells (``--cells`` picks some by name; the default runs them all, in this order):
+Cells (``--cells`` picks some by name; the default runs them all, in the order of ``CELLS``: cheap first):
 
-* ``t3:1-grm:{l2,l1,en}``, Table 3 at 1-grm (L2: rho1 = 0; L1: rho2 = 0; elastic net): OWL-QN (L-BFGS for
-  L2) in Wapiti's feature space (``support all``), dev-set stopping (``dev_stop`` 5 evaluations);
-* ``t1:{3,5}-grm:u``, Table 1 "without" (no label-pair x observation features), support all;
-* ``t3:3-grm:{l2,l1,en}``, ``t1:5-grm:obs``: label-pair x observation features over the *observed*
-  support (pairs seen in training: a smaller space than the paper's, said so in the table);
-* ``wapiti:3-grm`` then ``crfkit:3-grm``: Wapiti ``train -a l-bfgs`` with the 3-grm patterns (its
-  default stopping on the dev error), then crfkit OWL-QN in the same feature space (``support all``, every
-  label pair with every observation: 14.1M features) until it reaches Wapiti's final objective
+* ``t1:{3,5}-grm:u``: Table 1 "without" (no label-pair x observation features), Wapiti's space
+  (``support all``); ``t1:5-grm:obs``: 5-grm "with" over the observed support;
+* ``t3:{1,3}-grm:{en,l1,l2}``: Table 3 (L2: rho1 = 0, L-BFGS; L1: rho2 = 0; elastic net), label-pair
+  features over the *observed* support (label pairs seen with the observation in training: a smaller
+  space than the paper's, said so in the README);
+* ``wapiti:3-grm`` then ``crfkit:3-grm``: Wapiti ``train -a l-bfgs -d dev`` with the 3-grm patterns
+  (``--wapiti-iterations`` caps it), then crfkit OWL-QN in the same feature space (``support all``:
+  every label pair with every observation, 13.4M features) until it reaches Wapiti's final objective
   (``stop_value``); same threads;
-* ``inc:5-grm:owlqn`` / ``full:5-grm:owlqn`` and ``inc:5-grm:u:bcd`` / ``full:5-grm:u:bcd``: the
-  incremental strategy (:mod:`crfkit.incremental`) against training the whole set.
+* ``{full,inc}:{5,7}-grm:u:bcd`` and ``inc:5-grm:owlqn``: the incremental strategy
+  (:mod:`crfkit.incremental`) against training the whole set.
+
+OWL-QN cells stop on the dev fold (scored every ``--dev-every`` iterations, ``--dev-stop`` evaluations
+without improvement, the best model kept) or at ``--cap`` iterations.
 
 Each cell runs in a subprocess of its own (its peak RSS, ``ru_maxrss``, is its own) and its figures are
 appended to ``--out`` (JSON lines) as soon as it ends; a cell already there is skipped, so a stopped run
