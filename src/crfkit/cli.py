@@ -345,7 +345,25 @@ def cmd_train(args) -> int:
         if dev_fmt != fmt:
             raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
                               "give --format explicitly")
-    templates = _load_templates(args.template) if fmt == "columns" else None
+    features = getattr(args, "features", None)
+    if features is not None:
+        if args.template is not None:
+            raise CrfkitError("give -t/--template or --features, not both")
+        if fmt != "columns":
+            raise CrfkitError("--features generates templates over a column file's first column; the input "
+                              "reads as a CRFsuite attribute file")
+        from .features.windows import preset_templates
+        templates = preset_templates(features)
+    else:
+        templates = _load_templates(args.template) if fmt == "columns" else None
+    if getattr(args, "incremental", False):
+        if features is None:
+            raise CrfkitError("--incremental grows a window feature set: give --features nettalk:N-grm...")
+        for opt, bad in (("--resume", args.resume), ("--checkpoint", args.checkpoint),
+                         ("--init-model", args.init_model), ("--dense-columns", args.dense_columns),
+                         ("--no-pad", args.no_pad or None), ("--partial-labels", args.partial_labels or None)):
+            if bad is not None:
+                raise CrfkitError(f"--incremental does not support {opt}")
     dense_cols = None
     if args.dense_columns is not None:
         if fmt != "columns":
@@ -396,7 +414,7 @@ def cmd_train(args) -> int:
         if fmt == "crfsuite":
             _log(f"crfkit train: {args.train_file} (CRFsuite attribute file)")
         else:
-            _log(f"crfkit train: {args.train_file} with {args.template or 'the built-in chunking templates'} "
+            _log(f"crfkit train: {args.train_file} with {features or args.template or 'the built-in chunking templates'} "
                  f"({len(templates.unigram)} unigram templates, {'padded' if not args.no_pad else 'no padding'})")
     try:
         try:
@@ -406,6 +424,8 @@ def cmd_train(args) -> int:
                     res = train_dask(args, files, fmt, templates, kwargs, log)
                 elif fmt == "crfsuite":
                     res = _train_crfsuite(args, kwargs, progress)
+                elif getattr(args, "incremental", False):
+                    res = _train_incremental(args, features, kwargs)
                 else:
                     res = train_columns(args.train_source, templates, dev_path=args.dev_source,
                                         pad=not args.no_pad, progress=progress, dense_columns=dense_cols,
@@ -455,6 +475,62 @@ def cmd_train(args) -> int:
         _log(f"crfkit: interrupted after {res.iterations} iterations; the model reached so far was saved to "
              f"{args.model} (it can be used as is, or continued with --init-model)")
         return EXIT_INTERRUPTED
+    return 0
+
+
+def _train_incremental(args, features: str, kwargs: dict):
+    """`crfkit train --features nettalk:... --incremental`: crfkit.incremental.train_incremental."""
+    from .incremental import train_incremental
+    from .io.columns import read_columns_list
+    sents = read_columns_list(args.train_source)
+    dev = read_columns_list(args.dev_source) if args.dev_source is not None else None
+    for name, ss in (("training", sents), ("dev", dev or [])):
+        for snt in ss[:1]:
+            if len(snt.columns[0]) < 1:
+                raise DataError(f"the {name} data has no observation column",
+                                str(args.train_file if name == "training" else args.dev), snt.line)
+    kw = dict(kwargs)
+    for k in ("callback", "checkpoint", "checkpoint_every", "resume", "transitions", "min_freq"):
+        kw.pop(k, None)
+    trace = kw.pop("trace", None)
+    support = kw.pop("support", "all")
+    its = [int(x) for x in args.stage_iterations.split(",")] if "," in args.stage_iterations \
+        else int(args.stage_iterations)
+    r = train_incremental(sents, features=features, dev=dev, stage_iterations=its,
+                          final_iterations=kw.pop("max_iterations", None), trace=trace, support=support, **kw)
+    if not args.quiet:
+        for st in r.stages:
+            _log(f"stage {st['stage']}: windows {', '.join(st['windows'])}: +{st['features_added']} features "
+                 f"(of {st['candidate_features']} candidates), {st['features']} in all, {st['active']} active, "
+                 f"{st['iterations']} iterations, {st['wall_s']:.1f}s")
+    return r.result
+
+
+def cmd_patterns(args) -> int:
+    """`crfkit patterns nettalk:5-grm+`: write the template/pattern lines of a window feature set."""
+    from .features.windows import candidate_counts, parse_preset, pattern_text
+    try:
+        spec = parse_preset(args.preset)
+    except ValueError as e:
+        raise CrfkitError(str(e)) from None
+    text = pattern_text(spec, args.format)
+    if args.output and args.output != "-":
+        from .io.atomic import atomic_file
+        with atomic_file(args.output, what="the pattern file") as f:
+            f.write(text.encode("utf-8"))
+    else:
+        sys.stdout.write(text)
+    if args.count is not None:
+        from .io.columns import read_columns_list
+        sents = read_columns_list(args.count)
+        words = [[tok[spec.col] for tok in snt.columns] for snt in sents]
+        L = len({y for snt in sents for y in snt.labels})
+        c = candidate_counts(spec, words, L)
+        print(f"{spec.name} on {args.count}: {len(sents)} sequences, {L} labels: {c['total']} candidate features "
+              f"as Wapiti counts them ({c['unigram']} label-unigram, {c['pair']} label-pair); crfkit --support all: "
+              f"{c['total_crfkit']} (no label-pair features for values seen only at a first letter); distinct "
+              "values per window: "
+              + ", ".join(f"{k} {v}" for k, v in c["values"].items()), file=sys.stderr)
     return 0
 
 
@@ -902,6 +978,8 @@ def cmd_data(args) -> int:
                          timeout=args.timeout, log=log)
         print(f"fetched {', '.join(names)} into {root}")
         return 0
+    if args.data_command == "export":
+        return _data_export(args)
     if args.data_command == "verify":
         base = args.data_dir if args.data_dir is not None else datasets.data_dir()
         bad = 0
@@ -924,6 +1002,29 @@ def cmd_data(args) -> int:
                      if (os.path.isfile(os.path.join(str(d), df.path))
                          or os.path.isfile(os.path.join(str(d), df.path[:-3])))]
             print(f"  {df.path:<45} {', '.join(where) if where else 'missing'}")
+    return 0
+
+
+def _data_export(args) -> int:
+    """`crfkit data export nettalk OUTDIR`: the NETtalk split as column files (letter TAB label)."""
+    from .datasets.nettalk import nettalk_split, nettalk_split_folds, write_columns
+    if args.name != "nettalk":
+        raise CrfkitError(f"data export writes column files of nettalk only, not {args.name!r} (the other data "
+                          "sets are column files already)")
+    try:
+        train_f, dev_f, test_f = nettalk_split_folds(args.test_fold)
+    except ValueError as e:
+        raise CrfkitError(f"--test-fold: {e}") from None
+    parts = nettalk_split(args.test_fold, args.data_dir, labels=args.labels)
+    os.makedirs(args.out_dir, exist_ok=True)
+    for split, sents in zip(("train", "dev", "test"), parts):
+        path = os.path.join(args.out_dir, f"{split}.txt")
+        write_columns(sents, path)
+        print(f"{path}: {len(sents)} words, {sum(len(s) for s in sents)} letters")
+    folds = f"folds {train_f[0]}-{train_f[-1]}" if list(train_f) == list(range(train_f[0], train_f[-1] + 1)) \
+        else "folds " + ",".join(map(str, train_f))
+    print(f"split: train {folds}, dev fold {dev_f}, test fold {test_f} (word i in fold i mod 10); "
+          f"labels: {args.labels}")
     return 0
 
 
@@ -958,7 +1059,7 @@ def _param(text: str) -> tuple[str, object]:
 
 
 #: the subcommands (``crfkit COMMAND``); :func:`build_parser` can build one of them alone
-COMMANDS = ("train", "tag", "eval", "info", "demo", "data", "dump", "prune", "cv", "bench")
+COMMANDS = ("train", "tag", "eval", "info", "demo", "data", "patterns", "dump", "prune", "cv", "bench")
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -998,6 +1099,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _add_demo_parser(sub)
     if want("data"):
         _add_data_parser(sub)
+    if want("patterns"):
+        _add_patterns_parser(sub)
     if want("dump") or want("prune"):
         from .dump import add_parsers as add_dump_parsers   # `crfkit dump`, `crfkit prune`
         add_dump_parsers(sub)
@@ -1030,6 +1133,16 @@ def _add_train_parser(sub) -> None:
                         "or at least half of the fields after the first hold '=' or ':'; columns otherwise)")
     t.add_argument("-t", "--template", metavar="TEMPLATE_FILE",
                    help="CRF++ template file (default: built-in chunking templates over columns word, POS)")
+    t.add_argument("--features", metavar="PRESET",
+                   help="a generated window feature set instead of -t: nettalk:N-grm, N-grm-, N-grm+, N-grm++ "
+                        "(N odd; Lavergne et al. 2010, 5.1.1) over the first column; a :u suffix drops the "
+                        "label-pair x observation features (`crfkit patterns PRESET` prints the lines)")
+    t.add_argument("--incremental", action="store_true",
+                   help="with --features: grow the feature set by window radius, adding a longer window's values "
+                        "only where the embedded shorter window is active (Lavergne et al. 2010, 5.4)")
+    t.add_argument("--stage-iterations", default="10", metavar="N[,N...]",
+                   help="with --incremental: iterations of each stage but the last (which runs to "
+                        "--max-iterations or the stopping rules); one value, or one per stage (default 10)")
     t.add_argument("--dense-columns", metavar="COLS",
                    help="observation columns (1-based, e.g. 3-130) read as real numbers into dense features, "
                         "a weight per (column, label): embeddings, pixels; `crfkit tag` reads them back")
@@ -1197,7 +1310,7 @@ def _add_demo_parser(sub) -> None:
 def _add_data_parser(sub) -> None:
     da = sub.add_parser("data", help="list, download and verify the benchmark data sets",
                         description="The benchmark data sets (CoNLL-2000, CoNLL-2002 es/nl, OCR letters, Penn "
-                                    "Treebank sample) in the shared/data layout: list them, fetch them into the "
+                                    "Treebank sample, NETtalk) in the shared/data layout: list them, fetch them into the "
                                     "download cache ($CRFKIT_CACHE, else ~/.cache/crfkit) with SHA-256 "
                                     "verification, or verify a data directory.")
     dsub = da.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
@@ -1216,10 +1329,40 @@ def _add_data_parser(sub) -> None:
                     help="seconds each download (a file, or a zip) may take in all, connection included: a "
                          "deadline for the whole download, not per read (default 300)")
     df.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    dx = dsub.add_parser("export", help="write NETtalk's 10-fold split as column files (train/dev/test.txt)",
+                         description="Write the NETtalk words of a split (test fold K, dev fold K-1 mod 10, the "
+                                     "other eight train; word i is in fold i mod 10) as column files, one letter "
+                                     "and its label per line, a blank line after each word: the input of "
+                                     "crfkit train / tag, wapiti and crf_learn.")
+    dx.add_argument("name", metavar="NAME", help="nettalk")
+    dx.add_argument("out_dir", metavar="OUT_DIR", help="where train.txt, dev.txt and test.txt go")
+    dx.add_argument("--test-fold", type=int, default=9, metavar="K", help="test fold 0..9 (default 9: train "
+                    "folds 0-7, dev fold 8)")
+    dx.add_argument("--labels", choices=("phoneme", "stress", "joint"), default="phoneme",
+                    help="the label column: phonemes (51), stress marks (5) or both joined (default phoneme)")
+    dx.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
     dv = dsub.add_parser("verify", help="check the SHA-256 of the files in a data directory (exit 1 if any fails)")
     dv.add_argument("names", nargs="*", metavar="NAME", help="data set names, or all (default: all)")
     dv.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
     da.set_defaults(func=cmd_data, data_command="list")
+
+
+def _add_patterns_parser(sub) -> None:
+    pt = sub.add_parser("patterns", help="write the template lines of a window feature set (nettalk:5-grm+)",
+                        description="Write the Wapiti pattern file (or CRF++ template file) of a generated "
+                                    "window feature set of Lavergne et al. (2010), 5.1.1: nettalk:N-grm (centred "
+                                    "windows of size 1, 3, ..., N and the label bias/transitions), N-grm- (the "
+                                    "N-window only), N-grm+ (plus the most centred even windows), N-grm++ (every "
+                                    "letter sequence in the N-window); a :u suffix: no label-pair x observation "
+                                    "features.")
+    pt.add_argument("preset", metavar="PRESET", help="e.g. nettalk:5-grm+")
+    pt.add_argument("--format", choices=("wapiti", "crfpp"), default="wapiti",
+                    help="wapiti (* and u patterns; crfkit reads it too) or crfpp (U and B lines) (default wapiti)")
+    pt.add_argument("-o", "--output", metavar="PATH", help="write there (default: standard output)")
+    pt.add_argument("--count", metavar="TRAIN_FILE",
+                    help="also print (to stderr) the candidate feature count on this labelled column file, as "
+                         "Wapiti and crfkit --support all count them")
+    pt.set_defaults(func=cmd_patterns)
 
 
 def _exit_quietly(signum, frame):

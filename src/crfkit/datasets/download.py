@@ -182,6 +182,22 @@ REGISTRY: dict[str, Dataset] = {
         convert="mrg",
         description="NLTK's 10% Penn Treebank WSJ sample, POS tags (word TAG)",
         terms="non-commercial use only (fair-use fragment, (C) LDC 1995)"),
+    "nettalk": Dataset(
+        "nettalk",
+        (
+            DataFile("nettalk/nettalk.data.gz",
+                     "97a2d294b21c448fc6bf3da0e9cb00f23ebd2cd2f7a7cde39a6364d6335ef960",
+                     "ef4ca3fb591ccccddd7d4236f0e4f12fe07dc404ea25e6c9ccee16771ae75f18",
+                     (), 183626, 540840),
+            DataFile("nettalk/nettalk.list.gz",
+                     "c64f2259c05d8a46ff37759996a6aaec82c207f7959654ac2430593df0854866",
+                     "07c47f92dba791e5525b757ee5797953bb42b50a7de5937dd3af5cb0e112b856",
+                     (), 3952, 7382),
+        ),
+        None,
+        description="NETtalk word phonetization (20,007 words; letters -> 51 phonemes, stress marks; "
+                    "10 folds by word index mod 10: crfkit.datasets.nettalk); mirror only",
+        terms="research use (CMU connectionist benchmark collection; UCI lists it under CC BY 4.0)"),
 }
 
 

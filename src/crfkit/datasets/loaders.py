@@ -7,6 +7,7 @@ name               files (under the data directory)            loader
 ``conll2002``      ``conll2002/{esp,ned}.{train,testa,testb}.gz`` :func:`load_conll2002`
 ``ocr_letters``    ``ocr_letters/letter.data.gz``              :func:`load_ocr_letters`
 ``ptb_wsj_sample`` ``ptb_wsj_sample/treebank_wsj_sample.txt.gz`` :func:`load_ptb_sample`
+``nettalk``        ``nettalk/nettalk.data.gz``                 :func:`crfkit.datasets.nettalk.load_nettalk`
 =================  ==========================================  =============================
 
 Where the files are looked for: the ``data_dir`` argument when given (and only

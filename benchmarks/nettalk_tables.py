@@ -1,0 +1,381 @@
+#!/usr/bin/env python
+"""NETtalk tables of Lavergne, Cappé & Yvon (2010), section 5, with crfkit (and Wapiti 1.5.0 beside it).
+
+Data: ``shared/data/nettalk`` through :mod:`crfkit.datasets.nettalk`, the documented split (word ``i``
+in fold ``i mod 10``; folds 0-7 train, 8 dev, 9 test), exported once as column files (letter, phoneme)
+into the work directory.  Feature sets: :mod:`crfkit.features.windows` presets (``nettalk:3-grm`` ...),
+the same pattern file for crfkit and Wapiti.  rho1 = 0.5, rho2 = 1e-5 (Wapiti's sum form; crfkit's
+``--rho1``/``--rho2`` convert them) unless a cell says otherwise.
+
+Cells (``--cells`` picks some by name; the default runs them all, in the order of ``CELLS``: cheap first):
+
+* ``t1:{3,5}-grm:u``: Table 1 "without" (no label-pair x observation features), Wapiti's space
+  (``support all``); ``t1:5-grm:obs``: 5-grm "with" over the observed support;
+* ``t3:{1,3}-grm:{en,l1,l2}``: Table 3 (L2: rho1 = 0, L-BFGS; L1: rho2 = 0; elastic net), label-pair
+  features over the *observed* support (label pairs seen with the observation in training: a smaller
+  space than the paper's, said so in the README);
+* ``wapiti:3-grm`` then ``crfkit:3-grm``: Wapiti ``train -a l-bfgs -d dev`` with the 3-grm patterns
+  (``--wapiti-iterations`` caps it), then crfkit OWL-QN in the same feature space (``support all``:
+  every label pair with every observation, 13.4M features) until it reaches Wapiti's final objective
+  (``stop_value``); same threads;
+* ``{full,inc}:{5,7}-grm:u:bcd`` and ``inc:5-grm:owlqn``: the incremental strategy
+  (:mod:`crfkit.incremental`) against training the whole set.
+
+OWL-QN cells stop on the dev fold (scored every ``--dev-every`` iterations, ``--dev-stop`` evaluations
+without improvement, the best model kept) or at ``--cap`` iterations.
+
+Each cell runs in a subprocess of its own (its peak RSS, ``ru_maxrss``, is its own) and its figures are
+appended to ``--out`` (JSON lines) as soon as it ends; a cell already there is skipped, so a stopped run
+resumes where it was (``--redo`` runs cells again).  ``--report`` prints the tables from the file.
+Error rates are phoneme (token) error on the test fold.  Cells whose process would pass ``--max-rss-gb``
+(default 8) are not run: 5-grm with every label pair (130M features) is one.
+
+Usage::
+
+    python benchmarks/nettalk_tables.py --out runs/nettalk/results.jsonl --threads 1
+    python benchmarks/nettalk_tables.py --out runs/nettalk/results.jsonl --report
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+
+RHO1, RHO2 = 0.5, 1e-5
+WAPITI = os.environ.get("WAPITI", "/work/peers/bin/wapiti")
+
+# name -> settings of a crfkit cell
+CELLS: dict[str, dict] = {}
+
+
+def _cell(name, **kw):
+    CELLS[name] = kw
+
+
+# the order is the order of priority on a loaded machine: cheap cells first
+_cell("t1:3-grm:u", table="1", features="nettalk:3-grm:u", support="all", rho1=RHO1, rho2=RHO2, reg="en")
+_cell("t3:3-grm:en", table="3", features="nettalk:3-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
+_cell("t1:5-grm:u", table="1", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2, reg="en")
+_cell("full:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", max_it=6)
+_cell("inc:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
+for reg, (r1, r2) in {"en": (RHO1, RHO2), "l2": (0.0, RHO2), "l1": (RHO1, 0.0)}.items():
+    _cell(f"t3:1-grm:{reg}", table="3", features="nettalk:1-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
+_cell("wapiti:3-grm", table="wapiti", features="nettalk:3-grm", peer=True)
+_cell("crfkit:3-grm", table="wapiti", features="nettalk:3-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+      target="wapiti:3-grm")
+for reg, (r1, r2) in {"l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
+    _cell(f"t3:3-grm:{reg}", table="3", features="nettalk:3-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
+_cell("t1:5-grm:obs", table="1", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
+_cell("inc:5-grm:owlqn", table="inc", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2,
+      reg="en", incremental=True)
+_cell("full:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", max_it=6)
+_cell("inc:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
+      reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
+
+PAPER = {
+    "t1": {"3-grm": ("10.74%", "14.3M", "14.59%", "0.3M"), "5-grm": ("8.48%", "132.5M", "11.54%", "2.5M")},
+    "t3": {"1-grm": ("17.81%", "17.86%", "17.79%"), "3-grm": ("10.62%", "10.74%", "10.70%"),
+           "5-grm": ("8.50%", "8.45%", "8.48%")},
+}
+
+
+def load_average() -> str:
+    return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def export(work: str) -> dict:
+    from crfkit.datasets.nettalk import nettalk_split, write_columns
+    paths = {k: os.path.join(work, f"{k}.txt") for k in ("train", "dev", "test")}
+    if not all(os.path.exists(p) for p in paths.values()):
+        for k, sents in zip(("train", "dev", "test"), nettalk_split(9)):
+            write_columns(sents, paths[k])
+    return paths
+
+
+def token_error(model, sentences) -> float:
+    from crfkit.pipeline import attributes_of, bigram_attributes_of, tagger_from_model
+    templates, pad = tagger_from_model(model)
+    X = attributes_of(sentences, templates, pad=pad)
+    B = bigram_attributes_of(sentences, templates, pad=pad) if model.space.n_bigram else None
+    pred = model.tag(X, B=B)
+    wrong = total = 0
+    for s, p in zip(sentences, pred):
+        wrong += sum(a != b for a, b in zip(s.labels, p))
+        total += len(p)
+    return 100.0 * wrong / total
+
+
+# --------------------------------------------------------------------------- workers (subprocesses)
+
+def worker_crfkit(args) -> dict:
+    from crfkit.features.windows import preset_templates
+    from crfkit.io.columns import read_columns_list
+    c = CELLS[args.worker]
+    paths = export(args.work)
+    train = read_columns_list(paths["train"])
+    dev = read_columns_list(paths["dev"])
+    test = read_columns_list(paths["test"])
+    kw = dict(algorithm=c.get("algorithm", "owlqn"), threads=args.threads, verbose=True,
+              log=lambda s: print(s, file=sys.stderr, flush=True))
+    if c["rho1"] > 0:
+        kw["rho1"] = c["rho1"]
+    else:
+        kw["l1"] = 0.0
+    kw["rho2"] = c["rho2"]
+    if kw["algorithm"] == "owlqn" and c["rho1"] == 0:
+        kw["algorithm"] = "lbfgs"
+    trace = os.path.join(args.work, args.worker.replace(":", "_") + ".trace.jsonl")
+    t0 = time.perf_counter()
+    out = {"cell": args.worker, **{k: v for k, v in c.items() if k != "target"}}
+    if c.get("target"):
+        kw.update(stop_value=args.stop_value, max_iterations=args.max_iterations or 200, delta=0.0,
+                  epsilon=0.0)
+    else:
+        kw.update(dev_stop=args.dev_stop, dev_every=args.dev_every,
+                  max_iterations=args.max_iterations or c.get("max_it", args.cap))
+    if c.get("incremental"):
+        from crfkit.incremental import train_incremental
+        kw.pop("log")
+        its = c.get("stage_it", 10)
+        r = train_incremental(train, features=c["features"], dev=dev, stage_iterations=its,
+                              final_iterations=kw.pop("max_iterations"), trace=trace, support=c["support"],
+                              log=lambda s: print(s, file=sys.stderr, flush=True), **kw)
+        res = r.result
+        out["stages"] = r.stages
+        out["iterations"] = sum(st["iterations"] for st in r.stages)
+        out["features"] = res.model.space.n_features
+    else:
+        from crfkit.train import train as train_fn
+        from crfkit.pipeline import attributes_of, bigram_attributes_of
+        templates = preset_templates(c["features"])
+        X = attributes_of(train, templates)
+        Y = [s.labels for s in train]
+        B = bigram_attributes_of(train, templates)
+        Xd = attributes_of(dev, templates)
+        Bd = bigram_attributes_of(dev, templates)
+        meta = {"templates": templates.source, "template_pad": True, "columns": 1}
+        if B is not None:
+            kw.update(B=B, B_dev=Bd)
+        res = train_fn(X, Y, X_dev=Xd, Y_dev=[s.labels for s in dev], support=c["support"], trace=trace, meta=meta,
+                    **kw)
+        out["iterations"] = res.iterations
+        out["features"] = res.model.space.n_features
+    out["train_s"] = time.perf_counter() - t0
+    out["objective_sum"] = res.objective * res.model.meta.get("n_train", len(train))
+    out["status"] = res.status
+    out["active"] = res.model.n_active
+    out["test_error"] = token_error(res.model, test)
+    out["dev_best_iteration"] = res.model.meta.get("dev_best_iteration")
+    out["peak_rss_mb"] = peak_rss_mb()
+    out["threads"] = args.threads
+    return out
+
+
+def worker_wapiti(args) -> dict:
+    paths = export(args.work)
+    c = CELLS[args.worker]
+    from crfkit.features.windows import pattern_text
+    pat = os.path.join(args.work, args.worker.replace(":", "_") + ".pat")
+    with open(pat, "w") as f:
+        f.write(pattern_text(c["features"], "wapiti"))
+    model = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.model")
+    log = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.log")
+    cmd = [WAPITI, "train", "-a", "l-bfgs", "-p", pat, "-1", str(RHO1), "-2", str(RHO2), "-t", str(args.threads),
+           "-d", paths["dev"]]
+    if args.wapiti_iterations or args.max_iterations:
+        cmd += ["-i", str(args.wapiti_iterations or args.max_iterations)]
+    cmd += [paths["train"], model]
+    t0 = time.perf_counter()
+    with open(log, "w") as lf:
+        p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+        _, status, ru = os.wait4(p.pid, 0)
+    train_s = time.perf_counter() - t0
+    if status != 0:
+        raise SystemExit(f"wapiti failed (status {status}); see {log}")
+    text = open(log).read()
+    its = re.findall(r"\[\s*(\d+)\]\s+obj=([0-9.]+)\s+act=(\d+)", text)
+    nftr = re.search(r"nb features:\s*(\d+)", text) or re.search(r"(\d+)\s+features", text)
+    out_lab = model + ".test.out"
+    subprocess.run([WAPITI, "label", "-m", model, paths["test"], out_lab], check=True, capture_output=True)
+    wrong = total = 0
+    with open(out_lab) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3:
+                total += 1
+                wrong += parts[-1] != parts[-2]
+    return {"cell": args.worker, "table": "wapiti", "features": c["features"], "peer": "wapiti 1.5.0",
+            "iterations": int(its[-1][0]) if its else None, "objective_sum": float(its[-1][1]) if its else None,
+            "active": int(its[-1][2]) if its else None, "n_features": int(nftr.group(1)) if nftr else None,
+            "train_s": train_s, "peak_rss_mb": ru.ru_maxrss / 1024.0, "test_error": 100.0 * wrong / total,
+            "threads": args.threads, "command": " ".join(cmd)}
+
+
+# --------------------------------------------------------------------------- driver
+
+def read_results(path: str) -> dict:
+    out = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    out[r["cell"]] = r
+    return out
+
+
+def run_cell(name: str, args, results: dict) -> dict | None:
+    c = CELLS[name]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--work", args.work,
+           "--threads", str(args.threads), "--cap", str(args.cap), "--dev-every", str(args.dev_every),
+           "--dev-stop", str(args.dev_stop)]
+    if args.wapiti_iterations:
+        cmd += ["--wapiti-iterations", str(args.wapiti_iterations)]
+    if c.get("target"):
+        t = results.get(c["target"])
+        if t is None or t.get("objective_sum") is None:
+            print(f"{name}: skipped, {c['target']} has no result yet", flush=True)
+            return None
+        # crfkit's per-sequence objective = Wapiti's sum-form objective / n (rounded to 2 decimals by Wapiti:
+        # aim at its upper end)
+        from crfkit.datasets.nettalk import nettalk_split_folds
+        n = sum(1 for _ in open(os.path.join(args.work, "train.txt")) if not _.strip())
+        cmd += ["--stop-value", repr((t["objective_sum"] + 0.005) / n)]
+    if args.max_iterations:
+        cmd += ["--max-iterations", str(args.max_iterations)]
+    before = load_average()
+    t0 = time.time()
+    print(f"{time.strftime('%H:%M:%S')} {name}: start ({before})", flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    errlog = os.path.join(args.work, name.replace(":", "_") + ".log")
+    with open(errlog, "w") as f:
+        f.write(p.stderr)
+    if p.returncode != 0:
+        print(f"{name}: FAILED (status {p.returncode}); last lines of {errlog}:\n"
+              + "\n".join(p.stderr.splitlines()[-8:]), flush=True)
+        return None
+    rec = json.loads(p.stdout.strip().splitlines()[-1])
+    rec.update(load_before=before, load_after=load_average(), wall_total_s=time.time() - t0)
+    with open(args.out, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print(f"{time.strftime('%H:%M:%S')} {name}: error {rec['test_error']:.2f}%, {rec.get('iterations')} iterations, "
+          f"{rec['train_s']:.1f}s, peak RSS {rec['peak_rss_mb']:.0f} MB", flush=True)
+    return rec
+
+
+def _fmt_m(x) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1e6:.2f}M" if x >= 1e5 else f"{x / 1e3:.1f}K"
+
+
+def report(results: dict) -> str:
+    g = lambda k, f, d="-": (f.format(results[k]["test_error"]) if k in results else d)  # noqa: E731
+    lines = ["Table 1 (OWL-QN, rho1 0.5, rho2 1e-5): test phoneme error / features, with and without label-pair "
+             "x observation features", "| set | with (paper) | with (crfkit) | without (paper) | without (crfkit) |",
+             "|---|---|---|---|---|"]
+    for n, with_cell in (("3-grm", "t3:3-grm:en"), ("5-grm", "t1:5-grm:obs")):
+        p = PAPER["t1"][n]
+        w = results.get(with_cell)
+        wo = results.get(f"t1:{n}:u")
+        lines.append(f"| {n} | {p[0]} / {p[1]} | "
+                     + (f"{w['test_error']:.2f}% / {_fmt_m(w['features'])} ({w['support']} support)" if w else "not run")
+                     + f" | {p[2]} / {p[3]} | "
+                     + (f"{wo['test_error']:.2f}% / {_fmt_m(wo['features'])}" if wo else "not run") + " |")
+    lines += ["", "Table 3: test phoneme error, L2 / L1 / elastic net (paper | crfkit)",
+              "| set | L2 | L1 | elastic net |", "|---|---|---|---|"]
+    for n in ("1-grm", "3-grm", "5-grm"):
+        p = PAPER["t3"][n]
+        cells = []
+        for i, reg in enumerate(("l2", "l1", "en")):
+            r = results.get(f"t3:{n}:{reg}")
+            cells.append(f"{p[i]} \\| " + (f"{r['test_error']:.2f}%" if r else "not run"))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += ["", "Runs (every cell): iterations, features, active, seconds, peak RSS, threads, load",
+              "| cell | algorithm | support | iterations | features | active | train s | peak RSS MB | "
+              "test error | objective (sum form) | load before |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k, r in results.items():
+        lines.append(f"| {k} | {r.get('algorithm', r.get('peer', 'owlqn'))} | {r.get('support', '-')} | "
+                     f"{r.get('iterations')} | {r.get('features', r.get('n_features'))} | {r.get('active')} | "
+                     f"{r['train_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['test_error']:.2f}% | "
+                     f"{r.get('objective_sum') or float('nan'):.2f} | {r.get('load_before', '')} |")
+    w, c = results.get("wapiti:3-grm"), results.get("crfkit:3-grm")
+    if w and c:
+        lines += ["", f"Against Wapiti at 3-grm ({w['threads']} thread(s), one run each): crfkit reached "
+                  f"objective {c['objective_sum']:.2f} (Wapiti's final {w['objective_sum']:.2f}) in {c['train_s']:.1f}s "
+                  f"against Wapiti's {w['train_s']:.1f}s ({c['train_s'] / w['train_s']:.2f}x; target <= 0.5x), peak "
+                  f"RSS {c['peak_rss_mb']:.0f} MB against {w['peak_rss_mb']:.0f} MB "
+                  f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x), test error {c['test_error']:.2f}% "
+                  f"against {w['test_error']:.2f}% (target within 0.2 points)"]
+    for alg, inc, full in (("owlqn", "inc:5-grm:owlqn", "t1:5-grm:obs"), ("bcd", "inc:5-grm:u:bcd", "full:5-grm:u:bcd")):
+        a, b = results.get(inc), results.get(full)
+        if a and b:
+            lines += ["", f"Incremental vs full ({alg}, {CELLS[inc]['features']}): error {a['test_error']:.2f}% vs "
+                      f"{b['test_error']:.2f}%, features {a['features']} vs {b['features']}, active {a['active']} vs "
+                      f"{b['active']}, time {a['train_s']:.1f}s vs {b['train_s']:.1f}s, peak RSS "
+                      f"{a['peak_rss_mb']:.0f} vs {b['peak_rss_mb']:.0f} MB"]
+            for st in a.get("stages", []):
+                lines.append(f"  stage {st['stage']} ({', '.join(st['windows'])}): +{st['features_added']} features "
+                             f"of {st['candidate_features']} candidates, {st['active']} active, "
+                             f"{st['iterations']} iterations, {st['wall_s']:.1f}s")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="runs/nettalk/results.jsonl")
+    ap.add_argument("--work", default=None, help="work directory (default: beside --out)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cells", default=None, help="comma-separated cell names (default: all, in order)")
+    ap.add_argument("--redo", action="store_true")
+    ap.add_argument("--report", action="store_true")
+    ap.add_argument("--max-iterations", type=int, default=None, help="iteration limit of every cell (and of Wapiti)")
+    ap.add_argument("--cap", type=int, default=60, help="iteration limit of the cells that set none (default 60)")
+    ap.add_argument("--dev-every", type=int, default=5, help="dev evaluations every N iterations (default 5)")
+    ap.add_argument("--dev-stop", type=int, default=3, help="stop after N dev evaluations without improvement "
+                    "(default 3) and keep the best model")
+    ap.add_argument("--wapiti-iterations", type=int, default=None, help="Wapiti's -i (default: its own stopping)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--stop-value", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.work = args.work or os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(args.work, exist_ok=True)
+    if args.worker:
+        fn = worker_wapiti if CELLS[args.worker].get("peer") else worker_crfkit
+        print(json.dumps(fn(args)), flush=True)
+        return 0
+    results = read_results(args.out)
+    if args.report:
+        print(report(results))
+        return 0
+    export(args.work)
+    names = args.cells.split(",") if args.cells else list(CELLS)
+    for n in names:
+        if n not in CELLS:
+            ap.error(f"unknown cell {n!r}; cells: {', '.join(CELLS)}")
+    print(f"cells: {', '.join(names)}; threads {args.threads}; {load_average()}", flush=True)
+    for n in names:
+        if n in results and not args.redo:
+            print(f"{n}: done already ({args.out})", flush=True)
+            continue
+        rec = run_cell(n, args, results)
+        if rec is not None:
+            results[n] = rec
+    print(report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
