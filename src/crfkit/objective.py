@@ -164,8 +164,9 @@ class Objective:
     def _plan_args(self) -> tuple:
         """The arrays of the gradient's plan (:func:`crfkit.reduction.grad_plan`), built on first use."""
         if self._plan is None:
-            from .reduction import grad_plan
-            self._plan = grad_plan(self.corpus, self.space, len(self.bounds) - 1, bigram=self._bigram)
+            from . import reduction
+            self._plan = reduction.grad_plan(self.corpus, self.space, len(self.bounds) - 1,
+                                             budget=reduction.STORE_BUDGET, bigram=self._bigram)
             self._row, self._dense_attr = batch.dense_rows(self.space.attr_ptr, self.space.n_labels)
             p = self._plan
             args = (p.blocks, p.chunks) + p.state.arrays()

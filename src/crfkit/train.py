@@ -566,7 +566,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                             watch, algorithm, params, history, obj, t0, None)
     seconds = time.perf_counter() - t0
     md = {"algorithm": algorithm, "l1": reg.l1, "l2": reg.l2, "n_train": n,
-          "iterations": res.iterations, "status": status}
+          "iterations": res.iterations, "status": status,
+          # the saved model holds the active (non-zero) features only; `crfkit info` reports both counts
+          "n_candidates": int(space.n_features)}
     md.update(extra_md)
     if resume is not None:
         md["resumed_from"] = int(state["iteration"])
