@@ -9,11 +9,12 @@ into the one output gradient (``crfkit.reduction``).
 
 For each feature space (``--support observed``: CRFsuite's 0.46M features; ``--support all``: every
 (attribute, label) pair, 7.4M) and each tree, one subprocess reads and encodes CoNLL-2000 with the
-default chunking templates, builds the objective, then resets its peak RSS (``/proc/self/clear_refs``)
-and times ``--evals`` gradient evaluations at the same random weights (after one warm-up).  It
-prints the median seconds per evaluation, the RSS before the evaluations, the peak during them, the
-peak's excess over the RSS before (what the evaluations themselves allocate: before, the
-``threads x n_features`` buffer), and the largest difference between the two trees' gradients
+default chunking templates (after loading the kernels on a tiny problem), builds the objective, then
+resets its peak RSS (``/proc/self/clear_refs``), makes one warm-up evaluation (the first-use set-up:
+buffers, plan) and times ``--evals`` gradient evaluations at the same random weights.  It prints the
+median seconds per evaluation, the RSS before the first evaluation, the peak from there on, the
+peak's excess over that RSS (what the evaluations allocate: before, the ``threads x n_features``
+buffer; after, the plan and the marginal store), and the largest difference between the two trees' gradients
 (summation order only: relative to the gradient's max-norm).
 
 Usage:  python benchmarks/gradient_memory.py [--baseline-rev REV | --baseline-src DIR] [--threads 2]
@@ -48,6 +49,10 @@ from crfkit.pipeline import load_columns
 from crfkit.features.templates import default_chunking_templates
 from crfkit.features.encode import build
 from crfkit.objective import Objective, Regularization
+# load every kernel first (a tiny problem), so that the evaluations below allocate only their own memory
+_tx = [[["a", "b"], ["c"]], [["a"]]]
+_s, _c = build(_tx, [["X", "Y"], ["Y"]])
+Objective(_c, _s, threads=threads)._loss_grad(np.zeros(_s.n_features), None, 1.0, 0.0)
 X, Y, sents = load_columns(path, default_chunking_templates())
 space, corpus = build(X, Y, support=support)
 del X, Y, sents
@@ -55,10 +60,11 @@ obj = Objective(corpus, space, Regularization(l2=1e-4), threads=threads)
 rng = np.random.default_rng(0)
 w = 0.05 * rng.standard_normal(space.n_features)
 g = np.empty(space.n_features)
-obj._loss_grad(w, g, 1.0, 0.0)                      # warm-up (and the first-use set-up)
+g[:] = 0.0
 rss0 = status("VmRSS")
 with open("/proc/self/clear_refs", "w") as f:       # reset VmHWM to the current RSS
     f.write("5")
+obj._loss_grad(w, g, 1.0, 0.0)                      # warm-up: the first-use set-up (buffers, plan)
 times = []
 for _ in range(evals):
     t = time.perf_counter()

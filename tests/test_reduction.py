@@ -70,7 +70,7 @@ def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
     rng = np.random.default_rng(seed)
     X, Y, B = _bigram_data(rng, n_seq, real=real)
     space, corpus = build(X, Y, support="all", B=B)
-    plan = reduction.grad_plan(corpus, space, chunks, budget=budget, bigram=True)
+    plan = reduction.grad_plan(corpus, space, chunks, budget=budget, edge_budget=budget, bigram=True)
     sp = corpus.seq_ptr
     # blocks and chunks partition the sequences in order
     assert plan.blocks[0] == 0 and plan.blocks[-1] == corpus.n_sequences and np.all(np.diff(plan.blocks) > 0)
@@ -80,9 +80,8 @@ def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
         ntok = sp[plan.blocks[b + 1]] - sp[plan.blocks[b]]
         assert ntok <= plan.store_tokens
         L = space.n_labels
-        per_token = 8 * L * (1 + L)
         longest = int(np.diff(sp).max())       # a block holds at least the longest sequence's worth
-        assert ntok <= max(budget // per_token, longest, 1)
+        assert ntok <= max(budget // (8 * L * L), longest, 1)
     assert _plan_entries(plan, plan.state, sp, chunks, np.diff(space.attr_ptr)) == \
         _entries(corpus.tok_ptr, corpus.attr, corpus.val, sp, False)
     assert _plan_entries(plan, plan.bigram, sp, chunks, np.diff(space.battr_ptr)) == \
@@ -91,6 +90,7 @@ def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
 
 def _grad(corpus, space, w, threads, budget, monkeypatch):
     monkeypatch.setattr(reduction, "STORE_BUDGET", budget)
+    monkeypatch.setattr(reduction, "EDGE_BUDGET", budget)
     set_threads(threads)
     obj = Objective(corpus, space, Regularization(l2=0.1), threads=threads)
     f, g = obj.value_and_grad(w)

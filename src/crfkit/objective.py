@@ -166,7 +166,8 @@ class Objective:
         if self._plan is None:
             from . import reduction
             self._plan = reduction.grad_plan(self.corpus, self.space, len(self.bounds) - 1,
-                                             budget=reduction.STORE_BUDGET, bigram=self._bigram)
+                                             budget=reduction.STORE_BUDGET, edge_budget=reduction.EDGE_BUDGET,
+                                             bigram=self._bigram)
             self._row, self._dense_attr = batch.dense_rows(self.space.attr_ptr, self.space.n_labels)
             p = self._plan
             args = (p.blocks, p.chunks) + p.state.arrays()

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STORE_BUDGET = 16 << 20   # bytes of marginals held per block (node, plus edge with bigram features)
+STORE_BUDGET = 1 << 20    # bytes of node marginals held per block: the reduction reads them in random
+#                           order, so they should stay in the core's cache
+EDGE_BUDGET = 16 << 20    # bytes of edge marginals per block (bigram features: each read is a whole L x L row)
 
 
 @dataclass(frozen=True)
@@ -132,16 +134,22 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
                        groups=gcuts)
 
 
-def grad_plan(corpus, space, n_chunks: int, budget: int = STORE_BUDGET, bigram: bool = False) -> GradPlan:
+def grad_plan(corpus, space, n_chunks: int, budget: int | None = None, bigram: bool = False,
+              edge_budget: int | None = None) -> GradPlan:
     """The plan of :func:`crfkit.kernels.batch.loss_grad` (or ``loss_grad_bigram`` with ``bigram``)
     for ``corpus`` over ``space``, with ``n_chunks`` chunks and attribute groups per block (one per
-    thread) and at most ``budget`` bytes of marginals per block (but at least one whole sequence)."""
+    thread) and at most ``budget`` bytes of node marginals per block (``edge_budget`` of edge
+    marginals with ``bigram``), but at least the longest sequence's tokens."""
     seq_ptr = corpus.seq_ptr
     L = space.n_labels
-    per_token = 8 * L * (1 + (L if bigram else 0))
+    budget = STORE_BUDGET if budget is None else int(budget)
+    edge_budget = EDGE_BUDGET if edge_budget is None else int(edge_budget)
     lens = np.diff(seq_ptr)
     longest = int(lens.max()) if len(lens) else 0
-    max_tokens = max(longest, int(budget) // per_token, 1)
+    cap = budget // (8 * L)
+    if bigram:
+        cap = min(cap, edge_budget // (8 * L * L))
+    max_tokens = max(longest, cap, 1)
     blocks = _blocks(seq_ptr, max_tokens)
     n_blocks = len(blocks) - 1
     nc = max(1, int(n_chunks))
