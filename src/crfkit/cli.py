@@ -919,6 +919,10 @@ def cmd_info(args) -> int:
         out.append(f"dense features: {s.n_dense} dimensions{where} x {s.n_labels} labels = "
                    f"{s.n_dense * s.n_labels} weights")
     out.append(f"non-zero weights: {model.n_active}")
+    cand = meta.get("n_candidates")
+    if isinstance(cand, int) and cand > 0:
+        out.append(f"features: {model.n_active} active of {cand} candidates in training "
+                   f"({100.0 * model.n_active / cand:.3g}%; the file holds the active ones only)")
     if meta.get("templates"):
         from .features.templates import Templates
         try:

@@ -1070,7 +1070,7 @@ def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
 # metadata fields crfkit reads, and what they must be (anything else in ``meta`` is the user's and kept as is)
 _META_STR = ("templates", "input_format", "algorithm", "status", "train_file", "support", "transitions",
              "dev_metric")
-_META_COUNT = ("columns", "n_train", "iterations", "resumed_from", "dev_best_iteration", "fine_tune")
+_META_COUNT = ("columns", "n_train", "iterations", "resumed_from", "dev_best_iteration", "fine_tune", "n_candidates")
 _META_NONNEG = ("l1", "l2", "min_freq", "fine_tune_l2")
 
 

@@ -131,7 +131,7 @@ class Objective:
             self.sw = np.zeros(0)
         self.threads = threads
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
-        self._gbuf = None
+        self._plan = None        # the gradient's blocks and occurrence index (crfkit.reduction)
         self._emp = None
         # exp-domain emissions by products are safe while every emission score
         # stays within exp(+-EXP_BOUND): |score| <= max|w| * (entries per token)
@@ -204,12 +204,34 @@ class Objective:
         v, _, g = self._loss_grad(w, g_out, 1.0, 0.0)
         return v, g
 
-    def _loss_grad(self, w, g_out, gscale, l2):
-        if self._gbuf is None:
-            nc = len(self.bounds) - 1
-            self._gbuf = np.empty((nc, self.n_features))
+    def _plan_args(self) -> tuple:
+        """The arrays of the gradient's plan (:func:`crfkit.reduction.grad_plan`), built on first use."""
+        if self._plan is None:
+            from . import reduction
+            self._plan = reduction.grad_plan(self.corpus, self.space, len(self.bounds) - 1,
+                                             budget=reduction.STORE_BUDGET, edge_budget=reduction.EDGE_BUDGET,
+                                             bigram=self._bigram)
             self._row, self._dense_attr = batch.dense_rows(self.space.attr_ptr, self.space.n_labels)
-            self._gdbuf = np.empty((nc, len(self._dense_attr), self.space.n_labels))
+            p = self._plan
+            args = (p.blocks, p.chunks) + p.state.arrays()
+            if p.bigram is not None:
+                args += p.bigram.arrays()
+            self._plan_tuple = args
+        return self._plan_tuple
+
+    def _kernel_loss_grad(self, w, g, emp, exp_ok, gscale, l2, xs, pm):
+        """One call of the full-batch kernel: (sum of -s_i log p(y_i|x_i), ||w||^2), ``g`` written."""
+        plan = self._plan_args()
+        c, s = self.corpus, self.space
+        if self._bigram:
+            return batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
+                                          s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
+                                          w, s.n_state, s.bigram_offset, plan, g, emp, gscale, l2,
+                                          self._row, self._dense_attr, xs, pm, self.sw)
+        return batch.loss_grad(*self._args(), w, s.n_state, plan, g, emp, exp_ok, gscale, l2,
+                               self._row, self._dense_attr, xs, pm, self.sw)
+
+    def _loss_grad(self, w, g_out, gscale, l2):
         g = np.empty(self.n_features) if g_out is None else g_out
         w = np.ascontiguousarray(w, dtype=np.float64)
         ns = self.space.n_state
@@ -218,17 +240,7 @@ class Objective:
         if self.space.n_dense and self._pm is None:
             self._pm = np.empty((self.corpus.n_tokens, self.space.n_labels))
         pm = self._pm if self.space.n_dense else np.zeros((0, self.space.n_labels))
-        if self._bigram:
-            c, s = self.corpus, self.space
-            v, wsq = batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
-                                            s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
-                                            w, ns, s.bigram_offset, self.bounds, self._gbuf, g,
-                                            self.empirical_counts, gscale, l2, self._row, self._dense_attr,
-                                            self._gdbuf, xs, pm, self.sw)
-        else:
-            v, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g, self.empirical_counts,
-                                     exp_ok, gscale, l2, self._row, self._dense_attr, self._gdbuf, xs, pm,
-                                     self.sw)
+        v, wsq = self._kernel_loss_grad(w, g, self.empirical_counts, exp_ok, gscale, l2, xs, pm)
         if self.space.n_dense:
             # expected counts of the dense block: sum_t x_t p(y_t = l | x), as one product X^T pm
             self.space.dense_weights(g)[:] += gscale * (self.corpus.dense.T @ pm)

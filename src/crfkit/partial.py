@@ -133,12 +133,6 @@ class PartialObjective(Objective):
         self._zero = np.zeros(space.n_features)
 
     def _loss_grad(self, w, g_out, gscale, l2):
-        from .kernels import batch
-        if self._gbuf is None:
-            nc = len(self.bounds) - 1
-            self._gbuf = np.empty((nc, self.n_features))
-            self._row, self._dense_attr = batch.dense_rows(self.space.attr_ptr, self.space.n_labels)
-            self._gdbuf = np.empty((nc, len(self._dense_attr), self.space.n_labels))
         w = np.ascontiguousarray(w, dtype=np.float64)
         s, c = self.space, self.corpus
         L = s.n_labels
@@ -150,11 +144,9 @@ class PartialObjective(Objective):
         g1 = np.empty(self.n_features)
         g2 = np.empty(self.n_features)
         # log Z and E_p[phi]; then log Z(Y) and E_p[phi | Y] (the -inf scores of the labels a token may not take)
-        v1, wsq = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g1, self._zero, exp_ok, gscale,
-                                  0.0, self._row, self._dense_attr, self._gdbuf, xs, pm1, self.sw)
+        v1, wsq = self._kernel_loss_grad(w, g1, self._zero, exp_ok, gscale, 0.0, xs, pm1)
         xc = self._mask + xs if xs.shape[0] else self._mask
-        v2, _ = batch.loss_grad(*self._args(), w, ns, self.bounds, self._gbuf, g2, self._zero, False, gscale,
-                                0.0, self._row, self._dense_attr, self._gdbuf, xc, pm2, self.sw)
+        v2, _ = self._kernel_loss_grad(w, g2, self._zero, False, gscale, 0.0, xc, pm2)
         g = np.empty(self.n_features) if g_out is None else g_out
         np.subtract(g1, g2, out=g)
         if l2:

@@ -596,7 +596,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                             watch, algorithm, params, history, obj, t0, None)
     seconds = time.perf_counter() - t0
     md = {"algorithm": algorithm, "l1": reg.l1, "l2": reg.l2, "n_train": n,
-          "iterations": res.iterations, "status": status}
+          "iterations": res.iterations, "status": status,
+          # the saved model holds the active (non-zero) features only; `crfkit info` reports both counts
+          "n_candidates": int(space.n_features)}
     if obj.weighted:
         md["train_weight"] = obj.W   # W = sum of the sample weights: the c1/c2 conversions use it in n's place
     md.update(extra_md)

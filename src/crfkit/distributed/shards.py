@@ -151,29 +151,8 @@ class Shard:
         obj = self._obj
         if obj is None or obj.space is not space or obj.threads != threads:
             obj = Objective(self.corpus, space, Regularization(), threads=threads)
-            _share_scratch(obj)
             self._obj = obj
         return obj
-
-
-# scratch buffers of the kernels (per chunk a dense gradient): one set per worker thread and
-# shape, shared by the shards of that thread, instead of one set per shard
-_SCRATCH: dict = {}
-
-
-def _share_scratch(obj) -> None:
-    from ..kernels import batch
-    nc = len(obj.bounds) - 1
-    key = (threading.get_ident(), id(obj.space), nc, obj.n_features)
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        for k in [k for k in _SCRATCH if k[0] == key[0]]:
-            del _SCRATCH[k]          # another space or thread count: drop the old set
-        row, dense_attr = batch.dense_rows(obj.space.attr_ptr, obj.space.n_labels)
-        buf = (np.empty((nc, obj.n_features)), row, dense_attr,
-               np.empty((nc, len(dense_attr), obj.space.n_labels)))
-        _SCRATCH[key] = buf
-    obj._gbuf, obj._row, obj._dense_attr, obj._gdbuf = buf
 
 
 def encode_shard(src: Source, space) -> Shard:
@@ -289,7 +268,6 @@ def mix_epoch(shard: Shard, space, w: np.ndarray, algorithm: str, epoch: int, se
         from ..objective import Objective
         obj = Objective(shard.corpus, space, reg, threads=threads)
         obj._emp = base.empirical_counts
-        _share_scratch(obj)
         if algorithm in ("sg", "asg"):
             from ..optim import sgd
             fn = sgd.sg if algorithm == "sg" else sgd.asg

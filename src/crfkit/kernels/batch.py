@@ -5,16 +5,17 @@ scores, see ``chain.bigram_transitions``) go through the ``*_bigram``
 kernels at the end of this file; the others are untouched by them.
 
 Work is split over sequences into chunks (see ``chunk_bounds``) that run on
-numba's thread pool. Each chunk accumulates its gradient into its own row of a
-``(n_chunks, n_features)`` buffer; the rows are summed at the end. With one
-chunk per thread that costs ``threads x n_features`` floats, which is small next
-to the optimizer's own state (L-BFGS keeps ``2m`` vectors of that size).
+numba's thread pool.  The full-batch gradient (``loss_grad``, ``loss_grad_bigram``) goes block by
+block (``crfkit.reduction``): the chunks of a block write its marginals into a small store, then
+the threads, each owning a group of attributes, add the expected counts into the one output
+vector through an occurrence index.  No thread holds a copy of the gradient, so the memory of a
+gradient evaluation follows the corpus, not the candidate space.
 
 Sample weights: the corpus-level kernels take ``sw``, one scale per sequence
 (crfkit passes ``omega_i * n / W``, see :mod:`crfkit.objective`), by which the
 sequence's loss, expected counts and empirical counts are multiplied; an empty
 ``sw`` means every scale is 1 (and the arithmetic is exactly the unweighted
-one).  A sequence with scale 0 is skipped.
+one).  A sequence with scale 0 is skipped (its rows of the marginal stores are zero).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def _seq_weight(sw, s):
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _zero_rows(pm, t0, t1):
-    """pm[t0:t1] = 0 when ``pm`` has rows (the node marginals of a sequence of weight 0: no contribution)."""
+    """pm[t0:t1] = 0 when ``pm`` has rows (the marginals of a sequence of weight 0: no contribution)."""
     if pm.shape[0] > 0:
         for t in range(t0, t1):
             for l in range(pm.shape[1]):
@@ -197,48 +198,21 @@ def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, node, g, Gd, pm):
-    """Expected state-feature counts of one sequence from its node marginals ``node`` (T x L): into
-    ``g`` (sparse attributes) and ``Gd`` (dense label rows); the marginals also go to ``pm`` when it
-    has rows (for the dense feature block)."""
-    L = node.shape[1]
-    if pm.shape[0] > 0:
-        for t in range(T):
-            for l in range(L):
-                pm[t0 + t, l] = node[t, l]
-    for t in range(T):
-        for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-            a = attr[e]
-            v = val[e]
-            d = row[a]
-            if d >= 0:
-                for l in range(L):
-                    Gd[d, l] += node[t, l] * v
-            else:
-                for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                    g[k] += node[t, feat_label[k]] * v
+def _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, use_exp, row, Wd, expWd,
+              trans, expM, expMT, tmax, s0, s1, T0, node, E, acc, xs, pm, sw):
+    """Forward-backward over sequences s0..s1-1: returns the sum of their log Z, writes their node
+    marginals into the block store ``node`` (row t - T0 for token t) and into ``pm`` (row t, when it
+    has rows: the dense block's gradient ``X^T pm`` is taken outside), and adds their edge statistics
+    into ``E`` (the robust path's edge marginals) and ``acc`` (the exp path's, before the factor expM).
 
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                     w, expw, use_exp, row, Wd, expWd, n_state, trans, expM, expMT, tmax, s0, s1, g, Gd, xs, pm,
-                     sw):
-    """Sum of sw_s log Z over sequences s0..s1-1; adds the expected feature counts
-    (times sw_s) into g (sparse attributes) and Gd (dense rows).
-
-    ``xs`` (n_tokens x L, or no rows): extra emission scores added to the
-    attributes' (the dense block's ``X @ W``; the exp path must then be off).
-    ``pm`` (n_tokens x L, or no rows): receives the node marginals times sw_s (for the
-    dense block's gradient ``X^T pm``, taken outside).
-    ``sw``: the sequences' scales (empty: all 1); the edge statistics of a
-    weighted sequence go through scratch matrices that are then added scaled.
-
-    (The gold-path scores and empirical counts are constant-time terms the
-    caller handles with the precomputed empirical count vector.)
+    ``xs`` (n_tokens x L, or no rows): extra emission scores added to the attributes' (the dense
+    block's ``X @ W``; the exp path must then be off).  The gold-path scores and empirical counts are
+    constant-time terms the caller handles with the precomputed empirical count vector.
+    ``sw``: the sequences' scales (empty: all 1): log Z, the node marginals and the edge statistics
+    of sequence s are multiplied by sw[s] (the edges go through scratch matrices, added scaled); a
+    sequence of scale 0 writes zero rows.
     """
     L = trans.shape[0]
-    g[:] = 0.0
-    Gd[:] = 0.0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -248,20 +222,21 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     beta = np.empty((maxT, L))
     scale = np.empty(maxT)
     tmp = np.empty(L)
-    acc = np.zeros((L, L))
-    E = np.zeros((L, L))
+    total = 0.0
+    keep = pm.shape[0] > 0
     weighted = sw.shape[0] > 0
     acc_s = np.zeros((L, L) if weighted else (0, 0))
     E_s = np.zeros((L, L) if weighted else (0, 0))
-    total = 0.0
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         t1 = seq_ptr[s + 1]
         T = t1 - t0
+        r0 = t0 - T0
         ws = 1.0
         if weighted:
             ws = sw[s]
             if ws == 0.0:
+                _zero_rows(node[r0:r0 + T], 0, T)
                 _zero_rows(pm, t0, t1)
                 continue
             acc_s[:, :] = 0.0
@@ -288,66 +263,95 @@ def _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
                     E[i, j] += ws * E_s[i, j]
             for t in range(T):
                 for l in range(L):
-                    alpha[t, l] *= beta[t, l] * ws
+                    node[r0 + t, l] = alpha[t, l] * beta[t, l] * ws
         else:
             total += logz
             for t in range(T):
                 for l in range(L):
-                    alpha[t, l] *= beta[t, l]
-        _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, alpha, g, Gd, pm)
-    for i in range(L):
-        for j in range(L):
-            k = trans_index[i, j]
-            if k >= 0:
-                g[n_state + k] += E[i, j] + acc[i, j] * expM[i, j]
+                    node[r0 + t, l] = alpha[t, l] * beta[t, l]
+        if keep:
+            for t in range(T):
+                for l in range(L):
+                    pm[t0 + t, l] = node[r0 + t, l]
     return total
 
 
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
+    """The attribute-partitioned reduction: for the runs r0..r1-1 of an occurrence index
+    (:mod:`crfkit.reduction`), ``g[off + k] += store[t, col[k]] * value`` for every occurrence
+    (t, value) of the run's attribute ``a`` and every feature ``k`` of ``a`` (``ptr[a]:ptr[a + 1]``).
+    ``val`` empty: every value is 1."""
+    has_val = val.shape[0] > 0
+    for r in range(r0, r1):
+        a = run_attr[r]
+        k0 = ptr[a]
+        k1 = ptr[a + 1]
+        if k1 == k0:
+            continue
+        for o in range(run_ptr[r], run_ptr[r + 1]):
+            t = tok[o]
+            if has_val:
+                v = val[o]
+                for k in range(k0, k1):
+                    g[off + k] += store[t, col[k]] * v
+            else:
+                for k in range(k0, k1):
+                    g[off + k] += store[t, col[k]]
+
+
 @njit(parallel=True, cache=True, fastmath=FAST)
-def _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2):
-    """Sum the per-chunk gradient buffers (dense rows folded back into the parameter layout first) into
-    ``g_out = (expected - empirical) * gscale + l2 * w``; returns (w . emp, ||w||^2)."""
-    n_chunks = gbuf.shape[0]
-    R = dense_attr.shape[0]
-    for r in prange(R):
-        a = dense_attr[r]
-        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-            l = feat_label[k]
-            acc = 0.0
-            for c in range(n_chunks):
-                acc += gdbuf[c, r, l]
-            gbuf[0, k] += acc
-    n = g_out.shape[0]
+def _zero(g):
+    for k in prange(g.shape[0]):
+        g[k] = 0.0
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def _finish_gradient(w, g, emp, gscale, l2):
+    """``g = (g - emp) * gscale + l2 * w`` in place (g holds the expected counts); returns (w . emp, ||w||^2)."""
     gold = 0.0
     wsq = 0.0
-    for k in prange(n):
-        acc = 0.0
-        for c in range(n_chunks):
-            acc += gbuf[c, k]
+    for k in prange(g.shape[0]):
         wk = w[k]
-        g_out[k] = (acc - emp[k]) * gscale + l2 * wk
+        g[k] = (g[k] - emp[k]) * gscale + l2 * wk
         gold += wk * emp[k]
         wsq += wk * wk
     return gold, wsq
 
 
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _store_rows(seq_ptr, blocks):
+    m = 1
+    for b in range(blocks.shape[0] - 1):
+        d = seq_ptr[blocks[b + 1]] - seq_ptr[blocks[b]]
+        if d > m:
+            m = d
+    return m
+
+
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, bounds, gbuf, g_out, emp, exp_ok, gscale, l2, row, dense_attr, gdbuf, xs, pm, sw):
+              w, n_state, plan, g_out, emp, exp_ok, gscale, l2, row, dense_attr, xs, pm, sw):
     """Returns (sum over the corpus of -sw_i log p(y_i|x_i), ||w||^2) and writes
     ``gscale * grad(that sum) + l2 * w`` to g_out (one pass for all of it).
-
     ``sw``: one scale per sequence (sample weights), empty for all 1.
+
+    ``plan``: ``crfkit.reduction.GradPlan`` arrays (``Objective._plan_args``): blocks of sequences,
+    their chunks (one per thread), and the occurrence index of the attributes with its groups (one
+    per thread).  Per block, the chunks' forward-backward writes the node marginals into a store of
+    the block's tokens, then each group adds the expected counts of the attributes it owns into
+    ``g_out`` (the attribute-partitioned reduction): no per-thread gradient buffer.
     ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``).
     ``exp_ok``: the corpus is binary and the weights small enough that
     emissions may be built in the exp domain by products (no overflow).
-    ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes handled as
-    dense label rows; ``gdbuf`` (n_chunks x rows x L) is their gradient buffer.
+    ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes whose emission weights are
+    read as dense label rows.
     ``xs``/``pm``: extra emission scores in, node marginals out (see
-    ``_chunk_loss_grad``); the caller adds the dense block's expected counts
+    ``_fb_chunk``); the caller adds the dense block's expected counts
     ``gscale * X^T pm`` to ``g_out`` (its empirical counts and L2 term are
     already in, from ``emp`` and ``w``).
     """
+    blocks, chunks, run_ptr, run_attr, otok, oval, groups = plan
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
@@ -363,15 +367,29 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     else:
         expw = np.empty(0)
         expWd = np.empty((0, L))
-    n_chunks = len(bounds) - 1
-    logzs = np.zeros(n_chunks)
-    for c in prange(n_chunks):
-        logzs[c] = _chunk_loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
-                                    trans_index, w, expw, exp_ok, row, Wd, expWd, n_state, trans,
-                                    expM, expMT, tmax, bounds[c], bounds[c + 1], gbuf[c], gdbuf[c], xs, pm,
-                                    sw)
-    # dense rows back into the parameter layout (only where a feature exists)
-    gold, wsq = _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2)
+    _zero(g_out)
+    nc = chunks.shape[1] - 1
+    ng = groups.shape[1] - 1
+    logzs = np.zeros(nc)
+    E = np.zeros((nc, L, L))
+    acc = np.zeros((nc, L, L))
+    node = np.empty((_store_rows(seq_ptr, blocks), L))
+    for b in range(blocks.shape[0] - 1):
+        T0 = seq_ptr[blocks[b]]
+        for c in prange(nc):
+            logzs[c] += _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, exp_ok, row, Wd,
+                                  expWd, trans, expM, expMT, tmax, chunks[b, c], chunks[b, c + 1], T0, node,
+                                  E[c], acc[c], xs, pm, sw)
+        for j in prange(ng):
+            _scatter_runs(groups[b, j], groups[b, j + 1], run_ptr, run_attr, otok, oval, attr_ptr, feat_label,
+                          node, g_out, 0)
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            if k >= 0:
+                for c in range(nc):
+                    g_out[n_state + k] += E[c, i, j] + acc[c, i, j] * expM[i, j]
+    gold, wsq = _finish_gradient(w, g_out, emp, gscale, l2)
     return logzs.sum() - gold, wsq
 
 
@@ -495,15 +513,13 @@ def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
-                            trans_index, battr_ptr, bfeat_pair, w, row, Wd, n_state, boff, trans, expM0, tmax,
-                            s0, s1, g, Gd, xs, pm, sw):
-    """``_chunk_loss_grad`` for a corpus with bigram attributes: sum of sw_s log Z over
-    sequences s0..s1-1, expected counts (times sw_s) into g (state, transition and bigram
-    features) and Gd (dense rows)."""
+def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, battr_ptr,
+                     bfeat_pair, w, row, Wd, boff, trans, expM0, tmax, s0, s1, T0, node, edge, E, xs, pm, sw):
+    """``_fb_chunk`` for a corpus with bigram attributes: sum of log Z over sequences s0..s1-1, node
+    marginals into the block store ``node`` (and ``pm``), edge marginals of (t-1, t) into the block
+    store ``edge`` (row t - T0, for every token but a sequence's first) and summed into ``E``.
+    ``sw``: the sequences' scales (empty: all 1), by which log Z and the marginals are multiplied."""
     L = trans.shape[0]
-    g[:] = 0.0
-    Gd[:] = 0.0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -515,15 +531,17 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
     M = np.empty((maxT, L, L))
     expM = np.empty((maxT, L, L))
     tmx = np.empty(maxT)
-    xi = np.empty((L, L))
-    E = np.zeros((L, L))
     total = 0.0
+    keep = pm.shape[0] > 0
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         t1 = seq_ptr[s + 1]
         T = t1 - t0
+        r0 = t0 - T0
         ws = _seq_weight(sw, s)
         if ws == 0.0:
+            _zero_rows(node[r0:r0 + T], 0, T)
+            edge[r0:r0 + T] = 0.0
             _zero_rows(pm, t0, t1)
         if T == 0 or ws == 0.0:
             continue
@@ -534,6 +552,7 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
         logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
         total += ws * logz
         for t in range(1, T):
+            xi = edge[r0 + t]
             pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
             if ws != 1.0:
                 for i in range(L):
@@ -542,33 +561,31 @@ def _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
             for i in range(L):
                 for j in range(L):
                     E[i, j] += xi[i, j]
-            for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
-                b = battr[e]
-                v = bval[e]
-                for k in range(battr_ptr[b], battr_ptr[b + 1]):
-                    p = bfeat_pair[k]
-                    g[boff + k] += xi[p // L, p % L] * v
         pd_node(T, alpha, beta, scale)
         if ws != 1.0:
             for t in range(T):
                 for l in range(L):
                     alpha[t, l] *= ws
-        _add_state_expectations(tok_ptr, attr, val, attr_ptr, feat_label, row, t0, T, alpha, g, Gd, pm)
-    for i in range(L):
-        for j in range(L):
-            k = trans_index[i, j]
-            if k >= 0:
-                g[n_state + k] += E[i, j]
+        for t in range(T):
+            for l in range(L):
+                node[r0 + t, l] = alpha[t, l]
+        if keep:
+            for t in range(T):
+                for l in range(L):
+                    pm[t0 + t, l] = alpha[t, l]
     return total
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
-                     battr_ptr, bfeat_pair, w, n_state, boff, bounds, gbuf, g_out, emp, gscale, l2,
-                     row, dense_attr, gdbuf, xs, pm, sw):
+                     battr_ptr, bfeat_pair, w, n_state, boff, plan, g_out, emp, gscale, l2,
+                     row, dense_attr, xs, pm, sw):
     """:func:`loss_grad` for a corpus with bigram-observation attributes (weights of
     bigram feature k at ``w[boff + k]``): returns (sum of -sw_i log p(y_i|x_i), ||w||^2) and
-    writes ``gscale * grad(that sum) + l2 * w`` to g_out.  No exp-domain emissions."""
+    writes ``gscale * grad(that sum) + l2 * w`` to g_out.  No exp-domain emissions.
+    ``plan`` adds the bigram attributes' occurrence index (the edge marginals of a block are
+    stored too: ``L x L`` per token)."""
+    blocks, chunks, run_ptr, run_attr, otok, oval, groups, brun_ptr, brun_attr, botok, boval, bgroups = plan
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
@@ -576,14 +593,33 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     _fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
-    n_chunks = len(bounds) - 1
-    logzs = np.zeros(n_chunks)
-    for c in prange(n_chunks):
-        logzs[c] = _chunk_loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
-                                           feat_label, trans_index, battr_ptr, bfeat_pair, w, row, Wd,
-                                           n_state, boff, trans, expM0, tmax, bounds[c], bounds[c + 1],
-                                           gbuf[c], gdbuf[c], xs, pm, sw)
-    gold, wsq = _finish_gradient(w, attr_ptr, feat_label, dense_attr, gbuf, gdbuf, g_out, emp, gscale, l2)
+    _zero(g_out)
+    nc = chunks.shape[1] - 1
+    ng = groups.shape[1] - 1
+    logzs = np.zeros(nc)
+    E = np.zeros((nc, L, L))
+    rows = _store_rows(seq_ptr, blocks)
+    node = np.empty((rows, L))
+    edge = np.empty((rows, L, L))
+    eflat = edge.reshape((rows, L * L))
+    for b in range(blocks.shape[0] - 1):
+        T0 = seq_ptr[blocks[b]]
+        for c in prange(nc):
+            logzs[c] += _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
+                                         battr_ptr, bfeat_pair, w, row, Wd, boff, trans, expM0, tmax,
+                                         chunks[b, c], chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw)
+        for j in prange(ng):
+            _scatter_runs(groups[b, j], groups[b, j + 1], run_ptr, run_attr, otok, oval, attr_ptr, feat_label,
+                          node, g_out, 0)
+            _scatter_runs(bgroups[b, j], bgroups[b, j + 1], brun_ptr, brun_attr, botok, boval, battr_ptr,
+                          bfeat_pair, eflat, g_out, boff)
+    for i in range(L):
+        for j in range(L):
+            k = trans_index[i, j]
+            if k >= 0:
+                for c in range(nc):
+                    g_out[n_state + k] += E[c, i, j]
+    gold, wsq = _finish_gradient(w, g_out, emp, gscale, l2)
     return logzs.sum() - gold, wsq
 
 

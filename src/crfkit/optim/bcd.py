@@ -381,8 +381,9 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     n_attr = s.n_attributes
     monitor_s = 0.0
 
-    def snapshot(sweep, x, hist, zr, sk):
-        x, hist, zr, sk = x.copy(), list(hist), zr.copy(), sk.copy()
+    def snapshot(sweep, x, hist, zr, sk, x_is_copy=False):
+        # ``x_is_copy``: x is already a copy nobody mutates (last_x), shared instead of copied again
+        x, hist, zr, sk = (x if x_is_copy else x.copy()), list(hist), zr.copy(), sk.copy()
         return lambda: {"iteration": int(sweep), "x": x, "fs": list(hist), "zrun": zr, "skip": sk,
                         "settings": dict(settings)}
 
@@ -419,7 +420,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 # converged on a sweep that left blocks out: the next sweep visits every block
                 conv = False
                 skip[:] = 0
-            state_fn = snapshot(sweep, w, fs, zrun, skip)
+            state_fn = snapshot(sweep, last_x, fs, zrun, skip, x_is_copy=True)
             t = time.perf_counter()
             last_f = obj.value(last_x, count=False) if monitor else f_cache
             monitor_s += time.perf_counter() - t

@@ -221,9 +221,11 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
     args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index, ns)
     monitor_s = 0.0
 
-    def snapshot(epoch, x, aux_, lastk_, u_, step):
-        # arrays copied now (the run goes on mutating its own), the dict built on demand
-        x, aux_, lastk_ = x.copy(), aux_.copy(), lastk_.copy()
+    def snapshot(epoch, x, aux_, lastk_, u_, step, x_is_copy=False):
+        # arrays copied now (the run goes on mutating its own), the dict built on demand; ``x_is_copy``:
+        # x is already a copy nobody mutates (last_x), shared instead of copied once more (one vector
+        # of the candidate space's size fewer)
+        x, aux_, lastk_ = (x if x_is_copy else x.copy()), aux_.copy(), lastk_.copy()
         return lambda: {"iteration": int(epoch), "x": x, "aux": aux_, "lastk": lastk_, "u": float(u_),
                         "step": float(step), "settings": dict(settings)}
 
@@ -258,7 +260,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 raise TrainingDiverged(f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
                                        algorithm="sgd-l1", iteration=epoch, hint=hint)
             last_x = v.copy()
-            state_fn = snapshot(epoch, v, aux, lastk, scal[K.U], eta)
+            state_fn = snapshot(epoch, last_x, aux, lastk, scal[K.U], eta, x_is_copy=True)
             t = time.perf_counter()
             last_f = obj.value(last_x, count=False) if (monitor or epoch == epochs) else float("nan")
             done_f = last_f

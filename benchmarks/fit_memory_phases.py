@@ -1,0 +1,39 @@
+#!/usr/bin/env python
+"""Where CRF.fit's memory goes on the sklearn-crfsuite tutorial data (CoNLL-2002 Spanish NER features).
+
+Prints VmRSS and VmHWM after each phase: imports, the training data as feature dicts (what the user
+holds, with either library), the conversion to attribute lists (``to_attributes``), the feature space
+and encoded corpus (``build``), and training (L-BFGS, c1 = c2 = 0.1, ``argv[1]`` iterations, default 5;
+the first iteration also loads the numba kernels).
+
+Usage:  PYTHONPATH=src python benchmarks/fit_memory_phases.py [ITERATIONS]   (data: ../shared/data)
+"""
+import os, sys, time, gc
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+def vm(k):
+    for line in open('/proc/self/status'):
+        if line.startswith(k+':'): return int(line.split()[1])/1024
+def mark(what):
+    print(f"{what:40s} RSS {vm('VmRSS'):8.1f}  HWM {vm('VmHWM'):8.1f}", flush=True)
+mark('start')
+import numpy as np
+from sklearn_crfsuite_port import load
+import crfkit
+mark('imports')
+X, Y = load(os.environ.get('CRFKIT_DATA') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data'), 'train')
+mark('X_train loaded (dicts)')
+from crfkit.features.dicts import to_attributes
+A = to_attributes(X, name='X')
+mark('to_attributes')
+from crfkit.features.encode import build
+space, corpus = build(A, Y, support='observed', transitions='all')
+mark('build (space+corpus)')
+del A
+gc.collect()
+mark('del A')
+print('features', space.n_features, 'attrs', space.n_attributes, 'entries', len(corpus.attr), 'tokens', corpus.n_tokens)
+from crfkit.train import train_corpus
+from crfkit.objective import regularization
+reg = regularization(corpus.n_sequences, c1=0.1, c2=0.1)
+res = train_corpus(space, corpus, algorithm='lbfgs', reg=reg, max_iterations=int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+mark('train')

@@ -1,0 +1,170 @@
+"""The plan of the full-batch gradient: blocks of sequences and an occurrence index by attribute.
+
+The full-batch gradient (:func:`crfkit.kernels.batch.loss_grad`) is computed block by block.  A
+block is a run of whole sequences whose marginals fit a small store (``STORE_BUDGET`` bytes: the
+node marginals, T x L, and with bigram-observation features the edge marginals, T x L x L).  For
+each block:
+
+1. the threads split the block's sequences (``chunks`` per block, about equal token counts), run
+   forward-backward and write the marginals of their tokens into the store;
+2. the threads split the block's *attributes* (``groups`` per block, about equal work) and each adds
+   the expected counts of the attributes it owns into the one output gradient, reading the store
+   through an occurrence index: the block's (attribute, token) entries sorted by attribute, then
+   token.
+
+No thread owns a copy of the gradient: besides the output vector the memory is the store and the
+index (one token id per corpus entry, plus the value when the corpus is not binary), which follow
+the corpus, not the candidate space.  Every weight's expected count is summed over the blocks in
+order and over a block's tokens in order, whatever the number of threads: the state and
+bigram-observation parts of the gradient are the same bits with 1 or 16 threads (the transition
+part and the loss value are summed per chunk, so they may differ in the last bits).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+STORE_BUDGET = 1 << 20    # bytes of node marginals held per block: the reduction reads them in random
+#                           order, so they should stay in the core's cache
+EDGE_BUDGET = 16 << 20    # bytes of edge marginals per block (bigram features: each read is a whole L x L row)
+
+
+@dataclass(frozen=True)
+class Occurrences:
+    """(attribute, token) entries of a corpus, per block sorted by attribute then token."""
+
+    run_ptr: np.ndarray    # (n_runs + 1,) int64: run r covers tok[run_ptr[r]:run_ptr[r + 1]]
+    run_attr: np.ndarray   # (n_runs,) int32: the attribute of run r (one run per attribute and block)
+    tok: np.ndarray        # (nnz,) int32: token, relative to its block's first token
+    val: np.ndarray        # (nnz,) float64, or empty when every value is 1
+    groups: np.ndarray     # (n_blocks, n_groups + 1) int64: the runs of block b, group j
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.run_ptr, self.run_attr, self.tok, self.val, self.groups))
+
+    def arrays(self) -> tuple:
+        return self.run_ptr, self.run_attr, self.tok, self.val, self.groups
+
+
+@dataclass(frozen=True)
+class GradPlan:
+    blocks: np.ndarray     # (n_blocks + 1,) int64: sequences of block b are blocks[b]:blocks[b + 1]
+    chunks: np.ndarray     # (n_blocks, n_chunks + 1) int64: sequences of block b, chunk c
+    store_tokens: int      # rows of the marginal store (the largest block's token count)
+    state: Occurrences
+    bigram: Occurrences | None
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.blocks) - 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the plan itself (the store is allocated per evaluation, ``store_tokens`` rows)."""
+        n = self.blocks.nbytes + self.chunks.nbytes + self.state.nbytes
+        return n + (self.bigram.nbytes if self.bigram is not None else 0)
+
+
+def _blocks(seq_ptr: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Cut the sequences into runs of at most ``max_tokens`` tokens (a longer sequence alone)."""
+    n = len(seq_ptr) - 1
+    out = [0]
+    s = 0
+    while s < n:
+        e = int(np.searchsorted(seq_ptr, seq_ptr[s] + max_tokens, side="right")) - 1
+        e = min(max(e, s + 1), n)
+        out.append(e)
+        s = e
+    return np.asarray(out, dtype=np.int64)
+
+
+def _split(weights_cum: np.ndarray, parts: int) -> np.ndarray:
+    """Cut points (parts + 1, into 0..len) splitting items with cumulative weights into about equal parts."""
+    m = len(weights_cum)
+    total = weights_cum[-1] if m else 0
+    targets = (np.arange(1, parts) * total) / parts
+    cuts = np.searchsorted(weights_cum, targets, side="left") + 1 if m else np.zeros(parts - 1, np.int64)
+    cuts = np.minimum(cuts, m)
+    return np.maximum.accumulate(np.concatenate(([0], cuts, [m]))).astype(np.int64)
+
+
+def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr: np.ndarray,
+                 blocks: np.ndarray, nfeat: np.ndarray, groups: int, skip_first: bool) -> Occurrences:
+    """The occurrence index of one attribute table (state: ``attr``; bigram: ``battr``, whose entries at
+    a sequence's first token are left out: they have no edge)."""
+    n_blocks = len(blocks) - 1
+    binary = bool(np.all(val == 1.0))
+    toks, vals, run_ptr, run_attr = [], [], [np.zeros(1, np.int64)], []
+    gcuts = np.zeros((n_blocks, groups + 1), np.int64)
+    pos = 0
+    n_runs = 0
+    for b in range(n_blocks):
+        t0, t1 = int(seq_ptr[blocks[b]]), int(seq_ptr[blocks[b + 1]])
+        e0, e1 = int(tok_ptr[t0]), int(tok_ptr[t1])
+        a = attr[e0:e1]
+        t = np.repeat(np.arange(t1 - t0, dtype=np.int32), np.diff(tok_ptr[t0:t1 + 1]))
+        v = val[e0:e1]
+        if skip_first:
+            first = np.zeros(t1 - t0, bool)
+            first[seq_ptr[blocks[b]:blocks[b + 1]] - t0] = True
+            keep = ~first[t]
+            a, t, v = a[keep], t[keep], v[keep]
+        order = np.argsort(a, kind="stable")          # stable: tokens stay in order within an attribute
+        a = a[order]
+        toks.append(t[order])
+        if not binary:
+            vals.append(v[order])
+        if len(a):
+            starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+            ends = np.concatenate((starts[1:], [len(a)]))
+            ra = a[starts].astype(np.int32)
+            work = np.cumsum((ends - starts) * np.maximum(nfeat[ra], 1))
+            run_attr.append(ra)
+            run_ptr.append(pos + ends.astype(np.int64))
+            gcuts[b] = n_runs + _split(work, groups)
+            n_runs += len(ra)
+            pos += len(a)
+        else:
+            gcuts[b] = n_runs
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt))
+    return Occurrences(run_ptr=cat(run_ptr, np.int64), run_attr=cat(run_attr, np.int32),
+                       tok=cat(toks, np.int32), val=cat(vals, np.float64) if not binary else np.zeros(0),
+                       groups=gcuts)
+
+
+def grad_plan(corpus, space, n_chunks: int, budget: int | None = None, bigram: bool = False,
+              edge_budget: int | None = None) -> GradPlan:
+    """The plan of :func:`crfkit.kernels.batch.loss_grad` (or ``loss_grad_bigram`` with ``bigram``)
+    for ``corpus`` over ``space``, with ``n_chunks`` chunks and attribute groups per block (one per
+    thread) and at most ``budget`` bytes of node marginals per block (``edge_budget`` of edge
+    marginals with ``bigram``), but at least the longest sequence's tokens."""
+    seq_ptr = corpus.seq_ptr
+    L = space.n_labels
+    budget = STORE_BUDGET if budget is None else int(budget)
+    edge_budget = EDGE_BUDGET if edge_budget is None else int(edge_budget)
+    lens = np.diff(seq_ptr)
+    longest = int(lens.max()) if len(lens) else 0
+    cap = budget // (8 * L)
+    if bigram:
+        cap = min(cap, edge_budget // (8 * L * L))
+    max_tokens = max(longest, cap, 1)
+    blocks = _blocks(seq_ptr, max_tokens)
+    n_blocks = len(blocks) - 1
+    nc = max(1, int(n_chunks))
+    chunks = np.zeros((n_blocks, nc + 1), np.int64)
+    store = 1
+    for b in range(n_blocks):
+        s0, s1 = int(blocks[b]), int(blocks[b + 1])
+        sp = seq_ptr[s0:s1 + 1]
+        store = max(store, int(sp[-1] - sp[0]))
+        cum = sp[1:] - sp[0]
+        chunks[b] = s0 + _split(cum, nc)
+    state = _occurrences(corpus.tok_ptr, corpus.attr, corpus.val, seq_ptr, blocks, np.diff(space.attr_ptr), nc,
+                         skip_first=False)
+    big = None
+    if bigram:
+        big = _occurrences(corpus.btok_ptr, corpus.battr, corpus.bval, seq_ptr, blocks, np.diff(space.battr_ptr),
+                           nc, skip_first=True)
+    return GradPlan(blocks=blocks, chunks=chunks, store_tokens=store, state=state, bigram=big)

@@ -1,0 +1,165 @@
+"""The full-batch gradient's attribute-partitioned reduction (crfkit.reduction, kernels.batch.loss_grad):
+the plan indexes every corpus entry once, each attribute is owned by one group per block, and the
+gradient matches the per-sequence oracle and finite differences, with 1 and 2 threads, one block or many.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import random_sequences
+from hypothesis import given, settings, strategies as st
+
+from crfkit import reduction
+from crfkit.features.encode import build
+from crfkit.objective import Objective, Regularization
+from crfkit.parallel import set_threads
+
+
+def _bigram_data(rng, n_seq, n_labels=3, real=True, n_battr=5, max_len=7):
+    X, Y = random_sequences(rng, n_seq, n_labels=n_labels, real=real, n_attr=9, max_len=max_len)
+    B = []
+    for x in X:
+        seq = []
+        for _t in range(len(x)):
+            tok = []
+            for _ in range(int(rng.integers(0, 3))):
+                name = f"b{int(rng.integers(n_battr))}"
+                tok.append((name, float(rng.uniform(-1.5, 1.5))) if real and rng.random() < 0.5 else name)
+            seq.append(tok)
+        B.append(seq)
+    return X, Y, B
+
+
+def _entries(tok_ptr, attr, val, seq_ptr, skip_first):
+    first = np.zeros(len(tok_ptr) - 1, bool)
+    first[seq_ptr[:-1][np.diff(seq_ptr) > 0]] = True
+    out = []
+    for t in range(len(tok_ptr) - 1):
+        if skip_first and first[t]:
+            continue
+        for e in range(tok_ptr[t], tok_ptr[t + 1]):
+            out.append((t, int(attr[e]), float(val[e])))
+    return sorted(out)
+
+
+def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
+    out = []
+    for b in range(plan.n_blocks):
+        T0 = seq_ptr[plan.blocks[b]]
+        g = occ.groups[b]
+        assert g[0] <= g[-1] and np.all(np.diff(g) >= 0) and len(g) == n_groups + 1
+        runs = range(g[0], g[-1])
+        attrs = occ.run_attr[g[0]:g[-1]]
+        assert len(set(attrs.tolist())) == len(attrs), "an attribute has two runs in one block"
+        for r in runs:
+            toks = occ.tok[occ.run_ptr[r]:occ.run_ptr[r + 1]]
+            assert np.all(np.diff(toks) >= 0), "a run's tokens are not in order"
+            for o in range(occ.run_ptr[r], occ.run_ptr[r + 1]):
+                v = float(occ.val[o]) if len(occ.val) else 1.0
+                out.append((int(T0 + occ.tok[o]), int(occ.run_attr[r]), v))
+        # consecutive blocks' runs follow each other
+        if b + 1 < plan.n_blocks:
+            assert occ.groups[b + 1][0] == g[-1]
+    return sorted(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), n_seq=st.integers(1, 25), chunks=st.integers(1, 5),
+       budget=st.sampled_from([1, 200, 2000, 1 << 20]), real=st.booleans())
+def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
+    rng = np.random.default_rng(seed)
+    X, Y, B = _bigram_data(rng, n_seq, real=real)
+    space, corpus = build(X, Y, support="all", B=B)
+    plan = reduction.grad_plan(corpus, space, chunks, budget=budget, edge_budget=budget, bigram=True)
+    sp = corpus.seq_ptr
+    # blocks and chunks partition the sequences in order
+    assert plan.blocks[0] == 0 and plan.blocks[-1] == corpus.n_sequences and np.all(np.diff(plan.blocks) > 0)
+    for b in range(plan.n_blocks):
+        c = plan.chunks[b]
+        assert c[0] == plan.blocks[b] and c[-1] == plan.blocks[b + 1] and np.all(np.diff(c) >= 0)
+        ntok = sp[plan.blocks[b + 1]] - sp[plan.blocks[b]]
+        assert ntok <= plan.store_tokens
+        L = space.n_labels
+        longest = int(np.diff(sp).max())       # a block holds at least the longest sequence's worth
+        assert ntok <= max(budget // (8 * L * L), longest, 1)
+    assert _plan_entries(plan, plan.state, sp, chunks, np.diff(space.attr_ptr)) == \
+        _entries(corpus.tok_ptr, corpus.attr, corpus.val, sp, False)
+    assert _plan_entries(plan, plan.bigram, sp, chunks, np.diff(space.battr_ptr)) == \
+        _entries(corpus.btok_ptr, corpus.battr, corpus.bval, sp, True)
+
+
+def _grad(corpus, space, w, threads, budget, monkeypatch):
+    monkeypatch.setattr(reduction, "STORE_BUDGET", budget)
+    monkeypatch.setattr(reduction, "EDGE_BUDGET", budget)
+    set_threads(threads)
+    obj = Objective(corpus, space, Regularization(l2=0.1), threads=threads)
+    f, g = obj.value_and_grad(w)
+    return obj, f, g.copy()
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_gradient_matches_the_per_sequence_oracle(restore_threads, monkeypatch, real):
+    rng = np.random.default_rng(3)
+    X, Y = random_sequences(rng, 60, n_labels=4, real=real, n_attr=25, max_len=9)
+    space, corpus = build(X, Y, support="all")
+    w = rng.normal(0, 0.7, space.n_features)
+    # reference: sum over sequences of the per-example oracle's sparse gradient (an independent path)
+    obj, _, _ = _grad(corpus, space, w, 1, 1 << 20, monkeypatch)
+    ref = np.zeros(space.n_features)
+    nll = 0.0
+    for i in range(corpus.n_sequences):
+        loss, node, edge = obj.oracle(i, w)
+        obj.apply_gradient(i, node, edge, 1.0, ref)
+        nll += loss
+    ref = ref / corpus.n_sequences + 0.1 * w
+    fref = nll / corpus.n_sequences + 0.05 * float(w @ w)
+    for threads in (1, 2):
+        for budget in (1, 300, 1 << 20):     # a block per sequence, a few blocks, one block
+            obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch)
+            assert (obj._plan.n_blocks == 1) == (budget > 1 << 19)
+            assert f == pytest.approx(fref, rel=1e-12)
+            np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+
+
+def test_state_and_bigram_gradients_are_the_same_bits_for_any_threads_and_blocks(restore_threads, monkeypatch):
+    rng = np.random.default_rng(11)
+    X, Y, B = _bigram_data(rng, 80, n_labels=4)
+    space, corpus = build(X, Y, support="all", B=B)
+    w = rng.normal(0, 0.5, space.n_features)
+    ns, nt, bo = space.n_state, space.n_trans, space.bigram_offset
+    _, f0, g0 = _grad(corpus, space, w, 1, 1 << 22, monkeypatch)
+    for threads, budget in ((2, 1 << 22), (1, 1), (2, 1), (2, 1500)):
+        obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch)
+        assert len(obj.bounds) - 1 == threads
+        # per weight, the expected counts are summed over the tokens in corpus order, whatever the split
+        assert np.array_equal(g[:ns], g0[:ns])
+        assert np.array_equal(g[bo:], g0[bo:])
+        np.testing.assert_allclose(g[ns:ns + nt], g0[ns:ns + nt], rtol=1e-12, atol=1e-13)
+        assert f == pytest.approx(f0, rel=1e-13)
+
+
+@pytest.mark.parametrize("threads,budget", [(1, 1 << 20), (2, 1), (2, 700)])
+def test_bigram_gradient_matches_central_differences(restore_threads, monkeypatch, threads, budget):
+    rng = np.random.default_rng(5)
+    X, Y, B = _bigram_data(rng, 10, n_labels=3, max_len=5)
+    space, corpus = build(X, Y, support="all", B=B)
+    w = rng.normal(0, 0.8, space.n_features)
+    obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch)
+    h = 1e-6
+    num = np.empty_like(w)
+    for k in range(len(w)):
+        e = np.zeros_like(w)
+        e[k] = h
+        num[k] = (obj.value(w + e) - obj.value(w - e)) / (2 * h)
+    np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-7)
+
+
+def test_plan_memory_follows_the_corpus_not_the_candidate_space():
+    # 2,000 attributes x every label pair: the candidate space grows with L^2, the plan does not
+    rng = np.random.default_rng(2)
+    X, Y, B = _bigram_data(rng, 40, n_labels=12, n_battr=2000)
+    space, corpus = build(X, Y, support="all", B=B)
+    plan = reduction.grad_plan(corpus, space, 2, bigram=True)
+    entries = len(corpus.attr) + len(corpus.battr)
+    assert plan.nbytes < 64 * (entries + corpus.n_tokens) + 1024
+    assert plan.nbytes < space.n_features   # well under one byte per candidate feature
