@@ -92,6 +92,8 @@ class ShardedCorpus:
     value, a fingerprint for checkpoints, and the objective / stochastic driver over the shards."""
 
     is_sharded = True
+    is_weighted = False          # sample weights are not carried by shards (yet)
+    weight = None
 
     def __init__(self, client, sources, space, shard_futures, space_future, infos, threads):
         self.client = client
@@ -106,6 +108,11 @@ class ShardedCorpus:
         self.n_tokens = int(sum(i["n_tokens"] for i in infos))
         self.nnz = int(sum(i["nnz"] for i in infos))
         self.nbytes = int(sum(i["nbytes"] for i in infos))
+
+    @property
+    def total_weight(self) -> float:
+        """W: the number of sequences (shards carry no sample weights)."""
+        return float(self.n_sequences)
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -253,6 +260,8 @@ class DistributedObjective:
         self.space = corpus.space
         self.reg = reg
         self.n = corpus.n_sequences
+        self.W = float(self.n)          # no sample weights over shards: W = n
+        self.weighted = False
         self.threads = corpus.threads
         self.n_full = 0
         self.n_oracle = 0
