@@ -303,11 +303,17 @@ def decode_serial(model, corpus, *, path: bool = True, marginals: bool = False, 
             es, alpha, beta = np.empty((T, L)), np.empty((T, L)), np.empty((T, L))
             logz[s] = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, np.empty(T))
             np.multiply(alpha, beta, out=marg[t0:t1])
+    return decode_result(path, marginals, want, ids, ps, marg, logz, lsc)
+
+
+def decode_result(path, marginals, label_scores, ids, path_score, marg, logz, label_score) -> dict:
+    """The dict ``CRFModel.decode`` returns: ``ids``/``path_score`` (with ``path``),
+    ``marginals``/``logz`` (with ``marginals``), ``label_score`` (with ``label_scores``)."""
     out = {}
     if path:
-        out.update(ids=ids, path_score=ps)
+        out.update(ids=ids, path_score=path_score)
     if marginals:
         out.update(marginals=marg, logz=logz)
-    if want:
-        out["label_score"] = lsc
+    if label_scores:
+        out["label_score"] = label_score
     return out

@@ -57,6 +57,14 @@ class Regularization:
         """(rho1, rho2) of Wapiti's sum form for n training sequences (with sample weights: n = W)."""
         return self.l1 * n, self.l2 * n
 
+    def penalized(self, f: float, w: np.ndarray, wsq: float | None = None) -> float:
+        """``f + (l2/2)||w||^2 + l1||w||_1`` (``wsq``: ||w||^2 when the caller has it already)."""
+        if self.l2:
+            f += 0.5 * self.l2 * (float(np.dot(w, w)) if wsq is None else wsq)
+        if self.l1:
+            f += self.l1 * float(np.abs(w).sum())
+        return f
+
 
 def regularization(n: float, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None) -> Regularization:
     """Convert one of the three conventions to ours; at most one per term.
@@ -263,19 +271,11 @@ class Objective:
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """f(w) and the gradient of its smooth part (the L1 term is left to OWL-QN and friends)."""
         v, wsq, g = self._loss_grad(w, None, 1.0 / self.n, self.reg.l2)
-        f = v / self.n + 0.5 * self.reg.l2 * wsq
-        if self.reg.l1:
-            f += self.reg.l1 * float(np.abs(w).sum())
-        return f, g
+        return self.reg.penalized(v / self.n, w, wsq), g
 
     def value(self, w: np.ndarray, count: bool = True) -> float:
         """f(w); ``count=False`` for monitoring (traces, stopping checks) that is not part of the optimizer's work."""
-        f = self.nll_sum(w, count) / self.n
-        if self.reg.l2:
-            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
-        if self.reg.l1:
-            f += self.reg.l1 * float(np.abs(w).sum())
-        return f
+        return self.reg.penalized(self.nll_sum(w, count) / self.n, w)
 
     def to_crfsuite(self, f: float) -> float:
         """The objective in CRFsuite's units: sum_i omega_i nll_i + c1|w|_1 + c2|w|^2 = W * f (W = n unweighted)."""

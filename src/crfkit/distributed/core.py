@@ -311,22 +311,13 @@ class DistributedObjective:
         w = np.ascontiguousarray(w, dtype=np.float64)
         v, g = self.nll_sum_grad(w)
         g /= self.n
-        f = v / self.n
         if self.reg.l2:
             g += self.reg.l2 * w
-            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
-        if self.reg.l1:
-            f += self.reg.l1 * float(np.abs(w).sum())
-        return f, g
+        return self.reg.penalized(v / self.n, w), g
 
     def value(self, w: np.ndarray, count: bool = True) -> float:
         w = np.ascontiguousarray(w, dtype=np.float64)
-        f = self.nll_sum(w, count) / self.n
-        if self.reg.l2:
-            f += 0.5 * self.reg.l2 * float(np.dot(w, w))
-        if self.reg.l1:
-            f += self.reg.l1 * float(np.abs(w).sum())
-        return f
+        return self.reg.penalized(self.nll_sum(w, count) / self.n, w)
 
     @property
     def empirical_counts(self) -> np.ndarray:

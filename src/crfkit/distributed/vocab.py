@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from ..features.encode import SUPPORTS, _ptr
+from ..features.encode import SUPPORTS, _feature_table
 from ..model import FeatureSpace
 
 
@@ -61,23 +61,11 @@ def merge_counts(counts, *, support: str = "observed", transitions: str | None =
         keep_attr[f_attr] = True
     else:
         keep_attr = freq >= min_freq
+        f_attr = f_label = None       # support "all": every label of a kept attribute
     del keys, pair_count
-    kept = np.flatnonzero(keep_attr)
-    kept = kept[np.argsort(-freq[kept], kind="stable")]
-    remap = np.full(A0, -1, dtype=np.int64)
-    remap[kept] = np.arange(len(kept))
+    kept, _, attr_ptr, feat_label = _feature_table(keep_attr, freq, f_attr, f_label, support, L)
     attributes = [attributes_all[k] for k in kept]
     del attributes_all
-    A = len(attributes)
-    if support == "observed":
-        new_attr = remap[f_attr]
-        order = np.lexsort((f_label, new_attr))
-        new_attr, f_label = new_attr[order], f_label[order]
-        attr_ptr = _ptr(np.bincount(new_attr, minlength=A))
-        feat_label = f_label
-    else:
-        attr_ptr = np.arange(A + 1, dtype=np.int64) * L
-        feat_label = np.tile(np.arange(L, dtype=np.int32), A)
     if transitions == "all":
         trans_index = np.arange(L * L, dtype=np.int32).reshape(L, L)
     elif transitions == "none":

@@ -144,6 +144,32 @@ def _ptr(counts: np.ndarray) -> np.ndarray:
     return p
 
 
+def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f_label: np.ndarray,
+                   support: str, width: int, dtype=np.int64):
+    """The kept attributes and their features: ``(kept, remap, ptr, labels)``.
+
+    New attribute ids go by decreasing frequency (ties: first occurrence): the kernels look up
+    ``attr_ptr`` / ``feat_label`` / weights / gradient by attribute id, and with Zipfian attribute
+    frequencies this keeps the hot rows together in cache.  ``remap`` (of ``dtype``) maps an old id
+    to its new one (-1: dropped).  With ``support="observed"`` the features are the pairs
+    ``(f_attr, f_label)`` (sorted by new attribute, then label); otherwise every attribute has all
+    ``width`` labels (or label pairs)."""
+    kept = np.flatnonzero(keep_attr)
+    kept = kept[np.argsort(-freq[kept], kind="stable")]
+    remap = np.full(len(keep_attr), -1, dtype=dtype)
+    remap[kept] = np.arange(len(kept), dtype=dtype)
+    A = len(kept)
+    if support == "observed":
+        na = remap[f_attr]
+        order = np.lexsort((f_label, na))
+        ptr = _ptr(np.bincount(na[order], minlength=A))
+        labels = f_label[order]
+    else:
+        ptr = np.arange(A + 1, dtype=np.int64) * width
+        labels = np.tile(np.arange(width, dtype=np.int32), A)
+    return kept, remap, ptr, labels
+
+
 def _label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndarray:
     flat = [lab for ys in Y for lab in ys]
     if len(Y) != len(seq_lens):
@@ -205,21 +231,9 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
     else:
         cnt = np.bincount(ri, minlength=A0)
         keep_attr = (cnt >= min_freq) & (cnt > 0)
+        f_attr = f_pair = None
     freq = np.bincount(ri, minlength=A0)
-    kept = np.flatnonzero(keep_attr)
-    kept = kept[np.argsort(-freq[kept], kind="stable")]
-    remap = np.full(A0, -1, dtype=np.int64)
-    remap[kept] = np.arange(len(kept))
-    A = len(kept)
-    if support == "observed":
-        na = remap[f_attr]
-        order = np.lexsort((f_pair, na))
-        na, f_pair = na[order], f_pair[order]
-        battr_ptr = _ptr(np.bincount(na, minlength=A))
-        bfeat_pair = f_pair
-    else:
-        battr_ptr = np.arange(A + 1, dtype=np.int64) * (L * L)
-        bfeat_pair = np.tile(np.arange(L * L, dtype=np.int32), A)
+    kept, remap, battr_ptr, bfeat_pair = _feature_table(keep_attr, freq, f_attr, f_pair, support, L * L)
     return ([all_names[k] for k in kept], battr_ptr, bfeat_pair,
             _bigram_arrays(btok_counts, remap[raw], values))
 
@@ -288,27 +302,11 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
         keep_attr[f_attr] = True
     else:
         keep_attr = np.bincount(raw, minlength=A0) >= min_freq
-    # New attribute ids by decreasing frequency (ties: first occurrence). The
-    # kernels look up attr_ptr / feat_label / weights / gradient by attribute
-    # id; with Zipfian attribute frequencies this keeps the hot rows together
-    # in cache.
+        f_attr = f_label = None       # support "all": every label of a kept attribute
     freq = np.bincount(raw, minlength=A0)
-    remap = np.full(A0, -1, dtype=np.int32)
-    kept = np.flatnonzero(keep_attr)
-    kept = kept[np.argsort(-freq[kept], kind="stable")]
-    remap[kept] = np.arange(len(kept), dtype=np.int32)
+    kept, remap, attr_ptr, feat_label = _feature_table(keep_attr, freq, f_attr, f_label, support, L, np.int32)
     attributes = [attributes_all[k] for k in kept]
     del attributes_all
-    A = len(attributes)
-    if support == "observed":
-        new_attr = remap[f_attr]
-        order = np.lexsort((f_label, new_attr))  # already sorted, kept for safety
-        new_attr, f_label = new_attr[order], f_label[order]
-        attr_ptr = _ptr(np.bincount(new_attr, minlength=A))
-        feat_label = f_label
-    else:
-        attr_ptr = np.arange(A + 1, dtype=np.int64) * L
-        feat_label = np.tile(np.arange(L, dtype=np.int32), A)
 
     seq_ptr = _ptr(seq_lens)
     if transitions == "all":
