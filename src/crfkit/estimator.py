@@ -516,6 +516,10 @@ class CRF:
         ``"bilou"`` (the transitions the scheme rules out); ``forbid``, (previous, label) pairs;
         ``method="posterior"``: per token the label of highest marginal."""
         model = self._model()
+        if allowed is None and constraints is None and not forbid and method == "viterbi":
+            out = model.tag_dicts(X, self.threads)     # flat feature dicts: no attribute strings built
+            if out is not None:
+                return out
         F, dense = _split_dense(X, "X")
         A = to_attributes(F, name="X")
         return model.tag(A, threads=self.threads, dense=dense, allowed=allowed, constraints=constraints,

@@ -429,6 +429,64 @@ class CRFModel:
         from .features.encode import encode
         return encode(X, self.space, Y, name=name, dense=dense, B=B)
 
+    def tag_dicts(self, X, threads: int | None = None) -> list[list[str]] | None:
+        """Viterbi labels of sequences of flat feature dicts (sklearn-crfsuite's input) by the fast path of
+        :mod:`crfkit.features.dictenc` (no attribute strings built); ``None`` when ``X`` is not of that
+        shape or the model has dense or bigram-observation features (then use :func:`to_attributes`
+        and :meth:`tag`, which also say what is wrong with bad input).
+
+        A few sentences (at most 64 and :func:`crfkit.npdecode.max_tokens` tokens), once numba's serial
+        kernels are loaded in this process (:func:`crfkit.npdecode.kernels_ready`), are tagged by one
+        fused kernel call each (:func:`crfkit.kernels.chain.tag_codes`); the rest go through
+        :meth:`decode`.  The transition matrix is computed once per weight vector (a model whose
+        ``weights`` array is changed in place keeps the old one: assign a new array instead)."""
+        s = self.space
+        if s.n_dense or s.n_bigram or not X:
+            return None
+        enc = self.__dict__.get("_dict_encoder")
+        if enc is None:
+            from .features.dictenc import DictEncoder
+            enc = self.__dict__["_dict_encoder"] = DictEncoder(s)
+        if len(X) <= 64:
+            from . import npdecode
+            if npdecode.kernels_ready():
+                r = enc.codes(X)
+                if r is None:
+                    return None
+                a, cnt, v = r
+                if len(cnt) <= npdecode.max_tokens():
+                    return self._tag_codes(X, a, cnt, v)
+        corpus = enc.encode(X)
+        if corpus is None:
+            return None
+        ids, _ = self.viterbi(corpus, threads)
+        return self._split(corpus, ids)
+
+    def _tag_codes(self, X, a, cnt, v) -> list[list[str]]:
+        from .kernels.chain import tag_codes, transition_matrix
+        sp, w = self.space, self.weights
+        tc = self.__dict__.get("_trans_cache")
+        if tc is None or tc[0] is not w:
+            tc = self.__dict__["_trans_cache"] = (w, transition_matrix(w, 1.0, sp.n_state, sp.trans_index))
+        trans = tc[1]
+        labels = sp.labels
+        out = []
+        if len(X) == 1:
+            ids = np.empty(len(cnt), dtype=np.int32)
+            tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
+            return [[labels[i] for i in ids.tolist()]]
+        t0 = e0 = 0
+        for seq in X:
+            T = len(seq)
+            c = cnt[t0:t0 + T]
+            n = int(c.sum())
+            ids = np.empty(T, dtype=np.int32)
+            tag_codes(a[e0:e0 + n], c, v[e0:e0 + n] if len(v) else v, sp.attr_ptr, sp.feat_label, w, trans, ids)
+            out.append([labels[i] for i in ids.tolist()])
+            t0 += T
+            e0 += n
+        return out
+
     def _args(self):
         s = self.space
         return s.attr_ptr, s.feat_label, s.trans_index, self.weights, s.n_state
@@ -496,14 +554,8 @@ class CRFModel:
                 full = sp.full_rows     # none full: an empty array, decode_all then takes the plain scatter
                 decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
                            ids, ps, marg, logz, lab, lsc, xs, full if full.any() else full[:0])
-        out = {}
-        if path:
-            out.update(ids=ids, path_score=ps)
-        if marginals:
-            out.update(marginals=marg, logz=logz)
-        if want_labels:
-            out["label_score"] = lsc
-        return out
+        from .npdecode import decode_result
+        return decode_result(path, marginals, want_labels, ids, ps, marg, logz, lsc)
 
     def pair_density(self, corpus) -> float:
         """Estimated share of the L x L label pairs with a non-zero score at a position (transitions plus

@@ -559,6 +559,31 @@ def viterbi(score, T, trans, out, o0):
     return _backtrace(delta, back, T, out, o0)
 
 
+@njit(**_NOPY)
+def tag_codes(codes, cnt, val, attr_ptr, feat_label, w, trans, out):
+    """Viterbi labels of one sequence given as attribute codes, ``cnt[t]`` of them for token t (a code
+    below 0: an attribute the model does not know, skipped; ``val``: their values, or empty for all 1),
+    written to ``out[:T]``; returns the best path's score.  Emissions and Viterbi in one call: the
+    tagging path of one small sentence (:mod:`crfkit.features.dictenc`), where each kernel call's
+    dispatch costs more than its work."""
+    T = cnt.shape[0]
+    L = trans.shape[0]
+    if T == 0 or L == 0:
+        return 0.0
+    score = np.zeros((T, L))
+    ones = val.shape[0] == 0
+    e = 0
+    for t in range(T):
+        for _ in range(cnt[t]):
+            a = codes[e]
+            if a >= 0:
+                v = 1.0 if ones else val[e]
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    score[t, feat_label[k]] += w[k] * v
+            e += 1
+    return viterbi(score, T, trans, out, 0)
+
+
 # ---------------------------------------------------------------------------
 # Position-dependent transitions (bigram-observation features).
 #

@@ -1,0 +1,193 @@
+"""Feature dicts straight to a model's attribute ids: the tagging fast path of :class:`crfkit.CRF`.
+
+Tagging a sentence given as sklearn-crfsuite feature dicts used to go dicts -> attribute strings
+(:func:`crfkit.features.dicts.to_attributes`: one ``"name:value"`` string built per entry) -> a
+flattened list -> a hash lookup of every new string (:func:`crfkit.features.encode.encode`).  Per
+sentence that Python work cost several times CRFsuite's whole ``Tagger.tag`` call.
+
+:class:`DictEncoder` goes from the dicts to the encoded arrays with one memo table keyed by the
+``(name, value)`` tuples that ``dict.items()`` yields: one hash lookup per entry (Python caches a
+string's hash on the object; the names are usually the same literal strings sentence after
+sentence), in a list comprehension, and no new string.  An entry not seen before is resolved once,
+through the model's own attribute index on the string :mod:`crfkit.features.dicts` would have
+built, so the ids are by construction the generic path's; the names first met in a call are looked
+up together at its end.  Equal keys mean equal attributes: ``(name, True)``, ``(name, 1)`` and
+``(name, 1.0)`` are one key (attribute ``name``, value 1), as are the zeros (dropped).  Unknown
+attributes are remembered too (id -1); the memo is emptied when it passes :data:`MAX_MEMO`
+entries.  Numbers other than 0 and 1 are not remembered by value (continuous values would fill the
+memo): their name's attribute id is.
+
+Only the common shape takes this path: every token a ``dict`` whose keys are ``str`` and values
+``str``, ``bool``, ``int`` or ``float`` (finite, within :data:`crfkit.corpus.MAX_FEATURE_VALUE`).
+Anything else (nested values, bytes, numpy scalars, lists of attribute strings, bad values) makes
+:meth:`DictEncoder.encode` return ``None`` and the caller takes the generic path, which also writes
+the error messages.  Semantics are those of ``to_attributes(..., keep_zeros=False)``: a string value
+is attribute ``name:value`` with value 1; a number or bool is attribute ``name`` with that value,
+dropped when it is 0 (it adds nothing to any score).
+"""
+from __future__ import annotations
+
+import gc
+import threading
+from itertools import chain, repeat
+
+import numpy as np
+
+from ..corpus import MAX_FEATURE_VALUE, Corpus
+
+__all__ = ["DictEncoder", "MAX_MEMO"]
+
+MAX_MEMO = 2_000_000      # memo entries per encoder (beyond: looked up each time, not remembered)
+
+
+class _Memo(dict):
+    """The memo: a lookup of a key it does not hold answers -2 (a miss) instead of raising."""
+    __slots__ = ()
+
+    def __missing__(self, key):
+        return -2
+
+
+class _Fallback(Exception):
+    """The input is not the flat-dict shape: the caller takes the generic path."""
+
+
+class DictEncoder:
+    """Encodes flat feature dicts against a :class:`crfkit.model.FeatureSpace` (see the module docstring).
+    Calls from several threads take turns (a lock around each call)."""
+
+    def __init__(self, space):
+        self.space = space
+        # (name, value) -> attribute id (value 1), or -1 (unknown to the model, or value 0); and
+        # name -> attribute id for the names of numeric values other than 0 and 1
+        self._memo = _Memo()
+        self._lock = threading.Lock()
+
+    def __getstate__(self):           # pickled with its model: the memo and the lock are rebuilt
+        return {"space": self.space}
+
+    def __setstate__(self, st):
+        self.__init__(st["space"])
+
+    def _pend(self, name: str, key) -> int:
+        """A provisional code (<= -3) for an attribute name first met in this call, kept in the memo under
+        ``key`` until the end of the call resolves it."""
+        self._pending.append(name)
+        self._where.append(key)
+        code = self._memo[key] = -2 - len(self._pending)
+        return code
+
+    def _learn(self, kv) -> None:
+        """Put an entry ``(name, value)`` not in the memo into it (a provisional code for a name first met
+        in this call), checking it (:class:`_Fallback` when it is not of the flat shape).  A number other
+        than 0 and 1 is not remembered by value (continuous values would fill the memo): its name is."""
+        k, v = kv
+        if type(k) is not str:
+            raise _Fallback
+        tv = type(v)
+        if tv is str:
+            self._pend(k + ":" + v, kv)
+            return
+        if tv is not bool and tv is not int and tv is not float:
+            raise _Fallback
+        if not (-MAX_FEATURE_VALUE <= v <= MAX_FEATURE_VALUE):     # also NaN
+            raise _Fallback
+        if v == 0:
+            self._memo[kv] = -1                      # adds nothing to any score: dropped
+        elif v == 1:
+            self._pend(k, kv)
+        elif self._memo[k] == -2:                    # the name alone: the attribute of any value
+            self._pend(k, k)
+
+    def encode(self, X) -> Corpus | None:
+        """The corpus of ``X`` (a list of sequences, each a list of flat feature dicts), or ``None`` when
+        some token is not of that shape (the generic path then converts it, or says what is wrong)."""
+        r = self.codes(X)
+        if r is None:
+            return None
+        a, cnt, v = r
+        tok_ptr = np.zeros(len(cnt) + 1, dtype=np.int64)
+        np.cumsum(cnt, out=tok_ptr[1:])
+        keep = a >= 0                            # drop what the model does not know (-1)
+        if not keep.all():
+            kept = np.zeros(len(a) + 1, dtype=np.int64)
+            np.cumsum(keep, out=kept[1:])
+            tok_ptr = kept[tok_ptr]
+            a = a[keep]
+            v = v[keep] if len(v) else v
+        seq_ptr = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=len(X)), out=seq_ptr[1:])
+        return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=a, val=v if len(v) else np.ones(len(a)),
+                      y=np.full(int(seq_ptr[-1]), -1, dtype=np.int32))
+
+    def codes(self, X):
+        """``(codes, counts, values)`` of ``X`` (see :meth:`encode`): the attribute id of every entry of
+        every token in order (int64; -1: unknown to the model, or a value 0), the number of entries of
+        each token, and the entries' values (empty when all are 1); ``None`` when some token is not a
+        flat feature dict."""
+        if type(X) is not list:
+            return None
+        with self._lock:
+            return self._codes_locked(X)
+
+    def _codes_locked(self, X):
+        enabled = gc.isenabled()
+        gc.disable()       # no cycles among the lists built here; the collector would walk the input
+        if len(self._memo) > MAX_MEMO:
+            self._memo.clear()
+        self._pending: list = []
+        self._where: list = []
+        try:
+            return self._codes(X)
+        except _Fallback:
+            self._forget()
+            return None
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _forget(self) -> None:
+        """Drop the provisional codes of an unfinished call from the memo."""
+        for key in self._where:
+            self._memo.pop(key, None)
+        self._pending, self._where = [], []
+
+    def _codes(self, X):
+        for seq in X:
+            if type(seq) is not list:
+                raise _Fallback
+        dicts = list(chain.from_iterable(X))
+        memo = self._memo
+        try:
+            # one lookup per entry, iterated in C: the (name, value) tuples of items() are the memo's keys
+            # (dict.items refuses a token that is not a dict; an unhashable value raises TypeError)
+            flat = list(chain.from_iterable(map(map, repeat(memo.__getitem__), map(dict.items, dicts))))
+        except TypeError:
+            raise _Fallback from None
+        cnt = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
+        v = np.zeros(0)
+        if -2 in flat:
+            # entries not met before: learn each distinct one, then look everything up again
+            items = list(chain.from_iterable(map(dict.items, dicts)))
+            for kv in dict.fromkeys([kv for kv, c in zip(items, flat) if c == -2]):
+                self._learn(kv)
+            flat = list(chain.from_iterable(map(map, repeat(memo.__getitem__), map(dict.items, dicts))))
+            a = np.array(flat, dtype=np.int64)
+            num = np.flatnonzero(a == -2)        # numbers other than 0 and 1: the name's id, the value
+            if len(num):
+                v = np.ones(len(a))
+                for i in num.tolist():
+                    k, x = items[i]
+                    a[i] = memo[k]
+                    v[i] = x
+        else:
+            a = np.array(flat, dtype=np.int64)
+        if self._pending:
+            # resolve the names met for the first time, all at once, and write them into the memo
+            ids = self.space.attribute_ids(self._pending)
+            prov = a <= -3
+            a[prov] = ids[-3 - a[prov]]
+            for key, i in zip(self._where, ids.tolist()):
+                memo[key] = i
+            self._pending, self._where = [], []
+        return a, cnt, v

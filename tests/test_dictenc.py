@@ -1,0 +1,204 @@
+"""The feature-dict fast path (crfkit.features.dictenc, CRFModel.tag_dicts, kernels.chain.tag_codes) against
+the generic path (to_attributes + encode + tag): the same corpus arrays and the same labels, whatever the memo
+holds; every input it does not take falls back (None), so that the generic path says what is wrong."""
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crfkit import npdecode
+from crfkit.features import dictenc
+from crfkit.features.dictenc import DictEncoder
+from crfkit.features.dicts import to_attributes
+from crfkit.features.encode import build, encode
+from crfkit.kernels.chain import tag_codes, transition_matrix, viterbi
+from crfkit.model import CRFModel
+
+SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+NAMES = ["w", "pos", "bias", "w[-1]", "a:b", "x=y", "é"]
+WORDS = ["the", "cat", "sat", "on", "mat", "", "a:b", "Ünï", "1"]
+NUMBERS = [0, 1, 0.0, 1.0, True, False, 2, -3, 0.5, 1e-3, -2.25]
+
+
+def _value(draw):
+    return draw(st.one_of(st.sampled_from(WORDS), st.sampled_from(NUMBERS)))
+
+
+@st.composite
+def token(draw):
+    keys = draw(st.lists(st.sampled_from(NAMES), max_size=5, unique=True))
+    return {k: _value(draw) for k in keys}
+
+
+sentences = st.lists(st.lists(token(), max_size=6), max_size=5)
+
+
+def _model(seed=0, n_labels=3):
+    """A model whose attributes are those of a fixed random dict corpus (so that some test entries are
+    unknown to it), with random weights."""
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for _ in range(25):
+        T = int(rng.integers(1, 6))
+        seq = []
+        for _ in range(T):
+            d = {}
+            for k in rng.choice(NAMES, size=int(rng.integers(1, 4)), replace=False):
+                v = WORDS[int(rng.integers(len(WORDS)))] if rng.random() < 0.7 else NUMBERS[int(rng.integers(len(NUMBERS)))]
+                d[str(k)] = v
+            seq.append(d)
+        X.append(seq)
+        Y.append([f"L{int(rng.integers(n_labels))}" for _ in range(T)])
+    A = to_attributes(X)
+    space, _ = build(A, Y, transitions="all")
+    return CRFModel(space, rng.normal(size=space.n_features))
+
+
+MODEL = _model()
+
+
+def _same_corpus(c1, c2):
+    np.testing.assert_array_equal(c1.seq_ptr, c2.seq_ptr)
+    np.testing.assert_array_equal(c1.tok_ptr, c2.tok_ptr)
+    np.testing.assert_array_equal(c1.attr, c2.attr)
+    np.testing.assert_array_equal(c1.val, c2.val)
+
+
+@SETTINGS
+@given(sentences, sentences)
+def test_same_corpus_as_the_generic_path(X1, X2):
+    enc = DictEncoder(MODEL.space)
+    for X in (X1, X2, X1):           # a cold memo, then one holding other entries, then warm
+        c = enc.encode(X)
+        assert c is not None
+        _same_corpus(c, encode(to_attributes(X), MODEL.space))
+
+
+@SETTINGS
+@given(sentences)
+def test_tag_dicts_equals_tag_on_both_routes(X):
+    if not X:
+        assert MODEL.tag_dicts(X) is None
+        return
+    want = MODEL.tag(to_attributes(X))
+    m = CRFModel(MODEL.space, MODEL.weights)
+    assert m.tag_dicts(X) == want                       # decode() route (numpy or kernels)
+    ready = npdecode._WARM["state"]
+    npdecode._WARM["state"] = "ready"                    # the fused-kernel route
+    try:
+        assert m.tag_dicts(X) == want
+        assert m.tag_dicts(X) == want                   # memo warm
+    finally:
+        npdecode._WARM["state"] = ready
+
+
+def test_equal_keys_are_one_attribute_and_zeros_are_dropped():
+    space, _ = build([[["f", ("g", 2.0)]]], [["A"]])
+    enc = DictEncoder(space)
+    f, g = space.attr_index["f"], space.attr_index["g"]
+    for one in (True, 1, 1.0):
+        c = enc.encode([[{"f": one}]])
+        assert c.attr.tolist() == [f] and c.val.tolist() == [1.0]
+    for zero in (False, 0, 0.0):
+        c = enc.encode([[{"f": zero, "g": 3}]])
+        assert c.attr.tolist() == [g] and c.val.tolist() == [3.0]
+    c = enc.encode([[{"g": 0.25}, {"g": -4}, {"f": "x"}, {}]])
+    assert c.attr.tolist() == [g, g] and c.val.tolist() == [0.25, -4.0]
+    assert c.tok_ptr.tolist() == [0, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("X", [
+    [[{"w": {"nested": 1}}]], [[{"w": ["a", "b"]}]], [[{"w": b"bytes"}]], [[["w:the", "pos:DT"]]],
+    [[{1: "x"}]], [[{"w": float("nan")}]], [[{"w": 1e300}]], [[{"w": (1, 2)}]], [["a string token"]],
+    [[{"w": None}]], [[{"w": np.float64(0.5)}]], [({"w": "the"},)], ({"w": "the"},), "text",
+])
+def test_other_shapes_fall_back(X):
+    enc = DictEncoder(MODEL.space)
+    assert enc.encode(X) is None
+    assert enc.codes(X) is None
+    # a fallback leaves no provisional entry behind: a later good call is exact
+    good = [[{"w": "the", "pos": "cat"}, {"bias": 1.0, "w[-1]": "sat"}]]
+    _same_corpus(enc.encode(good), encode(to_attributes(good), MODEL.space))
+    assert all(c >= -1 for c in enc._memo.values())
+
+
+def test_fallback_inputs_still_tag_or_raise_through_the_estimator():
+    import crfkit
+    from crfkit.errors import DataError
+    X = [[{"w": "the"}, {"w": "cat"}], [{"w": "sat"}]]
+    crf = crfkit.CRF(max_iterations=5).fit(X, [["A", "B"], ["A"]])
+    nested = [[{"w": {"nested": "the"}}, {"w": "cat"}]]
+    assert crf.predict(nested) == crf.model_.tag(to_attributes(nested))
+    with pytest.raises(DataError, match="sequence 0, token 0"):
+        crf.predict([[{"w": float("nan")}]])
+    assert crf.predict([[["w:the"]]]) == crf.predict([[{"w": "the"}]])
+
+
+def test_memo_is_emptied_past_its_bound(monkeypatch):
+    monkeypatch.setattr(dictenc, "MAX_MEMO", 3)
+    enc = DictEncoder(MODEL.space)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        X = [[{str(k): WORDS[int(rng.integers(len(WORDS)))] for k in NAMES[:3]} for _ in range(3)]]
+        _same_corpus(enc.encode(X), encode(to_attributes(X), MODEL.space))
+        assert len(enc._memo) <= 3 + 9 * 3
+
+
+def test_threads_get_the_generic_answers():
+    rng = np.random.default_rng(2)
+    batches = [[[{k: WORDS[int(rng.integers(len(WORDS)))] for k in NAMES[:4]} for _ in range(4)]
+                for _ in range(3)] for _ in range(40)]
+    want = [MODEL.tag(to_attributes(X)) for X in batches]
+    m = CRFModel(MODEL.space, MODEL.weights)
+    got = [None] * len(batches)
+
+    def work(i0):
+        for i in range(i0, len(batches), 4):
+            got[i] = m.tag_dicts(batches[i])
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == want
+
+
+def test_model_with_an_encoder_pickles():
+    m = CRFModel(MODEL.space, MODEL.weights)
+    X = [[{"w": "the", "pos": "cat"}]]
+    y = m.tag_dicts(X)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert len(m2._dict_encoder._memo) == 0          # the memo is not pickled
+    assert m2.tag_dicts(X) == y
+
+
+def test_fused_kernel_equals_emissions_and_viterbi():
+    rng = np.random.default_rng(3)
+    sp, w = MODEL.space, MODEL.weights
+    trans = transition_matrix(w, 1.0, sp.n_state, sp.trans_index)
+    for _ in range(50):
+        T = int(rng.integers(1, 7))
+        cnt = rng.integers(0, 4, size=T).astype(np.int64)
+        codes = rng.integers(-1, sp.n_attributes, size=int(cnt.sum())).astype(np.int64)
+        val = rng.normal(size=len(codes)) if rng.random() < 0.5 else np.zeros(0)
+        out = np.zeros(T, np.int32)
+        ps = tag_codes(codes, cnt, val, sp.attr_ptr, sp.feat_label, w, trans, out)
+        score = np.zeros((T, sp.n_labels))
+        e = 0
+        for t in range(T):
+            for _ in range(cnt[t]):
+                a = codes[e]
+                if a >= 0:
+                    for k in range(sp.attr_ptr[a], sp.attr_ptr[a + 1]):
+                        score[t, sp.feat_label[k]] += w[k] * (val[e] if len(val) else 1.0)
+                e += 1
+        ref = np.zeros(T, np.int32)
+        assert ps == pytest.approx(viterbi(score, T, trans, ref, 0), abs=1e-12)
+        np.testing.assert_array_equal(out, ref)
