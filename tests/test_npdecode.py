@@ -51,17 +51,22 @@ def cases(draw):
                 empty=draw(st.booleans()))
 
 
-@SETTINGS
-@given(cases())
-def test_numpy_path_equals_the_kernels(p):
+def _case(p):
+    """A random model of case ``p`` and new sequences for it (unknown attributes, which are dropped, tokens
+    without attributes, empty sequences), encoded: ``(model, corpus, labels)``."""
     model, rng = _random_model(p["seed"], n_labels=p["n_labels"], real=p["real"], dense=p["dense"],
                                support=p["support"], scale=p["scale"])
-    # new sequences: unknown attributes (dropped), tokens without attributes, empty sequences
     X, Y = random_sequences(rng, p["n_seq"], n_labels=p["n_labels"], n_attr=11, max_len=9, real=p["real"],
                             min_len=0 if p["empty"] else 1)
     D = [rng.normal(size=(len(x), p["dense"])) for x in X] if p["dense"] else None
     corpus = model.encode(X, Y, dense=D)
-    labels = np.maximum(corpus.y, 0)
+    return model, corpus, np.maximum(corpus.y, 0)
+
+
+@SETTINGS
+@given(cases())
+def test_numpy_path_equals_the_kernels(p):
+    model, corpus, labels = _case(p)
     got = npdecode.decode(model, corpus, path=True, marginals=True, labels=labels)
     ref = _numba(model, corpus, path=True, marginals=True, labels=labels)
     np.testing.assert_array_equal(got["ids"], ref["ids"])
@@ -154,13 +159,7 @@ def test_small_tagging_never_imports_numba(tmp_path):
 @SETTINGS
 @given(cases())
 def test_serial_kernels_equal_the_batch_kernels(p):
-    model, rng = _random_model(p["seed"], n_labels=p["n_labels"], real=p["real"], dense=p["dense"],
-                               support=p["support"], scale=p["scale"])
-    X, Y = random_sequences(rng, p["n_seq"], n_labels=p["n_labels"], n_attr=11, max_len=9, real=p["real"],
-                            min_len=0 if p["empty"] else 1)
-    D = [rng.normal(size=(len(x), p["dense"])) for x in X] if p["dense"] else None
-    corpus = model.encode(X, Y, dense=D)
-    labels = np.maximum(corpus.y, 0)
+    model, corpus, labels = _case(p)
     got = npdecode.decode_serial(model, corpus, path=True, marginals=True, labels=labels)
     ref = _numba(model, corpus, path=True, marginals=True, labels=labels)
     np.testing.assert_array_equal(got["ids"], ref["ids"])
