@@ -273,3 +273,19 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     rc = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def random_bigram_attributes(rng, X, n_battr: int = 4, real: bool = True) -> list:
+    """Random bigram-observation attribute sequences for the sequences ``X`` (0-2 per token, names
+    b0..b{n_battr-1}; with ``real``, about half of them with a value in [-1.5, 1.5])."""
+    B = []
+    for x in X:
+        seq = []
+        for _t in range(len(x)):
+            tok = []
+            for _ in range(int(rng.integers(0, 3))):
+                name = f"b{int(rng.integers(n_battr))}"
+                tok.append((name, float(rng.uniform(-1.5, 1.5))) if real and rng.random() < 0.5 else name)
+            seq.append(tok)
+        B.append(seq)
+    return B

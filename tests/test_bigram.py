@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import Reference, attr_value, random_sequences
+from conftest import Reference, attr_value, random_sequences, random_bigram_attributes
 
 from crfkit.errors import CrfkitError, DataError, TemplateError
 from crfkit.features.encode import build, encode
@@ -29,17 +29,7 @@ def bigram_data(seed: int, n_seq: int = 6, *, max_len: int = 5, n_labels: int = 
     """(X, Y, B): a random labelled corpus with random bigram attributes (some real-valued)."""
     rng = np.random.default_rng(seed)
     X, Y = random_sequences(rng, n_seq, max_len=max_len, n_labels=n_labels)
-    B = []
-    for x in X:
-        seq = []
-        for _t in range(len(x)):
-            tok = []
-            for _ in range(int(rng.integers(0, 3))):
-                name = f"b{int(rng.integers(n_battr))}"
-                tok.append((name, float(rng.uniform(-1.5, 1.5))) if real and rng.random() < 0.5 else name)
-            seq.append(tok)
-        B.append(seq)
-    return X, Y, B
+    return X, Y, random_bigram_attributes(rng, X, n_battr, real)
 
 
 def transitions_of(model: CRFModel, b) -> np.ndarray:

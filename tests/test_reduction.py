@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_sequences
+from conftest import random_sequences, random_bigram_attributes
 from hypothesis import given, settings, strategies as st
 
 from crfkit import reduction
@@ -17,17 +17,7 @@ from crfkit.parallel import set_threads
 
 def _bigram_data(rng, n_seq, n_labels=3, real=True, n_battr=5, max_len=7):
     X, Y = random_sequences(rng, n_seq, n_labels=n_labels, real=real, n_attr=9, max_len=max_len)
-    B = []
-    for x in X:
-        seq = []
-        for _t in range(len(x)):
-            tok = []
-            for _ in range(int(rng.integers(0, 3))):
-                name = f"b{int(rng.integers(n_battr))}"
-                tok.append((name, float(rng.uniform(-1.5, 1.5))) if real and rng.random() < 0.5 else name)
-            seq.append(tok)
-        B.append(seq)
-    return X, Y, B
+    return X, Y, random_bigram_attributes(rng, X, n_battr, real)
 
 
 def _entries(tok_ptr, attr, val, seq_ptr, skip_first):
