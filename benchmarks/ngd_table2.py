@@ -13,7 +13,13 @@ CRFsuite's stopping rule (delta 1e-5 over 10 iterations, epsilon 1e-5).  Runs go
 method on both sets first), so an interrupted table has every row (L-BFGS, deterministic, runs once at the end).
 
 Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--epochs 30] [--sets small,large]
-        python benchmarks/ngd_table2.py --report [--out ...]
+        python benchmarks/ngd_table2.py --report [--out ...] [--figures PREFIX]
+
+``--figures PREFIX`` (with ``--report``) also draws the paper's Figures 3/4 from the per-epoch curves:
+for each feature set, the mean over seeds of the test token accuracy and of the training objective per
+epoch for the first 50 epochs, one line per method (a run stopped early by CRFsuite's period/delta rule
+keeps its last value), written to ``PREFIX_<set>.png``; and prints, for each ngd update, in how many of
+those epochs its mean test accuracy is at or above SGD's (the paper: "most of the time").
 """
 from __future__ import annotations
 
@@ -108,6 +114,65 @@ def report(out_dir):
         print(f"{label:18s} | {cells[0]:38s} | {cells[1]:38s}")
 
 
+def curves(out_dir, n_epochs=50):
+    """{(set, method): (mean test accuracy per epoch, mean objective per epoch, runs)} over the first
+    ``n_epochs`` epochs (a run that stopped earlier keeps its last value)."""
+    import numpy as np
+    acc, obj = {}, {}
+    for name in sorted(os.listdir(out_dir)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(out_dir, name)) as f:
+            r = json.load(f)
+        c = r["curve"]
+        if not c:
+            continue
+        a = [p["test_accuracy"] for p in c][:n_epochs]
+        o = [p["objective"] for p in c][:n_epochs]
+        a += [a[-1]] * (n_epochs - len(a))
+        o += [o[-1]] * (n_epochs - len(o))
+        acc.setdefault((r["set"], r["method"]), []).append(a)
+        obj.setdefault((r["set"], r["method"]), []).append(o)
+    return {k: (np.mean(acc[k], axis=0), np.mean(obj[k], axis=0), len(acc[k])) for k in acc}
+
+
+def figures(out_dir, prefix, n_epochs=50):
+    cv = curves(out_dir, n_epochs)
+    for fs in sorted({k[0] for k in cv}):
+        sgd = cv.get((fs, "SGD"))
+        if sgd is not None:
+            print(f"{fs}: epochs (of {n_epochs}) where the mean test accuracy is at or above SGD's "
+                  f"({sgd[2]} SGD runs):")
+            for label, alg, _ in METHODS:
+                if alg == "ngd" and (fs, label) in cv:
+                    m = cv[(fs, label)]
+                    print(f"  {label:18s} {int((m[0] >= sgd[0] - 1e-12).sum()):3d}  ({m[2]} runs)")
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib is not installed: no figure drawn")
+            return
+        fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+        ep = range(1, n_epochs + 1)
+        for label, alg, _ in METHODS:
+            if (fs, label) in cv and alg != "lbfgs":
+                a, o, n = cv[(fs, label)]
+                ax[0].plot(ep, o, label=f"{label} ({n})")
+                ax[1].plot(ep, a, label=f"{label} ({n})")
+        ax[0].set(xlabel="epoch", ylabel="training objective (crfkit's f at the weights)", yscale="log",
+                  title=f"CoNLL-2000, {fs} feature set: train")
+        ax[1].set(xlabel="epoch", ylabel="test token accuracy (%)", title="test (mean over seeds)")
+        ax[1].legend(fontsize=7)
+        fig.tight_layout()
+        path = f"{prefix}_{fs}.png"
+        fig.savefig(path + ".tmp.png", dpi=110)
+        os.replace(path + ".tmp.png", path)
+        plt.close(fig)
+        print(f"wrote {path}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/tmp/ngd/table2")
@@ -116,10 +181,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", default="small,large")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--figures", metavar="PREFIX", help="with --report: draw Figures 3/4 to PREFIX_<set>.png")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     if args.report:
         report(args.out)
+        if args.figures:
+            figures(args.out, args.figures)
         return 0
     from crfkit.features.encode import build
     from crfkit.parallel import set_threads
