@@ -58,9 +58,13 @@ class Regularization:
         return self.l1 * n, self.l2 * n
 
     def penalized(self, f: float, w: np.ndarray, wsq: float | None = None) -> float:
-        """``f + (l2/2)||w||^2 + l1||w||_1`` (``wsq``: ||w||^2 when the caller has it already)."""
-        if self.l2:
-            f += 0.5 * self.l2 * (float(np.dot(w, w)) if wsq is None else wsq)
+        """``f + (l2/2)||w||^2 + l1||w||_1`` (``wsq``: ||w||^2 when the caller has it already; it is then
+        added even with l2 = 0, so that an overflowed ||w||^2 makes the objective NaN, which the
+        divergence rule of :mod:`crfkit.train` catches)."""
+        if wsq is not None:
+            f += 0.5 * self.l2 * wsq
+        elif self.l2:
+            f += 0.5 * self.l2 * float(np.dot(w, w))
         if self.l1:
             f += self.l1 * float(np.abs(w).sum())
         return f
