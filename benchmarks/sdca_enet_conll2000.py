@@ -63,7 +63,7 @@ def run_owlqn(corpus, space, reg, iterations):
         if len(recs) % 10 == 0:
             print(f"  owlqn iter {len(recs):4d} passes {evals[0]:4d}  {recs[-1]['s']:7.1f}s  F={info['f']:.10f}  "
                   f"nnz={recs[-1]['nnz']}", flush=True)
-    owlqn(fg, None, reg.l1, max_iterations=iterations, epsilon=0.0, delta=0.0, callback=cb)
+    owlqn(fg, np.zeros(space.n_features), reg.l1, max_iterations=iterations, epsilon=0.0, delta=0.0, callback=cb)
     return recs
 
 
