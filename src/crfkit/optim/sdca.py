@@ -35,13 +35,17 @@ every epoch (the trace's ``duality_gap``) and the run stops (status ``converged`
     stored marginals (``log pair_t - log node_t``) mixed with the scores under w, marginalised by one
     forward-backward (one oracle call).  Step sizes are per example: ``eta_i`` starts at 0.5; a step
     that would decrease the dual is not taken, ``eta_i`` is halved and the step recomputed, another
-    oracle call; an accepted step multiplies ``eta_i`` by 1.05, at most 1.  This rule is our reading
-    of Collins et al. (JMLR 9:1775-1822, 2008), not checked against its text: the search tools reached
-    the paper's abstract (jmlr.org/papers/v9/collins08a.html) and first page, not the section that
-    states their learning rates, and neither the SAG paper nor Le Priol et al. state the rule of the
-    OEG they compare with.  On CoNLL-2002 Dutch (lambda = 1/n) half of its oracle calls were rejected
-    tries (README, "Dual methods").  Examples are drawn uniformly (an OEG step computes no individual
-    gap to sample by).
+    oracle call; an accepted step multiplies ``eta_i`` by 1.05, at most 1 (``eta_i = 1`` is SDCA's full
+    step, mu'_i the model's marginals).  The update is the EG update of Collins et al. (JMLR 9:1775-1822,
+    2008) for log-linear models, ``alpha'_i(y) ~ alpha_i(y) exp(-eta grad_{i,y} Q)`` with Q the negated
+    dual, which is ``alpha_i^(1 - eta) exp(eta w . F)``.  The step-size adaptation (0.5, halving on a
+    dual decrease, x1.05, the cap) is NOT checked against the paper: two sessions' searches reached only
+    the abstract (jmlr.org/papers/v9/collins08a.html) and first page, not its experimental section, and
+    neither the SAG paper nor Le Priol et al. state the rule of the OEG they compare with; so the paper's
+    rule is not stated here and the code was not changed to a guess.  The dense reference test
+    (tests/test_sdca.py, ``dense_oeg``) pins our rule step by step.  On CoNLL-2002 Dutch (lambda = 1/n)
+    half of its oracle calls were rejected tries (README, "Dual methods").  Examples are drawn uniformly
+    (an OEG step computes no individual gap to sample by).
 
 Initialisation (both; paper section 3, from Schmidt et al. 2015): the marginals of the chain whose
 gold node and gold transition scores are ``init_score`` (10) and all others 0, and ``w0 =
