@@ -245,9 +245,13 @@ def test_enet_reaches_owlqn_optimum_with_its_sparsity_and_the_gap_bounds_the_sub
     assert np.abs(ws - wr).max() < 1e-3
 
 
-def test_l1_zero_is_bitwise_the_code_before_the_elastic_net():
-    """Weights and gaps after 5 epochs, saved with the code before the elastic net (commit 061aff0);
-    machine code differs across CPUs and numba versions, so the pin holds where it was made."""
+def test_l1_zero_is_bitwise_the_pinned_l2_path():
+    """Weights and gaps after 5 epochs with l1 = 0, pinned.  History: the elastic-net commit (79c0da5)
+    gave, on all three runs, bitwise the weights and gaps of the code before it (061aff0); the loop
+    split of ``gap_and_slope`` (the commit after the README's step profile) changes the summation order
+    of the gap and f'(0): the uniform/float64 run moved by 2.7e-15 in w, the two others stayed bitwise,
+    and the pin was re-made from that code.  Machine code differs across CPUs and numba versions, so
+    the pin holds where it was made."""
     ref = np.load(FIXTURE)
     if str(ref["machine"]) != platform.machine() or str(ref["numba"]) != numba.__version__:
         pytest.skip("pinned on another platform / numba version")
