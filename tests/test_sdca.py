@@ -562,8 +562,8 @@ def test_memory_is_the_two_stores(problem):
 def test_refusals(problem):
     _, _, space, corp, _ = problem
     obj = objective(space, corp)
-    with pytest.raises(ParameterError, match="l1 > 0"):
-        S.sdca(obj, None, reg=Regularization(l1=0.1, l2=L2), max_iterations=1)
+    with pytest.raises(ParameterError, match="l1 > 0"):      # sdca takes l1 > 0: tests/test_sdca_enet.py
+        S.oeg(obj, None, reg=Regularization(l1=0.1, l2=L2), max_iterations=1)
     with pytest.raises(ParameterError, match="l2 > 0"):
         S.oeg(obj, None, reg=Regularization(l2=0.0), max_iterations=1)
     for bad in ({"sampling": "lipschitz"}, {"mixing": 1.5}, {"tol": 0.0}, {"gap_tol": -1.0}, {"refresh": -1},

@@ -536,37 +536,52 @@ def gap_and_slope(nf, npair, fm, fn, bu, bl, kb, cm, cn):
     the root moves by a millionth of the step, far inside the line search's tolerance.  Near the
     optimum most pairwise entries have tiny terms, and the line search reads only the others."""
     log_into(bu, bl, kb, nf)
-    gap = 0.0
-    fp0 = 0.0
-    bad0 = False
-    for k in range(nf):
-        sg = 1.0 if k < npair else -1.0
+    # cliques and separators in two loops each (the sign out of the loop body, the bad-entry test a
+    # count), so that the sums vectorise; the compaction writes every entry and advances its index by
+    # the test (no branch to mispredict): 30-40% less time than one signed loop with branches
+    gp = 0.0
+    fpp = 0.0
+    nbad = 0
+    for k in range(npair):
         m = fm[k]
-        x = fn[k]
-        d = x - m
+        d = fn[k] - m
         lr = bl[k]
         t = d * lr
         bl[k] = t
-        gap -= sg * m * lr
-        fp0 += sg * t
-        bad0 = bad0 or (m <= 0.0 and d > 0.0)
+        gp += m * lr
+        fpp += t
+        nbad += 1 if (m <= 0.0 and d > 0.0) else 0
+    gs = 0.0
+    fps = 0.0
+    for k in range(npair, nf):
+        m = fm[k]
+        d = fn[k] - m
+        lr = bl[k]
+        t = d * lr
+        bl[k] = t
+        gs += m * lr
+        fps += t
+        nbad += 1 if (m <= 0.0 and d > 0.0) else 0
+    gap = gs - gp
+    fp0 = fpp - fps
+    bad0 = nbad > 0
     if bad0:
         fp0 = np.inf
     thr = 0.0 if bad0 else LS_DROP * abs(fp0) / max(nf, 1)
     nc = 0
     for k in range(npair):
         m = fm[k]
-        if fn[k] != m and (abs(bl[k]) > thr or m <= 0.0):
-            cm[nc] = m
-            cn[nc] = fn[k]
-            nc += 1
+        x = fn[k]
+        cm[nc] = m
+        cn[nc] = x
+        nc += 1 if (x != m and (abs(bl[k]) > thr or m <= 0.0)) else 0
     ncp = nc
     for k in range(npair, nf):
         m = fm[k]
-        if fn[k] != m and (abs(bl[k]) > thr or m <= 0.0):
-            cm[nc] = m
-            cn[nc] = fn[k]
-            nc += 1
+        x = fn[k]
+        cm[nc] = m
+        cn[nc] = x
+        nc += 1 if (x != m and (abs(bl[k]) > thr or m <= 0.0)) else 0
     return gap, fp0, nc, ncp
 
 
@@ -632,6 +647,132 @@ def line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc):
         dxold = dx
         x = nx
     return lo
+
+
+# ------------------------------------------------------------- elastic net (l1 > 0)
+# With g(w) = (l2/2)||w||^2 + l1||w||_1 the dual's regulariser term is g*(v) = (1/(2 l2)) ||S_l1(v)||^2
+# (S the soft-thresholding) and w = grad g*(v) = S_l1(v) / l2.  The kernels keep z = v / l2 (the
+# weights the L2 code keeps, w_hat(mu)) and w = S_kappa(z), kappa = l1 / l2, both explicit: a step
+# moves z by gamma * delta on the touched coordinates (the sequence's attributes and the transitions)
+# and re-thresholds those only.  The line search's derivative loses its ``- g q`` term for
+#     - h(g),   h(g) = l2 n sum_j delta_j (S_kappa(z_j + g delta_j) - S_kappa(z_j))
+# (n times <w(g) - w(0), u>, u = l2 n delta), piecewise linear and non-decreasing in g, with slope
+# h'(g) = l2 n sum_j delta_j^2 [|z_j + g delta_j| > kappa]; kappa = 0 gives back h = g q.
+@njit(inline="always", **_NOPY)
+def _soft(x, k):
+    return max(x - k, 0.0) + min(x + k, 0.0)
+
+
+@njit(**_NOPY)
+def soft_threshold(z, kappa, w):
+    """w = S_kappa(z) coordinate-wise (sign(z) max(|z| - kappa, 0))."""
+    for k in range(z.shape[0]):
+        w[k] = _soft(z[k], kappa)
+
+
+@njit(**_NOPY)
+def enet_pack(attr_ptr, acc, alist, na, tdir, trans_index, n_state, z, c, kappa, ez):
+    """The touched coordinates of a step, compacted: ez[0] = z_j, ez[1] = delta_j = c * (E_d F)_j
+    (c = -1 / (l2 n)), ez[2] = S_kappa(z_j), over the listed attributes' features, then the
+    transition features (the order of :func:`apply_direction`).  Returns their count."""
+    zc, dc, sc = ez[0], ez[1], ez[2]
+    m = 0
+    for j in range(na):
+        a = alist[j]
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            x = z[k]
+            zc[m] = x
+            dc[m] = c * acc[k]
+            sc[m] = _soft(x, kappa)
+            m += 1
+    L = trans_index.shape[0]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                x = z[n_state + k]
+                zc[m] = x
+                dc[m] = c * tdir[a, b]
+                sc[m] = _soft(x, kappa)
+                m += 1
+    return m
+
+
+@njit(**_NOPY)
+def enet_h(g, nz, ez, kappa, l2n):
+    """(h(g), h'(g)) of the elastic-net line search (see above) over the packed coordinates."""
+    zc, dc, sc = ez[0], ez[1], ez[2]
+    h = 0.0
+    hp = 0.0
+    for m in range(nz):
+        d = dc[m]
+        x = zc[m] + g * d
+        h += d * (_soft(x, kappa) - sc[m])
+        hp += d * d if abs(x) > kappa else 0.0
+    return l2n * h, l2n * hp
+
+
+@njit(**_NOPY)
+def line_search_enet(nc, ncp, cm, cn, fp0, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
+    """:func:`line_search` for l1 > 0: the same safeguarded Newton / bisection on
+    f'(g) = (entropy part, :func:`fprime` with q = 0) - h(g), bracketed by f'(0) = fp0 > 0 and
+    f'(1) = -h(1) <= 0 (h(1) = 0: f' >= 0 on [0, 1], the step is 1).  f'' = -(entropy curvature) -
+    h'(g); h' jumps where a coordinate crosses +-kappa, where the bisection safeguard takes over."""
+    if not (fp0 > 0.0):
+        return 0.0
+    h1 = enet_h(1.0, nz, ez, kappa, l2n)[0]
+    if not (h1 > 0.0):
+        return 1.0
+    lo = 0.0
+    hi = 1.0
+    x = fp0 / (fp0 + h1) if np.isfinite(fp0) else 0.5
+    if not (x > lo and x < hi):
+        x = 0.5
+    dxold = 1.0
+    for _ in range(LS_MAXIT):
+        s, sp = fprime(x, nc, ncp, cm, cn, 0.0, bu, bl, kb)
+        hx, hpx = enet_h(x, nz, ez, kappa, l2n)
+        fx = s - hx
+        fpp = sp - hpx
+        isc[I_LS] += 1
+        if fx > 0.0:
+            lo = x
+        elif fx < 0.0:
+            hi = x
+        else:
+            return x
+        if hi - lo <= tol:
+            return lo
+        nx = x - fx / fpp if (fpp < 0.0 and np.isfinite(fpp)) else -1.0
+        if not (nx > lo and nx < hi) or abs(2.0 * fx) > abs(dxold * fpp):
+            nx = 0.5 * (lo + hi)
+        dx = nx - x
+        if abs(dx) < tol:
+            return nx
+        dxold = dx
+        x = nx
+    return lo
+
+
+@njit(**_NOPY)
+def apply_direction_enet(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, c, kappa, z, w):
+    """z += c * (E_d F) and w = S_kappa(z) on the touched coordinates; clears ``acc`` and ``seen``."""
+    for j in range(na):
+        a = alist[j]
+        seen[a] = 0
+        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+            x = z[k] + c * acc[k]
+            z[k] = x
+            w[k] = _soft(x, kappa)
+            acc[k] = 0.0
+    L = trans_index.shape[0]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                x = z[n_state + k] + c * tdir[a, b]
+                z[n_state + k] = x
+                w[n_state + k] = _soft(x, kappa)
 
 
 # ------------------------------------------------------------- sparse primal direction
@@ -738,14 +879,18 @@ def _store_slices(node_store, pair_store, t0, T, e0):
 @njit(**_NOPY)
 def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n, tol,
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
-              m_node, d_node, flat, kb, acc, seen, alist, tdir, isc):
+              m_node, d_node, flat, kb, acc, seen, alist, tdir, isc, kappa, z, ez):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
     scratch (6 rows of at least (T-1) L^2 + T L entries), ``kb`` int64 scratch of twice that length.
 
     One sweep reads the stored marginals (:func:`load_entries`: also the transition part of the
     direction and the ratios mu' / mu); one vectorised log gives the gap, f'(0) and the compacted
     entries (:func:`gap_and_slope`); the line search reads only those;
-    one sweep writes the mixed marginals back."""
+    one sweep writes the mixed marginals back.
+
+    ``kappa = l1 / l2 > 0`` (elastic net): ``z`` holds w_hat(mu) and ``w = S_kappa(z)`` (the scores are
+    taken at w); the line search is :func:`line_search_enet` over the coordinates packed into ``ez``
+    ((3, >= touched) float64 scratch).  ``kappa = 0``: ``z`` is unused (pass ``w``)."""
     L = trans_index.shape[0]
     LL = L * L
     t0 = seq_ptr[i]
@@ -766,10 +911,16 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
     # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
     na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, d_node, acc, seen,
                               alist)
-    q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
-    gamma = line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc)
-    # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
-    apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
+    if kappa > 0.0:
+        nz = enet_pack(attr_ptr, acc, alist, na, tdir, trans_index, n_state, z, -1.0 / l2n, kappa, ez)
+        gamma = line_search_enet(nc, ncp, cm, cn, fp0, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
+        apply_direction_enet(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, kappa,
+                             z, w)
+    else:
+        q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
+        gamma = line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc)
+        # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
+        apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
     if gamma > 0.0:
         omg = 1.0 - gamma
         for t in range(T):
@@ -885,8 +1036,9 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, t
 def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full,
              trans_index, n_state, l2n, tol, w, node_store, pair_store, gaps, etas, tsum, tmax, tmin, rng,
              trans, score, es, alpha, beta, scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, M, expM,
-             theta, pot, acc, seen, alist, tdir, flat, kb, isc, fsc):
-    """Steps of ``method`` (SDCA or OEG) until ``isc[I_EVALS]`` reaches ``target``."""
+             theta, pot, acc, seen, alist, tdir, flat, kb, isc, fsc, kappa, z, ez):
+    """Steps of ``method`` (SDCA or OEG) until ``isc[I_EVALS]`` reaches ``target`` (``kappa``, ``z``,
+    ``ez``: SDCA's elastic net, see :func:`sdca_step`)."""
     n = seq_ptr.shape[0] - 1
     while isc[I_EVALS] < target:
         i = _sample(n, sampling, mixing, tsum, rng)
@@ -894,7 +1046,8 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
             isc[I_EVALS] += 1
             g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index,
                                  n_state, l2n, tol, w, node_store, pair_store, trans, score, es, alpha, beta,
-                                 scale, node_n, pair_n, m_node, d_node, flat, kb, acc, seen, alist, tdir, isc)
+                                 scale, node_n, pair_n, m_node, d_node, flat, kb, acc, seen, alist, tdir, isc, kappa, z,
+                                 ez)
             fsc[F_GAMMA] = gamma
             if sampling == GAP:
                 _set_gap(tsum, tmax, tmin, gaps, i, g)

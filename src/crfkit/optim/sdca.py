@@ -35,13 +35,17 @@ every epoch (the trace's ``duality_gap``) and the run stops (status ``converged`
     stored marginals (``log pair_t - log node_t``) mixed with the scores under w, marginalised by one
     forward-backward (one oracle call).  Step sizes are per example: ``eta_i`` starts at 0.5; a step
     that would decrease the dual is not taken, ``eta_i`` is halved and the step recomputed, another
-    oracle call; an accepted step multiplies ``eta_i`` by 1.05, at most 1.  This rule is our reading
-    of Collins et al. (JMLR 9:1775-1822, 2008), not checked against its text: the search tools reached
-    the paper's abstract (jmlr.org/papers/v9/collins08a.html) and first page, not the section that
-    states their learning rates, and neither the SAG paper nor Le Priol et al. state the rule of the
-    OEG they compare with.  On CoNLL-2002 Dutch (lambda = 1/n) half of its oracle calls were rejected
-    tries (README, "Dual methods").  Examples are drawn uniformly (an OEG step computes no individual
-    gap to sample by).
+    oracle call; an accepted step multiplies ``eta_i`` by 1.05, at most 1 (``eta_i = 1`` is SDCA's full
+    step, mu'_i the model's marginals).  The update is the EG update of Collins et al. (JMLR 9:1775-1822,
+    2008) for log-linear models, ``alpha'_i(y) ~ alpha_i(y) exp(-eta grad_{i,y} Q)`` with Q the negated
+    dual, which is ``alpha_i^(1 - eta) exp(eta w . F)``.  The step-size adaptation (0.5, halving on a
+    dual decrease, x1.05, the cap) is NOT checked against the paper: two sessions' searches reached only
+    the abstract (jmlr.org/papers/v9/collins08a.html) and first page, not its experimental section, and
+    neither the SAG paper nor Le Priol et al. state the rule of the OEG they compare with; so the paper's
+    rule is not stated here and the code was not changed to a guess.  The dense reference test
+    (tests/test_sdca.py, ``dense_oeg``) pins our rule step by step.  On CoNLL-2002 Dutch (lambda = 1/n)
+    half of its oracle calls were rejected tries (README, "Dual methods").  Examples are drawn uniformly
+    (an OEG step computes no individual gap to sample by).
 
 Initialisation (both; paper section 3, from Schmidt et al. 2015): the marginals of the chain whose
 gold node and gold transition scores are ``init_score`` (10) and all others 0, and ``w0 =
@@ -55,15 +59,30 @@ one is due).  The trace's ``steps`` counts parameter updates.  ``state_bytes`` i
 two stores.
 
 Resuming: ``state=`` a state from an earlier run (``info["state"]()``, ``result.state``): made with the
-same algorithm and ``l2`` it resumes bitwise; otherwise the run starts from its marginals (the dual
-point does not depend on l2; w is recomputed for the new l2; the gaps and OEG step sizes start afresh).
+same algorithm, ``l2`` and ``l1`` it resumes bitwise; otherwise the run starts from its marginals (the
+dual point does not depend on l1, l2; w is recomputed for the new ones; the gaps and OEG step sizes start
+afresh).
 On the test problem a start from the l2 = 0.08 optimum's marginals took 48 epochs to a 1e-9 gap at
 l2 = 0.05 against 31 from the gold initialisation: the marginals are a valid start, not a faster one.
 OEG with a float32 store stalls near a 1e-8 gap (its accept test compares dual values computed from
 rounded marginals); ``store="float64"`` for tighter runs.
 
-L1 (elastic net) is not offered: ``l1 > 0`` raises :class:`~crfkit.errors.ParameterError` (see the
-README for why and what it would take).
+Elastic net (``sdca`` only): with ``l1 > 0`` the objective is ``P(w) = (1/n) sum_i nll_i + g(w)``, ``g(w) =
+(l2/2) ||w||^2 + l1 ||w||_1``, and Prox-SDCA works with its conjugate: ``v = l2 w_hat(mu) = (1/n) sum_i
+(F(x_i, y_i) - E_{mu_i} F)``, ``w = grad g*(v) = S_l1(v) / l2`` coordinate-wise (S the soft-thresholding:
+``sign(v) max(|v| - l1, 0)``) and ``D(mu) = (1/n) sum_i H(mu_i) - g*(v)`` with ``g*(v) = ||S_l1(v)||^2 /
+(2 l2) = (l2/2) ||w||^2``.  The run keeps ``z = w_hat(mu) = v / l2`` and ``w = S_kappa(z)``, ``kappa = l1 /
+l2``, both explicit (the ``w = beta v`` scaling trick does not survive the thresholding, so none is used):
+a step moves z on the sequence's attributes and the transitions and re-thresholds those coordinates
+only.  The gap is still ``P(w) - D(mu) = (1/n) sum_i KL(mu_i || p(.|x_i, w))`` (Fenchel-Young holds with
+equality at ``w = grad g*(v)``), so it certifies ``f(w) - f*`` and ``gap_tol`` stops the run as with L2;
+the line search's derivative replaces the L2 term ``- gamma q`` by ``- h(gamma)``, ``h`` piecewise linear
+and non-decreasing (:mod:`crfkit.kernels.sdca`, "elastic net"), still bracketed on [0, 1].  With ``l1 =
+0`` the code path is the L2 one, bitwise.  ``oeg`` refuses ``l1 > 0`` (ParameterError): its step is
+Collins et al.'s EG step on the L2 dual, and its accept test computes the dual change with the
+quadratic g* (``- w.u - ||u||^2 / (2 l2 n)``); the EG update itself would carry over with ``w =
+S_kappa(z)``, but neither the paper nor this code treats the L1 dual.  A state resumes bitwise when
+made with the same algorithm, l2 and l1.
 """
 from __future__ import annotations
 
@@ -100,9 +119,11 @@ def dual_store_bytes(seq_ptr, n_labels: int, itemsize: int = 4) -> int:
 class _Dual:
     """The arrays of one dual run and their (de)serialisation."""
 
-    def __init__(self, name, obj, x0, l2, seed, state, store, init, init_score, sampling):
+    def __init__(self, name, obj, x0, l2, seed, state, store, init, init_score, sampling, l1=0.0):
         c, s = obj.corpus, obj.space
-        self.name, self.obj, self.l2 = name, obj, float(l2)
+        self.name, self.obj, self.l2, self.l1 = name, obj, float(l2), float(l1)
+        # elastic net: z = w_hat(mu) (what the L2 code calls w) and w = S_kappa(z); kappa = 0: z is w
+        self.kappa = self.l1 / self.l2
         n, p, L = obj.n, s.n_features, s.n_labels
         self.n, self.p, self.L = n, p, L
         self.l2n = self.l2 * n
@@ -143,7 +164,10 @@ class _Dual:
         self.tmax = np.zeros(2 * P)
         self.tmin = np.zeros(2 * P)
         self.w = np.zeros(p)
-        resume = (state is not None and state.get("algorithm") == name and float(state.get("l2", -1)) == self.l2)
+        self.z = np.zeros(p) if self.kappa > 0 else self.w
+        self.ez = np.zeros((3, p if self.kappa > 0 else 1))
+        resume = (state is not None and state.get("algorithm") == name and float(state.get("l2", -1)) == self.l2
+                  and float(state.get("l1", 0.0)) == self.l1)
         if state is None:
             self.node_store = np.zeros((c.n_tokens, L), dtype=store)
             self.pair_store = np.zeros((n_edges, L, L), dtype=store)
@@ -164,7 +188,7 @@ class _Dual:
                 self.gaps = np.array(state["gaps"], dtype=np.float64, copy=True)
                 self.etas = np.array(state.get("etas", np.full(n, K.OEG_ETA0)), dtype=np.float64, copy=True)
             else:
-                # another problem (l2) or method: its gaps and step sizes are not this problem's
+                # another problem (l1, l2) or method: its gaps and step sizes are not this problem's
                 self.gaps = np.full(n, K.GAP_UNSEEN)
                 self.etas = np.full(n, K.OEG_ETA0)
         if sampling == K.GAP:
@@ -195,16 +219,19 @@ class _Dual:
             raise ParameterError("state was made for another corpus or label set")
 
     def recompute_w(self, H=None) -> None:
-        """w = w_hat of the chain distributions the store holds (see kernels.sdca.project_dual); their
-        entropies into ``H`` when given."""
+        """w = w_hat of the chain distributions the store holds (see kernels.sdca.project_dual), through
+        the soft-thresholding when l1 > 0 (z = w_hat, w = S_kappa(z)); their entropies into ``H`` when
+        given."""
         c, s = self.obj.corpus, self.obj.space
         K.project_dual(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
-                       s.trans_index, s.n_state, 1.0 / self.l2n, self.node_store, self.pair_store, self.w,
+                       s.trans_index, s.n_state, 1.0 / self.l2n, self.node_store, self.pair_store, self.z,
                        np.empty(self.n) if H is None else H, H is not None)
+        if self.kappa > 0:
+            K.soft_threshold(self.z, self.kappa, self.w)
 
     def state(self) -> dict:
         return {
-            "algorithm": self.name, "iteration": self.iteration, "l2": self.l2, "x": self.w.copy(),
+            "algorithm": self.name, "iteration": self.iteration, "l2": self.l2, "l1": self.l1, "x": self.w.copy(),
             "node": self.node_store.copy(), "pair": self.pair_store.copy(), "gaps": self.gaps.copy(),
             "etas": self.etas.copy(), "evals": int(self.isc[K.I_EVALS]), "steps": int(self.isc[K.I_STEPS]),
             "ls_evals": int(self.isc[K.I_LS]), "ls_nf": int(self.isc[K.I_NF]), "ls_nc": int(self.isc[K.I_NC]),
@@ -223,7 +250,8 @@ class _Dual:
                    self.node_store, self.pair_store, self.gaps, self.etas, self.tsum, self.tmax, self.tmin,
                    self.rng, self.trans, self.score, self.es, self.alpha, self.beta, self.scale, self.node_n,
                    self.pair_n, self.m_node, self.d_node, self.m_pair, self.d_pair, self.M, self.expM, self.theta,
-                   self.pot, self.acc, self.seen, self.alist, self.tdir, self.flat, self.kb, self.isc, self.fsc)
+                   self.pot, self.acc, self.seen, self.alist, self.tdir, self.flat, self.kb, self.isc, self.fsc,
+                   self.kappa, self.z, self.ez)
 
     def refresh(self) -> None:
         c, s = self.obj.corpus, self.obj.space
@@ -234,8 +262,9 @@ class _Dual:
         self.isc[K.I_EVALS] += self.n
 
     def dual(self) -> float:
-        """D(mu) = -(l2/2) ||w_hat(mu)||^2 + mean H(mu_i) of the store's chain distributions (this recomputes
-        w, to the same values as :meth:`recompute_w`)."""
+        """D(mu) = -(l2/2) ||w||^2 + mean H(mu_i) of the store's chain distributions, w = w_hat(mu) (l1 > 0:
+        w = S_kappa(w_hat(mu)), and (l2/2)||w||^2 = g*(v) = ||S_l1(v)||^2 / (2 l2), v = l2 w_hat(mu)); this
+        recomputes w, to the same values as :meth:`recompute_w`."""
         H = np.empty(self.n)
         self.recompute_w(H)
         return float(-0.5 * self.l2 * np.dot(self.w, self.w) + H.mean())
@@ -245,9 +274,12 @@ class _Dual:
 
 
 def _check(name, obj, reg, store, sampling, mixing, tol, gap_tol, refresh, init, init_score, x0):
-    if reg.l1 > 0:
-        raise ParameterError(f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
-                             "(use lbfgs/owlqn or sgd-l1)")
+    if not (reg.l1 >= 0 and np.isfinite(reg.l1)):
+        raise ParameterError(f"{name}: l1 must be finite and >= 0, not {reg.l1!r}")
+    if reg.l1 > 0 and name == "oeg":
+        raise ParameterError("oeg optimizes the L2-regularised objective only; l1 > 0 is not supported (its "
+                             "accept test and Collins et al.'s analysis use the quadratic dual term; use sdca, "
+                             "owlqn or sgd-l1)")
     if not (reg.l2 > 0):
         raise ParameterError(f"{name} needs l2 > 0 (the dual of the unregularised objective is not defined)")
     if getattr(obj.space, "n_dense", 0) > 0:
@@ -282,7 +314,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, samp
     method = METHODS[name]
     samp = SAMPLINGS[sampling]
     epochs = DEFAULT_EPOCHS if max_iterations is None else int(max_iterations)
-    run = _Dual(name, obj, x0, reg.l2, seed, state, STORES[store], init, init_score, samp)
+    run = _Dual(name, obj, x0, reg.l2, seed, state, STORES[store], init, init_score, samp, l1=reg.l1)
     n = run.n
     evals0 = int(run.isc[K.I_EVALS])
     oracle0 = obj.n_oracle
@@ -308,13 +340,15 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, samp
             target = int(run.isc[K.I_EVALS]) + n
             run.run_until(method, samp, mixing, tol, target)
             ran = True
-            run.recompute_w()
+            # w is recomputed from the store (removing the store's rounding and the increments' drift)
+            # by the dual's pass over the store, which gives w and the entropies in one sweep (the same
+            # w as recompute_w alone, bitwise); the primal is then taken at that w
+            t_mon = time.perf_counter()
+            d = run.dual()
             sync_counter()
             run.iteration += 1
             ran = False
-            t_mon = time.perf_counter()
             f = run.primal()
-            d = run.dual()
             monitor_s += time.perf_counter() - t_mon
             gap = f - d
             steps = int(run.isc[K.I_STEPS])
