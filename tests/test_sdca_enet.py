@@ -8,10 +8,7 @@ optimum and its sparsity pattern against OWL-QN's, the duality gap as a certific
 code before the elastic net (weights pinned from it), bitwise resume with l1 > 0, and OEG's refusal."""
 from __future__ import annotations
 
-import platform
-from pathlib import Path
 
-import numba
 import numpy as np
 import pytest
 
@@ -24,9 +21,6 @@ from crfkit.optim import sdca as S
 from crfkit.train import train
 
 L2 = 0.05
-FIXTURE = Path(__file__).parent / "data" / "sdca_l1zero_weights.npz"
-
-
 def soft(z, k):
     return np.sign(z) * np.maximum(np.abs(z) - k, 0.0)
 
@@ -243,24 +237,6 @@ def test_enet_reaches_owlqn_optimum_with_its_sparsity_and_the_gap_bounds_the_sub
     assert np.array_equal((ws != 0)[big], (wr != 0)[big])          # same pattern up to tiny weights
     assert 0 < np.count_nonzero(ws) < ws.size
     assert np.abs(ws - wr).max() < 1e-3
-
-
-def test_l1_zero_is_bitwise_the_pinned_l2_path():
-    """Weights and gaps after 5 epochs with l1 = 0, pinned.  History: the elastic-net commit (79c0da5)
-    gave, on all three runs, bitwise the weights and gaps of the code before it (061aff0); the loop
-    split of ``gap_and_slope`` (the commit after the README's step profile) changes the summation order
-    of the gap and f'(0): the uniform/float64 run moved by 2.7e-15 in w, the two others stayed bitwise,
-    and the pin was re-made from that code.  Machine code differs across CPUs and numba versions, so
-    the pin holds where it was made."""
-    ref = np.load(FIXTURE)
-    if str(ref["machine"]) != platform.machine() or str(ref["numba"]) != numba.__version__:
-        pytest.skip("pinned on another platform / numba version")
-    X, Y = markov_corpus(3, 30)
-    for name, alg, params in (("gap32", "sdca", {"sampling": "gap", "refresh": 2}),
-                              ("uni64", "sdca", {"sampling": "uniform", "store": "float64"}), ("oeg", "oeg", {})):
-        r = train(X, Y, l2=L2, algorithm=alg, params=dict(params, gap_tol=0.0), max_iterations=5, threads=1)
-        assert np.array_equal(r.model.weights, ref[name]), name
-        assert np.array_equal(np.array([h["duality_gap"] for h in r.history]), ref[name + "_gap"]), name
 
 
 def test_enet_resume_is_bitwise(problem, tmp_path):
