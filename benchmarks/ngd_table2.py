@@ -98,7 +98,7 @@ def report(out_dir):
             with open(os.path.join(out_dir, name)) as f:
                 r = json.load(f)
             rows.setdefault((r["method"], r["set"]), []).append(r)
-    print(f"{'algorithm':18s} | {'small: F1 (sd)  acc  runs  epochs':38s} | {'large: F1 (sd)  acc  runs  epochs':38s}")
+    print(f"{'algorithm':18s} | {'small: F1 (sd)  acc (sd)  runs  epochs':44s} | {'large: F1 (sd)  acc (sd)  runs  epochs':44s}")
     for label, _, _ in METHODS:
         cells = []
         for fs in ("small", "large"):
@@ -109,9 +109,10 @@ def report(out_dir):
             f1 = [r["test_f1"] for r in rs]
             acc = [r["test_accuracy"] for r in rs]
             sd = f" ±{statistics.stdev(f1):.2f}" if len(f1) > 1 else ""
+            sda = f" ±{statistics.stdev(acc):.2f}" if len(acc) > 1 else ""
             ep = "/".join(str(r["iterations"]) for r in rs)
-            cells.append(f"{statistics.mean(f1):.2f}{sd}  {statistics.mean(acc):.2f}  {len(rs)}  {ep}")
-        print(f"{label:18s} | {cells[0]:38s} | {cells[1]:38s}")
+            cells.append(f"{statistics.mean(f1):.2f}{sd}  {statistics.mean(acc):.2f}{sda}  {len(rs)}  {ep}")
+        print(f"{label:18s} | {cells[0]:44s} | {cells[1]:44s}")
 
 
 def curves(out_dir, n_epochs=50):
