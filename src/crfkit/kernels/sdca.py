@@ -605,6 +605,9 @@ def fprime(g, nc, ncp, cm, cn, q, bu, bl, kb):
     return s - g * q, -s2 - q
 
 
+_NO_EZ = np.zeros((3, 0))    # the L2 line search's (empty) elastic-net coordinates
+
+
 @njit(**_NOPY)
 def line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc):
     """argmax over [0, 1] of the 1-D dual f: the root of f', bracketed by f'(0) = fp0 > 0 > f'(1) = -q.
@@ -617,8 +620,19 @@ def line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc):
     than ``tol`` ends the search far from the root).  Stops when the step or the bracket is below
     ``tol`` (returning the bracket's left end, where f' > 0, when the bracket decides: the dual then
     does not decrease).  Counts its f' evaluations into ``isc[I_LS]``."""
+    return _safeguarded_root(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc, 0, _NO_EZ, 0.0, 1.0)
+
+
+@njit(**_NOPY)
+def _safeguarded_root(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
+    """The root finder of :func:`line_search` (``kappa`` = 0: f' from :func:`fprime` with ``q``) and of
+    :func:`line_search_enet` (``kappa`` > 0: f' = the entropy part minus :func:`enet_h`, and f'(1) =
+    -h(1) in place of -q)."""
     if not (fp0 > 0.0):
         return 0.0
+    enet = kappa > 0.0
+    if enet:
+        q = enet_h(1.0, nz, ez, kappa, l2n)[0]
     if not (q > 0.0):
         return 1.0                  # f' >= 0 on [0, 1]
     lo = 0.0
@@ -628,7 +642,13 @@ def line_search(nc, ncp, cm, cn, q, fp0, tol, bu, bl, kb, isc):
         x = 0.5
     dxold = 1.0
     for _ in range(LS_MAXIT):
-        fx, fpp = fprime(x, nc, ncp, cm, cn, q, bu, bl, kb)
+        if enet:
+            s, sp = fprime(x, nc, ncp, cm, cn, 0.0, bu, bl, kb)
+            hx, hpx = enet_h(x, nz, ez, kappa, l2n)
+            fx = s - hx
+            fpp = sp - hpx
+        else:
+            fx, fpp = fprime(x, nc, ncp, cm, cn, q, bu, bl, kb)
         isc[I_LS] += 1
         if fx > 0.0:
             lo = x
@@ -718,40 +738,7 @@ def line_search_enet(nc, ncp, cm, cn, fp0, tol, bu, bl, kb, isc, nz, ez, kappa, 
     f'(g) = (entropy part, :func:`fprime` with q = 0) - h(g), bracketed by f'(0) = fp0 > 0 and
     f'(1) = -h(1) <= 0 (h(1) = 0: f' >= 0 on [0, 1], the step is 1).  f'' = -(entropy curvature) -
     h'(g); h' jumps where a coordinate crosses +-kappa, where the bisection safeguard takes over."""
-    if not (fp0 > 0.0):
-        return 0.0
-    h1 = enet_h(1.0, nz, ez, kappa, l2n)[0]
-    if not (h1 > 0.0):
-        return 1.0
-    lo = 0.0
-    hi = 1.0
-    x = fp0 / (fp0 + h1) if np.isfinite(fp0) else 0.5
-    if not (x > lo and x < hi):
-        x = 0.5
-    dxold = 1.0
-    for _ in range(LS_MAXIT):
-        s, sp = fprime(x, nc, ncp, cm, cn, 0.0, bu, bl, kb)
-        hx, hpx = enet_h(x, nz, ez, kappa, l2n)
-        fx = s - hx
-        fpp = sp - hpx
-        isc[I_LS] += 1
-        if fx > 0.0:
-            lo = x
-        elif fx < 0.0:
-            hi = x
-        else:
-            return x
-        if hi - lo <= tol:
-            return lo
-        nx = x - fx / fpp if (fpp < 0.0 and np.isfinite(fpp)) else -1.0
-        if not (nx > lo and nx < hi) or abs(2.0 * fx) > abs(dxold * fpp):
-            nx = 0.5 * (lo + hi)
-        dx = nx - x
-        if abs(dx) < tol:
-            return nx
-        dxold = dx
-        x = nx
-    return lo
+    return _safeguarded_root(nc, ncp, cm, cn, 0.0, fp0, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
 
 
 @njit(**_NOPY)
