@@ -471,10 +471,6 @@ class CRFModel:
         trans = tc[1]
         labels = sp.labels
         out = []
-        if len(X) == 1:
-            ids = np.empty(len(cnt), dtype=np.int32)
-            tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
-            return [[labels[i] for i in ids.tolist()]]
         t0 = e0 = 0
         for seq in X:
             T = len(seq)

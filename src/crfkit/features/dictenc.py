@@ -34,6 +34,7 @@ from itertools import chain, repeat
 import numpy as np
 
 from ..corpus import MAX_FEATURE_VALUE, Corpus
+from .encode import _assemble, _ptr
 
 __all__ = ["DictEncoder", "MAX_MEMO"]
 
@@ -106,19 +107,9 @@ class DictEncoder:
         if r is None:
             return None
         a, cnt, v = r
-        tok_ptr = np.zeros(len(cnt) + 1, dtype=np.int64)
-        np.cumsum(cnt, out=tok_ptr[1:])
-        keep = a >= 0                            # drop what the model does not know (-1)
-        if not keep.all():
-            kept = np.zeros(len(a) + 1, dtype=np.int64)
-            np.cumsum(keep, out=kept[1:])
-            tok_ptr = kept[tok_ptr]
-            a = a[keep]
-            v = v[keep] if len(v) else v
-        seq_ptr = np.zeros(len(X) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=len(X)), out=seq_ptr[1:])
-        return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=a, val=v if len(v) else np.ones(len(a)),
-                      y=np.full(int(seq_ptr[-1]), -1, dtype=np.int32))
+        # what the generic path does with the looked-up ids: drop the unknown (-1), build the pointers
+        seq_ptr = _ptr(np.fromiter(map(len, X), dtype=np.int64, count=len(X)))
+        return _assemble(seq_ptr, cnt, a, v if len(v) else None, np.full(int(seq_ptr[-1]), -1, dtype=np.int32))
 
     def codes(self, X):
         """``(codes, counts, values)`` of ``X`` (see :meth:`encode`): the attribute id of every entry of
