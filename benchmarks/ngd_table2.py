@@ -91,13 +91,20 @@ def run_one(path, fs, label, alg, params, seed, data, epochs):
           f"({res.status}), {out['seconds']:.0f}s", flush=True)
 
 
-def report(out_dir):
-    rows = {}
+def load_runs(out_dir) -> list[dict]:
+    """Every run's JSON under ``out_dir``, in file-name order."""
+    runs = []
     for name in sorted(os.listdir(out_dir)):
         if name.endswith(".json"):
             with open(os.path.join(out_dir, name)) as f:
-                r = json.load(f)
-            rows.setdefault((r["method"], r["set"]), []).append(r)
+                runs.append(json.load(f))
+    return runs
+
+
+def report(runs):
+    rows = {}
+    for r in runs:
+        rows.setdefault((r["method"], r["set"]), []).append(r)
     print(f"{'algorithm':18s} | {'small: F1 (sd)  acc (sd)  runs  epochs':44s} | {'large: F1 (sd)  acc (sd)  runs  epochs':44s}")
     for label, _, _ in METHODS:
         cells = []
@@ -115,16 +122,12 @@ def report(out_dir):
         print(f"{label:18s} | {cells[0]:44s} | {cells[1]:44s}")
 
 
-def curves(out_dir, n_epochs=50):
+def curves(runs, n_epochs=50):
     """{(set, method): (mean test accuracy per epoch, mean objective per epoch, runs)} over the first
     ``n_epochs`` epochs (a run that stopped earlier keeps its last value)."""
     import numpy as np
     acc, obj = {}, {}
-    for name in sorted(os.listdir(out_dir)):
-        if not name.endswith(".json"):
-            continue
-        with open(os.path.join(out_dir, name)) as f:
-            r = json.load(f)
+    for r in runs:
         c = r["curve"]
         if not c:
             continue
@@ -137,8 +140,8 @@ def curves(out_dir, n_epochs=50):
     return {k: (np.mean(acc[k], axis=0), np.mean(obj[k], axis=0), len(acc[k])) for k in acc}
 
 
-def figures(out_dir, prefix, n_epochs=50):
-    cv = curves(out_dir, n_epochs)
+def figures(runs, prefix, n_epochs=50):
+    cv = curves(runs, n_epochs)
     for fs in sorted({k[0] for k in cv}):
         sgd = cv.get((fs, "SGD"))
         if sgd is not None:
@@ -186,9 +189,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     if args.report:
-        report(args.out)
+        runs = load_runs(args.out)
+        report(runs)
         if args.figures:
-            figures(args.out, args.figures)
+            figures(runs, args.figures)
         return 0
     from crfkit.features.encode import build
     from crfkit.parallel import set_threads
@@ -208,7 +212,7 @@ def main(argv=None) -> int:
         path = os.path.join(args.out, f"{fs}_{alg}_{params.get('update', '')}_{seed}.json")
         if not os.path.exists(path):
             run_one(path, fs, label, alg, params, seed, data[fs], args.epochs)
-    report(args.out)
+    report(load_runs(args.out))
     return 0
 
 
