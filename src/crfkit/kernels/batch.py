@@ -255,20 +255,15 @@ def _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, use_ex
             _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
             add_scores(xs, t0, T, score)
             logz = forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, EE)
+        total += ws * logz            # ws = 1 without weights: the same numbers
         if weighted:
-            total += ws * logz
             for i in range(L):
                 for j in range(L):
                     acc[i, j] += ws * acc_s[i, j]
                     E[i, j] += ws * E_s[i, j]
-            for t in range(T):
-                for l in range(L):
-                    node[r0 + t, l] = alpha[t, l] * beta[t, l] * ws
-        else:
-            total += logz
-            for t in range(T):
-                for l in range(L):
-                    node[r0 + t, l] = alpha[t, l] * beta[t, l]
+        for t in range(T):
+            for l in range(L):
+                node[r0 + t, l] = alpha[t, l] * beta[t, l] * ws
         if keep:
             for t in range(T):
                 for l in range(L):
