@@ -447,18 +447,14 @@ class CRFModel:
         if enc is None:
             from .features.dictenc import DictEncoder
             enc = self.__dict__["_dict_encoder"] = DictEncoder(s)
+        r = enc.codes(X)
+        if r is None:
+            return None
         if len(X) <= 64:
             from . import npdecode
-            if npdecode.kernels_ready():
-                r = enc.codes(X)
-                if r is None:
-                    return None
-                a, cnt, v = r
-                if len(cnt) <= npdecode.max_tokens():
-                    return self._tag_codes(X, a, cnt, v)
-        corpus = enc.encode(X)
-        if corpus is None:
-            return None
+            if npdecode.kernels_ready() and len(r[1]) <= npdecode.max_tokens():
+                return self._tag_codes(X, *r)
+        corpus = enc.corpus(X, *r)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 

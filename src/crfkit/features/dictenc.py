@@ -104,10 +104,12 @@ class DictEncoder:
         """The corpus of ``X`` (a list of sequences, each a list of flat feature dicts), or ``None`` when
         some token is not of that shape (the generic path then converts it, or says what is wrong)."""
         r = self.codes(X)
-        if r is None:
-            return None
-        a, cnt, v = r
-        # what the generic path does with the looked-up ids: drop the unknown (-1), build the pointers
+        return None if r is None else self.corpus(X, *r)
+
+    @staticmethod
+    def corpus(X, a, cnt, v) -> Corpus:
+        """The corpus of ``X`` from its :meth:`codes`: what the generic path does with looked-up ids
+        (the unknown, -1, dropped; the pointers built)."""
         seq_ptr = _ptr(np.fromiter(map(len, X), dtype=np.int64, count=len(X)))
         return _assemble(seq_ptr, cnt, a, v if len(v) else None, np.full(int(seq_ptr[-1]), -1, dtype=np.int32))
 
