@@ -94,3 +94,41 @@ def test_loaded_model_tags_as_the_saved_one(tmp_path):
     assert m2.space.attributes == attrs
     again = pickle.loads(pickle.dumps(m2.space))
     assert again.attributes == attrs and again.attribute_ids(["a5", "q"]).tolist() == [5, -1]
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(st.lists(TEXT, max_size=40), st.data())
+def test_take_slices_the_packed_bytes(strings, data):
+    t = _table(strings)
+    idx = data.draw(st.lists(st.integers(0, max(len(strings) - 1, 0)), max_size=50) if strings else st.just([]))
+    sub = t.take(idx)
+    assert isinstance(sub, StringTable) and sub == [strings[i] for i in idx]
+    assert t._list is None                       # the source table made no Python strings
+    blob, lens = t.packed()
+    assert (blob.tobytes(), lens.tolist()) == (b"".join(s.encode() for s in strings), [len(s.encode()) for s in strings])
+
+
+def test_model_with_a_packed_table_prunes_and_saves_as_with_the_list(tmp_path):
+    """A space whose attribute names are a StringTable (what a Dask client holds) prunes, saves and loads
+    to the model the list of strings gives, without turning the table into strings."""
+    rng = np.random.default_rng(1)
+    attrs = [f"w={i}" for i in range(200)] + ["ü", "∑x", ""]
+    L = 3
+    kw = dict(labels=["A", "B", "C"], attr_ptr=np.arange(len(attrs) + 1, dtype=np.int64) * L,
+              feat_label=np.tile(np.arange(L, dtype=np.int32), len(attrs)),
+              trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L))
+    w = rng.normal(size=len(attrs) * L + L * L)
+    w[: len(attrs) * L][rng.random(len(attrs) * L) < 0.6] = 0.0      # many attributes lose every feature
+    table = _table(attrs)
+    ref = CRFModel(FeatureSpace(attributes=attrs, **kw), w)
+    packed = CRFModel(FeatureSpace(attributes=table, **kw), w)
+    (s1, w1), (s2, w2) = ref.space.prune(w), packed.space.prune(w)
+    assert isinstance(s2.attributes, StringTable) and s2.attributes == s1.attributes and table._list is None
+    np.testing.assert_array_equal(w1, w2)
+    ref.save(tmp_path / "a.crfkit")
+    packed.save(tmp_path / "b.crfkit")
+    assert table._list is None
+    a, b = CRFModel.load(tmp_path / "a.crfkit"), CRFModel.load(tmp_path / "b.crfkit")
+    assert a.space.attributes == b.space.attributes and a.space.labels == b.space.labels
+    np.testing.assert_array_equal(a.weights, b.weights)
+    np.testing.assert_array_equal(a.space.feat_label, b.space.feat_label)

@@ -213,7 +213,8 @@ class FeatureSpace:
         blive = np.flatnonzero(bcounts)
         battr_ptr = np.zeros(len(blive) + 1, np.int64)
         np.cumsum(bcounts[blive], out=battr_ptr[1:])
-        space = FeatureSpace(labels=list(self.labels), attributes=[self.attributes[a] for a in live],
+        space = FeatureSpace(labels=list(self.labels), attributes=(self.attributes.take(live) if isinstance(self.attributes, StringTable)
+                                                         else [self.attributes[a] for a in live]),
                              attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti,
                              n_dense=self.n_dense, dense_names=list(self.dense_names),
                              battributes=[self.battributes[b] for b in blive], battr_ptr=battr_ptr,
@@ -224,6 +225,8 @@ class FeatureSpace:
 
 
 def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(strings, StringTable):
+        return strings.packed()
     encoded = [s.encode("utf-8") for s in strings]
     lens = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), lens
@@ -304,9 +307,10 @@ class StringTable(Sequence):
     __slots__ = ("_blob", "_lens", "_raw", "_list", "_dict", "_hash", "_hash_calls")
 
     def __init__(self, blob: np.ndarray, lens: np.ndarray):
-        self._blob = np.ascontiguousarray(blob, dtype=np.uint8)
+        # one copy of the bytes: the array is a read-only view of them
+        self._raw = np.ascontiguousarray(blob, dtype=np.uint8).tobytes()
+        self._blob = np.frombuffer(self._raw, dtype=np.uint8)
         self._lens = np.ascontiguousarray(lens, dtype=np.int64)
-        self._raw = self._blob.tobytes()
         _check_packed(self._raw, self._blob, self._lens)
         self._list = self._dict = self._hash = None
         self._hash_calls = 0
@@ -321,6 +325,41 @@ class StringTable(Sequence):
 
     def __len__(self) -> int:
         return len(self._lens)
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(blob, lens)``: the UTF-8 bytes and byte lengths (what :func:`_pack_strings` gives of the list)."""
+        return self._blob, self._lens
+
+    def take(self, idx) -> "StringTable":
+        """The table of the strings at ``idx`` (ids, in that order), cut from the packed bytes: no Python
+        string is made (a model pruned before saving keeps its attributes packed).  Increasing ids (what
+        pruning keeps) are one boolean selection of the bytes; any other order is joined in chunks."""
+        idx = np.asarray(idx, dtype=np.int64)
+        lens = self._lens[idx]
+        if len(idx) == 0 or np.all(idx[1:] > idx[:-1]):
+            keep = np.zeros(len(self._lens), dtype=bool)
+            keep[idx] = True
+            blob = self._blob[np.repeat(keep, self._lens)].tobytes()
+        else:
+            starts = (np.cumsum(self._lens) - self._lens)[idx]
+            raw, parts = self._raw, []
+            for k in range(0, len(idx), 1 << 16):
+                a, b = starts[k:k + (1 << 16)].tolist(), (starts + lens)[k:k + (1 << 16)].tolist()
+                parts.append(b"".join([raw[i:j] for i, j in zip(a, b)]))
+            blob = b"".join(parts)
+            del parts
+        return StringTable._sliced(blob, lens)
+
+    @classmethod
+    def _sliced(cls, raw: bytes, lens: np.ndarray) -> "StringTable":
+        """A table of whole strings cut from a checked one (valid UTF-8 at string boundaries already)."""
+        t = cls.__new__(cls)
+        t._raw = raw
+        t._blob = np.frombuffer(raw, dtype=np.uint8)
+        t._lens = np.ascontiguousarray(lens, dtype=np.int64)
+        t._list = t._dict = t._hash = None
+        t._hash_calls = 0
+        return t
 
     def __getitem__(self, i):
         return self._strings()[i]
