@@ -111,6 +111,9 @@ def regularization(n: float, *, l1=None, l2=None, c1=None, c2=None, rho1=None, r
 class Objective:
     """f(w) and its gradient over an encoded, labelled corpus."""
 
+    #: ``value_and_grad`` returns a new gradient array at every call (drivers may keep it without a copy)
+    fresh_gradients = True
+
     def __init__(self, corpus: Corpus, space: FeatureSpace, reg: Regularization = Regularization(),
                  threads: int | None = None, scales: np.ndarray | None = None):
         """``scales``: per-sequence scales ``s_i`` taken as they are instead of those of ``corpus.weight``

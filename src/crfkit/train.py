@@ -552,7 +552,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                 res = owlqn(obj.value_and_grad, x0, reg.l1, **common)
             else:
                 from .optim.lbfgs import lbfgs
-                res = lbfgs(obj.value_and_grad, x0, **common)
+                res = lbfgs(obj.value_and_grad, x0, fresh_gradients=getattr(obj, "fresh_gradients", False), **common)
         finally:
             tr.close()
         if not diverged:

@@ -83,7 +83,6 @@ class History:
         self.rho = np.empty(m + 1)
         self.order: list[int] = []     # slots, oldest first
         self._keep: list[int] = []     # slots cleared since the last stored pair (see clear)
-        self._d = np.empty(n)
 
     def __len__(self) -> int:
         return len(self.order)
@@ -317,7 +316,8 @@ def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
 def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: int | None = None,
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
-          callback: Callable[[dict], bool | None] | None = None, state: dict | None = None) -> LbfgsResult:
+          callback: Callable[[dict], bool | None] | None = None, state: dict | None = None,
+          fresh_gradients: bool = False) -> LbfgsResult:
     """Minimise a smooth function with L-BFGS.
 
     ``callback(info)`` is called after every iteration with a dict holding
@@ -333,6 +333,11 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     exactly as the run that produced the state would have (same iterates,
     bitwise), with the stopping rules checked again first.  ``max_iterations``
     counts the iterations of the whole run, the resumed ones included.
+
+    ``fresh_gradients``: ``fg`` returns a new gradient array at every call (crfkit's objectives do), so
+    the line search keeps it as it is; otherwise it keeps a copy, in case ``fg`` reuses one buffer.  A
+    copy is one more vector of the problem's size alive at a time (a Dask client's working memory is
+    little more than these vectors).
     """
     st = start_run(fg, x0, state, m, period)
     if st.interrupted is not None:
@@ -371,9 +376,10 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
             step0 = 1.0 / math.sqrt(-dg) if not len(hist) else 1.0
 
             def phi(a, d=d):
-                xn = x + a * d
+                xn = d * a      # x + a d with one array (the same roundings as x + a * d)
+                xn += x
                 fn, gn = fg(xn)
-                return fn, float(np.dot(gn, d)), (xn, gn.copy())
+                return fn, float(np.dot(gn, d)), (xn, gn if fresh_gradients else gn.copy())
 
             a, fn, pl, ne, ok = wolfe_line_search(phi, f, dg, step0, c1=c1, c2=c2, max_evals=max_linesearch)
             n_evals += ne
