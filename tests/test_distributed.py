@@ -109,9 +109,13 @@ def test_single_process_path_imports_no_dask():
                                 dict(transitions="all")])
 def test_feature_space_equals_single_process(client, data, kw):
     from crfkit.distributed import load_sharded
+    from crfkit.distributed import RemoteNames
     space, sc = load_sharded(client, data["paths"], threads=1, **kw)
     try:
         ref, corpus = _single(data["whole"], **kw)
+        # the client holds the number of attribute names, not the names, until something reads them
+        assert isinstance(space.attributes, RemoteNames) and space.attributes._table is None
+        assert len(space.attributes) == space.n_attributes == ref.n_attributes
         assert space.labels == ref.labels
         assert space.attributes == ref.attributes
         np.testing.assert_array_equal(space.attr_ptr, ref.attr_ptr)
@@ -158,7 +162,7 @@ def _same_model(a, b, tol):
     assert np.max(np.abs(a.weights - b.weights)) <= tol * scale
 
 
-def test_lbfgs_same_iterates_and_optimum_as_single_process(client, data):
+def test_lbfgs_same_iterates_and_optimum_as_single_process(client, data, tmp_path):
     """The iterates are the single-process run's up to summation order: after 25 iterations the weights
     agree to 1e-8 (relative to max |w|) and every iteration's objective to 1e-12; run to convergence,
     both reach the same optimum (objective 1e-12; weights 1e-6: at a gradient of 1e-8, the floor of
@@ -168,6 +172,14 @@ def test_lbfgs_same_iterates_and_optimum_as_single_process(client, data):
     kw = dict(c2=5.0, epsilon=0.0, delta=0.0, threads=1)
     ref = train_columns(data["whole"], T, max_iterations=25, **kw)
     res = train(data["paths"], None, client=client, max_iterations=25, **kw)
+    # the client holds the attribute names packed (the vocabulary was merged on a worker): training and
+    # saving the model make no Python string of them, and the file is the single-process model's
+    from crfkit.model import CRFModel, StringTable
+    names = res.model.space.attributes
+    assert isinstance(names, StringTable) and names._list is None
+    res.model.save(tmp_path / "dask.crfkit")
+    assert names._list is None
+    _same_model(CRFModel.load(tmp_path / "dask.crfkit"), CRFModel(*ref.model.space.prune(ref.model.weights)), 1e-8)
     _same_model(res.model, ref.model, 1e-8)
     for a, b in zip(res.history, ref.history):
         assert abs(a["objective"] - b["objective"]) <= 1e-12 * b["objective"]
@@ -180,6 +192,22 @@ def test_lbfgs_same_iterates_and_optimum_as_single_process(client, data):
     for k in ("templates", "template_pad", "columns", "support"):
         assert res.model.meta[k] == ref.model.meta[k]
     assert res.model.meta["dask_shards"] == 4
+
+
+def test_dev_set_scored_as_in_one_process(client, data):
+    """A development set (a file, or attribute lists) is encoded on a worker, where the names are, and
+    scored on the client as in one process."""
+    from crfkit.pipeline import load_columns
+    from crfkit.train import train
+    T = default_chunking_templates()
+    kw = dict(c2=1.0, max_iterations=4, threads=1)
+    ref = train_columns(data["whole"], T, dev_path=data["dev"], **kw)
+    res = train(data["paths"], None, client=client, dev_path=data["dev"], **kw)
+    Xd, Yd, _ = load_columns(data["dev"], T)
+    res2 = train(data["paths"], None, client=client, X_dev=Xd, Y_dev=Yd, **kw)
+    for r in (res, res2):
+        assert [h["dev_accuracy"] for h in r.history] == pytest.approx([h["dev_accuracy"] for h in ref.history])
+        assert r.model.tag(Xd) == ref.model.tag(Xd)
 
 
 def test_refusals(client, data):

@@ -38,9 +38,10 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise CrfkitError("training on a Dask cluster needs the optional extra: pip install 'crfkit[dask]' "
                       f"({e})") from None
 
-from .core import MIXING, DistributedObjective, ShardedCorpus, expand_paths, load_sharded, tree_sum  # noqa: E402
+from .core import (MIXING, DistributedObjective, RemoteNames, ShardedCorpus, expand_paths, load_sharded,  # noqa: E402
+                   resolve_names, tree_sum)
 
-__all__ = ["MIXING", "DistributedObjective", "ShardedCorpus", "expand_paths", "load_sharded", "tree_sum",
+__all__ = ["MIXING", "DistributedObjective", "RemoteNames", "ShardedCorpus", "resolve_names", "expand_paths", "load_sharded", "tree_sum",
            "train_files", "local_client", "connect", "dashboard"]
 
 
@@ -124,7 +125,10 @@ def train_files(client, paths, *, templates=None, format: str = "auto", pad: boo
                 raise CrfkitError(f"{dev_path}: the dev data has {nd} observation columns but the training data "
                                   f"has {sc.n_columns}")
         if X_dev is not None:
-            dev = encode(X_dev, space, Y_dev, name="<dev data>")
+            # encoded where the names are (the client holds the space's layout, not its names)
+            f = client.submit(encode, X_dev, sc.space_future, Y_dev, name="<dev data>", pure=False)
+            dev = f.result()
+            f.release()
             dev_labels = Y_dev
         md = dict(meta or {})
         md.update({"support": support, "transitions": transitions or support, "min_freq": min_freq,
@@ -135,7 +139,10 @@ def train_files(client, paths, *, templates=None, format: str = "auto", pad: boo
             md.update({"templates": sc.sources[0].templates, "template_pad": bool(pad), "columns": sc.n_columns})
         else:
             md["input_format"] = "crfsuite"
-        return train_corpus(space, sc, reg=reg, dev=dev, dev_labels=dev_labels, meta=md, threads=threads,
-                            verbose=verbose, log=log, **kwargs)
+        res = train_corpus(space, sc, reg=reg, dev=dev, dev_labels=dev_labels, meta=md, threads=threads,
+                           verbose=verbose, log=log, **kwargs)
+        # the names, packed, now that the optimizer's vectors are gone: the model outlives the cluster
+        resolve_names(res.model.space)
+        return res
     finally:
         sc.release()

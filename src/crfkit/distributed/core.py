@@ -20,14 +20,14 @@ import glob
 import hashlib
 import os
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import CrfkitError, DataError, ParameterError
+from ..model import FeatureSpace
 from ..objective import Regularization
 from . import shards as S
-from .vocab import merge_counts
 
 #: the stochastic methods parameter mixing runs (McDonald, Hall & Mann 2010; Zinkevich et al. 2010)
 MIXING = ("sg", "asg", "sgd-l1")
@@ -124,13 +124,12 @@ class ShardedCorpus:
 
     def fingerprint(self, space) -> str:
         """SHA-256 of the feature space and of every encoded shard, in order (a checkpoint of this
-        sharded run resumes on the same files, whichever workers hold them)."""
-        from ..checkpoint import fingerprint
-        from ..corpus import Corpus
+        sharded run resumes on the same files, whichever workers hold them).  The space's part was
+        computed on the worker that merged it (where its attribute names are strings already)."""
+        if space is not self.space:
+            raise CrfkitError("a sharded corpus is fingerprinted with its own feature space only")
         h = hashlib.sha256(b"crfkit-sharded")
-        empty = Corpus(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0),
-                       np.zeros(0, np.int32))
-        h.update(fingerprint(space, empty).encode())
+        h.update(self.space_digest.encode())
         for i in self.infos:
             h.update(i["digest"].encode())
         return h.hexdigest()
@@ -157,6 +156,64 @@ class ShardedCorpus:
         for f in self.shards:
             f.release()
         self.shards = []
+
+
+def _n_columns(counts) -> int | None:
+    return counts.n_columns
+
+
+class RemoteNames(Sequence):
+    """The attribute names of a feature space merged on the workers, as the client holds them: their
+    number, and the future of the space.  Reading them (an index, iteration, ``==``, a lookup, saving the
+    model) fetches them once, packed (:class:`crfkit.model.StringTable`), and drops the future; until
+    then the client holds no name at all (a training run reads them at its end: :func:`resolve_names`)."""
+
+    def __init__(self, n: int, client, space_future):
+        self._n = int(n)
+        self._client = client
+        self._future = space_future
+        self._table = None
+
+    def table(self):
+        """The names, packed (fetched on first use)."""
+        if self._table is None:
+            f = self._client.submit(S.packed_names, self._future, pure=False)
+            self._table = f.result()
+            f.release()
+            self._future = self._client = None
+        return self._table
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return self.table()[i]
+
+    def __iter__(self):
+        return iter(self.table())
+
+    def __eq__(self, other):
+        return self.table() == other
+
+    __hash__ = None
+
+    def __reduce__(self):          # pickled (a model sent elsewhere): the names themselves
+        return (_identity, (self.table(),))
+
+    def __repr__(self) -> str:
+        return f"RemoteNames({self._n} attribute names{', fetched' if self._table is not None else ''})"
+
+
+def _identity(x):
+    return x
+
+
+def resolve_names(space) -> None:
+    """Replace a :class:`RemoteNames` in ``space.attributes`` by the packed names (a model that outlives
+    the cluster, or is saved, needs them); a no-op for any other space."""
+    if isinstance(space.attributes, RemoteNames):
+        space.attributes = space.attributes.table()
+        space.__dict__.pop("attr_index", None)
 
 
 def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bool = True,
@@ -203,25 +260,23 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     t0 = time.perf_counter()
     counts = [client.submit(S.count_shard, src, workers=w, allow_other_workers=True, pure=False)
               for src, w in zip(sources, where)]
-    ncols = []
-
-    def each():
-        for src, f in zip(sources, counts):
-            sc = f.result()
-            f.release()
-            ncols.append(sc.n_columns)
-            yield sc
-
-    space = merge_counts(each(), support=support, transitions=transitions, min_freq=min_freq)
-    if format == "columns" and len(set(ncols)) > 1:
-        k = next(i for i, c in enumerate(ncols) if c != ncols[0])
-        raise DataError(f"{ncols[k]} observation columns, but {sources[0].path} has {ncols[0]}", sources[k].path)
+    # the reduce step runs on a worker: the merged vocabulary (millions of strings and the dict that
+    # made them, at scale several times the client's working memory) never sits in the client, which
+    # gets the packed view of the space (attribute names as one byte string).  The space is a task
+    # result, not scattered data: Dask's active memory manager keeps one replica of scattered data, and
+    # a worker lost with it would leave the shards impossible to re-encode; the count tasks stay in
+    # the graph as the merge's inputs, so a lost space is merged again from the files.
+    space_future = client.submit(S.merge_space, support, transitions, min_freq, *counts, workers=where[0],
+                                 allow_other_workers=True, pure=False)
+    ncols = [c.result() for c in client.map(_n_columns, counts, pure=False)] if format == "columns" else []
+    layout = client.submit(S.space_layout, space_future, pure=False)
+    del counts
+    rest, n_attributes, space_digest = layout.result()
+    layout.release()
+    space = FeatureSpace(attributes=RemoteNames(n_attributes, client, space_future), **rest)
     if log:
         log(f"dask: vocabulary of {ns} shards merged in {time.perf_counter() - t0:.2f}s: {space.n_labels} labels, "
             f"{space.n_attributes} attributes, {space.n_features} features")
-    # the space as a task result, not scattered data: Dask's active memory manager keeps one replica of
-    # scattered data, and a worker lost with it would leave the shards impossible to re-encode
-    space_future = client.submit(S.const, space, pure=False)
     shard_futures = [client.submit(S.encode_shard, src, space_future, workers=w, allow_other_workers=True,
                                    pure=False) for src, w in zip(sources, where)]
     infos = client.gather([client.submit(S.shard_info, f, space_future, pure=False) for f in shard_futures])
@@ -238,6 +293,7 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     for f in shard_futures:
         f.release()
     sc = ShardedCorpus(client, sources, space, blocks, space_future, infos, threads)
+    sc.space_digest = space_digest
     sc.n_columns = ncols[0] if ncols else None
     sc.format = format
     if log:
@@ -253,6 +309,9 @@ class DistributedObjective:
     The interface the L-BFGS / OWL-QN drivers and :func:`crfkit.train.train_corpus` use:
     ``value_and_grad``, ``value``, ``nll_sum_grad``, ``nll_sum``, ``empirical_counts``, ``n``,
     ``reg``, ``n_full`` / ``n_oracle`` / ``effective_passes``, ``to_crfsuite``."""
+
+    #: ``value_and_grad`` returns a new gradient array at every call (the reduced one)
+    fresh_gradients = True
 
     def __init__(self, corpus: ShardedCorpus, reg: Regularization = Regularization()):
         self.corpus = corpus

@@ -126,6 +126,40 @@ def count_shard(src: Source) -> ShardCounts:
                        n_tokens=int(seq_lens.sum()), n_columns=ncol)
 
 
+def merge_space(support: str, transitions, min_freq: float, *counts: ShardCounts):
+    """The reduce step, run on a worker: the shards' counts (in shard order) merged into ONE feature
+    space (:func:`crfkit.distributed.vocab.merge_counts`), after checking that every column file has
+    the first one's number of observation columns.  The space stays on the workers (the input of
+    every shard's encoding); the client gets its packed view (:func:`packed_space`)."""
+    from .vocab import merge_counts
+    ncols = [sc.n_columns for sc in counts]
+    if any(c is not None for c in ncols) and len(set(ncols)) > 1:
+        k = next(i for i, c in enumerate(ncols) if c != ncols[0])
+        raise DataError(f"{ncols[k]} observation columns, but {counts[0].path} has {ncols[0]}", counts[k].path)
+    return merge_counts(counts, support=support, transitions=transitions, min_freq=min_freq)
+
+
+def space_layout(space) -> tuple[dict, int, str]:
+    """``(fields, n_attributes, fingerprint)``: the feature space as the client holds it during training,
+    every field but the attribute names (labels, the CSR layout of the features, transitions: what the
+    optimizer, the dev scores and the model's arrays need), their number, and the fingerprint of the
+    space (the checkpoints' key, computed here, where the names are strings already).  The names come
+    to the client packed (:func:`packed_names`) when something reads them: at the end of training."""
+    from dataclasses import fields
+    from ..checkpoint import fingerprint
+    empty = Corpus(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0),
+                   np.zeros(0, np.int32))
+    rest = {f.name: getattr(space, f.name) for f in fields(space) if f.name != "attributes"}
+    return rest, len(space.attributes), fingerprint(space, empty)
+
+
+def packed_names(space):
+    """The space's attribute names as a :class:`crfkit.model.StringTable` (UTF-8 bytes and lengths: about
+    a tenth of the memory of millions of Python strings and their list)."""
+    from ..model import StringTable, _pack_strings
+    return StringTable(*_pack_strings(space.attributes))
+
+
 class Shard:
     """An encoded shard, resident on a worker: its corpus, and (built on first use, never sent
     anywhere) the objective over it."""
