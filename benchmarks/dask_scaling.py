@@ -16,7 +16,9 @@ it reports: seconds to read + encode, seconds per gradient evaluation (median of
 same random w) and the CPU seconds per evaluation of every process involved (the client, which
 also runs the LocalCluster's scheduler, plus the workers: ``time.process_time`` deltas; on a shared
 machine CPU time is the steadier measure of the Dask path's overhead), seconds per L-BFGS iteration (``--iterations`` iterations of crfkit's L-BFGS from 0,
-wall / iterations, and the evaluations it made), the client's peak RSS (``ru_maxrss``) and the
+wall / iterations, and the evaluations it made; from 7 iterations on, the L-BFGS history of m = 6 pairs
+is full, as in a real run), the model (attribute names and weights) saved to a file, the client's peak
+RSS (``ru_maxrss``, over all of that) and the
 workers' peak RSS (``ru_maxrss`` in each worker, through ``client.run``).  numba threads: ``--threads``
 (default 1) in the single process and inside every worker task.
 
@@ -93,7 +95,7 @@ def _lbfgs(fg, p, iterations):
 
     t = time.perf_counter()
     res = lbfgs(counted, np.zeros(p), max_iterations=iterations, epsilon=0.0, delta=0.0, period=10)
-    return (time.perf_counter() - t) / max(res.iterations, 1), res.iterations, evals[0], float(res.f)
+    return (time.perf_counter() - t) / max(res.iterations, 1), res.iterations, evals[0], float(res.f), res.x
 
 
 def run_config(config: str, paths: list[str], threads: int, evals: int, iterations: int) -> dict:
@@ -145,8 +147,15 @@ def run_config(config: str, paths: list[str], threads: int, evals: int, iteratio
                client_cpu_s=(time.process_time() - cpu0) / evals)
     out.update(eval_s=statistics.median(ts), eval_all_s=ts, f_at_w=fs[-1], gnorm_at_w=float(np.linalg.norm(g)))
     del g
-    it_s, its, nev, f = _lbfgs(obj.value_and_grad, space.n_features, iterations)
+    it_s, its, nev, f, x = _lbfgs(obj.value_and_grad, space.n_features, iterations)
     out.update(iter_s=it_s, iterations=its, lbfgs_evals=nev, lbfgs_f=f)
+    out["peak_after_lbfgs_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # the end of a training run: the model (attribute names included) written to a file
+    from crfkit.model import CRFModel
+    with tempfile.TemporaryDirectory() as td:
+        t = time.perf_counter()
+        out["model_bytes"] = CRFModel(space, x).save(os.path.join(td, "model.crfkit"))
+        out["save_s"] = time.perf_counter() - t
     out["client_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if client is not None:
         def peak():
@@ -165,7 +174,7 @@ def main(argv=None):
     ap.add_argument("--shards", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--evals", type=int, default=3)
-    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--configs", nargs="+", default=["single", "dask1", "dask2"])
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--dir", help="shard directory (kept); default a temporary one")
