@@ -154,6 +154,9 @@ def run_config(config: str, paths: list[str], threads: int, evals: int, iteratio
     from crfkit.model import CRFModel
     with tempfile.TemporaryDirectory() as td:
         t = time.perf_counter()
+        if client is not None:
+            from crfkit.distributed import resolve_names
+            resolve_names(space)        # as train_files does at the end of training: the names, packed
         out["model_bytes"] = CRFModel(space, x).save(os.path.join(td, "model.crfkit"))
         out["save_s"] = time.perf_counter() - t
     out["client_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

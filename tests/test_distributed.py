@@ -194,6 +194,30 @@ def test_lbfgs_same_iterates_and_optimum_as_single_process(client, data, tmp_pat
     assert res.model.meta["dask_shards"] == 4
 
 
+def test_model_on_remote_names_saves_without_python_strings(client, data, tmp_path):
+    from crfkit.distributed import RemoteNames, load_sharded
+    from crfkit.model import CRFModel
+    space, sc = load_sharded(client, data["paths"], threads=1)
+    try:
+        ref, _ = _single(data["whole"])
+        w = np.random.default_rng(5).normal(size=space.n_features)
+        w[::3] = 0.0
+        names = space.attributes
+        CRFModel(space, w).save(tmp_path / "m.crfkit")          # prune + pack: the table, fetched packed
+        assert isinstance(names, RemoteNames) and names._table is not None and names._table._list is None
+        m = CRFModel.load(tmp_path / "m.crfkit")
+        r = CRFModel.load(_saved(CRFModel(ref, w), tmp_path / "r.crfkit"))
+        assert m.space.attributes == r.space.attributes
+        np.testing.assert_array_equal(m.weights, r.weights)
+    finally:
+        sc.release()
+
+
+def _saved(model, path):
+    model.save(path)
+    return path
+
+
 def test_dev_set_scored_as_in_one_process(client, data):
     """A development set (a file, or attribute lists) is encoded on a worker, where the names are, and
     scored on the client as in one process."""

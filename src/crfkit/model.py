@@ -213,7 +213,7 @@ class FeatureSpace:
         blive = np.flatnonzero(bcounts)
         battr_ptr = np.zeros(len(blive) + 1, np.int64)
         np.cumsum(bcounts[blive], out=battr_ptr[1:])
-        space = FeatureSpace(labels=list(self.labels), attributes=(self.attributes.take(live) if isinstance(self.attributes, StringTable)
+        space = FeatureSpace(labels=list(self.labels), attributes=(self.attributes.take(live) if hasattr(self.attributes, "packed")
                                                          else [self.attributes[a] for a in live]),
                              attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti,
                              n_dense=self.n_dense, dense_names=list(self.dense_names),
@@ -225,7 +225,7 @@ class FeatureSpace:
 
 
 def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(strings, StringTable):
+    if hasattr(strings, "packed"):      # a StringTable (or a sequence that stands for one): already packed
         return strings.packed()
     encoded = [s.encode("utf-8") for s in strings]
     lens = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))

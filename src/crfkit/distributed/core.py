@@ -186,6 +186,12 @@ class RemoteNames(Sequence):
     def __len__(self) -> int:
         return self._n
 
+    def packed(self):
+        return self.table().packed()
+
+    def take(self, idx):
+        return self.table().take(idx)
+
     def __getitem__(self, i):
         return self.table()[i]
 
