@@ -377,7 +377,8 @@ class DistributedObjective:
         v, g = self.nll_sum_grad(w)
         g /= self.n
         if self.reg.l2:
-            g += self.reg.l2 * w
+            from ..kernels.vec import axpy
+            axpy(self.reg.l2, w, g)       # g += l2 w without a temporary of the problem's size
         return self.reg.penalized(v / self.n, w), g
 
     def value(self, w: np.ndarray, count: bool = True) -> float:
