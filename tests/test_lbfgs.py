@@ -249,3 +249,49 @@ def test_tiny_crf_reaches_the_scipy_optimum(support):
     assert res.f <= ref.fun * (1 + 1e-8)
     assert np.abs(res.g).max() < 1e-6
     np.testing.assert_allclose(res.x, ref.x, atol=1e-4)
+
+
+def test_history_without_spare_row_matches_push_and_keeps_snapshots():
+    """L-BFGS's history has m rows (no spare): prepare checks a pair without writing it, and commit writes
+    it over the oldest only for the snapshot it was prepared with.  Over a stream of pairs (weak ones
+    included) it holds the pairs, rho and order of the spare-row history that push fills."""
+    from collections import deque
+    from crfkit.optim.lbfgs import History, make_state
+    rng = np.random.default_rng(0)
+    n, m = 7, 3
+    a, b = History(m, n), History(m, n, spare=False)
+    assert b.S.shape == (m, n)
+    ref = deque(maxlen=m)
+    x, g = rng.normal(size=n), rng.normal(size=n)
+    for k in range(25):
+        xn = x + rng.normal(size=n)
+        gn = g + (rng.normal(size=n) if k % 4 else -(xn - x))       # every 4th pair: negative curvature
+        ok = a.push(xn, x, gn, g)
+        old = tuple(b.order)
+        snap_old = (x, 0.0, 0.0, g, k, k, old, (), True)
+        before = make_state(b, snap_old, 0.0)
+        order = b.prepare(xn, x, gn, g)
+        assert (b.pending is not None) == ok
+        # a snapshot of the previous iteration is intact until the commit, and make_state of it writes nothing
+        again = make_state(b, snap_old, 0.0)
+        assert b.pending is not None or not ok
+        for key in ("S", "Y", "rho"):
+            np.testing.assert_array_equal(again[key], before[key])
+        # make_state of the new snapshot writes the pending pair (an interrupt between prepare and commit)
+        st = make_state(b, (xn, 0.0, 0.0, gn, k + 1, k + 1, order, (), True), 0.0)
+        assert b.pending is None and tuple(b.order) == order
+        if ok:
+            ref.append((xn - x, gn - g))
+        Sa, Ya, ra = a.pairs()
+        np.testing.assert_array_equal(st["S"], Sa)
+        np.testing.assert_array_equal(st["Y"], Ya)
+        np.testing.assert_array_equal(st["rho"], ra)
+        assert len(ref) == len(b.order)
+        for (s, y), s2, y2 in zip(ref, st["S"], st["Y"]):
+            np.testing.assert_allclose(s2, s)
+            np.testing.assert_allclose(y2, y)
+        x, g = xn, gn
+        if k == 13:
+            a.clear()
+            b.clear()
+            ref.clear()

@@ -14,6 +14,20 @@ def dot(a, b):
 
 
 @njit(cache=True)
+def curvature(x_new, x, g_new, g):
+    """(s.y, y.y) for s = x_new - x, y = g_new - g without storing s or y (the same sums, in the same
+    order, as dot(s, y) and dot(y, y) over the stored vectors)."""
+    sy = 0.0
+    yy = 0.0
+    for i in range(x.shape[0]):
+        s = x_new[i] - x[i]
+        y = g_new[i] - g[i]
+        sy += s * y
+        yy += y * y
+    return sy, yy
+
+
+@njit(cache=True)
 def axpy(alpha, x, y):
     """y += alpha * x"""
     for i in range(x.shape[0]):

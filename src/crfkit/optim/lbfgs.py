@@ -74,15 +74,20 @@ def two_loop(g: np.ndarray, S: deque, Y: deque, RHO: deque) -> np.ndarray:
 class History:
     """The last ``m`` (s, y) pairs in a ring buffer, with the two-loop recursion in numba."""
 
-    def __init__(self, m: int, n: int):
+    def __init__(self, m: int, n: int, spare: bool = True):
         self.m = m
-        # one spare row: a new pair is written there first, so a pair rejected
-        # for weak curvature never overwrites the live history
-        self.S = np.empty((m + 1, n))
-        self.Y = np.empty((m + 1, n))
-        self.rho = np.empty(m + 1)
+        # spare: one more row, where push writes a new pair first, so that a pair rejected for weak
+        # curvature never overwrites the live history and a snapshot taken before the push stays valid.
+        # Without it (L-BFGS: two vectors of the problem's size less), :meth:`prepare` checks the pair
+        # without storing it and :meth:`commit` writes it over the oldest one once the caller's snapshot
+        # no longer needs that one.
+        rows = m + 1 if spare else m
+        self.S = np.empty((rows, n))
+        self.Y = np.empty((rows, n))
+        self.rho = np.empty(rows)
         self.order: list[int] = []     # slots, oldest first
         self._keep: list[int] = []     # slots cleared since the last stored pair (see clear)
+        self.pending = None            # a prepared pair not yet written (see prepare / commit)
 
     def __len__(self) -> int:
         return len(self.order)
@@ -108,6 +113,34 @@ class History:
         if len(self.order) > self.m:
             self.order.pop(0)
         return True
+
+    def prepare(self, x_new, x, g_new, g) -> tuple[int, ...]:
+        """The slot order after storing s = x_new - x, y = g_new - g (the current order when the curvature
+        s.y is too weak), without writing anything; the pair is then :attr:`pending` until
+        :meth:`commit`.  The test and 1 / s.y are those of :meth:`push` (the same sums)."""
+        sy, yy = _vec.curvature(x_new, x, g_new, g)
+        if not sy > 1e-10 * yy:
+            self.pending = None
+            return tuple(self.order)
+        free = sorted(set(range(self.S.shape[0])) - set(self.order))
+        slot = free[0] if free else self.order[0]
+        order = tuple(([k for k in self.order if k != slot] + [slot])[-self.m:])
+        self.pending = (slot, x_new, x, g_new, g, 1.0 / sy, order)
+        return order
+
+    def commit(self, order: tuple | None = None) -> None:
+        """Write the pending pair (idempotent: it is computed again from the four vectors).  With
+        ``order``: only if the pending pair is the one that order was prepared with (the very tuple
+        :meth:`prepare` returned), so that a snapshot taken before the prepare is never overwritten."""
+        if self.pending is None or (order is not None and self.pending[-1] is not order):
+            return
+        slot, x_new, x, g_new, g, rho, order = self.pending
+        np.subtract(x_new, x, out=self.S[slot])
+        np.subtract(g_new, g, out=self.Y[slot])
+        self.rho[slot] = rho
+        self.order = list(order)
+        self._keep = []
+        self.pending = None
 
     def pairs(self, order=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The stored ``(S, Y, rho)`` pairs, oldest first (fresh arrays); ``order``: slots to take."""
@@ -246,6 +279,7 @@ def make_state(hist: History, snap: tuple, seconds: float) -> dict:
     by the drivers, so they are shared).
     """
     x, f, f_smooth, g, it, n_evals, order, past, ok = snap
+    hist.commit(order)  # a pair prepared for this snapshot and not yet written (interrupted): write it
     S, Y, rho = hist.pairs(order)
     return dict(x=x, g=g, f=float(f), f_smooth=float(f_smooth), iteration=int(it), n_evals=int(n_evals),
                 S=S, Y=Y, rho=rho, past=np.asarray(past, dtype=np.float64), linesearch_ok=bool(ok),
@@ -280,9 +314,9 @@ class RunStart:
 
 
 def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
-              full: Callable[[float, np.ndarray], float] = lambda f, x: f) -> RunStart:
+              full: Callable[[float, np.ndarray], float] = lambda f, x: f, spare: bool = True) -> RunStart:
     """The common start of :func:`lbfgs` and OWL-QN; ``full(f, x)`` turns the smooth
-    value into the minimised objective (identity for L-BFGS)."""
+    value into the minimised objective (identity for L-BFGS); ``spare``: see :class:`History`."""
     t_start = time.perf_counter()
     if state is not None:
         x = np.array(state["x"], dtype=np.float64, copy=True)
@@ -303,7 +337,7 @@ def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
         g = np.array(g, dtype=np.float64, copy=True)
         F = full(f, x)
         n_evals, it, ok = 1, 0, True
-    hist = History(m, x.shape[0])
+    hist = History(m, x.shape[0], spare)
     past: deque = deque(maxlen=period + 1)
     if state is not None:
         hist.load(state["S"], state["Y"], state["rho"])
@@ -339,7 +373,7 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     copy is one more vector of the problem's size alive at a time (a Dask client's working memory is
     little more than these vectors).
     """
-    st = start_run(fg, x0, state, m, period)
+    st = start_run(fg, x0, state, m, period, spare=False)
     if st.interrupted is not None:
         return st.interrupted
     x, f, g, n_evals, it, ok = st.x, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
@@ -387,13 +421,15 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
                 status, message = "linesearch_failed", "the line search found no decrease (at numerical precision?)"
                 break
             xn, gn = pl
-            hist.push(xn, x, gn, g)
+            order = hist.prepare(xn, x, gn, g)
             x, f, g = xn, fn, gn
             it += 1
             past.append(f)
-            # one assignment: an interrupt leaves either the previous or this iteration's snapshot
-            # (the history rows of the previous one are intact: a push writes into a free slot)
-            snap = (x, f, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
+            # one assignment: an interrupt leaves either the previous or this iteration's snapshot.
+            # The new pair is written (over the oldest, which this snapshot no longer holds) only
+            # after it; an interrupt before it is written leaves it pending, and make_state writes it
+            snap = (x, f, f, g, it, n_evals, order, tuple(past), ok)
+            hist.commit()
             xnorm = float(np.linalg.norm(x))
             gnorm = float(np.linalg.norm(g))
             ginf = float(np.max(np.abs(g))) if g.size else 0.0
