@@ -411,3 +411,16 @@ def test_merged_counts_give_builds_feature_space(shards, kw):
     np.testing.assert_array_equal(space.attr_ptr, ref.attr_ptr)
     np.testing.assert_array_equal(space.feat_label, ref.feat_label)
     np.testing.assert_array_equal(space.trans_index, ref.trans_index)
+
+
+def test_client_heap_trim_respects_the_environment(monkeypatch):
+    from crfkit.distributed.core import trim_client_heap
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert trim_client_heap() is False                 # the user's setting wins
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
+    assert trim_client_heap() is (sys.platform.startswith("linux") and _glibc())
+
+
+def _glibc() -> bool:
+    import platform
+    return platform.libc_ver()[0] == "glibc"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Sequence
 
@@ -158,6 +159,25 @@ class ShardedCorpus:
         self.shards = []
 
 
+#: glibc's M_TRIM_THRESHOLD (malloc.h), and the value Dask's nanny gives its workers (MALLOC_TRIM_THRESHOLD_)
+_M_TRIM_THRESHOLD, _TRIM_BYTES = -1, 65536
+
+
+def trim_client_heap() -> bool:
+    """Let glibc return freed heap memory to the system above 64 KiB (``mallopt(M_TRIM_THRESHOLD)``), in
+    the client process, as Dask's nanny does for its workers; unless ``MALLOC_TRIM_THRESHOLD_`` is set
+    (the user's choice wins).  Without it the buffers of every evaluation's messages (w out, the gradient
+    in: megabytes each) stay in the client's heap after they are freed, about 100 MB at 4M features.
+    Returns whether it was set (False off glibc)."""
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
+    except (OSError, AttributeError):
+        return False
+
+
 def _n_columns(counts) -> int | None:
     return counts.n_columns
 
@@ -236,6 +256,7 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     the global counts.  ``threads``: numba threads inside each worker task.
     """
     files = expand_paths(paths)
+    trim_client_heap()
     if format == "auto":
         format = _detect(files[0])
     if format not in ("columns", "crfsuite"):
