@@ -368,11 +368,12 @@ class DistributedObjective:
         return self.client.submit(S.const, np.ascontiguousarray(w, dtype=np.float64), pure=False)
 
     def map_reduce(self, fn, *args, w=None):
-        """The sum over shards of ``fn(shard, space, [w,] *args)``, by the fixed pairwise tree."""
+        """The sum over shards of ``fn(shard, [w,] *args)``, by the fixed pairwise tree (a shard holds the
+        space it was encoded against)."""
         t = time.perf_counter()
         c = self.corpus
         extra = (self.scatter(w),) if w is not None else ()
-        parts = [self.client.submit(fn, s, c.space_future, *extra, *args, pure=False) for s in c.shards]
+        parts = [self.client.submit(fn, s, *extra, *args, pure=False) for s in c.shards]
         root = tree_sum(self.client, parts)
         del parts
         out = root.result()
@@ -423,7 +424,7 @@ class DistributedObjective:
     apply_gradient = oracle
 
 
-def _shard_empirical(shard, space, threads):
+def _shard_empirical(shard, threads):
     S._threads(threads)
     with shard._lock:
-        return np.array(shard.objective(space, threads).empirical_counts, copy=True)
+        return np.array(shard.objective(threads).empirical_counts, copy=True)

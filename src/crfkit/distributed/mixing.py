@@ -72,7 +72,7 @@ def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: 
     try:
         while epoch < epochs:
             wf = obj.scatter(w)
-            parts = [client.submit(S.mix_epoch, s, c.space_future, wf, algorithm, epoch, int(seed), dict(params),
+            parts = [client.submit(S.mix_epoch, s, wf, algorithm, epoch, int(seed), dict(params),
                                    float(reg.l1), float(reg.l2), c.threads, pure=False) for s in c.shards]
             total = client.gather(_tree(client, parts))
             del parts
