@@ -250,10 +250,12 @@ def cli_check(args) -> int:
            "--c2", str(args.c2), "--max-iterations", str(args.max_iterations), "--threads", "1", "-q"]
     print("$ " + " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, check=True, env=env)
-    cmd = [sys.executable, "-m", "crfkit", "tag", "-m", model_f, "--eval", test_f]
+    cmd = [sys.executable, "-m", "crfkit", "tag", "-m", model_f, "--eval", test_f, "-o", os.devnull]
     print("$ " + " ".join(cmd[1:]), flush=True)
-    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
-    print(out.strip().splitlines()[0:2] if out.strip() else "(no output)")
+    ev = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stderr
+    print(ev.strip())
+    line = next((ln for ln in ev.splitlines() if "FB1:" in ln), "")
+    cli_f1 = float(line.rsplit("FB1:", 1)[1]) if line else float("nan")
     tpl = default_chunking_templates()
     X, Ys, _ = load_columns(train_f, tpl)
     res = train(X, parse_cells(Ys), support="all", c2=args.c2, max_iterations=args.max_iterations, threads=1)
@@ -265,8 +267,10 @@ def cli_check(args) -> int:
     rep_py, rep_cli = conlleval(Yt, res.model.tag(Xt)), conlleval(Yt, cli_model.tag(Xt))
     print(f"{n} sentences, hidden {stats['hidden_fraction']:.4f} of {stats['tokens']} tokens; the same feature "
           f"space: {same_space}; max |w_cli - w_python| = {dw:.3g}; test F1 python {rep_py.f1:.4f}, CLI model "
-          f"{rep_cli.f1:.4f}; `crfkit tag --eval` printed: {out.strip().splitlines()[1] if out.strip() else '-'}")
-    return 0 if same_space and dw == 0.0 and rep_py.f1 == rep_cli.f1 else 1
+          f"{rep_cli.f1:.4f}; `crfkit tag --eval` printed FB1 {cli_f1:.2f}")
+    ok = same_space and dw == 0.0 and rep_py.f1 == rep_cli.f1 and abs(cli_f1 - rep_py.f1) < 0.005 + 1e-9
+    print("CLI and Python paths agree" if ok else "CLI and Python paths DISAGREE")
+    return 0 if ok else 1
 
 
 def main(argv=None) -> int:
