@@ -15,6 +15,11 @@ tokens; the realised fraction is recorded).  A hidden token's cell becomes
   attributes, the hidden cells as "any label");
 * ``drop``: the sentences with no hidden token only (the usual fallback).
 
+Extra rows: ``full-observed`` (below) and, with ``--subset``, ``subset``: full
+supervision on whole sentences drawn in a seeded order until they hold as many
+labelled tokens as the hidden corpus (the same annotation budget spent on whole
+sentences instead of scattered chunks).
+
 All with the same features: CRFsuite's chunking attributes
 (benchmarks/conll2000_vs_crfsuite.py ``load``), ``support="all"`` (every
 attribute x label; partial labels need it), c2 = 1, L-BFGS with CRFsuite's
@@ -91,8 +96,9 @@ def hide(Y, level: float, seed: int):
 
 
 # --------------------------------------------------------------------------- runs
-def run_plan(levels, seeds, extra_observed=True):
-    """(name, kind, level, seed) in the order they run: every level's first seed before more seeds."""
+def run_plan(levels, seeds, extra_observed=True, subset=False):
+    """(name, kind, level, seed) in the order they run: every level's first seed before more seeds; the
+    ``subset`` rows (an extra) last."""
     plan = [("full-all", "full", None, None)]
     for j, seed in enumerate(seeds):
         for level in levels:
@@ -100,7 +106,23 @@ def run_plan(levels, seeds, extra_observed=True):
             plan += [(f"partial-{tag}", "partial", level, seed), (f"drop-{tag}", "drop", level, seed)]
         if j == 0 and extra_observed:
             plan.append(("full-observed", "full-observed", None, None))
+    if subset:
+        plan += [(f"subset-h{int(round(level * 100))}-s{seed}", "subset", level, seed)
+                 for seed in seeds for level in levels]
     return plan
+
+
+def sentence_subset(Y, level: float, seed: int) -> list[int]:
+    """Whole sentences, in a seeded random order, until they hold (1 - level) of the tokens: the same
+    number of labelled tokens as the hidden corpus, annotated sentence by sentence instead."""
+    n_tok = sum(len(ys) for ys in Y)
+    keep, have = [], 0
+    for i in np.random.default_rng(seed).permutation(len(Y)).tolist():
+        if have >= (1 - level) * n_tok:
+            break
+        keep.append(i)
+        have += len(Y[i])
+    return sorted(keep)
 
 
 def write_json(path: str, obj) -> None:
@@ -133,7 +155,7 @@ def run_all(args) -> int:
     set_threads(args.threads)
     levels = [float(v) for v in args.levels.split(",")]
     seeds = [int(v) for v in args.seeds.split(",")]
-    plan = [p for p in run_plan(levels, seeds, not args.no_observed)
+    plan = [p for p in run_plan(levels, seeds, not args.no_observed, args.subset)
             if not os.path.exists(os.path.join(args.out, p[0] + ".json"))]
     if not plan:
         print("every run has its file; --report prints the table")
@@ -151,11 +173,15 @@ def run_all(args) -> int:
             rec.update(train_and_score(X, Y, Xt, Yt, support="all" if kind == "full" else "observed", args=args))
         else:
             cells, stats, complete = hide(Y, level, seed)
-            rec["hiding"] = stats
+            if kind != "subset":
+                rec["hiding"] = stats
             if kind == "partial":
                 rec.update(train_sentences=len(X), train_tokens=stats["tokens"])
                 rec.update(train_and_score(X, cells, Xt, Yt, support="all", args=args))
             else:
+                if kind == "subset":
+                    complete = sentence_subset(Y, level, seed)
+                    rec["corpus_tokens"] = stats["tokens"]
                 Xd, Yd = [X[i] for i in complete], [Y[i] for i in complete]
                 rec.update(train_sentences=len(Xd), train_tokens=sum(map(len, Yd)))
                 rec.update(train_and_score(Xd, Yd, Xt, Yt, support="all", args=args))
@@ -194,13 +220,17 @@ def report(args) -> int:
     groups = {}
     for r in recs:
         groups.setdefault((r["kind"], r["level"]), []).append(r)
-    order = sorted(groups, key=lambda k: (k[1] or 0, {"full": 0, "full-observed": 1, "partial": 2, "drop": 3}[k[0]]))
+    order = sorted(groups, key=lambda k: (k[1] or 0, {"full": 0, "full-observed": 1, "partial": 2, "drop": 3,
+                                                       "subset": 4}[k[0]]))
     names = {"full": "full supervision, support all", "full-observed": "full supervision, support observed",
-             "partial": "partial labels, support all", "drop": "drop incomplete sentences, support all"}
+             "partial": "partial labels, support all", "drop": "drop incomplete sentences, support all",
+             "subset": "extra: whole sentences with as many labelled tokens, support all"}
     for key in order:
         rs = groups[key]
         kind, level = key
-        hid = _ms([r["hiding"]["hidden_fraction"] * 100 for r in rs], "{:.2f}") + "%" if level else "0%"
+        hid = (_ms([r["hiding"]["hidden_fraction"] * 100 for r in rs], "{:.2f}") + "%" if kind != "subset"
+               else _ms([100 - 100 * r["train_tokens"] / r["corpus_tokens"] for r in rs], "{:.2f}") + "% (sentences)") \
+            if level else "0%"
         sent = _ms([r["train_sentences"] for r in rs], "{:.0f}") + " (" + _ms([r["train_tokens"] for r in rs],
                                                                              "{:.0f}") + ")"
         print(f"| {names[kind]} | {hid} | {len(rs)} | {sent} | {_ms([r.get('labels') for r in rs], '{:.1f}')} "
@@ -283,6 +313,9 @@ def main(argv=None) -> int:
     ap.add_argument("--c2", type=float, default=1.0)
     ap.add_argument("--max-iterations", type=int, default=400, help="cap on L-BFGS iterations (default 400)")
     ap.add_argument("--no-observed", action="store_true", help="skip the extra full-observed row")
+    ap.add_argument("--subset", action="store_true",
+                    help="extra rows: full supervision on whole sentences (seeded) holding as many labelled tokens "
+                         "as the hidden corpus")
     ap.add_argument("--report", action="store_true", help="print the table of the run files in --out")
     ap.add_argument("--cli-check", type=int, default=0, metavar="N",
                     help="CLI vs Python on the first N training sentences (50%% hidden, seed 0)")
