@@ -180,3 +180,43 @@ def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
     assert rc == 0
     line = next(ln for ln in capsys.readouterr().err.splitlines() if "FB1:" in ln)
     assert abs(float(line.rsplit("FB1:", 1)[1]) - want) < 0.005 + 1e-9
+
+
+def test_benchmark_hides_whole_chunks_to_the_token_budget():
+    """benchmarks/partial_labels.py's hiding: every chunk (and O token) is hidden whole or kept whole, the
+    hidden share reaches the level by less than one unit, the same seed hides the same tokens, and the
+    complete sentences are those with no hidden token."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    from crfkit.metrics import chunks
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "partial_labels.py"
+    if not bench.exists():
+        pytest.skip("benchmarks/partial_labels.py not in this checkout")
+    sys.path.insert(0, str(bench.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("partial_labels_bench", bench)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(bench.parent))
+    rng = np.random.default_rng(3)
+    Y = []
+    for _ in range(200):
+        ys = []
+        while len(ys) < int(rng.integers(1, 15)):
+            k = int(rng.integers(3))
+            ys += ["O"] if k == 0 else [f"B-{'NV'[k - 1]}P"] + [f"I-{'NV'[k - 1]}P"] * int(rng.integers(0, 4))
+        Y.append(ys)
+    n = sum(map(len, Y))
+    longest = max(e - s for ys in Y for _, s, e in chunks(ys))
+    for level in (0.5, 0.8):
+        cells, st, complete = mod.hide(Y, level, seed=1)
+        assert cells == mod.hide(Y, level, seed=1)[0] and cells != mod.hide(Y, level, seed=2)[0]
+        hidden = sum(c is None for cs in cells for c in cs)
+        assert hidden == st["hidden_tokens"] and level * n <= hidden < level * n + longest
+        for ys, cs in zip(Y, cells):
+            for _, s, e in chunks(ys):
+                assert len({c is None for c in cs[s:e]}) == 1       # a chunk is hidden or kept whole
+            assert all(c is None or c == y for c, y in zip(cs, ys))
+        assert complete == [i for i, cs in enumerate(cells) if None not in cs]
