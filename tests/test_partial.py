@@ -132,3 +132,91 @@ def test_cli_partial_labels(tmp_path, capsys):
                    "--max-iterations", "30"])
     assert rc == 0, capsys.readouterr().err
     assert sorted(CRFModel.load(m).labels) == ["B-NP", "I-NP", "O"]
+
+
+def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
+    """`crfkit train --partial-labels` on a column file with ? and A|B cells gives the model that
+    train(X, cells) gives on the same file (same feature space, same weights), and `crfkit tag --eval`
+    reports the conlleval F1 of that model's tags."""
+    from crfkit.features.templates import default_chunking_templates
+    from crfkit.metrics import conlleval
+    from crfkit.partial import parse_cells
+    from crfkit.pipeline import load_columns
+    rng = np.random.default_rng(7)
+    kinds = ["B-NP", "I-NP", "B-VP", "O"]
+
+    def sentence(hide):
+        rows, prev = [], "O"
+        for _ in range(int(rng.integers(2, 7))):
+            y = kinds[int(rng.integers(4))]
+            if y == "I-NP" and prev not in ("B-NP", "I-NP"):
+                y = "B-NP"
+            prev = y
+            u = rng.random()
+            cell = y if not hide or u < 0.5 else ("?" if u < 0.75 else f"{y}|O" if y != "O" else "B-VP|O")
+            rows.append((f"w{y[0]}{int(rng.integers(3))}", f"P{y[-1]}{int(rng.integers(2))}", y, cell))
+        return rows
+
+    train_rows = [sentence(True) for _ in range(50)]
+    test_rows = [sentence(False) for _ in range(20)]
+    f, ft = tmp_path / "partial.txt", tmp_path / "test.txt"
+    f.write_text("".join("".join(f"{a} {b} {c}\n" for a, b, _, c in s) + "\n" for s in train_rows))
+    ft.write_text("".join("".join(f"{a} {b} {y}\n" for a, b, y, _ in s) + "\n" for s in test_rows))
+    assert "?" in f.read_text() and "|O" in f.read_text()
+    m = tmp_path / "m.crfkit"
+    rc = cli.main(["train", str(f), "-m", str(m), "--partial-labels", "--support", "all", "-q", "--c2", "1",
+                   "--max-iterations", "25", "--threads", "1"])
+    assert rc == 0, capsys.readouterr().err
+    capsys.readouterr()
+    tpl = default_chunking_templates()
+    X, Yc, _ = load_columns(str(f), tpl)
+    res = train(X, parse_cells(Yc), support="all", c2=1.0, max_iterations=25, threads=1)
+    cm = CRFModel.load(m)
+    assert cm.labels == res.model.labels and cm.space.n_features == res.model.space.n_features
+    assert np.array_equal(cm.weights, res.model.weights)
+    Xt, Yt, _ = load_columns(str(ft), tpl)
+    want = conlleval(Yt, res.model.tag(Xt)).f1
+    rc = cli.main(["tag", "-m", str(m), "--eval", str(ft), "-o", str(tmp_path / "out.txt")])
+    assert rc == 0
+    line = next(ln for ln in capsys.readouterr().err.splitlines() if "FB1:" in ln)
+    assert abs(float(line.rsplit("FB1:", 1)[1]) - want) < 0.005 + 1e-9
+
+
+def test_benchmark_hides_whole_chunks_to_the_token_budget():
+    """benchmarks/partial_labels.py's hiding: every chunk (and O token) is hidden whole or kept whole, the
+    hidden share reaches the level by less than one unit, the same seed hides the same tokens, and the
+    complete sentences are those with no hidden token."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    from crfkit.metrics import chunks
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "partial_labels.py"
+    if not bench.exists():
+        pytest.skip("benchmarks/partial_labels.py not in this checkout")
+    sys.path.insert(0, str(bench.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("partial_labels_bench", bench)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(bench.parent))
+    rng = np.random.default_rng(3)
+    Y = []
+    for _ in range(200):
+        ys = []
+        while len(ys) < int(rng.integers(1, 15)):
+            k = int(rng.integers(3))
+            ys += ["O"] if k == 0 else [f"B-{'NV'[k - 1]}P"] + [f"I-{'NV'[k - 1]}P"] * int(rng.integers(0, 4))
+        Y.append(ys)
+    n = sum(map(len, Y))
+    longest = max(e - s for ys in Y for _, s, e in chunks(ys))
+    for level in (0.5, 0.8):
+        cells, st, complete = mod.hide(Y, level, seed=1)
+        assert cells == mod.hide(Y, level, seed=1)[0] and cells != mod.hide(Y, level, seed=2)[0]
+        hidden = sum(c is None for cs in cells for c in cs)
+        assert hidden == st["hidden_tokens"] and level * n <= hidden < level * n + longest
+        for ys, cs in zip(Y, cells):
+            for _, s, e in chunks(ys):
+                assert len({c is None for c in cs[s:e]}) == 1       # a chunk is hidden or kept whole
+            assert all(c is None or c == y for c, y in zip(cs, ys))
+        assert complete == [i for i, cs in enumerate(cells) if None not in cs]
