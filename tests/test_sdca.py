@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
-from conftest import markov_corpus
+from conftest import markov_corpus, sdca_step_prefix
 from crfkit.errors import CrfkitError, ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import sdca as K
@@ -350,24 +350,13 @@ def test_oeg_kernel_is_the_dense_algorithm_step_by_step(tiny):
 # ------------------------------------------------------------------ line search
 def _step_quantities(run, i, space, corp):
     c, s = corp, space
-    t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
-    T = t1 - t0
-    e0 = run.eptr[i]
-    K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
-    K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0, run.score)
-    K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
-    f = run.flat
-    ns, ps = run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)]
-    L = s.n_labels
-    tdir_k = np.zeros((L, L))
-    nf, npair = K.load_entries(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
-                               run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, f[0], f[1], f[2], tdir_k)
-    gap, fp0, nc, ncp = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
-    acc = np.zeros_like(run.w)
-    seen = np.zeros_like(run.seen)
-    alist = np.zeros_like(run.alist)
-    na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full,
-                                run.node_n[:T] - ns, acc, seen, alist)
+    t0 = c.seq_ptr[i]
+    ns_rows = lambda: run.node_n[:c.seq_ptr[i + 1] - t0] - run.node_store[t0:c.seq_ptr[i + 1]]  # noqa: E731
+    p = sdca_step_prefix(run, i, s, c, ns_rows)
+    T, e0, f, tdir_k = p["T"], p["e0"], p["f"], p["tdir"]
+    gap, fp0, nc, ncp = p["gap"], p["fp0"], p["nc"], p["ncp"]
+    acc, seen, alist, na = p["acc"], p["seen"], p["alist"], p["na"]
+    ns, ps = run.node_store[t0:t0 + T], run.pair_store[e0:e0 + max(T - 1, 0)]
     tdir = (run.pair_n[:T - 1] - ps).sum(0) if T > 1 else np.zeros_like(run.tdir)
     assert np.allclose(tdir_k, tdir, rtol=0, atol=1e-12)          # the load sweep's transition direction
     q = K.direction_norm2(s.attr_ptr, acc, alist, na, tdir, s.trans_index) / run.l2n

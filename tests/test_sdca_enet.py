@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import markov_corpus
+from conftest import markov_corpus, sdca_step_prefix
 from crfkit.errors import ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import sdca as K
@@ -48,23 +48,10 @@ def enet_run(space, corp, l1, store=np.float64, epochs=2):
 def step_setup(run, i, space, corp):
     """What sdca_step computes before its line search, on sequence i at the run's point."""
     c, s = corp, space
-    t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
-    T = t1 - t0
-    e0 = run.eptr[i]
-    L = s.n_labels
-    K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
-    K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0, run.score)
-    K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
-    f = run.flat
-    tdir = np.zeros((L, L))
-    nf, npair = K.load_entries(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
-                               run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, f[0], f[1], f[2], tdir)
-    gap, fp0, nc, ncp = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
-    acc = np.zeros_like(run.w)
-    seen = np.zeros_like(run.seen)
-    alist = np.zeros_like(run.alist)
-    na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full,
-                                run.d_node[:T].copy(), acc, seen, alist)
+    p = sdca_step_prefix(run, i, s, c, lambda: run.d_node[:c.seq_ptr[i + 1] - c.seq_ptr[i]].copy())
+    t0, t1, T, e0, f, tdir = p["t0"], p["t1"], p["T"], p["e0"], p["f"], p["tdir"]
+    gap, fp0, nc, ncp = p["gap"], p["fp0"], p["nc"], p["ncp"]
+    acc, seen, alist, na = p["acc"], p["seen"], p["alist"], p["na"]
     ez = np.zeros((3, run.p))
     nz = K.enet_pack(s.attr_ptr, acc, alist, na, tdir, s.trans_index, s.n_state, run.z, -1.0 / run.l2n, run.kappa,
                      ez)
