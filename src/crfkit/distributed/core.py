@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import CrfkitError, DataError, ParameterError
+from ..kernels import vec as _vec
 from ..model import FeatureSpace
 from ..objective import Regularization
 from . import shards as S
@@ -295,7 +296,8 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     # the graph as the merge's inputs, so a lost space is merged again from the files.
     space_future = client.submit(S.merge_space, support, transitions, min_freq, *counts, workers=where[0],
                                  allow_other_workers=True, pure=False)
-    ncols = [c.result() for c in client.map(_n_columns, counts, pure=False)] if format == "columns" else []
+    # the merge checked that every column file has the first one's columns: that number is the corpus's
+    ncols = client.submit(_n_columns, counts[0], pure=False).result() if format == "columns" else None
     layout = client.submit(S.space_layout, space_future, pure=False)
     del counts
     rest, n_attributes, space_digest = layout.result()
@@ -321,7 +323,7 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
         f.release()
     sc = ShardedCorpus(client, sources, space, blocks, space_future, infos, threads)
     sc.space_digest = space_digest
-    sc.n_columns = ncols[0] if ncols else None
+    sc.n_columns = ncols
     sc.format = format
     if log:
         log(f"dask: {sc.n_sequences} sequences, {sc.n_tokens} tokens encoded on {nw} workers "
@@ -399,8 +401,7 @@ class DistributedObjective:
         v, g = self.nll_sum_grad(w)
         g /= self.n
         if self.reg.l2:
-            from ..kernels.vec import axpy
-            axpy(self.reg.l2, w, g)       # g += l2 w without a temporary of the problem's size
+            _vec.axpy(self.reg.l2, w, g)       # g += l2 w without a temporary of the problem's size
         return self.reg.penalized(v / self.n, w), g
 
     def value(self, w: np.ndarray, count: bool = True) -> float:
