@@ -317,3 +317,21 @@ def sdca_step_prefix(run, i, space, corp, rows):
                                 rows(), acc, seen, alist)
     return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, nc=nc, ncp=ncp, acc=acc, seen=seen,
                 alist=alist, na=na)
+
+
+def sdca_mean_divergence(run, n, space, corp):
+    """The mean over the ``n`` sequences of KL(stored marginals || the model's at ``run.w``): the duality
+    gap of an SDCA run recomputed from its dual store (Le Priol et al., eq. 5)."""
+    from crfkit.kernels import sdca as K
+    c, s = corp, space
+    K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
+    tot = 0.0
+    for i in range(n):
+        t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
+        T = t1 - t0
+        K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0,
+                         run.score)
+        K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
+        e0 = run.eptr[i]
+        tot += K.chain_kl(run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)], run.node_n, run.pair_n, T)
+    return tot / n

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import markov_corpus, sdca_step_prefix
+from conftest import markov_corpus, sdca_mean_divergence, sdca_step_prefix
 from crfkit.errors import ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import sdca as K
@@ -192,19 +192,8 @@ def test_enet_gap_is_p_minus_d_a_sum_of_divergences_and_the_dual_never_decreases
     if store == "float64":
         run = S._Dual("sdca", obj, None, L2, 0, res.state, np.float64, "gold", 10.0, K.UNIFORM, l1=l1)
         assert np.array_equal(run.w, w)
-        c, s = corp, space
-        K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
-        tot = 0.0
-        for i in range(obj.n):
-            t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
-            T = t1 - t0
-            K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0,
-                             run.score)
-            K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n,
-                              run.pair_n)
-            e0 = run.eptr[i]
-            tot += K.chain_kl(run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)], run.node_n, run.pair_n, T)
-        assert recs[-1]["duality_gap"] == pytest.approx(tot / obj.n, rel=1e-6, abs=1e-13)
+        assert recs[-1]["duality_gap"] == pytest.approx(sdca_mean_divergence(run, obj.n, space, corp), rel=1e-6,
+                                                        abs=1e-13)
 
 
 @pytest.mark.parametrize("l1", [0.002, 0.01, 0.03])
