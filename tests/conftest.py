@@ -335,3 +335,12 @@ def sdca_mean_divergence(run, n, space, corp):
         e0 = run.eptr[i]
         tot += K.chain_kl(run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)], run.node_n, run.pair_n, T)
     return tot / n
+
+
+def refined_grid_max(fn, grid, half_width: float = 1e-3, points: int = 2001):
+    """``(points, values)`` of ``fn`` on a fine grid (spacing 1e-6 by default) around the maximiser of
+    ``fn`` over ``grid``, clipped to [0, 1]: the reference a 1-D line search is checked against."""
+    vals = np.array([fn(g) for g in grid])
+    best = grid[vals.argmax()]
+    fine = np.linspace(max(0.0, best - half_width), min(1.0, best + half_width), points)
+    return fine, np.array([fn(g) for g in fine])

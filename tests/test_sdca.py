@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
-from conftest import markov_corpus, sdca_mean_divergence, sdca_step_prefix
+from conftest import markov_corpus, refined_grid_max, sdca_mean_divergence, sdca_step_prefix
 from crfkit.errors import CrfkitError, ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import sdca as K
@@ -397,11 +397,7 @@ def test_line_search_slopes_and_the_dense_grid(problem):
         # the line search's gamma against the best point of a dense grid
         isc = np.zeros(K.N_ISC, dtype=np.int64)
         gm = K.line_search(nc, ncp, f[4], f[5], q, fp0, 1e-8, f[2], f[3], run.kb, isc)
-        vals = np.array([dual1d(g) for g in grid])
-        # then a finer grid (spacing 1e-6) around the coarse maximiser
-        best = grid[vals.argmax()]
-        fine = np.linspace(max(0.0, best - 1e-3), min(1.0, best + 1e-3), 2001)
-        fvals = np.array([dual1d(g) for g in fine])
+        fine, fvals = refined_grid_max(dual1d, grid)
         assert dual1d(gm) >= fvals.max() - 1e-10 * max(1.0, abs(fvals.max()))
         assert abs(gm - fine[fvals.argmax()]) <= 1e-5
         # default tolerance: within 1e-3 of the maximiser and never below the start

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import markov_corpus, sdca_mean_divergence, sdca_step_prefix
+from conftest import markov_corpus, refined_grid_max, sdca_mean_divergence, sdca_step_prefix
 from crfkit.errors import ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import sdca as K
@@ -141,10 +141,7 @@ def test_enet_line_search_derivative_is_the_dual_finite_difference(problem, l1):
             assert fprime(g)[0] == pytest.approx((dual1d(g + e) - dual1d(g - e)) / (2 * e), rel=1e-4, abs=1e-8)
         # the line search against the best point of a dense grid, then a finer one around it
         gm = q["search"](1e-8)
-        vals = np.array([dual1d(g) for g in grid])
-        best = grid[vals.argmax()]
-        fine = np.linspace(max(0.0, best - 1e-3), min(1.0, best + 1e-3), 2001)
-        fvals = np.array([dual1d(g) for g in fine])
+        fine, fvals = refined_grid_max(dual1d, grid)
         assert dual1d(gm) >= fvals.max() - 1e-10 * max(1.0, abs(fvals.max()))
         assert abs(gm - fine[fvals.argmax()]) <= 2e-6
         gm3 = q["search"](1e-3)
