@@ -10,7 +10,10 @@ For each configuration, in its own process (so that the peak RSS is that configu
 * ``single``: ``load_columns`` on every shard, ``build`` on the concatenation, ``Objective``;
 * ``dask1`` / ``dask2``: a LocalCluster of 1 / 2 worker processes (one Dask thread each), the shards
   read, counted and encoded on the workers (``crfkit.distributed.load_sharded``), the
-  ``DistributedObjective``.
+  ``DistributedObjective``;
+* ``overhead``: both of ``single`` and ``dask1`` in one process, their evaluations alternated at the
+  same w (``--evals`` each), so that both see the same load on a shared machine: the ratio of the Dask
+  path's time per evaluation to the single process's, and how much of it is the worker's kernels.
 
 it reports: seconds to read + encode, seconds per gradient evaluation (median of ``--evals`` at the
 same random w) and the CPU seconds per evaluation of every process involved (the client, which
@@ -173,6 +176,61 @@ def run_config(config: str, paths: list[str], threads: int, evals: int, iteratio
     return out
 
 
+def run_overhead(paths: list[str], threads: int, evals: int) -> dict:
+    """The Dask path's overhead at one worker, robust to a shared machine: one process holds both the
+    single-process objective and a LocalCluster of 1 worker over the same files, and alternates their
+    evaluations at the same w (single, dask, single, dask, ...), so that both see the same load.  Also
+    the worker's CPU seconds inside each Dask evaluation (the part that is the kernels' work) and the
+    single process's CPU seconds per evaluation, so that the overhead splits into the kernels' time and
+    the rest (messages, scheduling)."""
+    from crfkit.distributed import load_sharded, local_client
+    from crfkit.features.encode import build
+    from crfkit.features.templates import default_chunking_templates
+    from crfkit.objective import Objective, regularization
+    from crfkit.parallel import set_threads
+    from crfkit.pipeline import load_columns
+    set_threads(threads)
+    T = default_chunking_templates()
+    X, Y = [], []
+    for p in paths:
+        x, y, _ = load_columns(p, T)
+        X += x
+        Y += y
+    space, corpus = build(X, Y)
+    del X, Y
+    single = Objective(corpus, space, regularization(corpus.n_sequences, c2=1.0), threads=threads)
+    client = local_client(1, 1)
+    dspace, sc = load_sharded(client, paths, threads=threads)
+    if dspace.n_features != space.n_features:
+        raise SystemExit("the sharded space differs from the single one")
+    dist = sc.objective(dspace, regularization(sc.n_sequences, c2=1.0))
+    w = np.random.default_rng(0).normal(scale=0.01, size=space.n_features)
+    fs, fd = single.value_and_grad(w)[0], dist.value_and_grad(w)[0]      # warm-up of both
+
+    def worker_cpu():
+        return sum(client.run(time.process_time).values())
+
+    ts, td, cs, cw = [], [], [], []
+    for _ in range(evals):
+        c, t = time.process_time(), time.perf_counter()
+        single.value_and_grad(w)
+        ts.append(time.perf_counter() - t)
+        cs.append(time.process_time() - c)
+        c = worker_cpu()
+        t = time.perf_counter()
+        dist.value_and_grad(w)
+        td.append(time.perf_counter() - t)
+        cw.append(worker_cpu() - c)
+    client.close()
+    med = statistics.median
+    return {"config": "overhead", "n_features": space.n_features, "n_tokens": corpus.n_tokens, "evals": evals,
+            "single_eval_s": ts, "dask1_eval_s": td, "single_cpu_s": cs, "dask1_worker_cpu_s": cw,
+            "f_single": fs, "f_dask1": fd,
+            "ratio_median": med(td) / med(ts), "ratio_mean": sum(td) / sum(ts),
+            "ratio_pairs_median": med([d / s for d, s in zip(td, ts)]),
+            "worker_cpu_ratio": med(cw) / med(cs), "rest_s": med([d - c for d, c in zip(td, cw)])}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--copies", type=int, default=5)
@@ -188,7 +246,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.run:
         paths = sorted(os.path.join(a.dir, f) for f in os.listdir(a.dir) if f.startswith("part-"))
-        print(json.dumps(run_config(a.run, paths, a.threads, a.evals, a.iterations)), flush=True)
+        if a.run == "overhead":
+            print(json.dumps(run_overhead(paths, a.threads, a.evals)), flush=True)
+        else:
+            print(json.dumps(run_config(a.run, paths, a.threads, a.evals, a.iterations)), flush=True)
         return
     tmp = None
     if a.dir is None:
@@ -215,6 +276,14 @@ def main(argv=None):
         if a.out:
             with open(a.out, "a") as f:
                 f.write(json.dumps(r) + "\n")
+    for r in results:
+        if r["config"] == "overhead":
+            print(f"\noverhead at 1 worker, {r['evals']} alternating evaluations in one process: dask1 / single "
+                  f"{r['ratio_median']:.3f}x (medians), {r['ratio_mean']:.3f}x (sums), {r['ratio_pairs_median']:.3f}x "
+                  f"(median of the pairs' ratios); the worker's CPU per evaluation / the single process's "
+                  f"{r['worker_cpu_ratio']:.3f}x; the rest of a Dask evaluation (wall minus the worker's CPU) "
+                  f"{r['rest_s']:.3f} s")
+    results = [r for r in results if r["config"] != "overhead"]
     base = next((r for r in results if r["config"] == "single"), None)
     print(f"\nload average now {os.getloadavg()}")
     print("| config | tokens | features | load s | s / gradient eval | x single | CPU s / eval (client) | x single | "
