@@ -474,11 +474,12 @@ class CRFModel:
         shape or the model has dense or bigram-observation features (then use :func:`to_attributes`
         and :meth:`tag`, which also say what is wrong with bad input).
 
-        A few sentences (at most 64 and :func:`crfkit.npdecode.max_tokens` tokens), once numba's serial
-        kernels are loaded in this process (:func:`crfkit.npdecode.kernels_ready`), are tagged by one
-        fused kernel call each (:func:`crfkit.kernels.chain.tag_codes`); the rest go through
-        :meth:`decode`.  The transition matrix is computed once per weight vector (a model whose
-        ``weights`` array is changed in place keeps the old one: assign a new array instead)."""
+        Once numba's serial kernels are loaded in this process (:func:`crfkit.npdecode.kernels_ready`), or
+        for more than :func:`crfkit.npdecode.max_tokens` tokens, the attribute codes go straight to the
+        fused emissions + Viterbi kernel (:meth:`_tag_codes`: no corpus built); a small batch in a process
+        without them goes through :meth:`decode` (numpy).  The transition matrix is computed once per
+        weight vector (a model whose ``weights`` array is changed in place keeps the old one: assign a
+        new array instead)."""
         s = self.space
         if s.n_dense or s.n_bigram or not X:
             return None
@@ -489,34 +490,48 @@ class CRFModel:
         r = enc.codes(X)
         if r is None:
             return None
-        if len(X) <= 64:
-            from . import npdecode
-            if npdecode.kernels_ready() and len(r[1]) <= npdecode.max_tokens():
-                return self._tag_codes(X, *r)
+        from . import npdecode
+        if npdecode.kernels_ready() or len(r[1]) > npdecode.max_tokens():
+            return self._tag_codes(X, *r, threads)
         corpus = enc.corpus(X, *r)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def _tag_codes(self, X, a, cnt, v) -> list[list[str]]:
-        from .kernels.chain import tag_codes, transition_matrix
+    def _tag_codes(self, X, a, cnt, v, threads=None) -> list[list[str]]:
+        """The labels of ``X`` from its attribute codes (:meth:`DictEncoder.codes`) by the fused emissions +
+        Viterbi kernel: one serial call for the whole batch (:func:`crfkit.kernels.chain.tag_codes_seqs`),
+        or, when ``threads`` asks for several and the batch has more than 64 sequences, the batch cut into
+        chunks on the thread pool (:func:`crfkit.kernels.batch.tag_codes_all`)."""
+        from .kernels.chain import tag_codes_seqs, transition_matrix
         sp, w = self.space, self.weights
         tc = self.__dict__.get("_trans_cache")
         if tc is None or tc[0] is not w:
             tc = self.__dict__["_trans_cache"] = (w, transition_matrix(w, 1.0, sp.n_state, sp.trans_index))
         trans = tc[1]
+        ns = len(X)
+        seq_ptr = np.zeros(ns + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=ns), out=seq_ptr[1:])
+        ent_ptr = np.zeros(len(cnt) + 1, dtype=np.int64)
+        np.cumsum(cnt, out=ent_ptr[1:])
+        ent_ptr = ent_ptr[seq_ptr]
+        ids = np.empty(len(cnt), dtype=np.int32)
+        ps = np.empty(ns)
+        nc = 1
+        if ns > 64:
+            from .parallel import n_chunks
+            nc = n_chunks(threads, ns, per_thread=4)
+        if nc > 1:
+            from .kernels.batch import chunk_bounds, tag_codes_all
+            tag_codes_all(a, cnt, v, seq_ptr, ent_ptr, chunk_bounds(seq_ptr, nc), sp.attr_ptr, sp.feat_label, w,
+                          trans, ids, ps)
+        else:
+            tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, sp.attr_ptr, sp.feat_label, w, trans, ids, ps)
         labels = sp.labels
-        out = []
-        t0 = e0 = 0
-        for seq in X:
-            T = len(seq)
-            c = cnt[t0:t0 + T]
-            n = int(c.sum())
-            ids = np.empty(T, dtype=np.int32)
-            tag_codes(a[e0:e0 + n], c, v[e0:e0 + n] if len(v) else v, sp.attr_ptr, sp.feat_label, w, trans, ids)
-            out.append([labels[i] for i in ids.tolist()])
-            t0 += T
-            e0 += n
-        return out
+        names = [labels[i] for i in ids.tolist()]
+        if ns == 1:
+            return [names]
+        p = seq_ptr.tolist()
+        return [names[p[i]:p[i + 1]] for i in range(ns)]
 
     def _args(self):
         s = self.space
