@@ -502,13 +502,18 @@ class CRFModel:
         Viterbi kernel: one serial call for the whole batch (:func:`crfkit.kernels.chain.tag_codes_seqs`),
         or, when ``threads`` asks for several and the batch has more than 64 sequences, the batch cut into
         chunks on the thread pool (:func:`crfkit.kernels.batch.tag_codes_all`)."""
-        from .kernels.chain import tag_codes_seqs, transition_matrix
+        from .kernels.chain import tag_codes, tag_codes_seqs, transition_matrix
         sp, w = self.space, self.weights
         tc = self.__dict__.get("_trans_cache")
         if tc is None or tc[0] is not w:
             tc = self.__dict__["_trans_cache"] = (w, transition_matrix(w, 1.0, sp.n_state, sp.trans_index))
         trans = tc[1]
         ns = len(X)
+        labels = sp.labels
+        if ns == 1:                 # predict_single: the one-sequence kernel, fewer arguments to dispatch
+            ids = np.empty(len(cnt), dtype=np.int32)
+            tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
+            return [list(map(labels.__getitem__, ids.tolist()))]
         seq_ptr = np.zeros(ns + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=ns), out=seq_ptr[1:])
         ent_ptr = np.zeros(len(cnt) + 1, dtype=np.int64)
@@ -526,10 +531,10 @@ class CRFModel:
                           trans, ids, ps)
         else:
             tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, sp.attr_ptr, sp.feat_label, w, trans, ids, ps)
-        labels = sp.labels
-        names = [labels[i] for i in ids.tolist()]
-        if ns == 1:
-            return [names]
+        lc = self.__dict__.get("_label_array")
+        if lc is None or lc[0] is not labels or len(lc[1]) != len(labels):
+            lc = self.__dict__["_label_array"] = (labels, np.array(labels, dtype=object))
+        names = lc[1][ids].tolist()
         p = seq_ptr.tolist()
         return [names[p[i]:p[i + 1]] for i in range(ns)]
 

@@ -52,6 +52,7 @@ class _Names(dict):
 
 
 _EMPTY: dict = {}
+_NO_VALUES = np.zeros(0)                  # "every value 1", shared by the calls (empty: nothing to write)
 
 
 class _Fallback(Exception):
@@ -184,10 +185,11 @@ class DictEncoder:
         except TypeError:
             raise _Fallback from None
         a = np.fromiter(flat, dtype=np.int64, count=len(flat))     # (half np.array's time on a list of ints)
-        cnt = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
-        v = np.zeros(0)
-        miss = np.flatnonzero(a == -2)
-        if len(miss):
+        lens = list(map(len, dicts))
+        cnt = np.fromiter(lens, dtype=np.int64, count=len(lens))
+        v = _NO_VALUES
+        if (-2 in flat) if len(flat) < 2048 else bool((a == -2).any()):    # (a numpy call costs ~1 us)
+            miss = np.flatnonzero(a == -2)
             # entries not met before: learn each distinct one, then look those up again
             ks = list(chain.from_iterable(map(dict.keys, dicts)))
             vs = list(chain.from_iterable(map(dict.values, dicts)))
