@@ -1130,9 +1130,15 @@ def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
         raise ValueError("feature counts out of range")
     attr_ptr = np.zeros(len(nfeat) + 1, np.int64)
     np.cumsum(nfeat, out=attr_ptr[1:])
-    feat_label = arrays["feat_label"].astype(np.int64)
+    # the labels are checked on the stored values (any integer type), then converted once, to the int32 the
+    # feature space holds (not int64 first: 7.4M features took ~0.1 s more and 60 MB more); the inflated
+    # weights are already float64 in every file crfkit writes (no copy then)
+    fl = arrays["feat_label"]
+    if len(fl) and (fl.min() < 0 or fl.max() >= L):
+        problems.append("a state feature has a label outside the label table")
+    feat_label = fl.astype(np.int32)
     trans_index = arrays["trans_index"].astype(np.int64)
-    weights = arrays["weights"].astype(np.float64)
+    weights = np.asarray(arrays["weights"], dtype=np.float64)
     live = trans_index[trans_index >= 0]
     n_dense, n_bigram = c["n_dense"], c["n_bigram"]
     dense_names = _strings(arrays, "dense_blob", "dense_lens", "dense name") if n_dense else []
@@ -1152,8 +1158,6 @@ def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
         battr_ptr, bfeat_pair, battributes = np.zeros(1, np.int64), np.zeros(0, np.int64), []
     if attr_ptr[-1] != c["n_state"]:
         problems.append("feature counts do not add up")
-    if len(feat_label) and (feat_label.min() < 0 or feat_label.max() >= L):
-        problems.append("a state feature has a label outside the label table")
     if (trans_index < -1).any() or (len(live) and live.max() >= len(live)):
         problems.append("bad transition table")
     elif len(live) and np.bincount(live).max() > 1:     # (np.unique would import numpy.ma: 40 ms at start-up)
