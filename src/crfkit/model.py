@@ -394,8 +394,8 @@ class StringTable(Sequence):
         n = len(names)
         if n == 0:
             return np.zeros(0, np.int64)
-        if self._dict is None:
-            uniq = list(dict.fromkeys(names))
+        if self._dict is None and n <= len(self):    # (more names than the table holds: the dict, without
+            uniq = list(dict.fromkeys(names))        # first counting the distinct ones, ~0.1 s for 900k names)
             # the hashes answer the first lookup, a dict every later one (a tagger asked again and again,
             # as an estimator's predict_single in a loop, pays for the dict once and then ~50 ns a name)
             self._hash_calls += 1
