@@ -16,10 +16,12 @@ crfkit is timed three ways:
 * ``kernel``: the n-best decoding itself over the encoded corpus (``CRFModel.nbest`` on attribute
   lists built once), threads as given.
 
-crf_test is one process per run.  The machine may be shared: compare the figures of one run only.
+crf_test is one process per run; the whole processes (crf_test, crfkit, and with ``--before SRC`` the
+crfkit of another source tree) take turns, each round running every one, and their CPU times are
+printed too.  The machine may be shared: compare the figures of one run only.
 
     PYTHONPATH=src .venv/bin/python benchmarks/nbest_vs_crfpp.py [--peers /tmp/peers/bin] [--k 5,10]
-        [--iterations 30] [--repeats 3] [--threads 1]
+        [--iterations 30] [--repeats 3] [--threads 1] [--before /path/to/other/src]
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import argparse
 import argparse as _ap
 import gzip
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -45,13 +48,20 @@ def peers_bin(arg: str | None) -> Path:
     return Path(out)
 
 
-def wall(cmd, repeats, **kw) -> float:
-    best = float("inf")
+def turns(runs: dict, repeats: int) -> dict:
+    """Min wall and min CPU time (the child's rusage) of each of ``runs`` ({name: (cmd, kwargs)}), the
+    commands taking turns (each round runs every one), so that all see the same load."""
+    res = {k: [float("inf"), float("inf")] for k in runs}
     for _ in range(repeats):
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, **kw)
-        best = min(best, time.perf_counter() - t)
-    return best
+        for k, (cmd, kw) in runs.items():
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, **kw)
+            w = time.perf_counter() - t
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            c = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+            res[k] = [min(res[k][0], w), min(res[k][1], c)]
+    return res
 
 
 def main() -> None:
@@ -63,6 +73,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--workdir", help="keep the models and outputs here (default: a temporary directory)")
+    ap.add_argument("--before", help="another src directory (e.g. main's) whose crfkit tag process is timed too, "
+                    "taking turns with crfkit's and crf_test's")
     a = ap.parse_args()
     ks = [int(k) for k in a.k.split(",")]
     bindir = peers_bin(a.peers)
@@ -114,11 +126,17 @@ def main() -> None:
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"{'K':>3} {'crf_test s':>10} {'sent/s':>8} | {'crfkit cli s':>12} {'sent/s':>8} {'x':>5} | "
           f"{'in-proc s':>9} {'sent/s':>8} {'x':>5} | {'kernel s':>8} {'sent/s':>9}")
+    cpu_rows = []
     for k in ks:
-        t_pp = wall([str(bindir / "crf_test"), "-n", str(k), "-m", str(pp_model), str(test)], a.repeats,
-                    stdout=open(work / f"crfpp.n{k}.txt", "w"))
-        t_cli = wall(py + ["tag", "-m", str(ck_model), str(test), "-n", str(k), "-o", str(work / f"crfkit.n{k}.txt"),
-                           "--threads", str(a.threads)], a.repeats, env=env)
+        tag = ["tag", "-m", str(ck_model), str(test), "-n", str(k), "--threads", str(a.threads)]
+        runs = {"crf_test": ([str(bindir / "crf_test"), "-n", str(k), "-m", str(pp_model), str(test)],
+                             dict(stdout=open(work / f"crfpp.n{k}.txt", "w"))),
+                "crfkit": (py + tag + ["-o", str(work / f"crfkit.n{k}.txt")], dict(env=env))}
+        if a.before:
+            runs["before"] = (py + tag + ["-o", str(work / f"before.n{k}.txt")], dict(env=dict(env, PYTHONPATH=a.before)))
+        res = turns(runs, a.repeats)
+        t_pp, t_cli = res["crf_test"][0], res["crfkit"][0]
+        cpu_rows.append((k, res))
         best_in = float("inf")
         for _ in range(a.repeats):
             args = _ap.Namespace(nbest=k, constraints=None, forbid=None, allowed_column=None, force=False,
@@ -152,6 +170,15 @@ def main() -> None:
             if take:
                 cur.append(line.split("\t")[-1])
         return out
+    print("whole processes, taking turns (min wall / min CPU s; crf_test's over crfkit's):")
+    for k, res in cpu_rows:
+        pp = res["crf_test"]
+        print(f"  K={k}: " + "; ".join(f"{n} {w:.2f} / {c:.2f} ({pp[0] / w:.2f}x / {pp[1] / c:.2f}x)"
+                                       for n, (w, c) in res.items()))
+    if a.before:
+        for k in ks:
+            same = (work / f"before.n{k}.txt").read_bytes() == (work / f"crfkit.n{k}.txt").read_bytes()
+            print(f"  K={k}: output {'identical to' if same else 'DIFFERENT from'} --before's")
     a_pp, a_ck = tops(work / f"crfpp.n{ks[0]}.txt"), tops(work / f"crfkit.n{ks[0]}.txt")
     same = sum(x == y for x, y in zip(a_pp, a_ck))
     print(f"top-1 candidates identical in {same} of {len(a_ck)} sentences (two differently trained models)")

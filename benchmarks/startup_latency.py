@@ -178,17 +178,17 @@ def estimators(a, work, data) -> None:
     acc = [sum(x == y for s, r in zip(p, yte) for x, y in zip(s, r)) / ntok for p in (p_ck, p_sk)]
     print(f"token accuracy crfkit {acc[0]:.4f}, sklearn-crfsuite {acc[1]:.4f}; labels agree on {agree:.4f}")
 
-    cpu = {}
-
-    def best(f, repeats):
-        """Min wall time of ``repeats`` runs of f (and, in ``cpu``, its min CPU time: this process's)."""
-        b = c = float("inf")
+    def best(fns, repeats):
+        """Per function, the min wall time and the min CPU time (this process's) of ``repeats`` runs, the
+        functions taking turns (each round runs every one), so that all see the same load."""
+        res = {k: [float("inf"), float("inf")] for k in fns}
         for _ in range(repeats):
-            t, tc = time.perf_counter(), time.process_time()
-            f()
-            b, c = min(b, time.perf_counter() - t), min(c, time.process_time() - tc)
-        cpu[f] = c
-        return b
+            for k, f in fns.items():
+                t, tc = time.perf_counter(), time.process_time()
+                f()
+                r = res[k]
+                r[0], r[1] = min(r[0], time.perf_counter() - t), min(r[1], time.process_time() - tc)
+        return res
 
     single = Xte[:a.single]
     fns = {
@@ -196,17 +196,17 @@ def estimators(a, work, data) -> None:
         "python-crfsuite Tagger.tag": lambda: [tagger.tag(x) for x in single],
         "sklearn-crfsuite predict_single": lambda: [sk.predict_single(x) for x in single],
     }
-    per = {k: (best(f, a.repeats), cpu[f]) for k, f in fns.items()}
+    per = best(fns, a.repeats)
     base = per["python-crfsuite Tagger.tag"]
-    print(f"\npredict_single, per sentence (the first {len(single)} test sentences, min of {a.repeats}; "
+    print(f"\npredict_single, per sentence (the first {len(single)} test sentences, min of {a.repeats}, taking turns; "
           "wall, then CPU time):")
     for k, (v, c) in per.items():
         print(f"  {k:<34} {1e3 * v / len(single):8.3f} ms {v / base[0]:5.2f}x | cpu {1e3 * c / len(single):7.3f} ms "
               f"{c / base[1]:5.2f}x python-crfsuite")
     fns = {"crfkit CRF.predict": lambda: ck.predict(Xte), "sklearn-crfsuite CRF.predict": lambda: sk.predict(Xte)}
-    whole = {k: (best(f, a.repeats), cpu[f]) for k, f in fns.items()}
+    whole = best(fns, a.repeats)
     base = whole["sklearn-crfsuite CRF.predict"]
-    print(f"\npredict on the whole test set (min of {a.repeats}; wall, then CPU time):")
+    print(f"\npredict on the whole test set (min of {a.repeats}, taking turns; wall, then CPU time):")
     for k, (v, c) in whole.items():
         print(f"  {k:<34} {v:8.3f} s {v / base[0]:5.2f}x | cpu {c:7.3f} s {c / base[1]:5.2f}x sklearn-crfsuite")
     print(f"load average {load_avg()}")

@@ -126,7 +126,7 @@ def test_other_shapes_fall_back(X):
     # a fallback leaves no provisional entry behind: a later good call is exact
     good = [[{"w": "the", "pos": "cat"}, {"bias": 1.0, "w[-1]": "sat"}]]
     _same_corpus(enc.encode(good), encode(to_attributes(good), MODEL.space))
-    assert all(c >= -1 for c in enc._memo.values())
+    assert all(c >= -1 for c in enc.codes_held())
 
 
 def test_fallback_inputs_still_tag_or_raise_through_the_estimator():
@@ -148,7 +148,7 @@ def test_memo_is_emptied_past_its_bound(monkeypatch):
     for _ in range(20):
         X = [[{str(k): WORDS[int(rng.integers(len(WORDS)))] for k in NAMES[:3]} for _ in range(3)]]
         _same_corpus(enc.encode(X), encode(to_attributes(X), MODEL.space))
-        assert len(enc._memo) <= 3 + 9 * 3
+        assert enc.entries() <= 3 + 9 * 3
 
 
 def test_threads_get_the_generic_answers():
@@ -175,7 +175,7 @@ def test_model_with_an_encoder_pickles():
     X = [[{"w": "the", "pos": "cat"}]]
     y = m.tag_dicts(X)
     m2 = pickle.loads(pickle.dumps(m))
-    assert len(m2._dict_encoder._memo) == 0          # the memo is not pickled
+    assert m2._dict_encoder.entries() == 0          # the memo is not pickled
     assert m2.tag_dicts(X) == y
 
 
@@ -202,3 +202,80 @@ def test_fused_kernel_equals_emissions_and_viterbi():
         ref = np.zeros(T, np.int32)
         assert ps == pytest.approx(viterbi(score, T, trans, ref, 0), abs=1e-12)
         np.testing.assert_array_equal(out, ref)
+
+
+def _reference_batch(codes, cnt, val, lens, sp, w, trans):
+    """Labels and path scores of a batch of code sequences, one tag_codes call per sequence."""
+    out, ps = np.zeros(int(lens.sum()), np.int32), np.zeros(len(lens))
+    t0 = e0 = 0
+    for s, T in enumerate(lens.tolist()):
+        n = int(cnt[t0:t0 + T].sum())
+        o = np.zeros(T, np.int32)
+        ps[s] = tag_codes(codes[e0:e0 + n], cnt[t0:t0 + T], val[e0:e0 + n] if len(val) else val, sp.attr_ptr,
+                          sp.feat_label, w, trans, o)
+        out[t0:t0 + T] = o
+        t0 += T
+        e0 += n
+    return out, ps
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_batch_kernels_equal_one_call_per_sequence(chunks):
+    """tag_codes_seqs (serial) and tag_codes_all (chunks on the thread pool) against tag_codes per sequence,
+    empty sequences and tokens without codes included, and the labels against brute force."""
+    from crfkit.kernels.batch import chunk_bounds, tag_codes_all
+    from crfkit.kernels.chain import tag_codes_seqs
+    rng = np.random.default_rng(4)
+    sp, w = MODEL.space, MODEL.weights
+    trans = transition_matrix(w, 1.0, sp.n_state, sp.trans_index)
+    for _ in range(30):
+        lens = rng.integers(0, 5, size=int(rng.integers(1, 9))).astype(np.int64)
+        cnt = rng.integers(0, 4, size=int(lens.sum())).astype(np.int64)
+        codes = rng.integers(-1, sp.n_attributes, size=int(cnt.sum())).astype(np.int64)
+        val = rng.normal(size=len(codes)) if rng.random() < 0.5 else np.zeros(0)
+        seq_ptr = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        ent_ptr = np.concatenate(([0], np.cumsum(cnt)))[seq_ptr].astype(np.int64)
+        want, want_ps = _reference_batch(codes, cnt, val, lens, sp, w, trans)
+        out, ps = np.full(len(cnt), -7, np.int32), np.full(len(lens), np.nan)
+        if chunks == 1:
+            tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, 0, len(lens), sp.attr_ptr, sp.feat_label, w, trans,
+                           out, ps)
+        else:
+            tag_codes_all(codes, cnt, val, seq_ptr, ent_ptr, chunk_bounds(seq_ptr, min(chunks, len(lens))),
+                          sp.attr_ptr, sp.feat_label, w, trans, out, ps)
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(ps, want_ps)
+        # brute force: the best of every label sequence (the kernel's path attains the maximum score)
+        t0 = e0 = 0
+        for s, T in enumerate(lens.tolist()):
+            if T:
+                n = int(cnt[t0:t0 + T].sum())
+                score = np.zeros((T, sp.n_labels))
+                e = e0
+                for t in range(T):
+                    for _ in range(cnt[t0 + t]):
+                        if codes[e] >= 0:
+                            for k in range(sp.attr_ptr[codes[e]], sp.attr_ptr[codes[e] + 1]):
+                                score[t, sp.feat_label[k]] += w[k] * (val[e] if len(val) else 1.0)
+                        e += 1
+                paths = np.array(np.meshgrid(*[np.arange(sp.n_labels)] * T, indexing="ij")).reshape(T, -1).T
+                tot = score[np.arange(T), paths].sum(1) + trans[paths[:, :-1], paths[:, 1:]].sum(1)
+                assert ps[s] == pytest.approx(tot.max(), abs=1e-9)
+                got = out[t0:t0 + T]
+                assert score[np.arange(T), got].sum() + trans[got[:-1], got[1:]].sum() == pytest.approx(tot.max(), abs=1e-9)
+                e0 += n
+            t0 += T
+
+
+def test_large_batches_take_the_batch_kernel_with_the_generic_answers(monkeypatch):
+    """Above max_tokens (here 0) tag_dicts goes straight to the batch kernels, serial or in chunks."""
+    monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", "0")
+    rng = np.random.default_rng(5)
+    X = [[{k: WORDS[int(rng.integers(len(WORDS)))] for k in NAMES[:4]} for _ in range(int(rng.integers(0, 6)))]
+         for _ in range(150)]
+    X[3] = [{"w": 0.5, "pos": "the"}, {"bias": 2, "w[-1]": True}]
+    want = MODEL.tag(to_attributes(X))
+    for threads in (1, 2, 3):
+        m = CRFModel(MODEL.space, MODEL.weights)
+        assert m.tag_dicts(X, threads) == want
+        assert m.tag_dicts(X, threads) == want          # memo warm

@@ -295,6 +295,24 @@ def test_member_shorter_than_declared_or_with_trailing_bytes(work):
             CRFModel.load(p)
 
 
+
+@pytest.mark.parametrize("dtype, bad", [("<i8", (1 << 32) + 1), ("<u8", (1 << 32) + 1), ("<i8", -1), ("<u4", 1 << 31)])
+def test_state_feature_labels_are_checked_before_narrowing(work, dtype, bad):
+    """feat_label is checked on the stored values, then narrowed to int32: a wide value whose int32 cast
+    would land inside the label table (2**32 + 1 -> 1) is refused, not loaded as label 1."""
+    header, payload = _split(work["bytes"])
+    fl = _get(header, payload, "feat_label").astype(dtype)
+    ok = json.loads(json.dumps(header))
+    m = CRFModel.load(_write(work, "wide_ok.crfkit", _assemble(ok, _put(ok, payload, "feat_label",
+                                                                         zlib.compress(fl.tobytes()), dtype=dtype))))
+    np.testing.assert_array_equal(m.space.feat_label, fl)       # wider types load when the values fit
+    fl[len(fl) // 2] = bad
+    h = json.loads(json.dumps(header))
+    p = _write(work, "wide.crfkit", _assemble(h, _put(h, payload, "feat_label", zlib.compress(fl.tobytes()), dtype=dtype)))
+    with pytest.raises(ModelError, match="label outside the label table"):
+        CRFModel.load(p)
+
+
 # ------------------------------------------------------------------ 2. read the header first, stream the rest
 def test_dev_zero_and_large_wrong_files_are_refused_at_the_magic(work, loader, tmp_path):
     """Before the fix the whole file was read before the magic check: /dev/zero ended in MemoryError

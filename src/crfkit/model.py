@@ -394,8 +394,8 @@ class StringTable(Sequence):
         n = len(names)
         if n == 0:
             return np.zeros(0, np.int64)
-        if self._dict is None:
-            uniq = list(dict.fromkeys(names))
+        if self._dict is None and n <= len(self):    # (more names than the table holds: the dict, without
+            uniq = list(dict.fromkeys(names))        # first counting the distinct ones, ~0.1 s for 900k names)
             # the hashes answer the first lookup, a dict every later one (a tagger asked again and again,
             # as an estimator's predict_single in a loop, pays for the dict once and then ~50 ns a name)
             self._hash_calls += 1
@@ -474,11 +474,12 @@ class CRFModel:
         shape or the model has dense or bigram-observation features (then use :func:`to_attributes`
         and :meth:`tag`, which also say what is wrong with bad input).
 
-        A few sentences (at most 64 and :func:`crfkit.npdecode.max_tokens` tokens), once numba's serial
-        kernels are loaded in this process (:func:`crfkit.npdecode.kernels_ready`), are tagged by one
-        fused kernel call each (:func:`crfkit.kernels.chain.tag_codes`); the rest go through
-        :meth:`decode`.  The transition matrix is computed once per weight vector (a model whose
-        ``weights`` array is changed in place keeps the old one: assign a new array instead)."""
+        Once numba's serial kernels are loaded in this process (:func:`crfkit.npdecode.kernels_ready`), or
+        for more than :func:`crfkit.npdecode.max_tokens` tokens, the attribute codes go straight to the
+        fused emissions + Viterbi kernel (:meth:`_tag_codes`: no corpus built); a small batch in a process
+        without them goes through :meth:`decode` (numpy).  The transition matrix is computed once per
+        weight vector (a model whose ``weights`` array is changed in place keeps the old one: assign a
+        new array instead)."""
         s = self.space
         if s.n_dense or s.n_bigram or not X:
             return None
@@ -489,34 +490,53 @@ class CRFModel:
         r = enc.codes(X)
         if r is None:
             return None
-        if len(X) <= 64:
-            from . import npdecode
-            if npdecode.kernels_ready() and len(r[1]) <= npdecode.max_tokens():
-                return self._tag_codes(X, *r)
+        from . import npdecode
+        if npdecode.kernels_ready() or len(r[1]) > npdecode.max_tokens():
+            return self._tag_codes(X, *r, threads)
         corpus = enc.corpus(X, *r)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def _tag_codes(self, X, a, cnt, v) -> list[list[str]]:
-        from .kernels.chain import tag_codes, transition_matrix
+    def _tag_codes(self, X, a, cnt, v, threads=None) -> list[list[str]]:
+        """The labels of ``X`` from its attribute codes (:meth:`DictEncoder.codes`) by the fused emissions +
+        Viterbi kernel: one serial call for the whole batch (:func:`crfkit.kernels.chain.tag_codes_seqs`),
+        or, when ``threads`` asks for several and the batch has more than 64 sequences, the batch cut into
+        chunks on the thread pool (:func:`crfkit.kernels.batch.tag_codes_all`)."""
+        from .kernels.chain import tag_codes, tag_codes_seqs, transition_matrix
         sp, w = self.space, self.weights
         tc = self.__dict__.get("_trans_cache")
         if tc is None or tc[0] is not w:
             tc = self.__dict__["_trans_cache"] = (w, transition_matrix(w, 1.0, sp.n_state, sp.trans_index))
         trans = tc[1]
+        ns = len(X)
         labels = sp.labels
-        out = []
-        t0 = e0 = 0
-        for seq in X:
-            T = len(seq)
-            c = cnt[t0:t0 + T]
-            n = int(c.sum())
-            ids = np.empty(T, dtype=np.int32)
-            tag_codes(a[e0:e0 + n], c, v[e0:e0 + n] if len(v) else v, sp.attr_ptr, sp.feat_label, w, trans, ids)
-            out.append([labels[i] for i in ids.tolist()])
-            t0 += T
-            e0 += n
-        return out
+        if ns == 1:                 # predict_single: the one-sequence kernel, fewer arguments to dispatch
+            ids = np.empty(len(cnt), dtype=np.int32)
+            tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
+            return [list(map(labels.__getitem__, ids.tolist()))]
+        seq_ptr = np.zeros(ns + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=ns), out=seq_ptr[1:])
+        ent_ptr = np.zeros(len(cnt) + 1, dtype=np.int64)
+        np.cumsum(cnt, out=ent_ptr[1:])
+        ent_ptr = ent_ptr[seq_ptr]
+        ids = np.empty(len(cnt), dtype=np.int32)
+        ps = np.empty(ns)
+        nc = 1
+        if ns > 64:
+            from .parallel import n_chunks
+            nc = n_chunks(threads, ns, per_thread=4)
+        if nc > 1:
+            from .kernels.batch import chunk_bounds, tag_codes_all
+            tag_codes_all(a, cnt, v, seq_ptr, ent_ptr, chunk_bounds(seq_ptr, nc), sp.attr_ptr, sp.feat_label, w,
+                          trans, ids, ps)
+        else:
+            tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, sp.attr_ptr, sp.feat_label, w, trans, ids, ps)
+        lc = self.__dict__.get("_label_array")
+        if lc is None or lc[0] is not labels or len(lc[1]) != len(labels):
+            lc = self.__dict__["_label_array"] = (labels, np.array(labels, dtype=object))
+        names = lc[1][ids].tolist()
+        p = seq_ptr.tolist()
+        return [names[p[i]:p[i + 1]] for i in range(ns)]
 
     def _args(self):
         s = self.space
@@ -1110,9 +1130,15 @@ def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
         raise ValueError("feature counts out of range")
     attr_ptr = np.zeros(len(nfeat) + 1, np.int64)
     np.cumsum(nfeat, out=attr_ptr[1:])
-    feat_label = arrays["feat_label"].astype(np.int64)
+    # the labels are checked on the stored values (any integer type), then converted once, to the int32 the
+    # feature space holds (not int64 first: 7.4M features took ~0.1 s more and 60 MB more); the inflated
+    # weights are already float64 in every file crfkit writes (no copy then)
+    fl = arrays["feat_label"]
+    if len(fl) and (fl.min() < 0 or fl.max() >= L):
+        problems.append("a state feature has a label outside the label table")
+    feat_label = fl.astype(np.int32)
     trans_index = arrays["trans_index"].astype(np.int64)
-    weights = arrays["weights"].astype(np.float64)
+    weights = np.asarray(arrays["weights"], dtype=np.float64)
     live = trans_index[trans_index >= 0]
     n_dense, n_bigram = c["n_dense"], c["n_bigram"]
     dense_names = _strings(arrays, "dense_blob", "dense_lens", "dense name") if n_dense else []
@@ -1132,8 +1158,6 @@ def _space_of(arrays: dict, c: dict) -> tuple[FeatureSpace, np.ndarray]:
         battr_ptr, bfeat_pair, battributes = np.zeros(1, np.int64), np.zeros(0, np.int64), []
     if attr_ptr[-1] != c["n_state"]:
         problems.append("feature counts do not add up")
-    if len(feat_label) and (feat_label.min() < 0 or feat_label.max() >= L):
-        problems.append("a state feature has a label outside the label table")
     if (trans_index < -1).any() or (len(live) and live.max() >= len(live)):
         problems.append("bad transition table")
     elif len(live) and np.bincount(live).max() > 1:     # (np.unique would import numpy.ma: 40 ms at start-up)

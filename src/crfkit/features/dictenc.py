@@ -5,17 +5,18 @@ Tagging a sentence given as sklearn-crfsuite feature dicts used to go dicts -> a
 flattened list -> a hash lookup of every new string (:func:`crfkit.features.encode.encode`).  Per
 sentence that Python work cost several times CRFsuite's whole ``Tagger.tag`` call.
 
-:class:`DictEncoder` goes from the dicts to the encoded arrays with one memo table keyed by the
-``(name, value)`` tuples that ``dict.items()`` yields: one hash lookup per entry (Python caches a
-string's hash on the object; the names are usually the same literal strings sentence after
-sentence), in a list comprehension, and no new string.  An entry not seen before is resolved once,
-through the model's own attribute index on the string :mod:`crfkit.features.dicts` would have
-built, so the ids are by construction the generic path's; the names first met in a call are looked
-up together at its end.  Equal keys mean equal attributes: ``(name, True)``, ``(name, 1)`` and
-``(name, 1.0)`` are one key (attribute ``name``, value 1), as are the zeros (dropped).  Unknown
-attributes are remembered too (id -1); the memo is emptied when it passes :data:`MAX_MEMO`
-entries.  Numbers other than 0 and 1 are not remembered by value (continuous values would fill the
-memo): their name's attribute id is.
+:class:`DictEncoder` goes from the dicts to the encoded arrays through a two-level memo, name ->
+``{value: attribute id}``: per entry one lookup of the name and one of the value, iterated in C over
+``dict.keys()`` and ``dict.values()`` (``map(dict.get, tables, values)``), so that no ``(name, value)``
+tuple is built (building and hashing those tuples was half of the per-entry time; Python caches a
+string's hash on the object, and the names are usually the same strings sentence after sentence).  An
+entry not seen before is resolved once, through the model's own attribute index on the string
+:mod:`crfkit.features.dicts` would have built, so the ids are by construction the generic path's; the
+names first met in a call are looked up together at its end.  Equal keys mean equal attributes:
+values ``True``, ``1`` and ``1.0`` are one key (attribute ``name``, value 1), as are the zeros
+(dropped).  Unknown attributes are remembered too (id -1); the memo is emptied when it passes
+:data:`MAX_MEMO` entries.  Numbers other than 0 and 1 are not remembered by value (continuous values
+would fill the memo): their name's attribute id is.
 
 Only the common shape takes this path: every token a ``dict`` whose keys are ``str`` and values
 ``str``, ``bool``, ``int`` or ``float`` (finite, within :data:`crfkit.corpus.MAX_FEATURE_VALUE`).
@@ -41,12 +42,17 @@ __all__ = ["DictEncoder", "MAX_MEMO"]
 MAX_MEMO = 2_000_000      # memo entries per encoder (beyond: looked up each time, not remembered)
 
 
-class _Memo(dict):
-    """The memo: a lookup of a key it does not hold answers -2 (a miss) instead of raising."""
+class _Names(dict):
+    """The memo's first level, name -> ``{value: code}``: a name it does not hold answers an empty table
+    (shared and never written to: :meth:`DictEncoder._sub` makes a name's own table) instead of raising."""
     __slots__ = ()
 
     def __missing__(self, key):
-        return -2
+        return _EMPTY
+
+
+_EMPTY: dict = {}
+_NO_VALUES = np.zeros(0)                  # "every value 1", shared by the calls (empty: nothing to write)
 
 
 class _Fallback(Exception):
@@ -59,9 +65,11 @@ class DictEncoder:
 
     def __init__(self, space):
         self.space = space
-        # (name, value) -> attribute id (value 1), or -1 (unknown to the model, or value 0); and
-        # name -> attribute id for the names of numeric values other than 0 and 1
-        self._memo = _Memo()
+        # name -> {value: attribute id (value 1), or -1 (unknown to the model, or value 0)}; and, in
+        # _num, name -> attribute id for the names of numeric values other than 0 and 1
+        self._memo = _Names()
+        self._num: dict = {}
+        self._size = 0
         self._lock = threading.Lock()
 
     def __getstate__(self):           # pickled with its model: the memo and the lock are rebuilt
@@ -70,35 +78,51 @@ class DictEncoder:
     def __setstate__(self, st):
         self.__init__(st["space"])
 
-    def _pend(self, name: str, key) -> int:
-        """A provisional code (<= -3) for an attribute name first met in this call, kept in the memo under
+    def entries(self) -> int:
+        """The number of entries the memo holds (codes of (name, value) pairs and of numeric names)."""
+        return self._size
+
+    def codes_held(self):
+        """Every code the memo holds (for tests: none provisional, i.e. all >= -1, between calls)."""
+        return [c for sub in self._memo.values() for c in sub.values()] + list(self._num.values())
+
+    def _sub(self, name: str) -> dict:
+        """The memo's own table of ``name`` (made when first needed)."""
+        sub = self._memo.get(name)
+        if sub is None:
+            sub = self._memo[name] = {}
+        return sub
+
+    def _pend(self, name: str, table: dict, key) -> None:
+        """A provisional code (<= -3) for an attribute name first met in this call, kept in ``table`` under
         ``key`` until the end of the call resolves it."""
         self._pending.append(name)
-        self._where.append(key)
-        code = self._memo[key] = -2 - len(self._pending)
-        return code
+        self._where.append((table, key))
+        table[key] = -2 - len(self._pending)
+        self._size += 1
 
-    def _learn(self, kv) -> None:
-        """Put an entry ``(name, value)`` not in the memo into it (a provisional code for a name first met
-        in this call), checking it (:class:`_Fallback` when it is not of the flat shape).  A number other
-        than 0 and 1 is not remembered by value (continuous values would fill the memo): its name is."""
-        k, v = kv
+    def _learn(self, k, v) -> None:
+        """Put an entry ``(k, v)`` not in the memo into it (a provisional code for a name first met in this
+        call), checking it (:class:`_Fallback` when it is not of the flat shape).  A number other than 0
+        and 1 is not remembered by value (continuous values would fill the memo): its name is."""
         if type(k) is not str:
             raise _Fallback
         tv = type(v)
         if tv is str:
-            self._pend(k + ":" + v, kv)
+            self._pend(k + ":" + v, self._sub(k), v)
             return
         if tv is not bool and tv is not int and tv is not float:
             raise _Fallback
         if not (-MAX_FEATURE_VALUE <= v <= MAX_FEATURE_VALUE):     # also NaN
             raise _Fallback
+        sub = self._sub(k)
         if v == 0:
-            self._memo[kv] = -1                      # adds nothing to any score: dropped
+            sub[v] = -1                              # adds nothing to any score: dropped
+            self._size += 1
         elif v == 1:
-            self._pend(k, kv)
-        elif self._memo[k] == -2:                    # the name alone: the attribute of any value
-            self._pend(k, k)
+            self._pend(k, sub, v)
+        elif k not in self._num:                     # the name alone: the attribute of any value
+            self._pend(k, self._num, k)
 
     def encode(self, X) -> Corpus | None:
         """The corpus of ``X`` (a list of sequences, each a list of flat feature dicts), or ``None`` when
@@ -126,8 +150,10 @@ class DictEncoder:
     def _codes_locked(self, X):
         enabled = gc.isenabled()
         gc.disable()       # no cycles among the lists built here; the collector would walk the input
-        if len(self._memo) > MAX_MEMO:
+        if self._size > MAX_MEMO:
             self._memo.clear()
+            self._num.clear()
+            self._size = 0
         self._pending: list = []
         self._where: list = []
         try:
@@ -141,8 +167,9 @@ class DictEncoder:
 
     def _forget(self) -> None:
         """Drop the provisional codes of an unfinished call from the memo."""
-        for key in self._where:
-            self._memo.pop(key, None)
+        for table, key in self._where:
+            if table.pop(key, None) is not None:
+                self._size -= 1
         self._pending, self._where = [], []
 
     def _codes(self, X):
@@ -150,37 +177,41 @@ class DictEncoder:
             if type(seq) is not list:
                 raise _Fallback
         dicts = list(chain.from_iterable(X))
-        memo = self._memo
         try:
-            # one lookup per entry, iterated in C: the (name, value) tuples of items() are the memo's keys
-            # (dict.items refuses a token that is not a dict; an unhashable value raises TypeError)
-            flat = list(chain.from_iterable(map(map, repeat(memo.__getitem__), map(dict.items, dicts))))
+            # one lookup per entry, iterated in C, and no tuple built: the name's table (dict.keys refuses
+            # a token that is not a dict), then the value in it (an unhashable value raises TypeError)
+            flat = list(map(dict.get, map(self._memo.__getitem__, chain.from_iterable(map(dict.keys, dicts))),
+                            chain.from_iterable(map(dict.values, dicts)), repeat(-2)))
         except TypeError:
             raise _Fallback from None
-        cnt = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
-        v = np.zeros(0)
-        if -2 in flat:
-            # entries not met before: learn each distinct one, then look everything up again
-            items = list(chain.from_iterable(map(dict.items, dicts)))
-            for kv in dict.fromkeys([kv for kv, c in zip(items, flat) if c == -2]):
-                self._learn(kv)
-            flat = list(chain.from_iterable(map(map, repeat(memo.__getitem__), map(dict.items, dicts))))
-            a = np.array(flat, dtype=np.int64)
-            num = np.flatnonzero(a == -2)        # numbers other than 0 and 1: the name's id, the value
-            if len(num):
-                v = np.ones(len(a))
-                for i in num.tolist():
-                    k, x = items[i]
-                    a[i] = memo[k]
+        a = np.fromiter(flat, dtype=np.int64, count=len(flat))     # (half np.array's time on a list of ints)
+        lens = list(map(len, dicts))
+        cnt = np.fromiter(lens, dtype=np.int64, count=len(lens))
+        v = _NO_VALUES
+        if (-2 in flat) if len(flat) < 2048 else bool((a == -2).any()):    # (a numpy call costs ~1 us)
+            miss = np.flatnonzero(a == -2)
+            # entries not met before: learn each distinct one, then look those up again
+            ks = list(chain.from_iterable(map(dict.keys, dicts)))
+            vs = list(chain.from_iterable(map(dict.values, dicts)))
+            mi = miss.tolist()
+            for k, x in dict.fromkeys([(ks[i], vs[i]) for i in mi]):
+                self._learn(k, x)
+            memo, num = self._memo, self._num
+            for i in mi:
+                k, x = ks[i], vs[i]
+                c = memo[k].get(x, -2)
+                if c == -2:                  # numbers other than 0 and 1: the name's id, the value
+                    if not len(v):
+                        v = np.ones(len(a))
+                    c = num[k]
                     v[i] = x
-        else:
-            a = np.array(flat, dtype=np.int64)
+                a[i] = c
         if self._pending:
             # resolve the names met for the first time, all at once, and write them into the memo
             ids = self.space.attribute_ids(self._pending)
             prov = a <= -3
             a[prov] = ids[-3 - a[prov]]
-            for key, i in zip(self._where, ids.tolist()):
-                memo[key] = i
+            for (table, key), i in zip(self._where, ids.tolist()):
+                table[key] = i
             self._pending, self._where = [], []
         return a, cnt, v

@@ -24,7 +24,7 @@ from numba import njit, prange
 
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, emissions_rows,
                     forward_backward, forward_backward_edges, gold_score, log_partition, pd_edge, pd_forward_backward,
-                    pd_gold_score, pd_log_partition, pd_node, pd_viterbi, transition_matrix, viterbi)
+                    pd_gold_score, pd_log_partition, pd_node, pd_viterbi, tag_codes_seqs, transition_matrix, viterbi)
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -425,6 +425,15 @@ def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         losses[c] = _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w,
                                 trans, expM, tmax, bounds[c], bounds[c + 1], xs, sw)
     return losses.sum()
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def tag_codes_all(codes, cnt, val, seq_ptr, ent_ptr, bounds, attr_ptr, feat_label, w, trans, out, path_score):
+    """:func:`crfkit.kernels.chain.tag_codes_seqs` over the chunks of sequences ``bounds`` on the thread
+    pool: the Viterbi labels of a batch given as attribute codes (``CRFModel.tag_dicts``)."""
+    for c in prange(len(bounds) - 1):
+        tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, bounds[c], bounds[c + 1], attr_ptr, feat_label, w, trans,
+                       out, path_score)
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)

@@ -560,6 +560,26 @@ def viterbi(score, T, trans, out, o0):
 
 
 @njit(**_NOPY)
+def _code_emissions(codes, e, cnt, t0, T, val, attr_ptr, feat_label, w, score):
+    """score[:T] = the emission scores of tokens t0..t0+T-1 given as attribute codes from ``codes[e]`` on,
+    ``cnt[t]`` of them for token t (a code below 0: unknown to the model, skipped; ``val``: their values,
+    or empty for all 1); returns the position after the last code read."""
+    L = score.shape[1]
+    ones = val.shape[0] == 0
+    for t in range(T):
+        for l in range(L):
+            score[t, l] = 0.0
+        for _ in range(cnt[t0 + t]):
+            a = codes[e]
+            if a >= 0:
+                v = 1.0 if ones else val[e]
+                for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                    score[t, feat_label[k]] += w[k] * v
+            e += 1
+    return e
+
+
+@njit(**_NOPY)
 def tag_codes(codes, cnt, val, attr_ptr, feat_label, w, trans, out):
     """Viterbi labels of one sequence given as attribute codes, ``cnt[t]`` of them for token t (a code
     below 0: an attribute the model does not know, skipped; ``val``: their values, or empty for all 1),
@@ -570,18 +590,32 @@ def tag_codes(codes, cnt, val, attr_ptr, feat_label, w, trans, out):
     L = trans.shape[0]
     if T == 0 or L == 0:
         return 0.0
-    score = np.zeros((T, L))
-    ones = val.shape[0] == 0
-    e = 0
-    for t in range(T):
-        for _ in range(cnt[t]):
-            a = codes[e]
-            if a >= 0:
-                v = 1.0 if ones else val[e]
-                for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                    score[t, feat_label[k]] += w[k] * v
-            e += 1
+    score = np.empty((T, L))
+    _code_emissions(codes, 0, cnt, 0, T, val, attr_ptr, feat_label, w, score)
     return viterbi(score, T, trans, out, 0)
+
+
+@njit(**_NOPY)
+def tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, s0, s1, attr_ptr, feat_label, w, trans, out, path_score):
+    """:func:`tag_codes` for the sequences s0..s1-1 of a batch, in one call: sequence s has the tokens
+    ``seq_ptr[s]:seq_ptr[s + 1]`` (``cnt`` per token, over the whole batch) and the codes (and values,
+    when ``val`` is not empty) ``ent_ptr[s]:ent_ptr[s + 1]``.  Labels to ``out`` (n_tokens), best path
+    scores to ``path_score`` (n_seq; 0 for an empty sequence or no labels)."""
+    L = trans.shape[0]
+    maxT = 1
+    for s in range(s0, s1):
+        d = seq_ptr[s + 1] - seq_ptr[s]
+        if d > maxT:
+            maxT = d
+    score = np.empty((maxT, L))
+    for s in range(s0, s1):
+        t0 = seq_ptr[s]
+        T = seq_ptr[s + 1] - t0
+        if T == 0 or L == 0:
+            path_score[s] = 0.0
+            continue
+        _code_emissions(codes, ent_ptr[s], cnt, t0, T, val, attr_ptr, feat_label, w, score)
+        path_score[s] = viterbi(score, T, trans, out, t0)
 
 
 # ---------------------------------------------------------------------------
