@@ -149,6 +149,24 @@ def test_fast_vector_log_keeps_full_precision_near_one(u):
     assert np.allclose(out, np.log(x), rtol=1e-14, atol=4e-16)
 
 
+@settings(deadline=None, max_examples=60)
+@given(st.integers(1, 7), st.integers(1, 30), st.sampled_from([0.0, 1.5, 10.0, 30.0]), st.integers(0, 2**31))
+def test_gold_marginals_closed_form_is_the_forward_backward(L, T, value, seed):
+    """The store's initial marginals (closed form, two message values per position) against the
+    forward-backward on the position-dependent chain with those scores, and written into float32
+    rows as the store is."""
+    y = np.random.default_rng(seed).integers(0, L, T + 3).astype(np.int64)
+    node, pair = np.zeros((T, L)), np.zeros((max(T - 1, 1), L, L))
+    K.gold_marginals(y, 2, T, L, value, node, pair)
+    nc, pc = np.full((T, L), np.nan), np.full((max(T - 1, 1), L, L), np.nan)
+    K.gold_marginals_closed(y, 2, T, L, value, nc, pc[:T - 1])
+    assert np.allclose(nc, node, rtol=1e-12, atol=1e-15)
+    assert np.allclose(pc[:T - 1], pair[:T - 1], rtol=1e-12, atol=1e-15)
+    n32, p32 = np.zeros((T, L), np.float32), np.zeros((max(T - 1, 1), L, L), np.float32)
+    K.gold_marginals_closed(y, 2, T, L, value, n32, p32[:T - 1])
+    assert np.array_equal(n32, nc.astype(np.float32)) and np.array_equal(p32[:T - 1], pc[:T - 1].astype(np.float32))
+
+
 def test_gold_initialisation_puts_the_gold_path_first():
     y = np.array([2, 0, 1, 1], dtype=np.int64)
     node, pair = np.zeros((4, 3)), np.zeros((3, 3, 3))

@@ -229,19 +229,83 @@ def gold_marginals(y, t0, T, L, value, node, pair):
     return pd_chain_marginals(score, T, M, es, alpha, beta, scale, expM, node, pair)
 
 
+@njit(**_NOPY)
+def gold_marginals_closed(y, t0, T, L, value, node, pair):
+    """:func:`gold_marginals` in closed form, written into ``node`` (T x L) and ``pair`` ((T-1) x L x L),
+    which may be rows of a float32 store.  Every label but the gold one scores 0 at a position and on
+    an edge, so the forward (backward) messages take two values per position, the gold label's and the
+    others' (all equal), and an edge's pairwise marginals four: gold-gold, gold-other, other-gold,
+    other-other.  The messages are normalised at every position and each edge's (node's) marginals by
+    their own sum, so no exp but ``exp(value)`` and no overflow; O(T) arithmetic besides writing the
+    T L + (T-1) L^2 entries (the forward-backward on a position-dependent chain took 176 us per CoNLL-2000
+    sentence, most of an SDCA step)."""
+    E = np.exp(value)
+    o = L - 1.0
+    ag = np.empty(T)
+    ao = np.empty(T)
+    bg = np.empty(T)
+    bo = np.empty(T)
+    g = E
+    x = 1.0
+    sm = g + o * x
+    ag[0] = g / sm
+    ao[0] = x / sm
+    for t in range(1, T):
+        # gold at t: from gold at t-1 with the transition's and the node's score, from any other with the
+        # node's; others at t: from everything with score 0 (the previous messages sum to 1)
+        g = E * (1.0 + ag[t - 1] * (E - 1.0))
+        sm = g + o
+        ag[t] = g / sm
+        ao[t] = 1.0 / sm
+    bg[T - 1] = 1.0
+    bo[T - 1] = 1.0
+    for t in range(T - 2, -1, -1):
+        g = E * E * bg[t + 1] + o * bo[t + 1]
+        x = E * bg[t + 1] + o * bo[t + 1]
+        bg[t] = 1.0
+        bo[t] = x / g
+    for t in range(T):
+        pg = ag[t] * bg[t]
+        po = ao[t] * bo[t]
+        z = pg + o * po
+        po /= z
+        for l in range(L):
+            node[t, l] = po
+        node[t, y[t0 + t]] = pg / z
+    for t in range(T - 1):
+        wgg = ag[t] * E * E * bg[t + 1]
+        wgo = ag[t] * bo[t + 1]
+        wog = ao[t] * E * bg[t + 1]
+        woo = ao[t] * bo[t + 1]
+        z = wgg + o * (wgo + wog) + o * o * woo
+        a = y[t0 + t]
+        b = y[t0 + t + 1]
+        pt = pair[t]
+        v = woo / z
+        for i in range(L):
+            for j in range(L):
+                pt[i, j] = v
+        v = wgo / z
+        for j in range(L):
+            pt[a, j] = v
+        v = wog / z
+        for i in range(L):
+            pt[i, b] = v
+        pt[a, b] = wgg / z
+
+
 @njit(**_PAR)
 def init_store(seq_ptr, eptr, y, L, value, node_store, pair_store):
-    """Every sequence's marginals of :func:`gold_marginals` into the stores (one thread per sequence)."""
+    """Every sequence's marginals of :func:`gold_marginals` into the stores (one thread per sequence),
+    from the closed form :func:`gold_marginals_closed`, written straight into the store rows."""
     n = seq_ptr.shape[0] - 1
     for i in prange(n):
         t0 = seq_ptr[i]
         T = seq_ptr[i + 1] - t0
         if T == 0:
             continue
-        node = np.empty((T, L))
-        pair = np.empty((max(T - 1, 1), L, L))
-        gold_marginals(y, t0, T, L, value, node, pair)
-        _store_marginals(node, pair, T, t0, eptr[i], node_store, pair_store)
+        e0 = eptr[i]
+        gold_marginals_closed(y, t0, T, L, value, node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)])
 
 
 @njit(**_NOPY)
