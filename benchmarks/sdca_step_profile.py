@@ -13,7 +13,8 @@ dispatching an empty numba function with as many arguments (measured first):
     scores      emission scores at w (``emissions_rows``) and the transition matrix
     oracle      forward-backward marginals (``chain_marginals``): what sag-nus*'s step also pays
     load        the sweep over the stored marginals (``load_entries``)
-    gap         the vectorised logs: individual gap, f'(0), compaction (``gap_and_slope``)
+    gap         the vectorised logs: individual gap, f'(0), the end curvatures c0, c1, compaction
+                (``gap_and_slope``)
     direction   the primal direction over the sequence's attributes (``accumulate_direction``)
     search      the exact line search (``line_search`` / ``line_search_enet`` with its packing)
     update      w += gamma u on the touched coordinates, and the store written back
