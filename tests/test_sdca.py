@@ -167,6 +167,25 @@ def test_gold_marginals_closed_form_is_the_forward_backward(L, T, value, seed):
     assert np.array_equal(n32, nc.astype(np.float32)) and np.array_equal(p32[:T - 1], pc[:T - 1].astype(np.float32))
 
 
+@pytest.mark.parametrize("value", [10.0, -3.0, 299.0, 400.0, -400.0])
+def test_init_store_is_the_forward_backward_for_any_score(value):
+    """init_store takes the closed form up to |value| = GOLD_CLOSED_MAX and the forward-backward beyond
+    (exp(value)^2 overflows there): either way the stores hold gold_marginals' values, finite."""
+    y = np.array([2, 0, 1, 1, 0, 2, 2], dtype=np.int64)
+    seq_ptr = np.array([0, 1, 4, 7], dtype=np.int64)
+    eptr = S.edge_offsets(seq_ptr)
+    L = 3
+    ns, ps = np.zeros((7, L)), np.zeros((int(eptr[-1]), L, L))
+    K.init_store(seq_ptr, eptr, y, L, value, ns, ps)
+    assert np.all(np.isfinite(ns)) and np.all(np.isfinite(ps))
+    for i in range(3):
+        t0, T = seq_ptr[i], seq_ptr[i + 1] - seq_ptr[i]
+        node, pair = np.zeros((T, L)), np.zeros((max(T - 1, 1), L, L))
+        K.gold_marginals(y, t0, T, L, value, node, pair)
+        assert np.allclose(ns[t0:t0 + T], node, rtol=1e-12, atol=1e-15)
+        assert np.allclose(ps[eptr[i]:eptr[i + 1]], pair[:T - 1], rtol=1e-12, atol=1e-15)
+
+
 def test_gold_initialisation_puts_the_gold_path_first():
     y = np.array([2, 0, 1, 1], dtype=np.int64)
     node, pair = np.zeros((4, 3)), np.zeros((3, 3, 3))

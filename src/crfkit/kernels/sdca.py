@@ -294,18 +294,30 @@ def gold_marginals_closed(y, t0, T, L, value, node, pair):
         pt[a, b] = wgg / z
 
 
+# |value| up to which the closed form's exp(value)^2 stays finite with room to spare
+GOLD_CLOSED_MAX = 300.0
+
+
 @njit(**_PAR)
 def init_store(seq_ptr, eptr, y, L, value, node_store, pair_store):
     """Every sequence's marginals of :func:`gold_marginals` into the stores (one thread per sequence),
-    from the closed form :func:`gold_marginals_closed`, written straight into the store rows."""
+    from the closed form :func:`gold_marginals_closed`, written straight into the store rows; for
+    ``|value| > GOLD_CLOSED_MAX`` (exp(value)^2 would overflow) from :func:`gold_marginals` itself."""
     n = seq_ptr.shape[0] - 1
+    closed = abs(value) <= GOLD_CLOSED_MAX
     for i in prange(n):
         t0 = seq_ptr[i]
         T = seq_ptr[i + 1] - t0
         if T == 0:
             continue
         e0 = eptr[i]
-        gold_marginals_closed(y, t0, T, L, value, node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)])
+        if closed:
+            gold_marginals_closed(y, t0, T, L, value, node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)])
+        else:
+            node = np.empty((T, L))
+            pair = np.empty((max(T - 1, 1), L, L))
+            gold_marginals(y, t0, T, L, value, node, pair)
+            _store_marginals(node, pair, T, t0, e0, node_store, pair_store)
 
 
 @njit(**_NOPY)
