@@ -13,7 +13,8 @@ dispatching an empty numba function with as many arguments (measured first):
     scores      emission scores at w (``emissions_rows``) and the transition matrix
     oracle      forward-backward marginals (``chain_marginals``): what sag-nus*'s step also pays
     load        the sweep over the stored marginals (``load_entries``)
-    gap         the vectorised logs: individual gap, f'(0), compaction (``gap_and_slope``)
+    gap         the vectorised logs: individual gap, f'(0), the end curvatures c0, c1, compaction
+                (``gap_and_slope``)
     direction   the primal direction over the sequence's attributes (``accumulate_direction``)
     search      the exact line search (``line_search`` / ``line_search_enet`` with its packing)
     update      w += gamma u on the touched coordinates, and the store written back
@@ -108,7 +109,7 @@ def main(argv=None):
                                    f[0], f[1], f[2], run.tdir)
         tot["load"] += ns() - t - d0[13]
         t = ns()
-        gap, fp0, nc, ncp = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
+        gap, fp0, nc, ncp, c0, c1 = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
         tot["gap"] += ns() - t - d0[8]
         t = ns()
         na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, run.full,
@@ -119,12 +120,12 @@ def main(argv=None):
         if run.kappa > 0:
             nz = K.enet_pack(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state, run.z,
                              -1.0 / run.l2n, run.kappa, run.ez)
-            gamma = K.line_search_enet(nc, ncp, f[4], f[5], fp0, 1e-3, f[2], f[3], run.kb, isc, nz, run.ez,
+            gamma = K.line_search_enet(nc, ncp, f[4], f[5], fp0, c0, c1, 1e-3, f[2], f[3], run.kb, isc, nz, run.ez,
                                        run.kappa, run.l2n)
             tot["search"] += ns() - t - d0[11] - d0[14]
         else:
             q = K.direction_norm2(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index) / run.l2n
-            gamma = K.line_search(nc, ncp, f[4], f[5], q, fp0, 1e-3, f[2], f[3], run.kb, isc)
+            gamma = K.line_search(nc, ncp, f[4], f[5], q, fp0, c0, c1, 1e-3, f[2], f[3], run.kb, isc)
             tot["search"] += ns() - t - d0[4] - d0[11]
         ls_evals += int(isc[K.I_LS])
         # the update into copies of w (z) and of the sequence's store rows

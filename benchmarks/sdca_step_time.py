@@ -14,7 +14,11 @@ ratios of the same repetition.
 Each line also gives the CPU time per step (``time.process_time`` of the run minus that of the
 monitoring, which is timed by wrapping ``Objective.value`` and the dual methods' ``dual``): on a
 machine shared with other jobs the wall time measures the machine's share as much as the code, the
-CPU time much less so.
+CPU time much less so.  Then the CPU time per oracle call (per effective pass / n: a sag-nus* step can
+take more than one oracle call, an sdca step takes exactly one), and the CPU time per step over the
+epochs after the first, which leaves out the set-up (for the dual methods: the initial marginals of
+every sequence, one forward-backward each, and the store's allocation) and the first pass: with few
+passes the set-up weighs on the per-step figure.
 """
 from __future__ import annotations
 
@@ -63,7 +67,12 @@ def timed(name, obj, passes, params):
     obj.n_full = 0
     resolve(name)(obj, None, reg=obj.reg, max_iterations=passes, callback=cb, seed=0, **params)
     wall, mon, steps, sb, ls, ent, cpu = recs[-1]
-    return (wall - mon), steps, obj.n_oracle, sb, (ls, ent), cpu
+    # after the first epoch: no set-up (for the dual methods the initial marginals of every sequence and
+    # the store's allocation), no first pass
+    late = None
+    if len(recs) > 1:
+        late = (cpu - recs[0][6]) / max(steps - recs[0][2], 1)
+    return (wall - mon), steps, obj.n_oracle, sb, (ls, ent), cpu, late
 
 
 def main(argv=None):
@@ -89,16 +98,20 @@ def main(argv=None):
         for rep in range(a.repeat):
             base = None
             for alg, p in runs:
-                sec, steps, calls, sb, ls, cpu = timed(alg, obj, a.passes, p)
+                sec, steps, calls, sb, ls, cpu, late = timed(alg, obj, a.passes, p)
                 us = 1e6 * sec / steps
                 cus = 1e6 * cpu / steps
+                pus = 1e6 * cpu / calls             # CPU per oracle call: per pass / n
+                lus = 1e6 * late if late is not None else float("nan")
                 if base is None:
-                    base, cbase = us, cus
+                    base, cbase, pbase, lbase = us, cus, pus, lus
                 label = alg + ("" if "sampling" not in p else f" ({p['sampling']})")
                 extra = (f", {ls[0]:.2f} line-search evaluations per step over {100 * ls[1]:.0f}% of the entries"
                          if alg == "sdca" else "")
                 print(f"  rep {rep}: {label:16s} {us:8.1f} us/step  ({us / base:.2f}x {runs[0][0]}); "
                       f"CPU {cus:8.1f} us/step ({cus / cbase:.2f}x)  "
+                      f"CPU per oracle call {pus:7.1f} us ({pus / pbase:.2f}x); "
+                      f"after epoch 1: CPU {lus:7.1f} us/step ({lus / lbase:.2f}x)  "
                       f"{steps / obj.n:.2f} updates/n, {calls / obj.n:.2f} oracle calls/n, "
                       f"state {sb / 2**20:.1f} MiB{extra}")
 

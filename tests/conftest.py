@@ -294,7 +294,7 @@ def random_bigram_attributes(rng, X, n_battr: int = 4, real: bool = True) -> lis
 def sdca_step_prefix(run, i, space, corp, rows):
     """What ``sdca_step`` computes on sequence ``i`` of a ``crfkit.optim.sdca._Dual`` run before its line
     search: the chain marginals at the run's point, the flat entries (``load_entries``), the individual
-    gap and f'(0) (``gap_and_slope``), and the direction accumulated from ``rows()`` (called after the
+    gap, f'(0) and the end curvatures c0, c1 (``gap_and_slope``), and the direction accumulated from ``rows()`` (called after the
     load, T x L node rows).  Returns a dict of what the tests of the step read."""
     from crfkit.kernels import sdca as K
     c, s = corp, space
@@ -309,14 +309,14 @@ def sdca_step_prefix(run, i, space, corp, rows):
     tdir = np.zeros((L, L))
     nf, npair = K.load_entries(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
                                run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, f[0], f[1], f[2], tdir)
-    gap, fp0, nc, ncp = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
+    gap, fp0, nc, ncp, c0, c1 = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
     acc = np.zeros_like(run.w)
     seen = np.zeros_like(run.seen)
     alist = np.zeros_like(run.alist)
     na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full,
                                 rows(), acc, seen, alist)
-    return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, nc=nc, ncp=ncp, acc=acc, seen=seen,
-                alist=alist, na=na)
+    return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, nc=nc, ncp=ncp, c0=c0, c1=c1, acc=acc,
+                seen=seen, alist=alist, na=na)
 
 
 def sdca_mean_divergence(run, n, space, corp):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 
 from conftest import markov_corpus, refined_grid_max, sdca_mean_divergence, sdca_step_prefix
 from crfkit.errors import CrfkitError, ParameterError
@@ -128,6 +128,62 @@ def test_vector_log_is_libm_log(xs):
     out = np.empty_like(x)
     K.log_into(x, out, np.empty(2 * len(x), dtype=np.int64), len(x))
     assert np.allclose(out, np.log(x), rtol=4e-16, atol=4e-16)
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(1e-300, 1e300), min_size=1, max_size=64))
+def test_fast_vector_log_is_libm_log_to_3e9(xs):
+    x = np.array(xs)
+    out = np.empty_like(x)
+    K.log_fast_into(x, out, np.empty(2 * len(x), dtype=np.int64), len(x))
+    assert np.allclose(out, np.log(x), rtol=3e-9, atol=4e-16)
+
+
+@given(st.floats(1e-12, 1e-3))
+def test_fast_vector_log_keeps_full_precision_near_one(u):
+    """The series' omitted terms vanish with s: the log of a ratio near 1 (the line search near the
+    optimum) is as precise as libm's."""
+    x = np.array([1.0 + u, 1.0 - u, 2.0 * (1.0 + u)])
+    out = np.empty(3)
+    K.log_fast_into(x, out, np.empty(6, dtype=np.int64), 3)
+    assert np.allclose(out, np.log(x), rtol=1e-14, atol=4e-16)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.integers(1, 7), st.integers(1, 30), st.sampled_from([0.0, 1.5, 10.0, 30.0]), st.integers(0, 2**31))
+def test_gold_marginals_closed_form_is_the_forward_backward(L, T, value, seed):
+    """The store's initial marginals (closed form, two message values per position) against the
+    forward-backward on the position-dependent chain with those scores, and written into float32
+    rows as the store is."""
+    y = np.random.default_rng(seed).integers(0, L, T + 3).astype(np.int64)
+    node, pair = np.zeros((T, L)), np.zeros((max(T - 1, 1), L, L))
+    K.gold_marginals(y, 2, T, L, value, node, pair)
+    nc, pc = np.full((T, L), np.nan), np.full((max(T - 1, 1), L, L), np.nan)
+    K.gold_marginals_closed(y, 2, T, L, value, nc, pc[:T - 1])
+    assert np.allclose(nc, node, rtol=1e-12, atol=1e-15)
+    assert np.allclose(pc[:T - 1], pair[:T - 1], rtol=1e-12, atol=1e-15)
+    n32, p32 = np.zeros((T, L), np.float32), np.zeros((max(T - 1, 1), L, L), np.float32)
+    K.gold_marginals_closed(y, 2, T, L, value, n32, p32[:T - 1])
+    assert np.array_equal(n32, nc.astype(np.float32)) and np.array_equal(p32[:T - 1], pc[:T - 1].astype(np.float32))
+
+
+@pytest.mark.parametrize("value", [10.0, -3.0, 299.0, 400.0, -400.0])
+def test_init_store_is_the_forward_backward_for_any_score(value):
+    """init_store takes the closed form up to |value| = GOLD_CLOSED_MAX and the forward-backward beyond
+    (exp(value)^2 overflows there): either way the stores hold gold_marginals' values, finite."""
+    y = np.array([2, 0, 1, 1, 0, 2, 2], dtype=np.int64)
+    seq_ptr = np.array([0, 1, 4, 7], dtype=np.int64)
+    eptr = S.edge_offsets(seq_ptr)
+    L = 3
+    ns, ps = np.zeros((7, L)), np.zeros((int(eptr[-1]), L, L))
+    K.init_store(seq_ptr, eptr, y, L, value, ns, ps)
+    assert np.all(np.isfinite(ns)) and np.all(np.isfinite(ps))
+    for i in range(3):
+        t0, T = seq_ptr[i], seq_ptr[i + 1] - seq_ptr[i]
+        node, pair = np.zeros((T, L)), np.zeros((max(T - 1, 1), L, L))
+        K.gold_marginals(y, t0, T, L, value, node, pair)
+        assert np.allclose(ns[t0:t0 + T], node, rtol=1e-12, atol=1e-15)
+        assert np.allclose(ps[eptr[i]:eptr[i + 1]], pair[:T - 1], rtol=1e-12, atol=1e-15)
 
 
 def test_gold_initialisation_puts_the_gold_path_first():
@@ -354,7 +410,7 @@ def _step_quantities(run, i, space, corp):
     ns_rows = lambda: run.node_n[:c.seq_ptr[i + 1] - t0] - run.node_store[t0:c.seq_ptr[i + 1]]  # noqa: E731
     p = sdca_step_prefix(run, i, s, c, ns_rows)
     T, e0, f, tdir_k = p["T"], p["e0"], p["f"], p["tdir"]
-    gap, fp0, nc, ncp = p["gap"], p["fp0"], p["nc"], p["ncp"]
+    gap, fp0, nc, ncp, c01 = p["gap"], p["fp0"], p["nc"], p["ncp"], (p["c0"], p["c1"])
     acc, seen, alist, na = p["acc"], p["seen"], p["alist"], p["na"]
     ns, ps = run.node_store[t0:t0 + T], run.pair_store[e0:e0 + max(T - 1, 0)]
     tdir = (run.pair_n[:T - 1] - ps).sum(0) if T > 1 else np.zeros_like(run.tdir)
@@ -368,7 +424,7 @@ def _step_quantities(run, i, space, corp):
         return (K.chain_entropy(ns + g * (nn - ns), ps + g * (pn - ps), T)
                 - 0.5 * run.l2n * np.sum((run.w + g * v) ** 2))
 
-    return T, gap, fp0, (nc, ncp), q, dual1d, f
+    return T, gap, fp0, (nc, ncp), q, dual1d, f, c01
 
 
 def test_line_search_slopes_and_the_dense_grid(problem):
@@ -378,7 +434,7 @@ def test_line_search_slopes_and_the_dense_grid(problem):
     run.recompute_w()
     grid = np.linspace(0.0, 1.0, 2001)
     for i in range(0, run.n, 3):
-        T, gap, fp0, (nc, ncp), q, dual1d, f = _step_quantities(run, i, space, corp)
+        T, gap, fp0, (nc, ncp), q, dual1d, f, (c0, c1) = _step_quantities(run, i, space, corp)
         # f'(0) = KL(mu||mu') + KL(mu'||mu), f'(1) = -l2 n ||v||^2 = -q, g = KL(mu||mu')
         t0, t1 = corp.seq_ptr[i], corp.seq_ptr[i + 1]
         e0 = run.eptr[i]
@@ -387,8 +443,13 @@ def test_line_search_slopes_and_the_dense_grid(problem):
         assert gap == pytest.approx(K.chain_kl(ns, ps, nn, pn, T), rel=1e-9, abs=1e-14)
         assert fp0 == pytest.approx(K.chain_kl(ns, ps, nn, pn, T) + K.chain_kl(nn, pn, ns, ps, T), rel=1e-9, abs=1e-14)
         assert fp0 > 0
-        f1, _ = K.fprime(1.0, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
+        f1, fpp1 = K.fprime(1.0, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
         assert f1 == pytest.approx(-q, rel=1e-9, abs=1e-14)
+        # the end curvatures of the first guess: f''(0) = -c0 - q, f''(1) = -c1 - q (the compacted
+        # entries leave out terms below 1e-6 of f'(0), and as much of the curvature)
+        _, fpp0 = K.fprime(0.0, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
+        assert -c0 - q == pytest.approx(fpp0, rel=1e-5)
+        assert -c1 - q == pytest.approx(fpp1, rel=1e-5)
         # f' against a central difference inside (0, 1)
         for g in (0.2, 0.6):
             fx, _ = K.fprime(g, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
@@ -396,12 +457,12 @@ def test_line_search_slopes_and_the_dense_grid(problem):
             assert fx == pytest.approx((dual1d(g + h) - dual1d(g - h)) / (2 * h), rel=1e-4, abs=1e-8)
         # the line search's gamma against the best point of a dense grid
         isc = np.zeros(K.N_ISC, dtype=np.int64)
-        gm = K.line_search(nc, ncp, f[4], f[5], q, fp0, 1e-8, f[2], f[3], run.kb, isc)
+        gm = K.line_search(nc, ncp, f[4], f[5], q, fp0, c0, c1, 1e-8, f[2], f[3], run.kb, isc)
         fine, fvals = refined_grid_max(dual1d, grid)
         assert dual1d(gm) >= fvals.max() - 1e-10 * max(1.0, abs(fvals.max()))
         assert abs(gm - fine[fvals.argmax()]) <= 1e-5
         # default tolerance: within 1e-3 of the maximiser and never below the start
-        gm3 = K.line_search(nc, ncp, f[4], f[5], q, fp0, 1e-3, f[2], f[3], run.kb, isc)
+        gm3 = K.line_search(nc, ncp, f[4], f[5], q, fp0, c0, c1, 1e-3, f[2], f[3], run.kb, isc)
         assert abs(gm3 - gm) <= 1e-3 and dual1d(gm3) >= dual1d(0.0)
 
 
@@ -412,9 +473,23 @@ def test_line_search_with_a_vanishing_new_marginal_keeps_its_log():
     bu = np.maximum(fn, K.LOG_FLOOR) / fm          # the ratios as load_entries forms them
     b = [np.zeros(2) for _ in range(3)]
     kb = np.zeros(4, dtype=np.int64)
-    gap, fp0, nc, ncp = K.gap_and_slope(2, 2, fm, fn, bu, b[0], kb, b[1], b[2])
+    gap, fp0, nc, ncp, _, _ = K.gap_and_slope(2, 2, fm, fn, bu, b[0], kb, b[1], b[2])
     assert gap == pytest.approx(kl(fm, fn), rel=1e-12)
     assert fp0 == pytest.approx(kl(fm, fn) + kl(fn, fm), rel=1e-12)
+
+
+@pytest.mark.parametrize("b,c,q", [(0.0, 0.0, 1.0), (9.0, 0.0, 0.3), (4.0, 2.5, 2.0), (-0.5, -0.3, 0.05)])
+def test_first_guess_is_the_root_where_its_model_is_exact(b, c, q):
+    """first_guess fits A(g) = a0 (1 - g)(1 + c g) / (1 + b g) to A's end values and slopes: where A has
+    that form the guess is the root of A(g) = g q."""
+    a0 = 0.7
+    A = lambda g: a0 * (1 - g) * (1 + c * g) / (1 + b * g)            # noqa: E731
+    dA = lambda g, h=1e-7: (A(g + h) - A(g - h)) / (2 * h)             # noqa: E731
+    x = K.first_guess(a0, q, -dA(0.0), -dA(1.0))
+    root = brentq(lambda g: A(g) - q * g, 0.0, 1.0, xtol=1e-14)
+    assert x == pytest.approx(root, abs=1e-6)
+    # a degenerate fit (a pole in [0, 1]) falls back to the chord
+    assert K.first_guess(a0, q, 2.0 * a0, 2.0 * a0) == pytest.approx(a0 / (a0 + q))
 
 
 # ------------------------------------------------------------------ runs
