@@ -102,27 +102,33 @@ def _lbfgs(fg, p, iterations, fresh):
     return (time.perf_counter() - t) / max(res.iterations, 1), res.iterations, evals[0], float(res.f), res.x
 
 
-def run_config(config: str, paths: list[str], threads: int, evals: int, iterations: int) -> dict:
+def single_objective(paths: list[str], threads: int):
+    """``(space, corpus, Objective)`` of one process over the concatenated files (default chunking
+    templates, c2 = 1)."""
+    from crfkit.features.encode import build
+    from crfkit.features.templates import default_chunking_templates
     from crfkit.objective import Objective, regularization
+    from crfkit.pipeline import load_columns
+    T = default_chunking_templates()
+    X, Y = [], []
+    for p in paths:
+        x, y, _ = load_columns(p, T)
+        X += x
+        Y += y
+    space, corpus = build(X, Y)
+    del X, Y
+    return space, corpus, Objective(corpus, space, regularization(corpus.n_sequences, c2=1.0), threads=threads)
+
+
+def run_config(config: str, paths: list[str], threads: int, evals: int, iterations: int) -> dict:
+    from crfkit.objective import regularization
     from crfkit.parallel import set_threads
     set_threads(threads)
     out: dict = {"config": config}
     t0 = time.perf_counter()
     client = None
     if config == "single":
-        from crfkit.features.encode import build
-        from crfkit.features.templates import default_chunking_templates
-        from crfkit.pipeline import load_columns
-        T = default_chunking_templates()
-        X, Y = [], []
-        for p in paths:
-            x, y, _ = load_columns(p, T)
-            X += x
-            Y += y
-        space, corpus = build(X, Y)
-        del X, Y
-        reg = regularization(corpus.n_sequences, c2=1.0)
-        obj = Objective(corpus, space, reg, threads=threads)
+        space, corpus, obj = single_objective(paths, threads)
         out.update(n_tokens=corpus.n_tokens, n_sequences=corpus.n_sequences)
     else:
         from crfkit.distributed import load_sharded, local_client
@@ -184,21 +190,10 @@ def run_overhead(paths: list[str], threads: int, evals: int) -> dict:
     single process's CPU seconds per evaluation, so that the overhead splits into the kernels' time and
     the rest (messages, scheduling)."""
     from crfkit.distributed import load_sharded, local_client
-    from crfkit.features.encode import build
-    from crfkit.features.templates import default_chunking_templates
-    from crfkit.objective import Objective, regularization
+    from crfkit.objective import regularization
     from crfkit.parallel import set_threads
-    from crfkit.pipeline import load_columns
     set_threads(threads)
-    T = default_chunking_templates()
-    X, Y = [], []
-    for p in paths:
-        x, y, _ = load_columns(p, T)
-        X += x
-        Y += y
-    space, corpus = build(X, Y)
-    del X, Y
-    single = Objective(corpus, space, regularization(corpus.n_sequences, c2=1.0), threads=threads)
+    space, corpus, single = single_objective(paths, threads)
     client = local_client(1, 1)
     dspace, sc = load_sharded(client, paths, threads=threads)
     if dspace.n_features != space.n_features:

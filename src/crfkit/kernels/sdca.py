@@ -80,12 +80,11 @@ _TWO52_BITS = 0x4330000000000000          # the bits of 2^52: (2^52 + k) for 0 <
 _TWO52_BIAS = 4503599627370496.0 + 1023.0
 
 
-@njit(**_EXACT)
-def log_into(x, out, kb, n):
-    """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp); within a
-    few ulp of libm's log.  ``kb``: int64 scratch of length >= 2n.  The exponent reaches double
-    through its bits (``2^52 + e`` read as a double), not an int-to-double conversion, which AVX2
-    cannot vectorise."""
+@njit(inline="always", **_EXACT)
+def _mantissa_exponent(x, kb, n):
+    """The mantissas of x[:n] as doubles in [1, 2) and their exponents as ``2^52 + e`` doubles, written
+    into ``kb`` (int64, length >= 2n) through the bits: the first loop of :func:`log_into` and
+    :func:`log_fast_into`."""
     xb = x[:n].view(np.int64)
     kbm = kb[:n]
     kbe = kb[n:2 * n]
@@ -93,17 +92,31 @@ def log_into(x, out, kb, n):
         b = xb[i]
         kbm[i] = (b & _MANT) | _ONE_BITS
         kbe[i] = ((b >> 52) & 0x7FF) | _TWO52_BITS
-    m = kbm.view(np.float64)
-    ebits = kbe.view(np.float64)
+    return kbm.view(np.float64), kbe.view(np.float64)
+
+
+@njit(inline="always", **_EXACT)
+def _atanh_argument(mi, eb):
+    """For x = 2^e' m' (``mi`` = m' in [1, 2), ``eb`` = 2^52 + e'): x = 2^e m with m in [sqrt(2)/2,
+    sqrt(2)], and ``(e, s, s^2)`` with s = (m - 1) / (m + 1), so that log x = e log 2 + 2 atanh(s)."""
+    e = eb - _TWO52_BIAS
+    big = mi > _SQRT2
+    mi = mi * 0.5 if big else mi
+    e = e + 1.0 if big else e
+    s = (mi - 1.0) / (mi + 1.0)
+    return e, s, s * s
+
+
+@njit(**_EXACT)
+def log_into(x, out, kb, n):
+    """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp); within a
+    few ulp of libm's log.  ``kb``: int64 scratch of length >= 2n.  The exponent reaches double
+    through its bits (``2^52 + e`` read as a double), not an int-to-double conversion, which AVX2
+    cannot vectorise."""
+    m, ebits = _mantissa_exponent(x, kb, n)
     c = _ATANH_C
     for i in range(n):
-        e = ebits[i] - _TWO52_BIAS
-        mi = m[i]
-        big = mi > _SQRT2
-        mi = mi * 0.5 if big else mi
-        e = e + 1.0 if big else e
-        s = (mi - 1.0) / (mi + 1.0)
-        z = s * s
+        e, s, z = _atanh_argument(m[i], ebits[i])
         p = c[10]
         p = p * z + c[9]
         p = p * z + c[8]
@@ -124,24 +137,10 @@ def log_fast_into(x, out, kb, n):
     terms are at most s^10 / 11 of the result, |s| <= 0.172, and vanish as x nears a power of 2, so
     the log of a ratio near 1 keeps full precision), about a third less time.  The line search's f'
     takes it: f' is wanted to the tolerance of gamma (1e-3 by default), far above 3e-9 of its terms."""
-    xb = x[:n].view(np.int64)
-    kbm = kb[:n]
-    kbe = kb[n:2 * n]
-    for i in range(n):
-        b = xb[i]
-        kbm[i] = (b & _MANT) | _ONE_BITS
-        kbe[i] = ((b >> 52) & 0x7FF) | _TWO52_BITS
-    m = kbm.view(np.float64)
-    ebits = kbe.view(np.float64)
+    m, ebits = _mantissa_exponent(x, kb, n)
     c = _ATANH_C
     for i in range(n):
-        e = ebits[i] - _TWO52_BIAS
-        mi = m[i]
-        big = mi > _SQRT2
-        mi = mi * 0.5 if big else mi
-        e = e + 1.0 if big else e
-        s = (mi - 1.0) / (mi + 1.0)
-        z = s * s
+        e, s, z = _atanh_argument(m[i], ebits[i])
         p = c[4]
         p = p * z + c[3]
         p = p * z + c[2]
