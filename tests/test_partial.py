@@ -220,3 +220,35 @@ def test_benchmark_hides_whole_chunks_to_the_token_budget():
                 assert len({c is None for c in cs[s:e]}) == 1       # a chunk is hidden or kept whole
             assert all(c is None or c == y for c, y in zip(cs, ys))
         assert complete == [i for i, cs in enumerate(cells) if None not in cs]
+
+
+def test_labels_argument_keeps_labels_no_visible_cell_names(tmp_path):
+    """labels= gives partially labelled data its label set: a label no visible cell names (only ? cells
+    could take it) is still one of the model's labels; without labels= it is missing.
+    A cell naming a label outside labels=, a label no cell can take, repeated labels and labels= on
+    complete label sequences are clear errors; the CLI's --labels does the same as the Python path."""
+    from crfkit.errors import DataError, ParameterError
+    X = [[["a"], ["b"], ["c"]], [["a"], ["c"]], [["b"], ["b"], ["a"]]]
+    Y = [["A", None, "B"], ["A", None], ["B", "A", None]]
+    r0 = train(X, Y, support="all", max_iterations=5)
+    assert sorted(r0.model.space.labels) == ["A", "B"]
+    r = train(X, Y, support="all", max_iterations=5, labels=["A", "B", "C"])
+    assert sorted(r.model.space.labels) == ["A", "B", "C"]
+    out, cells, universe = placeholders(Y, labels=["C", "A", "B"])
+    assert universe == ["C", "A", "B"] and "C" in {lab for seq in out for lab in seq}
+    with pytest.raises(DataError, match="outside labels=: B"):
+        placeholders(Y, labels=["A", "C"])
+    with pytest.raises(DataError, match="no token can take the label"):
+        placeholders(Y, labels=["A", "B", "C", "D", "E", "F"])        # 3 ? cells, 4 labels to place
+    with pytest.raises(DataError, match="distinct"):
+        placeholders(Y, labels=["A", "A", "B"])
+    with pytest.raises(ParameterError, match="complete"):
+        train(X, [["A", "B", "B"], ["A", "B"], ["B", "A", "A"]], support="all", max_iterations=2, labels=["A", "B"])
+    # the CLI: a column file with ? cells, --labels adds the label only ? cells could take
+    f = tmp_path / "p.txt"
+    f.write_text("x N A\ny V ?\nz N B\n\nx N A\nz V ?\n\ny V B\ny N A\nx V ?\n\n")
+    m = tmp_path / "m.crfkit"
+    assert cli.main(["train", str(f), "-m", str(m), "--partial-labels", "--labels", "A,B,C", "--support", "all",
+                     "-q", "--max-iterations", "5"]) == 0
+    assert sorted(CRFModel.load(m).space.labels) == ["A", "B", "C"]
+    assert cli.main(["train", str(f), "-m", str(m), "--labels", "A,B,C", "--support", "all", "-q"]) != 0

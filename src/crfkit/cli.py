@@ -403,6 +403,10 @@ def cmd_train(args) -> int:
         if fmt != "columns":
             raise CrfkitError("--partial-labels reads the label column of column files")
         kwargs["partial_labels"] = True
+        if args.labels:
+            kwargs["labels"] = [lab.strip() for lab in args.labels.split(",") if lab.strip()]
+    elif getattr(args, "labels", None):
+        raise CrfkitError("--labels names the label set of partially labelled data: it needs --partial-labels")
     if args.algorithm not in ("lbfgs", "owlqn"):
         kwargs["seed"] = args.seed
     if args.init_model is not None:
@@ -1202,6 +1206,9 @@ def _add_train_parser(sub) -> None:
                    help="label cells may be partial: ? (any label) or A|B (one of these); the likelihood sums "
                         "over the sequences consistent with them (Tsuboi et al. 2008); needs --support all and "
                         "-a lbfgs/owlqn")
+    t.add_argument("--labels", metavar="A,B,...",
+                   help="with --partial-labels: the label set (? cells allow any of them; every label a cell "
+                        "names must be one of them); default: the labels the cells name")
     t.add_argument("--fine-tune", type=_nonneg_int, default=0, metavar="K",
                    help="after training, K L-BFGS iterations on the non-zero features only, without L1 "
                         "(after an L1 run: Wapiti/Lavergne et al.'s fine-tuning)")

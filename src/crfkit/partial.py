@@ -61,12 +61,14 @@ def parse_cells(Y, sep: str = "|", any_marks=ANY):
     return [[parse_cell(c, sep, any_marks) for c in ys] for ys in Y]
 
 
-def placeholders(Y, sep="|") -> tuple[list[list[str]], list[list], list[str]]:
+def placeholders(Y, sep="|", labels=None) -> tuple[list[list[str]], list[list], list[str]]:
     """(label sequences with one allowed label per token, the parsed cells, the label universe).
 
-    Each partial token gets one of its allowed labels as a placeholder, chosen so that every label
-    mentioned anywhere appears at least once where that is possible (the feature space takes its labels
-    from the placeholders)."""
+    The universe is ``labels`` when given (every label a cell names must be one of them; an unlabelled
+    token, ``?`` / None, may take any of them), else the labels the cells name, in order of appearance.
+    Each partial token gets one of its allowed labels as a placeholder, chosen so that every label of the
+    universe appears at least once (the feature space takes its labels from the placeholders); a label of
+    ``labels`` that no cell allows is a :class:`DataError`."""
     cells = [[parse_cell(c, sep) for c in ys] for ys in Y]
     universe = []
     seen = set()
@@ -76,6 +78,14 @@ def placeholders(Y, sep="|") -> tuple[list[list[str]], list[list], list[str]]:
                 if lab not in seen:
                     seen.add(lab)
                     universe.append(lab)
+    if labels is not None:
+        given = [str(lab) for lab in labels]
+        if len(set(given)) != len(given) or not given:
+            raise DataError(f"partial labels: labels= must name distinct labels, got {given!r}")
+        unknown = [lab for lab in universe if lab not in set(given)]
+        if unknown:
+            raise DataError(f"partial labels: the cells name labels outside labels=: {', '.join(unknown[:10])}")
+        universe = given
     if not universe:
         raise DataError("partial labels: no token names a label")
     fixed = {c for seq in cells for c in seq if isinstance(c, str)}
@@ -93,6 +103,9 @@ def placeholders(Y, sep="|") -> tuple[list[list[str]], list[list], list[str]]:
                 missing.remove(pick)
             row.append(pick)
         out.append(row)
+    if labels is not None and missing:
+        raise DataError(f"partial labels: no token can take the label(s) {', '.join(missing[:10])} of labels= "
+                        "(no ? cell, and no set naming them, is left for them)")
     return out, cells, universe
 
 

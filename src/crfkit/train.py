@@ -791,6 +791,11 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     (column files with ``templates=``, or CRFsuite attribute files; globs and ``.gz`` ok), read and
     encoded on the workers; ``Y`` is ``None``.
 
+    Partial labels (:mod:`crfkit.partial`: a cell may be a set of labels, or ``?`` / None for any):
+    ``labels=`` gives the label set (every label a cell names must be in it; ``?`` allows any of
+    them), so that a label no visible cell names still becomes one of the model's; without it the
+    labels are those the cells name.
+
     Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
     count ``max_iterations`` in epochs; ``params`` holds their own settings
     (e.g. ``{"eta0": 0.1}``) and ``seed`` their random order.
@@ -823,13 +828,17 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     if weights is not None:
         X, Y, dense, B, weights = _drop_zero_weights(X, Y, dense, B, weights)
     allowed_cells = None
+    labels = kwargs.pop("labels", None)
     from .partial import is_partial
     if is_partial(Y):   # partial labels (a set of labels, or ? / None: any): crfkit.partial
         from .partial import placeholders
-        Y, allowed_cells, _ = placeholders(Y)
+        Y, allowed_cells, _ = placeholders(Y, labels=labels)
         if support != "all":
             raise ParameterError("partial labels need support='all' (every attribute x label a feature): the "
                                  "labels of a partially labelled token are not observed")
+    elif labels is not None:
+        raise ParameterError("labels= names the label set of partially labelled data (? and A|B cells); these "
+                             "label sequences are complete: their labels are the model's")
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq,
                           dense=dense, dense_names=dense_names, B=B)
     if allowed_cells is not None:
