@@ -258,12 +258,14 @@ def note_small_call(model) -> None:
             tiny = Corpus(seq_ptr=[0, 1], tok_ptr=[0, 0], attr=[], val=[], y=[0],
                           dense=np.zeros((1, nd)) if nd else None)
             decode_serial(model, tiny, path=True, marginals=True, labels=np.zeros(1, np.int32))
-            from .kernels.chain import tag_codes_seqs     # the fused kernel of CRFModel.tag_dicts
+            # the fused kernels of CRFModel.tag_dicts: a batch (tag_codes_seqs), one sentence (tag_codes)
+            from .kernels.chain import tag_codes, tag_codes_seqs
             sp = model.space
             one = np.array([0, 1], np.int64)
-            tag_codes_seqs(np.full(1, -1, np.int64), np.ones(1, np.int64), np.zeros(0), one, one, 0, 1, sp.attr_ptr,
-                           sp.feat_label, model.weights, np.zeros((sp.n_labels, sp.n_labels)), np.zeros(1, np.int32),
-                           np.zeros(1))
+            codes, cnt, trans = np.full(1, -1, np.int64), np.ones(1, np.int64), np.zeros((sp.n_labels, sp.n_labels))
+            tag_codes_seqs(codes, cnt, np.zeros(0), one, one, 0, 1, sp.attr_ptr, sp.feat_label, model.weights, trans,
+                           np.zeros(1, np.int32), np.zeros(1))
+            tag_codes(codes, cnt, np.zeros(0), sp.attr_ptr, sp.feat_label, model.weights, trans, np.zeros(1, np.int32))
             _WARM["state"] = "ready"
         except Exception:          # pragma: no cover - numba missing or broken: numpy it stays
             _WARM["state"] = "failed"

@@ -82,7 +82,8 @@ def placeholders(Y, sep="|", labels=None) -> tuple[list[list[str]], list[list], 
         given = [str(lab) for lab in labels]
         if len(set(given)) != len(given) or not given:
             raise DataError(f"partial labels: labels= must name distinct labels, got {given!r}")
-        unknown = [lab for lab in universe if lab not in set(given)]
+        allowed = set(given)
+        unknown = [lab for lab in universe if lab not in allowed]
         if unknown:
             raise DataError(f"partial labels: the cells name labels outside labels=: {', '.join(unknown[:10])}")
         universe = given
