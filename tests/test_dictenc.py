@@ -279,3 +279,37 @@ def test_large_batches_take_the_batch_kernel_with_the_generic_answers(monkeypatc
         m = CRFModel(MODEL.space, MODEL.weights)
         assert m.tag_dicts(X, threads) == want
         assert m.tag_dicts(X, threads) == want          # memo warm
+
+
+@SETTINGS
+@given(st.lists(st.lists(token(), max_size=4), max_size=14), st.integers(1, 5))
+def test_chunked_calls_equal_the_generic_path(X, chunk):
+    # a call longer than dictenc.CHUNK sequences is encoded a chunk at a time (a cold memo first, so
+    # later chunks reuse what earlier ones learned); the codes are the generic path's
+    old = dictenc.CHUNK
+    dictenc.CHUNK = chunk
+    try:
+        enc = DictEncoder(MODEL.space)
+        c = enc.encode(X)
+        again = enc.encode(X)
+    finally:
+        dictenc.CHUNK = old
+    assert c is not None
+    ref = encode(to_attributes(X), MODEL.space)
+    _same_corpus(c, ref)
+    _same_corpus(again, ref)
+    assert all(code >= -1 for code in enc.codes_held())      # nothing provisional left in the memo
+
+
+def test_chunked_call_falls_back_whole():
+    # a token of another shape in a later chunk: the whole call falls back (None), and the memo holds
+    # only resolved codes
+    old = dictenc.CHUNK
+    dictenc.CHUNK = 2
+    try:
+        enc = DictEncoder(MODEL.space)
+        X = [[{"w": "the"}], [{"w": "cat"}], [{"pos": "sat"}], [["a", "list"]]]
+        assert enc.codes(X) is None
+    finally:
+        dictenc.CHUNK = old
+    assert all(code >= -1 for code in enc.codes_held())

@@ -46,7 +46,7 @@ from itertools import chain, repeat
 import numpy as np
 
 from .errors import DataError
-from .features.dicts import to_attributes
+from .features.dicts import LazyAttributes, to_attributes
 from .sk_metrics import (conll_f1_score, flat_accuracy_score, flat_classification_report, flat_f1_score,
                          flat_fbeta_score, flat_precision_score, flat_recall_score, flatten, make_scorer,
                          sequence_accuracy_score)
@@ -412,7 +412,7 @@ class CRF:
                 raise ValueError("sample_weight is not supported with dask_client yet")
             return self._fit_dask(X, y, X_dev, y_dev, kw)
         F, dense = _split_dense(X, "X")
-        A = to_attributes(F, name="X")
+        A = LazyAttributes(F, name="X")   # converted chunk by chunk as the feature space is built
         Y = _label_sequences(y, "y")
         if len(A) != len(Y):
             raise DataError(f"X has {len(A)} sequences but y has {len(Y)} label sequences")
@@ -424,7 +424,7 @@ class CRF:
             F_dev, dense_dev = _split_dense(X_dev, "X_dev")
             if (dense_dev is None) != (dense is None):
                 raise DataError("X and X_dev must both have dense feature matrices, or neither")
-            A_dev = to_attributes(F_dev, name="X_dev")
+            A_dev = LazyAttributes(F_dev, name="X_dev")
             Y_dev = _label_sequences(y_dev, "y_dev")
             if len(A_dev) != len(Y_dev):
                 raise DataError(f"X_dev has {len(A_dev)} sequences but y_dev has {len(Y_dev)} label sequences")

@@ -735,7 +735,11 @@ def _drop_zero_weights(X, Y, dense, B, weights):
     keep = np.flatnonzero(w > 0).tolist()
 
     def take(seq):
-        return None if seq is None else [seq[i] for i in keep]
+        if seq is None:
+            return None
+        if hasattr(seq, "take"):         # crfkit.features.dicts.LazyAttributes: stays lazy
+            return seq.take(keep)
+        return [seq[i] for i in keep]
     return take(X), take(Y), take(dense), take(B), w[keep]
 
 

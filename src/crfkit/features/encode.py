@@ -33,6 +33,7 @@ seen (after the first token); ``min_freq`` applies as for state features.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import Sequence
 
@@ -55,8 +56,9 @@ def _too_large(what: str, seq: int, tok: int, name: str) -> DataError:
     return e
 
 
-def _flatten(X, name: str = "<data>"):
-    """Flatten attribute lists: (seq_lens, tok_counts, names, values or None)."""
+def _flatten(X, name: str = "<data>", first: int = 0):
+    """Flatten attribute lists: (seq_lens, tok_counts, names, values or None).  ``first``: the index of
+    ``X[0]`` in the whole data, for the error messages of a chunk (:func:`_flatten_ids`)."""
     seq_lens = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
     tok_counts = []
     names: list = []
@@ -90,10 +92,107 @@ def _flatten(X, name: str = "<data>"):
             k = int(np.flatnonzero(big)[0])
             tok = int(np.searchsorted(np.cumsum(tok_counts), k, side="right"))
             seq = int(np.searchsorted(np.cumsum(seq_lens), tok, side="right"))
-            first = int(np.sum(seq_lens[:seq]))
-            raise _too_large(f"attribute {flat_names[k]!r} has the value {values[k]:.10g}", seq, tok - first, name)
+            start = int(np.sum(seq_lens[:seq]))
+            raise _too_large(f"attribute {flat_names[k]!r} has the value {values[k]:.10g}", first + seq,
+                             tok - start, name)
         names = flat_names
     return seq_lens, np.asarray(tok_counts, dtype=np.int64), names, values
+
+
+CHUNK = 4096       # sequences per chunk of :func:`_flatten_ids`
+
+
+def _flatten_ids(X, name: str, lookup):
+    """:func:`_flatten` and the attribute ids in one pass over ``X``, a chunk of sequences at a time:
+    (seq_lens, tok_counts, ids, values or None).
+
+    ``lookup(names, transient)`` gives the ids of a chunk's flat list of names, and may return a
+    ``commit`` function to call once the chunk's own objects are freed (see :func:`_interner`);
+    ``transient``: the names are strings built for this pass (``X`` is a
+    :class:`crfkit.features.lazy.LazySequences`), freed with their chunk.
+
+    Only a chunk's attribute lists exist at a time, so with a lazy ``X`` (feature dicts converted by
+    :mod:`crfkit.features.dicts`, column files through templates) the whole corpus as strings never
+    exists at once; on the sklearn-crfsuite tutorial's CoNLL-2002 data that copy was 205 MB, the
+    largest item of ``CRF.fit``'s peak."""
+    from .lazy import LazySequences
+    transient = isinstance(X, LazySequences)
+    chunks = X.iter_chunks() if transient else _islices(X)
+    lens, counts, ids, vals = [], [], [], []
+    n = 0
+    for block in chunks:
+        seq_lens, tok_counts, names, values = _flatten(block, name, first=n)
+        n += len(block)
+        del block
+        lens.append(seq_lens)
+        counts.append(tok_counts)
+        got, commit = lookup(names, transient)
+        ids.append(got)
+        vals.append(values)
+        del names
+        if commit is not None:
+            commit()
+
+    def cat(parts, dtype):
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    values = None
+    if any(v is not None for v in vals):
+        values = cat([np.ones(len(i)) if v is None else v for v, i in zip(vals, ids)], np.float64)
+    return cat(lens, np.int64), cat(counts, np.int64), cat(ids, np.int64), values
+
+
+def _islices(X):
+    it = iter(X)
+    while True:
+        block = list(itertools.islice(it, CHUNK))
+        if not block:
+            return
+        yield block
+
+
+def _known(lookup_names):
+    """A :func:`_flatten_ids` lookup from a fixed ``names -> ids`` function (nothing to commit)."""
+    return lambda names, transient: (lookup_names(names), None)
+
+
+def _interner():
+    """A growing attribute index (``{name: id}`` in first-occurrence order) and its chunk lookup for
+    :func:`_flatten_ids`; map/dict iterate in C, no Python frame per string.
+
+    With transient names (a lazy input), the index must not keep the chunk's own string objects: they
+    sit among the chunk's other strings, and each survivor would pin its memory pool after the chunk is
+    freed (measured: 90 1-MB arenas kept, +120 MB RSS on the sklearn-crfsuite tutorial's data, for 76,684
+    distinct attributes of 7.7 MB).  So the new names of a chunk are packed into one string, and copied
+    out of it into the index once the chunk is gone (the ``commit`` step), where they land together in
+    the freed space."""
+    index: dict = {}
+    get = index.get
+
+    def lookup(names, transient):
+        ids = np.fromiter(map(get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
+        miss = np.flatnonzero(ids < 0)
+        commit = None
+        if len(miss):
+            base = len(index)
+            fresh = dict.fromkeys(map(names.__getitem__, miss.tolist()))   # first-occurrence order
+            ids[miss] = np.fromiter(map({s: base + j for j, s in enumerate(fresh)}.__getitem__,
+                                        map(names.__getitem__, miss.tolist())), dtype=np.int64, count=len(miss))
+            new = list(fresh)
+            del fresh
+            if transient:
+                packed = "".join(new) + "."      # never sliced whole: every slice is a new object
+                ends = np.cumsum(np.fromiter(map(len, new), dtype=np.int64, count=len(new))).tolist()
+                del new
+
+                def commit():
+                    starts = [0] + ends[:-1]
+                    index.update(zip(map(packed.__getitem__, map(slice, starts, ends)),
+                                     range(base, base + len(ends))))
+            else:
+                index.update(zip(new, range(base, base + len(new))))
+        top = len(index) if commit is None else base + len(ends)
+        return (ids.astype(np.int32) if top < 2**31 else ids), commit
+    return index, lookup
 
 
 def _dense_block(dense, seq_lens: np.ndarray | None, name: str, expect: int | None = None) -> np.ndarray:
@@ -265,7 +364,8 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
         X = _no_attributes(dense)
     if len(X) == 0:
         raise DataError("no training sequences", name)
-    seq_lens, tok_counts, names, values = _flatten(X, name)
+    attr_index, lookup = _interner()
+    seq_lens, tok_counts, raw, values = _flatten_ids(X, name, lookup)
     D = _dense_block(dense, seq_lens, name) if dense is not None else None
     if seq_lens.sum() == 0:
         raise DataError("training data has no tokens", name)
@@ -276,14 +376,9 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
     label_index: dict[str, int] = {}
     y = _label_ids(Y, seq_lens, label_index, grow=True, name=name)
     L = len(label_index)
-    # ids in first-occurrence order; map/dict iterate in C, no Python frame per
-    # string.  Temporaries are dropped as soon as they are used: on CoNLL-2000
-    # they are the largest allocations of the whole training run.
-    attr_index = dict(zip(dict.fromkeys(names), itertools.count()))
+    # ids in first-occurrence order (_interner).  Temporaries are dropped as soon as they are used: on
+    # CoNLL-2000 they are the largest allocations of the whole training run.
     A0 = len(attr_index)
-    id_type = np.int32 if A0 < 2**31 else np.int64
-    raw = np.fromiter(map(attr_index.__getitem__, names), dtype=id_type, count=len(names))
-    del names
     attributes_all = list(attr_index)
     del attr_index
 
@@ -379,9 +474,8 @@ def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *
         if dense is None:
             raise ValueError("give attribute sequences X, dense matrices, or both")
         X = _no_attributes(dense)
-    seq_lens, tok_counts, names, values = _flatten(X, name)
+    seq_lens, tok_counts, ent, values = _flatten_ids(X, name, _known(space.attribute_ids))
     D = _dense_block(dense, seq_lens, name, expect=space.n_dense) if dense is not None else None
-    ent = space.attribute_ids(names)
     if Y is not None:
         y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
     else:
