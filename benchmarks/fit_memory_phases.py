@@ -2,9 +2,9 @@
 """Where CRF.fit's memory goes on the sklearn-crfsuite tutorial data (CoNLL-2002 Spanish NER features).
 
 Prints VmRSS and VmHWM after each phase: imports, the training data as feature dicts (what the user
-holds, with either library), the conversion to attribute lists (``to_attributes``), the feature space
-and encoded corpus (``build``), and training (L-BFGS, c1 = c2 = 0.1, ``argv[1]`` iterations, default 5;
-the first iteration also loads the numba kernels).
+holds, with either library), the feature space and encoded corpus (``build`` on the dicts converted
+lazily, a chunk at a time, as ``CRF.fit`` does), the import of the trainer (numba), and training (L-BFGS,
+c1 = c2 = 0.1, ``argv[1]`` iterations, default 5; the first iteration also loads the numba kernels).
 
 Usage:  PYTHONPATH=src python benchmarks/fit_memory_phases.py [ITERATIONS]   (data: ../shared/data)
 """
@@ -22,15 +22,12 @@ import crfkit
 mark('imports')
 X, Y = load(os.environ.get('CRFKIT_DATA') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data'), 'train')
 mark('X_train loaded (dicts)')
-from crfkit.features.dicts import to_attributes
-A = to_attributes(X, name='X')
-mark('to_attributes')
+from crfkit.features.dicts import LazyAttributes
 from crfkit.features.encode import build
-space, corpus = build(A, Y, support='observed', transitions='all')
-mark('build (space+corpus)')
-del A
-gc.collect()
-mark('del A')
+space, corpus = build(LazyAttributes(X, name='X'), Y, support='observed', transitions='all')
+mark('build (space+corpus, lazy input)')
+import crfkit.train
+mark('import crfkit.train (numba)')
 print('features', space.n_features, 'attrs', space.n_attributes, 'entries', len(corpus.attr), 'tokens', corpus.n_tokens)
 from crfkit.train import train_corpus
 from crfkit.objective import regularization
