@@ -50,13 +50,20 @@ def peers_bin(arg: str | None) -> Path:
 
 def turns(runs: dict, repeats: int) -> dict:
     """Min wall and min CPU time (the child's rusage) of each of ``runs`` ({name: (cmd, kwargs)}), the
-    commands taking turns (each round runs every one), so that all see the same load."""
+    commands taking turns (each round runs every one), so that all see the same load.  ``kwargs`` go to
+    ``subprocess.run``, but ``stdout_path``: standard output to that file, rewritten by each run."""
     res = {k: [float("inf"), float("inf")] for k in runs}
     for _ in range(repeats):
         for k, (cmd, kw) in runs.items():
+            kw = dict(kw)
+            out = kw.pop("stdout_path", None)
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
-            subprocess.run(cmd, check=True, **kw)
+            if out is None:
+                subprocess.run(cmd, check=True, **kw)
+            else:                  # a fresh file per run (one run's output, not every run's appended)
+                with open(out, "w") as f:
+                    subprocess.run(cmd, check=True, stdout=f, **kw)
             w = time.perf_counter() - t
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             c = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
@@ -130,7 +137,7 @@ def main() -> None:
     for k in ks:
         tag = ["tag", "-m", str(ck_model), str(test), "-n", str(k), "--threads", str(a.threads)]
         runs = {"crf_test": ([str(bindir / "crf_test"), "-n", str(k), "-m", str(pp_model), str(test)],
-                             dict(stdout=open(work / f"crfpp.n{k}.txt", "w"))),
+                             dict(stdout_path=work / f"crfpp.n{k}.txt")),
                 "crfkit": (py + tag + ["-o", str(work / f"crfkit.n{k}.txt")], dict(env=env))}
         if a.before:
             runs["before"] = (py + tag + ["-o", str(work / f"before.n{k}.txt")], dict(env=dict(env, PYTHONPATH=a.before)))
