@@ -282,7 +282,12 @@ def _step_hint(algorithm: str, params: dict) -> str:
 def _feature_scale(corpus: Corpus) -> tuple[float, int]:
     """(largest |feature value|, its token) of the corpus."""
     best, tok = 0.0, -1
-    for vals, ptr in ((corpus.val, corpus.tok_ptr), (getattr(corpus, "bval", None), getattr(corpus, "btok_ptr", None))):
+    vals0 = getattr(corpus, "raw_val", None)
+    if vals0 is None:
+        vals0 = corpus.val
+    elif not len(vals0) and len(corpus.attr):       # every value 1 (not stored): the first entry's
+        best, tok = 1.0, int(np.searchsorted(corpus.tok_ptr, 0, side="right")) - 1
+    for vals, ptr in ((vals0, corpus.tok_ptr), (getattr(corpus, "bval", None), getattr(corpus, "btok_ptr", None))):
         if vals is not None and len(vals):
             k = int(np.argmax(np.abs(vals)))
             if abs(vals[k]) > best:
