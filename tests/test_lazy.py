@@ -329,3 +329,22 @@ def test_checkpoint_fingerprint_unchanged_by_stored_ones():
     full = Corpus(lean.seq_ptr, lean.tok_ptr, lean.attr, np.ones(len(lean.attr)), lean.y)
     assert fingerprint(space, lean) == fingerprint(space, full)
     assert "val" not in lean.__dict__
+
+
+def test_release_memory_is_safe_to_call():
+    import sys
+    from crfkit import memtrim
+    r = memtrim.release_memory()
+    assert isinstance(r, bool)
+    if not sys.platform.startswith("linux"):
+        assert r is False
+
+
+def test_train_releases_memory_after_training(monkeypatch):
+    from crfkit import memtrim
+    import crfkit.train as train_mod
+    calls = []
+    monkeypatch.setattr(memtrim, "release_memory", lambda: calls.append(1) or True)
+    X, Y = random_sequences(np.random.default_rng(13), 10)
+    train_mod.train(X, Y, max_iterations=2)
+    assert calls == [1]

@@ -866,5 +866,12 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
                      B=B_dev if space.n_bigram else None)
     meta = dict(kwargs.pop("meta", None) or {})
     meta.update({"support": support, "transitions": transitions or support, "min_freq": min_freq})
-    return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if dev is not None else None,
-                        meta=meta, **kwargs)
+    try:
+        return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if dev is not None else None,
+                            meta=meta, **kwargs)
+    finally:
+        # the corpus, the gradient plan and the optimizer's buffers are free now: give that memory
+        # back, so that what the process does next (predict) does not grow it past training's peak
+        del corpus, dev
+        from .memtrim import release_memory
+        release_memory()
