@@ -269,3 +269,82 @@ def test_train_columns_model_equals_eager(tmp_path):
     ref = train(attributes_of(sents, tpl), [s.labels for s in sents], max_iterations=5, transitions=None)
     assert list(res.model.space.attributes) == list(ref.model.space.attributes)
     np.testing.assert_allclose(res.model.weights, ref.model.weights)
+
+
+# --------------------------------------------------------------------------- a corpus of ones stores no values
+def test_corpus_of_ones_stores_no_values():
+    from crfkit.corpus import Corpus
+    import pickle
+    c = Corpus(seq_ptr=[0, 2], tok_ptr=[0, 2, 3], attr=[0, 1, 0], val=None, y=[0, 1])
+    assert len(c.raw_val) == 0 and c.all_ones and "val" not in c.__dict__
+    c2 = pickle.loads(pickle.dumps(c))
+    assert len(c2.raw_val) == 0
+    np.testing.assert_array_equal(c.val, [1.0, 1.0, 1.0])          # made on first use, then kept
+    assert c.raw_val is c.val and c.all_ones
+    np.testing.assert_array_equal(c2.val, c.val)
+    with pytest.raises(AttributeError):
+        c.nonexistent
+
+
+def test_build_leaves_binary_corpora_without_values():
+    X, Y = _dicts(np.random.default_rng(9), 15)
+    _, corpus = build(to_attributes(X), Y)
+    assert len(corpus.raw_val) == 0
+    Xr, Yr = _dicts(np.random.default_rng(9), 15, real=True)
+    _, corpus_r = build(to_attributes(Xr), Yr)
+    assert len(corpus_r.raw_val) == corpus_r.tok_ptr[-1]
+
+
+@pytest.mark.parametrize("bigram", [False, True])
+def test_full_batch_objective_same_with_and_without_stored_ones(bigram):
+    # the full-batch kernels read an empty val as all ones: the objective, gradient and empirical counts
+    # equal those of the same corpus with its array of ones made, and training never makes the array
+    from crfkit.corpus import Corpus
+    from crfkit.objective import Objective, regularization
+    rng = np.random.default_rng(11)
+    X, Y = random_sequences(rng, 25, n_attr=7, max_attrs=3)
+    B = [[[f"b{a}" for a in tok] for tok in seq] for seq in X] if bigram else None
+    space, lean = build(X, Y, B=B)
+    assert len(lean.raw_val) == 0
+    full = Corpus(lean.seq_ptr, lean.tok_ptr, lean.attr, np.ones(len(lean.attr)), lean.y,
+                  btok_ptr=lean.btok_ptr, battr=lean.battr, bval=lean.bval)
+    reg = regularization(lean.n_sequences, c2=1.0)
+    w = rng.normal(scale=0.5, size=space.n_features)
+    big = w * 400.0           # past the exp-domain bound: the log-domain emissions read val
+    for x in (w, big):
+        a = Objective(lean, space, reg).value_and_grad(x)
+        b = Objective(full, space, reg).value_and_grad(x)
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-12)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-10, atol=1e-12)
+    from crfkit.train import train_corpus
+    train_corpus(space, lean, reg=reg, max_iterations=3)
+    assert "val" not in lean.__dict__
+
+
+def test_checkpoint_fingerprint_unchanged_by_stored_ones():
+    from crfkit.checkpoint import fingerprint
+    from crfkit.corpus import Corpus
+    X, Y = random_sequences(np.random.default_rng(12), 30, n_attr=5)
+    space, lean = build(X, Y)
+    full = Corpus(lean.seq_ptr, lean.tok_ptr, lean.attr, np.ones(len(lean.attr)), lean.y)
+    assert fingerprint(space, lean) == fingerprint(space, full)
+    assert "val" not in lean.__dict__
+
+
+def test_release_memory_is_safe_to_call():
+    import sys
+    from crfkit import memtrim
+    r = memtrim.release_memory()
+    assert isinstance(r, bool)
+    if not sys.platform.startswith("linux"):
+        assert r is False
+
+
+def test_train_releases_memory_after_training(monkeypatch):
+    from crfkit import memtrim
+    import crfkit.train as train_mod
+    calls = []
+    monkeypatch.setattr(memtrim, "release_memory", lambda: calls.append(1) or True)
+    X, Y = random_sequences(np.random.default_rng(13), 10)
+    train_mod.train(X, Y, max_iterations=2)
+    assert calls == [1]

@@ -54,12 +54,24 @@ MAX_FEATURE_VALUE = 1e6
 WARN_FEATURE_VALUE = 1e2
 
 
+_NO_VALUES = np.zeros(0)
+
+
 @dataclass
 class Corpus:
+    """An encoded corpus: ``seq_ptr`` (sequence -> first token), ``tok_ptr`` (token -> first entry),
+    ``attr`` and ``val`` (each entry's attribute id and value), ``y`` (label ids), optional dense
+    block, bigram-observation entries and sample weights.
+
+    ``val=None``: every value is 1 (CRFsuite's usual case: attribute strings without values).  The
+    corpus then stores no values; :attr:`val` makes the array of ones on first use (and keeps it), and
+    :attr:`raw_val` is empty: the full-batch objective (L-BFGS, OWL-QN) reads that and never makes
+    the array (an 8-byte value per entry: 26-32 MB on the sklearn-crfsuite tutorial and CoNLL-2000).
+    """
     seq_ptr: np.ndarray
     tok_ptr: np.ndarray
     attr: np.ndarray
-    val: np.ndarray
+    val: np.ndarray | None
     y: np.ndarray
     dense: np.ndarray | None = None
     btok_ptr: np.ndarray | None = None
@@ -71,9 +83,12 @@ class Corpus:
         self.seq_ptr = np.ascontiguousarray(self.seq_ptr, dtype=np.int64)
         self.tok_ptr = np.ascontiguousarray(self.tok_ptr, dtype=np.int64)
         self.attr = np.ascontiguousarray(self.attr, dtype=np.int32)
-        self.val = np.ascontiguousarray(self.val, dtype=np.float64)
+        if self.val is None:
+            del self.val             # all ones, made on first use (__getattr__)
+        else:
+            self.val = np.ascontiguousarray(self.val, dtype=np.float64)
         self.y = np.ascontiguousarray(self.y, dtype=np.int32)
-        if self.tok_ptr[-1] != len(self.attr) or len(self.attr) != len(self.val):
+        if self.tok_ptr[-1] != len(self.attr) or ("val" in self.__dict__ and len(self.attr) != len(self.val)):
             raise ValueError("corpus arrays are inconsistent (tok_ptr / attr / val)")
         if self.seq_ptr[-1] != len(self.y) or len(self.tok_ptr) != len(self.y) + 1:
             raise ValueError("corpus arrays are inconsistent (seq_ptr / tok_ptr / y)")
@@ -93,6 +108,25 @@ class Corpus:
                 raise ValueError("corpus arrays are inconsistent (btok_ptr / battr / bval)")
         if self.weight is not None:
             self.weight = check_weights(self.weight, len(self.seq_ptr) - 1)
+
+    def __getattr__(self, name):
+        # only called when normal lookup fails: the values of a corpus of ones, not made yet
+        if name == "val" and "attr" in self.__dict__:
+            v = self.__dict__["val"] = np.ones(len(self.__dict__["attr"]))
+            return v
+        raise AttributeError(name)
+
+    @property
+    def raw_val(self) -> np.ndarray:
+        """The values as stored: :attr:`val`, or an empty array when every value is 1 and the array of
+        ones was never made (the kernels that take it read empty as all ones)."""
+        return self.__dict__.get("val", _NO_VALUES)
+
+    @property
+    def all_ones(self) -> bool:
+        """Whether every value is 1 (without making the array of ones)."""
+        v = self.__dict__.get("val")
+        return v is None or bool(np.all(v == 1.0))
 
     @property
     def is_weighted(self) -> bool:

@@ -150,7 +150,7 @@ class Objective:
         self._emp = None
         # exp-domain emissions by products are safe while every emission score
         # stays within exp(+-EXP_BOUND): |score| <= max|w| * (entries per token)
-        self._binary = bool(np.all(corpus.val == 1.0)) and space.n_dense == 0
+        self._binary = corpus.all_ones and space.n_dense == 0
         counts = np.diff(corpus.tok_ptr)
         self._max_entries = int(counts.max()) if len(counts) else 0
         # position-dependent transitions: a bigram block and bigram attributes in the data
@@ -179,6 +179,12 @@ class Objective:
         c, s = self.corpus, self.space
         return c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index
 
+    def _batch_args(self):
+        """:meth:`_args` for the full-batch kernels (:mod:`crfkit.kernels.batch`), which read an empty
+        ``val`` as all ones: a corpus of ones never makes its array of values (:attr:`Corpus.raw_val`)."""
+        c, s = self.corpus, self.space
+        return c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.y, s.attr_ptr, s.feat_label, s.trans_index
+
     @property
     def full_rows(self) -> np.ndarray:
         """The space's :attr:`~crfkit.model.FeatureSpace.full_rows` (read by the per-example kernels)."""
@@ -192,7 +198,7 @@ class Objective:
         if self._emp is None:
             self._emp = np.empty(self.n_features)
             c, s = self.corpus, self.space
-            batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+            batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.y, s.attr_ptr, s.feat_label,
                                    s.trans_index, s.n_state, self._emp, self.sw)
             if self._bigram:
                 batch.bigram_empirical_counts(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, s.battr_ptr,
@@ -239,11 +245,11 @@ class Objective:
         plan = self._plan_args()
         c, s = self.corpus, self.space
         if self._bigram:
-            return batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
+            return batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.btok_ptr, c.battr, c.bval,
                                           s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
                                           w, s.n_state, s.bigram_offset, plan, g, emp, gscale, l2,
                                           self._row, self._dense_attr, xs, pm, self.sw)
-        return batch.loss_grad(*self._args(), w, s.n_state, plan, g, emp, exp_ok, gscale, l2,
+        return batch.loss_grad(*self._batch_args(), w, s.n_state, plan, g, emp, exp_ok, gscale, l2,
                                self._row, self._dense_attr, xs, pm, self.sw)
 
     def _loss_grad(self, w, g_out, gscale, l2):
@@ -268,11 +274,11 @@ class Objective:
         self.n_full += bool(count)
         if self._bigram:
             c, s = self.corpus, self.space
-            return float(batch.loss_only_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.btok_ptr, c.battr, c.bval,
+            return float(batch.loss_only_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.btok_ptr, c.battr, c.bval,
                                                 c.y, s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr,
                                                 s.bfeat_pair, w, s.n_state, s.bigram_offset, self.bounds,
                                                 self._dense_scores(w), self.sw))
-        return float(batch.loss_only(*self._args(), w, self.space.n_state, self.bounds, self._dense_scores(w),
+        return float(batch.loss_only(*self._batch_args(), w, self.space.n_state, self.bounds, self._dense_scores(w),
                                      self.sw))
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:

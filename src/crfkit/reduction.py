@@ -95,7 +95,7 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
     """The occurrence index of one attribute table (state: ``attr``; bigram: ``battr``, whose entries at
     a sequence's first token are left out: they have no edge)."""
     n_blocks = len(blocks) - 1
-    binary = bool(np.all(val == 1.0))
+    binary = len(val) == 0 or bool(np.all(val == 1.0))      # (empty: all ones, Corpus.raw_val)
     toks, vals, run_ptr, run_attr = [], [], [np.zeros(1, np.int64)], []
     gcuts = np.zeros((n_blocks, groups + 1), np.int64)
     pos = 0
@@ -105,12 +105,14 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
         e0, e1 = int(tok_ptr[t0]), int(tok_ptr[t1])
         a = attr[e0:e1]
         t = np.repeat(np.arange(t1 - t0, dtype=np.int32), np.diff(tok_ptr[t0:t1 + 1]))
-        v = val[e0:e1]
+        v = val[e0:e1] if not binary else None
         if skip_first:
             first = np.zeros(t1 - t0, bool)
             first[seq_ptr[blocks[b]:blocks[b + 1]] - t0] = True
             keep = ~first[t]
-            a, t, v = a[keep], t[keep], v[keep]
+            a, t = a[keep], t[keep]
+            if v is not None:
+                v = v[keep]
         order = np.argsort(a, kind="stable")          # stable: tokens stay in order within an attribute
         a = a[order]
         toks.append(t[order])
@@ -161,7 +163,7 @@ def grad_plan(corpus, space, n_chunks: int, budget: int | None = None, bigram: b
         store = max(store, int(sp[-1] - sp[0]))
         cum = sp[1:] - sp[0]
         chunks[b] = s0 + _split(cum, nc)
-    state = _occurrences(corpus.tok_ptr, corpus.attr, corpus.val, seq_ptr, blocks, np.diff(space.attr_ptr), nc,
+    state = _occurrences(corpus.tok_ptr, corpus.attr, corpus.raw_val, seq_ptr, blocks, np.diff(space.attr_ptr), nc,
                          skip_first=False)
     big = None
     if bigram:

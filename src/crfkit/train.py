@@ -282,7 +282,12 @@ def _step_hint(algorithm: str, params: dict) -> str:
 def _feature_scale(corpus: Corpus) -> tuple[float, int]:
     """(largest |feature value|, its token) of the corpus."""
     best, tok = 0.0, -1
-    for vals, ptr in ((corpus.val, corpus.tok_ptr), (getattr(corpus, "bval", None), getattr(corpus, "btok_ptr", None))):
+    vals0 = getattr(corpus, "raw_val", None)
+    if vals0 is None:
+        vals0 = corpus.val
+    elif not len(vals0) and len(corpus.attr):       # every value 1 (not stored): the first entry's
+        best, tok = 1.0, int(np.searchsorted(corpus.tok_ptr, 0, side="right")) - 1
+    for vals, ptr in ((vals0, corpus.tok_ptr), (getattr(corpus, "bval", None), getattr(corpus, "btok_ptr", None))):
         if vals is not None and len(vals):
             k = int(np.argmax(np.abs(vals)))
             if abs(vals[k]) > best:
@@ -861,5 +866,12 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
                      B=B_dev if space.n_bigram else None)
     meta = dict(kwargs.pop("meta", None) or {})
     meta.update({"support": support, "transitions": transitions or support, "min_freq": min_freq})
-    return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if dev is not None else None,
-                        meta=meta, **kwargs)
+    try:
+        return train_corpus(space, corpus, reg=reg, dev=dev, dev_labels=Y_dev if dev is not None else None,
+                            meta=meta, **kwargs)
+    finally:
+        # the corpus, the gradient plan and the optimizer's buffers are free now: give that memory
+        # back, so that what the process does next (predict) does not grow it past training's peak
+        del corpus, dev
+        from .memtrim import release_memory
+        release_memory()

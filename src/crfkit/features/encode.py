@@ -440,12 +440,12 @@ def _assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None, bigram=None)
     if keep.all():
         tok_ptr = _ptr(tok_counts)
         attr = ent_attr
-        val = values if values is not None else np.ones(len(ent_attr))
+        val = values        # None: all ones, not stored (Corpus.raw_val)
     else:
         tok_of = np.repeat(np.arange(len(tok_counts)), tok_counts)
         tok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
         attr = ent_attr[keep]
-        val = values[keep] if values is not None else np.ones(int(keep.sum()))
+        val = values[keep] if values is not None else None
     btok_ptr, battr, bval = bigram if bigram is not None else (None, None, None)
     return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y, dense=dense,
                   btok_ptr=btok_ptr, battr=battr, bval=bval)

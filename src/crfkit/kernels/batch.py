@@ -68,7 +68,8 @@ def _zero_rows(pm, t0, t1):
 @njit(cache=True, nogil=True, fastmath=FAST)
 def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out, sw):
     """Feature counts of the gold labelling: sum_i sw_i phi(x_i, y_i) (constant during training;
-    ``sw`` empty: all scales 1)."""
+    ``sw`` empty: all scales 1; ``val`` empty: every value 1)."""
+    has_val = val.shape[0] > 0
     for k in range(out.shape[0]):
         out[k] = 0.0
     for s in range(len(seq_ptr) - 1):
@@ -79,9 +80,10 @@ def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
             yt = y[t]
             for e in range(tok_ptr[t], tok_ptr[t + 1]):
                 a = attr[e]
+                v = val[e] if has_val else 1.0
                 for k in range(attr_ptr[a], attr_ptr[a + 1]):
                     if feat_label[k] == yt:
-                        out[k] += ws * val[e]
+                        out[k] += ws * v
             if t > seq_ptr[s]:
                 k = trans_index[y[t - 1], yt]
                 if k >= 0:
@@ -120,8 +122,9 @@ def _fill_dense(w, attr_ptr, feat_label, dense_attr, fill, W):
 def _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, use_exp, out):
     """Emission scores (use_exp=False: sums of weights) or their exponentials
     (use_exp=True, binary attributes: products of exp(w), with w = exp(w) and
-    Wd = exp(dense rows) passed in) of tokens t0..t1-1."""
+    Wd = exp(dense rows) passed in) of tokens t0..t1-1; ``val`` empty: every value 1."""
     L = out.shape[1]
+    has_val = val.shape[0] > 0
     init = 1.0 if use_exp else 0.0
     for t in range(t0, t1):
         r = t - t0
@@ -138,7 +141,7 @@ def _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, 
                     for k in range(attr_ptr[a], attr_ptr[a + 1]):
                         out[r, feat_label[k]] *= w[k]
             else:
-                v = val[e]
+                v = val[e] if has_val else 1.0
                 if d >= 0:
                     for l in range(L):
                         out[r, l] += Wd[d, l] * v

@@ -50,15 +50,17 @@ def transition_matrix(w, scale, n_state, trans_index):
 
 @njit(**_NOPY)
 def emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, scale, out):
-    """out[t - t0, l] = scale * sum of state-feature weights firing at token t for label l."""
+    """out[t - t0, l] = scale * sum of state-feature weights firing at token t for label l (``val``
+    empty: every value 1, :attr:`crfkit.corpus.Corpus.raw_val`)."""
     L = out.shape[1]
+    has_val = val.shape[0] > 0
     for t in range(t0, t1):
         r = t - t0
         for l in range(L):
             out[r, l] = 0.0
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
             a = attr[e]
-            v = val[e] * scale
+            v = (val[e] if has_val else 1.0) * scale
             for k in range(attr_ptr[a], attr_ptr[a + 1]):
                 out[r, feat_label[k]] += w[k] * v
 
