@@ -75,7 +75,7 @@ def test_libm_codes_and_the_approximations_agree(update):
     approx = K.transform_array(code, g, p)
     assert np.max(np.abs(approx - exact)) <= 1e-15
     buf = g.copy()
-    K.transform_into(code, buf, g.shape[0] - 3, p, np.empty(0), 1.0)
+    K.transform_into(code, buf, g.shape[0] - 3, p, np.empty(0), 1.0, np.empty((2, g.shape[0])))
     np.testing.assert_array_equal(buf[:-3], approx[:-3])
     np.testing.assert_array_equal(buf[-3:], g[-3:])          # past n: untouched
 

@@ -34,7 +34,7 @@ from numba import njit
 
 from .chain import FAST
 from .occ import apply_gradient, oracle
-from .vecmath import VEC, atan_nonneg, erf_nonneg, gd_nonneg
+from .vecmath import VEC, atan_nonneg, erf_into, erf_nonneg, gd_into, gd_nonneg
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -119,10 +119,11 @@ def fold(v, scal):
 
 
 @njit(**VEC)
-def transform_into(code, buf, n, p, tab, r):
-    """buf[:n] <- T(buf[:n]) in place: one loop per transform over the contiguous buffer, so that LLVM
-    vectorises it (compiled with numpy's error model, see :mod:`crfkit.kernels.vecmath`); from the table
-    ``tab`` (nearest entry, computed outside ``[-r, r]``) when it has >= 2 entries."""
+def transform_into(code, buf, n, p, tab, r, scr):
+    """buf[:n] <- T(buf[:n]) in place: loops over the contiguous buffer that LLVM vectorises (compiled
+    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; erf and gd in three loops, with ``scr``,
+    float64 scratch of shape (2, >= n)); from the table ``tab`` (nearest entry, computed outside
+    ``[-r, r]``) when it has >= 2 entries.  The values are :func:`transform`'s, to the bit."""
     if tab.shape[0] >= 2:
         inv_h = (tab.shape[0] - 1) / (2.0 * r)
         for j in range(n):
@@ -136,13 +137,9 @@ def transform_into(code, buf, n, p, tab, r):
             x = p * buf[j]
             buf[j] = math.copysign(atan_nonneg(abs(x)), x)
     elif code == ERF:
-        for j in range(n):
-            x = p * buf[j]
-            buf[j] = math.copysign(erf_nonneg(abs(x)), x)
+        erf_into(buf, n, p, scr)
     elif code == GD:
-        for j in range(n):
-            x = p * buf[j]
-            buf[j] = math.copysign(gd_nonneg(abs(x)), x)
+        gd_into(buf, n, p, scr)
     else:
         for j in range(n):
             buf[j] = transform(code, buf[j], p)
@@ -150,8 +147,8 @@ def transform_into(code, buf, n, p, tab, r):
 
 @njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
-              order, start, stop, t0, lam, code, p, tab, r, v, scal, uptr, dk0, dnk, optr, occ_e, occ_t, gbuf,
-              node, edge, trans, expM, kb, score, es, bm, scale, pm, sw):
+              order, start, stop, t0, lam, code, p, tab, r, v, scal, uptr, dk0, dnk, optr, occ_e, occ_t, gbuf, kbuf,
+              gscr, node, edge, trans, expM, kb, score, es, bm, scale, pm, sw):
     """The steps for the sequences ``order[start:stop]`` (see the module docstring).
 
     ``ok0, onk, lab``: :func:`crfkit.kernels.occ.layout` of the corpus; ``trans`` ... ``pm``:
@@ -166,7 +163,8 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
     ``dk0``, ``dnk``: the first feature and the feature count (negative: a full
     row) of each grouped attribute (:func:`crfkit.kernels.occ.attribute_layout`
     of ``uattr``), ``gbuf``: scratch of the largest sum of ``|dnk|`` over a
-    sequence's attributes (read for ``T`` not the identity).
+    sequence's attributes, ``kbuf`` (int64) the same size for their feature indices, ``gscr`` float64
+    scratch of shape (2, that) (read for ``T`` not the identity).
     Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too large).
     """
     eta = 0.0
@@ -207,33 +205,36 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
                 fullrow = nk < 0
                 if fullrow:
                     nk = L
-                g = gbuf[b:b + nk]
-                for j in range(nk):
-                    g[j] = 0.0
-                for o in range(optr[q], optr[q + 1]):
+                # the first occurrence stores, the others add (0 + x = x: the same sums as from zero)
+                o = optr[q]
+                nr = node[occ_t[o]]
+                c = val[occ_e[o]]
+                if fullrow:
+                    for j in range(nk):
+                        gbuf[b + j] = c * nr[j]
+                        kbuf[b + j] = k0 + j
+                else:
+                    for j in range(nk):
+                        gbuf[b + j] = c * nr[lab[k0 + j]]
+                        kbuf[b + j] = k0 + j
+                for o in range(optr[q] + 1, optr[q + 1]):
                     nr = node[occ_t[o]]
                     c = val[occ_e[o]]
                     if fullrow:
                         for j in range(nk):
-                            g[j] += c * nr[j]
+                            gbuf[b + j] += c * nr[j]
                     else:
                         for j in range(nk):
-                            g[j] += c * nr[lab[k0 + j]]
+                            gbuf[b + j] += c * nr[lab[k0 + j]]
                 b += nk
             if wi != 1.0:
                 for j in range(b):
                     gbuf[j] *= wi
             # T(0) = 0 makes the zero entries exact no-ops
-            transform_into(code, gbuf, b, p, tab, r)
-            b = 0
-            for q in range(uptr[i], uptr[i + 1]):
-                k0 = dk0[q]
-                nk = dnk[q]
-                if nk < 0:
-                    nk = L
-                for j in range(nk):
-                    v[k0 + j] -= gain * gbuf[b + j]
-                b += nk
+            transform_into(code, gbuf, b, p, tab, r, gscr)
+            # the step, as one flat loop over the buffer and its feature indices
+            for j in range(b):
+                v[kbuf[j]] -= gain * gbuf[j]
             for a in range(L):
                 for c2 in range(L):
                     gtr[a, c2] = edge[a, c2]

@@ -27,6 +27,8 @@ oddness, ``T(0) = 0`` and monotonicity (``tests/test_ngd.py``).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -165,27 +167,27 @@ def atan_nonneg(x):
 
 
 @njit(inline="always", **_VEC)
+def _pow2_neg(m):
+    """2^-m for an integer-valued 0 <= m < 64: exact power-of-two factors selected on the bits of m."""
+    f = 2.3283064365386963e-10 if m >= 32.0 else 1.0
+    m = m - (32.0 if m >= 32.0 else 0.0)
+    f = f * (1.52587890625e-05 if m >= 16.0 else 1.0)
+    m = m - (16.0 if m >= 16.0 else 0.0)
+    f = f * (0.00390625 if m >= 8.0 else 1.0)
+    m = m - (8.0 if m >= 8.0 else 0.0)
+    f = f * (0.0625 if m >= 4.0 else 1.0)
+    m = m - (4.0 if m >= 4.0 else 0.0)
+    f = f * (0.25 if m >= 2.0 else 1.0)
+    m = m - (2.0 if m >= 2.0 else 0.0)
+    return f * (0.5 if m >= 1.0 else 1.0)
+
+
+@njit(inline="always", **_VEC)
 def exp_neg(y):
-    """exp(-y) for 0 <= y <= 44."""
+    """exp(-y) for 0 <= y <= 44 (the polynomial of the reduced argument times 2^-m, exact)."""
     m = np.floor(y * _LOG2E + 0.5)
     r = (m * _LN2_HI - y) + m * _LN2_LO
-    e = _exp_poly(r)
-    on = m >= 32.0
-    e = e * (2.3283064365386963e-10 if on else 1.0)
-    m = m - (32.0 if on else 0.0)
-    on = m >= 16.0
-    e = e * (1.52587890625e-05 if on else 1.0)
-    m = m - (16.0 if on else 0.0)
-    on = m >= 8.0
-    e = e * (0.00390625 if on else 1.0)
-    m = m - (8.0 if on else 0.0)
-    on = m >= 4.0
-    e = e * (0.0625 if on else 1.0)
-    m = m - (4.0 if on else 0.0)
-    on = m >= 2.0
-    e = e * (0.25 if on else 1.0)
-    m = m - (2.0 if on else 0.0)
-    return e * (0.5 if m >= 1.0 else 1.0)
+    return _exp_poly(r) * _pow2_neg(m)
 
 
 @njit(inline="always", **_VEC)
@@ -193,7 +195,11 @@ def erf_nonneg(x):
     """erf(x) for x >= 0 (and +inf)."""
     small = x * _erf_small_poly(x * x)
     xc = min(x, _ERF_ONE)
-    big = 1.0 - exp_neg(xc * xc) * _erfcx_poly(1.0 / (1.0 + xc))
+    y = xc * xc
+    m = np.floor(y * _LOG2E + 0.5)
+    r = (m * _LN2_HI - y) + m * _LN2_LO
+    # exp(-y) R = (poly(r) R) 2^-m, in this order (as erf_into)
+    big = 1.0 - (_exp_poly(r) * _erfcx_poly(1.0 / (1.0 + xc))) * _pow2_neg(m)
     return small if x <= _ERF_SPLIT else (big if x < _ERF_ONE else 1.0)
 
 
@@ -204,3 +210,66 @@ def gd_nonneg(x):
     e = exp_neg(min(x, 40.0))
     big = (_PIO2_HI - 2.0 * (e + _atan_reduced(e))) + _PIO2_LO
     return small if x <= _GD_SPLIT else big
+
+
+_TWO52 = 4503599627370496.0
+
+
+@njit(inline="always", **_VEC)
+def exp_neg_split(y):
+    """exp(-y) = e * 2^-m for 0 <= y <= 44, as ``(e, magic)``: ``magic = (1023 - m) + 2^52`` holds
+    ``1023 - m`` in its low mantissa bits, so that shifting its bits left by 52 gives the bits of
+    ``2^-m`` (the exponent field; the ``2^52`` bits shift out).  For the buffer loops of
+    :func:`erf_into` and :func:`gd_into`: the shift runs over an int64 view in a loop of its own, and
+    every loop vectorises (no float-to-int conversion)."""
+    m = np.floor(y * _LOG2E + 0.5)
+    r = (m * _LN2_HI - y) + m * _LN2_LO
+    return _exp_poly(r), (1023.0 - m) + _TWO52
+
+
+@njit(inline="always", **_VEC)
+def _shift_exponents(bits, n):
+    for j in range(n):
+        bits[j] = bits[j] << 52
+
+
+@njit(inline="always", **_VEC)
+def erf_into(buf, n, p, scr):
+    """buf[:n] <- erf(p buf[:n]) (as :func:`erf_nonneg`, to the bit), in three vectorised loops;
+    ``scr``: float64 scratch of shape (2, >= n)."""
+    ef = scr[0]
+    mg = scr[1]
+    for j in range(n):
+        xc = min(abs(p * buf[j]), _ERF_ONE)
+        e, magic = exp_neg_split(xc * xc)
+        ef[j] = e * _erfcx_poly(1.0 / (1.0 + xc))
+        mg[j] = magic
+    _shift_exponents(mg[:n].view(np.int64), n)
+    for j in range(n):
+        x = p * buf[j]
+        ax = abs(x)
+        small = ax * _erf_small_poly(ax * ax)
+        big = 1.0 - ef[j] * mg[j]
+        r = small if ax <= _ERF_SPLIT else (big if ax < _ERF_ONE else 1.0)
+        buf[j] = math.copysign(r, x)
+
+
+@njit(inline="always", **_VEC)
+def gd_into(buf, n, p, scr):
+    """buf[:n] <- gd(p buf[:n]) (as :func:`gd_nonneg`, to the bit), in three vectorised loops;
+    ``scr``: float64 scratch of shape (2, >= n)."""
+    ef = scr[0]
+    mg = scr[1]
+    for j in range(n):
+        e, magic = exp_neg_split(min(abs(p * buf[j]), 40.0))
+        ef[j] = e
+        mg[j] = magic
+    _shift_exponents(mg[:n].view(np.int64), n)
+    for j in range(n):
+        x = p * buf[j]
+        ax = abs(x)
+        small = ax * _gd_small_poly(ax * ax)
+        e = ef[j] * mg[j]
+        big = (_PIO2_HI - 2.0 * (e + _atan_reduced(e))) + _PIO2_LO
+        r = small if ax <= _GD_SPLIT else big
+        buf[j] = math.copysign(r, x)

@@ -107,10 +107,13 @@ class _Steps:
             width = np.where(dnk < 0, L, dnk).astype(np.int64)
             cw = np.concatenate([[0], np.cumsum(width)])
             most = int((cw[uptr[1:]] - cw[uptr[:-1]]).max()) if uptr.shape[0] > 1 else 0
-            self.groups = (uptr, dk0, dnk, optr, occ_e, occ_t, np.empty(max(most, 1)))
+            most = max(most, 1)
+            self.groups = (uptr, dk0, dnk, optr, occ_e, occ_t, np.empty(most), np.empty(most, np.int64),
+                           np.empty((2, most)))
         else:
             self.groups = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int16),
-                           np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), np.empty(1))
+                           np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), np.empty(1),
+                           np.empty(1, np.int64), np.empty((2, 1)))
         self.node = np.empty((max(int(c.max_length), 1), L))
         self.edge = np.empty((L, L))
         self.work = O.Work(c.max_length, L).arrays()
