@@ -248,6 +248,9 @@ def main(argv=None) -> int:
         code, pname = N.UPDATES[upd]
         p = N.transform_parameter(upd, N.DEFAULTS[pname])
         put(f"run_steps ngd {upd}", kernel_epoch(code, p))
+        libm = {KN.ATAN: KN.ATAN_LIBM, KN.ERF: KN.ERF_LIBM, KN.GD: KN.GD_LIBM}.get(code)
+        if libm is not None:
+            put(f"run_steps ngd {upd} libm", kernel_epoch(libm, p))
         tab = KN.make_table(code, p, 65537, 1.0)
         put(f"run_steps ngd {upd} table=65537", kernel_epoch(code, p, tab, 1.0))
     # transforms alone on the gradient values of a realistic epoch: how many and what they cost
@@ -256,12 +259,25 @@ def main(argv=None) -> int:
     nk = np.diff(s.attr_ptr)[uattr].sum()
     out["transforms_per_epoch"] = int(nk)
     print(f"  distinct state features summed over the sequences (transforms per epoch): {nk}")
-    g = np.random.default_rng(0).normal(0, 0.3, int(nk))
+    # the transforms alone: that many values, in buffers of 2,300 (a sequence's), in place (each
+    # figure includes refilling the buffer)
+    B = 2300
+    reps = max(1, int(nk) // B)
+    g0 = np.random.default_rng(0).normal(0, 0.3, B)
+    buf, scr = np.empty(B), np.empty((2, B))
+
+    def transforms(code, p):
+        for _ in range(reps):
+            buf[:] = g0
+            KN.transform_into(code, buf, B, p, np.empty(0), 1.0, scr)
+    KN.transform_into(KN.U1G1, buf, B, 0.1, np.empty(0), 1.0, scr)
     for upd in args.updates.split(","):
         code, pname = N.UPDATES[upd]
         p = N.transform_parameter(upd, N.DEFAULTS[pname])
-        KN.transform_array(code, g[:10], p)
-        put(f"transform_array {upd} on that many N(0, 0.3) values", cpu(lambda: KN.transform_array(code, g, p), R))
+        put(f"transform_into {upd}, {reps * B} N(0, 0.3) values", cpu(lambda: transforms(code, p), R))
+        libm = {KN.ATAN: KN.ATAN_LIBM, KN.ERF: KN.ERF_LIBM, KN.GD: KN.GD_LIBM}.get(code)
+        if libm is not None:
+            put(f"transform_into {upd} libm", cpu(lambda: transforms(libm, p), R))
 
     print("pa / ap (weights after one ap epoch):")
     put("emissions alone (the corpus' attributes, before)",

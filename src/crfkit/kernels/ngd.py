@@ -163,15 +163,13 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
     ``dk0``, ``dnk``: the first feature and the feature count (negative: a full
     row) of each grouped attribute (:func:`crfkit.kernels.occ.attribute_layout`
     of ``uattr``), ``gbuf``: scratch of the largest sum of ``|dnk|`` over a
-    sequence's attributes, ``kbuf`` (int64) the same size for their feature indices, ``gscr`` float64
-    scratch of shape (2, that) (read for ``T`` not the identity).
+    sequence's attributes plus ``n_trans``, ``kbuf`` (int64) the same size for their feature indices,
+    ``gscr`` float64 scratch of shape (2, that) (read for ``T`` not the identity).
     Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too large).
     """
     eta = 0.0
     L = trans_index.shape[0]
     gtr = np.empty((L, L))
-    use_tab = tab.shape[0] >= 2
-    inv_h = (tab.shape[0] - 1) / (2.0 * r) if use_tab else 0.0
     z = scal[Z]
     t = scal[T_]
     total = scal[LOSS]
@@ -227,14 +225,7 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
                         for j in range(nk):
                             gbuf[b + j] += c * nr[lab[k0 + j]]
                 b += nk
-            if wi != 1.0:
-                for j in range(b):
-                    gbuf[j] *= wi
-            # T(0) = 0 makes the zero entries exact no-ops
-            transform_into(code, gbuf, b, p, tab, r, gscr)
-            # the step, as one flat loop over the buffer and its feature indices
-            for j in range(b):
-                v[kbuf[j]] -= gain * gbuf[j]
+            # the transition features' net gradient appended to the buffer (transformed with the rest)
             for a in range(L):
                 for c2 in range(L):
                     gtr[a, c2] = edge[a, c2]
@@ -243,12 +234,18 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
             for a in range(L):
                 for c2 in range(L):
                     k = trans_index[a, c2]
-                    g1 = gtr[a, c2] * wi
-                    if k >= 0 and g1 != 0.0:
-                        if use_tab:
-                            v[n_state + k] -= gain * lookup(code, g1, p, tab, r, inv_h)
-                        else:
-                            v[n_state + k] -= gain * transform(code, g1, p)
+                    if k >= 0:
+                        gbuf[b] = gtr[a, c2]
+                        kbuf[b] = n_state + k
+                        b += 1
+            if wi != 1.0:
+                for j in range(b):
+                    gbuf[j] *= wi
+            # T(0) = 0 makes the zero entries exact no-ops
+            transform_into(code, gbuf, b, p, tab, r, gscr)
+            # the step, as one flat loop over the buffer and its feature indices
+            for j in range(b):
+                v[kbuf[j]] -= gain * gbuf[j]
         total += loss
         t += 1.0
         if z < FOLD_BELOW:

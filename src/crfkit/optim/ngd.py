@@ -107,7 +107,7 @@ class _Steps:
             width = np.where(dnk < 0, L, dnk).astype(np.int64)
             cw = np.concatenate([[0], np.cumsum(width)])
             most = int((cw[uptr[1:]] - cw[uptr[:-1]]).max()) if uptr.shape[0] > 1 else 0
-            most = max(most, 1)
+            most = max(most + int(s.n_trans), 1)          # and the transition features
             self.groups = (uptr, dk0, dnk, optr, occ_e, occ_t, np.empty(most), np.empty(most, np.int64),
                            np.empty((2, most)))
         else:
