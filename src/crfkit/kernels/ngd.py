@@ -12,15 +12,20 @@ whole run, as CRFsuite's ``t``), exactly in CRFsuite's order
 ``T`` is the identity for ``l2sgd`` (then ``g`` is added to ``v`` as it is
 walked, as CRFsuite does) and one of Cao's transforms otherwise; a nonlinear
 ``T`` does not distribute over the occurrences of an attribute, so ``g`` is
-first summed per feature into a buffer (the net difference for the sequence)
-and ``T`` applied once per distinct feature.  The sum runs attribute by
-attribute over the attribute's occurrences in the sequence, grouped once
-before training (:func:`group_occurrences`), so a step reads and writes each
-distinct feature of ``v`` once and needs no scratch vector of the model's
-size (the grouping costs two int32 per attribute occurrence, about the size
-of the corpus' own attribute array, plus one int32 per distinct attribute of
-each sequence).  ``T(0) = 0`` keeps the update
-sparse.
+first summed per feature (the net difference for the sequence) and ``T``
+applied once per distinct feature.  The sum runs attribute by attribute over
+the attribute's occurrences in the sequence, grouped once before training
+(:func:`group_occurrences`), into one contiguous buffer of the sequence's
+distinct features (values and feature indices; the transition features are
+appended), then ``T`` runs over the whole buffer in one loop that LLVM
+vectorises (arctan, erf, gd by :mod:`crfkit.kernels.vecmath`; numpy's error
+model, see there), then ``v`` is updated in one flat loop over (index,
+value): each distinct feature of ``v`` is read and written once, no scratch
+vector of the model's size (the grouping costs two int32 per attribute
+occurrence, about the size of the corpus' own attribute array, plus one
+int32 and one int16 per distinct attribute of each sequence).  ``T(0) = 0``
+keeps the update sparse.  Both read the corpus through the per-occurrence
+layout of :mod:`crfkit.kernels.occ`.
 
 The table variant (Cao 2015, 3.6) looks ``T`` up in a table of ``m`` values on
 ``[-R, R]`` (the nearest entry); outside the table it computes ``T``.
