@@ -60,6 +60,81 @@ def test_transform_against_numpy(update):
     np.testing.assert_array_equal(got[:6001], -got[:6001][::-1])
 
 
+LIBM = {"u2g1": K.ATAN_LIBM, "u2g1b": K.ATAN_LIBM, "u2g2": K.ERF_LIBM, "u2g3": K.GD_LIBM}
+
+
+@pytest.mark.parametrize("update", list(LIBM))
+def test_libm_codes_and_the_approximations_agree(update):
+    """The libm path (libm=True) against numpy, and the default (vectorisable) path within a few ulp of it;
+    the in-place buffer loop of the kernel gives the scalar transform's values."""
+    g = np.concatenate([np.linspace(-3, 3, 60001), [0.0, 1e-300, -1e-300, 5e-324, 1e300, -1e300, np.inf, -np.inf]])
+    code, p = code_p(update)
+    exact = K.transform_array(LIBM[update], g, p)
+    fin = np.isfinite(g)
+    np.testing.assert_allclose(exact[fin], NUMPY_T[update](g[fin]), rtol=1e-14, atol=1e-15)   # numpy gd: cancels at 0
+    approx = K.transform_array(code, g, p)
+    assert np.max(np.abs(approx - exact)) <= 1e-15
+    buf = g.copy()
+    K.transform_into(code, buf, g.shape[0] - 3, p, np.empty(0), 1.0, np.empty((2, g.shape[0])))
+    np.testing.assert_array_equal(buf[:-3], approx[:-3])
+    np.testing.assert_array_equal(buf[-3:], g[-3:])          # past n: untouched
+
+
+def test_vecmath_accuracy_extremes_oddness_monotonicity():
+    from crfkit.kernels import vecmath as V
+    from numba import njit
+
+    @njit(**V.VEC)
+    def ev(which, x, out):
+        for j in range(x.shape[0]):
+            a = abs(x[j])
+            if which == 0:
+                r = V.atan_nonneg(a)
+            elif which == 1:
+                r = V.erf_nonneg(a)
+            elif which == 2:
+                r = V.gd_nonneg(a)
+            else:
+                r = V.exp_neg(a)
+            out[j] = math.copysign(r, x[j]) if which < 3 else r
+
+    LD = np.longdouble
+    x = np.concatenate([np.linspace(-8, 8, 400001), np.geomspace(1e-300, 1e300, 4001),
+                        -np.geomspace(1e-300, 1e300, 4001), [0.0, -0.0, 5e-324, np.inf, -np.inf]])
+    out = np.empty_like(x)
+    xl = x.astype(LD)
+    refs = {0: np.arctan(xl), 1: erf(x).astype(LD), 2: 2 * np.arctan(np.tanh(xl / 2))}
+    bound = {0: 1.5 * 2.0 ** -52 * (np.pi / 2), 1: 1e-15, 2: 3.0 * 2.0 ** -52 * (np.pi / 2)}   # absolute
+    for which, ref in refs.items():
+        ev(which, x, out)
+        err = np.abs(out.astype(LD) - ref)
+        assert float(err.max()) <= bound[which], (which, float(err.max()))
+        # relative error near 0 (where |T| is small): a few ulp
+        small = (np.abs(x) > 0) & (np.abs(x) < 1e-3)
+        assert float(np.max(err[small] / np.abs(ref[small]))) <= 4 * 2.0 ** -52
+        mirror = np.empty_like(x)
+        ev(which, -x, mirror)
+        np.testing.assert_array_equal(mirror, -out)          # exactly odd
+        assert out[np.flatnonzero(x == 0)[0]] == 0.0
+        assert np.all(np.diff(out[:400001]) >= 0)            # monotone on the grid
+        assert out[-2] == {0: np.pi / 2, 1: 1.0, 2: np.pi / 2}[which]   # T(+inf)
+    # exp(-y) on its range [0, 44], relative
+    y = np.linspace(0, 44, 200001)
+    out = np.empty_like(y)
+    ev(3, y, out)
+    rel = np.abs(out.astype(LD) - np.exp(-y.astype(LD))) / np.exp(-y.astype(LD))
+    assert float(rel.max()) <= 3 * 2.0 ** -52
+
+
+def test_ngd_libm_option(problem):
+    obj = objective(problem)
+    a = N.ngd(obj, None, reg=obj.reg, max_iterations=3, update="u2g3", eta0=0.1, monitor=False)
+    b = N.ngd(obj, None, reg=obj.reg, max_iterations=3, update="u2g3", eta0=0.1, monitor=False, libm=True)
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ParameterError, match="libm"):
+        N.ngd(obj, None, reg=obj.reg, max_iterations=1, update="u2g3", eta0=0.1, libm="maybe")
+
+
 @pytest.mark.parametrize("update", UPDATES)
 @pytest.mark.parametrize("m,r", [(2001, 1.0), (65537, 1.0), (4001, 3.0)])
 def test_table_against_numpy(update, m, r):

@@ -9,6 +9,7 @@ import pytest
 
 from crfkit.errors import ParameterError
 from crfkit.features.encode import build
+from crfkit.kernels import occ as KO
 from crfkit.kernels import online as K
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
@@ -138,11 +139,14 @@ def test_kernel_matches_dense_reference(problem, method, kw):
     code = {"pa": K.PA, "ap": K.AP, "arow": K.AROW}[method]
     T = int(corp.max_length)
     for a, b in ((0, n), (n, 2 * n)):
-        K.run_online(corp.seq_ptr, corp.tok_ptr, corp.attr, corp.val, corp.y, space.attr_ptr, space.feat_label,
+        ok0, onk, lab = KO.layout(corp.tok_ptr, corp.attr, space.attr_ptr, space.feat_label, obj.full_rows,
+                                 space.n_labels)
+        K.run_online(corp.seq_ptr, corp.tok_ptr, ok0, onk, corp.val, lab, corp.y,
                      space.trans_index, space.n_state, space.n_trans, order, a, b, code, kw.get("pa_type", 1),
                      kw.get("C", 1.0), kw.get("sensitive", True), kw.get("gamma", 1.0), w, ws, cov, scal,
                      np.zeros(d), np.full(d, -1, dtype=np.int64), np.empty(d, dtype=np.int64),
-                     np.empty(T, dtype=np.int64), obj.full_rows, np.zeros(0))
+                     np.empty(T, dtype=np.int64), np.empty((T, space.n_labels)),
+                     np.empty((space.n_labels, space.n_labels)), np.zeros(0))
     assert scal[K.U] == u_ref
     np.testing.assert_allclose(w, w_ref, rtol=1e-10, atol=1e-10)
     if method != "arow":

@@ -12,15 +12,20 @@ whole run, as CRFsuite's ``t``), exactly in CRFsuite's order
 ``T`` is the identity for ``l2sgd`` (then ``g`` is added to ``v`` as it is
 walked, as CRFsuite does) and one of Cao's transforms otherwise; a nonlinear
 ``T`` does not distribute over the occurrences of an attribute, so ``g`` is
-first summed per feature into a buffer (the net difference for the sequence)
-and ``T`` applied once per distinct feature.  The sum runs attribute by
-attribute over the attribute's occurrences in the sequence, grouped once
-before training (:func:`group_occurrences`), so a step reads and writes each
-distinct feature of ``v`` once and needs no scratch vector of the model's
-size (the grouping costs two int32 per attribute occurrence, about the size
-of the corpus' own attribute array, plus one int32 per distinct attribute of
-each sequence).  ``T(0) = 0`` keeps the update
-sparse.
+first summed per feature (the net difference for the sequence) and ``T``
+applied once per distinct feature.  The sum runs attribute by attribute over
+the attribute's occurrences in the sequence, grouped once before training
+(:func:`group_occurrences`), into one contiguous buffer of the sequence's
+distinct features (values and feature indices; the transition features are
+appended), then ``T`` runs over the whole buffer in one loop that LLVM
+vectorises (arctan, erf, gd by :mod:`crfkit.kernels.vecmath`; numpy's error
+model, see there), then ``v`` is updated in one flat loop over (index,
+value): each distinct feature of ``v`` is read and written once, no scratch
+vector of the model's size (the grouping costs two int32 per attribute
+occurrence, about the size of the corpus' own attribute array, plus one
+int32 and one int16 per distinct attribute of each sequence).  ``T(0) = 0``
+keeps the update sparse.  Both read the corpus through the per-occurrence
+layout of :mod:`crfkit.kernels.occ`.
 
 The table variant (Cao 2015, 3.6) looks ``T`` up in a table of ``m`` values on
 ``[-R, R]`` (the nearest entry); outside the table it computes ``T``.
@@ -33,29 +38,42 @@ import numpy as np
 from numba import njit
 
 from .chain import FAST
-from .oracle import apply_gradient, sequence_oracle
+from .occ import apply_gradient, oracle
+from .vecmath import VEC, atan_nonneg, erf_into, erf_nonneg, gd_into, gd_nonneg
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
-# update codes
-IDENTITY, U1G1, ATAN, ERF, GD = 0, 1, 2, 3, 4
+# update codes (the *_LIBM ones: the same functions through libm, one call per entry)
+IDENTITY, U1G1, ATAN, ERF, GD, ATAN_LIBM, ERF_LIBM, GD_LIBM = 0, 1, 2, 3, 4, 5, 6, 7
 # slots of the scalar state ``scal``: the scale z, the steps done t, the sum of the losses of the steps
 Z, T_, LOSS = 0, 1, 2
 FOLD_BELOW = 1e-9
 
 
-@njit(inline="always", **_NOPY)
+@njit(**VEC)
 def transform(code, g, p):
     """Cao's transforms: U1G1 ``g / (g^2 + p)``; ATAN ``atan(p g)``; ERF ``erf(p g)``; GD ``gd(p g)`` with
-    ``gd(x) = 2 atan(exp(x)) - pi/2``, computed as ``2 atan(tanh(x/2))`` (the same function, no overflow,
-    exact 0 at 0); IDENTITY ``g``."""
+    ``gd(x) = 2 atan(exp(x)) - pi/2``; IDENTITY ``g``.  ATAN, ERF and GD by the vectorisable approximations
+    of :mod:`crfkit.kernels.vecmath` (within 1.2, 4 and 2.9 ulp); ATAN_LIBM, ERF_LIBM, GD_LIBM the same
+    functions through libm (``gd`` as ``2 atan(tanh(x/2))``: no overflow, exact 0 at 0).  Not inlined: a
+    caller's reassociating fast-math flags would apply to the inlined reductions and change the last bit
+    (and the values would differ from :func:`transform_into`'s)."""
     if code == U1G1:
         return g / (g * g + p)
     if code == ATAN:
-        return math.atan(p * g)
+        x = p * g
+        return math.copysign(atan_nonneg(abs(x)), x)
     if code == ERF:
-        return math.erf(p * g)
+        x = p * g
+        return math.copysign(erf_nonneg(abs(x)), x)
     if code == GD:
+        x = p * g
+        return math.copysign(gd_nonneg(abs(x)), x)
+    if code == ATAN_LIBM:
+        return math.atan(p * g)
+    if code == ERF_LIBM:
+        return math.erf(p * g)
+    if code == GD_LIBM:
         return 2.0 * math.atan(math.tanh(0.5 * p * g))
     return g
 
@@ -79,7 +97,7 @@ def make_table(code, p, m, r):
     return tab
 
 
-@njit(inline="always", **_NOPY)
+@njit(inline="always", **VEC)
 def lookup(code, g, p, tab, r, inv_h):
     """T(g) from the table (nearest entry) when |g| <= r, else computed."""
     if g < -r or g > r:
@@ -105,28 +123,58 @@ def fold(v, scal):
     scal[Z] = 1.0
 
 
+@njit(**VEC)
+def transform_into(code, buf, n, p, tab, r, scr):
+    """buf[:n] <- T(buf[:n]) in place: loops over the contiguous buffer that LLVM vectorises (compiled
+    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; erf and gd in three loops, with ``scr``,
+    float64 scratch of shape (2, >= n)); from the table ``tab`` (nearest entry, computed outside
+    ``[-r, r]``) when it has >= 2 entries.  The values are :func:`transform`'s, to the bit."""
+    if tab.shape[0] >= 2:
+        inv_h = (tab.shape[0] - 1) / (2.0 * r)
+        for j in range(n):
+            buf[j] = lookup(code, buf[j], p, tab, r, inv_h)
+    elif code == U1G1:
+        for j in range(n):
+            x = buf[j]
+            buf[j] = x / (x * x + p)
+    elif code == ATAN:
+        for j in range(n):
+            x = p * buf[j]
+            buf[j] = math.copysign(atan_nonneg(abs(x)), x)
+    elif code == ERF:
+        erf_into(buf, n, p, scr)
+    elif code == GD:
+        gd_into(buf, n, p, scr)
+    else:
+        for j in range(n):
+            buf[j] = transform(code, buf[j], p)
+
+
 @njit(**_NOPY)
-def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-              order, start, stop, t0, lam, code, p, tab, r, v, scal, uptr, uattr, optr, occ_e, occ_t,
-              node, edge, full, sw):
+def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
+              order, start, stop, t0, lam, code, p, tab, r, v, scal, uptr, dk0, dnk, optr, occ_e, occ_t, gbuf, kbuf,
+              gscr, node, edge, trans, expM, kb, score, es, bm, scale, pm, sw):
     """The steps for the sequences ``order[start:stop]`` (see the module docstring).
 
+    ``ok0, onk, lab``: :func:`crfkit.kernels.occ.layout` of the corpus; ``trans`` ... ``pm``:
+    :class:`crfkit.kernels.occ.Work` arrays.
     ``sw``: sample-weight scales per sequence (empty: all 1): the sequence's loss
     and its gradient are multiplied by its scale (before the transform ``T``).
 
     ``scal`` = [z, t, sum of losses]: updated in place (``t`` and the loss sum
     carry on from their values).  ``tab``: the table of ``T`` (length >= 2)
-    or an empty array for computing ``T``; ``r`` its half-width.  ``uptr``
-    ... ``occ_t``: :func:`group_occurrences` of the corpus (read for ``T`` not
-    the identity).
+    or an empty array for computing ``T``; ``r`` its half-width.  ``uptr``,
+    ``optr``, ``occ_e``, ``occ_t``: :func:`group_occurrences` of the corpus,
+    ``dk0``, ``dnk``: the first feature and the feature count (negative: a full
+    row) of each grouped attribute (:func:`crfkit.kernels.occ.attribute_layout`
+    of ``uattr``), ``gbuf``: scratch of the largest sum of ``|dnk|`` over a
+    sequence's attributes plus ``n_trans``, ``kbuf`` (int64) the same size for their feature indices,
+    ``gscr`` float64 scratch of shape (2, that) (read for ``T`` not the identity).
     Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too large).
     """
     eta = 0.0
     L = trans_index.shape[0]
     gtr = np.empty((L, L))
-    gk = np.empty(L)
-    use_tab = tab.shape[0] >= 2
-    inv_h = (tab.shape[0] - 1) / (2.0 * r) if use_tab else 0.0
     z = scal[Z]
     t = scal[T_]
     total = scal[LOSS]
@@ -139,59 +187,70 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         z *= 1.0 - eta * lam
         gain = eta / z
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
-        loss = wi * sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                                    v, z, n_state, i, node, edge, full)
+        loss = wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
+                           trans, expM, kb, score, es, bm, scale)
         if code == IDENTITY:
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, -gain * wi, v, full)
+            apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, i, node, edge,
+                           -gain * wi, v, pm)
         else:
             # the net gradient of each state feature over the sequence, attribute by attribute (the
-            # attribute's occurrences grouped in advance by group_occurrences), then T, then the step:
-            # one read-modify-write of v per distinct feature, no scratch vector
+            # attribute's occurrences grouped in advance by group_occurrences), into one contiguous
+            # buffer; then T over the buffer in one loop; then the step: one read-modify-write of v
+            # per distinct feature
             ts = seq_ptr[i]
             T = seq_ptr[i + 1] - ts
             for tt in range(T):
                 node[tt, y[ts + tt]] -= 1.0          # node[t] - one-hot(y_t): the gradient's factor at t
+            b = 0
             for q in range(uptr[i], uptr[i + 1]):
-                a = uattr[q]
-                k0 = attr_ptr[a]
-                nk = attr_ptr[a + 1] - k0
-                for j in range(nk):
-                    gk[j] = 0.0
-                for o in range(optr[q], optr[q + 1]):
-                    tt = occ_t[o]
-                    c = val[occ_e[o]]
+                k0 = dk0[q]
+                nk = dnk[q]
+                fullrow = nk < 0
+                if fullrow:
+                    nk = L
+                # the first occurrence stores, the others add (0 + x = x: the same sums as from zero)
+                o = optr[q]
+                nr = node[occ_t[o]]
+                c = val[occ_e[o]]
+                if fullrow:
                     for j in range(nk):
-                        gk[j] += c * node[tt, feat_label[k0 + j]]
-                if wi != 1.0:
-                    for j in range(nk):
-                        gk[j] *= wi
-                # T(0) = 0 makes the zero entries exact no-ops: no test, so that the loops can vectorise
-                if use_tab:
-                    for j in range(nk):
-                        gk[j] = lookup(code, gk[j], p, tab, r, inv_h)
-                elif code == U1G1:
-                    for j in range(nk):
-                        gk[j] = gk[j] / (gk[j] * gk[j] + p)
+                        gbuf[b + j] = c * nr[j]
+                        kbuf[b + j] = k0 + j
                 else:
                     for j in range(nk):
-                        gk[j] = transform(code, gk[j], p)
-                for j in range(nk):
-                    v[k0 + j] -= gain * gk[j]
+                        gbuf[b + j] = c * nr[lab[k0 + j]]
+                        kbuf[b + j] = k0 + j
+                for o in range(optr[q] + 1, optr[q + 1]):
+                    nr = node[occ_t[o]]
+                    c = val[occ_e[o]]
+                    if fullrow:
+                        for j in range(nk):
+                            gbuf[b + j] += c * nr[j]
+                    else:
+                        for j in range(nk):
+                            gbuf[b + j] += c * nr[lab[k0 + j]]
+                b += nk
+            # the transition features' net gradient appended to the buffer (transformed with the rest)
             for a in range(L):
-                for b in range(L):
-                    gtr[a, b] = edge[a, b]
-            for tt in range(1, seq_ptr[i + 1] - ts):
+                for c2 in range(L):
+                    gtr[a, c2] = edge[a, c2]
+            for tt in range(1, T):
                 gtr[y[ts + tt - 1], y[ts + tt]] -= 1.0
             for a in range(L):
-                for b in range(L):
-                    k = trans_index[a, b]
-                    g = gtr[a, b] * wi
-                    if k >= 0 and g != 0.0:
-                        if use_tab:
-                            v[n_state + k] -= gain * lookup(code, g, p, tab, r, inv_h)
-                        else:
-                            v[n_state + k] -= gain * transform(code, g, p)
+                for c2 in range(L):
+                    k = trans_index[a, c2]
+                    if k >= 0:
+                        gbuf[b] = gtr[a, c2]
+                        kbuf[b] = n_state + k
+                        b += 1
+            if wi != 1.0:
+                for j in range(b):
+                    gbuf[j] *= wi
+            # T(0) = 0 makes the zero entries exact no-ops
+            transform_into(code, gbuf, b, p, tab, r, gscr)
+            # the step, as one flat loop over the buffer and its feature indices
+            for j in range(b):
+                v[kbuf[j]] -= gain * gbuf[j]
         total += loss
         t += 1.0
         if z < FOLD_BELOW:
@@ -205,15 +264,15 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 
 
 @njit(**_NOPY)
-def sample_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, order, start, stop,
-                v, z, node, edge, full, sw):
+def sample_loss(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, order, start, stop,
+                v, z, node, edge, trans, expM, kb, score, es, bm, scale, sw):
     """Sum of -sw_i log p(y_i|x_i) at w = z * v over the sequences order[start:stop] (``sw`` empty: all 1)."""
     total = 0.0
     for s in range(start, stop):
         i = order[s]
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
-        total += wi * sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                                      v, z, n_state, i, node, edge, full)
+        total += wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
+                             trans, expM, kb, score, es, bm, scale)
     return total
 
 

@@ -27,7 +27,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .chain import FAST, emissions_rows, gold_score, transition_matrix, viterbi
+from .chain import FAST, gold_score, viterbi
+from .occ import emissions, transitions
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -37,10 +38,13 @@ U, LOSS = 0, 1
 
 
 @njit(**_NOPY)
-def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
+def run_online(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
                order, start, stop, method, pa_type, C, error_sensitive, gamma,
-               w, ws, cov, scal, dbuf, stamp, touched, path, full, sw):
+               w, ws, cov, scal, dbuf, stamp, touched, path, score, trans, sw):
     """Process the sequences ``order[start:stop]`` (see the module docstring).
+
+    ``ok0, onk, lab``: :func:`crfkit.kernels.occ.layout` of the corpus; ``score``
+    (longest sequence x L) and ``trans`` (L x L): scratch.
 
     ``ws`` (pa, ap) and ``cov`` (arow): one entry per feature (no bounds checks here).
     ``scal`` = [u, loss]: carried on.  ``dbuf``: zeros, one per feature (left
@@ -59,9 +63,8 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
         T = seq_ptr[i + 1] - t0
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
         if T > 0 and wi > 0.0:
-            score = np.empty((T, L))
-            emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
-            trans = transition_matrix(w, 1.0, n_state, trans_index)
+            emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, w, 1.0, score)
+            transitions(w, 1.0, n_state, trans_index, trans)
             sv = viterbi(score, T, trans, path, 0)
             d = 0
             for t in range(T):
@@ -79,13 +82,14 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                     if pt == yt:
                         continue
                     for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-                        a = attr[e]
+                        k0 = ok0[e]
+                        nk = onk[e] if onk[e] >= 0 else L
                         x = val[e]
-                        for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                            lab = feat_label[k]
-                            if lab == yt:
+                        for k in range(k0, k0 + nk):
+                            lk = lab[k]
+                            if lk == yt:
                                 dbuf[k] += x
-                            elif lab == pt:
+                            elif lk == pt:
                                 dbuf[k] -= x
                 for t in range(1, T):
                     ga = y[t0 + t - 1]
@@ -105,8 +109,9 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                     if path[t] == y[t0 + t]:
                         continue
                     for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-                        a = attr[e]
-                        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        k0 = ok0[e]
+                        nk = onk[e] if onk[e] >= 0 else L
+                        for k in range(k0, k0 + nk):
                             if stamp[k] != mark:
                                 stamp[k] = mark
                                 if dbuf[k] != 0.0:
@@ -156,8 +161,9 @@ def run_online(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index
                     if path[t] == y[t0 + t]:
                         continue
                     for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
-                        a = attr[e]
-                        for k in range(attr_ptr[a], attr_ptr[a + 1]):
+                        k0 = ok0[e]
+                        nk = onk[e] if onk[e] >= 0 else L
+                        for k in range(k0, k0 + nk):
                             dbuf[k] = 0.0
                 for k in range(n_state, n_state + n_trans):
                     dbuf[k] = 0.0

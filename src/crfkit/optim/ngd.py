@@ -68,6 +68,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..kernels import ngd as K
+from ..kernels import occ as O
 from .sag import check_supported
 from .sgdl1 import pass_order
 from .stochastic import StochasticResult
@@ -92,27 +93,39 @@ class _Steps:
 
     def __init__(self, obj, lam, code, p, tab, r):
         c, s = obj.corpus, obj.space
-        self.args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index,
-                     s.n_state, s.n_trans)
-        self.loss_args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index,
-                          s.n_state)
+        L = s.n_labels
+        full = obj.full_rows
+        ok0, onk, lab = O.layout(c.tok_ptr, c.attr, s.attr_ptr, s.feat_label, full, L)
+        self.args = (c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, c.y, s.trans_index, s.n_state, s.n_trans)
+        self.loss_args = (c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, c.y, s.trans_index, s.n_state)
         self.obj, self.lam, self.code, self.p, self.tab, self.r = obj, float(lam), code, float(p), tab, float(r)
-        # the attribute occurrences of every sequence grouped by attribute (for a transform T)
-        self.groups = (K.group_occurrences(c.seq_ptr, c.tok_ptr, c.attr, s.n_attributes) if code != K.IDENTITY
-                       else (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
-                             np.zeros(0, np.int32), np.zeros(0, np.int32)))
-        self.node = np.empty((max(int(c.max_length), 1), s.n_labels))
-        self.edge = np.empty((s.n_labels, s.n_labels))
-        self.full = obj.full_rows
+        # the attribute occurrences of every sequence grouped by attribute (for a transform T), the first
+        # feature and the feature count of each grouped attribute, and the buffer of a sequence's net gradient
+        if code != K.IDENTITY:
+            uptr, uattr, optr, occ_e, occ_t = K.group_occurrences(c.seq_ptr, c.tok_ptr, c.attr, s.n_attributes)
+            dk0, dnk = O.attribute_layout(s.attr_ptr, full, uattr, L)
+            width = np.where(dnk < 0, L, dnk).astype(np.int64)
+            cw = np.concatenate([[0], np.cumsum(width)])
+            most = int((cw[uptr[1:]] - cw[uptr[:-1]]).max()) if uptr.shape[0] > 1 else 0
+            most = max(most + int(s.n_trans), 1)          # and the transition features
+            self.groups = (uptr, dk0, dnk, optr, occ_e, occ_t, np.empty(most), np.empty(most, np.int64),
+                           np.empty((2, most)))
+        else:
+            self.groups = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int16),
+                           np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), np.empty(1),
+                           np.empty(1, np.int64), np.empty((2, 1)))
+        self.node = np.empty((max(int(c.max_length), 1), L))
+        self.edge = np.empty((L, L))
+        self.work = O.Work(c.max_length, L).arrays()
 
     def run(self, order, start, stop, t0, v, scal):
         eta = K.run_steps(*self.args, order, start, stop, float(t0), self.lam, self.code, self.p, self.tab,
-                          self.r, v, scal, *self.groups, self.node, self.edge, self.full, self.obj.sw)
+                          self.r, v, scal, *self.groups, self.node, self.edge, *self.work, self.obj.sw)
         self.obj.n_oracle += stop - start
         return eta
 
     def loss(self, order, start, stop, v):
-        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, self.full,
+        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, *self.work[:7],
                              self.obj.sw)
 
 
@@ -340,7 +353,7 @@ def ngd(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, stat
         beta: float | None = None, table: int = 0, table_range: float = 1.0, eta0: float | str = "auto",
         period: int = 10, delta: float = 1e-6, keep_best: bool = False, monitor: bool = True,
         calibration_eta: float = 0.1, calibration_rate: float = 2.0, calibration_samples: int = 1000,
-        calibration_candidates: int = 10, calibration_max_trials: int = 20) -> StochasticResult:
+        calibration_candidates: int = 10, calibration_max_trials: int = 20, libm: bool = False) -> StochasticResult:
     """Cao's natural-gradient updates (``update`` = u1g1 | u2g1 | u2g1b | u2g2 | u2g3) on CRFsuite's SGD.
 
     ``eps`` (u1g1, u2g1; 0.1), ``scale`` (u2g1b; 10), ``alpha`` (u2g2; 5
@@ -353,6 +366,10 @@ def ngd(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, stat
     attribute x label: the loss of u1g1 doubled over epochs 1-11 while test
     accuracy went from 95.36 to 96.01), so the lowest-loss epoch is not the
     best model; the period/delta rule still stops a run whose loss rose.
+    ``libm``: compute arctan, erf and gd through libm (one call per gradient entry) instead of the
+    vectorisable approximations of :mod:`crfkit.kernels.vecmath` (the default: within 1.2, 4 and 2.9
+    ulp of libm's values, well inside the tests' tolerances, and 4-8 times cheaper per entry: 2.5-4.5
+    times ``u1g1``'s division per entry, against 11-37 times through libm; ``benchmarks/ngd_profile.py``).
     """
     if update not in UPDATES:
         raise ParameterError(f"ngd: unknown update {update!r}; one of {', '.join(UPDATES)}")
@@ -368,6 +385,10 @@ def ngd(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, stat
         raise ParameterError(f"ngd: {pname} must be a number (got {value!r})") from None
     if not (math.isfinite(value) and value > 0):
         raise ParameterError(f"ngd: {pname} must be > 0 (got {value!r})")
+    if libm in (True, "true", "True", "1", 1):
+        code = {K.ATAN: K.ATAN_LIBM, K.ERF: K.ERF_LIBM, K.GD: K.GD_LIBM}.get(code, code)
+    elif libm not in (False, "false", "False", "0", 0):
+        raise ParameterError(f"ngd: libm must be true or false (got {libm!r})")
     return _run("ngd", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
                 state=state, update=(code, transform_parameter(update, value)), tparam=value, table=table,
                 table_range=table_range, eta0=eta0, period=period, delta=delta, keep_best=keep_best, monitor=monitor,

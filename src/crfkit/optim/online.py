@@ -34,6 +34,7 @@ import time
 import numpy as np
 
 from ..errors import CrfkitError, ParameterError
+from ..kernels import occ as O
 from ..kernels import online as K
 from .sgdl1 import pass_order
 from .stochastic import StochasticResult, last_completed
@@ -97,8 +98,9 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
     touched = np.empty(d, dtype=np.int64)
     Tmax = max(int(cr.max_length), 1)
     path = np.empty(Tmax, dtype=np.int64)
-    args = (cr.seq_ptr, cr.tok_ptr, cr.attr, cr.val, cr.y, s.attr_ptr, s.feat_label, s.trans_index, s.n_state,
-            s.n_trans)
+    ok0, onk, lab = O.layout(cr.tok_ptr, cr.attr, s.attr_ptr, s.feat_label, obj.full_rows, s.n_labels)
+    args = (cr.seq_ptr, cr.tok_ptr, ok0, onk, cr.val, lab, cr.y, s.trans_index, s.n_state, s.n_trans)
+    score, trans = np.empty((Tmax, s.n_labels)), np.empty((s.n_labels, s.n_labels))
 
     def weights():
         if averaged:
@@ -123,7 +125,7 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
             for b0 in range(0, n, BLOCK):
                 b1 = min(n, b0 + BLOCK)
                 K.run_online(*args, order, b0, b1, method, pa_type, c, bool(error_sensitive), gamma, w,
-                             ws, cov, scal, dbuf, stamp, touched, path, obj.full_rows, obj.sw)
+                             ws, cov, scal, dbuf, stamp, touched, path, score, trans, obj.sw)
                 obj.n_oracle += b1 - b0
             u = float(scal[K.U])
             loss = float(scal[K.LOSS])
