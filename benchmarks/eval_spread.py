@@ -36,21 +36,11 @@ def main(argv=None) -> int:
         return 2
     from distributed.protocol import deserialize, serialize
 
-    from crfkit.features.encode import build
-    from crfkit.features.templates import default_chunking_templates
-    from crfkit.objective import Objective, Regularization
     from crfkit.parallel import set_threads
-    from crfkit.pipeline import load_columns
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dask_scaling import single_objective      # the single process's objective, as that script builds it
     set_threads(1)
-    templates = default_chunking_templates()
-    X, Y = [], []
-    for p in paths:
-        x, y, _ = load_columns(p, templates)
-        X += x
-        Y += y
-    space, corpus = build(X, Y)
-    del X, Y
-    obj = Objective(corpus, space, Regularization(), threads=1)
+    space, corpus, obj = single_objective(paths, threads=1)
     w = np.random.default_rng(0).normal(scale=0.01, size=space.n_features)
     w2 = deserialize(*serialize(w))
     obj.nll_sum_grad(w)            # kernels loaded, plan built
