@@ -14,6 +14,16 @@ method on both sets first), so an interrupted table has every row (L-BFGS, deter
 
 Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--epochs 30] [--sets small,large]
         python benchmarks/ngd_table2.py --report [--out ...] [--figures PREFIX]
+        python benchmarks/ngd_table2.py --figure-runs DIR [--seeds 5] [--epochs 50] [--sets small,large]
+
+``--figure-runs DIR``: the runs of the paper's Figures 3/4 through ``crfkit bench`` (the same as
+``crfkit bench run --data conll2000 [--support all] --l2 2/n --epochs 50 --train-scores --seed K --skip-done
+--no-fstar --threads 1 -a l2sgd:period=0 -a pa -a ngd:update=U,period=0 ...`` for each seed K): one bench
+directory per feature set and seed, ``DIR/<set>/seed<K>``, with one trace per method holding the training and
+test token accuracy and chunk F1 after every epoch; SGD and the ngd updates with CRFsuite's period/delta rule
+off (``period=0``) so that every method runs the 50 epochs the paper plots; runs already finished are kept.
+The small set's seeds go first, then the large set's.  Draw the figures with ``crfkit bench scores
+DIR/<set>/seed* --baseline l2sgd ...`` (see the README).
 
 ``--figures PREFIX`` (with ``--report``) also draws the paper's Figures 3/4 from the per-epoch curves:
 for each feature set, the mean over seeds of the test token accuracy and of the training objective per
@@ -101,6 +111,26 @@ def load_runs(out_dir) -> list[dict]:
     return runs
 
 
+FIGURE_SPECS = ["l2sgd:period=0", "pa"] + [f"ngd:update={u},period=0" for u in ("u1g1", "u2g1", "u2g1b", "u2g2",
+                                                                                  "u2g3")]
+
+
+def figure_runs(out, sets, seeds, epochs, data_dir=None):
+    """The Figures 3/4 runs through crfkit bench's runner (see the module docstring)."""
+    from crfkit.bench.data import load as bench_load
+    from crfkit.bench.runner import parse_spec, run_benchmark
+    specs = [parse_spec(a) for a in FIGURE_SPECS]
+    for fs in sets:
+        data = bench_load("conll2000", data_dir, support="all" if fs == "large" else "observed")
+        space, corpus, _ = data.encoded()
+        l2 = 2.0 / data.n_train                     # CRFsuite's c2 = 1, as in Table 2
+        print(f"{fs}: {space.n_features} features, l2 = 2/{data.n_train}", flush=True)
+        for seed in range(seeds):
+            run_benchmark(data, specs, passes=float(epochs), epochs=epochs, out=os.path.join(out, fs, f"seed{seed}"),
+                          l2=l2, seed=seed, threads=1, train_scores=True, skip_done=True, warm_up=seed == 0,
+                          log=lambda m: print(m, flush=True))
+
+
 def report(runs):
     rows = {}
     for r in runs:
@@ -186,7 +216,13 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--figures", metavar="PREFIX", help="with --report: draw Figures 3/4 to PREFIX_<set>.png")
+    ap.add_argument("--figure-runs", metavar="DIR", help="run the Figures 3/4 runs through crfkit bench into DIR")
     args = ap.parse_args(argv)
+    if args.figure_runs:
+        from crfkit.parallel import set_threads
+        set_threads(1)
+        figure_runs(args.figure_runs, args.sets.split(","), args.seeds, args.epochs, args.data_dir)
+        return 0
     os.makedirs(args.out, exist_ok=True)
     if args.report:
         runs = load_runs(args.out)

@@ -145,7 +145,8 @@ def cmd_run(args) -> int:
         if log:
             log(("  " + _fstar_line(fstar)) + (" [cached]" if fstar["cached"] else ""))
     run_benchmark(data, specs, passes=args.passes, out=args.out, l2=args.l2, seed=args.seed,
-                  etas=args.etas or DEFAULT_ETAS, threads=args.threads, fstar=fstar, log=log)
+                  etas=args.etas or DEFAULT_ETAS, threads=args.threads, fstar=fstar, log=log,
+                  epochs=args.epochs, train_scores=args.train_scores, skip_done=args.skip_done)
     out = Path(args.out)
     _after_run(out, data, args, log)
     print(f"traces, bench.json{', fstar.json' if fstar else ''} and the figures are in {out}")
@@ -265,6 +266,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="an optimizer to run, NAME[:key=value,...] (repeatable)")
     r.add_argument("--passes", type=_pos_float, default=30.0, metavar="K",
                    help="effective passes per run (default 30)")
+    r.add_argument("--epochs", type=_pos_int, metavar="N",
+                   help="run exactly N epochs (iterations of a batch method) instead of --passes effective "
+                        "passes (a step-size calibration counts as passes, so --passes K would stop earlier)")
+    r.add_argument("--train-scores", action="store_true",
+                   help="also score the training set every epoch/iteration (train_accuracy, and train_f1 for "
+                        "chunk labels, in the traces; costs one Viterbi pass over the training set each time)")
+    r.add_argument("--skip-done", action="store_true",
+                   help="keep the runs DIR/bench.json lists as finished (same data, l2, seed, passes/epochs) and "
+                        "run only the others: a stopped benchmark starts again where it stopped")
     r.add_argument("--out", required=True, metavar="DIR", help="output directory")
     r.add_argument("--l2", type=_nonneg_float, help="L2 strength in crfkit's form (default 1/n)")
     r.add_argument("--seed", type=int, default=0, help="seed of the stochastic optimizers (default 0)")
