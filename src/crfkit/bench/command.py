@@ -7,6 +7,7 @@
     crfkit bench run --data ocr -a 'sag-nus*' -a sg -a lbfgs --passes 30 --out runs/bench/ocr
     crfkit bench plot runs/bench/ocr
     crfkit bench report runs/bench/ocr --at 10,20,30
+    crfkit bench scores runs/cao/small/seed* --metric accuracy --epochs 50 --baseline l2sgd --out fig.png
     crfkit bench memory --data ocr --data conll2000 runs/bench/ocr
 """
 from __future__ import annotations
@@ -184,6 +185,35 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def _label_arg(text: str) -> tuple[str, str]:
+    stem, sep, label = text.partition(":")
+    if not sep or not stem.strip() or not label.strip():
+        raise argparse.ArgumentTypeError(f"expected TRACE_NAME:LABEL (e.g. 'ngd__period=0,update=u1g1:U1*.G1'), "
+                                         f"got {text!r}")
+    return stem.strip(), label.strip()
+
+
+def cmd_scores(args) -> int:
+    from .scores import format_score_summary, plot_scores, score_summary, write_summary_json
+    labels = dict(args.label or [])
+    if args.out:
+        path, s = plot_scores(args.dirs, args.out, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
+                              title=args.title, labels=labels)
+    else:
+        path, s = None, score_summary(args.dirs, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
+                                      labels=labels)
+    if args.json:
+        write_summary_json(s, args.json)
+    print(f"{s['metric']} per epoch, first {s['epochs']} epochs, {len(s['dirs'])} run directories"
+          + (f"; epochs in which the mean test score is at or above {s['baseline_label']}'s" if s["baseline"] else ""))
+    print(format_score_summary(s))
+    if path:
+        print(f"wrote {path}")
+    if args.json:
+        print(f"wrote {args.json}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from .plots import format_summary, summary
     s = summary(args.dir, at=args.at, rel_tol=args.rel_tol, fstar=args.fstar, show_all=args.all)
@@ -314,6 +344,27 @@ def add_parser(sub) -> argparse.ArgumentParser:
     rp.add_argument("--all", action="store_true", help="also the other step sizes tried")
     rp.add_argument("--json", action="store_true", help="JSON instead of a table")
     rp.set_defaults(func=cmd_report)
+
+    sc = bsub.add_parser(
+        "scores", help="train and test scores per epoch, mean over seeds, against a baseline (Cao's Figures 3-4)",
+        description="From run directories of the same benchmark with different seeds (crfkit bench run --seed K "
+                    "--out DIR_K, with --train-scores for the training side), runs matched by trace name: the "
+                    "mean over the directories of each run's training and test score per epoch (--metric "
+                    "accuracy: token accuracy, f1: conlleval chunk F1), drawn in two panels with a band from "
+                    "the lowest to the highest run (--out), and for each run the number of epochs in which its "
+                    "mean test score is at or above --baseline's. Traces without training scores are read too.")
+    sc.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, one per seed")
+    sc.add_argument("--metric", choices=("accuracy", "f1"), default="accuracy", help="score (default accuracy)")
+    sc.add_argument("--epochs", type=_pos_int, default=50, metavar="N", help="the first N epochs (default 50)")
+    sc.add_argument("--baseline", metavar="RUN",
+                    help="the run to compare with: a trace name, a label, a spec (l2sgd:period=0) or an "
+                         "optimizer name only one run has (l2sgd)")
+    sc.add_argument("--out", metavar="FILE.png", help="draw the figure into this PNG file")
+    sc.add_argument("--json", metavar="FILE", help="also write the summary (counts included) as JSON")
+    sc.add_argument("--title", help="figure title")
+    sc.add_argument("--label", action="append", type=_label_arg, metavar="TRACE_NAME:LABEL",
+                    help="legend label of a run (repeatable), e.g. 'ngd__period=0,update=u1g1:U1*.G1'")
+    sc.set_defaults(func=cmd_scores)
 
     me = bsub.add_parser("memory", help="stored-state memory against naive SAG (the paper's §6 table)",
                          description="For each --data: the memory of the Sparse, Marginals and Mixed schemes "
