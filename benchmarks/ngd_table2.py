@@ -173,14 +173,18 @@ def draw_figures(out, prefix, sets, epochs):
         if not dirs:
             print(f"{fs}: no figure runs under {out}/{fs}")
             continue
+        dirs = [d for d in dirs if os.path.isfile(os.path.join(d, "bench.json"))]
+        if not dirs:
+            print(f"{fs}: no finished figure run under {out}/{fs}")
+            continue
         have = {f[:-6] for d in dirs for f in os.listdir(d) if f.endswith(".jsonl")}
         labels = {k: v for k, v in PAPER_LABELS.items() if k in have}
         path, s = plot_scores(dirs, f"{prefix}_{fs}.png", metric="accuracy", epochs=epochs, baseline="l2sgd",
-                              labels=labels,
+                              labels=labels, finished_only=True,
                               title=f"Cao's Figure {fig_no.get(fs, '')}: CoNLL-2000, {fs} feature set, token "
                                     f"accuracy per epoch ({len(dirs)} seed{'s' if len(dirs) != 1 else ''})")
         write_summary_json(s, f"{prefix}_{fs}.json")
-        f1 = score_summary(dirs, metric="f1", epochs=epochs, baseline="l2sgd", labels=labels)
+        f1 = score_summary(dirs, metric="f1", epochs=epochs, baseline="l2sgd", labels=labels, finished_only=True)
         write_summary_json(f1, f"{prefix}_{fs}_f1.json")
         print(f"{fs}: {len(dirs)} seeds; epochs (of the first {epochs}) in which the mean test score is at or "
               f"above SGD's\n\ntoken accuracy:\n{format_score_summary(s)}\n\nchunk F1:\n{format_score_summary(f1)}"
@@ -193,11 +197,15 @@ def export(out, path, sets):
     lines = []
     for fs in sets:
         for d in seed_dirs(out, fs):
+            if not os.path.isfile(os.path.join(d, "bench.json")):
+                continue
             with open(os.path.join(d, "bench.json")) as f:
                 man = json.load(f)
-            info = {r["trace"]: r for r in man["runs"]}
+            info = {r["trace"]: r for r in man["runs"] if r.get("status") not in ("interrupted", "failed")}
             for r in load_runs(d):
-                m = info.get(r.stem + ".jsonl", {})
+                if r.stem + ".jsonl" not in info:
+                    continue                    # still running, or stopped: not a finished run
+                m = info[r.stem + ".jsonl"]
                 curve = [{"epoch": x["iteration"], "objective": x.get("objective"),
                           "train_accuracy": x.get("train_accuracy"), "train_f1": x.get("train_f1"),
                           "test_accuracy": x.get("dev_accuracy"), "test_f1": x.get("dev_f1"),

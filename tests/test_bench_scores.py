@@ -316,3 +316,15 @@ def test_bad_input_gives_clear_errors(seeds, tmp_path, capsys):
     (bad / "x.jsonl").write_text('{"iteration": 1, "effective_passes": 1, "objective": 1}\nnot json\n')
     assert main(["bench", "scores", str(bad)]) == 2
     assert "x.jsonl" in capsys.readouterr().err
+
+
+def test_finished_only_leaves_out_runs_bench_json_does_not_list(seeds, tmp_path):
+    d0 = seeds[0]
+    (d0 / "bench.json").write_text(json.dumps({"runs": [
+        {"trace": "l2sgd__period=0.jsonl", "status": "stopped"}, {"trace": "pa.jsonl", "status": "interrupted"},
+        {"trace": "ngd__period=0,update=a.jsonl", "status": "stopped"}]}))
+    with pytest.raises(CrfkitError, match="seed1: no readable bench.json"):
+        bscores.load_score_groups(seeds, finished_only=True)
+    groups = bscores.load_score_groups([d0], epochs=6, finished_only=True)
+    assert sorted(g.stem for g in groups) == ["l2sgd__period=0", "ngd__period=0,update=a"]
+    assert len(bscores.load_score_groups([d0], epochs=6)) == 4          # without it: every trace

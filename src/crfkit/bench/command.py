@@ -198,10 +198,10 @@ def cmd_scores(args) -> int:
     labels = dict(args.label or [])
     if args.out:
         path, s = plot_scores(args.dirs, args.out, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
-                              title=args.title, labels=labels)
+                              title=args.title, labels=labels, finished_only=args.finished_only)
     else:
         path, s = None, score_summary(args.dirs, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
-                                      labels=labels)
+                                      labels=labels, finished_only=args.finished_only)
     if args.json:
         write_summary_json(s, args.json)
     print(f"{s['metric']} per epoch, first {s['epochs']} epochs, {len(s['dirs'])} run directories"
@@ -362,6 +362,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     sc.add_argument("--out", metavar="FILE.png", help="draw the figure into this PNG file")
     sc.add_argument("--json", metavar="FILE", help="also write the summary (counts included) as JSON")
     sc.add_argument("--title", help="figure title")
+    sc.add_argument("--finished-only", action="store_true",
+                    help="only the runs each DIR/bench.json lists as finished (leaves out a run still going or "
+                         "stopped by Ctrl-C)")
     sc.add_argument("--label", action="append", type=_label_arg, metavar="TRACE_NAME:LABEL",
                     help="legend label of a run (repeatable), e.g. 'ngd__period=0,update=u1g1:U1*.G1'")
     sc.set_defaults(func=cmd_scores)

@@ -60,10 +60,28 @@ def _score(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50) -> list[ScoreGroup]:
+def finished_traces(directory) -> set[str] | None:
+    """Trace file names ``directory/bench.json`` lists as finished (not interrupted or failed), or None
+    without a readable bench.json."""
+    p = Path(directory) / "bench.json"
+    try:
+        with open(p, encoding="utf-8") as f:
+            runs = json.load(f).get("runs")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(runs, list):
+        return None
+    return {r["trace"] for r in runs if isinstance(r, dict) and r.get("trace")
+            and r.get("status") not in ("interrupted", "failed")}
+
+
+def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50,
+                      finished_only: bool = False) -> list[ScoreGroup]:
     """The runs of the seed directories ``dirs``, grouped by trace name, with their train and test
-    ``metric`` per epoch (epochs 1..``epochs``).  A :class:`CrfkitError` when no directory is given,
-    one holds no traces, or no trace holds a test score for ``metric``."""
+    ``metric`` per epoch (epochs 1..``epochs``).  ``finished_only``: only the traces each directory's
+    bench.json lists as finished (a run still going, or stopped by Ctrl-C, left out; a directory
+    without bench.json is a :class:`CrfkitError` then).  A :class:`CrfkitError` when no directory is
+    given, one holds no traces, or no trace holds a test score for ``metric``."""
     from .plots import _parse_stem, load_runs
     if metric not in METRICS:
         raise CrfkitError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
@@ -73,7 +91,14 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
         raise CrfkitError(f"epochs must be at least 1, got {epochs}")
     groups: dict[str, ScoreGroup] = {}
     for d in dirs:
+        keep = None
+        if finished_only:
+            keep = finished_traces(d)
+            if keep is None:
+                raise CrfkitError(f"{d}: no readable bench.json, so no list of finished runs (finished_only)")
         for r in load_runs(d):
+            if keep is not None and r.stem + ".jsonl" not in keep:
+                continue
             name, params = _parse_stem(r.stem)
             g = groups.setdefault(r.stem, ScoreGroup(r.stem, name, params))
             tr, te = {}, {}
@@ -154,10 +179,12 @@ def compare_to_baseline(groups: list[ScoreGroup], base: ScoreGroup, epochs: int)
 
 
 def score_summary(dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50, baseline: str | None = None,
-                  labels: dict | None = None, groups: list[ScoreGroup] | None = None) -> dict:
+                  labels: dict | None = None, groups: list[ScoreGroup] | None = None,
+                  finished_only: bool = False) -> dict:
     """Per method: runs, epochs reached, mean train/test score at the last epoch, and (with a
     ``baseline``) the epochs in which its mean test score is at or above the baseline's."""
-    groups = groups if groups is not None else load_score_groups(dirs, metric=metric, epochs=epochs)
+    groups = groups if groups is not None else load_score_groups(dirs, metric=metric, epochs=epochs,
+                                                                  finished_only=finished_only)
     _apply_labels(groups, labels)
     base = find_baseline(groups, baseline) if baseline else None
     cmp = compare_to_baseline(groups, base, epochs) if base else {}
@@ -212,7 +239,8 @@ def _ordered(groups, base):
 
 
 def plot_scores(dirs: Sequence, out, *, metric: str = "accuracy", epochs: int = 50, baseline: str | None = None,
-                title: str | None = None, labels: dict | None = None) -> tuple[Path, dict]:
+                title: str | None = None, labels: dict | None = None,
+                finished_only: bool = False) -> tuple[Path, dict]:
     """Draw the train (left) and test (right) ``metric`` per epoch, mean over the seed directories
     ``dirs`` with a band from the lowest to the highest run, into the PNG ``out``; returns (path,
     :func:`score_summary`)."""
@@ -221,7 +249,7 @@ def plot_scores(dirs: Sequence, out, *, metric: str = "accuracy", epochs: int = 
         from matplotlib.figure import Figure
     except ImportError:
         raise CrfkitError("plots need matplotlib: pip install 'crfkit[bench]' (or matplotlib)") from None
-    groups = load_score_groups(dirs, metric=metric, epochs=epochs)
+    groups = load_score_groups(dirs, metric=metric, epochs=epochs, finished_only=finished_only)
     s = score_summary(dirs, metric=metric, epochs=epochs, baseline=baseline, labels=labels, groups=groups)
     base = find_baseline(groups, baseline) if baseline else None
     fig = Figure(figsize=(13, 5))
