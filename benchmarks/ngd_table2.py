@@ -173,9 +173,16 @@ def draw_figures(out, prefix, sets, epochs):
         if not dirs:
             print(f"{fs}: no figure runs under {out}/{fs}")
             continue
-        dirs = [d for d in dirs if os.path.isfile(os.path.join(d, "bench.json"))]
+        # the seeds whose every method finished: each mean over the same seeds
+        from crfkit.bench.runner import parse_spec, trace_stem
+        from crfkit.bench.scores import finished_traces
+        want = {trace_stem(x.name, x.params) + ".jsonl" for x in map(parse_spec, FIGURE_SPECS)}
+        partial = [d for d in dirs if not want <= (finished_traces(d) or set())]
+        dirs = [d for d in dirs if d not in partial]
+        if partial:
+            print(f"{fs}: left out, not every method finished there: {', '.join(partial)}")
         if not dirs:
-            print(f"{fs}: no finished figure run under {out}/{fs}")
+            print(f"{fs}: no seed with every figure run finished under {out}/{fs}")
             continue
         have = {f[:-6] for d in dirs for f in os.listdir(d) if f.endswith(".jsonl")}
         labels = {k: v for k, v in PAPER_LABELS.items() if k in have}
