@@ -27,7 +27,8 @@ The small set's seeds go first, then the large set's.  Draw the figures with ``c
 DIR/<set>/seed* --baseline l2sgd ...`` (see the README).
 
 ``--figures PREFIX`` (with ``--figure-runs DIR``) draws them with crfkit bench (``crfkit.bench.scores``, the code
-of ``crfkit bench scores``) to PREFIX_<set>.png and prints, for each method, in how many of the first 50
+of ``crfkit bench scores``) to PREFIX3_small.png / PREFIX4_large.png, from the seeds whose every method
+finished, and prints, for each method, in how many of the first 50
 epochs its mean test score (token accuracy, then chunk F1) is at or above SGD's (the paper: "most of the
 time"); ``--export FILE.jsonl`` writes one line per figure run with its per-epoch scores.
 """
@@ -164,8 +165,8 @@ def seed_dirs(out, fs):
 
 
 def draw_figures(out, prefix, sets, epochs):
-    """Figures 3/4 by crfkit bench (``crfkit bench scores``): PREFIX_<set>.png, both metrics' counts
-    printed and written to PREFIX_<set>.json (accuracy) and PREFIX_<set>_f1.json."""
+    """Figures 3/4 by crfkit bench (``crfkit bench scores``): PREFIX3_small.png and PREFIX4_large.png, both
+    metrics' counts printed and written next to them (.json: accuracy, _f1.json: chunk F1)."""
     from crfkit.bench.scores import format_score_summary, plot_scores, score_summary, write_summary_json
     fig_no = {"small": 3, "large": 4}
     for fs in sets:
@@ -186,13 +187,14 @@ def draw_figures(out, prefix, sets, epochs):
             continue
         have = {f[:-6] for d in dirs for f in os.listdir(d) if f.endswith(".jsonl")}
         labels = {k: v for k, v in PAPER_LABELS.items() if k in have}
-        path, s = plot_scores(dirs, f"{prefix}_{fs}.png", metric="accuracy", epochs=epochs, baseline="l2sgd",
+        stem = f"{prefix}{fig_no.get(fs, '')}_{fs}"
+        path, s = plot_scores(dirs, f"{stem}.png", metric="accuracy", epochs=epochs, baseline="l2sgd",
                               labels=labels, finished_only=True,
                               title=f"Cao's Figure {fig_no.get(fs, '')}: CoNLL-2000, {fs} feature set, token "
                                     f"accuracy per epoch ({len(dirs)} seed{'s' if len(dirs) != 1 else ''})")
-        write_summary_json(s, f"{prefix}_{fs}.json")
+        write_summary_json(s, f"{stem}.json")
         f1 = score_summary(dirs, metric="f1", epochs=epochs, baseline="l2sgd", labels=labels, finished_only=True)
-        write_summary_json(f1, f"{prefix}_{fs}_f1.json")
+        write_summary_json(f1, f"{stem}_f1.json")
         print(f"{fs}: {len(dirs)} seeds; epochs (of the first {epochs}) in which the mean test score is at or "
               f"above SGD's\n\ntoken accuracy:\n{format_score_summary(s)}\n\nchunk F1:\n{format_score_summary(f1)}"
               f"\nwrote {path}\n", flush=True)
@@ -239,8 +241,8 @@ def main(argv=None) -> int:
     ap.add_argument("--figure-runs", metavar="DIR",
                     help="run the Figures 3/4 runs through crfkit bench into DIR/<set>/seed<K> (finished runs kept)")
     ap.add_argument("--figures", metavar="PREFIX",
-                    help="with --figure-runs DIR: draw Figures 3/4 from DIR with crfkit bench to PREFIX_<set>.png "
-                         "(and the counts to PREFIX_<set>.json, PREFIX_<set>_f1.json)")
+                    help="with --figure-runs DIR: draw Figures 3/4 from DIR with crfkit bench to PREFIX3_small.png, "
+                         "PREFIX4_large.png (and the counts to .json / _f1.json next to them)")
     ap.add_argument("--draw-only", action="store_true", help="with --figure-runs DIR: run nothing, only draw/export")
     ap.add_argument("--export", metavar="FILE.jsonl", help="with --figure-runs DIR: one JSON line per figure run")
     args = ap.parse_args(argv)
