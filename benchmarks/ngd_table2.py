@@ -5,7 +5,7 @@ attributes, observed attribute x label pairs and label pairs) and the large one 
 label, every label pair), the stochastic methods over several shuffled runs (mean and sd).
 
 Every run (feature set, method, seed) writes its own JSON under ``--out`` (temp file + rename) with the test
-scores after every epoch (the data of the paper's Figures 3/4, test side) and at the end; a run whose file
+scores after every epoch (test side only: the paper's Figures 3/4 come from ``--figure-runs``) and at the end; a run whose file
 exists is skipped, so the script can be stopped and started again.  c2 = 1 (CRFsuite's default) for all;
 l2sgd / ngd: CRFsuite's calibration and period/delta rule, at most ``--epochs`` epochs, the best epoch's
 weights; PA: CRFsuite's defaults (PA-I, C = 1, averaging), ``--epochs`` epochs; L-BFGS: crfkit's lbfgs with
@@ -13,13 +13,24 @@ CRFsuite's stopping rule (delta 1e-5 over 10 iterations, epsilon 1e-5).  Runs go
 method on both sets first), so an interrupted table has every row (L-BFGS, deterministic, runs once at the end).
 
 Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--epochs 30] [--sets small,large]
-        python benchmarks/ngd_table2.py --report [--out ...] [--figures PREFIX]
+        python benchmarks/ngd_table2.py --report [--out ...]
+        python benchmarks/ngd_table2.py --figure-runs DIR [--seeds 5] [--epochs 50] [--sets small,large]
+                                        [--figures PREFIX] [--export FILE.jsonl] [--draw-only]
 
-``--figures PREFIX`` (with ``--report``) also draws the paper's Figures 3/4 from the per-epoch curves:
-for each feature set, the mean over seeds of the test token accuracy and of the training objective per
-epoch for the first 50 epochs, one line per method (a run stopped early by CRFsuite's period/delta rule
-keeps its last value), written to ``PREFIX_<set>.png``; and prints, for each ngd update, in how many of
-those epochs its mean test accuracy is at or above SGD's (the paper: "most of the time").
+``--figure-runs DIR``: the runs of the paper's Figures 3/4 through ``crfkit bench`` (the same as
+``crfkit bench run --data conll2000 [--support all] --l2 2/n --epochs 50 --train-scores --seed K --skip-done
+--no-fstar --threads 1 -a l2sgd:period=0 -a pa -a ngd:update=U,period=0 ...`` for each seed K): one bench
+directory per feature set and seed, ``DIR/<set>/seed<K>``, with one trace per method holding the training and
+test token accuracy and chunk F1 after every epoch; SGD and the ngd updates with CRFsuite's period/delta rule
+off (``period=0``) so that every method runs the 50 epochs the paper plots; runs already finished are kept.
+The small set's seeds go first, then the large set's.  Draw the figures with ``crfkit bench scores
+DIR/<set>/seed* --baseline l2sgd ...`` (see the README).
+
+``--figures PREFIX`` (with ``--figure-runs DIR``) draws them with crfkit bench (``crfkit.bench.scores``, the code
+of ``crfkit bench scores``) to PREFIX3_small.png / PREFIX4_large.png, from the seeds whose every method
+finished, and prints, for each method, in how many of the first 50
+epochs its mean test score (token accuracy, then chunk F1) is at or above SGD's (the paper: "most of the
+time"); ``--export FILE.jsonl`` writes one line per figure run with its per-epoch scores.
 """
 from __future__ import annotations
 
@@ -101,6 +112,26 @@ def load_runs(out_dir) -> list[dict]:
     return runs
 
 
+FIGURE_SPECS = ["l2sgd:period=0", "pa"] + [f"ngd:update={u},period=0" for u in ("u1g1", "u2g1", "u2g1b", "u2g2",
+                                                                                  "u2g3")]
+
+
+def figure_runs(out, sets, seeds, epochs, data_dir=None):
+    """The Figures 3/4 runs through crfkit bench's runner (see the module docstring)."""
+    from crfkit.bench.data import load as bench_load
+    from crfkit.bench.runner import parse_spec, run_benchmark
+    specs = [parse_spec(a) for a in FIGURE_SPECS]
+    for fs in sets:
+        data = bench_load("conll2000", data_dir, support="all" if fs == "large" else "observed")
+        space, corpus, _ = data.encoded()
+        l2 = 2.0 / data.n_train                     # CRFsuite's c2 = 1, as in Table 2
+        print(f"{fs}: {space.n_features} features, l2 = 2/{data.n_train}", flush=True)
+        for seed in range(seeds):
+            run_benchmark(data, specs, passes=float(epochs), epochs=epochs, out=os.path.join(out, fs, f"seed{seed}"),
+                          l2=l2, seed=seed, threads=1, train_scores=True, skip_done=True, warm_up=seed == 0,
+                          log=lambda m: print(m, flush=True))
+
+
 def report(runs):
     rows = {}
     for r in runs:
@@ -122,59 +153,81 @@ def report(runs):
         print(f"{label:18s} | {cells[0]:44s} | {cells[1]:44s}")
 
 
-def curves(runs, n_epochs=50):
-    """{(set, method): (mean test accuracy per epoch, mean objective per epoch, runs)} over the first
-    ``n_epochs`` epochs (a run that stopped earlier keeps its last value)."""
-    import numpy as np
-    acc, obj = {}, {}
-    for r in runs:
-        c = r["curve"]
-        if not c:
+PAPER_LABELS = {"l2sgd__period=0": "SGD (l2sgd)", "pa": "PA", "ngd__period=0,update=u1g1": "U1*.G1 (u1g1)",
+                "ngd__period=0,update=u2g1": "U2*.G1 arctan.1 (u2g1)",
+                "ngd__period=0,update=u2g1b": "U2*.G1 arctan.2 (u2g1b)",
+                "ngd__period=0,update=u2g2": "U2*.G2 erf (u2g2)", "ngd__period=0,update=u2g3": "U2*.G3 gd (u2g3)"}
+
+
+def seed_dirs(out, fs):
+    d = os.path.join(out, fs)
+    return sorted(os.path.join(d, x) for x in os.listdir(d) if x.startswith("seed")) if os.path.isdir(d) else []
+
+
+def draw_figures(out, prefix, sets, epochs):
+    """Figures 3/4 by crfkit bench (``crfkit bench scores``): PREFIX3_small.png and PREFIX4_large.png, both
+    metrics' counts printed and written next to them (.json: accuracy, _f1.json: chunk F1)."""
+    from crfkit.bench.scores import format_score_summary, plot_scores, score_summary, write_summary_json
+    fig_no = {"small": 3, "large": 4}
+    for fs in sets:
+        dirs = seed_dirs(out, fs)
+        if not dirs:
+            print(f"{fs}: no figure runs under {out}/{fs}")
             continue
-        a = [p["test_accuracy"] for p in c][:n_epochs]
-        o = [p["objective"] for p in c][:n_epochs]
-        a += [a[-1]] * (n_epochs - len(a))
-        o += [o[-1]] * (n_epochs - len(o))
-        acc.setdefault((r["set"], r["method"]), []).append(a)
-        obj.setdefault((r["set"], r["method"]), []).append(o)
-    return {k: (np.mean(acc[k], axis=0), np.mean(obj[k], axis=0), len(acc[k])) for k in acc}
+        # the seeds whose every method finished: each mean over the same seeds
+        from crfkit.bench.runner import parse_spec, trace_stem
+        from crfkit.bench.scores import finished_traces
+        want = {trace_stem(x.name, x.params) + ".jsonl" for x in map(parse_spec, FIGURE_SPECS)}
+        partial = [d for d in dirs if not want <= (finished_traces(d) or set())]
+        dirs = [d for d in dirs if d not in partial]
+        if partial:
+            print(f"{fs}: left out, not every method finished there: {', '.join(partial)}")
+        if not dirs:
+            print(f"{fs}: no seed with every figure run finished under {out}/{fs}")
+            continue
+        have = {f[:-6] for d in dirs for f in os.listdir(d) if f.endswith(".jsonl")}
+        labels = {k: v for k, v in PAPER_LABELS.items() if k in have}
+        stem = f"{prefix}{fig_no.get(fs, '')}_{fs}"
+        path, s = plot_scores(dirs, f"{stem}.png", metric="accuracy", epochs=epochs, baseline="l2sgd",
+                              labels=labels, finished_only=True,
+                              title=f"Cao's Figure {fig_no.get(fs, '')}: CoNLL-2000, {fs} feature set, token "
+                                    f"accuracy per epoch ({len(dirs)} seed{'s' if len(dirs) != 1 else ''})")
+        write_summary_json(s, f"{stem}.json")
+        f1 = score_summary(dirs, metric="f1", epochs=epochs, baseline="l2sgd", labels=labels, finished_only=True)
+        write_summary_json(f1, f"{stem}_f1.json")
+        print(f"{fs}: {len(dirs)} seeds; epochs (of the first {epochs}) in which the mean test score is at or "
+              f"above SGD's\n\ntoken accuracy:\n{format_score_summary(s)}\n\nchunk F1:\n{format_score_summary(f1)}"
+              f"\nwrote {path}\n", flush=True)
 
 
-def figures(runs, prefix, n_epochs=50):
-    cv = curves(runs, n_epochs)
-    for fs in sorted({k[0] for k in cv}):
-        sgd = cv.get((fs, "SGD"))
-        if sgd is not None:
-            print(f"{fs}: epochs (of {n_epochs}) where the mean test accuracy is at or above SGD's "
-                  f"({sgd[2]} SGD runs):")
-            for label, alg, _ in METHODS:
-                if alg == "ngd" and (fs, label) in cv:
-                    m = cv[(fs, label)]
-                    print(f"  {label:18s} {int((m[0] >= sgd[0] - 1e-12).sum()):3d}  ({m[2]} runs)")
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib is not installed: no figure drawn")
-            return
-        fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
-        ep = range(1, n_epochs + 1)
-        for label, alg, _ in METHODS:
-            if (fs, label) in cv and alg != "lbfgs":
-                a, o, n = cv[(fs, label)]
-                ax[0].plot(ep, o, label=f"{label} ({n})")
-                ax[1].plot(ep, a, label=f"{label} ({n})")
-        ax[0].set(xlabel="epoch", ylabel="training objective (crfkit's f at the weights)", yscale="log",
-                  title=f"CoNLL-2000, {fs} feature set: train")
-        ax[1].set(xlabel="epoch", ylabel="test token accuracy (%)", title="test (mean over seeds)")
-        ax[1].legend(fontsize=7)
-        fig.tight_layout()
-        path = f"{prefix}_{fs}.png"
-        fig.savefig(path + ".tmp.png", dpi=110)
-        os.replace(path + ".tmp.png", path)
-        plt.close(fig)
-        print(f"wrote {path}")
+def export(out, path, sets):
+    """One JSON line per figure run (set, method, seed, status, per-epoch scores) into ``path``."""
+    from crfkit.bench.plots import load_runs
+    lines = []
+    for fs in sets:
+        for d in seed_dirs(out, fs):
+            if not os.path.isfile(os.path.join(d, "bench.json")):
+                continue
+            with open(os.path.join(d, "bench.json")) as f:
+                man = json.load(f)
+            info = {r["trace"]: r for r in man["runs"] if r.get("status") not in ("interrupted", "failed")}
+            for r in load_runs(d):
+                if r.stem + ".jsonl" not in info:
+                    continue                    # still running, or stopped: not a finished run
+                m = info[r.stem + ".jsonl"]
+                curve = [{"epoch": x["iteration"], "objective": x.get("objective"),
+                          "train_accuracy": x.get("train_accuracy"), "train_f1": x.get("train_f1"),
+                          "test_accuracy": x.get("dev_accuracy"), "test_f1": x.get("dev_f1"),
+                          "wall_s": x.get("wall_s")} for x in r.records]
+                lines.append({"set": fs, "method": PAPER_LABELS.get(r.stem, r.stem), "run": r.stem,
+                              "seed": man["seed"], "l2": man["l2"], "n_features": man["n_features"],
+                              "epochs": man.get("epochs"), "status": m.get("status"),
+                              "iterations": m.get("iterations"), "seconds": m.get("seconds"), "curve": curve})
+    with open(path + ".tmp", "w") as f:
+        for x in lines:
+            f.write(json.dumps(x, separators=(",", ":")) + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"wrote {len(lines)} runs to {path}")
 
 
 def main(argv=None) -> int:
@@ -185,14 +238,32 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", default="small,large")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--figures", metavar="PREFIX", help="with --report: draw Figures 3/4 to PREFIX_<set>.png")
+    ap.add_argument("--figure-runs", metavar="DIR",
+                    help="run the Figures 3/4 runs through crfkit bench into DIR/<set>/seed<K> (finished runs kept)")
+    ap.add_argument("--figures", metavar="PREFIX",
+                    help="with --figure-runs DIR: draw Figures 3/4 from DIR with crfkit bench to PREFIX3_small.png, "
+                         "PREFIX4_large.png (and the counts to .json / _f1.json next to them)")
+    ap.add_argument("--draw-only", action="store_true", help="with --figure-runs DIR: run nothing, only draw/export")
+    ap.add_argument("--export", metavar="FILE.jsonl", help="with --figure-runs DIR: one JSON line per figure run")
     args = ap.parse_args(argv)
+    if args.figure_runs:
+        sets = args.sets.split(",")
+        if not args.draw_only:
+            from crfkit.parallel import set_threads
+            set_threads(1)
+            figure_runs(args.figure_runs, sets, args.seeds, args.epochs, args.data_dir)
+        if args.figures:
+            draw_figures(args.figure_runs, args.figures, sets, args.epochs)
+        if args.export:
+            export(args.figure_runs, args.export, sets)
+        return 0
+    if args.figures or args.export or args.draw_only:
+        ap.error("--figures, --export and --draw-only go with --figure-runs DIR (the figures are drawn from "
+                 "crfkit bench traces with training scores, not from the Table 2 runs)")
     os.makedirs(args.out, exist_ok=True)
     if args.report:
         runs = load_runs(args.out)
         report(runs)
-        if args.figures:
-            figures(runs, args.figures)
         return 0
     from crfkit.features.encode import build
     from crfkit.parallel import set_threads

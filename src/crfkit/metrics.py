@@ -50,6 +50,7 @@ __all__ = [
     "split_tag",
     "chunks",
     "conlleval",
+    "conlleval_ids",
     "conlleval_lines",
     "token_accuracy",
     "label_table",
@@ -369,6 +370,79 @@ def conlleval(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
             feed(gt, pt)
         counter.boundary()
     return counter.report()
+
+
+def conlleval_ids(gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: bool = True) -> ChunkReport:
+    """:func:`conlleval` on label ids: ``gold_ids`` and ``pred_ids`` (one id per token, indices into
+    ``labels``) of the sentences ``seq_ptr`` delimits (``seq_ptr[i]:seq_ptr[i+1]``, as in an encoded
+    corpus).  The same report, counts and scores as ``conlleval(gold, pred)`` on the label strings, computed
+    with numpy (no Python loop over tokens): the rules are tabulated once per label pair, and conlleval's
+    one bit of state ("inside a chunk that is correct so far") is recovered from the last token that sets or
+    clears it.  For scoring a whole training set at every epoch."""
+    import numpy as np
+    g = np.asarray(gold_ids, dtype=np.int64).ravel()
+    p = np.asarray(pred_ids, dtype=np.int64).ravel()
+    ptr = np.asarray(seq_ptr, dtype=np.int64).ravel()
+    L = len(labels)
+    if g.shape != p.shape:
+        raise DataError(f"gold has {g.size} tokens but the prediction has {p.size}")
+    if ptr.size == 0 or ptr[0] != 0 or ptr[-1] != g.size or np.any(np.diff(ptr) < 0):
+        raise DataError(f"seq_ptr must rise from 0 to the number of tokens ({g.size})")
+    if g.size and (min(g.min(), p.min()) < 0 or max(g.max(), p.max()) >= L):
+        raise DataError(f"label ids must lie in [0, {L})")
+    rules = _RULES[bool(iobes)]
+    # symbol L: a sentence boundary (and the start), which conlleval reads as the tag O
+    split = [split_tag(t) for t in labels] + [("O", "")]
+    prefixes = [x[0] for x in split]
+    type_names = sorted({x[1] for x in split})
+    type_id = np.array([type_names.index(x[1]) for x in split], dtype=np.int64)
+    end = np.zeros((L + 1, L + 1), dtype=bool)
+    start = np.zeros((L + 1, L + 1), dtype=bool)
+    for a in range(L + 1):
+        for b in range(L + 1):
+            end[a, b], start[a, b] = rules(prefixes[a], prefixes[b], split[a][1], split[b][1])
+    # the stream conlleval reads: each sentence's tokens, then a boundary step
+    n_seq = ptr.size - 1
+    pos = np.arange(g.size) + np.repeat(np.arange(n_seq), np.diff(ptr))   # token k's place in the stream
+    M = g.size + n_seq
+    gs = np.full(M, L, dtype=np.int64)
+    ps = np.full(M, L, dtype=np.int64)
+    gs[pos], ps[pos] = g, p
+    gprev = np.concatenate(([L], gs[:-1]))
+    pprev = np.concatenate(([L], ps[:-1]))
+    end_c, start_c = end[gprev, gs], start[gprev, gs]
+    end_g, start_g = end[pprev, ps], start[pprev, ps]
+    same_type = type_id[gs] == type_id[ps]
+    same_last_type = type_id[gprev] == type_id[pprev]
+    close = end_c & end_g & same_last_type              # a correct chunk ends before this step ...
+    clear = ~close & ((end_c != end_g) | ~same_type)    # ... or the chunk so far is not correct
+    opened = start_c & start_g & same_type
+    # inside-a-correct-chunk after step k: set by `opened`, cleared by `close` or `clear`, kept otherwise
+    event = opened | close | clear
+    last = np.maximum.accumulate(np.where(event, np.arange(M), -1))
+    inside = np.where(last >= 0, opened[np.maximum(last, 0)], False)
+    inside_before = np.concatenate(([False], inside[:-1]))
+    counted = inside_before & close
+    n_types = len(type_names)
+    correct_by = np.bincount(type_id[gprev[counted]], minlength=n_types)
+    if M and inside[-1]:
+        correct_by[type_id[gs[-1]]] += 1               # still inside at the end: conlleval counts it
+    gold_by = np.bincount(type_id[gs[start_c]], minlength=n_types)
+    guessed_by = np.bincount(type_id[ps[start_g]], minlength=n_types)
+    correct_chunks, found_gold, found_guessed = int(correct_by.sum()), int(gold_by.sum()), int(guessed_by.sum())
+    pre_id = np.array([sorted(set(prefixes)).index(x) for x in prefixes], dtype=np.int64)
+    correct_tags = int(np.count_nonzero((pre_id[g] == pre_id[p]) & (type_id[g] == type_id[p])))
+    precision, recall, f1 = _prf(correct_chunks, found_guessed, found_gold)
+    accuracy = 100 * correct_tags / g.size if g.size > 0 else 0.0
+    per_type = {}
+    for k, name in enumerate(type_names):
+        c, f_, gg = int(correct_by[k]), int(guessed_by[k]), int(gold_by[k])
+        if f_ or gg:
+            pr, rc, fb = _prf(c, f_, gg)
+            per_type[name] = TypeScore(name, pr, rc, fb, found=f_, gold=gg, correct=c)
+    return ChunkReport(tokens=int(g.size), gold_chunks=found_gold, found_chunks=found_guessed,
+                       correct_chunks=correct_chunks, correct_tags=correct_tags, accuracy=accuracy,
+                       precision=precision, recall=recall, f1=f1, per_type=per_type)
 
 
 def _split_fields(line: str, delimiter: str | None) -> list[str]:

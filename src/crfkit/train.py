@@ -95,16 +95,33 @@ class _Trace:
                 pass
 
 
-def dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]] | None) -> dict:
-    from .metrics import conlleval
+def dev_scores(model: CRFModel, dev: Corpus, dev_labels: Sequence[Sequence[str]] | None,
+               prefix: str = "dev") -> dict:
+    """``{PREFIX_accuracy}`` (token accuracy in %, Viterbi labels against ``dev.y``) and, when
+    ``dev_labels`` (the gold labels as strings) are given, ``{PREFIX_f1}`` (conlleval chunk F1).
+    When every gold label is one of the model's (``dev.y >= 0``) the F1 is computed on the label ids
+    (:func:`crfkit.metrics.conlleval_ids`, the same figure without a Python loop over tokens)."""
+    from .metrics import conlleval, conlleval_ids
     ids, _ = model.viterbi(dev)
-    gold = dev.y
-    out = {"dev_accuracy": float(np.mean(ids == gold)) * 100.0 if len(gold) else 0.0}
+    gold = np.asarray(dev.y)
+    out = {f"{prefix}_accuracy": float(np.mean(ids == gold)) * 100.0 if len(gold) else 0.0}
     if dev_labels is not None:
-        pred = model._split(dev, ids)
-        rep = conlleval(dev_labels, pred)
-        out["dev_f1"] = rep.f1
+        if len(gold) == 0 or gold.min() >= 0:
+            rep = conlleval_ids(gold, ids, dev.seq_ptr, model.space.labels)
+        else:
+            rep = conlleval(dev_labels, model._split(dev, ids))
+        out[f"{prefix}_f1"] = rep.f1
     return out
+
+
+def train_score_labels(space: FeatureSpace, corpus: Corpus) -> list[list[str]] | None:
+    """The gold labels of the training corpus as strings, for the chunk F1 of ``train_scores``:
+    None when the labels are not chunk tags (:func:`crfkit.metrics.label_scheme`), so that only
+    the token accuracy is recorded."""
+    from .metrics import label_scheme
+    if label_scheme(space.labels) is None:
+        return None
+    return CRFModel(space, np.zeros(space.n_features))._split(corpus, np.asarray(corpus.y))
 
 
 def init_weights(init, space: FeatureSpace) -> np.ndarray:
@@ -338,9 +355,12 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  resume: str | os.PathLike | None = None, params: dict | None = None,
                  seed: int = 0, dev_stop: int | None = None, dev_metric: str = "auto",
                  fine_tune: int = 0, fine_tune_l2: float | None = None,
-                 allowed: np.ndarray | None = None) -> TrainResult:
+                 allowed: np.ndarray | None = None, train_scores: bool = False) -> TrainResult:
     """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector;
-    ``allowed``: (n_tokens x L) labels each token may take, for partial labels, :mod:`crfkit.partial`)."""
+    ``allowed``: (n_tokens x L) labels each token may take, for partial labels, :mod:`crfkit.partial`;
+    ``train_scores``: also decode the training set at each evaluation (every ``dev_every`` iterations) and
+    record ``train_accuracy`` and, for chunk tags, ``train_f1`` (conlleval) in the trace, next to the dev
+    scores; off by default, as it costs a Viterbi pass over the training set each time)."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.total_weight)
@@ -361,6 +381,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         raise ParameterError("dev_metric='f1' needs the dev labels as strings (dev_labels)")
     if fine_tune < 0:
         raise ParameterError("fine_tune is a number of L-BFGS iterations (>= 0)")
+    if train_scores and (allowed is not None or getattr(corpus, "is_sharded", False)):
+        raise ParameterError("train_scores needs a complete training corpus in this process (not partial "
+                             "labels, not a corpus on a Dask cluster)")
     stochastic = algorithm not in BATCH_ALGORITHMS
     # a corpus resident on a Dask cluster (crfkit.distributed.ShardedCorpus) brings its own objective,
     # stochastic driver (parameter mixing), feature scale and fingerprint
@@ -458,6 +481,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             f_start = max(seen) if seen else None
         if verbose:
             log(f"resuming from {os.fspath(resume)} at iteration {ck.iteration}")
+    train_labels = train_score_labels(space, corpus) if train_scores else None
     tr = _Trace(trace, previous, warn=warn)
     history: list[dict] = list(previous)
     t0 = time.perf_counter() - t_offset
@@ -504,8 +528,16 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             if verbose:
                 log(f"iter {rec['iteration']:4d}  obj {rec['objective']:.8g}  diverged: {why}")
             return True
+        scored = False
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
             rec.update(dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
+            scored = True
+        if train_scores and (not dev_every or info["iteration"] % dev_every == 0):
+            # the training set decoded at these weights: train_accuracy (and train_f1 for chunk tags)
+            rec.update(dev_scores(CRFModel(space, info["x"]), corpus, train_labels, prefix="train"))
+            scored = True
+        if scored:
+            # the scoring time, which the plots take out of the optimizer's seconds
             rec["wall_s_with_dev"] = time.perf_counter() - t0
         stop_dev = False
         if dev_stop is not None and "dev_accuracy" in rec:
@@ -520,6 +552,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                 line += f"  dev acc {rec['dev_accuracy']:.2f}%"
             if "dev_f1" in rec:
                 line += f"  dev F1 {rec['dev_f1']:.2f}"
+            if "train_accuracy" in rec:
+                line += f"  train acc {rec['train_accuracy']:.2f}%"
+            if "train_f1" in rec:
+                line += f"  train F1 {rec['train_f1']:.2f}"
             log(line)
         if checkpoint and checkpoint_every and info["iteration"] % checkpoint_every == 0 and info.get("state"):
             save_checkpoint(info["state"]())

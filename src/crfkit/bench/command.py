@@ -7,6 +7,7 @@
     crfkit bench run --data ocr -a 'sag-nus*' -a sg -a lbfgs --passes 30 --out runs/bench/ocr
     crfkit bench plot runs/bench/ocr
     crfkit bench report runs/bench/ocr --at 10,20,30
+    crfkit bench scores runs/cao/small/seed* --metric accuracy --epochs 50 --baseline l2sgd --out fig.png
     crfkit bench memory --data ocr --data conll2000 runs/bench/ocr
 """
 from __future__ import annotations
@@ -145,7 +146,8 @@ def cmd_run(args) -> int:
         if log:
             log(("  " + _fstar_line(fstar)) + (" [cached]" if fstar["cached"] else ""))
     run_benchmark(data, specs, passes=args.passes, out=args.out, l2=args.l2, seed=args.seed,
-                  etas=args.etas or DEFAULT_ETAS, threads=args.threads, fstar=fstar, log=log)
+                  etas=args.etas or DEFAULT_ETAS, threads=args.threads, fstar=fstar, log=log,
+                  epochs=args.epochs, train_scores=args.train_scores, skip_done=args.skip_done)
     out = Path(args.out)
     _after_run(out, data, args, log)
     print(f"traces, bench.json{', fstar.json' if fstar else ''} and the figures are in {out}")
@@ -180,6 +182,35 @@ def cmd_plot(args) -> int:
     from .plots import plot_figures
     for p in plot_figures(args.dir, out=args.out, fstar=args.fstar, title=args.title, show_all=args.all):
         print(p)
+    return 0
+
+
+def _label_arg(text: str) -> tuple[str, str]:
+    stem, sep, label = text.partition(":")
+    if not sep or not stem.strip() or not label.strip():
+        raise argparse.ArgumentTypeError(f"expected TRACE_NAME:LABEL (e.g. 'ngd__period=0,update=u1g1:U1*.G1'), "
+                                         f"got {text!r}")
+    return stem.strip(), label.strip()
+
+
+def cmd_scores(args) -> int:
+    from .scores import format_score_summary, plot_scores, score_summary, write_summary_json
+    labels = dict(args.label or [])
+    if args.out:
+        path, s = plot_scores(args.dirs, args.out, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
+                              title=args.title, labels=labels, finished_only=args.finished_only)
+    else:
+        path, s = None, score_summary(args.dirs, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
+                                      labels=labels, finished_only=args.finished_only)
+    if args.json:
+        write_summary_json(s, args.json)
+    print(f"{s['metric']} per epoch, first {s['epochs']} epochs, {len(s['dirs'])} run directories"
+          + (f"; epochs in which the mean test score is at or above {s['baseline_label']}'s" if s["baseline"] else ""))
+    print(format_score_summary(s))
+    if path:
+        print(f"wrote {path}")
+    if args.json:
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -265,6 +296,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="an optimizer to run, NAME[:key=value,...] (repeatable)")
     r.add_argument("--passes", type=_pos_float, default=30.0, metavar="K",
                    help="effective passes per run (default 30)")
+    r.add_argument("--epochs", type=_pos_int, metavar="N",
+                   help="run exactly N epochs (iterations of a batch method) instead of --passes effective "
+                        "passes (a step-size calibration counts as passes, so --passes K would stop earlier)")
+    r.add_argument("--train-scores", action="store_true",
+                   help="also score the training set every epoch/iteration (train_accuracy, and train_f1 for "
+                        "chunk labels, in the traces; costs one Viterbi pass over the training set each time)")
+    r.add_argument("--skip-done", action="store_true",
+                   help="keep the runs DIR/bench.json lists as finished (same data, l2, seed, passes/epochs) and "
+                        "run only the others: a stopped benchmark starts again where it stopped")
     r.add_argument("--out", required=True, metavar="DIR", help="output directory")
     r.add_argument("--l2", type=_nonneg_float, help="L2 strength in crfkit's form (default 1/n)")
     r.add_argument("--seed", type=int, default=0, help="seed of the stochastic optimizers (default 0)")
@@ -304,6 +344,30 @@ def add_parser(sub) -> argparse.ArgumentParser:
     rp.add_argument("--all", action="store_true", help="also the other step sizes tried")
     rp.add_argument("--json", action="store_true", help="JSON instead of a table")
     rp.set_defaults(func=cmd_report)
+
+    sc = bsub.add_parser(
+        "scores", help="train and test scores per epoch, mean over seeds, against a baseline (Cao's Figures 3-4)",
+        description="From run directories of the same benchmark with different seeds (crfkit bench run --seed K "
+                    "--out DIR_K, with --train-scores for the training side), runs matched by trace name: the "
+                    "mean over the directories of each run's training and test score per epoch (--metric "
+                    "accuracy: token accuracy, f1: conlleval chunk F1), drawn in two panels with a band from "
+                    "the lowest to the highest run (--out), and for each run the number of epochs in which its "
+                    "mean test score is at or above --baseline's. Traces without training scores are read too.")
+    sc.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, one per seed")
+    sc.add_argument("--metric", choices=("accuracy", "f1"), default="accuracy", help="score (default accuracy)")
+    sc.add_argument("--epochs", type=_pos_int, default=50, metavar="N", help="the first N epochs (default 50)")
+    sc.add_argument("--baseline", metavar="RUN",
+                    help="the run to compare with: a trace name, a label, a spec (l2sgd:period=0) or an "
+                         "optimizer name only one run has (l2sgd)")
+    sc.add_argument("--out", metavar="FILE.png", help="draw the figure into this PNG file")
+    sc.add_argument("--json", metavar="FILE", help="also write the summary (counts included) as JSON")
+    sc.add_argument("--title", help="figure title")
+    sc.add_argument("--finished-only", action="store_true",
+                    help="only the runs each DIR/bench.json lists as finished (leaves out a run still going or "
+                         "stopped by Ctrl-C)")
+    sc.add_argument("--label", action="append", type=_label_arg, metavar="TRACE_NAME:LABEL",
+                    help="legend label of a run (repeatable), e.g. 'ngd__period=0,update=u1g1:U1*.G1'")
+    sc.set_defaults(func=cmd_scores)
 
     me = bsub.add_parser("memory", help="stored-state memory against naive SAG (the paper's §6 table)",
                          description="For each --data: the memory of the Sparse, Marginals and Mixed schemes "

@@ -124,9 +124,14 @@ def _check_specs(specs: Sequence[Spec]) -> None:
 
 
 def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int = 0,
-            threads: int | None = None) -> RunResult:
+            threads: int | None = None, epochs: int | None = None, train_scores: bool = False) -> RunResult:
     """One run of ``spec`` on ``data`` (a :class:`~crfkit.bench.data.BenchData`)
-    until ``passes`` effective passes, the test set scored every epoch/iteration."""
+    until ``passes`` effective passes, the test set scored every epoch/iteration.
+
+    ``epochs``: run exactly that many epochs (iterations of a batch method) instead, whatever the
+    effective passes (a stochastic method's step-size calibration counts as oracle calls, so
+    ``passes`` epochs would stop an epoch early).  ``train_scores``: also decode the training set
+    every epoch/iteration (``train_accuracy``, ``train_f1`` in the trace)."""
     from ..objective import Regularization
     from ..optim.sag import METHODS as SAG_FAMILY      # the methods with Algorithm 1's stopping rule (delta)
     from ..errors import TrainingDiverged
@@ -136,10 +141,14 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
     stochastic = spec.name not in BATCH_ALGORITHMS
 
     def stop(rec):
+        if epochs is not None:
+            return rec["iteration"] >= epochs
         return rec["effective_passes"] >= passes - 1e-9
 
+    budget = int(epochs) if epochs is not None else max(1, math.ceil(passes))
     kw = dict(algorithm=spec.name, reg=Regularization(l2=float(l2)), threads=threads, dev=test,
-              dev_labels=data.Y_test if data.chunks else None, dev_every=1, trace=trace_path, callback=stop)
+              dev_labels=data.Y_test if data.chunks else None, dev_every=1, trace=trace_path, callback=stop,
+              train_scores=bool(train_scores))
     if stochastic:
         # an epoch is at least one effective pass: `passes` epochs is an upper bound; the SAG family's
         # own stopping rule (||d/n + l2 w||_inf < delta) off unless the spec sets it, as the deterministic
@@ -149,10 +158,10 @@ def run_one(data, spec: Spec, *, passes: float, trace_path, l2: float, seed: int
             params.setdefault("delta", 0.0)
         if spec.name in DUAL_METHODS:
             params.setdefault("gap_tol", 0.0)       # the dual methods' stopping rule (duality gap) off too
-        kw.update(max_iterations=max(1, math.ceil(passes)), params=params, seed=seed)
+        kw.update(max_iterations=budget, params=params, seed=seed)
     else:
         # one evaluation (at least) per iteration; the deterministic stopping rules off
-        kw.update(max_iterations=max(1, math.ceil(passes)) + 1, epsilon=0.0, delta=0.0)
+        kw.update(max_iterations=budget + (epochs is None), epsilon=0.0, delta=0.0)
     t0 = time.perf_counter()
     try:
         res = train_corpus(space, corpus, **kw)
@@ -199,6 +208,48 @@ def _clean(v):
     return v
 
 
+_SETTINGS = ("data", "features", "n_train", "l2", "seed", "epochs", "train_scores")
+
+
+def _finished_runs(out: Path, manifest: dict) -> dict:
+    """{trace file name: RunResult} of the runs ``out/bench.json`` lists as finished (not
+    interrupted or failed) whose trace file is there; {} without a bench.json.  A bench.json
+    written with other settings is a :class:`CrfkitError` (its runs are not comparable)."""
+    p = out / MANIFEST
+    if not p.is_file():
+        return {}
+    try:
+        with open(p, encoding="utf-8") as f:
+            old = json.load(f)
+    except ValueError as e:
+        raise CrfkitError(f"{p}: not a JSON manifest ({e}); remove it or give another --out") from None
+    if not isinstance(old, dict) or not isinstance(old.get("runs"), list):
+        raise CrfkitError(f"{p}: not a bench.json manifest (no 'runs' list)")
+    keys = _SETTINGS + (() if "epochs" in manifest else ("passes",))
+    diff = [k for k in keys if old.get(k) != manifest.get(k)
+            and not (isinstance(old.get(k), float) and isinstance(manifest.get(k), float)
+                     and math.isclose(old[k], manifest[k], rel_tol=1e-12))]
+    if diff:
+        raise CrfkitError(f"{p}: its runs were made with other settings ("
+                          + ", ".join(f"{k} {old.get(k)!r} there, {manifest.get(k)!r} now" for k in diff)
+                          + "); give another --out to keep both")
+    fields = set(RunResult.__dataclass_fields__)
+    done = {}
+    for e in old["runs"]:
+        if not isinstance(e, dict) or e.get("status") in ("interrupted", "failed") or not e.get("trace"):
+            continue
+        if not (out / e["trace"]).is_file():
+            continue
+        e = {k: v for k, v in e.items() if k in fields}
+        e["final_objective"] = math.inf if e.get("final_objective") is None else e["final_objective"]
+        e["effective_passes"] = math.nan if e.get("effective_passes") is None else e["effective_passes"]
+        try:
+            done[e["trace"]] = RunResult(**e)
+        except TypeError:
+            continue
+    return done
+
+
 def _warm_up(data, names: set[str], threads) -> None:
     """Compile (or load from numba's cache) each optimizer's kernels on a few
     sequences, so that no run's wall time holds the compilation."""
@@ -218,16 +269,24 @@ def _warm_up(data, names: set[str], threads) -> None:
 def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float | None = None, seed: int = 0,
                   etas: Sequence[float] = DEFAULT_ETAS, threads: int | None = None, fstar: dict | None = None,
                   runner: Callable[..., RunResult] = run_one, warm_up: bool = True,
-                  log: Callable[[str], None] | None = None) -> dict:
+                  log: Callable[[str], None] | None = None, epochs: int | None = None,
+                  train_scores: bool = False, skip_done: bool = False) -> dict:
     """Run every spec (step-size search for :data:`STEP_SEARCH` methods without
-    ``eta``) for ``passes`` effective passes; traces and ``bench.json`` go into
-    ``out``.  ``fstar``: an entry of :func:`crfkit.bench.fstar.get_fstar`,
-    copied to ``fstar.json``.  ``runner`` (default :func:`run_one`) takes
-    ``(data, spec, passes=, trace_path=, l2=, seed=, threads=)``.  Returns the
-    manifest."""
+    ``eta``) for ``passes`` effective passes (or exactly ``epochs`` epochs);
+    traces and ``bench.json`` go into ``out``.  ``fstar``: an entry of
+    :func:`crfkit.bench.fstar.get_fstar`, copied to ``fstar.json``.  ``runner``
+    (default :func:`run_one`) takes ``(data, spec, passes=, trace_path=, l2=,
+    seed=, threads=)`` (and ``epochs=``, ``train_scores=`` when those are set).
+    ``train_scores``: the traces also hold the training-set scores per epoch.
+    ``skip_done``: runs that ``out/bench.json`` already lists as finished (with
+    the same data, l2, seed, passes/epochs and train_scores; otherwise a
+    :class:`CrfkitError`) and whose trace is there are kept, not run again, so
+    that a stopped benchmark can be started again.  Returns the manifest."""
     _check_specs(specs)
     if not passes or passes <= 0:
         raise CrfkitError(f"passes must be positive, got {passes}")
+    if epochs is not None and int(epochs) < 1:
+        raise CrfkitError(f"epochs must be at least 1, got {epochs}")
     if not etas:
         raise CrfkitError("the step-size grid is empty")
     out = Path(out)
@@ -241,10 +300,20 @@ def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float 
         "etas": [float(e) for e in etas], "fstar": _clean(dict(fstar)) if fstar else None,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": [],
     }
+    if epochs is not None:
+        manifest["epochs"] = int(epochs)
+    if train_scores:
+        manifest["train_scores"] = True
+    done = _finished_runs(out, manifest) if skip_done else {}
     if fstar:
         _write_json(out / FSTAR_FILE, _clean(dict(fstar)))
     if warm_up:
         _warm_up(data, {s.name for s in specs}, threads)
+    extra_kw = {}
+    if epochs is not None:
+        extra_kw["epochs"] = int(epochs)
+    if train_scores:
+        extra_kw["train_scores"] = True
     groups: list[list[RunResult]] = []
 
     def save():
@@ -259,10 +328,19 @@ def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float 
         for s in runs:
             stem = trace_stem(s.name, s.params)
             path = out / f"{stem}.jsonl"
+            if path.name in done:
+                r = done[path.name]
+                group.append(r)
+                rank_group(group)
+                save()
+                if log:
+                    log(f"{data.name}: {stem} already done ({r.status}, {r.iterations} iterations): kept")
+                continue
             if log:
-                log(f"{data.name}: {stem} for {passes:g} passes ...")
+                log(f"{data.name}: {stem} for "
+                    + (f"{epochs} epochs" if epochs is not None else f"{passes:g} passes") + " ...")
             try:
-                r = runner(data, s, passes=passes, trace_path=path, l2=l2, seed=seed, threads=threads)
+                r = runner(data, s, passes=passes, trace_path=path, l2=l2, seed=seed, threads=threads, **extra_kw)
             except (FloatingPointError, OverflowError, ZeroDivisionError, ValueError) as e:
                 if isinstance(e, CrfkitError):
                     raise                                          # bad data: not a property of the step size
