@@ -505,6 +505,22 @@ def edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, out):
 
 
 @njit(**_NOPY)
+def add_transition_gradient(v, n_state, trans_index, edge, y, t0, T, coef):
+    """v[n_state + k] += coef * (expected - gold count) of each transition feature k of the sequence of
+    ``T`` tokens from ``t0`` (``edge``: its summed edge marginals, L x L; ``y``: the gold labels)."""
+    L = trans_index.shape[0]
+    for a in range(L):
+        for b in range(L):
+            k = trans_index[a, b]
+            if k >= 0:
+                v[n_state + k] += coef * edge[a, b]
+    for t in range(1, T):
+        k = trans_index[y[t0 + t - 1], y[t0 + t]]
+        if k >= 0:
+            v[n_state + k] -= coef
+
+
+@njit(**_NOPY)
 def gold_score(score, y, t0, T, trans):
     s = 0.0
     for t in range(T):

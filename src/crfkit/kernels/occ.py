@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import FAST, add_full_row, exp_shift_into, forward_backward_edges, gold_score, max_min
+from .chain import (FAST, add_full_row, add_transition_gradient, exp_shift_into, forward_backward_edges, gold_score,
+                    max_min)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -165,12 +166,4 @@ def apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state
                     k0 = ok0[e]
                     for q in range(nk):
                         v[k0 + q] += c * pm[lab[k0 + q]]
-    for a in range(L):
-        for b in range(L):
-            k = trans_index[a, b]
-            if k >= 0:
-                v[n_state + k] += coef * edge[a, b]
-    for t in range(1, T):
-        k = trans_index[y[t0 + t - 1], y[t0 + t]]
-        if k >= 0:
-            v[n_state + k] -= coef
+    add_transition_gradient(v, n_state, trans_index, edge, y, t0, T, coef)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scores, emissions_rows, exp_minus, forward_backward_edges, gold_score,
-                    max_min, transition_matrix)
+from .chain import (FAST, add_full_row, add_scores, add_transition_gradient, emissions_rows, exp_minus,
+                    forward_backward_edges, gold_score, max_min, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -90,15 +90,7 @@ def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
                     c = coef * val[e]
                     for k in range(attr_ptr[a], attr_ptr[a + 1]):
                         v[k] += c * pm[feat_label[k]]
-    for a in range(L):
-        for b in range(L):
-            k = trans_index[a, b]
-            if k >= 0:
-                v[n_state + k] += coef * edge[a, b]
-    for t in range(1, T):
-        k = trans_index[y[t0 + t - 1], y[t0 + t]]
-        if k >= 0:
-            v[n_state + k] -= coef
+    add_transition_gradient(v, n_state, trans_index, edge, y, t0, T, coef)
 
 
 @njit(**_NOPY)
