@@ -778,7 +778,7 @@ def _drop_zero_weights(X, Y, dense, B, weights):
     def take(seq):
         if seq is None:
             return None
-        if hasattr(seq, "take"):         # crfkit.features.dicts.LazyAttributes: stays lazy
+        if hasattr(seq, "take"):         # a crfkit.features.lazy.LazySequences: stays lazy
             return seq.take(keep)
         return [seq[i] for i in keep]
     return take(X), take(Y), take(dense), take(B), w[keep]
