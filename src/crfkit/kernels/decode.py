@@ -37,18 +37,45 @@ NEG = -np.inf
 @njit(inline="always", **_NOPY)
 def _merge_top(delta, cnt, t, tr, add, K, ov, oi, orr, hv, hi, hr):
     """The K best of the candidates delta[t, r, i] + tr[i] (+ add), r < cnt[t, i], -inf ones left out,
-    in rank order (score, then i, then r), into ov / oi / orr; returns how many.  Each list i is sorted,
-    so its head is its best candidate: K rounds of a scan over the L heads (K L comparisons, no branches
-    to mispredict beyond the max; for the small K of n-best lists cheaper than a heap)."""
+    in rank order (score, then i, then r), into ov / oi / orr; returns how many.
+
+    Each list i is sorted, so its head is its best candidate, and only the lists whose heads are among
+    the K best heads (in the same order) can hold one of the K best: every other candidate ranks below
+    those K heads.  So one pass over the L heads keeps the K best in a small sorted buffer (hi), and the
+    K rounds of the merge scan those lists only (taken by ascending i, so that equal scores go to the
+    smaller i as in the rank order): L + K * min(K, L) steps instead of K * L."""
     L = delta.shape[2]
+    m = 0
     for i in range(L):
-        hr[i] = 0
-        hv[i] = delta[t, 0, i] + tr[i] if cnt[t, i] > 0 else NEG
+        v = delta[t, 0, i] + tr[i] if cnt[t, i] > 0 else NEG
+        hv[i] = v
+        if not (v > NEG):
+            continue
+        if m == K and not (v > hv[hi[m - 1]]):   # a later i loses a tie
+            continue
+        p = m if m < K else K - 1
+        while p > 0 and v > hv[hi[p - 1]]:
+            hi[p] = hi[p - 1]
+            p -= 1
+        hi[p] = i
+        if m < K:
+            m += 1
+    # the kept lists by ascending i (insertion sort of at most K entries)
+    for a in range(1, m):
+        x = hi[a]
+        b = a
+        while b > 0 and hi[b - 1] > x:
+            hi[b] = hi[b - 1]
+            b -= 1
+        hi[b] = x
+    for q in range(m):
+        hr[hi[q]] = 0
     k = 0
     while k < K:
         best = NEG
         arg = -1
-        for i in range(L):
+        for q in range(m):
+            i = hi[q]
             v = hv[i]
             if v > best:
                 best = v
