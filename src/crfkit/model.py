@@ -465,8 +465,42 @@ class CRFModel:
         return self.space.labels
 
     def encode(self, X, Y=None, name: str = "<data>", dense=None, B=None):
+        """The :class:`crfkit.corpus.Corpus` of attribute sequences ``X`` (an already encoded corpus,
+        e.g. :meth:`encode_rows`', is returned as it is)."""
+        from .corpus import Corpus
+        if isinstance(X, Corpus) and Y is None and dense is None and B is None:
+            return X
         from .features.encode import encode
         return encode(X, self.space, Y, name=name, dense=dense, B=B)
+
+    def encode_rows(self, sentences):
+        """The corpus of token rows (per sentence a list of tokens, each the list of its observation
+        columns) through the model's templates, or None when the model's features need more than
+        the unigram templates (bigram-observation templates, dense columns): then
+        ``pipeline.inputs_of_rows`` and :meth:`encode` do it.  The attribute strings of value
+        combinations met before are not built again (:class:`crfkit.features.tplenc.TemplateIds`,
+        kept with the model)."""
+        tids = self.__dict__.get("_template_ids", False)
+        if tids is False:
+            tids = None
+            meta = self.meta if isinstance(self.meta, dict) else {}
+            if meta.get("templates") and not self.space.n_bigram and not self.space.n_dense \
+                    and not meta.get("dense_columns"):
+                from .features.tplenc import TemplateIds
+                from .pipeline import tagger_from_model
+                templates, pad = tagger_from_model(self)
+                if not templates.bigram_observation:
+                    tids = TemplateIds(templates, self.space.attribute_ids, pad=pad)
+            self.__dict__["_template_ids"] = tids
+        if tids is None:
+            return None
+        from .features.encode import _assemble, _ptr
+        from .features.tplenc import TooWide
+        try:
+            lens, counts, ids = tids.ids(sentences)
+        except TooWide:
+            return None
+        return _assemble(_ptr(lens), counts, ids, None, np.full(int(lens.sum()), -1, dtype=np.int32))
 
     def tag_dicts(self, X, threads: int | None = None) -> list[list[str]] | None:
         """Viterbi labels of sequences of flat feature dicts (sklearn-crfsuite's input) by the fast path of

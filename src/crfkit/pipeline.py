@@ -447,9 +447,13 @@ def tag_column_batches(model: CRFModel, path_or_stream, *, has_labels: bool | No
         if trained is not None and nobs != trained:
             raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
                             label, sentences[0].line)
-        X = attributes_of(sentences, templates, pad=pad, name=label)
-        B = bigram_attributes_of(sentences, templates, pad=pad)
-        dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
+        templates.check_columns(nobs, label, sentences[0].line)
+        X = model.encode_rows([s.columns for s in sentences])    # attribute ids without the strings
+        B = dense = None
+        if X is None:
+            X = attributes_of(sentences, templates, pad=pad, name=label)
+            B = bigram_attributes_of(sentences, templates, pad=pad)
+            dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
         if not (marginals or all_marginals):
             pred = model.tag(X, threads=threads, dense=dense, B=B)
             del X, B, dense
