@@ -327,18 +327,21 @@ def _prepare(model, corpus, allowed, constraints, forbid=None, name="<data>"):
 
 def nbest_from(model, corpus, r: dict) -> list[NBest]:
     """:class:`NBest` lists out of a :func:`decode` result (with ``nbest``)."""
-    names = model.space.labels
     ptr = corpus.seq_ptr.tolist()
     ids, sc, cnt, lz = r["nbest_ids"], r["nbest_score"], r["nbest_count"], r["logz"]
+    # label names by one object-array take, each sequence's K lists by one transpose (not a Python
+    # loop per token); a rank past a sequence's count has ids -1 and is cut off below
+    names = np.empty(len(model.space.labels) + 1, dtype=object)
+    names[:-1] = model.space.labels
+    names[-1] = None
+    lab = names[ids].T
+    prob = np.exp(sc - lz[:, None]).tolist() if len(lz) else []
+    scores = sc.tolist()
+    counts = cnt.tolist()
     out = []
     for s in range(len(ptr) - 1):
-        nb = NBest()
-        block = ids[ptr[s]:ptr[s + 1]]
-        for k in range(int(cnt[s])):
-            nb.labels.append([names[i] for i in block[:, k].tolist()])
-            nb.scores.append(float(sc[s, k]))
-            nb.probabilities.append(float(np.exp(sc[s, k] - lz[s])))
-        out.append(nb)
+        n = int(counts[s])
+        out.append(NBest(lab[:n, ptr[s]:ptr[s + 1]].tolist(), prob[s][:n], scores[s][:n]))
     return out
 
 

@@ -21,6 +21,10 @@ from .errors import CrfkitError, DataError
 
 FREE = ("*", "?", "_", "")
 
+#: :data:`crfkit.decode.SCHEMES`, repeated here so that building ``crfkit tag``'s parser imports no
+#: numpy (``crfkit tag --server`` runs without it); a test keeps the two equal
+SCHEMES = ("bio", "iob2", "iobes", "bilou")
+
 
 def wants_decoding(args) -> bool:
     """Whether ``crfkit tag``'s arguments ask for more than the plain Viterbi path."""
@@ -117,12 +121,15 @@ def _read(args, model, src):
         obs_rows = [[tok[:c] + tok[c + 1:] for tok in s] for s in rows]
     n = len(obs_rows[0][0])
     gold = None
+    # the rows keep their last column (label or forced label) until the string path needs them without:
+    # the templates read only the first n columns (checked below)
+    strip = False
     if args.force:
         if args.allowed_column is not None:
             raise CrfkitError("--force reads the allowed labels from the last column; it does not combine "
                               "with --allowed-column")
         allowed = [[label_cell(tok[-1]) for tok in s] for s in obs_rows]
-        obs_rows = [[tok[:-1] for tok in s] for s in obs_rows]
+        strip = True
         n -= 1
     else:
         has_labels = args.labels
@@ -130,13 +137,19 @@ def _read(args, model, src):
             has_labels = trained is not None and n == trained + 1
         if has_labels:
             gold = [[tok[-1] for tok in s] for s in obs_rows]
-            obs_rows = [[tok[:-1] for tok in s] for s in obs_rows]
+            strip = True
             n -= 1
     if trained is not None and n != trained:
         raise DataError(f"{n} observation columns (after the label and allowed-label columns), but the model "
                         f"was trained on {trained}", name, sentences[0].line)
     if allowed is not None:
         _check_labels(model, allowed, name, [s.line for s in sentences])
+    templates.check_columns(n, name, sentences[0].line)
+    corpus = model.encode_rows(obs_rows)     # straight to attribute ids, when the model allows it
+    if corpus is not None:
+        return sentences, corpus, None, None, gold, allowed, name
+    if strip:
+        obs_rows = [[tok[:-1] for tok in s] for s in obs_rows]
     obs = [Sentence(o, None, s.line) for o, s in zip(obs_rows, sentences)]
     X = attributes_of(obs, templates, pad=pad, name=name)
     B = bigram_attributes_of(obs, templates, pad=pad)
@@ -179,6 +192,8 @@ def _write_columns(f, model, sentences, X, args, kw, res):
 
 
 def _write_nbest_columns(f, model, sentences, X, args, kw, res):
+    from operator import add
+
     from .io.columns import write_columns
     if not X:
         return []
@@ -198,8 +213,8 @@ def _write_nbest_columns(f, model, sentences, X, args, kw, res):
             buf = []
             for k, (ys, p) in enumerate(nb):
                 buf.append(f"# {k} {p:.6f}\n")
-                buf.append("".join(a + y + "\n" for a, y in zip(prefix, ys)))
-                buf.append("\n")
+                buf.append("\n".join(map(add, prefix, ys)))
+                buf.append("\n\n" if ys else "\n")
             f.write("".join(buf))
             continue
         for k, (ys, p) in enumerate(nb):
@@ -261,7 +276,6 @@ def _run_crfsuite(args, model, src, cons) -> int:
 
 def add_tag_arguments(g) -> None:
     """The decoding options of ``crfkit tag``."""
-    from .decode import SCHEMES
     g.add_argument("-n", "--nbest", type=_pos_int, default=0, metavar="K",
                    help="write the K most probable label sequences of each sentence, each after '# k p' "
                         "(rank, probability), as crf_test -n (--format crfsuite: after '@nbest<TAB>k<TAB>p')")

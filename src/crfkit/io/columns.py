@@ -413,10 +413,36 @@ def read_columns(
     return _read(source, has_labels, docstart == "skip", sep, name)
 
 
+def _memory_lines(buf: "io.BytesIO") -> list[str] | None:
+    """The lines of an in-memory input (``crfkit serve``'s request bodies) from its position on, split
+    at once: what :func:`_lines` yields, without a generator step per line.  None (the caller goes
+    through :func:`_lines`, which makes the error messages and the warnings) for input that is not
+    valid UTF-8 or holds a CR (CRLF and CR-only line endings)."""
+    raw = buf.getvalue()[buf.tell():]
+    if b"\r" in raw:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    buf.seek(0, io.SEEK_END)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def source_lines(source, name: str | None) -> Iterator[tuple[str, Iterator[str]]]:
     """Yield once ``(label, lines)`` for a path (``.gz``, ``-`` = stdin) or an open
     file, closing what it opened afterwards; the readers of crfkit.io share it.
     ``label`` names the source in error messages."""
+    if isinstance(source, io.BytesIO):
+        lines = _memory_lines(source)
+        if lines is not None:
+            yield (name if name is not None else str(getattr(source, "name", "<stream>"))), iter(lines)
+            return
     src = open_source(source, name)
     label = name if name is not None else src.name
     try:
