@@ -16,12 +16,17 @@ crfkit is timed three ways:
 * ``kernel``: the n-best decoding itself over the encoded corpus (``CRFModel.nbest`` on attribute
   lists built once), threads as given.
 
+* ``server-tN``: a ``crfkit tag --server URL`` client process against a warm ``crfkit serve`` process
+  with N threads (``--server-threads``; the server's CPU time during the run is added to the client's):
+  what a shell loop or a web service pays once the model is loaded.  Its output must be byte-identical
+  to the ``crfkit tag -m`` process's (printed).
+
 crf_test is one process per run; the whole processes (crf_test, crfkit, and with ``--before SRC`` the
 crfkit of another source tree) take turns, each round running every one, and their CPU times are
 printed too.  The machine may be shared: compare the figures of one run only.
 
     PYTHONPATH=src .venv/bin/python benchmarks/nbest_vs_crfpp.py [--peers /tmp/peers/bin] [--k 5,10]
-        [--iterations 30] [--repeats 3] [--threads 1] [--before /path/to/other/src]
+        [--iterations 30] [--repeats 3] [--threads 1] [--server-threads 1,0] [--before /path/to/other/src]
 """
 from __future__ import annotations
 
@@ -48,6 +53,33 @@ def peers_bin(arg: str | None) -> Path:
     return Path(out)
 
 
+def _cpu_of(proc) -> float:
+    """User + system CPU seconds of a running process so far (0 for None)."""
+    if proc is None:
+        return 0.0
+    with open(f"/proc/{proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(py, model, threads: int, work: Path, env) -> tuple[subprocess.Popen, str]:
+    """A ``crfkit serve`` process on a free port (kernels warmed before it listens) and its URL."""
+    url_file = work / f"serve.t{threads}.url"
+    if url_file.exists():
+        url_file.unlink()
+    log = open(work / f"serve.t{threads}.log", "w")
+    proc = subprocess.Popen(py + ["serve", "-m", str(model), "--port", "0", "--url-file", str(url_file),
+                                  "--threads", str(threads)], env=env, stderr=log, stdout=log)
+    for _ in range(1200):
+        if url_file.exists():
+            return proc, url_file.read_text().strip()
+        if proc.poll() is not None:
+            raise SystemExit(f"crfkit serve exited with status {proc.returncode}: see {log.name}")
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"crfkit serve did not start in 120 s: see {log.name}")
+
+
 def turns(runs: dict, repeats: int) -> dict:
     """Min wall and min CPU time (the child's rusage) of each of ``runs`` ({name: (cmd, kwargs)}), the
     commands taking turns (each round runs every one), so that all see the same load.  ``kwargs`` go to
@@ -57,6 +89,8 @@ def turns(runs: dict, repeats: int) -> dict:
         for k, (cmd, kw) in runs.items():
             kw = dict(kw)
             out = kw.pop("stdout_path", None)
+            server = kw.pop("server", None)       # a crfkit serve process: its CPU time counts too
+            s0 = _cpu_of(server)
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             if out is None:
@@ -66,7 +100,7 @@ def turns(runs: dict, repeats: int) -> dict:
                     subprocess.run(cmd, check=True, stdout=f, **kw)
             w = time.perf_counter() - t
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            c = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+            c = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime + _cpu_of(server) - s0
             res[k] = [min(res[k][0], w), min(res[k][1], c)]
     return res
 
@@ -80,6 +114,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--workdir", help="keep the models and outputs here (default: a temporary directory)")
+    ap.add_argument("--server-threads", default="1,0",
+                    help="threads of the `crfkit serve` processes timed through `crfkit tag --server` "
+                         "(comma-separated; 0: all cores, the server's default; empty: none)")
     ap.add_argument("--before", help="another src directory (e.g. main's) whose crfkit tag process is timed too, "
                     "taking turns with crfkit's and crf_test's")
     a = ap.parse_args()
@@ -133,7 +170,22 @@ def main() -> None:
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"{'K':>3} {'crf_test s':>10} {'sent/s':>8} | {'crfkit cli s':>12} {'sent/s':>8} {'x':>5} | "
           f"{'in-proc s':>9} {'sent/s':>8} {'x':>5} | {'kernel s':>8} {'sent/s':>9}")
+    servers = {}
+    for t in [int(x) for x in a.server_threads.split(",") if x.strip()]:
+        servers[f"server-t{t or os.cpu_count()}"] = start_server(py, ck_model, t, work, env)
     cpu_rows = []
+    try:
+        _time_all(a, ks, py, env, work, bindir, ck_model, pp_model, test, n_sent, model, X, servers, cpu_rows)
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait()
+    report(a, ks, work, cpu_rows, servers)
+
+
+def _time_all(a, ks, py, env, work, bindir, ck_model, pp_model, test, n_sent, model, X, servers, cpu_rows):
+    from crfkit import decode_cli
+    from crfkit.model import CRFModel
     for k in ks:
         tag = ["tag", "-m", str(ck_model), str(test), "-n", str(k), "--threads", str(a.threads)]
         runs = {"crf_test": ([str(bindir / "crf_test"), "-n", str(k), "-m", str(pp_model), str(test)],
@@ -141,6 +193,9 @@ def main() -> None:
                 "crfkit": (py + tag + ["-o", str(work / f"crfkit.n{k}.txt")], dict(env=env))}
         if a.before:
             runs["before"] = (py + tag + ["-o", str(work / f"before.n{k}.txt")], dict(env=dict(env, PYTHONPATH=a.before)))
+        for name, (proc, url) in servers.items():
+            runs[name] = (py + ["tag", "--server", url, str(test), "-n", str(k), "-o", str(work / f"{name}.n{k}.txt")],
+                          dict(env=env, server=proc))
         res = turns(runs, a.repeats)
         t_pp, t_cli = res["crf_test"][0], res["crfkit"][0]
         cpu_rows.append((k, res))
@@ -161,6 +216,9 @@ def main() -> None:
         print(f"{k:>3} {t_pp:>10.2f} {n_sent / t_pp:>8.0f} | {t_cli:>12.2f} {n_sent / t_cli:>8.0f} "
               f"{t_pp / t_cli:>5.2f} | {best_in:>9.2f} {n_sent / best_in:>8.0f} {t_pp / best_in:>5.2f} | "
               f"{best_k:>8.3f} {n_sent / best_k:>9.0f}", flush=True)
+
+
+def report(a, ks, work, cpu_rows, servers):
     # agreement of the top candidates (different trainers: a rough check, not equality)
     def tops(path):
         out, cur, take = [], [], False
@@ -182,6 +240,15 @@ def main() -> None:
         pp = res["crf_test"]
         print(f"  K={k}: " + "; ".join(f"{n} {w:.2f} / {c:.2f} ({pp[0] / w:.2f}x / {pp[1] / c:.2f}x)"
                                        for n, (w, c) in res.items()))
+    if servers:
+        print("crfkit tag --server URL (a client process; the warm `crfkit serve` process's CPU counted too):")
+        for k, res in cpu_rows:
+            pp = res["crf_test"]
+            for name in servers:
+                w, c = res[name]
+                same = (work / f"{name}.n{k}.txt").read_bytes() == (work / f"crfkit.n{k}.txt").read_bytes()
+                print(f"  K={k} {name}: {w:.2f} s wall, {pp[0] / w:.2f}x crf_test's sentences per second ({pp[1] / c:.2f}x its CPU); output "
+                      f"{'identical to' if same else 'DIFFERENT from'} `crfkit tag -m`'s")
     if a.before:
         for k in ks:
             same = (work / f"before.n{k}.txt").read_bytes() == (work / f"crfkit.n{k}.txt").read_bytes()

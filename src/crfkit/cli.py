@@ -149,6 +149,9 @@ def _recode(path, encoding: str | None):
         codecs.lookup(encoding)
     except LookupError:
         raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
+    if not isinstance(path, str):   # already in memory (crfkit serve: a request's body)
+        raw, name = path.getvalue(), getattr(path, "name", "<input>")
+        return _recoded(raw, encoding, name)
     name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
@@ -161,6 +164,11 @@ def _recode(path, encoding: str | None):
                 raw = f.read()
     except OSError as e:
         raise DataError(f"cannot read: {e.strerror or e}", name) from None
+    return _recoded(raw, encoding, name)
+
+
+def _recoded(raw: bytes, encoding: str, name: str):
+    import io
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as e:
@@ -540,9 +548,13 @@ def cmd_patterns(args) -> int:
 
 # --------------------------------------------------------------------------- tag
 
-def _open_out(path: str | None) -> tuple[TextIO, bool]:
+def _open_out(path) -> tuple[TextIO, bool]:
+    """(the stream ``crfkit tag`` writes to, whether the caller closes it): standard output for
+    None or ``-``, a stream given instead of a path as it is (``crfkit serve``), else the file."""
     if path is None or path == "-":
         return sys.stdout, False
+    if hasattr(path, "write"):
+        return path, False
     try:
         if path.endswith(".gz"):
             return gzip.open(path, "wt", encoding="utf-8", newline="\n"), True
@@ -566,6 +578,9 @@ class _Output:
         self.raw = None
         if path is None or path == "-":
             self.f = sys.stdout
+            return
+        if hasattr(path, "write"):      # a stream (crfkit serve): written as it is, not closed
+            self.f = path
             return
         if os.path.exists(path) and not os.path.isfile(path):
             self.f, _ = _open_out(path)
@@ -609,7 +624,7 @@ class _Output:
         return self.f
 
     def __exit__(self, exc_type, exc, tb):
-        if self.f is sys.stdout:
+        if self.f is sys.stdout or self.f is self.path:
             if exc_type is None:
                 self.f.flush()
             return False
@@ -766,9 +781,22 @@ def _report_eval(model, gold, pred, raw: bool = False) -> None:
 
 def cmd_tag(args) -> int:
     """``crfkit tag``; an empty input gives an empty output and exit status 0 (as crf_test), with a
-    warning on standard error."""
+    warning on standard error.  With ``--server URL`` the tagging is a ``crfkit serve`` process's
+    (:func:`crfkit.serve.client_tag`)."""
+    if getattr(args, "server", None):
+        from .serve import client_tag
+        return client_tag(args)
+    if args.model is None:
+        raise CrfkitError("crfkit tag needs -m/--model MODEL (or --server URL, a `crfkit serve` process)")
+    from .model import CRFModel
+    return run_tag(args, CRFModel.load(args.model))
+
+
+def run_tag(args, model) -> int:
+    """``crfkit tag`` with ``model`` already loaded (``crfkit serve`` runs every request through it:
+    ``args.file`` may then be a named ``BytesIO`` and ``args.output`` a text stream)."""
     try:
-        return _cmd_tag(args)
+        return _cmd_tag(args, model)
     except DataError as e:
         if "empty input" not in str(e):
             raise
@@ -779,10 +807,7 @@ def cmd_tag(args) -> int:
         return 0
 
 
-def _cmd_tag(args) -> int:
-    from .model import CRFModel
-
-    model = CRFModel.load(args.model)
+def _cmd_tag(args, model) -> int:
     has_templates = bool(isinstance(model.meta, dict) and model.meta.get("templates"))
     fmt = args.format
     if fmt == "auto" and not has_templates:
@@ -820,7 +845,7 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
     if args.eval and not first.has_labels:
         raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
                         "training data's observation columns; pass --labels if the last column is a label)",
-                        "<stdin>" if args.file == "-" else args.file)
+                        _source_name(src))
     ev = _Eval(model, getattr(args, "raw", False)) if args.eval else None
     with _Output(args.output) as f:
         res = first
@@ -1067,7 +1092,7 @@ def _param(text: str) -> tuple[str, object]:
 
 
 #: the subcommands (``crfkit COMMAND``); :func:`build_parser` can build one of them alone
-COMMANDS = ("train", "tag", "eval", "info", "demo", "data", "patterns", "dump", "prune", "cv", "bench")
+COMMANDS = ("train", "tag", "serve", "eval", "info", "demo", "data", "patterns", "dump", "prune", "cv", "bench")
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -1099,6 +1124,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _add_train_parser(sub)
     if want("tag"):
         _add_tag_parser(sub)
+    if want("serve"):
+        from .serve import add_serve_parser
+        add_serve_parser(sub)
     if want("eval"):
         _add_eval_parser(sub)
     if want("info"):
@@ -1241,7 +1269,10 @@ def _add_tag_parser(sub) -> None:
                        description="Tag a column file. Output: the input columns then the predicted label, "
                                    "tab-separated, a blank line after each sentence (like crf_test).")
     g.add_argument("file", metavar="FILE", nargs="?", default="-", help="column file (.gz ok; default/-: stdin)")
-    g.add_argument("-m", "--model", required=True, help="model file written by `crfkit train`")
+    g.add_argument("-m", "--model", help="model file written by `crfkit train` (required unless --server)")
+    g.add_argument("--server", metavar="URL",
+                   help="tag with a `crfkit serve` process at URL (http://HOST:PORT) instead of loading a "
+                        "model: the same output, without the start-up (the model and threads are the server's)")
     g.add_argument("-f", "--format", choices=FORMATS, default="columns",
                    help="input format: columns (default), crfsuite (CRFsuite attribute file; output: one "
                         "predicted label per line, a blank line after each sequence, as `crfsuite tag`), "
