@@ -215,7 +215,7 @@ def test_crfkit_serve_process(served, tmp_path):
                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=SRC), timeout=120)
         assert r.returncode == 0 and r.stdout.count("\n\n") >= 13
     finally:
-        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.SIGTERM)        # a service manager's stop: exit 0, URL file removed
         _, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert "listening on http://127.0.0.1:" in err and "kernels warmed" in err and "stopped after 1 request" in err
@@ -225,3 +225,23 @@ def test_crfkit_serve_process(served, tmp_path):
 def test_the_parser_schemes_are_the_decoders():
     from crfkit import decode, decode_cli
     assert decode_cli.SCHEMES == decode.SCHEMES
+
+
+def test_concurrent_requests_are_served_one_at_a_time(served, capsys):
+    body = served["test"].read_bytes()
+    rc, local, _ = run(capsys, *["tag", "-m", str(served["model"]), str(served["test"]), "-n", "2", "--eval"])
+    stderr_before = sys.stderr
+    results = [None] * 6
+
+    def go(i):
+        results[i] = request(served, "POST", "/tag?nbest=2&eval=1", body)
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    from urllib.parse import unquote
+    reports = {unquote(h["X-Crfkit-Stderr"]) for st, h, b in results}
+    assert all(st == 200 and b.decode() == local for st, h, b in results)
+    assert len(reports) == 1 and "FB1" in reports.pop()      # each request got its own report, whole
+    assert sys.stderr is stderr_before

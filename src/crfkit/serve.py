@@ -187,26 +187,25 @@ class TagService:
         from .cli import EXIT_ERROR, _err, run_tag
         argv = argv_of(params, self.actions)
         err = io.StringIO()
-        with redirect_stderr(err):
+        out = io.StringIO()
+        # sys.stderr is the process's: it is redirected under the lock only, one request at a time
+        with self.lock, redirect_stderr(err):
             try:
                 args = self.parser.parse_args(["tag", "-m", self.model_path, *argv, "-"])
             except SystemExit:
                 raise BadRequest(err.getvalue().strip().splitlines()[-1] if err.getvalue().strip()
                                  else "bad options") from None
-        src = io.BytesIO(body)
-        src.name = "<request>"
-        args.file = src
-        args.threads = self.threads
-        out = io.StringIO()
-        args.output = out
-        with self.lock:
+            src = io.BytesIO(body)
+            src.name = "<request>"
+            args.file = src
+            args.threads = self.threads
+            args.output = out
             self.requests += 1
-            with redirect_stderr(err):
-                try:
-                    status = run_tag(args, self.model)
-                except CrfkitError as e:
-                    _err(str(e))
-                    status = EXIT_ERROR
+            try:
+                status = run_tag(args, self.model)
+            except CrfkitError as e:
+                _err(str(e))
+                status = EXIT_ERROR
         return status, out.getvalue(), err.getvalue()
 
     # ------------------------------------------------------------------ JSON requests
@@ -399,9 +398,10 @@ def cmd_serve(args) -> int:
     log.flush()
     if args.url_file:
         _write_atomic(args.url_file, url + "\n")
+    from .cli import _Terminated
     try:
         server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated):   # Ctrl-C or SIGTERM: the normal ways to stop a server
         log.write(f"crfkit serve: stopped after {service.requests} request(s)\n")
         return 0
     finally:
@@ -488,9 +488,13 @@ def client_tag(args) -> int:
                           f"{data.decode('utf-8', errors='replace').strip()}")
     status = int(status)
     if status == 0:
-        # the name matters for the message of an unwritable -o; the text is the server's output
         with _Output(args.output) as f:
-            f.write(data.decode("utf-8"))
+            raw = getattr(f, "buffer", None)     # the server's UTF-8 bytes as they came, when f has them
+            if raw is not None:
+                f.flush()
+                raw.write(data)
+            else:
+                f.write(data.decode("utf-8"))
     if err:
         sys.stderr.write(err)
         sys.stderr.flush()
