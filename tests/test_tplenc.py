@@ -127,3 +127,26 @@ def test_model_encode_rows_equals_encode_of_the_attribute_strings(chunker):
     assert np.array_equal(model.encode_rows(with_labels).attr, corpus.attr)
     assert model.tag(corpus) == model.tag(X)
     assert model.encode(corpus) is corpus
+
+
+def test_threads_share_one_encoder():
+    import threading
+    templates = Templates.parse("U0:%x[0,0]\nU1:%x[-1,0]/%x[0,1]\nU2:%x[1,1]\n")
+    rng = np.random.default_rng(0)
+    batches = [[[[f"w{rng.integers(300)}", f"p{rng.integers(40)}"] for _ in range(rng.integers(1, 9))]
+                for _ in range(30)] for _ in range(8)]
+    seen = sorted({a for b in batches for s in b for t in templates.apply(s) for a in t})
+    index = {a: i for i, a in enumerate(seen[::2])}
+    enc = TemplateIds(templates, lookup_of(index))
+    out = [None] * len(batches)
+
+    def go(i):
+        for _ in range(3):
+            out[i] = enc.ids(batches[i])[2].tolist()
+    ts = [threading.Thread(target=go, args=(i,)) for i in range(len(batches))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for i, b in enumerate(batches):
+        assert out[i] == expected(templates, b, True, index)[2]

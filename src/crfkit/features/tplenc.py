@@ -25,6 +25,7 @@ it with hypothesis, padded and unpadded).  The memos live as long as the :class:
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 
@@ -65,6 +66,7 @@ class TemplateIds:
             src = f"lambda k: {_fstring(t.pieces, lambda m: f'k[{pos[m]}]')}"
             self.builders.append(eval(src))   # noqa: S307 (source generated here from parsed templates)
         self.bits = [62 // max(len(r), 1) for r in self.reads]
+        self._lock = threading.Lock()
         self._reset()
 
     def _reset(self) -> None:
@@ -94,12 +96,17 @@ class TemplateIds:
         """Codes of the padding tokens ``_B-1`` .. ``_B-k`` (or ``_B+``) in source ``s``; index 0 unused."""
         return np.concatenate([[-1], self._codes(s, [f"_B{sign}{i}" for i in range(1, k + 1)])])
 
-    def ids(self, sentences, _retry: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def ids(self, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(tokens per sentence, attributes per token, attribute ids) of ``sentences``, each a list of
         token rows (lists of column values); what :func:`crfkit.features.encode.encode` makes of
         ``[templates.apply(s, pad) for s in sentences]`` (unknown attributes dropped).  Raises
         :class:`TooWide` for a batch with more distinct values than a template's key can pack (2**20
-        for three macros, 2**15 for four): build the strings then."""
+        for three macros, 2**15 for four): build the strings then.  Thread-safe (the vocabularies
+        and memos are shared: one call at a time)."""
+        with self._lock:
+            return self._ids(sentences)
+
+    def _ids(self, sentences, _retry: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         nT = self.n_templates
         lens = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
         n_tok = int(lens.sum())
@@ -164,7 +171,7 @@ class TemplateIds:
                 if not _retry:
                     raise TooWide(f"template {self.templates.unigram[j].text!r}: more than {1 << bits} "
                                   "distinct values in one batch")
-                return self.ids(sentences, _retry=False)
+                return self._ids(sentences, _retry=False)
             key = ws[0].copy()
             outside = key < 0
             for w in ws[1:]:
