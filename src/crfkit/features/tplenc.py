@@ -158,9 +158,12 @@ class TemplateIds:
             return w
 
         ids = np.empty((n_tok, nT), dtype=np.int64)
+        pending = []        # per template with new keys: (j, the rows to fill, the new keys, how many inside)
+        names = []          # the new keys' attribute strings, all templates': one lookup call
         for j, reads in enumerate(self.reads):
             if not reads:                           # a constant template
-                ids[:, j] = self.lookup([self.builders[j](())])[0]
+                pending.append((j, None, None, 1))
+                names.append(self.builders[j](()))
                 continue
             ws = [window(s, r) for s, r in reads]
             bits = self.bits[j]
@@ -183,22 +186,32 @@ class TemplateIds:
             at = np.searchsorted(mk, key)
             np.minimum(at, len(mk) - 1, out=at)
             hit = mk[at] == key if len(mk) else np.zeros(n_tok, dtype=bool)
-            col = np.where(hit, mv[at] if len(mk) else -1, -1)
+            ids[:, j] = np.where(hit, mv[at] if len(mk) else -1, -1)
             if not hit.all():
-                # keys met for the first time: their strings (outside the sentence: none), one lookup
+                # keys met for the first time (outside the sentence: no string), looked up below
                 fresh = np.unique(key[~hit])
                 inside = fresh[fresh >= 0]
-                got = np.full(len(fresh), -1, dtype=np.int64)
-                if len(inside):
-                    got[len(fresh) - len(inside):] = self.lookup(
-                        [self.builders[j](self._unpack(k, reads, bits)) for k in inside.tolist()])
+                names += [self.builders[j](self._unpack(k, reads, bits)) for k in inside.tolist()]
+                pending.append((j, (~hit, key), fresh, len(inside)))
+        if pending:
+            got = self.lookup(names) if names else np.zeros(0, dtype=np.int64)
+            o = 0
+            for j, where, fresh, n_in in pending:
+                part = np.asarray(got[o:o + n_in], dtype=np.int64)
+                o += n_in
+                if where is None:                   # a constant template
+                    ids[:, j] = part[0]
+                    continue
+                miss, key = where
+                vals = np.full(len(fresh), -1, dtype=np.int64)
+                vals[len(fresh) - n_in:] = part     # fresh is sorted: the -1 (outside) key first
+                mk, mv = self.memos[j]
                 mk = np.concatenate([mk, fresh])
-                mv = np.concatenate([mv, got])
+                mv = np.concatenate([mv, vals])
                 order = np.argsort(mk, kind="stable")
                 mk, mv = mk[order], mv[order]
                 self.memos[j] = (mk, mv)
-                col[~hit] = mv[np.searchsorted(mk, key[~hit])]
-            ids[:, j] = col
+                ids[miss, j] = mv[np.searchsorted(mk, key[miss])]
         keep = ids >= 0
         counts = keep.sum(axis=1).astype(np.int64)
         return lens, counts, ids[keep]
