@@ -151,7 +151,8 @@ class _Dual:
         self.pot = np.zeros((1, L))
         self.acc = np.zeros(p)
         na = len(s.attr_ptr) - 1
-        self.seen = np.zeros(max(na, 1), dtype=np.int8)
+        # the offset of an attribute's row in the step's local layout, plus 1 (kernels.sdca.accumulate_direction)
+        self.seen = np.zeros(max(na, 1), dtype=np.int32 if p < 2 ** 31 - 1 else np.int64)
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
         nflat = max(maxT - 1, 1) * L * L + maxT * L
