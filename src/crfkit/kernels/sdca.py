@@ -401,7 +401,7 @@ def w_hat(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_inde
 
 
 @njit(**_NOPY)
-def project_dual(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, coef,
+def project_dual(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, coef,
                  node_store, pair_store, w, H, entropy):
     """The weights and (``entropy`` True) the entropies of the chain distributions the store holds.
 
@@ -487,11 +487,17 @@ def project_dual(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, tra
             for l in range(L):
                 d[l] = -node[t, l]
             d[y[t0 + t]] += 1.0
+            # the attributes whose features are all the labels in order (``full``) as vector rows; the
+            # same products added in the same order as the generic loop
             for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
                 a = attr[e]
                 x = val[e]
-                for k in range(attr_ptr[a], attr_ptr[a + 1]):
-                    w[k] += x * d[feat_label[k]]
+                k0 = attr_ptr[a]
+                if full[a]:
+                    add_full_row(w[k0:k0 + L], d, 0, x)
+                else:
+                    for k in range(k0, attr_ptr[a + 1]):
+                        w[k] += x * d[feat_label[k]]
     for a in range(L):
         for b in range(L):
             k = trans_index[a, b]

@@ -224,7 +224,7 @@ class _Dual:
         the soft-thresholding when l1 > 0 (z = w_hat, w = S_kappa(z)); their entropies into ``H`` when
         given."""
         c, s = self.obj.corpus, self.obj.space
-        K.project_dual(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+        K.project_dual(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
                        s.trans_index, s.n_state, 1.0 / self.l2n, self.node_store, self.pair_store, self.z,
                        np.empty(self.n) if H is None else H, H is not None)
         if self.kappa > 0:
