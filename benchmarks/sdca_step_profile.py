@@ -12,9 +12,9 @@ dispatching an empty numba function with as many arguments (measured first):
 
     scores      emission scores at w (``emissions_rows``) and the transition matrix
     oracle      forward-backward marginals (``chain_marginals``): what sag-nus*'s step also pays
-    load        the sweep over the stored marginals (``load_entries``)
-    gap         the vectorised logs: individual gap, f'(0), the end curvatures c0, c1, compaction
-                (``gap_and_slope``)
+    gap         the sweep over the stored marginals, edge by edge, with a vectorised log per entry:
+                individual gap, f'(0), the end curvatures c0, c1, the transition direction, the line
+                search's entries and their compaction (``load_gap``)
     direction   the primal direction over the sequence's attributes (``accumulate_direction``)
     search      the exact line search (``line_search`` / ``line_search_enet`` with its packing)
     update      w += gamma u on the touched coordinates, and the store written back
@@ -71,8 +71,8 @@ def main(argv=None):
     c, s = corp, space
     L = s.n_labels
     LL = L * L
-    d0 = {k: dispatch_ns(k) for k in (4, 8, 11, 12, 13, 14)}
-    phases = ["scores", "oracle", "load", "gap", "direction", "search", "update"]
+    d0 = {k: dispatch_ns(k) for k in (4, 8, 11, 12, 13, 14, 15)}
+    phases = ["scores", "oracle", "gap", "direction", "search", "update"]
     tot = dict.fromkeys(phases, 0.0)
     rng = np.random.default_rng(a.seed)
     idx = rng.integers(0, n, a.sample)
@@ -105,12 +105,9 @@ def main(argv=None):
         K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
         tot["oracle"] += ns() - t - d0[8]
         t = ns()
-        nf, npair = K.load_entries(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node, run.d_node,
-                                   f[0], f[1], f[2], run.tdir)
-        tot["load"] += ns() - t - d0[13]
-        t = ns()
-        gap, fp0, nc, ncp, c0, c1 = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
-        tot["gap"] += ns() - t - d0[8]
+        gap, fp0, nc, ncp, c0, c1 = K.load_gap(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node,
+                                               run.d_node, run.tdir, f[:3], run.kb, f[3], f[4], f[5])
+        tot["gap"] += ns() - t - d0[15]
         t = ns()
         na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, run.full,
                                     run.d_node, run.acc, run.seen, run.alist)

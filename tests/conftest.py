@@ -293,9 +293,10 @@ def random_bigram_attributes(rng, X, n_battr: int = 4, real: bool = True) -> lis
 
 def sdca_step_prefix(run, i, space, corp, rows):
     """What ``sdca_step`` computes on sequence ``i`` of a ``crfkit.optim.sdca._Dual`` run before its line
-    search: the chain marginals at the run's point, the flat entries (``load_entries``), the individual
-    gap, f'(0) and the end curvatures c0, c1 (``gap_and_slope``), and the direction accumulated from ``rows()`` (called after the
-    load, T x L node rows).  Returns a dict of what the tests of the step read."""
+    search: the chain marginals at the run's point, the individual gap, f'(0), the end curvatures c0, c1
+    and the line search's entries (``load_gap``: mu, mu' in ``f[4]``, ``f[5]``), and the direction
+    accumulated from ``rows()`` (called after the load, T x L node rows).  Returns a dict of what the
+    tests of the step read."""
     from crfkit.kernels import sdca as K
     c, s = corp, space
     t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
@@ -307,9 +308,9 @@ def sdca_step_prefix(run, i, space, corp, rows):
     K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
     f = run.flat
     tdir = np.zeros((L, L))
-    nf, npair = K.load_entries(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
-                               run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, f[0], f[1], f[2], tdir)
-    gap, fp0, nc, ncp, c0, c1 = K.gap_and_slope(nf, npair, f[0], f[1], f[2], f[3], run.kb, f[4], f[5])
+    gap, fp0, nc, ncp, c0, c1 = K.load_gap(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
+                                           run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f[:3],
+                                           run.kb, f[3], f[4], f[5])
     acc = np.zeros_like(run.w)
     seen = np.zeros_like(run.seen)
     alist = np.zeros_like(run.alist)

@@ -463,10 +463,11 @@ def test_line_search_with_a_vanishing_new_marginal_keeps_its_log():
     """mu ~ 1 where mu' ~ 1e-17: mu + (mu' - mu) is 0 in floating point; the ratio must come from mu'."""
     fm = np.array([1.0 - 1e-12, 1e-12])
     fn = np.array([2.7e-17, 1.0 - 2.7e-17])
-    bu = np.maximum(fn, K.LOG_FLOOR) / fm          # the ratios as load_entries forms them
-    b = [np.zeros(2) for _ in range(3)]
-    kb = np.zeros(4, dtype=np.int64)
-    gap, fp0, nc, ncp, _, _ = K.gap_and_slope(2, 2, fm, fn, bu, b[0], kb, b[1], b[2])
+    # a one-token chain with two labels: its node is its only clique
+    z = lambda *shape: np.zeros(shape)                                              # noqa: E731
+    gap, fp0, nc, ncp, _, _ = K.load_gap(1, 0, 0, fm[None, :], z(0, 4), fn[None, :], z(1, 4), z(1, 2), z(1, 2),
+                                         z(2, 2), z(3, 4), np.zeros(8, dtype=np.int64), z(2), z(2), z(2))
+    assert nc == 2 and ncp == 2
     assert gap == pytest.approx(kl(fm, fn), rel=1e-12)
     assert fp0 == pytest.approx(kl(fm, fn) + kl(fn, fm), rel=1e-12)
 

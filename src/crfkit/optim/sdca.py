@@ -151,7 +151,8 @@ class _Dual:
         self.pot = np.zeros((1, L))
         self.acc = np.zeros(p)
         na = len(s.attr_ptr) - 1
-        self.seen = np.zeros(max(na, 1), dtype=np.int8)
+        # the offset of an attribute's row in the step's local layout, plus 1 (kernels.sdca.accumulate_direction)
+        self.seen = np.zeros(max(na, 1), dtype=np.int32 if p < 2 ** 31 - 1 else np.int64)
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
         nflat = max(maxT - 1, 1) * L * L + maxT * L
@@ -223,7 +224,7 @@ class _Dual:
         the soft-thresholding when l1 > 0 (z = w_hat, w = S_kappa(z)); their entropies into ``H`` when
         given."""
         c, s = self.obj.corpus, self.obj.space
-        K.project_dual(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
+        K.project_dual(c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
                        s.trans_index, s.n_state, 1.0 / self.l2n, self.node_store, self.pair_store, self.z,
                        np.empty(self.n) if H is None else H, H is not None)
         if self.kappa > 0:
