@@ -330,6 +330,24 @@ def report(results: dict) -> str:
             r = results.get(f"t3:{n}:{reg}")
             cells.append(f"{p[i]} \\| " + (f"{r['test_error']:.2f}%" if r else "not run"))
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if any(k.startswith("t2:") for k in results):
+        lines += ["", "Table 2: sparse vs standard forward-backward (OWL-QN rho1 0.5 rho2 1e-5; l2: L-BFGS rho1 0), "
+                  "Wapiti's feature space; paper: minutes, crfkit: iterations / optimizer seconds / s per iteration",
+                  "| set | paper l2 / l1-sparse / l1 (sparse/std) | paper % zero of M | crfkit l2 | crfkit l1-sparse | "
+                  "crfkit l1 | sparse/std (time per iteration) | crfkit % zero of M | test error l2 / l1-sparse / l1 |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for n in ("1-grm", "3-grm-", "3-grm"):
+            p = PAPER["t2"][n]
+            r = {c: results.get(f"t2:{n}:{c}") for c in ("l2", "l1-sparse", "l1")}
+            cell = lambda x: (f"{x['iterations']} it / {x['optimizer_s']:.0f} s / {x['s_per_iteration']:.2f} s"  # noqa
+                              if x else "not run")
+            a, b = r["l1-sparse"], r["l1"]
+            ratio = (f"{a['s_per_iteration'] / b['s_per_iteration']:.2f} ({b['s_per_iteration'] / a['s_per_iteration']:.2f}x faster)"
+                     if a and b else "-")
+            zero = f"{100 * a['pair_zero_share']:.1f}%" if a and a.get("pair_zero_share") is not None else "-"
+            errs = " / ".join(f"{x['test_error']:.2f}%" if x else "-" for x in r.values())
+            lines.append(f"| {n} | {p[0]} / {p[1]} / {p[2]} min ({p[1] / p[2]:.2f}) | {p[3]}% | {cell(r['l2'])} | "
+                         f"{cell(a)} | {cell(b)} | {ratio} | {zero} | {errs} |")
     lines += ["", "Runs (every cell): iterations, features, active, seconds, peak RSS, threads, load",
               "| cell | algorithm | support | iterations | features | active | train s | peak RSS MB | "
               "test error | objective (sum form) | load before |", "|---|---|---|---|---|---|---|---|---|---|---|"]

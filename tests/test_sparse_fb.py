@@ -269,3 +269,28 @@ def test_owlqn_training_with_sparse_and_standard_forward_backward_agrees(tmp_pat
     assert c.model.meta.get("sparse_fb") is True                       # auto: L1 term -> sparse
     with pytest.raises(Exception, match="sparse_fb"):
         train(X, Y, B=B, support="all", l1=0.05, algorithm="owlqn", max_iterations=2, sparse_fb="maybe")
+
+
+def test_cli_train_sparse_fb(tmp_path):
+    from crfkit import cli
+    from crfkit.model import CRFModel
+    rng = np.random.default_rng(4)
+    lines = []
+    for _ in range(40):
+        for _t in range(int(rng.integers(2, 7))):
+            c = "abcde"[int(rng.integers(5))]
+            lines.append(f"{c}\t{c.upper() if rng.random() < 0.8 else 'X'}")
+        lines.append("")
+    data = tmp_path / "train.txt"
+    data.write_text("\n".join(lines) + "\n")
+    metas = {}
+    for mode in ("on", "off"):
+        m = tmp_path / f"{mode}.crf"
+        assert cli.main(["train", str(data), "--features", "nettalk:1-grm", "--support", "all", "-a", "owlqn",
+                         "--rho1", "0.5", "--rho2", "1e-5", "--max-iterations", "15", "--sparse-fb", mode,
+                         "-m", str(m), "-q"]) == 0
+        metas[mode] = CRFModel.load(m)
+    assert 0.0 < metas["on"].meta["pair_zero_share"] <= 1.0 and "pair_zero_share" not in metas["off"].meta
+    np.testing.assert_allclose(metas["on"].weights, metas["off"].weights, atol=1e-7)
+    with pytest.raises(SystemExit):
+        cli.main(["train", str(data), "--features", "nettalk:1-grm", "--sparse-fb", "maybe", "-m", "x"])
