@@ -187,7 +187,12 @@ def worker_crfkit(args) -> dict:
             if not c.get("no_dev"):
                 kw["B_dev"] = Bd
         dev_kw = {} if c.get("no_dev") else dict(X_dev=Xd, Y_dev=[s.labels for s in dev])
+        if not templates.bigram:
+            # N-grm- sets have no empty window, so no plain label-pair (transition) features, as in Wapiti's
+            # space (crfkit's Templates.has_transitions counts any label-pair line, so it would add the L^2)
+            kw["transitions"] = "none"
         res = train_fn(X, Y, support=c["support"], trace=trace, meta=meta, **dev_kw, **kw)
+        out["n_transitions"] = res.model.space.n_trans
         out["iterations"] = res.iterations
         out["features"] = res.model.space.n_features
         # the optimizer's seconds (from its first gradient; the feature encoding before it is not counted)
