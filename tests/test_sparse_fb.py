@@ -266,7 +266,9 @@ def test_owlqn_training_with_sparse_and_standard_forward_backward_agrees(tmp_pat
     shares = [r["pair_zero_share"] for r in tb]
     assert len(shares) == b.iterations and all(0.0 < s < 1.0 for s in shares)
     assert 0.0 < b.model.meta["pair_zero_share"] < 1.0
-    assert c.model.meta.get("sparse_fb") is True                       # auto: L1 term -> sparse
+    assert c.model.meta.get("sparse_fb") == "auto"                     # auto with an L1 term: per evaluation
+    assert c.iterations == a.iterations and c.objective == pytest.approx(a.objective, rel=1e-9)
+    assert b.model.meta["sparse_evaluations"] >= b.iterations
     with pytest.raises(Exception, match="sparse_fb"):
         train(X, Y, B=B, support="all", l1=0.05, algorithm="owlqn", max_iterations=2, sparse_fb="maybe")
 
@@ -294,3 +296,25 @@ def test_cli_train_sparse_fb(tmp_path):
     np.testing.assert_allclose(metas["on"].weights, metas["off"].weights, atol=1e-7)
     with pytest.raises(SystemExit):
         cli.main(["train", str(data), "--features", "nettalk:1-grm", "--sparse-fb", "maybe", "-m", "x"])
+
+
+def test_auto_picks_the_recursion_by_estimated_density():
+    from crfkit.objective import Objective, Regularization
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(6, support="all", scale=1.0, n_seq=20, max_len=7, n_labels=4)
+    sp = model.space
+    dense_w = model.weights.copy()
+    sparse_w = dense_w.copy()
+    sparse_w[sp.n_state:] = 0.0
+    sparse_w[sp.bigram_offset] = 0.7          # one non-zero pair score
+    obj = Objective(corpus, sp, Regularization(l2=0.1), sparse_fb="auto")
+    assert model.pair_density(corpus) >= obj.AUTO_PAIR_DENSITY
+    ref = Objective(corpus, sp, Regularization(l2=0.1))
+    for w, n_sparse in ((dense_w, 0), (sparse_w, 1)):
+        f, g = obj.value_and_grad(w)
+        f0, g0 = ref.value_and_grad(w)
+        assert obj.n_sparse_evaluations == n_sparse
+        assert f == pytest.approx(f0, rel=1e-12)
+        np.testing.assert_allclose(g, g0, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="sparse_fb"):
+        Objective(corpus, sp, sparse_fb="sometimes")

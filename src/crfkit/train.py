@@ -343,12 +343,14 @@ class _SigtermAsInterrupt:
         return False
 
 
-def _sparse_fb_wanted(sparse_fb, reg: Regularization) -> bool:
+def _sparse_fb_wanted(sparse_fb, reg: Regularization) -> bool | str:
+    """train's ``sparse_fb`` as Objective's: True, False or "auto" (with an L1 term; without one the
+    label-pair scores are not sparse, so the standard recursions)."""
     if sparse_fb is True or sparse_fb is False:
         return sparse_fb
     if sparse_fb not in ("on", "off", "auto"):
         raise ParameterError(f"sparse_fb must be on, off or auto, got {sparse_fb!r}")
-    return sparse_fb == "on" or (sparse_fb == "auto" and reg.l1 > 0)
+    return True if sparse_fb == "on" else ("auto" if sparse_fb == "auto" and reg.l1 > 0 else False)
 
 
 def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs",
@@ -373,10 +375,11 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     ``sparse_fb``: ``"on"``/``"off"``/``"auto"`` (or True/False), the forward-backward recursions of the
     full-batch gradient with label-pair x observation features: sparse (Lavergne et al. 2010, 4.1: only the
     non-zero label-pair scores of a position are exponentiated and visited) or standard (every L x L pair);
-    ``auto`` takes the sparse ones when there is an L1 term.  Same value and gradient to rounding; with the
-    sparse ones every trace record carries ``pair_zero_share``, the share of zeros of the label-pair score
-    matrices M_t over the positions of the gradient evaluations since the previous record, and the model's
-    meta the share over the whole run."""
+    ``auto`` (with an L1 term) decides at each gradient evaluation from the estimated share of non-zero
+    label-pair scores (:attr:`crfkit.objective.Objective.AUTO_PAIR_DENSITY`).  Same value and gradient to
+    rounding; with the sparse ones every trace record carries ``pair_zero_share``, the share of zeros of the
+    label-pair score matrices M_t over the positions of the sparse gradient evaluations since the previous
+    record (NaN if none), and the model's meta the share over the whole run and ``sparse_evaluations``."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.total_weight)
@@ -430,7 +433,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         obj = corpus.objective(space, smooth, threads)
     else:
         obj = Objective(corpus, space, smooth, threads=threads,
-                        sparse_fb=_sparse_fb_wanted(sparse_fb, reg) and bool(space.n_bigram))
+                        sparse_fb=_sparse_fb_wanted(sparse_fb, reg) if space.n_bigram else False)
     n = obj.n
     pair_seen = np.zeros(2, np.int64)   # pair counts already reported in a trace record
     c1, c2 = reg.crfsuite(obj.W)
@@ -662,8 +665,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
           # the saved model holds the active (non-zero) features only; `crfkit info` reports both counts
           "n_candidates": int(space.n_features)}
     if getattr(obj, "sparse_fb", False):
-        md["sparse_fb"] = True
+        md["sparse_fb"] = obj.sparse_fb
         md["pair_zero_share"] = obj.pair_zero_share()
+        md["sparse_evaluations"] = int(obj.n_sparse_evaluations)
     if obj.weighted:
         md["train_weight"] = obj.W   # W = sum of the sample weights: the c1/c2 conversions use it in n's place
     md.update(extra_md)
