@@ -215,7 +215,7 @@ class Objective:
 
     #: ``sparse_fb="auto"`` takes the sparse recursions below this estimated share of non-zero label-pair
     #: scores per position (NETtalk, 51 labels: the sparse training gradient costs about what the standard
-    #: one does at 30% zeros, twice as much with none, a third at 99.8%: README, Table 2)
+    #: one does at 25-30% zeros, twice as much with none, 0.4x at 99.8%: README, NETtalk Table 2)
     AUTO_PAIR_DENSITY = 0.5
 
     def _sparse_now(self, w: np.ndarray) -> bool:
