@@ -80,10 +80,23 @@ _cell("full:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all"
 _cell("inc:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
       reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
 
+# Table 2: sparse vs standard forward-backward, Wapiti's feature space (every label pair with every observation:
+# the paper's M has L x L entries at every position), no dev scoring during training (the times are the
+# optimizer's), the same iteration limit for the cells of a set (--t2-iterations); l2: L-BFGS, rho1 = 0
+for _n in ("1-grm", "3-grm-", "3-grm"):
+    _cell(f"t2:{_n}:l2", table="2", features=f"nettalk:{_n}", support="all", rho1=0.0, rho2=RHO2, reg="l2",
+          sparse_fb="off", no_dev=True)
+    _cell(f"t2:{_n}:l1-sparse", table="2", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2,
+          reg="en", sparse_fb="on", no_dev=True)
+    _cell(f"t2:{_n}:l1", table="2", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          sparse_fb="off", no_dev=True)
+
 PAPER = {
     "t1": {"3-grm": ("10.74%", "14.3M", "14.59%", "0.3M"), "5-grm": ("8.48%", "132.5M", "11.54%", "2.5M")},
     "t3": {"1-grm": ("17.81%", "17.86%", "17.79%"), "3-grm": ("10.62%", "10.74%", "10.70%"),
            "5-grm": ("8.50%", "8.45%", "8.48%")},
+    # l2 / l1-sparse / l1 minutes, % zero of M
+    "t2": {"1-grm": (84, 41, 57, 44.6), "3-grm-": (65, 16, 44, 99.6), "3-grm": (72, 48, 58, 19.9)},
 }
 
 
@@ -142,6 +155,9 @@ def worker_crfkit(args) -> dict:
     if c.get("target"):
         kw.update(stop_value=args.stop_value, max_iterations=args.max_iterations or 200, delta=0.0,
                   epsilon=0.0)
+    elif c["table"] == "2":
+        # the same stopping rule for every cell of a set: the iteration limit (or the usual delta rule first)
+        kw.update(max_iterations=args.max_iterations or args.t2_iterations, sparse_fb=c["sparse_fb"])
     else:
         kw.update(dev_stop=args.dev_stop, dev_every=args.dev_every,
                   max_iterations=args.max_iterations or c.get("max_it", args.cap))
@@ -167,11 +183,27 @@ def worker_crfkit(args) -> dict:
         Bd = bigram_attributes_of(dev, templates)
         meta = {"templates": templates.source, "template_pad": True, "columns": 1}
         if B is not None:
-            kw.update(B=B, B_dev=Bd)
-        res = train_fn(X, Y, X_dev=Xd, Y_dev=[s.labels for s in dev], support=c["support"], trace=trace, meta=meta,
-                    **kw)
+            kw["B"] = B
+            if not c.get("no_dev"):
+                kw["B_dev"] = Bd
+        dev_kw = {} if c.get("no_dev") else dict(X_dev=Xd, Y_dev=[s.labels for s in dev])
+        if not templates.bigram:
+            # N-grm- sets have no empty window, so no plain label-pair (transition) features, as in Wapiti's
+            # space (crfkit's Templates.has_transitions counts any label-pair line, so it would add the L^2)
+            kw["transitions"] = "none"
+        res = train_fn(X, Y, support=c["support"], trace=trace, meta=meta, **dev_kw, **kw)
+        out["n_transitions"] = res.model.space.n_trans
         out["iterations"] = res.iterations
         out["features"] = res.model.space.n_features
+        # the optimizer's seconds (from its first gradient; the feature encoding before it is not counted)
+        out["optimizer_s"] = res.seconds
+        out["s_per_iteration"] = res.seconds / max(res.iterations, 1)
+        out["n_evaluations"] = res.effective_passes
+        if "pair_zero_share" in res.model.meta:
+            out["pair_zero_share"] = res.model.meta["pair_zero_share"]
+            out["pair_zero_share_by_iteration"] = [r.get("pair_zero_share") for r in res.history]
+        out["objective_by_iteration"] = [r["objective"] for r in res.history]
+        out["wall_s_by_iteration"] = [r["wall_s"] for r in res.history]
     out["train_s"] = time.perf_counter() - t0
     out["objective_sum"] = res.objective * res.model.meta.get("n_train", len(train))
     out["status"] = res.status
@@ -240,7 +272,7 @@ def run_cell(name: str, args, results: dict) -> dict | None:
     c = CELLS[name]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--work", args.work,
            "--threads", str(args.threads), "--cap", str(args.cap), "--dev-every", str(args.dev_every),
-           "--dev-stop", str(args.dev_stop)]
+           "--dev-stop", str(args.dev_stop), "--t2-iterations", str(args.t2_iterations)]
     if args.wapiti_iterations:
         cmd += ["--wapiti-iterations", str(args.wapiti_iterations)]
     if c.get("target"):
@@ -303,6 +335,24 @@ def report(results: dict) -> str:
             r = results.get(f"t3:{n}:{reg}")
             cells.append(f"{p[i]} \\| " + (f"{r['test_error']:.2f}%" if r else "not run"))
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if any(k.startswith("t2:") for k in results):
+        lines += ["", "Table 2: sparse vs standard forward-backward (OWL-QN rho1 0.5 rho2 1e-5; l2: L-BFGS rho1 0), "
+                  "Wapiti's feature space; paper: minutes, crfkit: iterations / optimizer seconds / s per iteration",
+                  "| set | paper l2 / l1-sparse / l1 (sparse/std) | paper % zero of M | crfkit l2 | crfkit l1-sparse | "
+                  "crfkit l1 | sparse/std (time per iteration) | crfkit % zero of M | test error l2 / l1-sparse / l1 |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for n in ("1-grm", "3-grm-", "3-grm"):
+            p = PAPER["t2"][n]
+            r = {c: results.get(f"t2:{n}:{c}") for c in ("l2", "l1-sparse", "l1")}
+            cell = lambda x: (f"{x['iterations']} it / {x['optimizer_s']:.0f} s / {x['s_per_iteration']:.2f} s"  # noqa
+                              if x else "not run")
+            a, b = r["l1-sparse"], r["l1"]
+            ratio = (f"{a['s_per_iteration'] / b['s_per_iteration']:.2f} ({b['s_per_iteration'] / a['s_per_iteration']:.2f}x faster)"
+                     if a and b else "-")
+            zero = f"{100 * a['pair_zero_share']:.1f}%" if a and a.get("pair_zero_share") is not None else "-"
+            errs = " / ".join(f"{x['test_error']:.2f}%" if x else "-" for x in r.values())
+            lines.append(f"| {n} | {p[0]} / {p[1]} / {p[2]} min ({p[1] / p[2]:.2f}) | {p[3]}% | {cell(r['l2'])} | "
+                         f"{cell(a)} | {cell(b)} | {ratio} | {zero} | {errs} |")
     lines += ["", "Runs (every cell): iterations, features, active, seconds, peak RSS, threads, load",
               "| cell | algorithm | support | iterations | features | active | train s | peak RSS MB | "
               "test error | objective (sum form) | load before |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -347,6 +397,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dev-stop", type=int, default=3, help="stop after N dev evaluations without improvement "
                     "(default 3) and keep the best model")
     ap.add_argument("--wapiti-iterations", type=int, default=None, help="Wapiti's -i (default: its own stopping)")
+    ap.add_argument("--t2-iterations", type=int, default=50, help="Table 2: iteration limit of every cell "
+                    "(the same for the sparse and standard runs of a set; default 50)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--stop-value", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

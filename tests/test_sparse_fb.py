@@ -146,3 +146,175 @@ def test_pair_density_counts_nonzero_pairs():
     assert model.pair_density(corpus) == 0.0
     w[sp.n_state:sp.n_state + sp.n_trans] = 1.0
     assert model.pair_density(corpus) == pytest.approx(sp.n_trans / (L * L))
+
+
+# ------------------------------------------------------------- the training gradient (Objective(sparse_fb=True))
+def _listed_pairs(model, corpus) -> tuple[int, int]:
+    """(positions, listed pairs) the sparse recursion must see, from the weights by index: at each
+    position t >= 1 the pairs with a non-zero transition weight or a non-zero-weight bigram feature
+    of one of the token's bigram attributes."""
+    sp, w = model.space, model.weights
+    L = sp.n_labels
+    trans = np.zeros((L, L))
+    for i in range(L):
+        for j in range(L):
+            k = sp.trans_index[i, j]
+            if k >= 0:
+                trans[i, j] = w[sp.n_state + k]
+    pos = listed = 0
+    for s in range(corpus.n_sequences):
+        for t in range(corpus.seq_ptr[s] + 1, corpus.seq_ptr[s + 1]):
+            pairs = {i * L + j for i in range(L) for j in range(L) if trans[i, j] != 0.0}
+            for e in range(corpus.btok_ptr[t], corpus.btok_ptr[t + 1]):
+                b = corpus.battr[e]
+                for k in range(sp.battr_ptr[b], sp.battr_ptr[b + 1]):
+                    if w[sp.bigram_offset + k] != 0.0:
+                        pairs.add(int(sp.bfeat_pair[k]))
+            pos += 1
+            listed += len(pairs)
+    return pos, listed
+
+
+@pytest.mark.parametrize("zero_share", [0.0, 0.6, 0.95, 1.0])
+@pytest.mark.parametrize("support", ["all", "observed"])
+def test_sparse_gradient_equals_the_standard_one(zero_share, support):
+    from crfkit.objective import Objective, Regularization
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(5, support=support, scale=1.5, n_seq=30, max_len=9, n_labels=5,
+                                          n_battr=6)
+    sp = model.space
+    w = model.weights
+    rng = np.random.default_rng(2)
+    # many zero pair scores: zero a share of the bigram weights and of the transitions
+    pair_block = np.arange(sp.n_state, sp.bigram_offset + sp.n_bigram)
+    w[pair_block[rng.random(len(pair_block)) < zero_share]] = 0.0
+    reg = Regularization(l2=0.2)
+    std = Objective(corpus, sp, reg, threads=2)
+    spa = Objective(corpus, sp, reg, threads=2, sparse_fb=True)
+    f0, g0 = std.value_and_grad(w)
+    f1, g1 = spa.value_and_grad(w)
+    assert f1 == pytest.approx(f0, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=0, atol=1e-12)
+    assert np.abs(g0[sp.bigram_offset:sp.bigram_offset + sp.n_bigram]).max() > 1e-3
+    # the sparsity figures: what the recursion listed, counted independently
+    pos, listed = _listed_pairs(model, corpus)
+    assert tuple(spa.pair_counts) == (pos, listed)
+    assert spa.pair_zero_share() == pytest.approx(1 - listed / (pos * sp.n_labels ** 2))
+    assert std.pair_counts.sum() == 0          # the standard recursion counts nothing
+    if zero_share == 1.0:
+        assert listed == 0 and spa.pair_zero_share() == 1.0
+
+
+def test_sparse_gradient_with_sample_weights_and_finite_differences():
+    import dataclasses
+    from crfkit.features.encode import build
+    from crfkit.objective import Objective, Regularization
+    from test_bigram import bigram_data
+    X, Y, B = bigram_data(9, n_seq=12, max_len=6, n_labels=4)
+    weights = np.random.default_rng(0).integers(0, 3, size=len(X)).astype(float)
+    weights[0] = 1.0
+    space, corpus = build(X, Y, B=B, support="all")
+    corpus = dataclasses.replace(corpus, weight=weights)
+    assert corpus.is_weighted
+    w = np.random.default_rng(1).normal(scale=0.7, size=space.n_features)
+    w[space.n_state:][np.random.default_rng(2).random(space.n_features - space.n_state) < 0.8] = 0.0
+    reg = Regularization(l2=0.1)
+    f0, g0 = Objective(corpus, space, reg).value_and_grad(w)
+    spa = Objective(corpus, space, reg, sparse_fb=True)
+    f1, g1 = spa.value_and_grad(w)
+    assert f1 == pytest.approx(f0, rel=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=0, atol=1e-12)
+    eps = 1e-6
+    for k in np.random.default_rng(3).choice(len(w), size=20, replace=False):
+        e = np.zeros_like(w)
+        e[k] = eps
+        fd = (spa.value(w + e) - spa.value(w - e)) / (2 * eps)
+        assert g1[k] == pytest.approx(fd, abs=1e-6)
+
+
+def test_sparse_gradient_falls_back_outside_the_scaled_range():
+    """Pair scores spanning more than MAX_SCALED_TRANSITION_RANGE: that sequence takes the dense path."""
+    from crfkit.objective import Objective, Regularization
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(13, scale=1.0, n_seq=10, max_len=6, n_labels=3)
+    sp = model.space
+    w = model.weights
+    w[sp.bigram_offset:sp.bigram_offset + sp.n_bigram:3] *= 150.0
+    reg = Regularization(l2=0.0)
+    f0, g0 = Objective(corpus, sp, reg).value_and_grad(w)
+    f1, g1 = Objective(corpus, sp, reg, sparse_fb=True).value_and_grad(w)
+    assert np.isfinite(f0)
+    assert f1 == pytest.approx(f0, rel=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=1e-9, atol=1e-9)
+
+
+def test_owlqn_training_with_sparse_and_standard_forward_backward_agrees(tmp_path):
+    import json
+    from crfkit.train import train
+    from test_bigram import bigram_data
+    X, Y, B = bigram_data(21, n_seq=40, max_len=8, n_labels=4, real=False)
+    runs = {}
+    for mode in ("off", "on", "auto"):
+        tr = tmp_path / f"{mode}.jsonl"
+        runs[mode] = (train(X, Y, B=B, support="all", l1=0.05, l2=0.001, algorithm="owlqn", max_iterations=25,
+                            sparse_fb=mode, trace=str(tr)), [json.loads(line) for line in open(tr)])
+    (a, ta), (b, tb), (c, tc) = runs["off"], runs["on"], runs["auto"]
+    assert a.iterations == b.iterations
+    assert b.objective == pytest.approx(a.objective, rel=1e-9)
+    np.testing.assert_allclose(b.model.weights, a.model.weights, atol=1e-7)
+    assert "pair_zero_share" not in ta[-1] and "pair_zero_share" not in a.model.meta
+    shares = [r["pair_zero_share"] for r in tb]
+    assert len(shares) == b.iterations and all(0.0 < s < 1.0 for s in shares)
+    assert 0.0 < b.model.meta["pair_zero_share"] < 1.0
+    assert c.model.meta.get("sparse_fb") == "auto"                     # auto with an L1 term: per evaluation
+    assert c.iterations == a.iterations and c.objective == pytest.approx(a.objective, rel=1e-9)
+    assert b.model.meta["sparse_evaluations"] >= b.iterations
+    with pytest.raises(Exception, match="sparse_fb"):
+        train(X, Y, B=B, support="all", l1=0.05, algorithm="owlqn", max_iterations=2, sparse_fb="maybe")
+
+
+def test_cli_train_sparse_fb(tmp_path):
+    from crfkit import cli
+    from crfkit.model import CRFModel
+    rng = np.random.default_rng(4)
+    lines = []
+    for _ in range(40):
+        for _t in range(int(rng.integers(2, 7))):
+            c = "abcde"[int(rng.integers(5))]
+            lines.append(f"{c}\t{c.upper() if rng.random() < 0.8 else 'X'}")
+        lines.append("")
+    data = tmp_path / "train.txt"
+    data.write_text("\n".join(lines) + "\n")
+    metas = {}
+    for mode in ("on", "off"):
+        m = tmp_path / f"{mode}.crf"
+        assert cli.main(["train", str(data), "--features", "nettalk:1-grm", "--support", "all", "-a", "owlqn",
+                         "--rho1", "0.5", "--rho2", "1e-5", "--max-iterations", "15", "--sparse-fb", mode,
+                         "-m", str(m), "-q"]) == 0
+        metas[mode] = CRFModel.load(m)
+    assert 0.0 < metas["on"].meta["pair_zero_share"] <= 1.0 and "pair_zero_share" not in metas["off"].meta
+    np.testing.assert_allclose(metas["on"].weights, metas["off"].weights, atol=1e-7)
+    with pytest.raises(SystemExit):
+        cli.main(["train", str(data), "--features", "nettalk:1-grm", "--sparse-fb", "maybe", "-m", "x"])
+
+
+def test_auto_picks_the_recursion_by_estimated_density():
+    from crfkit.objective import Objective, Regularization
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(6, support="all", scale=1.0, n_seq=20, max_len=7, n_labels=4)
+    sp = model.space
+    dense_w = model.weights.copy()
+    sparse_w = dense_w.copy()
+    sparse_w[sp.n_state:] = 0.0
+    sparse_w[sp.bigram_offset] = 0.7          # one non-zero pair score
+    obj = Objective(corpus, sp, Regularization(l2=0.1), sparse_fb="auto")
+    assert model.pair_density(corpus) >= obj.AUTO_PAIR_DENSITY
+    ref = Objective(corpus, sp, Regularization(l2=0.1))
+    for w, n_sparse in ((dense_w, 0), (sparse_w, 1)):
+        f, g = obj.value_and_grad(w)
+        f0, g0 = ref.value_and_grad(w)
+        assert obj.n_sparse_evaluations == n_sparse
+        assert f == pytest.approx(f0, rel=1e-12)
+        np.testing.assert_allclose(g, g0, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="sparse_fb"):
+        Objective(corpus, sp, sparse_fb="sometimes")

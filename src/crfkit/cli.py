@@ -399,6 +399,8 @@ def cmd_train(args) -> int:
                   dev_every=args.dev_every,
                   support=args.support, transitions=args.transitions, min_freq=args.min_freq,
                   checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume, **reg)
+    if getattr(args, "sparse_fb", "off") != "off":
+        kwargs["sparse_fb"] = args.sparse_fb
     if args.param:
         kwargs["params"] = dict(args.param)
     if args.dev_stop is not None:
@@ -1227,6 +1229,11 @@ def _add_train_parser(sub) -> None:
     t.add_argument("--dev-stop", type=_pos_int, metavar="W",
                    help="stop when the dev score has not improved for W evaluations and keep the best model "
                         "(needs --dev)")
+    t.add_argument("--sparse-fb", choices=("off", "on", "auto"), default="off",
+                   help="with label-pair x observation features (lbfgs/owlqn): compute the gradient with the "
+                        "sparse forward-backward recursions, which visit only the non-zero label-pair scores "
+                        "(Lavergne et al. 2010, 4.1; same result; faster once L1 has zeroed most of them); "
+                        "auto: when there is an L1 term (default off: the standard L x L recursions)")
     t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
                    help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
                         "labels are chunks)")

@@ -645,22 +645,8 @@ class CRFModel:
     def pair_density(self, corpus) -> float:
         """Estimated share of the L x L label pairs with a non-zero score at a position (transitions plus
         the label-pair x observation features of the tokens' attributes): what the sparse recursions cost
-        relative to the dense ones."""
-        sp = self.space
-        L = sp.n_labels
-        ns = sp.n_state
-        tr = np.count_nonzero(self.weights[ns:ns + sp.n_trans])
-        positions = corpus.n_tokens - corpus.n_sequences
-        if not sp.n_bigram or not corpus.has_bigram or positions <= 0:
-            return tr / (L * L)
-        wb = self.weights[sp.bigram_offset:sp.bigram_offset + sp.n_bigram]
-        nz = np.add.reduceat(wb != 0, sp.battr_ptr[:-1]) if len(wb) else np.zeros(0)
-        nz = np.where(np.diff(sp.battr_ptr) > 0, nz, 0)
-        btok_ptr, battr, _ = corpus.bigram_arrays()
-        c = np.concatenate(([0], np.cumsum(nz[battr])))
-        per_token = c[btok_ptr[1:]] - c[btok_ptr[:-1]]
-        touched = float(per_token.sum() - per_token[corpus.seq_ptr[:-1][corpus.lengths() > 0]].sum())
-        return min(1.0, (tr + touched / positions) / (L * L))
+        relative to the dense ones (:func:`pair_density`)."""
+        return pair_density(self.space, corpus, self.weights)
 
     def viterbi(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus."""
@@ -1256,3 +1242,23 @@ def check_meta(meta: dict, space: FeatureSpace, path: str) -> None:
             raise bad("dense_columns", f"{len(dc)} columns for {space.n_dense} dense dimensions")
         if columns is not None and dc and max(dc) > columns:
             raise bad("dense_columns", f"column {max(dc)} is beyond the {columns} observation columns")
+
+
+def pair_density(sp: "FeatureSpace", corpus, w: np.ndarray) -> float:
+    """Estimated share of the L x L label pairs with a non-zero score at a position of ``corpus`` under the
+    weights ``w`` of ``sp``: the non-zero transitions plus, per position, the non-zero label-pair x observation
+    features of the token's attributes (an upper bound: a pair two features share is counted twice), over L^2."""
+    L = sp.n_labels
+    ns = sp.n_state
+    tr = np.count_nonzero(w[ns:ns + sp.n_trans])
+    positions = corpus.n_tokens - corpus.n_sequences
+    if not sp.n_bigram or not corpus.has_bigram or positions <= 0:
+        return tr / (L * L)
+    wb = w[sp.bigram_offset:sp.bigram_offset + sp.n_bigram]
+    nz = np.add.reduceat(wb != 0, sp.battr_ptr[:-1]) if len(wb) else np.zeros(0)
+    nz = np.where(np.diff(sp.battr_ptr) > 0, nz, 0)
+    btok_ptr, battr, _ = corpus.bigram_arrays()
+    c = np.concatenate(([0], np.cumsum(nz[battr])))
+    per_token = c[btok_ptr[1:]] - c[btok_ptr[:-1]]
+    touched = float(per_token.sum() - per_token[corpus.seq_ptr[:-1][corpus.lengths() > 0]].sum())
+    return min(1.0, (tr + touched / positions) / (L * L))

@@ -343,6 +343,16 @@ class _SigtermAsInterrupt:
         return False
 
 
+def _sparse_fb_wanted(sparse_fb, reg: Regularization) -> bool | str:
+    """train's ``sparse_fb`` as Objective's: True, False or "auto" (with an L1 term; without one the
+    label-pair scores are not sparse, so the standard recursions)."""
+    if sparse_fb is True or sparse_fb is False:
+        return sparse_fb
+    if sparse_fb not in ("on", "off", "auto"):
+        raise ParameterError(f"sparse_fb must be on, off or auto, got {sparse_fb!r}")
+    return True if sparse_fb == "on" else ("auto" if sparse_fb == "auto" and reg.l1 > 0 else False)
+
+
 def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs",
                  reg: Regularization | None = None, max_iterations: int | None = None,
                  epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
@@ -355,12 +365,21 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  resume: str | os.PathLike | None = None, params: dict | None = None,
                  seed: int = 0, dev_stop: int | None = None, dev_metric: str = "auto",
                  fine_tune: int = 0, fine_tune_l2: float | None = None,
-                 allowed: np.ndarray | None = None, train_scores: bool = False) -> TrainResult:
+                 allowed: np.ndarray | None = None, train_scores: bool = False,
+                 sparse_fb: str | bool = "off") -> TrainResult:
     """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector;
     ``allowed``: (n_tokens x L) labels each token may take, for partial labels, :mod:`crfkit.partial`;
     ``train_scores``: also decode the training set at each evaluation (every ``dev_every`` iterations) and
     record ``train_accuracy`` and, for chunk tags, ``train_f1`` (conlleval) in the trace, next to the dev
-    scores; off by default, as it costs a Viterbi pass over the training set each time)."""
+    scores; off by default, as it costs a Viterbi pass over the training set each time).
+    ``sparse_fb``: ``"on"``/``"off"``/``"auto"`` (or True/False), the forward-backward recursions of the
+    full-batch gradient with label-pair x observation features: sparse (Lavergne et al. 2010, 4.1: only the
+    non-zero label-pair scores of a position are exponentiated and visited) or standard (every L x L pair);
+    ``auto`` (with an L1 term) decides at each gradient evaluation from the estimated share of non-zero
+    label-pair scores (:attr:`crfkit.objective.Objective.AUTO_PAIR_DENSITY`).  Same value and gradient to
+    rounding; with the sparse ones every trace record carries ``pair_zero_share``, the share of zeros of the
+    label-pair score matrices M_t over the positions of the sparse gradient evaluations since the previous
+    record (NaN if none), and the model's meta the share over the whole run and ``sparse_evaluations``."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.total_weight)
@@ -413,8 +432,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     elif sharded:
         obj = corpus.objective(space, smooth, threads)
     else:
-        obj = Objective(corpus, space, smooth, threads=threads)
+        obj = Objective(corpus, space, smooth, threads=threads,
+                        sparse_fb=_sparse_fb_wanted(sparse_fb, reg) if space.n_bigram else False)
     n = obj.n
+    pair_seen = np.zeros(2, np.int64)   # pair counts already reported in a trace record
     c1, c2 = reg.crfsuite(obj.W)
 
     def warn(msg: str) -> None:
@@ -519,6 +540,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         }
         # optimizer-specific figures (stochastic methods): copied into the record when given
         rec.update({k: info[k] for k in EXTRA_TRACE_KEYS if k in info})
+        if getattr(obj, "sparse_fb", False):
+            rec["pair_zero_share"] = obj.pair_zero_share(obj.pair_counts - pair_seen)
+            pair_seen[:] = obj.pair_counts
         if why is not None:
             # diverged: recorded, then the run stops; no dev scores, no checkpoint of these weights
             rec["status"] = "diverged"
@@ -640,6 +664,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
           "iterations": res.iterations, "status": status,
           # the saved model holds the active (non-zero) features only; `crfkit info` reports both counts
           "n_candidates": int(space.n_features)}
+    if getattr(obj, "sparse_fb", False):
+        md["sparse_fb"] = obj.sparse_fb
+        md["pair_zero_share"] = obj.pair_zero_share()
+        md["sparse_evaluations"] = int(obj.n_sparse_evaluations)
     if obj.weighted:
         md["train_weight"] = obj.W   # W = sum of the sample weights: the c1/c2 conversions use it in n's place
     md.update(extra_md)

@@ -25,6 +25,7 @@ from numba import njit, prange
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, emissions_rows,
                     forward_backward, forward_backward_edges, gold_score, log_partition, pd_edge, pd_forward_backward,
                     pd_gold_score, pd_log_partition, pd_node, pd_viterbi, tag_codes_seqs, transition_matrix, viterbi)
+from .sparse_fb import nonzero_transitions, pair_capacity, pair_scores_ok, sequence_pairs, sparse_forward_backward
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -583,20 +584,130 @@ def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     return total
 
 
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, battr_ptr,
+                            bfeat_pair, w, row, Wd, boff, trans, expM0, tmax, tr_pair, tr_s, tr_e, s0, s1, T0,
+                            node, edge, E, xs, pm, sw, counts):
+    """:func:`_fb_chunk_bigram` by the sparse forward-backward recursions (Lavergne et al. 2010, 4.1;
+    :mod:`crfkit.kernels.sparse_fb`): per position only the non-zero label-pair scores are listed and
+    exponentiated (the transitions' exponentials ``tr_e`` are computed once per call), and the
+    recursions cost O(L + listed pairs).  The same outputs (to rounding): log Z, node marginals, the
+    full L x L edge marginals of every position (an unlisted pair's is ``alpha[t-1, i] * v_t(j)``, a
+    product: no exponential), summed into ``E``.  ``counts`` receives += (positions, listed pairs), the
+    sparsity of M.  A sequence whose pair scores leave the range of the scaled recursion
+    (:func:`~crfkit.kernels.sparse_fb.pair_scores_ok`) takes the dense per-position path."""
+    L = trans.shape[0]
+    if _max_len(seq_ptr, s0, s1) == 0:
+        return 0.0
+    maxT, cap = pair_capacity(seq_ptr, btok_ptr, battr, battr_ptr, s0, s1, tr_pair.shape[0])
+    score = np.empty((maxT, L))
+    es = np.empty((maxT, L))
+    alpha = np.empty((maxT, L))
+    beta = np.empty((maxT, L))
+    nb = np.empty((maxT, L))
+    scale = np.empty(2 * maxT)
+    acc = np.empty(L)
+    mark = np.empty(L)
+    v = np.empty(L)
+    cnt = np.empty(L, np.int64)
+    slot = np.full(L * L, -1, np.int64)
+    pair_ptr = np.empty(maxT + 1, np.int64)
+    pf = np.empty(cap, np.int32)
+    pt = np.empty(cap, np.int32)
+    ps = np.empty(cap)
+    em1 = np.empty(cap)
+    enz = np.empty(cap)
+    M = np.empty((0, L, L))
+    expM = np.empty((0, L, L))
+    tmx = np.empty(maxT)
+    total = 0.0
+    keep = pm.shape[0] > 0
+    for s in range(s0, s1):
+        t0 = seq_ptr[s]
+        t1 = seq_ptr[s + 1]
+        T = t1 - t0
+        r0 = t0 - T0
+        ws = _seq_weight(sw, s)
+        if ws == 0.0:
+            _zero_rows(node[r0:r0 + T], 0, T)
+            edge[r0:r0 + T] = 0.0
+            _zero_rows(pm, t0, t1)
+        if T == 0 or ws == 0.0:
+            continue
+        _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
+        add_scores(xs, t0, T, score)
+        n = sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, tr_e,
+                           L, slot, pair_ptr, pf, pt, ps, em1)
+        counts[0] += T - 1
+        counts[1] += n
+        if pair_scores_ok(ps[:n]):
+            logz = sparse_forward_backward(score, T, pair_ptr, pf, pt, ps, nb, enz, alpha, beta, es, scale, em1,
+                                           acc, mark, cnt, True)
+            total += ws * logz
+            for t in range(1, T):
+                xi = edge[r0 + t]
+                inv = ws / scale[t]
+                for j in range(L):
+                    v[j] = es[t, j] * beta[t, j] * inv
+                for i in range(L):
+                    a = alpha[t - 1, i]
+                    for j in range(L):
+                        xi[i, j] = a * v[j]
+                for k in range(pair_ptr[t], pair_ptr[t + 1]):
+                    xi[pf[k], pt[k]] = ws * enz[k]
+                for i in range(L):
+                    for j in range(L):
+                        E[i, j] += xi[i, j]
+            for t in range(T):
+                for l in range(L):
+                    x = nb[t, l] * ws
+                    node[r0 + t, l] = x
+                    if keep:
+                        pm[t0 + t, l] = x
+            continue
+        # out of the scaled sparse recursion's range: the dense per-position recursion
+        if M.shape[0] < maxT:
+            M = np.empty((maxT, L, L))
+            expM = np.empty((maxT, L, L))
+        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                                 expM0, tmax, expM)
+        logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
+        total += ws * logz
+        for t in range(1, T):
+            xi = edge[r0 + t]
+            pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
+            for i in range(L):
+                for j in range(L):
+                    xi[i, j] *= ws
+                    E[i, j] += xi[i, j]
+        pd_node(T, alpha, beta, scale)
+        for t in range(T):
+            for l in range(L):
+                x = alpha[t, l] * ws
+                node[r0 + t, l] = x
+                if keep:
+                    pm[t0 + t, l] = x
+    return total
+
+
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
                      battr_ptr, bfeat_pair, w, n_state, boff, plan, g_out, emp, gscale, l2,
-                     row, dense_attr, xs, pm, sw):
+                     row, dense_attr, xs, pm, sw, sparse, counts):
     """:func:`loss_grad` for a corpus with bigram-observation attributes (weights of
     bigram feature k at ``w[boff + k]``): returns (sum of -sw_i log p(y_i|x_i), ||w||^2) and
     writes ``gscale * grad(that sum) + l2 * w`` to g_out.  No exp-domain emissions.
     ``plan`` adds the bigram attributes' occurrence index (the edge marginals of a block are
-    stored too: ``L x L`` per token)."""
+    stored too: ``L x L`` per token).  ``sparse``: the forward-backward recursions of
+    :func:`_fb_chunk_bigram_sparse` (the same value and gradient to rounding), which add
+    (positions, listed non-zero pair scores) of chunk ``c`` into ``counts[c]`` (n_chunks x 2);
+    otherwise the standard per-position recursion (``counts`` untouched)."""
     blocks, chunks, run_ptr, run_attr, otok, oval, groups, brun_ptr, brun_attr, botok, boval, bgroups = plan
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
     expM0 = np.exp(trans - tmax)
+    tr_pair, tr_s, tr_e = nonzero_transitions(trans)
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     _fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
@@ -612,9 +723,15 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     for b in range(blocks.shape[0] - 1):
         T0 = seq_ptr[blocks[b]]
         for c in prange(nc):
-            logzs[c] += _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
-                                         battr_ptr, bfeat_pair, w, row, Wd, boff, trans, expM0, tmax,
-                                         chunks[b, c], chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw)
+            if sparse:
+                logzs[c] += _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
+                                                    feat_label, battr_ptr, bfeat_pair, w, row, Wd, boff, trans,
+                                                    expM0, tmax, tr_pair, tr_s, tr_e, chunks[b, c],
+                                                    chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw, counts[c])
+            else:
+                logzs[c] += _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
+                                             feat_label, battr_ptr, bfeat_pair, w, row, Wd, boff, trans, expM0, tmax,
+                                             chunks[b, c], chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw)
         for j in prange(ng):
             _scatter_runs(groups[b, j], groups[b, j + 1], run_ptr, run_attr, otok, oval, attr_ptr, feat_label,
                           node, g_out, 0)

@@ -292,18 +292,11 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
     return n
 
 
-@njit(parallel=True, cache=True, fastmath=FAST)
-def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
-                            trans_index, battr_ptr, bfeat_pair, w, n_state, boff, bounds, marg, logz, xs, counts):
-    """Node marginals (n_tokens x L) and log Z per sequence of a model with label-pair x observation
-    features, by the sparse recursions; the same outputs as ``batch.decode_all_bigram`` with
-    ``marginals``.  ``counts[c]`` receives (positions, listed pairs) of chunk ``c``, for the
-    sparsity figures.  A sequence whose pair scores leave the range of the scaled recursion
-    (:func:`pair_scores_ok`) is done by the dense per-position recursion instead."""
-    trans = transition_matrix(w, 1.0, n_state, trans_index)
+@njit(**_NOPY)
+def nonzero_transitions(trans):
+    """The non-zero entries of the (position-independent) transition matrix as lists: pair ``i*L + j``,
+    score, exp(score) (what :func:`sequence_pairs` lists at every position)."""
     L = trans.shape[0]
-    tmax = trans.max()
-    expM0 = np.exp(trans - tmax)
     ntr = 0
     for i in range(L):
         for j in range(L):
@@ -320,25 +313,48 @@ def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                 tr_s[q] = trans[i, j]
                 tr_e[q] = np.exp(trans[i, j])
                 q += 1
-    # the most pairs one position can list
+    return tr_pair, tr_s, tr_e
+
+
+@njit(**_NOPY)
+def pair_capacity(seq_ptr, btok_ptr, battr, battr_ptr, s0, s1, ntr):
+    """(longest sequence, most pairs :func:`sequence_pairs` can list for one sequence) over sequences s0..s1-1."""
+    maxT = 1
+    cap = 0
+    for s in range(s0, s1):
+        T = seq_ptr[s + 1] - seq_ptr[s]
+        if T > maxT:
+            maxT = T
+        m = 0
+        for t in range(seq_ptr[s] + 1, seq_ptr[s + 1]):
+            for e in range(btok_ptr[t], btok_ptr[t + 1]):
+                b = battr[e]
+                m += battr_ptr[b + 1] - battr_ptr[b]
+        m += (T - 1) * ntr if T > 1 else 0
+        if m > cap:
+            cap = m
+    return maxT, cap
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
+                            trans_index, battr_ptr, bfeat_pair, w, n_state, boff, bounds, marg, logz, xs, counts):
+    """Node marginals (n_tokens x L) and log Z per sequence of a model with label-pair x observation
+    features, by the sparse recursions; the same outputs as ``batch.decode_all_bigram`` with
+    ``marginals``.  ``counts[c]`` receives (positions, listed pairs) of chunk ``c``, for the
+    sparsity figures.  A sequence whose pair scores leave the range of the scaled recursion
+    (:func:`pair_scores_ok`) is done by the dense per-position recursion instead."""
+    trans = transition_matrix(w, 1.0, n_state, trans_index)
+    L = trans.shape[0]
+    tmax = trans.max()
+    expM0 = np.exp(trans - tmax)
+    tr_pair, tr_s, tr_e = nonzero_transitions(trans)
+    ntr = tr_pair.shape[0]
     n_chunks = len(bounds) - 1
     for c in prange(n_chunks):
         s0 = bounds[c]
         s1 = bounds[c + 1]
-        maxT = 1
-        cap = 0
-        for s in range(s0, s1):
-            T = seq_ptr[s + 1] - seq_ptr[s]
-            if T > maxT:
-                maxT = T
-            m = 0
-            for t in range(seq_ptr[s] + 1, seq_ptr[s + 1]):
-                for e in range(btok_ptr[t], btok_ptr[t + 1]):
-                    b = battr[e]
-                    m += battr_ptr[b + 1] - battr_ptr[b]
-            m += (T - 1) * ntr if T > 1 else 0
-            if m > cap:
-                cap = m
+        maxT, cap = pair_capacity(seq_ptr, btok_ptr, battr, battr_ptr, s0, s1, ntr)
         score = np.empty((maxT, L))
         alpha = np.empty((maxT, L))
         beta = np.empty((maxT, L))
