@@ -67,6 +67,23 @@ def _zero_rows(pm, t0, t1):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
+def _bigram_sequence(seq_ptr, T0, sw, s, node, edge, pm):
+    """(t0, t1, T, r0, weight) of sequence ``s`` in a bigram-observation chunk starting at token T0;
+    a sequence of weight 0 gets its node, edge and marginal rows zeroed (it contributes nothing).
+    Shared by the standard and the sparse forward-backward chunks."""
+    t0 = seq_ptr[s]
+    t1 = seq_ptr[s + 1]
+    T = t1 - t0
+    r0 = t0 - T0
+    ws = _seq_weight(sw, s)
+    if ws == 0.0:
+        _zero_rows(node[r0:r0 + T], 0, T)
+        edge[r0:r0 + T] = 0.0
+        _zero_rows(pm, t0, t1)
+    return t0, t1, T, r0, ws
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
 def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out, sw):
     """Feature counts of the gold labelling: sum_i sw_i phi(x_i, y_i) (constant during training;
     ``sw`` empty: all scales 1; ``val`` empty: every value 1)."""
@@ -542,15 +559,7 @@ def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     total = 0.0
     keep = pm.shape[0] > 0
     for s in range(s0, s1):
-        t0 = seq_ptr[s]
-        t1 = seq_ptr[s + 1]
-        T = t1 - t0
-        r0 = t0 - T0
-        ws = _seq_weight(sw, s)
-        if ws == 0.0:
-            _zero_rows(node[r0:r0 + T], 0, T)
-            edge[r0:r0 + T] = 0.0
-            _zero_rows(pm, t0, t1)
+        t0, t1, T, r0, ws = _bigram_sequence(seq_ptr, T0, sw, s, node, edge, pm)
         if T == 0 or ws == 0.0:
             continue
         _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
@@ -623,15 +632,7 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
     total = 0.0
     keep = pm.shape[0] > 0
     for s in range(s0, s1):
-        t0 = seq_ptr[s]
-        t1 = seq_ptr[s + 1]
-        T = t1 - t0
-        r0 = t0 - T0
-        ws = _seq_weight(sw, s)
-        if ws == 0.0:
-            _zero_rows(node[r0:r0 + T], 0, T)
-            edge[r0:r0 + T] = 0.0
-            _zero_rows(pm, t0, t1)
+        t0, t1, T, r0, ws = _bigram_sequence(seq_ptr, T0, sw, s, node, edge, pm)
         if T == 0 or ws == 0.0:
             continue
         _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
