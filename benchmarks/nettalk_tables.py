@@ -189,7 +189,7 @@ def worker_crfkit(args) -> dict:
         dev_kw = {} if c.get("no_dev") else dict(X_dev=Xd, Y_dev=[s.labels for s in dev])
         if not templates.bigram:
             # N-grm- sets have no empty window, so no plain label-pair (transition) features, as in Wapiti's
-            # space (crfkit's Templates.has_transitions counts any label-pair line, so it would add the L^2)
+            # space (train_columns / crfkit train decide the same way; this worker calls train() itself)
             kw["transitions"] = "none"
         res = train_fn(X, Y, support=c["support"], trace=trace, meta=meta, **dev_kw, **kw)
         out["n_transitions"] = res.model.space.n_trans

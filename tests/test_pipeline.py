@@ -161,6 +161,10 @@ def test_bigram_observation_templates_train_and_tag(files):
     assert all(a.startswith("B01:") for a in res.model.space.battributes)
     out = tag_columns(res.model, files["test"])
     assert out.has_labels and len(out.labels) == len(out.sentences)
+    # no plain B line: no plain transition features (CRF++ and Wapiti build none either)
+    assert res.model.space.n_trans == 0 and res.model.meta["transitions"] == "none"
+    res = train_columns(files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\nB\n"), max_iterations=5)
+    assert res.model.space.n_trans > 0 and res.model.space.n_bigram > 0
 
 
 def test_dev_file(files):

@@ -322,7 +322,9 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
                  "train_file": _name_of(train_path)})
     if wcol is not None:
         meta["weight_column"] = wcol + 1   # (taken out of the tokens: "columns" counts the others)
-    if not templates.has_transitions:
+    if not templates.bigram:
+        # no plain label-pair line (B / b / * without macros): no label-pair features of their own, as
+        # CRF++ and Wapiti; bigram-observation lines alone test label pairs only with an observation
         train_kwargs["transitions"] = "none"
     if dcols is not None:
         train_kwargs["dense"] = dense_of(sentences, dcols, name=_name_of(train_path))

@@ -33,6 +33,9 @@ with ``#`` are comments::
   token of a sentence has no incoming transition, so they do not fire there).
   They are kept in :attr:`Templates.bigram_observation` and expanded by
   :meth:`Templates.apply_bigram`; any ``B`` line sets ``has_transitions``.
+  Plain label-pair (transition) features are trained only when a ``B`` line
+  without macros is there (``Templates.bigram``), as CRF++ and Wapiti: a set
+  of bigram-observation lines alone has no label-pair features of their own.
 - Wapiti's pattern prefixes: ``u`` is a unigram template (as ``U``), ``b`` a
   bigram template (as ``B``: with macros bigram-observation, without them the
   label-bigram switch), ``*`` both at once (a unigram and a bigram-observation
