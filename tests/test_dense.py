@@ -308,6 +308,12 @@ def test_cli_trains_and_tags_with_dense_columns(tmp_path, capsys):
     gold = [x.split("\t")[-1] for x in lines if x]
     assert len(tagged) == len(gold)
     assert np.mean([t[-1] == g for t, g in zip(tagged, gold)]) > 0.8   # the dense columns carry the label
+    # crfkit serve warms up and answers with the same output (dense columns in its synthetic batch too)
+    from crfkit.serve import TagService
+    svc = TagService(str(model), threads=1)
+    svc.warm()
+    status, text, err = svc.tag_text(test_f.read_bytes(), [])
+    assert status == 0 and text == out.read_text(), err
     assert main(["info", "-m", str(model)]) == 0
     assert "dense features: 3 dimensions (columns 2-4) x 3 labels = 9 weights" in capsys.readouterr().out
     # dense columns only: a template file without U lines is fine then

@@ -166,7 +166,9 @@ class TagService:
         n_seq = n_tok // length + 1
         if self.has_templates:
             ncols = int(self.model.meta.get("columns") or 1)
-            rows = [[[f"w{(s + i) % 7}"] * ncols for i in range(length)] for s in range(n_seq)]
+            dense = set(self.model.meta.get("dense_columns") or ())      # 1-based; numbers there
+            rows = [[["0" if c + 1 in dense else f"w{(s + i) % 7}" for c in range(ncols)] for i in range(length)]
+                    for s in range(n_seq)]
             from .pipeline import inputs_of_rows
             X, B, dense = inputs_of_rows(self.model, rows)
         else:
