@@ -127,6 +127,10 @@ def test_model_encode_rows_equals_encode_of_the_attribute_strings(chunker):
     assert np.array_equal(model.encode_rows(with_labels).attr, corpus.attr)
     assert model.tag(corpus) == model.tag(X)
     assert model.encode(corpus) is corpus
+    # a model that has encoded rows still pickles (the encoder travels as its template source)
+    import pickle
+    m2 = pickle.loads(pickle.dumps(model))
+    assert np.array_equal(m2.encode_rows(rows).attr, corpus.attr)
 
 
 def test_threads_share_one_encoder():

@@ -69,6 +69,14 @@ class TemplateIds:
         self._lock = threading.Lock()
         self._reset()
 
+    # pickled with its model: the template source, not the compiled templates, builders, memos or lock
+    def __getstate__(self):
+        t = self.templates
+        return {"source": t.source, "name": t.name, "lookup": self.lookup, "pad": self.pad, "limit": self.limit}
+
+    def __setstate__(self, st):
+        self.__init__(Templates.parse(st["source"], name=st["name"]), st["lookup"], pad=st["pad"], limit=st["limit"])
+
     def _reset(self) -> None:
         self.vocab = [dict() for _ in self.sources]      # value -> code
         self.values = [[] for _ in self.sources]         # code -> value
