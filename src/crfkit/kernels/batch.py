@@ -67,6 +67,41 @@ def _zero_rows(pm, t0, t1):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
+def _store_nodes(m, T, r0, t0, ws, node, pm, keep):
+    """A sequence's node marginals m[:T] times its weight into node[r0:] (and pm[t0:] when ``keep``)."""
+    L = m.shape[1]
+    for t in range(T):
+        for l in range(L):
+            x = m[t, l] * ws
+            node[r0 + t, l] = x
+            if keep:
+                pm[t0 + t, l] = x
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                           expM0, tmax, expM, score, es, alpha, beta, scale, ws, edge, node, E, pm, keep):
+    """One sequence of a bigram-observation chunk by the per-position recursion (its emission scores in
+    ``score``): weighted edge marginals into edge[r0 + t] and summed into E, weighted node marginals
+    stored (:func:`_store_nodes`); returns log Z.  The standard chunk's body, and the sparse chunk's
+    fallback out of its scaled range."""
+    L = trans.shape[0]
+    rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
+                             expM0, tmax, expM)
+    logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
+    for t in range(1, T):
+        xi = edge[r0 + t]
+        pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
+        for i in range(L):
+            for j in range(L):
+                xi[i, j] *= ws
+                E[i, j] += xi[i, j]
+    pd_node(T, alpha, beta, scale)
+    _store_nodes(alpha, T, r0, t0, ws, node, pm, keep)
+    return logz
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _bigram_sequence(seq_ptr, T0, sw, s, node, edge, pm):
     """(t0, t1, T, r0, weight) of sequence ``s`` in a bigram-observation chunk starting at token T0;
     a sequence of weight 0 gets its node, edge and marginal rows zeroed (it contributes nothing).
@@ -564,32 +599,9 @@ def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
             continue
         _hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
         add_scores(xs, t0, T, score)
-        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
-                                 expM0, tmax, expM)
-        logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
-        total += ws * logz
-        for t in range(1, T):
-            xi = edge[r0 + t]
-            pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
-            if ws != 1.0:
-                for i in range(L):
-                    for j in range(L):
-                        xi[i, j] *= ws
-            for i in range(L):
-                for j in range(L):
-                    E[i, j] += xi[i, j]
-        pd_node(T, alpha, beta, scale)
-        if ws != 1.0:
-            for t in range(T):
-                for l in range(L):
-                    alpha[t, l] *= ws
-        for t in range(T):
-            for l in range(L):
-                node[r0 + t, l] = alpha[t, l]
-        if keep:
-            for t in range(T):
-                for l in range(L):
-                    pm[t0 + t, l] = alpha[t, l]
+        total += ws * _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff,
+                                             trans, M, tmx, expM0, tmax, expM, score, es, alpha, beta, scale, ws,
+                                             edge, node, E, pm, keep)
     return total
 
 
@@ -659,35 +671,15 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                 for i in range(L):
                     for j in range(L):
                         E[i, j] += xi[i, j]
-            for t in range(T):
-                for l in range(L):
-                    x = nb[t, l] * ws
-                    node[r0 + t, l] = x
-                    if keep:
-                        pm[t0 + t, l] = x
+            _store_nodes(nb, T, r0, t0, ws, node, pm, keep)
             continue
         # out of the scaled sparse recursion's range: the dense per-position recursion
         if M.shape[0] < maxT:
             M = np.empty((maxT, L, L))
             expM = np.empty((maxT, L, L))
-        rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
-                                 expM0, tmax, expM)
-        logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
-        total += ws * logz
-        for t in range(1, T):
-            xi = edge[r0 + t]
-            pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi)
-            for i in range(L):
-                for j in range(L):
-                    xi[i, j] *= ws
-                    E[i, j] += xi[i, j]
-        pd_node(T, alpha, beta, scale)
-        for t in range(T):
-            for l in range(L):
-                x = alpha[t, l] * ws
-                node[r0 + t, l] = x
-                if keep:
-                    pm[t0 + t, l] = x
+        total += ws * _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff,
+                                             trans, M, tmx, expM0, tmax, expM, score, es, alpha, beta, scale, ws,
+                                             edge, node, E, pm, keep)
     return total
 
 
