@@ -29,7 +29,7 @@ import threading
 
 import numpy as np
 
-from .templates import Macro, Templates, _fstring, _window
+from .templates import Macro, Templates, _fstring
 
 #: entries of all the memos together before they are emptied (about 100 bytes each)
 MEMO_LIMIT = 2_000_000
