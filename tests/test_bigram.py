@@ -69,10 +69,20 @@ def enumerate_pd(score: np.ndarray, M: np.ndarray) -> dict:
     return dict(logz=logz, node=node, xi=xi, best=paths[best], best_score=float(s[best]), scores=s, paths=paths)
 
 
-def random_model(seed: int, support: str = "all", scale: float = 1.0, **kw):
+def random_model(seed: int, support: str = "all", scale: float = 1.0, zero_share: float = 0.0, **kw):
+    """A random model; ``zero_share``: that share of its bigram weights set to 0 (an L1-trained model's
+    shape: the kernels then build the scores from the non-zero ones only, ``chain.compact_bigram``)."""
     X, Y, B = bigram_data(seed, **kw)
     space, corpus = build(X, Y, B=B, support=support)
-    w = np.random.default_rng(seed + 100).normal(scale=scale, size=space.n_features)
+    rng = np.random.default_rng(seed + 100)
+    w = rng.normal(scale=scale, size=space.n_features)
+    if zero_share:
+        b = slice(space.bigram_offset, space.dense_offset)
+        keep = np.zeros(space.n_bigram, bool)
+        keep[rng.choice(space.n_bigram, size=max(1, int((1 - zero_share) * space.n_bigram)), replace=False)] = True
+        w[b] *= keep
+        ptr, _, _ = chain.compact_bigram(w, space.bigram_offset, space.battr_ptr, space.bfeat_pair, 0.3)
+        assert ptr.shape[0] > 0 and np.count_nonzero(w[b]) > 0      # the compact path is the one tested
     return CRFModel(space, w), X, Y, B, corpus
 
 
@@ -118,8 +128,9 @@ def test_first_token_bigram_attributes_are_ignored():
 # ---------------------------------------------------------------------- kernels vs enumeration
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("support", ["observed", "all"])
-def test_logz_marginals_viterbi_against_enumeration(seed, support):
-    model, X, Y, B, _ = random_model(seed, support=support, scale=1.5)
+@pytest.mark.parametrize("zero_share", [0.0, 0.85])
+def test_logz_marginals_viterbi_against_enumeration(seed, support, zero_share):
+    model, X, Y, B, _ = random_model(seed, support=support, scale=1.5, zero_share=zero_share)
     corpus = model.encode(X, Y, B=B)
     r = model.decode(corpus, marginals=True, labels=corpus.y)
     ref = Reference(model)
@@ -226,8 +237,9 @@ def expected_gradient(model: CRFModel, X, Y, B) -> np.ndarray:
 
 
 @pytest.mark.parametrize("support", ["observed", "all"])
-def test_gradient_against_enumeration_and_finite_differences(support):
-    model, X, Y, B, corpus = random_model(11, support=support, scale=0.8)
+@pytest.mark.parametrize("zero_share", [0.0, 0.85])
+def test_gradient_against_enumeration_and_finite_differences(support, zero_share):
+    model, X, Y, B, corpus = random_model(11, support=support, scale=0.8, zero_share=zero_share)
     obj = Objective(corpus, model.space, Regularization(l2=0.3))
     w = model.weights
     f, g = obj.value_and_grad(w)
@@ -494,3 +506,63 @@ def test_checkpoint_fingerprint_covers_the_bigram_features():
     assert fingerprint(s1, c1) != fingerprint(s2, c2)
     s0, c0 = build(X, Y)
     assert fingerprint(s0, c0) != fingerprint(s1, c1)
+
+
+# ----------------------------------------------------------------------------- score building
+def test_bigram_transitions_against_numpy_both_exponential_paths():
+    """M[t] and expM[t] = exp(M[t] - tmx[t]) from bigram_transitions against numpy, for tokens whose
+    non-zero features touch few pairs (expM0 times a factor, exp of the touched pairs) and many (every
+    exponential, vectorised), real values and zero weights included; and the same from compact_bigram's
+    arrays."""
+    rng = np.random.default_rng(3)
+    L, n_battr = 7, 6
+    LL = L * L
+    battr_ptr = np.zeros(n_battr + 1, np.int64)
+    pairs = []
+    for b in range(n_battr):
+        k = [1, 2, 4, 12, 30, LL][b]
+        pairs.append(np.sort(rng.choice(LL, size=k, replace=False)).astype(np.int32))
+        battr_ptr[b + 1] = battr_ptr[b] + k
+    bfeat_pair = np.concatenate(pairs)
+    boff = 5
+    w = rng.normal(scale=2.0, size=boff + len(bfeat_pair))
+    w[boff:][rng.random(len(bfeat_pair)) < 0.3] = 0.0
+    T = 9
+    toks = [[], [0], [1, 2], [3], [4], [5], [0, 5], [2, 3, 4], []]
+    btok_ptr = np.zeros(T + 1, np.int64)
+    btok_ptr[1:] = np.cumsum([len(x) for x in toks])
+    battr = np.array([b for x in toks for b in x], np.int32)
+    bval = rng.choice([1.0, 0.5, -2.0], size=len(battr))
+    trans = rng.normal(size=(L, L))
+    tmax0 = trans.max()
+    expM0 = np.exp(trans - tmax0)
+    ref = np.zeros((T, L, L))
+    for t in range(1, T):
+        ref[t] = trans
+        for e in range(btok_ptr[t], btok_ptr[t + 1]):
+            b = battr[e]
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                ref[t].flat[bfeat_pair[k]] += w[boff + k] * bval[e]
+    zp, zpair, wz = chain.compact_bigram(w, boff, battr_ptr, bfeat_pair, 1.0)
+    assert len(zpair) == np.count_nonzero(w[boff:]) and np.array_equal(wz[:boff], w[:boff])
+    assert chain.compact_bigram(w, boff, battr_ptr, bfeat_pair, 0.5)[0].shape[0] == 0   # 70% non-zero
+    for args in ((battr_ptr, bfeat_pair, w), (zp, zpair, wz)):
+        M, expM, tmx = np.empty((T, L, L)), np.empty((T, L, L)), np.empty(T)
+        rng_ = chain.bigram_transitions(btok_ptr, battr, bval, 0, T, *args, boff, trans, M, tmx, expM0, tmax0, expM)
+        np.testing.assert_allclose(M[1:], ref[1:], rtol=0, atol=1e-13)
+        mx = ref[1:].max(axis=(1, 2))
+        np.testing.assert_allclose(tmx[1:], mx, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(expM[1:], np.exp(ref[1:] - mx[:, None, None]), rtol=4e-15, atol=0)
+        assert rng_ == pytest.approx(max(np.ptp(ref[t]) for t in range(1, T)), abs=1e-13)
+
+
+def test_exp_shifted_into_against_numpy():
+    from crfkit.kernels.vecmath import exp_shifted_into
+    x = np.concatenate([-np.logspace(-300, 3, 4001), -np.linspace(0, 750, 3001), [0.0, -0.0, -708.0, -709.0]])
+    for mx in (0.0, 3.25, -40.0):
+        out, scr = np.empty(len(x)), np.empty(len(x))
+        exp_shifted_into(x + mx, mx, out, scr)
+        y = np.minimum(mx - (x + mx), 708.0)
+        ref = np.exp(-y)
+        np.testing.assert_allclose(out, ref, rtol=5e-16 if mx == 0 else 1e-12, atol=0)
+    assert out.min() > 0

@@ -22,6 +22,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .vecmath import exp_shifted_into
+
 # Re-association and fused multiply-add let LLVM vectorise the label loops;
 # no "nnan"/"ninf" flags, so the finiteness checks keep their meaning.
 FAST = {"reassoc", "contract", "arcp", "nsz"}
@@ -660,57 +662,104 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
     label pair ``bfeat_pair[k] = i*L + j``.  Returns the largest range
     (max - min) of the M[t] (0 when T < 2).
 
-    When ``expM`` has rows, it also receives ``expM[t] = exp(M[t] - tmx[t])``,
-    built from ``expM0 = exp(trans - tmax0)`` times one factor
-    ``exp(tmax0 - tmx[t])``, with ``exp`` taken again only for the label pairs
-    the token's features touch (no L x L exponentials per token).  Both
-    factors stay within exp(+-MAX_SCALED_TRANSITION_RANGE) whenever the
-    scaled recursion is used (the caller checks the returned range).
+    When ``expM`` has rows, it also receives ``expM[t] = exp(M[t] - tmx[t])``.
+    Where the token's features with a non-zero weight touch at most half of
+    the label pairs, it is built from ``expM0 = exp(trans - tmax0)`` times one
+    factor ``exp(tmax0 - tmx[t])``, with ``exp`` taken again only for the
+    pairs those features touch (an L1-trained model has few); otherwise every
+    entry is ``exp`` taken directly (fewer exponentials than one per touched
+    pair and feature; vectorised, :func:`~crfkit.kernels.vecmath.exp_shifted_into`).  Both factors stay within
+    exp(+-MAX_SCALED_TRANSITION_RANGE) whenever the scaled recursion is used
+    (the caller checks the returned range).  Features with a zero weight are
+    skipped (they add nothing); the matrices are read and written as flat
+    rows of L*L entries (no division per entry).
     """
     L = trans.shape[0]
+    LL = L * L
     want_exp = expM.shape[0] > 0
+    Mf = M.reshape((M.shape[0], LL))
+    Ef = expM.reshape((expM.shape[0], LL))
+    scr = np.empty(0)
     rng = 0.0
     for t in range(1, T):
+        Mt = Mf[t]
         for i in range(L):
             for j in range(L):
-                M[t, i, j] = trans[i, j]
+                Mt[i * L + j] = trans[i, j]
+        nnz = 0
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
             b = battr[e]
             v = bval[e]
             for k in range(battr_ptr[b], battr_ptr[b + 1]):
-                p = bfeat_pair[k]
-                M[t, p // L, p % L] += w[boff + k] * v
-        mx = M[t, 0, 0]
+                x = w[boff + k]
+                if x != 0.0:
+                    Mt[bfeat_pair[k]] += x * v
+                    nnz += 1
+        mx = Mt[0]
         mn = mx
-        for i in range(L):
-            for j in range(L):
-                x = M[t, i, j]
-                if x > mx:
-                    mx = x
-                if x < mn:
-                    mn = x
+        for q in range(LL):
+            x = Mt[q]
+            mx = max(mx, x)
+            mn = min(mn, x)
         tmx[t] = mx
         if mx - mn > rng:
             rng = mx - mn
-        if want_exp and tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
-            # the features lowered the base maximum far: exp(trans - tmax0) may have
-            # underflowed where exp(M[t] - mx) does not; take every exponential directly
-            for i in range(L):
-                for j in range(L):
-                    expM[t, i, j] = np.exp(M[t, i, j] - mx)
-        elif want_exp:
+        if not want_exp:
+            continue
+        Et = Ef[t]
+        if 6 * nnz > LL or tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
+            # many touched pairs (a vectorised exponential costs about a sixth of one through libm), or the
+            # features lowered the base maximum far (exp(trans - tmax0) may have underflowed where
+            # exp(M[t] - mx) does not): every exponential directly
+            if scr.shape[0] == 0:
+                scr = np.empty(LL)
+            exp_shifted_into(Mt, mx, Et, scr)
+        else:
             c = np.exp(tmax0 - mx)
             for i in range(L):
                 for j in range(L):
-                    expM[t, i, j] = expM0[i, j] * c
+                    Et[i * L + j] = expM0[i, j] * c
             for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
                 b = battr[e]
                 for k in range(battr_ptr[b], battr_ptr[b + 1]):
-                    p = bfeat_pair[k]
-                    i = p // L
-                    j = p % L
-                    expM[t, i, j] = np.exp(M[t, i, j] - mx)
+                    if w[boff + k] != 0.0:
+                        p = bfeat_pair[k]
+                        Et[p] = np.exp(Mt[p] - mx)
     return rng
+
+
+@njit(**_NOPY)
+def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
+    """The bigram-observation features with a non-zero weight, when at most ``max_share`` of them are:
+    ``(ptr, pair, wz)`` with ``wz = w[:boff]`` followed by those weights, attribute ``b``'s at
+    ``wz[boff + ptr[b]:boff + ptr[b + 1]]`` (label pairs in ``pair``), so that ``(ptr, pair, wz, boff)``
+    stands for ``(battr_ptr, bfeat_pair, w, boff)`` wherever scores are built (a zero weight adds
+    nothing) but the per-position work skips the zeros: an L1-trained candidate space is mostly zero.
+    Otherwise the three arrays are empty (the caller keeps the full ones)."""
+    nb = battr_ptr.shape[0] - 1
+    nf = battr_ptr[nb]
+    nnz = 0
+    for k in range(nf):
+        if w[boff + k] != 0.0:
+            nnz += 1
+    if nnz > max_share * nf:
+        return np.empty(0, np.int64), np.empty(0, bfeat_pair.dtype), np.empty(0)
+    ptr = np.empty(nb + 1, np.int64)
+    pair = np.empty(nnz, bfeat_pair.dtype)
+    wz = np.empty(boff + nnz)
+    for k in range(boff):
+        wz[k] = w[k]
+    q = 0
+    ptr[0] = 0
+    for b in range(nb):
+        for k in range(battr_ptr[b], battr_ptr[b + 1]):
+            x = w[boff + k]
+            if x != 0.0:
+                pair[q] = bfeat_pair[k]
+                wz[boff + q] = x
+                q += 1
+        ptr[b + 1] = q
+    return ptr, pair, wz
 
 
 @njit(**_NOPY)
