@@ -514,3 +514,14 @@ def test_unseen_gold_labels_are_tagged_and_reported(data, model, tmp_path, capsy
     assert rc == 0 and out.strip()
     assert "never saw" in err and "B-NEWTYPE (3)" in err
     assert "processed" in err  # the conlleval report is still there
+
+
+def test_train_lbfgs_history_option(data, tmp_path):
+    from crfkit.model import CRFModel
+    m = tmp_path / "m32.crfkit"
+    assert cli.main(["train", str(data["train"]), "-m", str(m), "--max-iterations", "5", "-q",
+                     "--lbfgs-history", "float32"]) == 0
+    assert CRFModel.load(m).meta["lbfgs_history"] == "float32"
+    m = tmp_path / "m64.crfkit"
+    assert cli.main(["train", str(data["train"]), "-m", str(m), "--max-iterations", "5", "-q"]) == 0
+    assert CRFModel.load(m).meta["lbfgs_history"] == "float64"

@@ -345,3 +345,74 @@ def test_train_default_stopping_with_l1_uses_crfsuite_epsilon_units():
     pg = pseudo_gradient(w, smooth.value_and_grad(w)[1], reg.l1)
     # CRFsuite's rule on the sum-form pseudo-gradient (n times ours)
     assert n * np.linalg.norm(pg) / max(1.0, np.linalg.norm(w)) <= 1e-3
+
+
+# ----------------------------------------------------------------------------- float32 history
+@pytest.mark.parametrize("l1", [0.0, 0.05])
+def test_float32_history_reaches_the_same_optimum(l1):
+    """history='float32' stores the (s, y) pairs in single precision (half the memory of a large space's
+    run): the same optimum as float64 to 1e-6, on the tiny CRF, by owlqn and (l1 = 0) lbfgs."""
+    smooth, d, (corpus, space) = tiny_crf()
+    fg = smooth.value_and_grad
+    runs = {}
+    for h in ("float64", "float32"):
+        if l1:
+            runs[h] = owlqn(fg, np.zeros(d), l1, epsilon=1e-9, delta=0.0, max_iterations=2000, history=h,
+                            fresh_gradients=True)
+        else:
+            runs[h] = lbfgs(fg, np.zeros(d), epsilon=1e-9, delta=0.0, max_iterations=2000, history=h,
+                            fresh_gradients=True)
+        assert runs[h].status in ("converged", "linesearch_failed"), runs[h].message
+    assert abs(runs["float32"].f - runs["float64"].f) <= 1e-6 * abs(runs["float64"].f)
+    np.testing.assert_allclose(runs["float32"].x, runs["float64"].x, atol=1e-3)
+    st = runs["float32"].state
+    assert st["S"].dtype == np.float32 and st["Y"].dtype == np.float32
+    assert runs["float64"].state["S"].dtype == np.float64
+    # the paths differ (the directions are those of the rounded pairs): the test is not vacuous
+    assert not np.array_equal(runs["float32"].x, runs["float64"].x)
+
+
+@pytest.mark.parametrize("algo", ["owlqn", "lbfgs"])
+def test_float32_history_resumes_bitwise(algo):
+    smooth, d, _ = tiny_crf()
+    fg = smooth.value_and_grad
+    states = {}
+
+    def keep(info):
+        states[info["iteration"]] = info["state"]()
+
+    def run(**kw):
+        if algo == "owlqn":
+            return owlqn(fg, np.zeros(d), 0.05, delta=0.0, epsilon=0.0, history="float32", **kw)
+        return lbfgs(fg, np.zeros(d), delta=0.0, epsilon=0.0, history="float32", **kw)
+    full = run(max_iterations=14, callback=keep)
+    resumed = run(max_iterations=14, state=states[6])
+    assert np.array_equal(full.x, resumed.x) and full.f == resumed.f
+
+
+def test_owlqn_fresh_gradients_is_the_same_run():
+    smooth, d, _ = tiny_crf()
+    a = owlqn(smooth.value_and_grad, np.zeros(d), 0.05, max_iterations=25, fresh_gradients=True)
+    b = owlqn(smooth.value_and_grad, np.zeros(d), 0.05, max_iterations=25)
+    assert np.array_equal(a.x, b.x) and a.f == b.f and a.iterations == b.iterations
+
+
+def test_train_history_auto_choice_meta_and_errors(monkeypatch):
+    from crfkit import train as train_mod
+    from crfkit.errors import ParameterError
+    assert train_mod.lbfgs_history("auto", 6, 9_000_000) == "float64"     # 2 * 7 * 8 * 9M < 1 GiB
+    assert train_mod.lbfgs_history("auto", 6, 10_000_000) == "float32"
+    assert train_mod.lbfgs_history("float64", 6, 10 ** 9) == "float64"
+    with pytest.raises(ParameterError, match="history"):
+        train_mod.lbfgs_history("half", 6, 10)
+    X, Y = chunky()
+    r64 = train(X, Y, c1=0.1, max_iterations=8, threads=1)
+    assert r64.model.meta["lbfgs_history"] == "float64"
+    r32 = train(X, Y, c1=0.1, max_iterations=8, threads=1, history="float32")
+    assert r32.model.meta["lbfgs_history"] == "float32"
+    monkeypatch.setattr(train_mod, "HISTORY_AUTO_BYTES", 1)                # every space is "large"
+    ra = train(X, Y, c1=0.1, max_iterations=8, threads=1)
+    assert ra.model.meta["lbfgs_history"] == "float32"
+    assert np.array_equal(ra.model.weights, r32.model.weights)
+    with pytest.raises(ParameterError, match="history"):
+        train(X, Y, max_iterations=2, threads=1, history="float16")

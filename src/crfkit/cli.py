@@ -401,6 +401,8 @@ def cmd_train(args) -> int:
                   checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume, **reg)
     if getattr(args, "sparse_fb", "off") != "off":
         kwargs["sparse_fb"] = args.sparse_fb
+    if getattr(args, "lbfgs_history", "auto") != "auto":
+        kwargs["history"] = args.lbfgs_history
     if args.param:
         kwargs["params"] = dict(args.param)
     if args.dev_stop is not None:
@@ -1234,6 +1236,9 @@ def _add_train_parser(sub) -> None:
                         "sparse forward-backward recursions, which visit only the non-zero label-pair scores "
                         "(Lavergne et al. 2010, 4.1; same result; faster once L1 has zeroed most of them); "
                         "auto: when there is an L1 term (default off: the standard L x L recursions)")
+    t.add_argument("--lbfgs-history", choices=("auto", "float64", "float32"), default="auto",
+                   help="precision of the (s, y) pairs lbfgs/owlqn keep (default auto: float32 when the float64 "
+                        "pairs would pass 1 GiB, about 10M features, where they are most of the memory)")
     t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
                    help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
                         "labels are chunks)")

@@ -353,6 +353,18 @@ def _sparse_fb_wanted(sparse_fb, reg: Regularization) -> bool | str:
     return True if sparse_fb == "on" else ("auto" if sparse_fb == "auto" and reg.l1 > 0 else False)
 
 
+HISTORY_AUTO_BYTES = 1 << 30   # history="auto": float32 pairs above this size of the float64 ones
+
+
+def lbfgs_history(history: str, m: int, n_features: int) -> str:
+    """``float64`` or ``float32``: train's ``history`` parameter resolved for a run (see :func:`train_corpus`)."""
+    if history == "auto":
+        return "float32" if 2 * (int(m) + 1) * 8 * int(n_features) > HISTORY_AUTO_BYTES else "float64"
+    from .optim.lbfgs import history_dtype
+    history_dtype(history)          # the ParameterError of an unknown name
+    return history
+
+
 def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs",
                  reg: Regularization | None = None, max_iterations: int | None = None,
                  epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
@@ -366,7 +378,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                  seed: int = 0, dev_stop: int | None = None, dev_metric: str = "auto",
                  fine_tune: int = 0, fine_tune_l2: float | None = None,
                  allowed: np.ndarray | None = None, train_scores: bool = False,
-                 sparse_fb: str | bool = "off") -> TrainResult:
+                 sparse_fb: str | bool = "off", history: str = "auto") -> TrainResult:
     """Train on an encoded corpus. See :func:`train` for the parameters (``w0`` is ``init`` as a weight vector;
     ``allowed``: (n_tokens x L) labels each token may take, for partial labels, :mod:`crfkit.partial`;
     ``train_scores``: also decode the training set at each evaluation (every ``dev_every`` iterations) and
@@ -379,7 +391,11 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     label-pair scores (:attr:`crfkit.objective.Objective.AUTO_PAIR_DENSITY`).  Same value and gradient to
     rounding; with the sparse ones every trace record carries ``pair_zero_share``, the share of zeros of the
     label-pair score matrices M_t over the positions of the sparse gradient evaluations since the previous
-    record (NaN if none), and the model's meta the share over the whole run and ``sparse_evaluations``."""
+    record (NaN if none), and the model's meta the share over the whole run and ``sparse_evaluations``.
+    ``history``: ``"float64"``, ``"float32"`` or ``"auto"``, the precision of the (s, y) pairs lbfgs/owlqn
+    store: ``auto`` is float32 when the 2(m+1) pairs in double precision would take more than
+    :data:`HISTORY_AUTO_BYTES` (1 GiB: 10M features with m = 6), where they are most of a run's memory,
+    and float64 below (the model meta records the choice as ``lbfgs_history``)."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.total_weight)
@@ -435,6 +451,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         obj = Objective(corpus, space, smooth, threads=threads,
                         sparse_fb=_sparse_fb_wanted(sparse_fb, reg) if space.n_bigram else False)
     n = obj.n
+    hist_kind = lbfgs_history(history, m, space.n_features)
     pair_seen = np.zeros(2, np.int64)   # pair counts already reported in a trace record
     c1, c2 = reg.crfsuite(obj.W)
 
@@ -614,10 +631,12 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                     raise
             elif algorithm == "owlqn":
                 from .optim.owlqn import owlqn
-                res = owlqn(obj.value_and_grad, x0, reg.l1, **common)
+                res = owlqn(obj.value_and_grad, x0, reg.l1, fresh_gradients=getattr(obj, "fresh_gradients", False),
+                            history=hist_kind, **common)
             else:
                 from .optim.lbfgs import lbfgs
-                res = lbfgs(obj.value_and_grad, x0, fresh_gradients=getattr(obj, "fresh_gradients", False), **common)
+                res = lbfgs(obj.value_and_grad, x0, fresh_gradients=getattr(obj, "fresh_gradients", False),
+                            history=hist_kind, **common)
         finally:
             tr.close()
         if not diverged:
@@ -664,6 +683,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
           "iterations": res.iterations, "status": status,
           # the saved model holds the active (non-zero) features only; `crfkit info` reports both counts
           "n_candidates": int(space.n_features)}
+    if not stochastic:
+        md["lbfgs_history"] = hist_kind
     if getattr(obj, "sparse_fb", False):
         md["sparse_fb"] = obj.sparse_fb
         md["pair_zero_share"] = obj.pair_zero_share()

@@ -74,16 +74,19 @@ def two_loop(g: np.ndarray, S: deque, Y: deque, RHO: deque) -> np.ndarray:
 class History:
     """The last ``m`` (s, y) pairs in a ring buffer, with the two-loop recursion in numba."""
 
-    def __init__(self, m: int, n: int, spare: bool = True):
+    def __init__(self, m: int, n: int, spare: bool = True, dtype=np.float64):
         self.m = m
         # spare: one more row, where push writes a new pair first, so that a pair rejected for weak
         # curvature never overwrites the live history and a snapshot taken before the push stays valid.
         # Without it (L-BFGS: two vectors of the problem's size less), :meth:`prepare` checks the pair
         # without storing it and :meth:`commit` writes it over the oldest one once the caller's snapshot
         # no longer needs that one.
+        # dtype float32 (:func:`history_dtype`): the pairs stored in single precision, half the memory of
+        # the 2m vectors that dominate a large feature space's; s.y, 1/s.y and the two-loop sums stay in
+        # double precision (over the stored values)
         rows = m + 1 if spare else m
-        self.S = np.empty((rows, n))
-        self.Y = np.empty((rows, n))
+        self.S = np.empty((rows, n), dtype=dtype)
+        self.Y = np.empty((rows, n), dtype=dtype)
         self.rho = np.empty(rows)
         self.order: list[int] = []     # slots, oldest first
         self._keep: list[int] = []     # slots cleared since the last stored pair (see clear)
@@ -135,8 +138,12 @@ class History:
         if self.pending is None or (order is not None and self.pending[-1] is not order):
             return
         slot, x_new, x, g_new, g, rho, order = self.pending
-        np.subtract(x_new, x, out=self.S[slot])
-        np.subtract(g_new, g, out=self.Y[slot])
+        np.subtract(x_new, x, out=self.S[slot], casting="same_kind")
+        np.subtract(g_new, g, out=self.Y[slot], casting="same_kind")
+        if self.S.dtype != np.float64:
+            sy = _vec.dot(self.S[slot], self.Y[slot])     # over the stored (rounded) pair
+            if sy > 0.0:
+                rho = 1.0 / sy
         self.rho[slot] = rho
         self.order = list(order)
         self._keep = []
@@ -313,10 +320,24 @@ class RunStart:
     interrupted: LbfgsResult | None = None   # Ctrl-C during the first evaluation
 
 
+HISTORIES = {"float64": np.float64, "float32": np.float32}
+
+
+def history_dtype(history: str):
+    """The numpy dtype of the ``history`` parameter of :func:`lbfgs` / OWL-QN (``float64`` | ``float32``)."""
+    try:
+        return HISTORIES[history]
+    except (KeyError, TypeError):
+        raise ParameterError(f"history must be one of {', '.join(HISTORIES)} (got {history!r})") from None
+
+
 def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
-              full: Callable[[float, np.ndarray], float] = lambda f, x: f, spare: bool = True) -> RunStart:
+              full: Callable[[float, np.ndarray], float] = lambda f, x: f, spare: bool = True,
+              history: str = "float64") -> RunStart:
     """The common start of :func:`lbfgs` and OWL-QN; ``full(f, x)`` turns the smooth
-    value into the minimised objective (identity for L-BFGS); ``spare``: see :class:`History`."""
+    value into the minimised objective (identity for L-BFGS); ``spare``: see :class:`History`;
+    ``history``: the precision of the stored pairs."""
+    dtype = history_dtype(history)
     t_start = time.perf_counter()
     if state is not None:
         x = np.array(state["x"], dtype=np.float64, copy=True)
@@ -337,7 +358,7 @@ def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
         g = np.array(g, dtype=np.float64, copy=True)
         F = full(f, x)
         n_evals, it, ok = 1, 0, True
-    hist = History(m, x.shape[0], spare)
+    hist = History(m, x.shape[0], spare, dtype)
     past: deque = deque(maxlen=period + 1)
     if state is not None:
         hist.load(state["S"], state["Y"], state["rho"])
@@ -351,7 +372,7 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
           callback: Callable[[dict], bool | None] | None = None, state: dict | None = None,
-          fresh_gradients: bool = False) -> LbfgsResult:
+          fresh_gradients: bool = False, history: str = "float64") -> LbfgsResult:
     """Minimise a smooth function with L-BFGS.
 
     ``callback(info)`` is called after every iteration with a dict holding
@@ -372,8 +393,13 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     the line search keeps it as it is; otherwise it keeps a copy, in case ``fg`` reuses one buffer.  A
     copy is one more vector of the problem's size alive at a time (a Dask client's working memory is
     little more than these vectors).
+
+    ``history``: ``float64`` (default) or ``float32``, the precision of the stored pairs: the 2m
+    vectors are most of the memory of a run in a large feature space, and single precision halves
+    them (the products and sums of the two-loop recursion stay in double precision; the direction
+    is that of the rounded pairs, an approximation of an approximation of the inverse Hessian).
     """
-    st = start_run(fg, x0, state, m, period, spare=False)
+    st = start_run(fg, x0, state, m, period, spare=False, history=history)
     if st.interrupted is not None:
         return st.interrupted
     x, f, g, n_evals, it, ok = st.x, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok

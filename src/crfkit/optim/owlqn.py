@@ -56,7 +56,8 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, armijo: float = 1e-4, backtrack: float = 0.5,
           max_linesearch: int = 20,
-          callback: Callable[[dict], bool | None] | None = None, state: dict | None = None) -> LbfgsResult:
+          callback: Callable[[dict], bool | None] | None = None, state: dict | None = None,
+          fresh_gradients: bool = False, history: str = "float64") -> LbfgsResult:
     """Minimise ``F(x) = f(x) + l1 * ||x||_1`` with OWL-QN; ``fg(x)`` returns the *smooth* ``(f, g)``.
 
     Returns an :class:`~crfkit.optim.lbfgs.LbfgsResult` whose ``f`` is ``F``
@@ -73,13 +74,17 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     ``state`` / ``info["state"]`` / ``result.state``: resume and export, as
     with :func:`~crfkit.optim.lbfgs.lbfgs` (``f`` is ``F``, ``f_smooth`` the
     smooth part); a resumed run repeats the uninterrupted one bitwise.
+
+    ``fresh_gradients`` and ``history``: as with :func:`~crfkit.optim.lbfgs.lbfgs` (a gradient
+    kept without a copy; the precision of the stored pairs).
     """
     l1 = float(l1)
     if not (l1 >= 0.0 and math.isfinite(l1)):
         raise ParameterError(f"l1 must be finite and non-negative, got {l1!r}")
     if not 0.0 < backtrack < 1.0:
         raise ParameterError(f"backtrack must be in (0, 1), got {backtrack!r}")
-    st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * float(np.abs(x).sum()))
+    st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * float(np.abs(x).sum()),
+                   history=history)
     if st.interrupted is not None:
         return st.interrupted
     x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
@@ -142,7 +147,8 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
                 status, message = "linesearch_failed", "the line search found no decrease (at numerical precision?)"
                 break
             a, Fn, fn, xn, gn = accepted
-            gn = np.array(gn, dtype=np.float64, copy=True)
+            if not fresh_gradients:
+                gn = np.array(gn, dtype=np.float64, copy=True)
             hist.push(xn, x, gn, g)
             x, f, g, F = xn, fn, gn, Fn
             pg = np.empty_like(x)
