@@ -68,8 +68,10 @@ _cell("inc:5-grm:u:bcd", table="inc", features="nettalk:5-grm:u", support="all",
 for reg, (r1, r2) in {"en": (RHO1, RHO2), "l2": (0.0, RHO2), "l1": (RHO1, 0.0)}.items():
     _cell(f"t3:1-grm:{reg}", table="3", features="nettalk:1-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
 _cell("wapiti:3-grm", table="wapiti", features="nettalk:3-grm", peer=True)
+# m = 5: Wapiti's default L-BFGS history (--histsz 5), the same settings on both sides (crfkit's default is
+# CRFsuite's 6)
 _cell("crfkit:3-grm", table="wapiti", features="nettalk:3-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en",
-      target="wapiti:3-grm")
+      target="wapiti:3-grm", m=5)
 for reg, (r1, r2) in {"l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
     _cell(f"t3:3-grm:{reg}", table="3", features="nettalk:3-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
 _cell("t1:5-grm:obs", table="1", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
@@ -147,6 +149,8 @@ def worker_crfkit(args) -> dict:
     else:
         kw["l1"] = 0.0
     kw["rho2"] = c["rho2"]
+    if c.get("m"):
+        kw["m"] = c["m"]
     if kw["algorithm"] == "owlqn" and c["rho1"] == 0:
         kw["algorithm"] = "lbfgs"
     trace = os.path.join(args.work, args.worker.replace(":", "_") + ".trace.jsonl")

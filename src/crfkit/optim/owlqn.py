@@ -84,7 +84,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     if not 0.0 < backtrack < 1.0:
         raise ParameterError(f"backtrack must be in (0, 1), got {backtrack!r}")
     st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * float(np.abs(x).sum()),
-                   history=history)
+                   spare=False, history=history)
     if st.interrupted is not None:
         return st.interrupted
     x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
@@ -149,7 +149,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
             a, Fn, fn, xn, gn = accepted
             if not fresh_gradients:
                 gn = np.array(gn, dtype=np.float64, copy=True)
-            hist.push(xn, x, gn, g)
+            order = hist.prepare(xn, x, gn, g)
             x, f, g, F = xn, fn, gn, Fn
             pg = np.empty_like(x)
             pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
@@ -157,7 +157,10 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
             xnorm = math.sqrt(xx)
             pgnorm = math.sqrt(pgsq)
             past.append(F)
-            snap = (x, F, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
+            # as lbfgs: the new pair is written over the oldest one only after the snapshot that no longer
+            # holds it (no spare row: two vectors of the problem's size less)
+            snap = (x, F, f, g, it, n_evals, order, tuple(past), ok)
+            hist.commit()
             if callback is not None:
                 info = dict(iteration=it, f=F, gnorm=pgnorm, gnorm_inf=pginf, xnorm=xnorm, step=a,
                             n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
