@@ -341,11 +341,32 @@ def _scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
     (t, value) of the run's attribute ``a`` and every feature ``k`` of ``a`` (``ptr[a]:ptr[a + 1]``).
     ``val`` empty: every value is 1."""
     has_val = val.shape[0] > 0
+    W = store.shape[1]
     for r in range(r0, r1):
         a = run_attr[r]
         k0 = ptr[a]
         k1 = ptr[a + 1]
         if k1 == k0:
+            continue
+        # an attribute with a feature for every column, in column order (support all): contiguous adds
+        # that vectorise (the same sums in the same order as the gather below)
+        full = k1 - k0 == W
+        if full:
+            for q in range(W):
+                if col[k0 + q] != q:
+                    full = False
+                    break
+        if full:
+            gk = g[off + k0:off + k1]
+            for o in range(run_ptr[r], run_ptr[r + 1]):
+                st = store[tok[o]]
+                if has_val:
+                    v = val[o]
+                    for q in range(W):
+                        gk[q] += st[q] * v
+                else:
+                    for q in range(W):
+                        gk[q] += st[q]
             continue
         for o in range(run_ptr[r], run_ptr[r + 1]):
             t = tok[o]
