@@ -186,3 +186,33 @@ def test_counters_count_full_evaluations_and_oracle_calls():
         obj.oracle(i % 4, w)
     assert obj.n_oracle == 6
     assert obj.effective_passes == pytest.approx(2 + 6 / 4)
+
+
+@pytest.mark.parametrize("bigram", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, weighted):
+    """In a large candidate space the full-batch objective keeps the empirical counts sparse (the non-zero
+    ones: most features never fire with their gold labels).  Forced on a small space (support all: most
+    (attribute, label) pairs have a zero count), the gradient is the dense path's to the bit, the value to
+    rounding; the dense vector comes back on request."""
+    from crfkit.features.encode import build
+    from conftest import random_sequences, random_bigram_attributes
+    rng = np.random.default_rng(5)
+    X, Y = random_sequences(rng, 8, n_labels=6, real=True, n_attr=80, max_len=5)
+    B = random_bigram_attributes(rng, X, 5, True) if bigram else None
+    space, corpus = build(X, Y, B=B, support="all")
+    scales = rng.uniform(0.2, 2.0, corpus.n_sequences) if weighted else None
+    w = rng.normal(scale=0.7, size=space.n_features)
+    dense = Objective(corpus, space, Regularization(l2=0.1), threads=1, scales=scales)
+    f0, g0 = dense.value_and_grad(w)
+    assert dense._emp_sparse is False
+    monkeypatch.setattr(Objective, "SPARSE_EMP_MIN", 0)
+    sp = Objective(corpus, space, Regularization(l2=0.1), threads=1, scales=scales)
+    f1, g1 = sp.value_and_grad(w)
+    assert sp._emp_sparse is not False and sp._emp is None               # the sparse path ran
+    nz = sp._emp_sparse[1].shape[0]
+    assert 0 < nz <= space.n_features // 4
+    assert np.array_equal(g0, g1)
+    assert f1 == pytest.approx(f0, rel=1e-13)
+    np.testing.assert_array_equal(sp.empirical_counts, dense.empirical_counts)
+    assert sp.value_and_grad(w)[1].tobytes() == g0.tobytes()

@@ -108,6 +108,10 @@ def regularization(n: float, *, l1=None, l2=None, c1=None, c2=None, rho1=None, r
     return Regularization(l1=L1, l2=L2)
 
 
+_NO_INDEX = np.empty(0, np.int64)
+_NO_VALUES = np.empty(0)
+
+
 class Objective:
     """f(w) and its gradient over an encoded, labelled corpus."""
 
@@ -154,6 +158,7 @@ class Objective:
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
         self._plan = None        # the gradient's blocks and occurrence index (crfkit.reduction)
         self._emp = None
+        self._emp_sparse = None  # (empty, index, values), False (dense) or None (not decided): _emp_args
         # exp-domain emissions by products are safe while every emission score
         # stays within exp(+-EXP_BOUND): |score| <= max|w| * (entries per token)
         self._binary = corpus.all_ones and space.n_dense == 0
@@ -217,6 +222,8 @@ class Objective:
     #: scores per position (NETtalk, 51 labels: the sparse training gradient costs about what the standard
     #: one does at 25-30% zeros, twice as much with none, 0.4x at 99.8%: README, NETtalk Table 2)
     AUTO_PAIR_DENSITY = 0.5
+    #: the empirical counts are kept sparse from this many features on (when at most a quarter are non-zero)
+    SPARSE_EMP_MIN = 1 << 20
 
     def _sparse_now(self, w: np.ndarray) -> bool:
         if self.sparse_fb == "auto":
@@ -272,8 +279,28 @@ class Objective:
             self._plan_tuple = args
         return self._plan_tuple
 
+    def _emp_args(self):
+        """(dense, index, values) of the empirical counts for the full-batch kernels: in a candidate space
+        of at least :attr:`SPARSE_EMP_MIN` features where at most a quarter of them have a non-zero
+        count (every label pair with every observation: most never fire with their gold labels), the
+        non-zero ones only (the dense vector is freed; :attr:`empirical_counts` makes it again on request),
+        else the dense vector."""
+        if self._emp_sparse is None:
+            emp = self.empirical_counts
+            nz = np.flatnonzero(emp)
+            if emp.shape[0] >= self.SPARSE_EMP_MIN and nz.shape[0] <= emp.shape[0] // 4:
+                self._emp_sparse = (np.empty(0), nz.astype(np.int64), emp[nz])
+                self._emp = None
+            else:
+                self._emp_sparse = False
+        if self._emp_sparse is False:
+            return self.empirical_counts, _NO_INDEX, _NO_VALUES
+        return self._emp_sparse
+
     def _kernel_loss_grad(self, w, g, emp, exp_ok, gscale, l2, xs, pm):
-        """One call of the full-batch kernel: (sum of -s_i log p(y_i|x_i), ||w||^2), ``g`` written."""
+        """One call of the full-batch kernel: (sum of -s_i log p(y_i|x_i), ||w||^2), ``g`` written.
+        ``emp``: the empirical counts to subtract, or None for the objective's own (:meth:`_emp_args`)."""
+        emp, emp_idx, emp_val = self._emp_args() if emp is None else (emp, _NO_INDEX, _NO_VALUES)
         plan = self._plan_args()
         c, s = self.corpus, self.space
         if self._bigram:
@@ -281,12 +308,12 @@ class Objective:
             sparse = bool(self.sparse_fb) and self._sparse_now(w)
             out = batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.btok_ptr, c.battr, c.bval,
                                          s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
-                                         w, s.n_state, s.bigram_offset, plan, g, emp, gscale, l2,
+                                         w, s.n_state, s.bigram_offset, plan, g, emp, emp_idx, emp_val, gscale, l2,
                                          self._row, self._dense_attr, xs, pm, self.sw, sparse, counts)
             self.pair_counts += counts.sum(axis=0)
             self.n_sparse_evaluations += sparse
             return out
-        return batch.loss_grad(*self._batch_args(), w, s.n_state, plan, g, emp, exp_ok, gscale, l2,
+        return batch.loss_grad(*self._batch_args(), w, s.n_state, plan, g, emp, emp_idx, emp_val, exp_ok, gscale, l2,
                                self._row, self._dense_attr, xs, pm, self.sw)
 
     def _loss_grad(self, w, g_out, gscale, l2):
@@ -298,7 +325,7 @@ class Objective:
         if self.space.n_dense and self._pm is None:
             self._pm = np.empty((self.corpus.n_tokens, self.space.n_labels))
         pm = self._pm if self.space.n_dense else np.zeros((0, self.space.n_labels))
-        v, wsq = self._kernel_loss_grad(w, g, self.empirical_counts, exp_ok, gscale, l2, xs, pm)
+        v, wsq = self._kernel_loss_grad(w, g, None, exp_ok, gscale, l2, xs, pm)
         if self.space.n_dense:
             # expected counts of the dense block: sum_t x_t p(y_t = l | x), as one product X^T pm
             self.space.dense_weights(g)[:] += gscale * (self.corpus.dense.T @ pm)

@@ -386,10 +386,24 @@ def _zero(g):
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def _finish_gradient(w, g, emp, gscale, l2):
-    """``g = (g - emp) * gscale + l2 * w`` in place (g holds the expected counts); returns (w . emp, ||w||^2)."""
+def _finish_gradient(w, g, emp, emp_idx, emp_val, gscale, l2):
+    """``g = (g - emp) * gscale + l2 * w`` in place (g holds the expected counts); returns (w . emp, ||w||^2).
+
+    ``emp`` empty: the empirical counts are the sparse ``emp_val`` at ``emp_idx`` (ascending), the rest
+    0 (a large candidate space: most features never fire with their gold labels); the same values (the
+    subtraction first, then the same products)."""
     gold = 0.0
     wsq = 0.0
+    if emp.shape[0] == 0:
+        for q in range(emp_idx.shape[0]):
+            k = emp_idx[q]
+            g[k] -= emp_val[q]
+            gold += w[k] * emp_val[q]
+        for k in prange(g.shape[0]):
+            wk = w[k]
+            g[k] = g[k] * gscale + l2 * wk
+            wsq += wk * wk
+        return gold, wsq
     for k in prange(g.shape[0]):
         wk = w[k]
         g[k] = (g[k] - emp[k]) * gscale + l2 * wk
@@ -410,7 +424,7 @@ def _store_rows(seq_ptr, blocks):
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, plan, g_out, emp, exp_ok, gscale, l2, row, dense_attr, xs, pm, sw):
+              w, n_state, plan, g_out, emp, emp_idx, emp_val, exp_ok, gscale, l2, row, dense_attr, xs, pm, sw):
     """Returns (sum over the corpus of -sw_i log p(y_i|x_i), ||w||^2) and writes
     ``gscale * grad(that sum) + l2 * w`` to g_out (one pass for all of it).
     ``sw``: one scale per sequence (sample weights), empty for all 1.
@@ -420,7 +434,8 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     per thread).  Per block, the chunks' forward-backward writes the node marginals into a store of
     the block's tokens, then each group adds the expected counts of the attributes it owns into
     ``g_out`` (the attribute-partitioned reduction): no per-thread gradient buffer.
-    ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``).
+    ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``), or is
+    empty and ``emp_idx``/``emp_val`` hold the non-zero ones (:func:`_finish_gradient`).
     ``exp_ok``: the corpus is binary and the weights small enough that
     emissions may be built in the exp domain by products (no overflow).
     ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes whose emission weights are
@@ -468,7 +483,7 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
             if k >= 0:
                 for c in range(nc):
                     g_out[n_state + k] += E[c, i, j] + acc[c, i, j] * expM[i, j]
-    gold, wsq = _finish_gradient(w, g_out, emp, gscale, l2)
+    gold, wsq = _finish_gradient(w, g_out, emp, emp_idx, emp_val, gscale, l2)
     return logzs.sum() - gold, wsq
 
 
@@ -713,7 +728,7 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
-                     battr_ptr, bfeat_pair, w, n_state, boff, plan, g_out, emp, gscale, l2,
+                     battr_ptr, bfeat_pair, w, n_state, boff, plan, g_out, emp, emp_idx, emp_val, gscale, l2,
                      row, dense_attr, xs, pm, sw, sparse, counts):
     """:func:`loss_grad` for a corpus with bigram-observation attributes (weights of
     bigram feature k at ``w[boff + k]``): returns (sum of -sw_i log p(y_i|x_i), ||w||^2) and
@@ -768,7 +783,7 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
             if k >= 0:
                 for c in range(nc):
                     g_out[n_state + k] += E[c, i, j]
-    gold, wsq = _finish_gradient(w, g_out, emp, gscale, l2)
+    gold, wsq = _finish_gradient(w, g_out, emp, emp_idx, emp_val, gscale, l2)
     return logzs.sum() - gold, wsq
 
 

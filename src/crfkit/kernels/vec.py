@@ -58,9 +58,14 @@ def two_loop(g, S, Y, rho, order, out):
 
 
 # ------------------------------------------------------------ OWL-QN (fused)
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc", "nsz", "contract"})
 def pseudo_gradient(x, g, l1, pg):
-    """pg = pseudo-gradient of f + l1|x|_1; returns (pg.pg, max|pg|, nnz(x), x.x)."""
+    """pg = pseudo-gradient of f + l1|x|_1; returns (pg.pg, max|pg|, nnz(x), x.x).
+
+    Without branches (selects, so that the loop vectorises: the branches on the signs of the gradient's
+    entries were mispredicted at random, 15 ns an entry on 13M features): at ``x_i = 0`` the pseudo-
+    gradient is ``min(g + l1, 0) + max(g - l1, 0)`` (at most one of the two is non-zero since l1 >= 0).
+    The sums may be reassociated (their last bits depend on the vector width)."""
     s2 = 0.0
     mx = 0.0
     nnz = 0
@@ -68,24 +73,15 @@ def pseudo_gradient(x, g, l1, pg):
     for i in range(x.shape[0]):
         xi = x[i]
         gi = g[i]
-        if xi > 0.0:
-            p = gi + l1
-        elif xi < 0.0:
-            p = gi - l1
-        elif gi + l1 < 0.0:
-            p = gi + l1
-        elif gi - l1 > 0.0:
-            p = gi - l1
-        else:
-            p = 0.0
-        if xi != 0.0:
-            nnz += 1
-            xx += xi * xi
+        pp = gi + l1
+        pn = gi - l1
+        z = min(pp, 0.0) + max(pn, 0.0)
+        p = pp if xi > 0.0 else (pn if xi < 0.0 else z)
+        nnz += 1 if xi != 0.0 else 0
+        xx += xi * xi
         pg[i] = p
         s2 += p * p
-        a = abs(p)
-        if a > mx:
-            mx = a
+        mx = max(mx, abs(p))
     return s2, mx, nnz, xx
 
 
