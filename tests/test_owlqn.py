@@ -163,7 +163,7 @@ def test_iterates_stay_in_orthants_and_objective_never_increases():
     def cb(info):
         xs.append(info["x"].copy())
         fs.append(info["f"])
-        infos.append(info)
+        infos.append(dict(info, pg=info["pg"].copy()))    # pg: a buffer rewritten every iteration
     owlqn(fg, np.zeros(d), l1, epsilon=1e-9, delta=0.0, max_iterations=300, callback=cb)
     assert len(xs) > 10
     for a, b in zip(xs, xs[1:]):

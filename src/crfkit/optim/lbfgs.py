@@ -138,8 +138,8 @@ class History:
         if self.pending is None or (order is not None and self.pending[-1] is not order):
             return
         slot, x_new, x, g_new, g, rho, order = self.pending
-        np.subtract(x_new, x, out=self.S[slot], casting="same_kind")
-        np.subtract(g_new, g, out=self.Y[slot], casting="same_kind")
+        _vec.diff_into(x_new, x, self.S[slot])
+        _vec.diff_into(g_new, g, self.Y[slot])
         if self.S.dtype != np.float64:
             sy = _vec.dot(self.S[slot], self.Y[slot])     # over the stored (rounded) pair
             if sy > 0.0:
@@ -165,9 +165,9 @@ class History:
         self.order = list(range(k))
         self._keep = []
 
-    def direction(self, g: np.ndarray) -> np.ndarray:
-        """-H g (steepest descent when empty); a fresh array."""
-        d = np.empty_like(g)
+    def direction(self, g: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """-H g (steepest descent when empty), into ``out`` (a fresh array when None)."""
+        d = np.empty_like(g) if out is None else out
         _vec.two_loop(g, self.S, self.Y, self.rho, np.asarray(self.order, dtype=np.int64), d)
         return d
 

@@ -65,8 +65,8 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     :func:`pseudo_gradient` for the pseudo-gradient).  ``callback(info)`` gets
     the same dict as with :func:`~crfkit.optim.lbfgs.lbfgs` (``f`` is ``F``;
     ``gnorm``/``gnorm_inf`` are norms of the pseudo-gradient; ``g`` is the
-    smooth gradient) plus ``f_smooth``, ``pg`` and ``nnz`` (non-zero
-    coordinates of ``x``).  ``armijo`` is the sufficient-decrease constant,
+    smooth gradient) plus ``f_smooth``, ``pg`` (a buffer rewritten every
+    iteration: copy it to keep it) and ``nnz`` (non-zero coordinates of ``x``).  ``armijo`` is the sufficient-decrease constant,
     ``backtrack`` the step reduction per rejected trial, ``max_linesearch``
     the evaluations allowed per line search.  With ``l1 = 0`` this is L-BFGS
     with a backtracking (Armijo) line search.
@@ -89,7 +89,10 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
         return st.interrupted
     x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
     hist, past, t_start = st.hist, st.past, st.t_start
+    # the pseudo-gradient and the direction live in buffers of their own, rewritten every iteration (a
+    # fresh array of the problem's size costs its page faults: 0.2-0.4 s at 13M features)
     pg = np.empty_like(x)
+    dbuf = np.empty_like(x)
     pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
     snap = (x, F, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
     status, message = "max_iterations", "reached the iteration limit"
@@ -114,7 +117,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
             if pgsq == 0.0:
                 status, message = "converged", "the pseudo-gradient is zero"
                 break
-            d = hist.direction(pg)
+            d = hist.direction(pg, out=dbuf)
             dg, dd = _constrain_direction(d, pg)
             if not dg < 0.0:
                 # the quasi-Newton direction has no component along -pg: restart from steepest descent
@@ -151,7 +154,6 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
                 gn = np.array(gn, dtype=np.float64, copy=True)
             order = hist.prepare(xn, x, gn, g)
             x, f, g, F = xn, fn, gn, Fn
-            pg = np.empty_like(x)
             pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
             it += 1
             xnorm = math.sqrt(xx)
