@@ -404,6 +404,16 @@ class Objective:
         self.n_oracle += 1
         return float(loss) * self.example_weight(i), node, edges[:T], edge
 
+    def value_bigram(self, w: np.ndarray) -> float:
+        """f(w) (:meth:`value`, not counted as an effective pass) for a feature space with bigram-observation
+        features through the per-example oracle's scores (:func:`crfkit.kernels.oracle.loss_sum_bigram`:
+        the same value to rounding, several times cheaper with every label pair of every observation);
+        SGD-L1 monitors its passes with it."""
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        nll = _oracle.loss_sum_bigram(*self._bigram_args(), w, 1.0, self.space.n_state, self.bounds,
+                                      self.full_rows, self.sw)
+        return self.reg.penalized(float(nll) / self.n, w)
+
     def apply_gradient_bigram(self, i: int, node: np.ndarray, edges: np.ndarray, edge: np.ndarray, coef: float,
                               v: np.ndarray) -> None:
         """v += coef * s_i * grad of -log p(y_i|x_i) from the outputs of :meth:`oracle_bigram`: the state,

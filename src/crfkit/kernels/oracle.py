@@ -11,11 +11,12 @@ transition features.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from .batch import _dense_bigram_sequence
+from .batch import bigram_sequence_marginals
 from .chain import (FAST, add_full_row, add_scores, add_transition_gradient, emissions_rows, exp_minus,
-                    forward_backward_edges, gold_score, max_min, pd_gold_score, transition_matrix)
+                    exp_shift_into, forward_backward_edges, gold_score, max_min, pd_gold_score, pd_log_partition,
+                    transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -95,6 +96,50 @@ def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 
 @njit(**_NOPY)
+def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label, btok_ptr, battr, bval, battr_ptr,
+                   bfeat_pair, boff, v, beta, n_state, i, full):
+    """The scores of sequence i at w = beta*v with bigram-observation features: (emission scores (T x L),
+    M (T x L x L: M[t] the transition scores into position t, t >= 1), expM[t] = exp(M[t] - tmx[t]),
+    tmx, the largest range of the M[t]), as :func:`crfkit.kernels.chain.bigram_transitions` defines them.
+
+    M[t] is built over flat rows of L*L (a feature's pair is its index there: no division per feature),
+    the scale beta applied as the weights are read, and ``exp(M[t] - max)`` is taken over the whole row
+    by the vectorised exp (:func:`~crfkit.kernels.chain.exp_shift_into`, within 1 ulp of libm's) rather
+    than one libm call per pair a feature touches: with every label pair of every observation
+    (Wapiti's space) those calls were most of a step's time."""
+    L = trans_index.shape[0]
+    LL = L * L
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    T = t1 - t0
+    trans = transition_matrix(v, beta, n_state, trans_index).ravel()
+    score = np.empty((T, L))
+    M = np.empty((T, L, L))
+    expM = np.empty((T, L, L))
+    Mf = M.reshape((T, LL))
+    Ef = expM.reshape((T, LL))
+    tmx = np.zeros(T)
+    kb = np.empty(LL, np.int64)
+    rng = 0.0
+    for t in range(1, T):
+        row = Mf[t]
+        for p in range(LL):
+            row[p] = trans[p]
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            b = battr[e]
+            x = bval[e] * beta
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                row[bfeat_pair[k]] += v[boff + k] * x
+        mx, mn = max_min(row)
+        tmx[t] = mx
+        if mx - mn > rng:
+            rng = mx - mn
+        exp_shift_into(row, mx, Ef[t], kb)
+    emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, v, beta, score)
+    return score, M, expM, tmx, rng
+
+
+@njit(**_NOPY)
 def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
                            bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge, full):
     """:func:`sequence_oracle` for a feature space with bigram-observation features (weights of bigram
@@ -102,46 +147,57 @@ def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
     edge marginals of position t (pair (t-1, t), 1 <= t < T) into edges[t] (``edges``: at least T x L x L;
     edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).
 
-    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`):
-    position-dependent transition scores ``M[t] = trans + sum of the weights of the position's bigram
-    attributes``.  The scale beta reaches the bigram weights through a local copy of the sequence's
-    bigram attribute occurrences with their values times beta (O(its bigram occurrences))."""
+    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`): the
+    position-dependent transition scores (:func:`_bigram_scores`), then
+    :func:`~crfkit.kernels.batch.bigram_sequence_marginals`."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
-    t1 = seq_ptr[i + 1]
-    T = t1 - t0
+    T = seq_ptr[i + 1] - t0
     for a in range(L):
         for b in range(L):
             edge[a, b] = 0.0
     if T == 0:
         return 0.0
-    trans = transition_matrix(v, beta, n_state, trans_index)
-    tmax = max_min(trans)[0]
-    expM0 = exp_minus(trans, tmax)
-    # the sequence's bigram occurrences, positions from 0, values times beta
-    e0 = btok_ptr[t0]
-    ne = btok_ptr[t1] - e0
-    lptr = np.empty(T + 1, np.int64)
-    for t in range(T + 1):
-        lptr[t] = btok_ptr[t0 + t] - e0
-    lattr = np.empty(ne, np.int32)
-    lval = np.empty(ne)
-    for e in range(ne):
-        lattr[e] = battr[e0 + e]
-        lval[e] = bval[e0 + e] * beta
-    score = np.empty((T, L))
+    score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label,
+                                              btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state,
+                                              i, full)
     es = np.empty((T, L))
     alpha = np.empty((T, L))
     beta_m = np.empty((T, L))
     scale = np.empty(T)
-    M = np.empty((T, L, L))
-    expM = np.empty((T, L, L))
-    tmx = np.empty(T)
-    emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, v, beta, score)
-    logz = _dense_bigram_sequence(lptr, lattr, lval, 0, T, 0, battr_ptr, bfeat_pair, v, boff, trans, M, tmx,
-                                  expM0, tmax, expM, score, es, alpha, beta_m, scale, 1.0, edges, node, edge,
-                                  np.zeros((0, L)), False)
+    logz = bigram_sequence_marginals(0, T, 0, M, tmx, rng, expM, score, es, alpha, beta_m, scale, 1.0, edges, node,
+                                     edge, np.zeros((0, L)), False)
     return logz - pd_gold_score(score, y, t0, T, M)
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def loss_sum_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr, bval,
+                    battr_ptr, bfeat_pair, boff, v, beta, n_state, bounds, full, sw):
+    """sum_i sw_i * -log p(y_i|x_i) at w = beta*v (``sw`` empty: all 1) by the forward recursion over the
+    scores of :func:`_bigram_scores`: the value the full-batch ``loss_only_bigram`` computes (to
+    rounding), at the per-example oracle's cost (its vectorised exponentials); chunks ``bounds`` of
+    sequences on numba's threads.  SGD-L1's per-pass objective."""
+    L = trans_index.shape[0]
+    nc = bounds.shape[0] - 1
+    out = np.zeros(nc)
+    for c in prange(nc):
+        acc = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            t0 = seq_ptr[i]
+            T = seq_ptr[i + 1] - t0
+            ws = 1.0 if sw.shape[0] == 0 else sw[i]
+            if T == 0 or ws == 0.0:
+                continue
+            score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr,
+                                                      feat_label, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff,
+                                                      v, beta, n_state, i, full)
+            es = np.empty((T, L))
+            alpha = np.empty((T, L))
+            scale = np.empty(T)
+            acc += ws * (pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale)
+                         - pd_gold_score(score, y, t0, T, M))
+        out[c] = acc
+    return out.sum()
 
 
 @njit(**_NOPY)

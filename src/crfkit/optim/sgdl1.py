@@ -262,6 +262,9 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         return lambda: {"iteration": int(epoch), "x": x, "aux": aux_, "lastk": lastk_, "u": float(u_),
                         "step": float(step), "settings": dict(settings)}
 
+    # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
+    value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
+        lambda x: obj.value(x, count=False))
     state_fn = snapshot(epoch0, v, aux, lastk, u, eta) if epoch0 > 0 else None
     last_x = v.copy()
     last_f = done_f = float("nan")
@@ -301,7 +304,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             last_x = v.copy()
             state_fn = snapshot(epoch, last_x, aux, lastk, scal[K.U], eta, x_is_copy=True)
             t = time.perf_counter()
-            last_f = obj.value(last_x, count=False) if (monitor or epoch == epochs) else float("nan")
+            last_f = value(last_x) if (monitor or epoch == epochs) else float("nan")
             done_f = last_f
             monitor_s += time.perf_counter() - t
             if callback is not None:
@@ -316,7 +319,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         last_x, epoch = last_completed(state_fn, x0, d)
         last_f = done_f
     if not math.isfinite(last_f) and status != "interrupted":
-        last_f = obj.value(last_x, count=False)
+        last_f = value(last_x)
     return StochasticResult(x=last_x, f=last_f, status=status, message=message + picked, iterations=int(epoch),
                             state_fn=state_fn)
 
