@@ -104,12 +104,12 @@ def _catch_up(penalty, feats, nf, v, u, k, last, lastk, sign):
 @njit(**_NOPY)
 def _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, nt):
     """Append to touched[nt:] the state features of the attributes of sequence i not yet listed at step k
-    (``stamp``); returns the new count."""
+    (``stamp``: one entry per attribute, then one per bigram attribute); returns the new count."""
     for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
         a = attr[e]
-        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-            if stamp[f] != k:
-                stamp[f] = k
+        if stamp[a] != k:
+            stamp[a] = k
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
                 touched[nt] = f
                 nt += 1
     return nt
@@ -118,18 +118,19 @@ def _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, nt):
 @njit(**_NOPY)
 def _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched, nt):
     """Append to touched[nt:] the bigram-observation features (at ``boff + k``) of the bigram attributes of
-    sequence i's tokens after its first (those of the first take no part), each once; returns the new count."""
+    sequence i's tokens after its first (those of the first take no part), each once (``stamp``: bigram
+    attribute b at ``len(stamp) - len(battr_ptr) + 1 + b``); returns the new count."""
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
     if t1 - t0 < 2:
         return nt
+    s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
     for e in range(btok_ptr[t0 + 1], btok_ptr[t1]):
         b = battr[e]
-        for j in range(battr_ptr[b], battr_ptr[b + 1]):
-            f = boff + j
-            if stamp[f] != k:
-                stamp[f] = k
-                touched[nt] = f
+        if stamp[s0 + b] != k:
+            stamp[s0 + b] = k
+            for j in range(battr_ptr[b], battr_ptr[b + 1]):
+                touched[nt] = boff + j
                 nt += 1
     return nt
 
@@ -184,8 +185,8 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     """Run the steps for samples order[start:stop]; the first is global step k0.  Returns the last eta.
 
     ``scal`` holds [beta, u]; ``last``/``lastk`` (naive, clipping) or ``q``
-    (cumulative) are per feature; ``stamp`` (int64, one per feature, initially
-    -1) marks features already listed for the current step; ``touched`` and
+    (cumulative) are per feature; ``stamp`` (int64, one per attribute, then one
+    per bigram attribute, initially -1) marks attributes already listed for the current step; ``touched`` and
     ``sign`` are scratch buffers of at least as many entries as a step lists
     (:func:`crfkit.optim.sgdl1.step_bound`); ``node`` has at
     least as many rows as the longest sequence; ``full``: :func:`crfkit.kernels.chain.full_rows`.

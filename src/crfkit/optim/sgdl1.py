@@ -237,7 +237,8 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         epoch0 = 0
         eta = float("nan")
     scal = np.array([1.0, u])
-    stamp = np.full(d, -1, dtype=np.int64)
+    # listed-at-step marks, per attribute then per bigram attribute (not per feature)
+    stamp = np.full(s.n_attributes + s.n_battributes, -1, dtype=np.int64)
     bound = step_bound(obj)
     touched = np.empty(bound, dtype=np.int64)
     sign = np.empty(bound if pcode == K.NAIVE else 1)
