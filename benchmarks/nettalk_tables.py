@@ -224,6 +224,7 @@ def worker_crfkit(args) -> dict:
         out["objective_by_iteration"] = [r["objective"] for r in res.history]
         out["n_train"] = len(train)
         out["wall_s_by_iteration"] = [r["wall_s"] for r in res.history]
+        out["monitor_s_by_iteration"] = [r.get("monitor_s") for r in res.history]
     out["train_s"] = time.perf_counter() - t0
     out["objective_sum"] = res.objective * res.model.meta.get("n_train", len(train))
     out["status"] = res.status
@@ -293,7 +294,7 @@ def wapiti_weights(model_path: str, space) -> tuple:
     """The weights of a Wapiti 1.5.0 model file (``train`` output: its reader, labels and observations as
     netstrings, then ``index=hexfloat`` for every non-zero weight) in crfkit's feature space ``space``,
     mapped by name: Wapiti's observation strings are crfkit's attribute strings for the same pattern
-    file; a ``u``/``*`` observation has a weight per label (a state feature), a ``b``/``*`` one per label
+    file (but for the out-of-word marks: Wapiti's ``_x-1`` is crfkit's ``_B-1``); a ``u``/``*`` observation has a weight per label (a state feature), a ``b``/``*`` one per label
     pair (a bigram-observation feature, or a transition for the bare ``*``/``b`` observation).  Returns
     (w, number of non-zero weights, non-zero weights crfkit's space has no feature for, their sum |w|)."""
     import numpy as np
@@ -318,7 +319,8 @@ def wapiti_weights(model_path: str, space) -> tuple:
     labels = [netstring() for _ in range(nlab)]
     nobs = int(lines[pos].split("#")[2])
     pos += 1
-    obs = [netstring() for _ in range(nobs)]
+    # Wapiti writes an out-of-word position as _x-1, _x+1 (pattern.c), crfkit as _B-1, _B+1 (CRF++'s)
+    obs = [re.sub(r"_x([-+])", r"_B\1", netstring()) for _ in range(nobs)]
     Y = len(labels)
     lab = space.label_index
     cl = np.array([lab.get(x, -1) for x in labels])
@@ -530,11 +532,15 @@ def sgdl1_summary(n: str, w: dict, c: dict) -> str:
     objs = [o * nt for o in c["objective_by_iteration"]]
     walls = c["wall_s_by_iteration"]
     hit = next((i for i, o in enumerate(objs) if o <= w["objective_sum"]), None)
+    mon = c.get("monitor_s_by_iteration") or [None]
     if hit is None:
         reach = f"did not reach it in {len(objs)} passes"
     else:
         t = c["train_s"] - (walls[-1] - walls[hit])
-        reach = f"reached it after pass {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x)"
+        reach = f"reached it after pass {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x"
+        if mon[hit] is not None:
+            reach += f"; {(t - mon[hit]) / w['train_s']:.2f}x without its per-pass objective, {mon[hit]:.1f}s"
+        reach += ")"
     return (f"SGD-L1 against Wapiti at {n} ({w['threads']} thread(s), {w['iterations']} / {c['iterations']} "
             f"passes, one run each): Wapiti's final objective {w['objective_sum']:.2f} (sum form, computed by "
             f"crfkit from its model: {w.get('wapiti_unmapped', '?')} of its {w.get('wapiti_nonzero', '?')} non-zero "
@@ -564,6 +570,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sgd-passes", type=int, default=10, help="SGD-L1 cells: passes on both sides (default 10)")
     ap.add_argument("--sgd-eta0", type=float, default=0.8, help="SGD-L1 cells: eta0 on both sides (Wapiti's 0.8)")
     ap.add_argument("--sgd-alpha", type=float, default=0.85, help="SGD-L1 cells: alpha (Wapiti's 0.85)")
+    ap.add_argument("--rescore", action="store_true", help="recompute the objective of the Wapiti SGD-L1 cells' "
+                    "saved models (wapiti_objective) in --out, without training again")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--stop-value", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -576,6 +584,16 @@ def main(argv=None) -> int:
     results = read_results(args.out)
     if args.report:
         print(report(results))
+        return 0
+    if args.rescore:
+        for name, r in results.items():
+            if CELLS.get(name, {}).get("peer") and CELLS[name].get("algorithm") == "sgd-l1":
+                model = os.path.join(args.work, name.replace(":", "_") + ".wapiti.model")
+                r.update(wapiti_objective(model, os.path.join(args.work, "train.txt"), CELLS[name]["features"]))
+                print(f"{name}: objective {r['objective_sum']:.2f}, {r['wapiti_unmapped']} weights unmapped", flush=True)
+        with open(args.out, "w") as f:
+            for r in results.values():
+                f.write(json.dumps(r) + "\n")
         return 0
     export(args.work)
     names = args.cells.split(",") if args.cells else list(CELLS)
