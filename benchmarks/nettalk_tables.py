@@ -294,7 +294,8 @@ def wapiti_weights(model_path: str, space) -> tuple:
     """The weights of a Wapiti 1.5.0 model file (``train`` output: its reader, labels and observations as
     netstrings, then ``index=hexfloat`` for every non-zero weight) in crfkit's feature space ``space``,
     mapped by name: Wapiti's observation strings are crfkit's attribute strings for the same pattern
-    file (but for the out-of-word marks: Wapiti's ``_x-1`` is crfkit's ``_B-1``); a ``u``/``*`` observation has a weight per label (a state feature), a ``b``/``*`` one per label
+    file (but for the out-of-word marks: Wapiti's ``_x-1`` is crfkit's ``_B-1``); a ``u``/``*``
+    observation has a weight per label (a state feature), a ``b``/``*`` one per label
     pair (a bigram-observation feature, or a transition for the bare ``*``/``b`` observation).  Returns
     (w, number of non-zero weights, non-zero weights crfkit's space has no feature for, their sum |w|)."""
     import numpy as np
@@ -590,7 +591,8 @@ def main(argv=None) -> int:
             if CELLS.get(name, {}).get("peer") and CELLS[name].get("algorithm") == "sgd-l1":
                 model = os.path.join(args.work, name.replace(":", "_") + ".wapiti.model")
                 r.update(wapiti_objective(model, os.path.join(args.work, "train.txt"), CELLS[name]["features"]))
-                print(f"{name}: objective {r['objective_sum']:.2f}, {r['wapiti_unmapped']} weights unmapped", flush=True)
+                print(f"{name}: objective {r['objective_sum']:.2f}, {r['wapiti_unmapped']} weights unmapped",
+                      flush=True)
         with open(args.out, "w") as f:
             for r in results.values():
                 f.write(json.dumps(r) + "\n")
