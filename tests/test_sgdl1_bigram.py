@@ -256,8 +256,10 @@ def learnable():
     return X, Y, B, space, corpus
 
 
-def test_reaches_the_owlqn_optimum(learnable):
-    X, Y, B, space, corpus = learnable
+@pytest.mark.parametrize("support", ["all", "observed"])
+def test_reaches_the_owlqn_optimum(learnable, support):
+    X, Y, B, _, _ = learnable
+    space, corpus = build(X, Y, B=B, support=support)
     reg = Regularization(l1=0.01, l2=0.02)
     ref = train_corpus(space, corpus, algorithm="owlqn", reg=reg, gtol=1e-12, delta=0.0, epsilon=0.0,
                        max_iterations=3000)
@@ -265,9 +267,11 @@ def test_reaches_the_owlqn_optimum(learnable):
     res = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=300, penalty="cumulative",
                  schedule="inverse", eta0=0.5, seed=0)
     assert res.f == pytest.approx(Objective(corpus, space, reg).value(res.x, count=False), rel=1e-12)
+    # measured: 4.7e-6 (all) and 2.2e-6 (observed) relative, weights within 0.007, the same active set
     assert fstar <= res.f * (1 + 1e-12)
-    assert (res.f - fstar) / fstar < 1e-4
-    np.testing.assert_allclose(res.x, ref.model.weights, atol=0.05)
+    assert (res.f - fstar) / fstar < 2e-5
+    np.testing.assert_allclose(res.x, ref.model.weights, atol=0.02)
+    np.testing.assert_array_equal(res.x != 0, ref.model.weights != 0)
     # the bigram block is trained, not left at zero
     assert np.count_nonzero(res.x[space.bigram_offset:]) > 0
 
