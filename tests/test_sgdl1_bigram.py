@@ -161,7 +161,9 @@ def dense_steps(space, corpus, sw, reg, order, penalty, eta0, alpha, n):
         g = batch_gradient(corpus, space, i, w, sw[i])
         shrink = 1.0 - eta * reg.l2
         p = eta * reg.l1
-        if penalty == "clipping":
+        if penalty == "naive":
+            w = shrink * w - eta * g - p * np.sign(w)
+        elif penalty == "clipping":
             half = shrink * w - eta * g
             w = np.where(half > 0, np.maximum(0.0, half - p), np.where(half < 0, np.minimum(0.0, half + p), 0.0))
         else:
@@ -186,11 +188,11 @@ def kernel_steps(obj, reg, order, penalty, eta0, alpha):
     c, s = obj.corpus, obj.space
     n, d, L = obj.n, s.n_features, s.n_labels
     pcode = sgdl1.PENALTIES[penalty]
-    v, aux, lastk = np.zeros(d), np.zeros(d), np.zeros(1, np.int64)
+    v, aux, lastk = np.zeros(d), np.zeros(d), np.zeros(d if penalty == "naive" else 1, np.int64)
     scal = np.array([1.0, 0.0])
     stamp = np.full(s.n_attributes + s.n_battributes, -1, np.int64)
     bound = step_bound(obj)
-    touched, sign = np.empty(bound, np.int64), np.empty(1)
+    touched, sign = np.empty(bound, np.int64), np.empty(bound if penalty == "naive" else 1)
     Tmax = int(np.diff(c.seq_ptr).max())
     node, edge = np.empty((Tmax, L)), np.empty((L, L))
     edges = np.empty((Tmax, L, L))
@@ -202,9 +204,9 @@ def kernel_steps(obj, reg, order, penalty, eta0, alpha):
         K.run_steps_bigram(*args, order, k, k + 1, k, n, K.EXPONENTIAL, eta0, alpha, reg.l1, reg.l2, pcode,
                            v, scal, aux, lastk, aux, stamp, touched, sign, node, edges,
                            edges.reshape(Tmax, L * L), edge, s.full_rows, obj.sw)
-        vv, aa = v.copy(), aux.copy()
+        vv, aa, lk = v.copy(), aux.copy(), lastk.copy()
         if pcode != K.CUMUL:
-            K.catch_up_all(pcode, vv, scal[K.U], k + 1, aa, lastk)
+            K.catch_up_all(pcode, vv, scal[K.U], k + 1, aa, lk)
         out.append(scal[K.BETA] * vv)
     return out
 
@@ -224,6 +226,18 @@ def test_kernel_matches_dense_reference_step_by_step(penalty):
         np.testing.assert_array_equal(a == 0, b == 0, err_msg=f"step {step}")
     assert np.count_nonzero(ref[-1][space.bigram_offset:] == 0) >= 3          # the penalty did clip bigram weights
     assert np.count_nonzero(ref[-1][space.bigram_offset:]) >= 3
+
+
+def test_lazy_naive_equals_dense_naive_with_a_constant_rate():
+    # naive (subgradient) penalty, lazily: exact with a constant rate and no L2 (see kernels.sgdl1)
+    X, Y, B, space, corpus = bigram_problem(13, n_seq=6, max_len=4)
+    reg = Regularization(l1=0.05, l2=0.0)
+    obj = Objective(corpus, space, reg)
+    order = [2, 5, 0, 0, 3, 1, 4, 2, 5, 1, 3, 0]
+    ref = dense_steps(space, corpus, np.ones(6), reg, order, "naive", 0.3, 1.0, 6)
+    got = kernel_steps(obj, reg, order, "naive", 0.3, 1.0)
+    for step, (a, b) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10, err_msg=f"step {step}")
 
 
 def test_sgd_l1_with_a_forced_order_equals_the_dense_reference(monkeypatch):
