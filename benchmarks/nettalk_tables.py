@@ -18,6 +18,14 @@ Cells (``--cells`` picks some by name; the default runs them all, in the order o
   (``--wapiti-iterations`` caps it), then crfkit OWL-QN in the same feature space (``support all``:
   every label pair with every observation, 13.4M features) until it reaches Wapiti's final objective
   (``stop_value``); same threads;
+* ``wapiti-sgdl1:{1,3}-grm`` then ``sgdl1:{1,3}-grm``: SGD-L1 on both sides in Wapiti's feature space
+  (``support all``): Wapiti ``train -a sgd-l1 -d dev -i P --eta0 E --alpha A`` and crfkit ``-a sgd-l1``
+  (cumulative penalty, exponential schedule: Wapiti's method) with the same eta0, alpha and number of
+  passes P (``--sgd-passes``, ``--sgd-eta0``, ``--sgd-alpha``: Wapiti's defaults 0.8 and 0.85).  Wapiti's
+  SGD-L1 prints no objective, so the Wapiti worker reads its model file back (:func:`wapiti_weights`) and
+  computes the objective of its weights with crfkit in crfkit's space (the same data, patterns, rho1 and
+  rho2; Wapiti's SGD-L1 steps leave rho2 out, the objective here keeps it); crfkit records its objective
+  after every pass, and the report gives the time at which it first reaches Wapiti's final one;
 * ``{full,inc}:{5,7}-grm:u:bcd`` and ``inc:5-grm:owlqn``: the incremental strategy
   (:mod:`crfkit.incremental`) against training the whole set.
 
@@ -85,6 +93,12 @@ _cell("full:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all"
       reg="en", algorithm="bcd", max_it=6)
 _cell("inc:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
       reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
+
+# SGD-L1 against Wapiti's, Wapiti's feature space, the same eta0 / alpha / passes (Table 4's SGD-L1 row at 1-grm)
+for _n in ("1-grm", "3-grm"):
+    _cell(f"wapiti-sgdl1:{_n}", table="sgdl1", features=f"nettalk:{_n}", peer=True, algorithm="sgd-l1")
+    _cell(f"sgdl1:{_n}", table="sgdl1", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          algorithm="sgd-l1", no_dev=True, peer_cell=f"wapiti-sgdl1:{_n}")
 
 # Table 2: sparse vs standard forward-backward, Wapiti's feature space (every label pair with every observation:
 # the paper's M has L x L entries at every position), no dev scoring during training (the times are the
@@ -163,6 +177,11 @@ def worker_crfkit(args) -> dict:
     if c.get("target"):
         kw.update(stop_value=args.stop_value, max_iterations=args.max_iterations or 200, delta=0.0,
                   epsilon=0.0)
+    elif c["table"] == "sgdl1":
+        # Wapiti's SGD-L1: Figure 2's cumulative penalty, eta_k = eta0 * alpha^(k/N); every pass scored
+        kw.update(max_iterations=args.sgd_passes, seed=0,
+                  params=dict(penalty="cumulative", schedule="exponential", eta0=args.sgd_eta0,
+                              alpha=args.sgd_alpha))
     elif c["table"] == "2":
         # the same stopping rule for every cell of a set: the iteration limit (or the usual delta rule first)
         kw.update(max_iterations=args.max_iterations or args.t2_iterations, sparse_fb=c["sparse_fb"])
@@ -211,7 +230,9 @@ def worker_crfkit(args) -> dict:
             out["pair_zero_share"] = res.model.meta["pair_zero_share"]
             out["pair_zero_share_by_iteration"] = [r.get("pair_zero_share") for r in res.history]
         out["objective_by_iteration"] = [r["objective"] for r in res.history]
+        out["n_train"] = len(train)
         out["wall_s_by_iteration"] = [r["wall_s"] for r in res.history]
+        out["monitor_s_by_iteration"] = [r.get("monitor_s") for r in res.history]
     out["train_s"] = time.perf_counter() - t0
     out["objective_sum"] = res.objective * res.model.meta.get("n_train", len(train))
     out["status"] = res.status
@@ -232,9 +253,12 @@ def worker_wapiti(args) -> dict:
         f.write(pattern_text(c["features"], "wapiti"))
     model = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.model")
     log = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.log")
-    cmd = [WAPITI, "train", "-a", "l-bfgs", "-p", pat, "-1", str(RHO1), "-2", str(RHO2), "-t", str(args.threads),
-           "-d", paths["dev"]]
-    if args.wapiti_iterations or args.max_iterations:
+    sgd = c.get("algorithm") == "sgd-l1"
+    cmd = [WAPITI, "train", "-a", "sgd-l1" if sgd else "l-bfgs", "-p", pat, "-1", str(RHO1), "-2", str(RHO2),
+           "-t", str(args.threads), "-d", paths["dev"]]
+    if sgd:
+        cmd += ["-i", str(args.sgd_passes), "--eta0", repr(args.sgd_eta0), "--alpha", repr(args.sgd_alpha)]
+    elif args.wapiti_iterations or args.max_iterations:
         cmd += ["-i", str(args.wapiti_iterations or args.max_iterations)]
     cmd += [paths["train"], model]
     t0 = time.perf_counter()
@@ -256,11 +280,125 @@ def worker_wapiti(args) -> dict:
             if len(parts) >= 3:
                 total += 1
                 wrong += parts[-1] != parts[-2]
-    return {"cell": args.worker, "table": "wapiti", "features": c["features"], "peer": "wapiti 1.5.0",
-            "iterations": int(its[-1][0]) if its else None, "objective_sum": float(its[-1][1]) if its else None,
-            "active": int(its[-1][2]) if its else None, "n_features": int(nftr.group(1)) if nftr else None,
-            "train_s": train_s, "peak_rss_mb": ru.ru_maxrss / 1024.0, "test_error": 100.0 * wrong / total,
-            "threads": args.threads, "command": " ".join(cmd)}
+    out = {"cell": args.worker, "table": c["table"], "features": c["features"], "peer": "wapiti 1.5.0",
+           "iterations": int(its[-1][0]) if its else None, "objective_sum": float(its[-1][1]) if its else None,
+           "active": int(its[-1][2]) if its else None, "n_features": int(nftr.group(1)) if nftr else None,
+           "train_s": train_s, "peak_rss_mb": ru.ru_maxrss / 1024.0, "test_error": 100.0 * wrong / total,
+           "threads": args.threads, "command": " ".join(cmd)}
+    if sgd:
+        # obj=NA: Wapiti's SGD-L1 does not compute the objective; its per-pass (time, active, dev error)
+        rows = re.findall(r"\[\s*(\d+)\]\s+obj=\S+\s+act=(\d+)\s+err=\s*([0-9.]+)%/\s*([0-9.]+)%\s+"
+                          r"time=([0-9.]+)s/([0-9.]+)s", text)
+        out.update(iterations=int(rows[-1][0]) if rows else None, active=int(rows[-1][1]) if rows else None,
+                   wapiti_s_by_iteration=[float(r[5]) for r in rows],
+                   dev_error_by_iteration=[float(r[2]) for r in rows])
+        t = time.perf_counter()
+        out.update(wapiti_objective(model, paths["train"], c["features"]))
+        out["objective_eval_s"] = time.perf_counter() - t
+    return out
+
+
+def wapiti_weights(model_path: str, space) -> tuple:
+    """The weights of a Wapiti 1.5.0 model file (``train`` output: its reader, labels and observations as
+    netstrings, then ``index=hexfloat`` for every non-zero weight) in crfkit's feature space ``space``,
+    mapped by name: Wapiti's observation strings are crfkit's attribute strings for the same pattern
+    file (but for the out-of-word marks: Wapiti's ``_x-1`` is crfkit's ``_B-1``); a ``u``/``*``
+    observation has a weight per label (a state feature), a ``b``/``*`` one per label
+    pair (a bigram-observation feature, or a transition for the bare ``*``/``b`` observation).  Returns
+    (w, number of non-zero weights, non-zero weights crfkit's space has no feature for, their sum |w|)."""
+    import numpy as np
+    with open(model_path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    pos = 0
+
+    def netstring():
+        nonlocal pos
+        line = lines[pos]
+        pos += 1
+        n, rest = line.split(":", 1)
+        return rest[:int(n)]
+    m = re.match(r"#mdl#(\d+)#(\d+)$", lines[0]) or re.match(r"#mdl#()(\d+)$", lines[0])
+    nact = int(m.group(2))
+    npats = int(re.match(r"#rdr#(\d+)/", lines[1]).group(1))
+    pos = 2
+    for _ in range(npats):
+        netstring()
+    nlab = int(lines[pos].split("#")[2])
+    pos += 1
+    labels = [netstring() for _ in range(nlab)]
+    nobs = int(lines[pos].split("#")[2])
+    pos += 1
+    # Wapiti writes an out-of-word position as _x-1, _x+1 (pattern.c), crfkit as _B-1, _B+1 (CRF++'s)
+    obs = [re.sub(r"_x([-+])", r"_B\1", netstring()) for _ in range(nobs)]
+    Y = len(labels)
+    lab = space.label_index
+    cl = np.array([lab.get(x, -1) for x in labels])
+    aidx, bidx = space.attr_index, space.battr_index
+    # (observation, offset, kind) of every Wapiti feature block, in Wapiti's order (mdl_sync)
+    starts, owners, kinds = [], [], []
+    F = 0
+    for o, sobs in enumerate(obs):
+        kind = {"u": 1, "b": 2, "*": 3}[sobs[0]]
+        if kind & 1:
+            starts.append(F), owners.append(o), kinds.append(1)
+            F += Y
+        if kind & 2:
+            starts.append(F), owners.append(o), kinds.append(2)
+            F += Y * Y
+    starts = np.array(starts)
+    w = np.zeros(space.n_features)
+    missing = 0
+    missing_abs = 0.0
+    for line in lines[pos:pos + nact]:
+        fi, val = line.split("=")
+        fi, val = int(fi), float.fromhex(val)
+        blk = int(np.searchsorted(starts, fi, side="right")) - 1
+        o, kind, r = owners[blk], kinds[blk], fi - starts[blk]
+        k = -1
+        if kind == 1:
+            a = aidx.get(obs[o], -1)
+            if a >= 0 and cl[r] >= 0:
+                k0, k1 = space.attr_ptr[a], space.attr_ptr[a + 1]
+                hit = np.flatnonzero(space.feat_label[k0:k1] == cl[r])
+                k = int(k0 + hit[0]) if len(hit) else -1
+        else:
+            i, j = cl[r // Y], cl[r % Y]
+            if i >= 0 and j >= 0:
+                if obs[o] in ("*", "b"):
+                    t = int(space.trans_index[i, j])
+                    k = space.n_state + t if t >= 0 else -1
+                else:
+                    b = bidx.get(obs[o], -1)
+                    if b >= 0:
+                        k0, k1 = space.battr_ptr[b], space.battr_ptr[b + 1]
+                        hit = np.flatnonzero(space.bfeat_pair[k0:k1] == i * space.n_labels + j)
+                        k = int(space.bigram_offset + k0 + hit[0]) if len(hit) else -1
+        if k < 0:
+            missing += 1
+            missing_abs += abs(val)
+        else:
+            w[k] = val
+    return w, nact, missing, missing_abs
+
+
+def wapiti_objective(model_path: str, train_path: str, features: str) -> dict:
+    """crfkit's objective (sum form: Wapiti's units) of a Wapiti model's weights on the training file, in
+    crfkit's ``support all`` space for the preset ``features``, rho1 = RHO1, rho2 = RHO2."""
+    from crfkit.features.encode import build
+    from crfkit.features.windows import preset_templates
+    from crfkit.io.columns import read_columns_list
+    from crfkit.objective import Objective, regularization
+    from crfkit.pipeline import attributes_of, bigram_attributes_of
+    train = read_columns_list(train_path)
+    templates = preset_templates(features)
+    X = attributes_of(train, templates)
+    B = bigram_attributes_of(train, templates)
+    space, corpus = build(X, [s.labels for s in train], B=B, support="all")
+    w, nact, missing, missing_abs = wapiti_weights(model_path, space)
+    reg = regularization(corpus.total_weight, rho1=RHO1, rho2=RHO2)
+    f = Objective(corpus, space, reg).value(w, count=False)
+    return {"objective_sum": f * corpus.total_weight, "wapiti_nonzero": nact, "wapiti_unmapped": missing,
+            "wapiti_unmapped_abs": missing_abs, "crfkit_space_features": space.n_features}
 
 
 # --------------------------------------------------------------------------- driver
@@ -280,7 +418,8 @@ def run_cell(name: str, args, results: dict) -> dict | None:
     c = CELLS[name]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--work", args.work,
            "--threads", str(args.threads), "--cap", str(args.cap), "--dev-every", str(args.dev_every),
-           "--dev-stop", str(args.dev_stop), "--t2-iterations", str(args.t2_iterations)]
+           "--dev-stop", str(args.dev_stop), "--t2-iterations", str(args.t2_iterations),
+           "--sgd-passes", str(args.sgd_passes), "--sgd-eta0", repr(args.sgd_eta0), "--sgd-alpha", repr(args.sgd_alpha)]
     if args.wapiti_iterations:
         cmd += ["--wapiti-iterations", str(args.wapiti_iterations)]
     if c.get("target"):
@@ -379,6 +518,10 @@ def report(results: dict) -> str:
                   f"RSS {c['peak_rss_mb']:.0f} MB against {w['peak_rss_mb']:.0f} MB "
                   f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x), test error {c['test_error']:.2f}% "
                   f"against {w['test_error']:.2f}% (target within 0.2 points)"]
+    for n in ("1-grm", "3-grm"):
+        w, c = results.get(f"wapiti-sgdl1:{n}"), results.get(f"sgdl1:{n}")
+        if w and c:
+            lines += ["", sgdl1_summary(n, w, c)]
     for alg, inc, full in (("owlqn", "inc:5-grm:owlqn", "t1:5-grm:obs"), ("bcd", "inc:5-grm:u:bcd", "full:5-grm:u:bcd")):
         a, b = results.get(inc), results.get(full)
         if a and b:
@@ -391,6 +534,32 @@ def report(results: dict) -> str:
                              f"of {st['candidate_features']} candidates, {st['active']} active, "
                              f"{st['iterations']} iterations, {st['wall_s']:.1f}s")
     return "\n".join(lines)
+
+
+def sgdl1_summary(n: str, w: dict, c: dict) -> str:
+    """SGD-L1 against Wapiti's at set ``n``: the pass and time at which crfkit first reaches Wapiti's final
+    objective (time: crfkit's whole cell minus the passes after that one), final objectives, RSS, error."""
+    nt = c.get("n_train") or 16007
+    objs = [o * nt for o in c["objective_by_iteration"]]
+    walls = c["wall_s_by_iteration"]
+    hit = next((i for i, o in enumerate(objs) if o <= w["objective_sum"]), None)
+    mon = c.get("monitor_s_by_iteration") or [None]
+    if hit is None:
+        reach = f"did not reach it in {len(objs)} passes"
+    else:
+        t = c["train_s"] - (walls[-1] - walls[hit])
+        reach = f"reached it after pass {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x"
+        if mon[hit] is not None:
+            reach += f"; {(t - mon[hit]) / w['train_s']:.2f}x without its per-pass objective, {mon[hit]:.1f}s"
+        reach += ")"
+    return (f"SGD-L1 against Wapiti at {n} ({w['threads']} thread(s), {w['iterations']} / {c['iterations']} "
+            f"passes, one run each): Wapiti's final objective {w['objective_sum']:.2f} (sum form, computed by "
+            f"crfkit from its model: {w.get('wapiti_unmapped', '?')} of its {w.get('wapiti_nonzero', '?')} non-zero "
+            f"weights without a crfkit feature) in {w['train_s']:.1f}s; crfkit's final {objs[-1]:.2f} in "
+            f"{c['train_s']:.1f}s ({c['train_s'] / w['train_s']:.2f}x); crfkit {reach}; active {c['active']} vs "
+            f"{w['active']}; peak RSS {c['peak_rss_mb']:.0f} MB vs {w['peak_rss_mb']:.0f} MB "
+            f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x); test error {c['test_error']:.2f}% vs "
+            f"{w['test_error']:.2f}% ({c['test_error'] - w['test_error']:+.2f} points; target within 0.2)")
 
 
 def main(argv=None) -> int:
@@ -409,6 +578,11 @@ def main(argv=None) -> int:
     ap.add_argument("--wapiti-iterations", type=int, default=None, help="Wapiti's -i (default: its own stopping)")
     ap.add_argument("--t2-iterations", type=int, default=50, help="Table 2: iteration limit of every cell "
                     "(the same for the sparse and standard runs of a set; default 50)")
+    ap.add_argument("--sgd-passes", type=int, default=10, help="SGD-L1 cells: passes on both sides (default 10)")
+    ap.add_argument("--sgd-eta0", type=float, default=0.8, help="SGD-L1 cells: eta0 on both sides (Wapiti's 0.8)")
+    ap.add_argument("--sgd-alpha", type=float, default=0.85, help="SGD-L1 cells: alpha (Wapiti's 0.85)")
+    ap.add_argument("--rescore", action="store_true", help="recompute the objective of the Wapiti SGD-L1 cells' "
+                    "saved models (wapiti_objective) in --out, without training again")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--stop-value", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -421,6 +595,17 @@ def main(argv=None) -> int:
     results = read_results(args.out)
     if args.report:
         print(report(results))
+        return 0
+    if args.rescore:
+        for name, r in results.items():
+            if CELLS.get(name, {}).get("peer") and CELLS[name].get("algorithm") == "sgd-l1":
+                model = os.path.join(args.work, name.replace(":", "_") + ".wapiti.model")
+                r.update(wapiti_objective(model, os.path.join(args.work, "train.txt"), CELLS[name]["features"]))
+                print(f"{name}: objective {r['objective_sum']:.2f}, {r['wapiti_unmapped']} weights unmapped",
+                      flush=True)
+        with open(args.out, "w") as f:
+            for r in results.values():
+                f.write(json.dumps(r) + "\n")
         return 0
     export(args.work)
     names = args.cells.split(",") if args.cells else list(CELLS)

@@ -286,7 +286,7 @@ def test_oracle_refuses_bigram_blocks():
         obj.oracle(0, model.weights)
     from crfkit.train import train
     with pytest.raises(CrfkitError, match="bigram"):
-        train(X, Y, B=B, algorithm="sgd-l1", max_iterations=1)
+        train(X, Y, B=B, algorithm="sg", max_iterations=1)
 
 
 def test_corpus_without_bigram_attributes_uses_plain_transitions():

@@ -28,8 +28,10 @@ optimizers call.
 Bigram-observation features (position-dependent transition scores): when
 the feature space has them and the corpus carries bigram attributes, the
 full-batch value and gradient go through the ``*_bigram`` kernels of
-:mod:`crfkit.kernels.batch`; otherwise the usual kernels run unchanged.  The
-per-example oracle does not support them yet (:class:`CrfkitError`).
+:mod:`crfkit.kernels.batch`; otherwise the usual kernels run unchanged.  Their
+per-example oracle is :meth:`Objective.oracle_bigram` (with
+:meth:`Objective.apply_gradient_bigram`; SGD-L1 runs it inside its kernel); the
+plain :meth:`Objective.oracle` refuses them (:class:`CrfkitError`).
 """
 from __future__ import annotations
 
@@ -362,7 +364,7 @@ class Objective:
     def _no_bigram(self, what: str) -> None:
         if self.space.n_bigram:
             raise CrfkitError(f"{what} does not support bigram-observation features yet "
-                              f"({self.space.n_bigram} in this model): train with lbfgs or owlqn")
+                              f"({self.space.n_bigram} in this model): train with lbfgs, owlqn or sgd-l1")
 
     def oracle(self, i: int, v: np.ndarray, beta: float = 1.0,
                node: np.ndarray | None = None, edge: np.ndarray | None = None):
@@ -405,3 +407,47 @@ class Objective:
             r = np.array(node[:t1 - t0], dtype=np.float64, copy=True)
             r[np.arange(t1 - t0), c.y[t0:t1]] -= 1.0
             s.dense_weights(v)[:] += coef * (c.dense[t0:t1].T @ r)
+
+    def _bigram_args(self):
+        c, s = self.corpus, self.space
+        return (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index) \
+            + c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
+
+    def oracle_bigram(self, i: int, v: np.ndarray, beta: float = 1.0):
+        """The per-example oracle of a feature space with bigram-observation features: (loss of sequence i
+        at w = beta*v (times s_i with sample weights), node marginals (T x L), per-position edge marginals
+        (T x L x L: row t for the pair (t-1, t), row 0 zero), their sum (L x L)); see
+        :func:`crfkit.kernels.oracle.sequence_oracle_bigram`.  Dense features are not supported here."""
+        if self.space.n_dense:
+            raise CrfkitError("the bigram per-example oracle does not support dense features yet")
+        L = self.space.n_labels
+        T = int(self.corpus.seq_ptr[i + 1] - self.corpus.seq_ptr[i])
+        node = np.empty((T, L))
+        edges = np.zeros((max(T, 1), L, L))
+        edge = np.empty((L, L))
+        loss = _oracle.sequence_oracle_bigram(*self._bigram_args(), np.ascontiguousarray(v, dtype=np.float64),
+                                              float(beta), self.space.n_state, int(i), node, edges, edge,
+                                              self.full_rows)
+        self.n_oracle += 1
+        return float(loss) * self.example_weight(i), node, edges[:T], edge
+
+    def value_bigram(self, w: np.ndarray) -> float:
+        """f(w) (:meth:`value`, not counted as an effective pass) for a feature space with bigram-observation
+        features through the per-example oracle's scores (:func:`crfkit.kernels.oracle.loss_sum_bigram`:
+        the same value to rounding, several times cheaper with every label pair of every observation);
+        SGD-L1 monitors its passes with it."""
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        nll = _oracle.loss_sum_bigram(*self._bigram_args(), w, 1.0, self.space.n_state, self.bounds,
+                                      self.full_rows, self.sw)
+        return self.reg.penalized(float(nll) / self.n, w)
+
+    def apply_gradient_bigram(self, i: int, node: np.ndarray, edges: np.ndarray, edge: np.ndarray, coef: float,
+                              v: np.ndarray) -> None:
+        """v += coef * s_i * grad of -log p(y_i|x_i) from the outputs of :meth:`oracle_bigram`: the state,
+        transition and bigram-observation features of sequence i only."""
+        L = self.space.n_labels
+        eflat = np.ascontiguousarray(edges, dtype=np.float64).reshape(len(edges), L * L)
+        _oracle.apply_gradient_bigram(*self._bigram_args(), self.space.n_state, int(i),
+                                      np.ascontiguousarray(node, dtype=np.float64), eflat,
+                                      np.ascontiguousarray(edge, dtype=np.float64),
+                                      float(coef) * self.example_weight(i), v, self.full_rows)

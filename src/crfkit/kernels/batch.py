@@ -92,9 +92,20 @@ def _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pa
     ``score``): weighted edge marginals into edge[r0 + t] and summed into E, weighted node marginals
     stored (:func:`_store_nodes`); returns log Z.  The standard chunk's body, and the sparse chunk's
     fallback out of its scaled range."""
-    L = trans.shape[0]
     rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
                              expM0, tmax, expM)
+    return bigram_sequence_marginals(t0, T, r0, M, tmx, rng, expM, score, es, alpha, beta, scale, ws, edge, node,
+                                     E, pm, keep)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def bigram_sequence_marginals(t0, T, r0, M, tmx, rng, expM, score, es, alpha, beta, scale, ws, edge, node, E, pm,
+                              keep):
+    """The recursion of :func:`_dense_bigram_sequence` once the transition scores M[t], their maxima
+    tmx[t], largest range ``rng`` and shifted exponentials expM[t] are built (``bigram_transitions``;
+    the per-example oracle builds expM its own way): forward-backward, weighted edge marginals into
+    edge[r0 + t] and summed into E, weighted node marginals stored; returns log Z."""
+    L = M.shape[1]
     logz = pd_forward_backward(score, T, M, tmx, rng, expM, es, alpha, beta, scale)
     for t in range(1, T):
         xi = edge[r0 + t]

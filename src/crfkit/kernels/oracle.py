@@ -11,10 +11,12 @@ transition features.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
+from .batch import bigram_sequence_marginals
 from .chain import (FAST, add_full_row, add_scores, add_transition_gradient, emissions_rows, exp_minus,
-                    forward_backward_edges, gold_score, max_min, transition_matrix)
+                    exp_shift_into, forward_backward_edges, gold_score, max_min, pd_gold_score, pd_log_partition,
+                    transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -91,6 +93,138 @@ def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
                     for k in range(attr_ptr[a], attr_ptr[a + 1]):
                         v[k] += c * pm[feat_label[k]]
     add_transition_gradient(v, n_state, trans_index, edge, y, t0, T, coef)
+
+
+@njit(**_NOPY)
+def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label, btok_ptr, battr, bval, battr_ptr,
+                   bfeat_pair, boff, v, beta, n_state, i, full):
+    """The scores of sequence i at w = beta*v with bigram-observation features: (emission scores (T x L),
+    M (T x L x L: M[t] the transition scores into position t, t >= 1), expM[t] = exp(M[t] - tmx[t]),
+    tmx, the largest range of the M[t]), as :func:`crfkit.kernels.chain.bigram_transitions` defines them.
+
+    M[t] is built over flat rows of L*L (a feature's pair is its index there: no division per feature),
+    the scale beta applied as the weights are read, and ``exp(M[t] - max)`` is taken over the whole row
+    by the vectorised exp (:func:`~crfkit.kernels.chain.exp_shift_into`, within 1 ulp of libm's) rather
+    than one libm call per pair a feature touches: with every label pair of every observation
+    (Wapiti's space) those calls were most of a step's time."""
+    L = trans_index.shape[0]
+    LL = L * L
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    T = t1 - t0
+    trans = transition_matrix(v, beta, n_state, trans_index).ravel()
+    score = np.empty((T, L))
+    M = np.empty((T, L, L))
+    expM = np.empty((T, L, L))
+    Mf = M.reshape((T, LL))
+    Ef = expM.reshape((T, LL))
+    tmx = np.zeros(T)
+    kb = np.empty(LL, np.int64)
+    rng = 0.0
+    for t in range(1, T):
+        row = Mf[t]
+        for p in range(LL):
+            row[p] = trans[p]
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            b = battr[e]
+            x = bval[e] * beta
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                row[bfeat_pair[k]] += v[boff + k] * x
+        mx, mn = max_min(row)
+        tmx[t] = mx
+        if mx - mn > rng:
+            rng = mx - mn
+        exp_shift_into(row, mx, Ef[t], kb)
+    emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, v, beta, score)
+    return score, M, expM, tmx, rng
+
+
+@njit(**_NOPY)
+def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
+                           bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge, full):
+    """:func:`sequence_oracle` for a feature space with bigram-observation features (weights of bigram
+    feature k at ``v[boff + k]``): loss -log p(y_i|x_i) at w = beta*v, node marginals into node[:T], the
+    edge marginals of position t (pair (t-1, t), 1 <= t < T) into edges[t] (``edges``: at least T x L x L;
+    edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).
+
+    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`): the
+    position-dependent transition scores (:func:`_bigram_scores`), then
+    :func:`~crfkit.kernels.batch.bigram_sequence_marginals`."""
+    L = trans_index.shape[0]
+    t0 = seq_ptr[i]
+    T = seq_ptr[i + 1] - t0
+    for a in range(L):
+        for b in range(L):
+            edge[a, b] = 0.0
+    if T == 0:
+        return 0.0
+    score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label,
+                                              btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state,
+                                              i, full)
+    es = np.empty((T, L))
+    alpha = np.empty((T, L))
+    beta_m = np.empty((T, L))
+    scale = np.empty(T)
+    logz = bigram_sequence_marginals(0, T, 0, M, tmx, rng, expM, score, es, alpha, beta_m, scale, 1.0, edges, node,
+                                     edge, np.zeros((0, L)), False)
+    return logz - pd_gold_score(score, y, t0, T, M)
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def loss_sum_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr, bval,
+                    battr_ptr, bfeat_pair, boff, v, beta, n_state, bounds, full, sw):
+    """sum_i sw_i * -log p(y_i|x_i) at w = beta*v (``sw`` empty: all 1) by the forward recursion over the
+    scores of :func:`_bigram_scores`: the value the full-batch ``loss_only_bigram`` computes (to
+    rounding), at the per-example oracle's cost (its vectorised exponentials); chunks ``bounds`` of
+    sequences on numba's threads.  SGD-L1's per-pass objective."""
+    L = trans_index.shape[0]
+    nc = bounds.shape[0] - 1
+    out = np.zeros(nc)
+    for c in prange(nc):
+        acc = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            t0 = seq_ptr[i]
+            T = seq_ptr[i + 1] - t0
+            ws = 1.0 if sw.shape[0] == 0 else sw[i]
+            if T == 0 or ws == 0.0:
+                continue
+            score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr,
+                                                      feat_label, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff,
+                                                      v, beta, n_state, i, full)
+            es = np.empty((T, L))
+            alpha = np.empty((T, L))
+            scale = np.empty(T)
+            acc += ws * (pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale)
+                         - pd_gold_score(score, y, t0, T, M))
+        out[c] = acc
+    return out.sum()
+
+
+@njit(**_NOPY)
+def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
+                          bval, battr_ptr, bfeat_pair, boff, n_state, i, node, eflat, edge, coef, v, full):
+    """v += coef * grad_i for a feature space with bigram-observation features, from the outputs of
+    :func:`sequence_oracle_bigram` (``eflat``: its ``edges`` viewed as rows of L*L): the state and
+    transition features as :func:`apply_gradient`, and for every position t >= 1 and bigram attribute
+    occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) - [pair of k is gold])``
+    for the features k of b.  The attributes of a sequence's first token take no part (no transition
+    enters it)."""
+    apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
+                   coef, v, full)
+    L = trans_index.shape[0]
+    t0 = seq_ptr[i]
+    T = seq_ptr[i + 1] - t0
+    for t in range(1, T):
+        xi = eflat[t]
+        gold = y[t0 + t - 1] * L + y[t0 + t]
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            b = battr[e]
+            c = coef * bval[e]
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                p = bfeat_pair[k]
+                v[boff + k] += c * xi[p]
+                if p == gold:
+                    v[boff + k] -= c
 
 
 @njit(**_NOPY)

@@ -28,7 +28,8 @@ One step for sample ``i`` (global step ``k``, counted from 0 as in Figure 2):
 eta = rate(k); the sample's state features (each once) and all transitions are
 brought up to date (naive/clipping); the oracle at ``w = beta*v``; ``beta *=
 1 - eta*l2``; ``v += -(eta/beta) * grad_i``; ``u += eta*l1/beta``; the penalty
-for the sample's features.
+for the sample's features.  With bigram-observation features (:func:`run_steps_bigram`) the
+sample's features also include the bigram features of its tokens after the first.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from .chain import FAST
-from .oracle import apply_gradient, sequence_oracle
+from .oracle import apply_gradient, apply_gradient_bigram, sequence_oracle, sequence_oracle_bigram
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -101,15 +102,93 @@ def _catch_up(penalty, feats, nf, v, u, k, last, lastk, sign):
 
 
 @njit(**_NOPY)
+def _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, nt):
+    """Append to touched[nt:] the state features of the attributes of sequence i not yet listed at step k
+    (``stamp``: one entry per attribute, then one per bigram attribute); returns the new count."""
+    for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+        a = attr[e]
+        if stamp[a] != k:
+            stamp[a] = k
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                touched[nt] = f
+                nt += 1
+    return nt
+
+
+@njit(**_NOPY)
+def _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched, nt):
+    """Append to touched[nt:] the bigram-observation features (at ``boff + k``) of the bigram attributes of
+    sequence i's tokens after its first (those of the first take no part), each once (``stamp``: bigram
+    attribute b at ``len(stamp) - len(battr_ptr) + 1 + b``); returns the new count."""
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    if t1 - t0 < 2:
+        return nt
+    s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
+    for e in range(btok_ptr[t0 + 1], btok_ptr[t1]):
+        b = battr[e]
+        if stamp[s0 + b] != k:
+            stamp[s0 + b] = k
+            for j in range(battr_ptr[b], battr_ptr[b + 1]):
+                touched[nt] = boff + j
+                nt += 1
+    return nt
+
+
+@njit(**_NOPY)
+def _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign):
+    """The L1 penalty of step k (``p`` = eta*l1/beta, ``u`` already includes it) on the features
+    touched[:nt] of the sample, after its gradient step: clipping, naive (``sign``: their signs before the
+    step, from :func:`_catch_up`) or Figure 2's ApplyPenalty (cumulative)."""
+    if penalty == CLIP:
+        for j in range(nt):
+            f = touched[j]
+            x = v[f]
+            if x > 0.0:
+                x = x - p
+                if x < 0.0:
+                    x = 0.0
+            elif x < 0.0:
+                x = x + p
+                if x > 0.0:
+                    x = 0.0
+            v[f] = x
+            last[f] = u
+    elif penalty == NAIVE:
+        for j in range(nt):
+            f = touched[j]
+            v[f] -= p * sign[j]
+            last[f] = u
+            lastk[f] = k + 1
+    else:
+        # Figure 2, ApplyPenalty(i), in v units
+        for j in range(nt):
+            f = touched[j]
+            z = v[f]
+            x = z
+            if x > 0.0:
+                x = x - (u + q[f])
+                if x < 0.0:
+                    x = 0.0
+            elif x < 0.0:
+                x = x + (u - q[f])
+                if x > 0.0:
+                    x = 0.0
+            v[f] = x
+            q[f] += x - z
+
+
+@njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state,
               order, start, stop, k0, n_per_pass, schedule, eta0, alpha, l1, l2, penalty,
               v, scal, last, lastk, q, stamp, touched, sign, node, edge, full, sw):
     """Run the steps for samples order[start:stop]; the first is global step k0.  Returns the last eta.
 
     ``scal`` holds [beta, u]; ``last``/``lastk`` (naive, clipping) or ``q``
-    (cumulative) are per feature; ``stamp`` (int64, one per feature, initially
-    -1) marks features already listed for the current step; ``touched`` and
-    ``sign`` are scratch buffers of at least n_features entries; ``node`` has at
+    (cumulative) are per feature; ``stamp`` (int64, one per attribute, then one
+    per bigram attribute, initially -1) marks attributes already listed for the current step; ``touched`` and
+    ``sign`` are scratch buffers of at least as many entries as a step lists
+    (:func:`crfkit.optim.sgdl1.step_bound`); ``node`` has at
     least as many rows as the longest sequence; ``full``: :func:`crfkit.kernels.chain.full_rows`.
     ``sw``: sample-weight scales per sequence (empty: all 1) multiplying the sample's loss gradient.
     """
@@ -123,14 +202,7 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         u = scal[U]
         # the sample's state features, each once, then all transitions; naive and clipping bring
         # them up to date before the oracle reads them
-        nt = 0
-        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-            a = attr[e]
-            for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                if stamp[f] != k:
-                    stamp[f] = k
-                    touched[nt] = f
-                    nt += 1
+        nt = _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, 0)
         for f in range(n_state, d):
             touched[nt] = f
             nt += 1
@@ -143,42 +215,49 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                        n_state, i, node, edge, -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta, v, full)
         p = eta * l1 / beta
         u = u + p
-        if penalty == CLIP:
-            for j in range(nt):
-                f = touched[j]
-                x = v[f]
-                if x > 0.0:
-                    x = x - p
-                    if x < 0.0:
-                        x = 0.0
-                elif x < 0.0:
-                    x = x + p
-                    if x > 0.0:
-                        x = 0.0
-                v[f] = x
-                last[f] = u
-        elif penalty == NAIVE:
-            for j in range(nt):
-                f = touched[j]
-                v[f] -= p * sign[j]
-                last[f] = u
-                lastk[f] = k + 1
-        else:
-            # Figure 2, ApplyPenalty(i), in v units
-            for j in range(nt):
-                f = touched[j]
-                z = v[f]
-                x = z
-                if x > 0.0:
-                    x = x - (u + q[f])
-                    if x < 0.0:
-                        x = 0.0
-                elif x < 0.0:
-                    x = x + (u - q[f])
-                    if x > 0.0:
-                        x = 0.0
-                v[f] = x
-                q[f] += x - z
+        _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign)
+        scal[BETA] = beta
+        scal[U] = u
+    return eta
+
+
+@njit(**_NOPY)
+def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state,
+                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff,
+                     order, start, stop, k0, n_per_pass, schedule, eta0, alpha, l1, l2, penalty,
+                     v, scal, last, lastk, q, stamp, touched, sign, node, edges, eflat, edge, full, sw):
+    """:func:`run_steps` for a feature space with bigram-observation features (weights of bigram feature
+    k at ``v[boff + k]``; transitions ``n_state:boff``).  A step lists the sample's state features, the
+    transitions and the bigram features of its tokens after the first (each once): naive and clipping
+    bring them up to date before the oracle (:func:`crfkit.kernels.oracle.sequence_oracle_bigram`) reads
+    them, the gradient (:func:`~crfkit.kernels.oracle.apply_gradient_bigram`) touches only them, and the
+    penalty goes to them after it, so a step costs O(those features), never O(all features).
+    ``edges`` (at least longest sequence x L x L) and ``eflat`` (its view as rows of L*L): per-position
+    edge marginals; ``edge``: L x L."""
+    eta = 0.0
+    for s in range(start, stop):
+        k = k0 + (s - start)
+        i = order[s]
+        eta = rate(schedule, eta0, alpha, k, n_per_pass)
+        beta = scal[BETA]
+        u = scal[U]
+        nt = _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, 0)
+        for f in range(n_state, boff):
+            touched[nt] = f
+            nt += 1
+        nt = _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched, nt)
+        if penalty != CUMUL:
+            _catch_up(penalty, touched, nt, v, u, k, last, lastk, sign)
+        sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr,
+                               battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge,
+                               full)
+        beta = beta * (1.0 - eta * l2)
+        apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
+                              bval, battr_ptr, bfeat_pair, boff, n_state, i, node, eflat, edge,
+                              -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta, v, full)
+        p = eta * l1 / beta
+        u = u + p
+        _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign)
         scal[BETA] = beta
         scal[U] = u
     return eta

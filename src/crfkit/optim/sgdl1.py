@@ -55,6 +55,14 @@ Work per step is the sample's oracle plus O(its state features + the
 transitions); O(all features) work happens once per pass (bringing every
 weight up to date, folding ``beta``, the monitoring value ``f``).
 
+Bigram-observation features (label pair x observation, Lavergne et al. 2010;
+Wapiti's ``*``/``b`` patterns): the oracle is the full-batch kernel's
+per-sequence recursion with position-dependent transition scores
+(:func:`crfkit.kernels.oracle.sequence_oracle_bigram`), and the sample's
+features a step brings up to date, updates and penalises include the bigram
+features of its tokens after the first (each once): O(its state features +
+its bigram features + the transitions) per step, as Wapiti's ``sgd-l1``.
+
 Checkpoints: the state (``info['state']()``) is taken at the end of a pass,
 where every weight is up to date and ``beta = 1``; a run interrupted (Ctrl-C)
 during a pass returns the weights and state of the last completed pass.
@@ -94,6 +102,24 @@ def learning_rate(k, n: int, *, schedule: str = "exponential", eta0: float = 0.1
 def pass_order(seed: int, epoch: int, n: int) -> np.ndarray:
     """The visiting order of pass ``epoch`` (from 0): a permutation drawn from (seed, epoch)."""
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)]).permutation(n).astype(np.int64)
+
+
+def step_bound(obj) -> int:
+    """The most features one step lists (a sequence's state features, each of its attribute occurrences
+    counted, plus the transitions, plus its bigram features after the first token): the size of the
+    kernels' ``touched`` buffer, which need not span the whole feature space."""
+    c, s = obj.corpus, obj.space
+    per_entry = np.diff(s.attr_ptr)[c.attr] if len(c.attr) else np.zeros(0, np.int64)
+    cum = np.concatenate(([0], np.cumsum(per_entry, dtype=np.int64)))[c.tok_ptr]
+    per_seq = cum[c.seq_ptr[1:]] - cum[c.seq_ptr[:-1]]
+    if s.n_bigram:
+        btok_ptr, battr, _ = c.bigram_arrays()
+        bper = np.diff(s.battr_ptr)[battr] if len(battr) else np.zeros(0, np.int64)
+        bcum = np.concatenate(([0], np.cumsum(bper, dtype=np.int64)))[btok_ptr]
+        first = np.minimum(c.seq_ptr[:-1] + 1, c.seq_ptr[1:])
+        per_seq = per_seq + (bcum[c.seq_ptr[1:]] - bcum[first])
+    most = int(per_seq.max()) if len(per_seq) else 0
+    return max(1, min(s.n_features, most + s.n_trans))
 
 
 def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
@@ -211,14 +237,22 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         epoch0 = 0
         eta = float("nan")
     scal = np.array([1.0, u])
-    stamp = np.full(d, -1, dtype=np.int64)
-    touched = np.empty(d, dtype=np.int64)
-    sign = np.empty(d if pcode == K.NAIVE else 1)
+    # listed-at-step marks, per attribute then per bigram attribute (not per feature)
+    stamp = np.full(s.n_attributes + s.n_battributes, -1, dtype=np.int64)
+    bound = step_bound(obj)
+    touched = np.empty(bound, dtype=np.int64)
+    sign = np.empty(bound if pcode == K.NAIVE else 1)
     Tmax = int(np.diff(c.seq_ptr).max())
     L = s.n_labels
     node = np.empty((Tmax, L))
     edge = np.empty((L, L))
     args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index, ns)
+    bigram = s.n_bigram > 0
+    if bigram:
+        # position-dependent transitions (bigram features after the transitions, which then end at
+        # bigram_offset, also when this corpus has no bigram attribute): the per-position edge marginals
+        edges = np.empty((max(Tmax, 1), L, L))
+        args += c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
     monitor_s = 0.0
 
     def snapshot(epoch, x, aux_, lastk_, u_, step, x_is_copy=False):
@@ -229,6 +263,9 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         return lambda: {"iteration": int(epoch), "x": x, "aux": aux_, "lastk": lastk_, "u": float(u_),
                         "step": float(step), "settings": dict(settings)}
 
+    # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
+    value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
+        lambda x: obj.value(x, count=False))
     state_fn = snapshot(epoch0, v, aux, lastk, u, eta) if epoch0 > 0 else None
     last_x = v.copy()
     last_f = done_f = float("nan")
@@ -240,9 +277,15 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             k0 = epoch * n
             for b0 in range(0, n, BLOCK):
                 b1 = min(n, b0 + BLOCK)
-                eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
-                                  float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node, edge,
-                                  obj.full_rows, obj.sw)
+                if bigram:
+                    eta = K.run_steps_bigram(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
+                                             float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign,
+                                             node, edges, edges.reshape(edges.shape[0], L * L), edge,
+                                             obj.full_rows, obj.sw)
+                else:
+                    eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
+                                      float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node,
+                                      edge, obj.full_rows, obj.sw)
                 obj.n_oracle += b1 - b0
                 if scal[K.BETA] < FOLD_BELOW:
                     K.fold(v, aux, scal)
@@ -262,7 +305,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             last_x = v.copy()
             state_fn = snapshot(epoch, last_x, aux, lastk, scal[K.U], eta, x_is_copy=True)
             t = time.perf_counter()
-            last_f = obj.value(last_x, count=False) if (monitor or epoch == epochs) else float("nan")
+            last_f = value(last_x) if (monitor or epoch == epochs) else float("nan")
             done_f = last_f
             monitor_s += time.perf_counter() - t
             if callback is not None:
@@ -277,7 +320,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         last_x, epoch = last_completed(state_fn, x0, d)
         last_f = done_f
     if not math.isfinite(last_f) and status != "interrupted":
-        last_f = obj.value(last_x, count=False)
+        last_f = value(last_x)
     return StochasticResult(x=last_x, f=last_f, status=status, message=message + picked, iterations=int(epoch),
                             state_fn=state_fn)
 

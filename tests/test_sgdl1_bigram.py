@@ -1,0 +1,357 @@
+"""SGD-L1 with label-pair x observation ("bigram") features: the per-sequence oracle against the full-batch
+objective and finite differences, the lazy kernel against a dense numpy reference step by step, resume,
+interrupts, warm start, eta0=auto, the optimum, the CLI, and the refusal of the other stochastic methods."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import random_bigram_attributes, random_sequences
+from crfkit.corpus import Corpus
+from crfkit.errors import CrfkitError
+from crfkit.features.encode import build
+from crfkit.kernels import sgdl1 as K
+from crfkit.objective import Objective, Regularization
+from crfkit.optim import sgdl1
+from crfkit.optim.sgdl1 import pass_order, sgd_l1, step_bound
+from crfkit.train import train, train_corpus
+
+
+def bigram_problem(seed=0, n_seq=12, L=3, max_len=5, n_attr=6, n_battr=4, real=True, support="all"):
+    rng = np.random.default_rng(seed)
+    X, Y = random_sequences(rng, n_seq, n_labels=L, max_len=max_len, n_attr=n_attr, real=real)
+    B = random_bigram_attributes(rng, X, n_battr, real)
+    space, corpus = build(X, Y, B=B, support=support)
+    return X, Y, B, space, corpus
+
+
+def weighted(corpus: Corpus, weights) -> Corpus:
+    c = corpus
+    return Corpus(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, weight=np.asarray(weights, dtype=np.float64),
+                  btok_ptr=c.btok_ptr, battr=c.battr, bval=c.bval)
+
+
+def sequence_gradient(obj: Objective, i: int, w: np.ndarray) -> tuple[float, np.ndarray]:
+    """(s_i nll_i, its gradient) through the bigram oracle at w = beta * (w / beta), beta = 0.7."""
+    beta = 0.7
+    loss, node, edges, edge = obj.oracle_bigram(i, w / beta, beta)
+    g = np.zeros(len(w))
+    obj.apply_gradient_bigram(i, node, edges, edge, 1.0, g)
+    return loss, g
+
+
+# ------------------------------------------------------------------ the per-sequence oracle
+@pytest.mark.parametrize("support", ["all", "observed"])
+def test_oracle_equals_the_batch_objective_of_one_sequence(support):
+    X, Y, B, space, corpus = bigram_problem(1, support=support)
+    assert space.n_bigram > 0 and corpus.has_bigram
+    w = np.random.default_rng(2).normal(scale=0.8, size=space.n_features)
+    obj = Objective(corpus, space)
+    for i in range(corpus.n_sequences):
+        one = Objective(corpus.subset(np.array([i])), space)
+        f1, g1 = one.nll_sum_grad(w)
+        loss, g = sequence_gradient(obj, i, w)
+        assert loss == pytest.approx(f1, rel=1e-12, abs=1e-12)
+        np.testing.assert_allclose(g, g1, rtol=1e-10, atol=1e-12)
+        # only the step's features (its state and bigram features, the transitions) are touched
+        assert set(np.flatnonzero(g)) <= set(sample_features(space, corpus, i))
+
+
+@pytest.mark.parametrize("support", ["all", "observed"])
+def test_oracle_gradient_against_finite_differences(support):
+    X, Y, B, space, corpus = bigram_problem(3, support=support)
+    w = np.random.default_rng(4).normal(scale=0.5, size=space.n_features)
+    obj = Objective(corpus, space)
+    rng = np.random.default_rng(5)
+    checked = {"state": 0, "trans": 0, "bigram": 0}
+    for i in range(corpus.n_sequences):
+        if corpus.seq_ptr[i + 1] - corpus.seq_ptr[i] < 2:
+            continue
+        _, g = sequence_gradient(obj, i, w)
+        touched = np.flatnonzero(g)
+        for k in rng.choice(touched, size=min(8, len(touched)), replace=False):
+            h = 1e-6
+            wp, wm = w.copy(), w.copy()
+            wp[k] += h
+            wm[k] -= h
+            fd = (obj.oracle_bigram(i, wp)[0] - obj.oracle_bigram(i, wm)[0]) / (2 * h)
+            assert g[k] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+            part = "state" if k < space.n_state else ("trans" if k < space.bigram_offset else "bigram")
+            checked[part] += 1
+    assert min(checked.values()) > 0
+
+
+def test_oracle_with_sample_weights_sums_to_the_weighted_objective():
+    X, Y, B, space, corpus = bigram_problem(6)
+    omega = np.random.default_rng(7).uniform(0.0, 3.0, size=corpus.n_sequences)
+    omega[2] = 0.0
+    wc = weighted(corpus, omega)
+    w = np.random.default_rng(8).normal(scale=0.6, size=space.n_features)
+    obj = Objective(wc, space)
+    f, gref = obj.nll_sum_grad(w)
+    tot, g = 0.0, np.zeros(space.n_features)
+    for i in range(wc.n_sequences):
+        loss, gi = sequence_gradient(obj, i, w)
+        tot += loss
+        g += gi
+    assert tot == pytest.approx(f, rel=1e-12)
+    np.testing.assert_allclose(g, gref, rtol=1e-10, atol=1e-12)
+    # the monitoring value through the oracle's scores equals the batch value
+    reg = Regularization(l1=0.01, l2=0.02)
+    robj = Objective(wc, space, reg)
+    assert robj.value_bigram(w) == pytest.approx(robj.value(w, count=False), rel=1e-12)
+
+
+def test_plain_oracle_still_refuses_and_names_sgd_l1():
+    X, Y, B, space, corpus = bigram_problem(0)
+    with pytest.raises(CrfkitError, match="sgd-l1"):
+        Objective(corpus, space).oracle(0, np.zeros(space.n_features))
+
+
+def test_step_bound_covers_every_step():
+    X, Y, B, space, corpus = bigram_problem(9, n_seq=20)
+    obj = Objective(corpus, space)
+    most = 0
+    for i in range(corpus.n_sequences):
+        feats = set()
+        for t in range(corpus.seq_ptr[i], corpus.seq_ptr[i + 1]):
+            for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1]):
+                a = corpus.attr[e]
+                feats.update(range(space.attr_ptr[a], space.attr_ptr[a + 1]))
+            if t > corpus.seq_ptr[i]:
+                for e in range(corpus.btok_ptr[t], corpus.btok_ptr[t + 1]):
+                    b = corpus.battr[e]
+                    feats.update(range(space.battr_ptr[b], space.battr_ptr[b + 1]))
+        most = max(most, len(feats) + space.n_trans)
+    assert most <= step_bound(obj) <= space.n_features
+
+
+# ------------------------------------------------------------------ lazy kernel == dense reference
+def sample_features(space, corpus, i):
+    """A step's features, plainly: the state features of the sequence's attributes, every transition,
+    the bigram features of its tokens after the first (each once)."""
+    out = set(range(space.n_state, space.bigram_offset))
+    t0, t1 = corpus.seq_ptr[i], corpus.seq_ptr[i + 1]
+    for t in range(t0, t1):
+        for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1]):
+            a = corpus.attr[e]
+            out.update(range(space.attr_ptr[a], space.attr_ptr[a + 1]))
+        if t > t0:
+            for e in range(corpus.btok_ptr[t], corpus.btok_ptr[t + 1]):
+                b = corpus.battr[e]
+                out.update(space.bigram_offset + k for k in range(space.battr_ptr[b], space.battr_ptr[b + 1]))
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def batch_gradient(corpus, space, i, w, scale):
+    """scale * gradient of nll_i from the full-batch kernel on a one-sequence corpus (independent of the
+    per-example oracle)."""
+    _, g = Objective(corpus.subset(np.array([i])), space).nll_sum_grad(w)
+    return scale * g
+
+
+def dense_steps(space, corpus, sw, reg, order, penalty, eta0, alpha, n):
+    """Every weight at every step: clipping (shrink, gradient step, clip all) or Figure 2 (cumulative) with
+    u and q shrunk with the weights; the weights after each step."""
+    d = space.n_features
+    w, q, u = np.zeros(d), np.zeros(d), 0.0
+    out = []
+    for k, i in enumerate(order):
+        eta = eta0 * alpha ** (k / n)
+        g = batch_gradient(corpus, space, i, w, sw[i])
+        shrink = 1.0 - eta * reg.l2
+        p = eta * reg.l1
+        if penalty == "naive":
+            w = shrink * w - eta * g - p * np.sign(w)
+        elif penalty == "clipping":
+            half = shrink * w - eta * g
+            w = np.where(half > 0, np.maximum(0.0, half - p), np.where(half < 0, np.minimum(0.0, half + p), 0.0))
+        else:
+            u = shrink * u + p
+            q = shrink * q
+            w = shrink * w
+            for f in sample_features(space, corpus, i):
+                w[f] -= eta * g[f]
+                z = w[f]
+                if w[f] > 0:
+                    w[f] = max(0.0, w[f] - (u + q[f]))
+                elif w[f] < 0:
+                    w[f] = min(0.0, w[f] + (u - q[f]))
+                q[f] += w[f] - z
+        out.append(w.copy())
+    return out
+
+
+def kernel_steps(obj, reg, order, penalty, eta0, alpha):
+    """K.run_steps_bigram one step at a time on the forced ``order``; the weights w = beta * v after each
+    step (clipping: every weight brought up to date on a copy first)."""
+    c, s = obj.corpus, obj.space
+    n, d, L = obj.n, s.n_features, s.n_labels
+    pcode = sgdl1.PENALTIES[penalty]
+    v, aux, lastk = np.zeros(d), np.zeros(d), np.zeros(d if penalty == "naive" else 1, np.int64)
+    scal = np.array([1.0, 0.0])
+    stamp = np.full(s.n_attributes + s.n_battributes, -1, np.int64)
+    bound = step_bound(obj)
+    touched, sign = np.empty(bound, np.int64), np.empty(bound if penalty == "naive" else 1)
+    Tmax = int(np.diff(c.seq_ptr).max())
+    node, edge = np.empty((Tmax, L)), np.empty((L, L))
+    edges = np.empty((Tmax, L, L))
+    args = (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index, s.n_state,
+            c.btok_ptr, c.battr, c.bval, s.battr_ptr, s.bfeat_pair, s.bigram_offset)
+    order = np.asarray(order, np.int64)
+    out = []
+    for k in range(len(order)):
+        K.run_steps_bigram(*args, order, k, k + 1, k, n, K.EXPONENTIAL, eta0, alpha, reg.l1, reg.l2, pcode,
+                           v, scal, aux, lastk, aux, stamp, touched, sign, node, edges,
+                           edges.reshape(Tmax, L * L), edge, s.full_rows, obj.sw)
+        vv, aa, lk = v.copy(), aux.copy(), lastk.copy()
+        if pcode != K.CUMUL:
+            K.catch_up_all(pcode, vv, scal[K.U], k + 1, aa, lk)
+        out.append(scal[K.BETA] * vv)
+    return out
+
+
+@pytest.mark.parametrize("penalty", ["cumulative", "clipping"])
+def test_kernel_matches_dense_reference_step_by_step(penalty):
+    X, Y, B, space, corpus = bigram_problem(11, n_seq=6, max_len=4)
+    omega = np.array([1.0, 2.0, 0.5, 1.0, 3.0, 1.5])
+    wc = weighted(corpus, omega)
+    reg = Regularization(l1=0.04, l2=0.3)
+    obj = Objective(wc, space, reg)
+    order = [3, 0, 5, 5, 1, 4, 2, 0, 3, 1, 2, 4, 5, 0, 1, 3, 2, 4]     # forced, with repeats
+    ref = dense_steps(space, wc, obj.sw, reg, order, penalty, 0.5, 0.85, wc.n_sequences)
+    got = kernel_steps(obj, reg, order, penalty, 0.5, 0.85)
+    for step, (a, b) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11, err_msg=f"step {step}")
+        np.testing.assert_array_equal(a == 0, b == 0, err_msg=f"step {step}")
+    assert np.count_nonzero(ref[-1][space.bigram_offset:] == 0) >= 3          # the penalty did clip bigram weights
+    assert np.count_nonzero(ref[-1][space.bigram_offset:]) >= 3
+
+
+def test_lazy_naive_equals_dense_naive_with_a_constant_rate():
+    # naive (subgradient) penalty, lazily: exact with a constant rate and no L2 (see kernels.sgdl1)
+    X, Y, B, space, corpus = bigram_problem(13, n_seq=6, max_len=4)
+    reg = Regularization(l1=0.05, l2=0.0)
+    obj = Objective(corpus, space, reg)
+    order = [2, 5, 0, 0, 3, 1, 4, 2, 5, 1, 3, 0]
+    ref = dense_steps(space, corpus, np.ones(6), reg, order, "naive", 0.3, 1.0, 6)
+    got = kernel_steps(obj, reg, order, "naive", 0.3, 1.0)
+    for step, (a, b) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10, err_msg=f"step {step}")
+
+
+def test_sgd_l1_with_a_forced_order_equals_the_dense_reference(monkeypatch):
+    # the driver (sgd_l1: blocks, end-of-pass folding) on a forced visiting order, against the dense steps
+    X, Y, B, space, corpus = bigram_problem(12, n_seq=5, max_len=4)
+    reg = Regularization(l1=0.03, l2=0.2)
+    orders = {0: [4, 1, 0, 3, 2], 1: [0, 0, 2, 4, 1]}
+    monkeypatch.setattr(sgdl1, "pass_order", lambda seed, epoch, n: np.array(orders[epoch], np.int64))
+    xs = []
+    sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=2, penalty="cumulative",
+           schedule="exponential", eta0=0.5, alpha=0.85, callback=lambda info: xs.append(info["x"].copy()))
+    ref = dense_steps(space, corpus, np.ones(corpus.n_sequences), reg, orders[0] + orders[1], "cumulative", 0.5,
+                      0.85, corpus.n_sequences)
+    np.testing.assert_allclose(xs[0], ref[4], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(xs[1], ref[9], rtol=1e-9, atol=1e-11)
+
+
+# ------------------------------------------------------------------ the optimum, protocol
+@pytest.fixture(scope="module")
+def learnable():
+    """Labels drawn from a CRF with bigram features (so there is something to learn), 60 sequences."""
+    rng = np.random.default_rng(21)
+    X, Y = random_sequences(rng, 60, n_labels=3, max_len=6, n_attr=8, real=False)
+    B = random_bigram_attributes(rng, X, 4, False)
+    space, corpus = build(X, Y, B=B, support="all")
+    from crfkit.model import CRFModel
+    w = rng.normal(scale=1.5, size=space.n_features)
+    Y = CRFModel(space, w).tag(X, B=B)
+    space, corpus = build(X, Y, B=B, support="all")
+    return X, Y, B, space, corpus
+
+
+@pytest.mark.parametrize("support", ["all", "observed"])
+def test_reaches_the_owlqn_optimum(learnable, support):
+    X, Y, B, _, _ = learnable
+    space, corpus = build(X, Y, B=B, support=support)
+    reg = Regularization(l1=0.01, l2=0.02)
+    ref = train_corpus(space, corpus, algorithm="owlqn", reg=reg, gtol=1e-12, delta=0.0, epsilon=0.0,
+                       max_iterations=3000)
+    fstar = ref.objective
+    res = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=300, penalty="cumulative",
+                 schedule="inverse", eta0=0.5, seed=0)
+    assert res.f == pytest.approx(Objective(corpus, space, reg).value(res.x, count=False), rel=1e-12)
+    # measured: 4.7e-6 (all) and 2.2e-6 (observed) relative, weights within 0.007, the same active set
+    assert fstar <= res.f * (1 + 1e-12)
+    assert (res.f - fstar) / fstar < 2e-5
+    np.testing.assert_allclose(res.x, ref.model.weights, atol=0.02)
+    np.testing.assert_array_equal(res.x != 0, ref.model.weights != 0)
+    # the bigram block is trained, not left at zero
+    assert np.count_nonzero(res.x[space.bigram_offset:]) > 0
+
+
+def test_resume_is_bitwise_and_interrupt_returns_the_last_pass(learnable):
+    X, Y, B, space, corpus = learnable
+    reg = Regularization(l1=0.01, l2=0.05)
+    kw = dict(penalty="cumulative", schedule="exponential", eta0=0.5, alpha=0.85, seed=4)
+    xs = []
+    full = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=5,
+                  callback=lambda info: xs.append(info["x"].copy()), **kw)
+    states = {}
+    sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=2,
+           callback=lambda info: states.__setitem__(info["iteration"], info["state"]()), **kw)
+    rest = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=5, state=states[2], **kw)
+    np.testing.assert_array_equal(rest.x, full.x)
+
+    def stop(info):
+        if info["iteration"] == 3:
+            raise KeyboardInterrupt
+    res = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=5, callback=stop, **kw)
+    assert res.status == "interrupted" and res.iterations == 3
+    np.testing.assert_array_equal(res.x, xs[2])
+
+
+def test_train_checkpoint_resume_warm_start_and_auto_rates(learnable, tmp_path):
+    X, Y, B, space, corpus = learnable
+    kw = dict(B=B, algorithm="sgd-l1", support="all", l1=0.01, l2=0.01, seed=3,
+              params={"penalty": "cumulative", "eta0": 0.5, "alpha": 0.85})
+    full = train(X, Y, max_iterations=4, **kw)
+    assert full.model.space.n_bigram == space.n_bigram
+    assert np.count_nonzero(full.model.weights[space.bigram_offset:]) > 0
+    ck = tmp_path / "b.ckpt"
+    part = train(X, Y, max_iterations=2, checkpoint=ck, checkpoint_every=1, **kw)
+    assert part.iterations == 2
+    rest = train(X, Y, max_iterations=4, resume=ck, **kw)
+    np.testing.assert_array_equal(rest.model.weights, full.model.weights)
+    # warm start from a model: the first pass starts from its weights (a lower objective than from zero)
+    cold = train(X, Y, max_iterations=1, **kw)
+    warm = train(X, Y, max_iterations=1, init=full.model, **kw)
+    assert warm.objective < cold.objective
+    # eta0 / alpha = auto: picked on a sample from the paper's grids
+    auto = train(X, Y, max_iterations=2, **dict(kw, params={"eta0": "auto", "alpha": "auto", "tune_sample": 20,
+                                                              "tune_passes": 2}))
+    assert auto.iterations == 2 and np.isfinite(auto.objective)
+    assert "picked on 20 sequences" in auto.message
+
+
+@pytest.mark.parametrize("algorithm", ["sg", "sag", "adagrad", "l2sgd"])
+def test_other_algorithms_refuse_bigram_features_clearly(algorithm):
+    X, Y, B, space, corpus = bigram_problem(0)
+    with pytest.raises(CrfkitError, match="bigram-observation.*sgd-l1"):
+        train(X, Y, B=B, algorithm=algorithm, max_iterations=1)
+
+
+def test_cli_nettalk_3grm_sgd_l1(tmp_path):
+    from crfkit.cli import main
+    from crfkit.datasets.nettalk import nettalk_split, write_columns
+    from crfkit.model import CRFModel
+    train_s, _, test_s = nettalk_split(9)
+    write_columns(train_s[:60], tmp_path / "train.txt")
+    m = tmp_path / "m.crf"
+    rc = main(["train", str(tmp_path / "train.txt"), "--features", "nettalk:3-grm", "--support", "all",
+               "-a", "sgd-l1", "--rho1", "0.5", "--rho2", "1e-5", "--max-iterations", "3", "-p", "eta0=0.5",
+               "-m", str(m)])
+    assert rc in (0, None)
+    model = CRFModel.load(m)
+    assert model.space.n_bigram > 0
+    assert model.meta["algorithm"] == "sgd-l1"
