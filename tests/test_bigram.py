@@ -555,14 +555,3 @@ def test_bigram_transitions_against_numpy_both_exponential_paths():
         np.testing.assert_allclose(expM[1:], np.exp(ref[1:] - mx[:, None, None]), rtol=4e-15, atol=0)
         assert rng_ == pytest.approx(max(np.ptp(ref[t]) for t in range(1, T)), abs=1e-13)
 
-
-def test_exp_shifted_into_against_numpy():
-    from crfkit.kernels.vecmath import exp_shifted_into
-    x = np.concatenate([-np.logspace(-300, 3, 4001), -np.linspace(0, 750, 3001), [0.0, -0.0, -708.0, -709.0]])
-    for mx in (0.0, 3.25, -40.0):
-        out, scr = np.empty(len(x)), np.empty(len(x))
-        exp_shifted_into(x + mx, mx, out, scr)
-        y = np.minimum(mx - (x + mx), 708.0)
-        ref = np.exp(-y)
-        np.testing.assert_allclose(out, ref, rtol=5e-16 if mx == 0 else 1e-12, atol=0)
-    assert out.min() > 0

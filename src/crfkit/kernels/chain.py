@@ -22,8 +22,6 @@ import math
 import numpy as np
 from numba import njit
 
-from .vecmath import exp_shifted_into
-
 # Re-association and fused multiply-add let LLVM vectorise the label loops;
 # no "nnan"/"ninf" flags, so the finiteness checks keep their meaning.
 FAST = {"reassoc", "contract", "arcp", "nsz"}
@@ -668,7 +666,7 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
     factor ``exp(tmax0 - tmx[t])``, with ``exp`` taken again only for the
     pairs those features touch (an L1-trained model has few); otherwise every
     entry is ``exp`` taken directly (fewer exponentials than one per touched
-    pair and feature; vectorised, :func:`~crfkit.kernels.vecmath.exp_shifted_into`).  Both factors stay within
+    pair and feature; vectorised, :func:`exp_shift_into`).  Both factors stay within
     exp(+-MAX_SCALED_TRANSITION_RANGE) whenever the scaled recursion is used
     (the caller checks the returned range).  Features with a zero weight are
     skipped (they add nothing); the matrices are read and written as flat
@@ -679,7 +677,7 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
     want_exp = expM.shape[0] > 0
     Mf = M.reshape((M.shape[0], LL))
     Ef = expM.reshape((expM.shape[0], LL))
-    scr = np.empty(0)
+    kb = np.empty(0, np.int64)
     rng = 0.0
     for t in range(1, T):
         Mt = Mf[t]
@@ -711,9 +709,9 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
             # many touched pairs (a vectorised exponential costs about a sixth of one through libm), or the
             # features lowered the base maximum far (exp(trans - tmax0) may have underflowed where
             # exp(M[t] - mx) does not): every exponential directly
-            if scr.shape[0] == 0:
-                scr = np.empty(LL)
-            exp_shifted_into(Mt, mx, Et, scr)
+            if kb.shape[0] == 0:
+                kb = np.empty(LL, np.int64)
+            exp_shift_into(Mt, mx, Et, kb)
         else:
             c = np.exp(tmax0 - mx)
             for i in range(L):

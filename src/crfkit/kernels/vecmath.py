@@ -274,19 +274,3 @@ def gd_into(buf, n, p, scr):
         r = small if ax <= _GD_SPLIT else big
         buf[j] = math.copysign(r, x)
 
-
-@njit(**_VEC)
-def exp_shifted_into(x, mx, out, scr):
-    """out[q] <- exp(x[q] - mx) for every q, where mx >= x[q] (a row shifted by its maximum), in two
-    vectorised loops and the exponent shift (as :func:`exp_neg_split`; ``mx - x`` capped at 708, where
-    exp is 3e-308: the scaled recursions that read these rows span at most 200).  ``scr``: float64
-    scratch of length >= len(x).  Not inlined: its own floating-point flags (no reassociation) keep the
-    argument reduction exact whatever the caller's."""
-    n = x.shape[0]
-    for q in range(n):
-        e, magic = exp_neg_split(min(mx - x[q], 708.0))
-        out[q] = e
-        scr[q] = magic
-    _shift_exponents(scr[:n].view(np.int64), n)
-    for q in range(n):
-        out[q] *= scr[q]
