@@ -753,6 +753,160 @@ def _fprime_range(g, lo, hi, cm, cn, bu, bl, kb):
 
 
 @njit(**_NOPY)
+def _fprime_range_m(g, lo, hi, cm, cn, bu, bl, kb):
+    """:func:`_fprime_range` and, in the same sweep, what the certified Taylor model of f' around g needs
+    (:func:`_taylor_root`), with rho = d / mu_g per entry: the sums of ``d log(mu' / mu_g)``, ``d rho``
+    (= d^2 / mu_g), ``d rho^2`` and ``d rho^3`` (three multiply-adds an entry more than f' alone; every
+    ``d rho^k`` with k odd is >= 0, rho having the sign of d)."""
+    omg = 1.0 - g
+    s = 0.0
+    s2 = 0.0
+    m2 = 0.0
+    m3 = 0.0
+    b = lo
+    while b < hi:
+        nb = min(LS_BLOCK, hi - b)
+        m_ = cm[b:b + nb]
+        x_ = cn[b:b + nb]
+        for j in range(nb):
+            m = m_[j]
+            x = x_[j]
+            d = x - m
+            r = 1.0 / max(omg * m + g * x, LOG_FLOOR)
+            bu[j] = max(x, LOG_FLOOR) * r
+            rho = d * r
+            dp = d * rho
+            s2 += dp
+            m2 += dp * rho
+            m3 += dp * (rho * rho)
+        log_fast_into(bu, bl, kb, nb)
+        for j in range(nb):
+            s += (x_[j] - m_[j]) * bl[j]
+        b += nb
+    return s, s2, m2, m3
+
+
+@njit(**_NOPY)
+def fprime_moments(g, nc, ncp, cm, cn, bu, bl, kb, out):
+    """The entropy part of f' at g, A(g) = sum_cliques d log(mu' / mu_g) - sum_separators (same), and the
+    Taylor data of A around g (:func:`_taylor_root`), written into ``out`` (float64, 7): A(g), a1 = -A'(g)
+    = sum d rho (cliques minus separators), a2 = A''(g) = sum d rho^2, a3 = -A^(3)(g) / 2 = sum d rho^3,
+    b4 >= sum |d| rho^4 (all entries), rmax >= max |rho|, sabs = the scale of the evaluation's error
+    (:data:`TAYLOR_LOG_ERR`).  rho = d / mu_g.
+
+    No sweep for the bounds: marginals lie in [0, 1], so mu_g = (1 - g) mu + g mu' >= g d where d > 0 and
+    >= (1 - g) |d| where d < 0, i.e. |rho| <= rmax = max(1 / g, 1 / (1 - g)); then |d| rho^4 = d rho^3
+    |rho| <= rmax d rho^3 (d rho^3 >= 0), so b4 = rmax sum d rho^3 over all entries; the terms d log(mu' /
+    mu_g) are >= 0 (the log has the sign of d), so sum |.| = |sum over cliques| + |sum over separators|,
+    and |d| <= 1 gives sum |d| <= nc."""
+    sp, s2p, m2p, m3p = _fprime_range_m(g, 0, ncp, cm, cn, bu, bl, kb)
+    ss, s2s, m2s, m3s = _fprime_range_m(g, ncp, nc, cm, cn, bu, bl, kb)
+    rb = max(1.0 / g, 1.0 / (1.0 - g)) * (1.0 + 1e-12) if (g > 0.0 and g < 1.0) else np.inf
+    out[0] = sp - ss
+    out[1] = s2p - s2s
+    out[2] = m2p - m2s
+    out[3] = m3p - m3s
+    out[4] = rb * (m3p + m3s)
+    out[5] = rb
+    out[6] = abs(sp) + abs(ss) + s2p + s2s + TAYLOR_ULP * nc
+
+
+# the certified Taylor model's allowance for the evaluation's own error, per unit of ``sabs`` (the sum of
+# the terms' sizes |d log(mu' / mu_g)| + d^2 / mu_g, plus TAYLOR_ULP sum |d|): the fast log's relative
+# error (3e-9) with a margin, and the rounding of the sums; TAYLOR_ULP |d| stands for the absolute error of
+# a log of a ratio formed with a few roundings (about 5e-16 per entry, times |d|), which dominates the
+# relative one where mu' ~ mu
+TAYLOR_LOG_ERR = 5e-9
+TAYLOR_ROUND = 1e-11
+TAYLOR_ULP = 1e-7
+
+
+@njit(**_NOPY)
+def _taylor_err(dl, b4, rmax, sabs):
+    """A bound on |A(x0 + dl) - (its Taylor polynomial of degree 3 around x0)| plus the evaluation's own
+    error: per entry -d log1p(dl rho) with the series' remainder after the cube below |dl rho|^4 / (4 (1 -
+    |dl rho|)); inf where |dl| rmax >= 1 (the series may not converge)."""
+    z = abs(dl) * rmax
+    if not (z < 1.0):
+        return np.inf
+    d2 = dl * dl
+    return d2 * d2 * b4 / (4.0 * (1.0 - z)) + (TAYLOR_LOG_ERR + TAYLOR_ROUND) * sabs * (1.0 + abs(dl) * rmax)
+
+
+@njit(**_NOPY)
+def _other(x, q, nz, ez, kappa, l2n):
+    """The regulariser's part of f' (subtracted from A): (x q, q) for l2 alone, (h(x), h'(x)) with l1."""
+    if kappa > 0.0:
+        return enet_h(x, nz, ez, kappa, l2n)
+    return x * q, q
+
+
+@njit(**_NOPY)
+def _taylor_root(x0, mo, lo, hi, tol, q, nz, ez, kappa, l2n):
+    """A certified bracket of the root of f' = A - (regulariser part) from one evaluation at x0.
+
+    With rho = d / mu_x0 per entry, mu_{x0 + t} = mu_x0 (1 + t rho), so A(x0 + t) = A(x0) - sum d log1p(t
+    rho) (cliques minus separators) = A(x0) - a1 t + a2 t^2 / 2 - a3 t^3 / 3 + R(t), |R(t)| <= t^4 b4 / (4
+    (1 - |t| rmax)) (``mo`` from :func:`fprime_moments`; :func:`_taylor_err` adds the evaluation's error).
+    The root xr of the model is found by safeguarded Newton in [lo, hi] (no log: a few flops a
+    step); then the points a = xr - e, b = xr + e, e = 2 |error bound at xr| / |slope| (at least 1e-12),
+    are tested: f'(a) > 0 and f'(b) < 0 are certain where the model's value exceeds its error bound
+    (a <= lo and b >= hi need no test: f'(lo) > 0 > f'(hi) are known).  Returns the left end of the
+    certified bracket [max(a, lo), min(b, hi)] contains the root; where it is at most ``tol`` wide and e at
+    most a quarter of xr, returns xr (within tol of the root, as the Newton point the search's other stop
+    returns, and at most twice the root, so that a tiny root is not rounded to a step of 0), else -1."""
+    a0, a1, a2, a3, b4, rmax, sabs = mo[0], mo[1], mo[2], mo[3], mo[4], mo[5], mo[6]
+    if not (np.isfinite(a0) and np.isfinite(a1) and np.isfinite(a2) and np.isfinite(a3) and np.isfinite(b4)):
+        return -1.0
+    tl = lo - x0
+    th = hi - x0
+    t = 0.0
+    for _ in range(40):
+        o, op = _other(x0 + t, q, nz, ez, kappa, l2n)
+        fm = a0 - a1 * t + 0.5 * a2 * t * t - a3 * t * t * t / 3.0 - o
+        dm = -a1 + a2 * t - a3 * t * t - op
+        if fm > 0.0:
+            tl = max(tl, t)
+        elif fm < 0.0:
+            th = min(th, t)
+        else:
+            break
+        nt = t - fm / dm if dm < 0.0 else -np.inf
+        if not (nt > tl and nt < th):
+            nt = 0.5 * (tl + th)
+        if abs(nt - t) <= 1e-3 * tol or th - tl <= 1e-3 * tol:
+            t = nt
+            break
+        t = nt
+    o, op = _other(x0 + t, q, nz, ez, kappa, l2n)
+    slope = abs(-a1 + a2 * t - a3 * t * t - op)
+    e = max(2.0 * _taylor_err(t, b4, rmax, sabs) / slope, 1e-12) if slope > 0.0 else np.inf
+    if not (2.0 * e <= tol):
+        return -1.0
+    a = x0 + t - e
+    b = x0 + t + e
+    if a > lo:
+        ta = a - x0
+        o, _ = _other(a, q, nz, ez, kappa, l2n)
+        if not (a0 - a1 * ta + 0.5 * a2 * ta * ta - a3 * ta * ta * ta / 3.0 - o
+                - _taylor_err(ta, b4, rmax, sabs) > 0.0):
+            return -1.0
+    else:
+        a = lo
+    if b < hi:
+        tb = b - x0
+        o, _ = _other(b, q, nz, ez, kappa, l2n)
+        if not (a0 - a1 * tb + 0.5 * a2 * tb * tb - a3 * tb * tb * tb / 3.0 - o
+                + _taylor_err(tb, b4, rmax, sabs) < 0.0):
+            return -1.0
+    else:
+        b = hi
+    if b - a <= tol and e <= 0.25 * (x0 + t):
+        return x0 + t
+    return -1.0
+
+
+@njit(**_NOPY)
 def fprime(g, nc, ncp, cm, cn, q, bu, bl, kb):
     """(f'(g), f''(g)) of the line search over the compacted entries (module docstring; the first
     ``ncp`` are clique entries, the others separators); ``bu``, ``bl``: float64 scratch of at least
@@ -776,8 +930,12 @@ def line_search(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc):
     is below ``tol`` (returning its left end, where f' > 0: the dual then does not decrease), or when
     both the Newton step and the secant step to the bracket's other end are below ``tol`` (the Newton
     step alone is not enough: where f'' is large at a point far left of the root its step is tiny; the
-    root lies between the two steps' ends where f' is convex or concave between them).  Counts its f'
-    evaluations into ``isc[I_LS]``."""
+    root lies between the two steps' ends where f' is convex or concave between them).  After every
+    evaluation the search first tries :func:`_taylor_root`: the same sweep that evaluates f' at x also
+    sums the moments of the entries' d / mu_x, which give f' near x as a cubic with a rigorous bound on
+    its error; where the cubic's root is certified inside a bracket at most ``tol`` wide (f' > 0 at its
+    left end, < 0 at its right, each by more than the bound), the search returns the cubic's root without
+    another evaluation.  Counts its f' evaluations into ``isc[I_LS]``."""
     return _safeguarded_root(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc, 0, _NO_EZ, 0.0, 1.0)
 
 
@@ -829,14 +987,12 @@ def _safeguarded_root(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz,
     if not (x > lo and x < hi):
         x = 0.5
     dxold = 1.0
+    mo = np.empty(7)
     for _ in range(LS_MAXIT):
-        if enet:
-            s, sp = fprime(x, nc, ncp, cm, cn, 0.0, bu, bl, kb)
-            hx, hpx = enet_h(x, nz, ez, kappa, l2n)
-            fx = s - hx
-            fpp = sp - hpx
-        else:
-            fx, fpp = fprime(x, nc, ncp, cm, cn, q, bu, bl, kb)
+        fprime_moments(x, nc, ncp, cm, cn, bu, bl, kb, mo)
+        ox, opx = _other(x, q, nz, ez, kappa, l2n)
+        fx = mo[0] - ox
+        fpp = -mo[1] - opx
         isc[I_LS] += 1
         if fx > 0.0:
             lo = x
@@ -848,6 +1004,9 @@ def _safeguarded_root(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz,
             return x
         if hi - lo <= tol:
             return lo
+        xc = _taylor_root(x, mo, lo, hi, tol, q, nz, ez, kappa, l2n)
+        if xc >= 0.0:
+            return xc
         nx = x - fx / fpp if (fpp < 0.0 and np.isfinite(fpp)) else -1.0
         if not (nx > lo and nx < hi) or abs(2.0 * fx) > abs(dxold * fpp):
             nx = 0.5 * (lo + hi)
