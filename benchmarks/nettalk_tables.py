@@ -86,6 +86,8 @@ _cell("crfkit:5-grm", table="wapiti", features="nettalk:5-grm", support="all", r
       target="wapiti:5-grm", m=5)
 for reg, (r1, r2) in {"l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
     _cell(f"t3:3-grm:{reg}", table="3", features="nettalk:3-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
+for reg, (r1, r2) in {"l1": (RHO1, 0.0), "l2": (0.0, RHO2)}.items():
+    _cell(f"t3:5-grm:{reg}", table="3", features="nettalk:5-grm", support="observed", rho1=r1, rho2=r2, reg=reg)
 _cell("t1:5-grm:obs", table="1", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2, reg="en")
 _cell("inc:5-grm:owlqn", table="inc", features="nettalk:5-grm", support="observed", rho1=RHO1, rho2=RHO2,
       reg="en", incremental=True)
