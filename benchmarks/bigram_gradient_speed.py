@@ -14,7 +14,7 @@ falls on both; the ratio (this / baseline) is printed per weight vector, with th
 (they must agree to rounding).
 
 Usage:  python benchmarks/bigram_gradient_speed.py --baseline-src DIR [--features nettalk:3-grm]
-        [--densities 0,0.004,0.02,1] [--evals 3] [--threads 1] [--rounds 2]
+        [--densities 0,0.004,0.02,1] [--evals 3] [--threads 1] [--rounds 2] [--weights W.npy]
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ WORKER = r"""
 import json, os, sys, time
 import numpy as np
 feat, densities, evals, out = sys.argv[1], [float(x) for x in sys.argv[2].split(",")], int(sys.argv[3]), sys.argv[4]
+wfile = sys.argv[5] if len(sys.argv) > 5 else ""
 from crfkit.datasets.nettalk import nettalk_split
 from crfkit.pipeline import attributes_of, bigram_attributes_of
 from crfkit.features.windows import preset_templates
@@ -43,10 +44,12 @@ X, B, Y = attributes_of(train, tpl), bigram_attributes_of(train, tpl), [s.labels
 space, corpus = build(X, Y, support="all", B=B, transitions=None if tpl.bigram else "none")
 obj = Objective(corpus, space, regularization(len(Y), rho1=0.5, rho2=1e-5), threads=int(os.environ["NT"]))
 rows = []
-for p in densities:
+for p in densities + ([-1.0] if wfile else []):
     rng = np.random.default_rng(0)
     w = rng.normal(0.0, 0.3, space.n_features)
-    if p < 1:
+    if p < 0:
+        w = np.load(wfile)                      # weights of a real run (--weights)
+    elif p < 1:
         w *= rng.random(space.n_features) < p
     obj.value_and_grad(w)                       # warm-up (first use: kernels, plan)
     best_cpu = best_wall = float("inf")
@@ -63,8 +66,8 @@ with open(out, "w") as fh:
 
 def run_tree(src: str, args, out: str) -> dict:
     env = dict(os.environ, PYTHONPATH=src, NUMBA_NUM_THREADS=str(args.threads), NT=str(args.threads))
-    subprocess.run([sys.executable, "-c", WORKER, args.features, args.densities, str(args.evals), out],
-                   env=env, check=True)
+    subprocess.run([sys.executable, "-c", WORKER, args.features, args.densities, str(args.evals), out]
+                   + ([os.path.abspath(args.weights)] if args.weights else []), env=env, check=True)
     with open(out) as f:
         return json.load(f)
 
@@ -77,6 +80,8 @@ def main(argv=None) -> int:
     ap.add_argument("--evals", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2, help="turns of (baseline, this tree); the minimum is kept")
+    ap.add_argument("--weights", help="also time at these weights (a .npy vector of the feature space, e.g. an "
+                    "OWL-QN run's after 10 iterations; the row 'weights' of the table)")
     args = ap.parse_args(argv)
     trees = {"baseline": os.path.abspath(args.baseline_src), "this": os.path.join(ROOT, "src")}
     best: dict = {}
@@ -96,9 +101,9 @@ def main(argv=None) -> int:
           f"min over {args.rounds} rounds x {args.evals} evaluations (CPU seconds per evaluation)\n")
     print("| non-zero share | baseline s | this tree s | ratio | f baseline | f this |")
     print("|---|---|---|---|---|---|")
-    for p in [float(x) for x in args.densities.split(",")]:
+    for p in [float(x) for x in args.densities.split(",")] + ([-1.0] if args.weights else []):
         b, t = best[("baseline", p)], best[("this", p)]
-        print(f"| {p:g} | {b['cpu']:.2f} | {t['cpu']:.2f} | {t['cpu'] / b['cpu']:.2f} | {b['f']:.10g} | {t['f']:.10g} |")
+        print(f"| {'weights' if p < 0 else f'{p:g}'} | {b['cpu']:.2f} | {t['cpu']:.2f} | {t['cpu'] / b['cpu']:.2f} | {b['f']:.10g} | {t['f']:.10g} |")
     return 0
 
 

@@ -111,10 +111,14 @@ def test_gradient_matches_the_per_sequence_oracle(restore_threads, monkeypatch, 
             np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
 
 
-def test_state_and_bigram_gradients_are_the_same_bits_for_any_threads_and_blocks(restore_threads, monkeypatch):
+@pytest.mark.parametrize("support", ["all", "observed"])
+def test_state_and_bigram_gradients_are_the_same_bits_for_any_threads_and_blocks(restore_threads, monkeypatch,
+                                                                                 support):
+    """One thread adds each sequence's bigram part at once (loss_grad_bigram's direct path), several
+    threads through the attribute-partitioned reduction: the same bits either way."""
     rng = np.random.default_rng(11)
     X, Y, B = _bigram_data(rng, 80, n_labels=4)
-    space, corpus = build(X, Y, support="all", B=B)
+    space, corpus = build(X, Y, support=support, B=B)
     w = rng.normal(0, 0.5, space.n_features)
     ns, nt, bo = space.n_state, space.n_trans, space.bigram_offset
     _, f0, g0 = _grad(corpus, space, w, 1, 1 << 22, monkeypatch)

@@ -627,13 +627,69 @@ def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
+def _full_attributes(ptr, col, width):
+    """Per attribute: whether it has a feature for every column, in column order (``_scatter_runs``'s
+    contiguous case)."""
+    n = ptr.shape[0] - 1
+    out = np.zeros(n, np.bool_)
+    for a in range(n):
+        k0 = ptr[a]
+        if ptr[a + 1] - k0 != width:
+            continue
+        ok = True
+        for q in range(width):
+            if col[k0 + q] != q:
+                ok = False
+                break
+        out[a] = ok
+    return out
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, ptr, col, full, binary, g, off):
+    """One thread's bigram part of the gradient, added per sequence while its edge rows are in cache
+    (``loss_grad_bigram`` with one chunk): ``g[off + k] += edge[r0 + t][col[k]] * value`` for every
+    bigram attribute occurrence at positions 1..T-1 (a first token has no edge) and every feature k of
+    it.  The same products added in the same order as :func:`_scatter_runs` over the block store (for a
+    feature: its occurrences in token order), so the same bits; ``binary``: no values (all 1)."""
+    W = edge.shape[1] * edge.shape[2]
+    ef = edge.reshape((edge.shape[0], W))
+    for t in range(1, T):
+        st = ef[r0 + t]
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            a = battr[e]
+            k0 = ptr[a]
+            k1 = ptr[a + 1]
+            if full[a]:
+                gk = g[off + k0:off + k1]
+                if binary:
+                    for q in range(W):
+                        gk[q] += st[q]
+                else:
+                    v = bval[e]
+                    for q in range(W):
+                        gk[q] += st[q] * v
+            elif binary:
+                for k in range(k0, k1):
+                    g[off + k] += st[col[k]]
+            else:
+                v = bval[e]
+                for k in range(k0, k1):
+                    g[off + k] += st[col[k]] * v
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, battr_ptr,
-                     bfeat_pair, w, row, Wd, boff, trans, expM0, tmax, s0, s1, T0, node, edge, E, xs, pm, sw):
+                     bfeat_pair, w, row, Wd, boff, trans, expM0, tmax, s0, s1, T0, node, edge, E, xs, pm, sw,
+                     gd, gptr, gcol, gfull, gbin):
     """``_fb_chunk`` for a corpus with bigram attributes: sum of log Z over sequences s0..s1-1, node
     marginals into the block store ``node`` (and ``pm``), edge marginals of (t-1, t) into the block
     store ``edge`` (row t - T0, for every token but a sequence's first) and summed into ``E``.
-    ``sw``: the sequences' scales (empty: all 1), by which log Z and the marginals are multiplied."""
+    ``sw``: the sequences' scales (empty: all 1), by which log Z and the marginals are multiplied.
+    ``gd`` non-empty: the gradient, into which each sequence's bigram part is added at once
+    (:func:`_scatter_sequence` with ``gptr``, ``gcol``, ``gfull``, ``gbin``) instead of by the reduction."""
     L = trans.shape[0]
+    direct = gd.shape[0] > 0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -656,13 +712,15 @@ def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
         total += ws * _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff,
                                              trans, M, tmx, expM0, tmax, expM, score, es, alpha, beta, scale, ws,
                                              edge, node, E, pm, keep)
+        if direct:
+            _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
     return total
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, battr_ptr,
                             bfeat_pair, w, row, Wd, boff, trans, expM0, tmax, tr_pair, tr_s, tr_e, s0, s1, T0,
-                            node, edge, E, xs, pm, sw, counts):
+                            node, edge, E, xs, pm, sw, counts, gd, gptr, gcol, gfull, gbin):
     """:func:`_fb_chunk_bigram` by the sparse forward-backward recursions (Lavergne et al. 2010, 4.1;
     :mod:`crfkit.kernels.sparse_fb`): per position only the non-zero label-pair scores are listed and
     exponentiated (the transitions' exponentials ``tr_e`` are computed once per call), and the
@@ -672,6 +730,7 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
     sparsity of M.  A sequence whose pair scores leave the range of the scaled recursion
     (:func:`~crfkit.kernels.sparse_fb.pair_scores_ok`) takes the dense per-position path."""
     L = trans.shape[0]
+    direct = gd.shape[0] > 0
     if _max_len(seq_ptr, s0, s1) == 0:
         return 0.0
     maxT, cap = pair_capacity(seq_ptr, btok_ptr, battr, battr_ptr, s0, s1, tr_pair.shape[0])
@@ -726,6 +785,8 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                     for j in range(L):
                         E[i, j] += xi[i, j]
             _store_nodes(nb, T, r0, t0, ws, node, pm, keep)
+            if direct:
+                _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
             continue
         # out of the scaled sparse recursion's range: the dense per-position recursion
         if M.shape[0] < maxT:
@@ -734,6 +795,8 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
         total += ws * _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff,
                                              trans, M, tmx, expM0, tmax, expM, score, es, alpha, beta, scale, ws,
                                              edge, node, E, pm, keep)
+        if direct:
+            _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
     return total
 
 
@@ -771,6 +834,13 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     node = np.empty((rows, L))
     edge = np.empty((rows, L, L))
     eflat = edge.reshape((rows, L * L))
+    # one chunk (one thread): each sequence's bigram part goes into the gradient while its edge rows are in
+    # cache (the same sums in the same order as the reduction's, which then skips them); several chunks:
+    # the attribute-partitioned reduction over the block store
+    direct = nc == 1
+    gd = g_out if direct else np.empty(0)
+    gfull = _full_attributes(battr_ptr, bfeat_pair, L * L) if direct else np.zeros(0, np.bool_)
+    gbin = boval.shape[0] == 0
     for b in range(blocks.shape[0] - 1):
         T0 = seq_ptr[blocks[b]]
         for c in prange(nc):
@@ -778,16 +848,19 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
                 logzs[c] += _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
                                                     feat_label, zptr, zpair, wz, row, Wd, boff, trans,
                                                     expM0, tmax, tr_pair, tr_s, tr_e, chunks[b, c],
-                                                    chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw, counts[c])
+                                                    chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw, counts[c],
+                                                    gd, battr_ptr, bfeat_pair, gfull, gbin)
             else:
                 logzs[c] += _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr,
                                              feat_label, zptr, zpair, wz, row, Wd, boff, trans, expM0, tmax,
-                                             chunks[b, c], chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw)
+                                             chunks[b, c], chunks[b, c + 1], T0, node, edge, E[c], xs, pm, sw,
+                                             gd, battr_ptr, bfeat_pair, gfull, gbin)
         for j in prange(ng):
             _scatter_runs(groups[b, j], groups[b, j + 1], run_ptr, run_attr, otok, oval, attr_ptr, feat_label,
                           node, g_out, 0)
-            _scatter_runs(bgroups[b, j], bgroups[b, j + 1], brun_ptr, brun_attr, botok, boval, battr_ptr,
-                          bfeat_pair, eflat, g_out, boff)
+            if not direct:
+                _scatter_runs(bgroups[b, j], bgroups[b, j + 1], brun_ptr, brun_attr, botok, boval, battr_ptr,
+                              bfeat_pair, eflat, g_out, boff)
     for i in range(L):
         for j in range(L):
             k = trans_index[i, j]
