@@ -87,15 +87,20 @@ def _store_nodes(m, T, r0, t0, ws, node, pm, keep):
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
-                           expM0, tmax, expM, score, es, alpha, beta, scale, ws, edge, node, E, pm, keep):
+                           expM0, tmax, expM, score, es, alpha, beta, scale, ws, edge, node, E, pm, keep,
+                           gd, gptr, gcol, gfull, gbin):
     """One sequence of a bigram-observation chunk by the per-position recursion (its emission scores in
     ``score``): weighted edge marginals into edge[r0 + t] and summed into E, weighted node marginals
-    stored (:func:`_store_nodes`); returns log Z.  The standard chunk's body, and the sparse chunk's
-    fallback out of its scaled range."""
+    stored (:func:`_store_nodes`), and with ``gd`` non-empty (one chunk) its bigram part added into the
+    gradient ``gd`` (:func:`_scatter_sequence`); returns log Z.  The standard chunk's body, and the
+    sparse chunk's fallback out of its scaled range."""
     rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
                              expM0, tmax, expM)
-    return bigram_sequence_marginals(t0, T, r0, M, tmx, rng, expM, score, es, alpha, beta, scale, ws, edge, node,
+    logz = bigram_sequence_marginals(t0, T, r0, M, tmx, rng, expM, score, es, alpha, beta, scale, ws, edge, node,
                                      E, pm, keep)
+    if gd.shape[0] > 0:
+        _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
+    return logz
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -689,7 +694,6 @@ def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     ``gd`` non-empty: the gradient, into which each sequence's bigram part is added at once
     (:func:`_scatter_sequence` with ``gptr``, ``gcol``, ``gfull``, ``gbin``) instead of by the reduction."""
     L = trans.shape[0]
-    direct = gd.shape[0] > 0
     maxT = _max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -711,9 +715,7 @@ def _fb_chunk_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
         add_scores(xs, t0, T, score)
         total += ws * _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff,
                                              trans, M, tmx, expM0, tmax, expM, score, es, alpha, beta, scale, ws,
-                                             edge, node, E, pm, keep)
-        if direct:
-            _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
+                                             edge, node, E, pm, keep, gd, gptr, gcol, gfull, gbin)
     return total
 
 
@@ -794,9 +796,7 @@ def _fb_chunk_bigram_sparse(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
             expM = np.empty((maxT, L, L))
         total += ws * _dense_bigram_sequence(btok_ptr, battr, bval, t0, T, r0, battr_ptr, bfeat_pair, w, boff,
                                              trans, M, tmx, expM0, tmax, expM, score, es, alpha, beta, scale, ws,
-                                             edge, node, E, pm, keep)
-        if direct:
-            _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
+                                             edge, node, E, pm, keep, gd, gptr, gcol, gfull, gbin)
     return total
 
 
