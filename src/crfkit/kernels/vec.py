@@ -75,6 +75,15 @@ def two_loop(g, S, Y, rho, order, out):
 
 
 # ------------------------------------------------------------ OWL-QN (fused)
+@njit(inline="always")
+def _pg_entry(xi, gi, l1):
+    """The pseudo-gradient's entry (see :func:`pseudo_gradient`); selects, no branches."""
+    pp = gi + l1
+    pn = gi - l1
+    z = min(pp, 0.0) + max(pn, 0.0)
+    return pp if xi > 0.0 else (pn if xi < 0.0 else z)
+
+
 @njit(cache=True, fastmath={"reassoc", "nsz", "contract"})
 def pseudo_gradient(x, g, l1, pg):
     """pg = pseudo-gradient of f + l1|x|_1; returns (pg.pg, max|pg|, nnz(x), x.x).
@@ -82,18 +91,17 @@ def pseudo_gradient(x, g, l1, pg):
     Without branches (selects, so that the loop vectorises: the branches on the signs of the gradient's
     entries were mispredicted at random, 15 ns an entry on 13M features): at ``x_i = 0`` the pseudo-
     gradient is ``min(g + l1, 0) + max(g - l1, 0)`` (at most one of the two is non-zero since l1 >= 0).
-    The sums may be reassociated (their last bits depend on the vector width)."""
+    The sums may be reassociated (their last bits depend on the vector width).  :func:`constrain_direction`
+    and :func:`orthant_step` compute the same entries from ``(x, g, l1)`` again rather than read a stored
+    ``pg`` (OWL-QN keeps no vector of them: one vector of the problem's size less; the entries can differ
+    from these only in the sign of a zero, which changes neither kernel's result)."""
     s2 = 0.0
     mx = 0.0
     nnz = 0
     xx = 0.0
     for i in range(x.shape[0]):
         xi = x[i]
-        gi = g[i]
-        pp = gi + l1
-        pn = gi - l1
-        z = min(pp, 0.0) + max(pn, 0.0)
-        p = pp if xi > 0.0 else (pn if xi < 0.0 else z)
+        p = _pg_entry(xi, g[i], l1)
         nnz += 1 if xi != 0.0 else 0
         xx += xi * xi
         pg[i] = p
@@ -103,12 +111,13 @@ def pseudo_gradient(x, g, l1, pg):
 
 
 @njit(cache=True)
-def constrain_direction(d, pg):
-    """Zero d_i where sign(d_i) != sign(-pg_i) (also where pg_i = 0); returns (d.pg, d.d)."""
+def constrain_direction(d, x, g, l1):
+    """Zero d_i where sign(d_i) != sign(-pg_i) (also where pg_i = 0), pg the pseudo-gradient at ``x`` of
+    the smooth gradient ``g`` (computed here); returns (d.pg, d.d)."""
     dg = 0.0
     dd = 0.0
     for i in range(d.shape[0]):
-        p = d[i] * pg[i]
+        p = d[i] * _pg_entry(x[i], g[i], l1)
         if p >= 0.0:
             d[i] = 0.0
         else:
@@ -118,8 +127,9 @@ def constrain_direction(d, pg):
 
 
 @njit(cache=True)
-def orthant_step(x, d, a, pg, out):
-    """out = x + a d projected onto the orthant of x (sign(-pg_i) where x_i = 0).
+def orthant_step(x, d, a, g, l1, out):
+    """out = x + a d projected onto the orthant of x (sign(-pg_i) where x_i = 0; pg the pseudo-gradient
+    at ``x`` of the smooth gradient ``g``, computed here).
 
     Returns (||out||_1, pg . (out - x)): the L1 term at the trial point and
     the directional derivative along the projected step.
@@ -128,11 +138,12 @@ def orthant_step(x, d, a, pg, out):
     dd = 0.0
     for i in range(x.shape[0]):
         xi = x[i]
+        pgi = _pg_entry(xi, g[i], l1)
         t = xi + a * d[i]
-        o = xi if xi != 0.0 else -pg[i]
+        o = xi if xi != 0.0 else -pgi
         if t * o <= 0.0:
             t = 0.0
         out[i] = t
         l1sum += abs(t)
-        dd += pg[i] * (t - xi)
+        dd += pgi * (t - xi)
     return l1sum, dd

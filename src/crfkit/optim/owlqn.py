@@ -89,11 +89,12 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
         return st.interrupted
     x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
     hist, past, t_start = st.hist, st.past, st.t_start
-    # the pseudo-gradient and the direction live in buffers of their own, rewritten every iteration (a
-    # fresh array of the problem's size costs its page faults: 0.2-0.4 s at 13M features)
-    pg = np.empty_like(x)
+    # one buffer, rewritten every iteration (a fresh array of the problem's size costs its page faults:
+    # 0.2-0.4 s at 13M features), holds the pseudo-gradient between iterations and then, in place, the
+    # direction computed from it; the kernels that need the pseudo-gradient again (the direction's
+    # constraint, the orthant step) compute it from (x, g), so that no vector of it is kept
     dbuf = np.empty_like(x)
-    pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
+    pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, dbuf)
     snap = (x, F, f, g, it, n_evals, tuple(hist.order), tuple(past), ok)
     status, message = "max_iterations", "reached the iteration limit"
 
@@ -117,35 +118,46 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
             if pgsq == 0.0:
                 status, message = "converged", "the pseudo-gradient is zero"
                 break
-            d = hist.direction(pg, out=dbuf)
-            dg, dd = _constrain_direction(d, pg)
+            d = hist.direction(dbuf, out=dbuf)          # -H pg, over the pseudo-gradient
+            dg, dd = _constrain_direction(d, x, g, l1)
             if not dg < 0.0:
                 # the quasi-Newton direction has no component along -pg: restart from steepest descent
                 hist.clear()
-                d = -pg
+                _pseudo_gradient(x, g, l1, dbuf)
+                np.negative(dbuf, out=dbuf)
+                d = dbuf
                 dg, dd = -pgsq, pgsq
             a = 1.0 if len(hist) else 1.0 / math.sqrt(dd)
 
-            # backtracking along the orthant-projected path
-            accepted = None     # (a, F, f, x, g, ||x||_1)
-            best = None
+            # backtracking along the orthant-projected path; the trial points share one buffer, and a
+            # rejected trial's gradient is dropped before the next evaluation: the best rejected step is
+            # remembered by its length only and evaluated again if no trial is accepted (rare; one more
+            # evaluation, the same point and values), so a line search holds at most five vectors of the
+            # problem's size (x, g, d, the trial point, its gradient)
+            accepted = None     # (a, F, f, x, g)
+            best = None         # (a, F) of the best rejected trial below F
             ok = False
+            xn = np.empty_like(x)
             for _ in range(max_linesearch):
-                xn = np.empty_like(x)
-                l1n, ddir = _orthant_step(x, d, a, pg, xn)
+                l1n, ddir = _orthant_step(x, d, a, g, l1, xn)
                 fn, gn = fg(xn)
                 n_evals += 1
                 Fn = fn + l1 * l1n
                 if ddir < 0.0 and Fn <= F + armijo * ddir:
                     accepted, ok = (a, Fn, fn, xn, gn), True
                     break
+                gn = None
                 if math.isfinite(Fn) and Fn < F and (best is None or Fn < best[1]):
-                    best = (a, Fn, fn, xn, gn)
+                    best = (a, Fn)
                 if ddir == 0.0:
                     break       # the step no longer moves x: nothing left to try
                 a *= backtrack
-            if accepted is None:
-                accepted = best
+            if accepted is None and best is not None:
+                a = best[0]
+                l1n, _ = _orthant_step(x, d, a, g, l1, xn)
+                fn, gn = fg(xn)
+                n_evals += 1
+                accepted = (a, fn + l1 * l1n, fn, xn, gn)
             if accepted is None:
                 status, message = "linesearch_failed", "the line search found no decrease (at numerical precision?)"
                 break
@@ -154,7 +166,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
                 gn = np.array(gn, dtype=np.float64, copy=True)
             order = hist.prepare(xn, x, gn, g)
             x, f, g, F = xn, fn, gn, Fn
-            pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, pg)
+            pgsq, pginf, nnz, xx = _pseudo_gradient(x, g, l1, dbuf)
             it += 1
             xnorm = math.sqrt(xx)
             pgnorm = math.sqrt(pgsq)
@@ -166,7 +178,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
             if callback is not None:
                 info = dict(iteration=it, f=F, gnorm=pgnorm, gnorm_inf=pginf, xnorm=xnorm, step=a,
                             n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
-                            linesearch_ok=ok, f_smooth=f, pg=pg, nnz=nnz,
+                            linesearch_ok=ok, f_smooth=f, pg=dbuf, nnz=nnz,
                             state=lambda s=snap: make_state(hist, s, time.perf_counter() - t_start))
                 if callback(info):
                     status, message = "callback", "stopped by the caller"
