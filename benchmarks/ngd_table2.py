@@ -16,6 +16,7 @@ Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--e
         python benchmarks/ngd_table2.py --report [--out ...]
         python benchmarks/ngd_table2.py --figure-runs DIR [--seeds 5] [--epochs 50] [--sets small,large]
                                         [--figures PREFIX] [--export FILE.jsonl] [--draw-only]
+                                        [--restore FILE.jsonl]
 
 ``--figure-runs DIR``: the runs of the paper's Figures 3/4 through ``crfkit bench`` (the same as
 ``crfkit bench run --data conll2000 [--support all] --l2 2/n --epochs 50 --train-scores --seed K --skip-done
@@ -23,8 +24,15 @@ Usage:  python benchmarks/ngd_table2.py [--out /tmp/ngd/table2] [--seeds 5] [--e
 directory per feature set and seed, ``DIR/<set>/seed<K>``, with one trace per method holding the training and
 test token accuracy and chunk F1 after every epoch; SGD and the ngd updates with CRFsuite's period/delta rule
 off (``period=0``) so that every method runs the 50 epochs the paper plots; runs already finished are kept.
-The small set's seeds go first, then the large set's.  Draw the figures with ``crfkit bench scores
-DIR/<set>/seed* --baseline l2sgd ...`` (see the README).
+The small set's seeds go first, then the large set's.  L-BFGS (deterministic: one run, its iterations as
+the epochs, as the paper plots it) goes into ``DIR/<set>/lbfgs`` after the seeds (the same as ``crfkit bench
+run ... --epochs 50 --train-scores --seed 0 -a lbfgs --out DIR/<set>/lbfgs``).  Draw the figures with
+``crfkit bench scores DIR/<set>/seed* DIR/<set>/lbfgs --baseline l2sgd ...`` (see the README).
+
+``--restore FILE.jsonl`` (with ``--figure-runs DIR``) writes the seed directories back from an ``--export``
+file (the per-epoch objective and scores of every run, each a trace with its bench.json; ``effective_passes``
+is set to the epoch, which the export does not keep) where ``DIR/<set>/seed<K>`` has no bench.json yet, so
+that a method added later (L-BFGS) is drawn next to the recorded runs without running them again.
 
 ``--figures PREFIX`` (with ``--figure-runs DIR``) draws them with crfkit bench (``crfkit.bench.scores``, the code
 of ``crfkit bench scores``) to PREFIX3_small.png / PREFIX4_large.png, from the seeds whose every method
@@ -112,6 +120,7 @@ def load_runs(out_dir) -> list[dict]:
     return runs
 
 
+BATCH_SPECS = ["lbfgs"]
 FIGURE_SPECS = ["l2sgd:period=0", "pa"] + [f"ngd:update={u},period=0" for u in ("u1g1", "u2g1", "u2g1b", "u2g2",
                                                                                   "u2g3")]
 
@@ -130,6 +139,49 @@ def figure_runs(out, sets, seeds, epochs, data_dir=None):
             run_benchmark(data, specs, passes=float(epochs), epochs=epochs, out=os.path.join(out, fs, f"seed{seed}"),
                           l2=l2, seed=seed, threads=1, train_scores=True, skip_done=True, warm_up=seed == 0,
                           log=lambda m: print(m, flush=True))
+        # L-BFGS is deterministic: one run, in a directory of its own
+        run_benchmark(data, [parse_spec(a) for a in BATCH_SPECS], passes=float(epochs), epochs=epochs,
+                      out=os.path.join(out, fs, "lbfgs"), l2=l2, seed=0, threads=1, train_scores=True,
+                      skip_done=True, warm_up=False, log=lambda m: print(m, flush=True))
+
+
+def restore(out, path, sets):
+    """The seed directories of the figure runs written back from an ``--export`` file (see the module
+    docstring); directories that already have a bench.json are left alone."""
+    runs = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if line.strip():
+                r = json.loads(line)
+                if r["set"] in sets:
+                    runs.setdefault((r["set"], r.get("dir", f"seed{r['seed']}")), []).append(r)
+    for (fs, sub), rs in sorted(runs.items()):
+        seed = int(rs[0]["seed"])
+        d = os.path.join(out, fs, sub)
+        if os.path.isfile(os.path.join(d, "bench.json")):
+            print(f"{d}: has a bench.json, left alone")
+            continue
+        os.makedirs(d, exist_ok=True)
+        entries = []
+        for r in rs:
+            trace = os.path.join(d, r["run"] + ".jsonl")
+            with open(trace + ".tmp", "w") as f:
+                for x in r["curve"]:
+                    rec = {"iteration": x["epoch"], "effective_passes": float(x["epoch"]), "objective": x["objective"],
+                           "train_accuracy": x["train_accuracy"], "train_f1": x["train_f1"],
+                           "dev_accuracy": x["test_accuracy"], "dev_f1": x["test_f1"], "wall_s": x["wall_s"]}
+                    f.write(json.dumps(rec) + "\n")
+            os.replace(trace + ".tmp", trace)
+            last = r["curve"][-1]["objective"] if r["curve"] else None
+            entries.append({"trace": r["run"] + ".jsonl", "group": r["run"], "status": r["status"],
+                            "iterations": r["iterations"], "seconds": r["seconds"], "final_objective": last})
+        man = {"version": 1, "data": "conll2000", "features": fs, "seed": seed, "l2": rs[0]["l2"],
+               "n_features": rs[0]["n_features"], "epochs": rs[0]["epochs"], "train_scores": True,
+               "restored_from": os.path.basename(path), "runs": entries}
+        with open(os.path.join(d, "bench.json.tmp"), "w") as f:
+            json.dump(man, f, indent=1)
+        os.replace(os.path.join(d, "bench.json.tmp"), os.path.join(d, "bench.json"))
+        print(f"{d}: {len(entries)} runs restored from {path}")
 
 
 def report(runs):
@@ -156,7 +208,8 @@ def report(runs):
 PAPER_LABELS = {"l2sgd__period=0": "SGD (l2sgd)", "pa": "PA", "ngd__period=0,update=u1g1": "U1*.G1 (u1g1)",
                 "ngd__period=0,update=u2g1": "U2*.G1 arctan.1 (u2g1)",
                 "ngd__period=0,update=u2g1b": "U2*.G1 arctan.2 (u2g1b)",
-                "ngd__period=0,update=u2g2": "U2*.G2 erf (u2g2)", "ngd__period=0,update=u2g3": "U2*.G3 gd (u2g3)"}
+                "ngd__period=0,update=u2g2": "U2*.G2 erf (u2g2)", "ngd__period=0,update=u2g3": "U2*.G3 gd (u2g3)",
+                "lbfgs": "L-BFGS"}
 
 
 def seed_dirs(out, fs):
@@ -185,17 +238,24 @@ def draw_figures(out, prefix, sets, epochs):
         if not dirs:
             print(f"{fs}: no seed with every figure run finished under {out}/{fs}")
             continue
+        n_seeds = len(dirs)
+        # L-BFGS (one deterministic run) from its own directory, when it finished there
+        lb = os.path.join(out, fs, "lbfgs")
+        if os.path.isdir(lb) and "lbfgs.jsonl" in (finished_traces(lb) or set()):
+            dirs = dirs + [lb]
+        else:
+            print(f"{fs}: no finished L-BFGS run in {lb}: drawn without it")
         have = {f[:-6] for d in dirs for f in os.listdir(d) if f.endswith(".jsonl")}
         labels = {k: v for k, v in PAPER_LABELS.items() if k in have}
         stem = f"{prefix}{fig_no.get(fs, '')}_{fs}"
         path, s = plot_scores(dirs, f"{stem}.png", metric="accuracy", epochs=epochs, baseline="l2sgd",
                               labels=labels, finished_only=True,
                               title=f"Cao's Figure {fig_no.get(fs, '')}: CoNLL-2000, {fs} feature set, token "
-                                    f"accuracy per epoch ({len(dirs)} seed{'s' if len(dirs) != 1 else ''})")
+                                    f"accuracy per epoch ({n_seeds} seed{'s' if n_seeds != 1 else ''}; L-BFGS: one run)")
         write_summary_json(s, f"{stem}.json")
         f1 = score_summary(dirs, metric="f1", epochs=epochs, baseline="l2sgd", labels=labels, finished_only=True)
         write_summary_json(f1, f"{stem}_f1.json")
-        print(f"{fs}: {len(dirs)} seeds; epochs (of the first {epochs}) in which the mean test score is at or "
+        print(f"{fs}: {n_seeds} seeds (L-BFGS: one run); epochs (of the first {epochs}) in which the mean test score is at or "
               f"above SGD's\n\ntoken accuracy:\n{format_score_summary(s)}\n\nchunk F1:\n{format_score_summary(f1)}"
               f"\nwrote {path}\n", flush=True)
 
@@ -205,7 +265,7 @@ def export(out, path, sets):
     from crfkit.bench.plots import load_runs
     lines = []
     for fs in sets:
-        for d in seed_dirs(out, fs):
+        for d in seed_dirs(out, fs) + [os.path.join(out, fs, "lbfgs")]:
             if not os.path.isfile(os.path.join(d, "bench.json")):
                 continue
             with open(os.path.join(d, "bench.json")) as f:
@@ -219,7 +279,8 @@ def export(out, path, sets):
                           "train_accuracy": x.get("train_accuracy"), "train_f1": x.get("train_f1"),
                           "test_accuracy": x.get("dev_accuracy"), "test_f1": x.get("dev_f1"),
                           "wall_s": x.get("wall_s")} for x in r.records]
-                lines.append({"set": fs, "method": PAPER_LABELS.get(r.stem, r.stem), "run": r.stem,
+                lines.append({"set": fs, "dir": os.path.basename(d), "method": PAPER_LABELS.get(r.stem, r.stem),
+                              "run": r.stem,
                               "seed": man["seed"], "l2": man["l2"], "n_features": man["n_features"],
                               "epochs": man.get("epochs"), "status": m.get("status"),
                               "iterations": m.get("iterations"), "seconds": m.get("seconds"), "curve": curve})
@@ -245,9 +306,13 @@ def main(argv=None) -> int:
                          "PREFIX4_large.png (and the counts to .json / _f1.json next to them)")
     ap.add_argument("--draw-only", action="store_true", help="with --figure-runs DIR: run nothing, only draw/export")
     ap.add_argument("--export", metavar="FILE.jsonl", help="with --figure-runs DIR: one JSON line per figure run")
+    ap.add_argument("--restore", metavar="FILE.jsonl",
+                    help="with --figure-runs DIR: write the seed directories back from an --export file first")
     args = ap.parse_args(argv)
     if args.figure_runs:
         sets = args.sets.split(",")
+        if args.restore:
+            restore(args.figure_runs, args.restore, sets)
         if not args.draw_only:
             from crfkit.parallel import set_threads
             set_threads(1)
@@ -257,8 +322,8 @@ def main(argv=None) -> int:
         if args.export:
             export(args.figure_runs, args.export, sets)
         return 0
-    if args.figures or args.export or args.draw_only:
-        ap.error("--figures, --export and --draw-only go with --figure-runs DIR (the figures are drawn from "
+    if args.figures or args.export or args.draw_only or args.restore:
+        ap.error("--figures, --export, --restore and --draw-only go with --figure-runs DIR (the figures are drawn from "
                  "crfkit bench traces with training scores, not from the Table 2 runs)")
     os.makedirs(args.out, exist_ok=True)
     if args.report:
