@@ -264,7 +264,7 @@ def main(argv=None) -> int:
     B = 2300
     reps = max(1, int(nk) // B)
     g0 = np.random.default_rng(0).normal(0, 0.3, B)
-    buf, scr = np.empty(B), np.empty((2, B))
+    buf, scr = np.empty(B), np.empty((4, B))
 
     def transforms(code, p):
         for _ in range(reps):

@@ -75,9 +75,36 @@ def test_libm_codes_and_the_approximations_agree(update):
     approx = K.transform_array(code, g, p)
     assert np.max(np.abs(approx - exact)) <= 1e-15
     buf = g.copy()
-    K.transform_into(code, buf, g.shape[0] - 3, p, np.empty(0), 1.0, np.empty((2, g.shape[0])))
+    K.transform_into(code, buf, g.shape[0] - 3, p, np.empty(0), 1.0, np.empty((4, g.shape[0])))
     np.testing.assert_array_equal(buf[:-3], approx[:-3])
     np.testing.assert_array_equal(buf[-3:], g[-3:])          # past n: untouched
+
+
+@pytest.mark.parametrize("update", list(LIBM))
+def test_buffer_split_by_size_gives_the_scalar_bits(update):
+    """transform_into evaluates the small-argument polynomial everywhere and the full formula only on the
+    entries past the split point: every entry must get the scalar transform's bits, whatever the mix of
+    small and large entries (buffers of random length, magnitudes over 12 decades, both signs, a few
+    entries at the split points themselves)."""
+    from hypothesis import given, settings, strategies as st
+    from crfkit.kernels import vecmath as V
+    code, p = code_p(update)
+    splits = np.array([V._TANPI8, V._ERF_SPLIT, V._GD_SPLIT]) / p
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(0, 400), st.integers(0, 2 ** 32 - 1), st.floats(0.0, 1.0))
+    def check(n, seed, share_large):
+        rng = np.random.default_rng(seed)
+        mag = 10.0 ** rng.uniform(-10, 0.5, n)
+        mag[rng.random(n) < share_large] *= 30.0
+        g = np.where(rng.random(n) < 0.5, -mag, mag)
+        if n >= 3:
+            g[rng.integers(0, n, 3)] = rng.choice(np.concatenate([splits, -splits, np.nextafter(splits, 1)]), 3)
+        buf = np.concatenate([g, [7.0]])
+        K.transform_into(code, buf, n, p, np.empty(0), 1.0, np.empty((4, n + 1)))
+        np.testing.assert_array_equal(buf[:n].view(np.int64), K.transform_array(code, g, p).view(np.int64))
+        assert buf[n] == 7.0
+    check()
 
 
 def test_vecmath_accuracy_extremes_oddness_monotonicity():

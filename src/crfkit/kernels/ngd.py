@@ -39,7 +39,7 @@ from numba import njit
 
 from .chain import FAST
 from .occ import apply_gradient, oracle
-from .vecmath import VEC, atan_nonneg, erf_into, erf_nonneg, gd_into, gd_nonneg
+from .vecmath import VEC, atan_nonneg, atan_split_into, erf_nonneg, erf_split_into, gd_nonneg, gd_split_into
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -126,9 +126,11 @@ def fold(v, scal):
 @njit(**VEC)
 def transform_into(code, buf, n, p, tab, r, scr):
     """buf[:n] <- T(buf[:n]) in place: loops over the contiguous buffer that LLVM vectorises (compiled
-    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; erf and gd in three loops, with ``scr``,
-    float64 scratch of shape (2, >= n)); from the table ``tab`` (nearest entry, computed outside
-    ``[-r, r]``) when it has >= 2 entries.  The values are :func:`transform`'s, to the bit."""
+    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; arctan, erf and gd evaluate the
+    small-argument polynomial on every entry and the full formula only on the entries past its split point,
+    ``vecmath.atan_split_into`` etc., with ``scr``, float64 scratch of shape (4, >= n)); from the table
+    ``tab`` (nearest entry, computed outside ``[-r, r]``) when it has >= 2 entries.  The values are
+    :func:`transform`'s, to the bit."""
     if tab.shape[0] >= 2:
         inv_h = (tab.shape[0] - 1) / (2.0 * r)
         for j in range(n):
@@ -138,13 +140,11 @@ def transform_into(code, buf, n, p, tab, r, scr):
             x = buf[j]
             buf[j] = x / (x * x + p)
     elif code == ATAN:
-        for j in range(n):
-            x = p * buf[j]
-            buf[j] = math.copysign(atan_nonneg(abs(x)), x)
+        atan_split_into(buf, n, p, scr)
     elif code == ERF:
-        erf_into(buf, n, p, scr)
+        erf_split_into(buf, n, p, scr)
     elif code == GD:
-        gd_into(buf, n, p, scr)
+        gd_split_into(buf, n, p, scr)
     else:
         for j in range(n):
             buf[j] = transform(code, buf[j], p)
@@ -169,7 +169,7 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
     row) of each grouped attribute (:func:`crfkit.kernels.occ.attribute_layout`
     of ``uattr``), ``gbuf``: scratch of the largest sum of ``|dnk|`` over a
     sequence's attributes plus ``n_trans``, ``kbuf`` (int64) the same size for their feature indices,
-    ``gscr`` float64 scratch of shape (2, that) (read for ``T`` not the identity).
+    ``gscr`` float64 scratch of shape (4, that) (read for ``T`` not the identity).
     Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too large).
     """
     eta = 0.0

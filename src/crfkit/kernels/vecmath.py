@@ -274,3 +274,77 @@ def gd_into(buf, n, p, scr):
         r = small if ax <= _GD_SPLIT else big
         buf[j] = math.copysign(r, x)
 
+
+
+# ---------------------------------------------------------------- buffers split by argument size
+# Most entries of a sequence's gradient are small (CoNLL-2000, after two epochs: 96-98% have |p g| below
+# every split point), so the buffer loops below evaluate the small-argument polynomial on every entry
+# (one vectorised loop, no argument reduction, no exp), list the entries past the split point on the
+# way (a branch-free compaction), and evaluate the full formula on the listed ones only, in a vectorised
+# loop over the list.  Every entry gets the bits the one-loop forms give (the small branch is the same
+# expression; the tests compare them bitwise).
+
+@njit(inline="always", **_VEC)
+def _list_large(buf, n, p, split, idx, sv):
+    """The positions and values of the entries with ``|p x| > split`` into ``idx[:k]``, ``sv[:k]``;
+    returns ``k`` (branch-free: every entry is written, the count advances on the large ones)."""
+    cnt = 0
+    for j in range(n):
+        x = buf[j]
+        idx[cnt] = j
+        sv[cnt] = x
+        cnt += 1 if abs(p * x) > split else 0
+    return cnt
+
+
+@njit(inline="always", **_VEC)
+def atan_split_into(buf, n, p, scr):
+    """buf[:n] <- atan(p buf[:n]) (as :func:`atan_nonneg` with the sign, to the bit); ``scr``: float64
+    scratch of shape (2, >= n)."""
+    sv = scr[0]
+    idx = scr[1].view(np.int64)
+    cnt = _list_large(buf, n, p, _TANPI8, idx, sv)
+    for j in range(n):
+        x = p * buf[j]
+        a = abs(x)
+        # atan_nonneg's expression with its reduction's identity terms (num = x, den = 1, hi = lo = 0)
+        buf[j] = math.copysign(0.0 + (a + (_atan_reduced(a) + 0.0)), x)
+    for k in range(cnt):
+        x = p * sv[k]
+        sv[k] = math.copysign(atan_nonneg(abs(x)), x)
+    for k in range(cnt):
+        buf[idx[k]] = sv[k]
+
+
+@njit(inline="always", **_VEC)
+def erf_split_into(buf, n, p, scr):
+    """buf[:n] <- erf(p buf[:n]) (as :func:`erf_into`, to the bit); ``scr``: float64 scratch of shape
+    (4, >= n)."""
+    sv = scr[0]
+    idx = scr[1].view(np.int64)
+    cnt = _list_large(buf, n, p, _ERF_SPLIT, idx, sv)
+    for j in range(n):
+        x = p * buf[j]
+        ax = abs(x)
+        buf[j] = math.copysign(ax * _erf_small_poly(ax * ax), x)
+    if cnt:
+        erf_into(sv, cnt, p, scr[2:4])
+        for k in range(cnt):
+            buf[idx[k]] = sv[k]
+
+
+@njit(inline="always", **_VEC)
+def gd_split_into(buf, n, p, scr):
+    """buf[:n] <- gd(p buf[:n]) (as :func:`gd_into`, to the bit); ``scr``: float64 scratch of shape
+    (4, >= n)."""
+    sv = scr[0]
+    idx = scr[1].view(np.int64)
+    cnt = _list_large(buf, n, p, _GD_SPLIT, idx, sv)
+    for j in range(n):
+        x = p * buf[j]
+        ax = abs(x)
+        buf[j] = math.copysign(ax * _gd_small_poly(ax * ax), x)
+    if cnt:
+        gd_into(sv, cnt, p, scr[2:4])
+        for k in range(cnt):
+            buf[idx[k]] = sv[k]

@@ -109,11 +109,11 @@ class _Steps:
             most = int((cw[uptr[1:]] - cw[uptr[:-1]]).max()) if uptr.shape[0] > 1 else 0
             most = max(most + int(s.n_trans), 1)          # and the transition features
             self.groups = (uptr, dk0, dnk, optr, occ_e, occ_t, np.empty(most), np.empty(most, np.int64),
-                           np.empty((2, most)))
+                           np.empty((4, most)))
         else:
             self.groups = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int16),
                            np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), np.empty(1),
-                           np.empty(1, np.int64), np.empty((2, 1)))
+                           np.empty(1, np.int64), np.empty((4, 1)))
         self.node = np.empty((max(int(c.max_length), 1), L))
         self.edge = np.empty((L, L))
         self.work = O.Work(c.max_length, L).arrays()
