@@ -203,6 +203,41 @@ def test_evaluations_are_counted():
     assert all(b > a for a, b in zip(seen, seen[1:]))
 
 
+def test_no_trial_accepted_takes_the_best_rejected_trial_evaluated_again():
+    """With an Armijo constant no curved step can meet, every line search ends without an accepted trial:
+    the point taken is the rejected trial with the lowest F, evaluated once more (the same point and
+    values), and F still never increases."""
+    fg, d = logistic()
+    l1 = 0.02
+    calls = []
+
+    def recorded(x):
+        f, g = fg(x)
+        calls.append((x.copy(), f + l1 * float(np.abs(x).sum())))
+        return f, g
+    infos = []
+    res = owlqn(recorded, np.zeros(d), l1, epsilon=0.0, delta=0.0, max_iterations=6, armijo=0.999,
+                max_linesearch=5, callback=lambda i: infos.append((i["x"].copy(), i["f"], i["n_evals"],
+                                                                  i["linesearch_ok"])))
+    assert res.iterations >= 3
+    used = 1                                    # the starting point's evaluation
+    F_prev = calls[0][1]
+    fallbacks = 0
+    for x, F, n_evals, ok in infos:
+        trials = calls[used:n_evals]
+        used = n_evals
+        if not ok:
+            fallbacks += 1
+            best = min(trials[:-1], key=lambda t: t[1])
+            np.testing.assert_array_equal(trials[-1][0], best[0])      # the last call: the best trial again
+            assert trials[-1][1] == best[1] and best[1] < F_prev
+        np.testing.assert_array_equal(x, trials[-1][0])
+        # (F here sums |x| in numpy's order, owlqn in the kernel's: equal to rounding)
+        assert F == pytest.approx(trials[-1][1], rel=1e-13) and trials[-1][1] <= F_prev
+        F_prev = trials[-1][1]
+    assert fallbacks >= 1
+
+
 # ------------------------------------------------------------ stopping rules
 @pytest.mark.parametrize("period,delta", [(1, 1e-3), (3, 1e-4), (10, 1e-7)])
 def test_delta_rule_on_the_full_objective(period, delta):
