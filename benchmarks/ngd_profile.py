@@ -254,9 +254,8 @@ def main(argv=None) -> int:
         tab = KN.make_table(code, p, 65537, 1.0)
         put(f"run_steps ngd {upd} table=65537", kernel_epoch(code, p, tab, 1.0))
     # transforms alone on the gradient values of a realistic epoch: how many and what they cost
-    groups = KN.group_occurrences(c.seq_ptr, c.tok_ptr, c.attr, s.n_attributes)
-    uptr, uattr = groups[0], groups[1]
-    nk = np.diff(s.attr_ptr)[uattr].sum()
+    width = np.diff(s.attr_ptr).astype(np.int64)
+    nk = KN.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)[1].sum()
     out["transforms_per_epoch"] = int(nk)
     print(f"  distinct state features summed over the sequences (transforms per epoch): {nk}")
     # the transforms alone: that many values, in buffers of 2,300 (a sequence's), in place (each

@@ -436,16 +436,21 @@ def test_train_cli_params(problem, tmp_path):
     assert res.iterations == 3 and math.isfinite(res.objective)
 
 
-def test_group_occurrences_against_python(problem):
+def test_buffer_offsets_against_python(problem):
+    """Per occurrence, the offset of its attribute's block in its sequence's buffer (blocks in order of
+    first occurrence, width entries each); per sequence, the buffer's length."""
     _, _, space, corp = problem
-    uptr, uattr, optr, occ_e, occ_t = K.group_occurrences(corp.seq_ptr, corp.tok_ptr, corp.attr, space.n_attributes)
+    rng = np.random.default_rng(3)
+    width = rng.integers(1, 5, space.n_attributes)
+    bo, nbuf = K.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width)
+    assert bo.dtype == np.int32 and bo.shape[0] == corp.tok_ptr[-1] - corp.tok_ptr[0]
     for i in range(corp.n_sequences):
-        want = {}
-        for t in range(corp.seq_ptr[i + 1] - corp.seq_ptr[i]):
-            tok = corp.seq_ptr[i] + t
-            for e in range(corp.tok_ptr[tok], corp.tok_ptr[tok + 1]):
-                want.setdefault(int(corp.attr[e]), []).append((e, t))
-        assert [int(a) for a in uattr[uptr[i]:uptr[i + 1]]] == list(want)        # first-occurrence order
-        for q in range(uptr[i], uptr[i + 1]):
-            got = list(zip(occ_e[optr[q]:optr[q + 1]].tolist(), occ_t[optr[q]:optr[q + 1]].tolist()))
-            assert got == want[int(uattr[q])]
+        where = {}
+        b = 0
+        for e in range(corp.tok_ptr[corp.seq_ptr[i]], corp.tok_ptr[corp.seq_ptr[i + 1]]):
+            a = int(corp.attr[e])
+            if a not in where:
+                where[a] = b
+                b += int(width[a])
+            assert bo[e - corp.tok_ptr[0]] == where[a]
+        assert nbuf[i] == b

@@ -99,21 +99,18 @@ class _Steps:
         self.args = (c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, c.y, s.trans_index, s.n_state, s.n_trans)
         self.loss_args = (c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, c.y, s.trans_index, s.n_state)
         self.obj, self.lam, self.code, self.p, self.tab, self.r = obj, float(lam), code, float(p), tab, float(r)
-        # the attribute occurrences of every sequence grouped by attribute (for a transform T), the first
-        # feature and the feature count of each grouped attribute, and the buffer of a sequence's net gradient
+        # per attribute occurrence, the offset of its attribute's block in its sequence's buffer of the net
+        # gradient (for a transform T), and the buffers
         if code != K.IDENTITY:
-            uptr, uattr, optr, occ_e, occ_t = K.group_occurrences(c.seq_ptr, c.tok_ptr, c.attr, s.n_attributes)
-            dk0, dnk = O.attribute_layout(s.attr_ptr, full, uattr, L)
-            width = np.where(dnk < 0, L, dnk).astype(np.int64)
-            cw = np.concatenate([[0], np.cumsum(width)])
-            most = int((cw[uptr[1:]] - cw[uptr[:-1]]).max()) if uptr.shape[0] > 1 else 0
+            width = np.diff(s.attr_ptr).astype(np.int64)
+            width[np.asarray(full, dtype=bool)] = L
+            bo, nbuf = K.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)
+            most = max(int(nbuf.max()) if nbuf.shape[0] else 0, 0)
             most = max(most + int(s.n_trans), 1)          # and the transition features
-            self.groups = (uptr, dk0, dnk, optr, occ_e, occ_t, np.empty(most), np.empty(most, np.int64),
-                           np.empty((4, most)))
+            self.groups = (bo, nbuf, np.empty(most), np.empty(most, np.int64), np.empty((4, most)))
         else:
-            self.groups = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int16),
-                           np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), np.empty(1),
-                           np.empty(1, np.int64), np.empty((4, 1)))
+            self.groups = (np.zeros(0, np.int32), np.zeros(1, np.int64), np.empty(1), np.empty(1, np.int64),
+                           np.empty((4, 1)))
         self.node = np.empty((max(int(c.max_length), 1), L))
         self.edge = np.empty((L, L))
         self.work = O.Work(c.max_length, L).arrays()
