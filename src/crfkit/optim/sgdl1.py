@@ -255,11 +255,13 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         args += c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
     monitor_s = 0.0
 
-    def snapshot(epoch, x, aux_, lastk_, u_, step, x_is_copy=False):
+    def snapshot(epoch, x, aux_, lastk_, u_, step, x_is_copy=False, live=False):
         # arrays copied now (the run goes on mutating its own), the dict built on demand; ``x_is_copy``:
         # x is already a copy nobody mutates (last_x), shared instead of copied once more (one vector
-        # of the candidate space's size fewer)
-        x, aux_, lastk_ = (x if x_is_copy else x.copy()), aux_.copy(), lastk_.copy()
+        # of the candidate space's size fewer); ``live``: no copies at all, valid only while the run
+        # does not step (between two passes, see below)
+        if not live:
+            x, aux_, lastk_ = (x if x_is_copy else x.copy()), aux_.copy(), lastk_.copy()
         return lambda: {"iteration": int(epoch), "x": x, "aux": aux_, "lastk": lastk_, "u": float(u_),
                         "step": float(step), "settings": dict(settings)}
 
@@ -302,6 +304,12 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 hint = f"eta0={eta0:g} is too large for this problem (lower it, or pick it with eta0=auto)"
                 raise TrainingDiverged(f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
                                        algorithm="sgd-l1", iteration=epoch, hint=hint)
+            # the previous pass's copies are dropped before this pass's are made (two vectors of the
+            # candidate space's size less at the peak): meanwhile the snapshot is the run's own arrays,
+            # which hold this pass's end and do not change until the next pass starts (a Ctrl-C here
+            # ends the run, so they never do)
+            state_fn = snapshot(epoch, v, aux, lastk, scal[K.U], eta, live=True)
+            last_x = None
             last_x = v.copy()
             state_fn = snapshot(epoch, last_x, aux, lastk, scal[K.U], eta, x_is_copy=True)
             t = time.perf_counter()
