@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST, back_step, propagate, row_exp
+from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -485,3 +485,499 @@ def all_logz(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, out):
             T = seq_ptr[s + 1] - s0
             _forward(ES, EM, s0, 0, T - 1, expM, tmax, alpha, la)
             out[s] = la[T - 1]          # alpha[T-1] sums to 1 and beta[T-1] = 1
+
+
+# ================================================================== position-dependent transitions
+# With label-pair x observation ("bigram") features the transition scores into token r are
+# M_r = trans + sum over the bigram attributes b of r of value_b * W_b (see crfkit.kernels.chain's
+# bigram_transitions).  Nothing per position is cached: the kernels below build, for the sequence a
+# block touches, the flat L*L rows M[t] (scores), EX[t] = exp(M[t] - TM[t]) and TM[t] = max M[t] of
+# the positions they need (1 <= t < T) into per-call scratch of Tmax rows, from the current weights.
+# Rows whose bigram features with a non-zero weight touch few label pairs are made from the global
+# expM0 = exp(trans - tmax0) times one factor, with exp taken again only at the touched pairs (an
+# L1-trained model has few; the same rule as bigram_transitions).  Every row spans at most
+# MAX_SCALED_TRANSITION_RANGE while the weights are those of the caches (checked when the caches are
+# made and on every trial step that changes transitions), so the scaled recursions hold.
+
+@njit(**_NOPY)
+def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, Mt, Et, kb):
+    """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt."""
+    L = trans.shape[0]
+    LL = L * L
+    for i in range(L):
+        for j in range(L):
+            Mt[i * L + j] = trans[i, j]
+    nnz = 0
+    for e in range(btok_ptr[r], btok_ptr[r + 1]):
+        b = battr[e]
+        v = bval[e]
+        for k in range(battr_ptr[b], battr_ptr[b + 1]):
+            x = w[boff + k]
+            if x != 0.0:
+                Mt[bfeat_pair[k]] += x * v
+                nnz += 1
+    mx = Mt[0]
+    mn = mx
+    for q in range(LL):
+        x = Mt[q]
+        mx = max(mx, x)
+        mn = min(mn, x)
+    if 6 * nnz > LL or tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
+        exp_shift_into(Mt, mx, Et, kb)
+    else:
+        c = np.exp(tmax0 - mx)
+        for i in range(L):
+            for j in range(L):
+                Et[i * L + j] = expM0[i, j] * c
+        for e in range(btok_ptr[r], btok_ptr[r + 1]):
+            b = battr[e]
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                if w[boff + k] != 0.0:
+                    p = bfeat_pair[k]
+                    Et[p] = np.exp(Mt[p] - mx)
+    return mx, mn
+
+
+@njit(**_NOPY)
+def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+               M, EX, TM, kb):
+    """M[t], EX[t], TM[t] for positions max(ta, 1)..tb of the sequence starting at token s0; returns the
+    largest range (max - min) of those rows."""
+    rng = 0.0
+    for t in range(max(ta, 1), tb + 1):
+        mx, mn = _pos_trans(s0 + t, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                            M[t], EX[t], kb)
+        TM[t] = mx
+        if mx - mn > rng:
+            rng = mx - mn
+    return rng
+
+
+@njit(inline="always", **_NOPY)
+def _prop_flat(prev, Et, es_row, out, L):
+    """out[j] = es_row[j] * sum_i prev[i] Et[i*L + j] (zero rows of prev skipped)."""
+    for j in range(L):
+        out[j] = 0.0
+    for i in range(L):
+        a = prev[i]
+        if a != 0.0:
+            base = i * L
+            for j in range(L):
+                out[j] += a * Et[base + j]
+    for j in range(L):
+        out[j] *= es_row[j]
+
+
+@njit(**_NOPY)
+def _forward_pd(ES, EM, s0, ta, tb, EX, TM, alpha, la):
+    """Normalised forward messages at ta..tb with per-position transitions (alpha[ta-1] held when ta > 0)."""
+    L = ES.shape[1]
+    for t in range(ta, tb + 1):
+        r = s0 + t
+        if t == 0:
+            for j in range(L):
+                alpha[0, j] = ES[r, j]
+            base = EM[r]
+        else:
+            _prop_flat(alpha[t - 1], EX[t], ES[r], alpha[t], L)
+            base = la[t - 1] + EM[r] + TM[t]
+        s = 0.0
+        for j in range(L):
+            s += alpha[t, j]
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+        la[t] = base + np.log(s)
+
+
+@njit(**_NOPY)
+def _backward_pd(ES, EM, s0, T, tb, EX, TM, beta, lb, tmp):
+    """Normalised backward messages at T-1 down to tb with per-position transitions."""
+    L = ES.shape[1]
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    lb[T - 1] = 0.0
+    for t in range(T - 2, tb - 1, -1):
+        r = s0 + t + 1
+        for j in range(L):
+            tmp[j] = ES[r, j] * beta[t + 1, j]
+        Et = EX[t + 1]
+        s = 0.0
+        for i in range(L):
+            acc = 0.0
+            base = i * L
+            for j in range(L):
+                acc += Et[base + j] * tmp[j]
+            beta[t, i] = acc
+            s += acc
+        inv = 1.0 / s
+        for i in range(L):
+            beta[t, i] *= inv
+        lb[t] = lb[t + 1] + EM[r] + TM[t + 1] + np.log(s)
+
+
+@njit(**_NOPY)
+def block_grad_pd(kind, a, ap, gseq, gptr, otok, oval, ptr, lab, seq_ptr, ES, EM, btok_ptr, battr, bval,
+                  battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kb,
+                  alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
+    """:func:`block_grad` with position-dependent transitions, for a state block (``kind`` 0: attribute
+    ``a`` of the index, features ``ptr[a]:ptr[a+1]`` with labels ``lab``) or a label-pair block (``kind``
+    1: bigram attribute ``a``, features with label pairs ``lab[k] = i*L + j``, occurrences at tokens
+    after the first of their sequence): ``G[kk] = sum_occ v p_t(kk)`` and ``H[kk] = sum_occ v^2 p (1-p)``
+    with ``p_t`` the node marginal of the label (kind 0) or the edge marginal p(y_{t-1}=i, y_t=j) (kind 1);
+    stores per group what a trial step needs, as block_grad."""
+    k0, k1 = ptr[a], ptr[a + 1]
+    nk = k1 - k0
+    L = ES.shape[1]
+    for kk in range(nk):
+        G[kk] = 0.0
+        H[kk] = 0.0
+    for gi in range(ap[a + 1] - ap[a]):
+        g = ap[a] + gi
+        i = gseq[g]
+        ws = 1.0 if sw.shape[0] == 0 else sw[i]
+        s0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - s0
+        o0, o1 = gptr[g], gptr[g + 1]
+        t1 = otok[o0] - s0
+        t2 = otok[o1 - 1] - s0
+        _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                   M, EX, TM, kb)
+        _forward_pd(ES, EM, s0, 0, t2, EX, TM, alpha, la)
+        _backward_pd(ES, EM, s0, T, t1, EX, TM, beta, lb, tmp)
+        logz = _logz_at(alpha, la, beta, lb, t2)
+        LZ0[gi] = logz
+        if t1 > 0:
+            for j in range(L):
+                A0[gi, j] = alpha[t1 - 1, j]
+            LA0[gi] = la[t1 - 1]
+        for j in range(L):
+            B1[gi, j] = beta[t2, j]
+        LB1[gi] = lb[t2]
+        for o in range(o0, o1):
+            t = otok[o] - s0
+            v = oval[o] * ws
+            if kind == 0:
+                z = 0.0
+                for j in range(L):
+                    z += alpha[t, j] * beta[t, j]
+                invz = 1.0 / z
+                for kk in range(nk):
+                    y = lab[k0 + kk]
+                    p = alpha[t, y] * beta[t, y] * invz
+                    G[kk] += v * p
+                    H[kk] += v * oval[o] * p * (1.0 - p)
+            else:
+                r = s0 + t
+                f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
+                Et = EX[t]
+                for kk in range(nk):
+                    q = lab[k0 + kk]
+                    yi = q // L
+                    yj = q - yi * L
+                    p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
+                    G[kk] += v * p
+                    H[kk] += v * oval[o] * p * (1.0 - p)
+
+
+@njit(**_NOPY)
+def _window_logz_pd(kind, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
+                    bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
+                    cur, nxt, es, Mt, Et, kb):
+    """log Z of the sequence of group ``g`` after a trial step, forward over the window t1..t2 only:
+    kind 0, the emissions at the occurrences change by ``step * v * dl``; kind 1, the transition scores
+    into the occurrences change by ``step * v * dp`` (``dp`` dense L*L, non-zero at ``nzp[:nnzp]``).
+    NaN when a changed transition row would span more than MAX_SCALED_TRANSITION_RANGE (the step is
+    then refused)."""
+    L = ES.shape[1]
+    LL = L * L
+    i = gseq[g]
+    s0 = seq_ptr[i]
+    o = gptr[g]
+    o1 = gptr[g + 1]
+    t1 = otok[o] - s0
+    t2 = otok[o1 - 1] - s0
+    lcur = 0.0
+    if t1 > 0:
+        for j in range(L):
+            cur[j] = A0[gi, j]
+        lcur = LA0[gi]
+    for t in range(t1, t2 + 1):
+        r = s0 + t
+        hit = o < o1 and otok[o] == r
+        sv = 0.0
+        if hit:
+            sv = step * oval[o]
+            o += 1
+        if kind == 0 and hit:
+            m = E[r, 0] + sv * dl[0]
+            for j in range(1, L):
+                x = E[r, j] + sv * dl[j]
+                if x > m:
+                    m = x
+            for j in range(L):
+                es[j] = np.exp(E[r, j] + sv * dl[j] - m)
+        else:
+            m = EM[r]
+            for j in range(L):
+                es[j] = ES[r, j]
+        if t == 0:
+            for j in range(L):
+                nxt[j] = es[j]
+            base = m
+        else:
+            mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                                Mt, Et, kb)
+            if kind == 1 and hit:
+                for q in range(nnzp):
+                    p = nzp[q]
+                    Mt[p] += sv * dp[p]
+                mx2 = Mt[0]
+                mn = mx2
+                for q in range(LL):
+                    x = Mt[q]
+                    mx2 = max(mx2, x)
+                    mn = min(mn, x)
+                if mx2 - mn > MAX_SCALED_TRANSITION_RANGE:
+                    return np.nan
+                if 6 * nnzp > LL or abs(mx2 - mx) > MAX_SCALED_TRANSITION_RANGE:
+                    exp_shift_into(Mt, mx2, Et, kb)
+                else:
+                    c = np.exp(mx - mx2)
+                    for q in range(LL):
+                        Et[q] *= c
+                    for q in range(nnzp):
+                        p = nzp[q]
+                        Et[p] = np.exp(Mt[p] - mx2)
+                mx = mx2
+            _prop_flat(cur, Et, es, nxt, L)
+            base = lcur + m + mx
+        s = 0.0
+        for j in range(L):
+            s += nxt[j]
+        inv = 1.0 / s
+        for j in range(L):
+            cur[j] = nxt[j] * inv
+        lcur = base + np.log(s)
+    z = 0.0
+    for j in range(L):
+        z += cur[j] * B1[gi, j]
+    return lcur + LB1[gi] + np.log(z)
+
+
+@njit(**_NOPY)
+def sweep_blocks_pd(order, b0, b1, n_attr, ap, gseq, gptr, otok, oval, bap, bgseq, bgptr, botok, boval,
+                    seq_ptr, attr_ptr, feat_label, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans,
+                    expM0, tmax0, emp, w, E, ES, EM, lz, inv_n, l1, l2, kappa, sigma, max_step, max_back,
+                    skip_tol, max_skip, zrun, skip, alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H,
+                    d, dl, dp, nzp, cur, nxt, es, M, EX, TM, kb, stats, sw):
+    """:func:`sweep_blocks` with label-pair x observation features: blocks ``order[b0:b1]``, where a
+    block id below ``n_attr`` is that state attribute's block and ``n_attr + b`` the block of bigram
+    attribute ``b`` (its label-pair features ``boff + battr_ptr[b]:...``).  The transitions of every
+    position are built from the weights where a forward-backward or a trial needs them (nothing per
+    position is cached); an accepted label-pair step changes only ``w`` and ``lz``."""
+    L = ES.shape[1]
+    for b in range(b0, b1):
+        blk = order[b]
+        if skip[blk] > 0:
+            skip[blk] -= 1
+            stats[ST_SHRUNK] += 1
+            continue
+        if blk < n_attr:
+            kind = 0
+            a = blk
+            ka = attr_ptr[a]
+            nk = attr_ptr[a + 1] - ka
+            kabs = ka
+            ng = ap[a + 1] - ap[a]
+        else:
+            kind = 1
+            a = blk - n_attr
+            ka = battr_ptr[a]
+            nk = battr_ptr[a + 1] - ka
+            kabs = boff + ka
+            ng = bap[a + 1] - bap[a]
+        if nk == 0:
+            continue
+        if ng == 0:
+            if l1 > 0.0 or l2 > 0.0:
+                dF = 0.0
+                for kk in range(nk):
+                    x = w[kabs + kk]
+                    dF -= 0.5 * l2 * x * x + l1 * abs(x)
+                    w[kabs + kk] = 0.0
+                stats[ST_DF] += dF
+            continue
+        if kind == 0:
+            block_grad_pd(0, a, ap, gseq, gptr, otok, oval, attr_ptr, feat_label, seq_ptr, ES, EM, btok_ptr,
+                          battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kb,
+                          alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+        else:
+            block_grad_pd(1, a, bap, bgseq, bgptr, botok, boval, battr_ptr, bfeat_pair, seq_ptr, ES, EM, btok_ptr,
+                          battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kb,
+                          alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+        stats[ST_ORACLE] += ng
+        delta = newton_direction(w, kabs, nk, G, H, emp, inv_n, l1, l2, kappa, d)
+        if max_skip > 0:
+            zero = True
+            for kk in range(nk):
+                if w[kabs + kk] != 0.0 or d[kk] != 0.0:
+                    zero = False
+                    break
+            if zero:
+                zrun[blk] += 1
+                sk = 1
+                for _ in range(zrun[blk] - 1):
+                    sk *= 2
+                    if sk >= max_skip:
+                        break
+                skip[blk] = min(sk, max_skip)
+            else:
+                zrun[blk] = 0
+        if not (-delta > skip_tol * ng):
+            stats[ST_SKIP] += 1
+            continue
+        dmax = 0.0
+        gold = 0.0
+        for kk in range(nk):
+            if abs(d[kk]) > dmax:
+                dmax = abs(d[kk])
+            gold += d[kk] * emp[kabs + kk]
+        step = 1.0
+        if dmax > max_step:
+            step = max_step / dmax
+        nnzp = 0
+        if kind == 0:
+            for j in range(L):
+                dl[j] = 0.0
+            for kk in range(nk):
+                dl[feat_label[ka + kk]] = d[kk]
+        else:
+            for kk in range(nk):
+                if d[kk] != 0.0:
+                    p = bfeat_pair[ka + kk]
+                    dp[p] = d[kk]
+                    nzp[nnzp] = p
+                    nnzp += 1
+        accepted = False
+        for _ in range(max_back + 1):
+            s = 0.0
+            for gi in range(ng):
+                if kind == 0:
+                    g = ap[a] + gi
+                    NLZ[gi] = _window_logz_pd(0, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, btok_ptr, battr,
+                                              bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp,
+                                              nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kb)
+                    i = gseq[g]
+                else:
+                    g = bap[a] + gi
+                    NLZ[gi] = _window_logz_pd(1, gi, g, seq_ptr, bgseq, bgptr, botok, boval, E, ES, EM, btok_ptr,
+                                              battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl,
+                                              dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kb)
+                    i = bgseq[g]
+                if sw.shape[0] == 0:
+                    s += NLZ[gi] - LZ0[gi]
+                else:
+                    s += sw[i] * (NLZ[gi] - LZ0[gi])
+            stats[ST_TRIALS] += 1
+            stats[ST_ORACLE] += ng
+            dF = (s - step * gold) * inv_n + _pen_change(w, kabs, nk, d, step, l1, l2)
+            if dF <= sigma * step * delta:
+                accepted = True
+                break
+            step *= 0.5
+        for q in range(nnzp):
+            dp[nzp[q]] = 0.0
+        if not accepted:
+            stats[ST_REJECT] += 1
+            continue
+        stats[ST_ACCEPT] += 1
+        stats[ST_DF] += dF
+        for kk in range(nk):
+            w[kabs + kk] += step * d[kk]
+        for gi in range(ng):
+            if kind == 0:
+                g = ap[a] + gi
+                lz[gseq[g]] = NLZ[gi]
+                for o in range(gptr[g], gptr[g + 1]):
+                    r = otok[o]
+                    sv = step * oval[o]
+                    for j in range(L):
+                        E[r, j] += sv * dl[j]
+                    _exp_row(E, r, ES, EM)
+            else:
+                g = bap[a] + gi
+                lz[bgseq[g]] = NLZ[gi]
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff,
+                        trans, expM0, tmax0, lz, EC, SQ, sw):
+    """:func:`transition_stats` with position-dependent transitions (built per sequence)."""
+    L = ES.shape[1]
+    LL = L * L
+    nc = len(bounds) - 1
+    for c in prange(nc):
+        alpha = np.empty((Tmax, L))
+        beta = np.empty((Tmax, L))
+        la = np.empty(Tmax)
+        lb = np.empty(Tmax)
+        tmp = np.empty(L)
+        M = np.empty((Tmax, LL))
+        EX = np.empty((Tmax, LL))
+        TM = np.empty(Tmax)
+        kb = np.empty(LL, np.int64)
+        for i in range(L):
+            for j in range(L):
+                EC[c, i, j] = 0.0
+                SQ[c, i, j] = 0.0
+        for s in range(bounds[c], bounds[c + 1]):
+            s0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - s0
+            _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                       M, EX, TM, kb)
+            _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
+            _backward_pd(ES, EM, s0, T, 0, EX, TM, beta, lb, tmp)
+            logz = _logz_at(alpha, la, beta, lb, T - 1)
+            lz[s] = logz
+            ws = 1.0 if sw.shape[0] == 0 else sw[s]
+            for t in range(1, T):
+                r = s0 + t
+                f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
+                for j in range(L):
+                    tmp[j] = ES[r, j] * beta[t, j] * f
+                Et = EX[t]
+                for i in range(L):
+                    ai = alpha[t - 1, i]
+                    for j in range(L):
+                        p = ai * Et[i * L + j] * tmp[j]
+                        EC[c, i, j] += ws * p
+                        SQ[c, i, j] += ws * p * p
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans,
+                expM0, tmax0, out, rngs):
+    """out[s] = log Z of every sequence with position-dependent transitions; rngs[c] = the largest range
+    of a transition row in chunk c (the caller refuses weights where it exceeds the scaled limit)."""
+    L = ES.shape[1]
+    LL = L * L
+    nc = len(bounds) - 1
+    for c in prange(nc):
+        alpha = np.empty((Tmax, L))
+        la = np.empty(Tmax)
+        M = np.empty((Tmax, LL))
+        EX = np.empty((Tmax, LL))
+        TM = np.empty(Tmax)
+        kb = np.empty(LL, np.int64)
+        rng = 0.0
+        for s in range(bounds[c], bounds[c + 1]):
+            s0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - s0
+            r = _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0,
+                           tmax0, M, EX, TM, kb)
+            if r > rng:
+                rng = r
+            _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
+            out[s] = la[T - 1]
+        rngs[c] = rng

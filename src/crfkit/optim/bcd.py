@@ -128,8 +128,30 @@ def inverted_index(corpus, n_attributes: int) -> Index:
     return Index(*K.build_index(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, int(n_attributes)))
 
 
+def bigram_index(corpus, n_battributes: int) -> Index:
+    """Inverted index of the bigram (label-pair x observation) attributes: bigram attribute -> sequences
+    -> occurrences, leaving out the first token of every sequence (no transition enters it, so its
+    bigram attributes are ignored, as everywhere)."""
+    btok_ptr, battr, bval = corpus.bigram_arrays()
+    nt = corpus.n_tokens
+    if battr.shape[0] == 0:
+        btok_ptr = np.zeros(nt + 1, np.int64)
+    else:
+        counts = np.diff(btok_ptr)
+        first = np.zeros(nt, bool)
+        first[corpus.seq_ptr[:-1][corpus.seq_ptr[:-1] < nt]] = True
+        keep = np.repeat(~first, counts)
+        counts = np.where(first, 0, counts)
+        btok_ptr = np.zeros(nt + 1, np.int64)
+        np.cumsum(counts, out=btok_ptr[1:])
+        battr, bval = battr[keep], bval[keep]
+    return Index(*K.build_index(corpus.seq_ptr, btok_ptr, np.ascontiguousarray(battr, np.int32),
+                                np.ascontiguousarray(bval, np.float64), int(n_battributes)))
+
+
 def block_order(seed: int, sweep: int, n_attr: int, order: str = "random") -> np.ndarray:
-    """The attribute blocks of sweep ``sweep`` (from 0), in visiting order."""
+    """The attribute blocks of sweep ``sweep`` (from 0), in visiting order (``n_attr``: the number of
+    blocks, state attributes then bigram attributes)."""
     if order == "cyclic":
         return np.arange(n_attr, dtype=np.int64)
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(sweep)]).permutation(n_attr).astype(np.int64)
@@ -148,6 +170,10 @@ class Engine:
         self.w = w
         self.emp = obj.empirical_counts
         self.index = inverted_index(c, s.n_attributes)
+        # label-pair x observation features: one block per bigram attribute, position-dependent transitions
+        self.bigram = s.n_bigram > 0
+        self.n_blocks = s.n_attributes + (s.n_battributes if self.bigram else 0)
+        self.bindex = bigram_index(c, s.n_battributes) if self.bigram else None
         nt, L = c.n_tokens, s.n_labels
         self.Tmax = max(int(c.max_length), 1)
         self.E = np.zeros((nt, L))
@@ -159,6 +185,9 @@ class Engine:
         self.tmax = 0.0
         gmax = int(np.diff(self.index.ap).max()) if s.n_attributes else 0
         kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
+        if self.bigram and s.n_battributes:
+            gmax = max(gmax, int(np.diff(self.bindex.ap).max()))
+            kmax = max(kmax, int(np.diff(s.battr_ptr).max()))
         T = self.Tmax
         self.scratch = (np.empty((T, L)), np.empty(T), np.empty((T, L)), np.empty(T), np.empty(L),
                         np.empty((gmax, L)), np.empty(gmax), np.empty((gmax, L)), np.empty(gmax), np.empty(gmax),
@@ -171,6 +200,13 @@ class Engine:
         nc = len(obj.bounds) - 1
         self.EC = np.zeros((nc, L, L))
         self.SQ = np.zeros((nc, L, L))
+        if self.bigram:
+            LL = L * L
+            # per-call scratch of the position-dependent kernels: one sequence's transition rows (no cache
+            # of every position: Tmax x L^2, not n_tokens x L^2), the label-pair direction
+            self.pd_scratch = (np.zeros(LL), np.zeros(LL, np.int64), np.empty((T, LL)), np.empty((T, LL)),
+                               np.empty(T), np.empty(LL, np.int64))
+            self.rngs = np.zeros(nc)
 
     # -------------------------------------------------------------- caches
     def _set_transitions(self, wt_full: np.ndarray) -> bool:
@@ -189,8 +225,25 @@ class Engine:
         if not self._set_transitions(self.w):
             raise CrfkitError(f"bcd: the transition scores span more than {MAX_SCALED_TRANSITION_RANGE:g}; the "
                               "scaled recursions cannot represent them (use lbfgs/owlqn)")
-        K.all_logz(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax, self.lz)
+        if self.bigram:
+            if not self._all_logz_pd(self.w, self.lz):
+                raise CrfkitError(f"bcd: the transition scores of a position (transitions plus label-pair x "
+                                  f"observation weights) span more than {MAX_SCALED_TRANSITION_RANGE:g}; the "
+                                  "scaled recursions cannot represent them (use lbfgs/owlqn)")
+        else:
+            K.all_logz(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax, self.lz)
         self.obj.n_full += 1
+
+    def _bargs(self, w):
+        c, s = self.c, self.s
+        return c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, w, s.bigram_offset, self.trans, self.expM, self.tmax)
+
+    def _all_logz_pd(self, w, out) -> bool:
+        """out = log Z of every sequence at weights w (transitions as set); False when a position's
+        transition scores span more than the scaled recursions allow."""
+        c = self.c
+        K.all_logz_pd(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, *self._bargs(w), out, self.rngs)
+        return bool(self.rngs.max(initial=0.0) <= MAX_SCALED_TRANSITION_RANGE)
 
     def objective(self) -> float:
         """f(w) from the caches (exact while they are coherent)."""
@@ -215,7 +268,9 @@ class Engine:
         sc = self.scratch
         k0, k1 = int(s.attr_ptr[a]), int(s.attr_ptr[a + 1])
         G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
-        if ix.ap[a + 1] > ix.ap[a]:
+        if ix.ap[a + 1] > ix.ap[a] and self.bigram:
+            self._block_grad_pd(0, a, ix, s.attr_ptr, s.feat_label, G, H)
+        elif ix.ap[a + 1] > ix.ap[a]:
             K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
                          self.ES, self.EM, self.expM, self.tmax, sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6],
                          sc[7], sc[8], sc[9], G, H, self.obj.sw)
@@ -223,7 +278,33 @@ class Engine:
         g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
         return g, H * self.inv_n + l2
 
+    def _block_grad_pd(self, kind, a, ix, ptr, lab, G, H):
+        sc, pd = self.scratch, self.pd_scratch
+        K.block_grad_pd(kind, int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ptr, lab, self.c.seq_ptr, self.ES,
+                        self.EM, *self._bargs(self.w), pd[2], pd[3], pd[4], pd[5], sc[0], sc[1], sc[2], sc[3], sc[4],
+                        sc[5], sc[6], sc[7], sc[8], sc[9], G, H, self.obj.sw)
+
+    def bigram_derivatives(self, b: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
+        """Block gradient and diagonal curvature of the smooth part for bigram attribute ``b`` (its
+        label-pair features ``bigram_offset + battr_ptr[b]:...``)."""
+        s, ix = self.s, self.bindex
+        k0, k1 = int(s.battr_ptr[b]), int(s.battr_ptr[b + 1])
+        G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
+        if ix.ap[b + 1] > ix.ap[b]:
+            self._block_grad_pd(1, b, ix, s.battr_ptr, s.bfeat_pair, G, H)
+        G, H = G[:k1 - k0], H[:k1 - k0]
+        kb0 = s.bigram_offset + k0
+        g = (G - self.emp[kb0:kb0 + k1 - k0]) * self.inv_n + l2 * self.w[kb0:kb0 + k1 - k0]
+        return g, H * self.inv_n + l2
+
     def _transition_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.bigram:
+            K.transition_stats_pd(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM,
+                                  *self._bargs(self.w)[:-3], self.trans, self.expM, self.tmax, self.lz, self.EC,
+                                  self.SQ, self.obj.sw)
+            self.obj.n_full += 1
+            ec, sq = self.EC.sum(axis=0), self.SQ.sum(axis=0)
+            return ec[self.ti, self.tj], ec[self.ti, self.tj] - sq[self.ti, self.tj]
         K.transition_stats(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
                            self.lz, self.EC, self.SQ, self.obj.sw)
         self.obj.n_full += 1
@@ -259,10 +340,15 @@ class Engine:
         for _ in range(max_back + 1):
             trial[ns:ns + nt] = w0 + step * d
             stats[K.ST_TRIALS] += 1
-            if self._set_transitions(trial):
+            ok = self._set_transitions(trial)
+            if ok and self.bigram:
+                ok = self._all_logz_pd(trial, new_lz)
+                self.obj.n_full += 1
+            elif ok:
                 K.all_logz(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
                            new_lz)
                 self.obj.n_full += 1
+            if ok:
                 xn = trial[ns:ns + nt]
                 pen = 0.5 * reg.l2 * float(np.dot(xn, xn) - np.dot(w0, w0)) + \
                     reg.l1 * float(np.abs(xn).sum() - np.abs(w0).sum())
@@ -282,9 +368,20 @@ class Engine:
         ix, c, s = self.index, self.c, self.s
         tol = SKIP_EPS * max(1.0, float(np.abs(self.lz).mean())) * self.inv_n
         if zrun is None:
-            zrun = np.zeros(s.n_attributes, dtype=np.int64)
-            skip = np.zeros(s.n_attributes, dtype=np.int64)
+            zrun = np.zeros(self.n_blocks, dtype=np.int64)
+            skip = np.zeros(self.n_blocks, dtype=np.int64)
         sc = self.scratch
+        if self.bigram:
+            bx, pd = self.bindex, self.pd_scratch
+            btok_ptr, battr, bval = c.bigram_arrays()
+            K.sweep_blocks_pd(order, b0, b1, s.n_attributes, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, bx.ap,
+                              bx.gseq, bx.gptr, bx.otok, bx.oval, c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr,
+                              battr, bval, s.battr_ptr, s.bfeat_pair, s.bigram_offset, self.trans, self.expM,
+                              self.tmax, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.inv_n,
+                              float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
+                              int(max_back), tol, int(shrink), zrun, skip, *sc[:15], pd[0], pd[1], *sc[15:],
+                              *pd[2:], stats, self.obj.sw)
+            return
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
@@ -347,11 +444,10 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink)
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
-    if getattr(obj.space, "n_bigram", 0) > 0:
-        raise CrfkitError("bcd does not support label-pair x observation (bigram) features yet")
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
     s = obj.space
     d = s.n_features
+    n_blocks = s.n_attributes + (s.n_battributes if getattr(s, "n_bigram", 0) > 0 else 0)
     settings = {"order": order, "kappa": kappa, "trans_steps": trans_steps, "sigma": sigma, "max_step": max_step,
                 "max_back": max_back, "shrink": shrink, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
                 "n": int(obj.n), "n_features": int(d)}
@@ -367,7 +463,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         sweep0 = int(state["iteration"])
         zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
         skip = np.array(state["skip"], dtype=np.int64, copy=True)
-        if zrun.shape != (s.n_attributes,) or skip.shape != (s.n_attributes,):
+        if zrun.shape != (n_blocks,) or skip.shape != (n_blocks,):
             raise ParameterError("bcd: the state's shrinking counters do not match the feature space")
     else:
         w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
@@ -375,10 +471,10 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
         sweep0 = 0
-        zrun = np.zeros(s.n_attributes, dtype=np.int64)
-        skip = np.zeros(s.n_attributes, dtype=np.int64)
+        zrun = np.zeros(n_blocks, dtype=np.int64)
+        skip = np.zeros(n_blocks, dtype=np.int64)
     eng = Engine(obj, w)
-    n_attr = s.n_attributes
+    n_attr = eng.n_blocks
     monitor_s = 0.0
 
     def snapshot(sweep, x, hist, zr, sk, x_is_copy=False):
