@@ -14,14 +14,15 @@ from crfkit.corpus import Corpus
 from crfkit.features.encode import build
 from crfkit.objective import Objective, Regularization
 from crfkit.optim import bcd as B
-from crfkit.optim.bcd import Engine, bcd, bigram_index, block_order
+from crfkit.optim.bcd import Engine, bcd, bigram_index, block_order, joint_index
 from crfkit.train import train, train_corpus
 
 
 def bigram_problem(seed=0, n_seq=14, L=3, max_len=5, n_attr=6, n_battr=4, real=True, support="all"):
     """Random state and bigram attributes; every sequence of 2+ tokens also carries the bigram attribute
     ``once`` at its second token and ``BOS`` as a state attribute at its first (one occurrence per sequence:
-    their diagonals are the exact second derivatives)."""
+    their diagonals are the exact second derivatives); and observations ``s0..s2`` that are both a state and
+    a bigram attribute at the same token (Wapiti's ``*`` patterns: one joint block each)."""
     rng = np.random.default_rng(seed)
     X, Y = random_sequences(rng, n_seq, n_labels=L, min_len=1, max_len=max_len, n_attr=n_attr, real=real)
     Bs = random_bigram_attributes(rng, X, n_battr, real)
@@ -29,6 +30,11 @@ def bigram_problem(seed=0, n_seq=14, L=3, max_len=5, n_attr=6, n_battr=4, real=T
         x[0].append("BOS")
         if len(b) >= 2:
             b[1].append(("once", 0.8))
+        for t in range(len(x)):
+            if rng.random() < 0.5:
+                name = f"s{int(rng.integers(3))}"
+                x[t].append(name)
+                b[t].append(name)
     space, corpus = build(X, Y, B=Bs, support=support)
     return X, Y, Bs, space, corpus
 
@@ -40,6 +46,19 @@ def weighted(corpus: Corpus, weights) -> Corpus:
 
 
 # ------------------------------------------------------------------ plain references
+def plain_index(corpus):
+    """state attribute -> {sequence: [(token, summed value), ...]} by plain loops."""
+    out = {}
+    for s in range(corpus.n_sequences):
+        for t in range(corpus.seq_ptr[s], corpus.seq_ptr[s + 1]):
+            tot = {}
+            for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1]):
+                tot[int(corpus.attr[e])] = tot.get(int(corpus.attr[e]), 0.0) + float(corpus.val[e])
+            for a, v in tot.items():
+                out.setdefault(a, {}).setdefault(s, []).append((t, v))
+    return out
+
+
 def plain_bigram_index(corpus):
     """bigram attribute -> {sequence: [(token, summed value), ...]}, first tokens left out, by plain loops."""
     out = {}
@@ -125,6 +144,35 @@ def test_bigram_index_leaves_out_first_tokens_and_merges():
     plain = Corpus(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y)
     ix0 = bigram_index(plain, space.n_battributes)
     assert len(ix0.gseq) == 0 and np.all(ix0.ap == 0)
+
+
+def test_joint_index_one_block_per_observation():
+    X, Y, Bs, space, corpus = bigram_problem(1)
+    jx = joint_index(corpus, space)
+    ref_u = plain_index(corpus)
+    ref_b = plain_bigram_index(corpus)
+    na = space.n_attributes
+    shared = [b for b, name in enumerate(space.battributes) if name in space.attr_index]
+    assert {space.battributes[b] for b in shared} == {"s0", "s1", "s2"}
+    assert len(jx.ap) - 1 == na + space.n_battributes - len(shared)
+    for b in range(space.n_battributes):
+        j = jx.block_of_battr[b]
+        assert jx.ub[j] == b
+        assert (j < na) == (b in shared)
+        if j < na:
+            assert space.attributes[j] == space.battributes[b]
+    for j in range(len(jx.ap) - 1):
+        a, b = int(jx.ua[j]), int(jx.ub[j])
+        assert (a == j) if j < na else (a == -1 and b >= 0)
+        want = {}
+        for kind, ref, x in ((0, ref_u, a), (1, ref_b, b)):
+            for s, occ in (ref.get(x, {}).items() if x >= 0 else ()):
+                want.setdefault(s, []).extend((t, kind, v) for t, v in occ)
+        assert list(jx.gseq[jx.ap[j]:jx.ap[j + 1]]) == sorted(want)
+        for g in range(jx.ap[j], jx.ap[j + 1]):
+            o = slice(jx.gptr[g], jx.gptr[g + 1])
+            got = list(zip(jx.otok[o].tolist(), jx.okind[o].tolist(), jx.oval[o].tolist()))
+            assert got == sorted(want[jx.gseq[g]])
 
 
 # ------------------------------------------------------------------ block derivatives
@@ -219,6 +267,7 @@ def test_caches_stay_coherent_and_every_block_lowers_the_objective():
     assert f < f_prev and eng.objective() == pytest.approx(f, rel=1e-12)
     f_prev = f
     order = block_order(5, 0, eng.n_blocks)
+    ix = eng.index
     kinds = set()
     for kappa in (1.0, 0.05):            # 0.05: steps far too long, cut back by the safeguard
         for b in range(eng.n_blocks):
@@ -228,9 +277,9 @@ def test_caches_stay_coherent_and_every_block_lowers_the_objective():
             assert f <= f_prev + 1e-13 * abs(f_prev), (kappa, b)
             assert eng.objective() == pytest.approx(f, rel=1e-11)
             if stats[B.K.ST_ACCEPT] > before:
-                kinds.add(order[b] >= space.n_attributes)
+                kinds.add((bool(ix.ua[order[b]] >= 0), bool(ix.ub[order[b]] >= 0)))
             f_prev = f
-    assert kinds == {False, True}         # state and label-pair blocks both moved
+    assert kinds == {(True, False), (True, True), (False, True)}   # state, joint and label-pair blocks moved
     assert stats[B.K.ST_TRIALS] > stats[B.K.ST_ACCEPT] + stats[B.K.ST_REJECT]   # backtracking happened
     lz, E = eng.lz.copy(), eng.E.copy()
     eng.refresh()
@@ -241,10 +290,17 @@ def test_caches_stay_coherent_and_every_block_lowers_the_objective():
 # ------------------------------------------------------------------ the optimum
 @pytest.fixture(scope="module")
 def learnable():
-    """Labels drawn from a CRF with bigram features (something to learn), 60 sequences."""
+    """Labels drawn from a CRF with bigram features (something to learn), 60 sequences; observations
+    ``s0``, ``s1`` both state and bigram attributes (joint blocks) beside the separate ones."""
     rng = np.random.default_rng(21)
     X, Y = random_sequences(rng, 60, n_labels=3, max_len=6, n_attr=8, real=False)
     Bs = random_bigram_attributes(rng, X, 4, False)
+    for x, b in zip(X, Bs):
+        for t in range(len(x)):
+            if rng.random() < 0.4:
+                name = f"s{int(rng.integers(2))}"
+                x[t].append(name)
+                b[t].append(name)
     space, corpus = build(X, Y, B=Bs, support="all")
     from crfkit.model import CRFModel
     w = rng.normal(scale=1.5, size=space.n_features)
@@ -306,7 +362,7 @@ def test_resume_is_bitwise_and_interrupt_returns_the_last_sweep(learnable):
     assert np.count_nonzero(res.x[space.bigram_offset:]) > 0
     first = bcd(Objective(corpus, space, reg), None, max_iterations=2, **kw)
     st = first.state
-    assert st["zrun"].shape == (space.n_attributes + space.n_battributes,)
+    assert st["zrun"].shape == (len(joint_index(corpus, space).ap) - 1,)
     rest = []
     res2 = bcd(Objective(corpus, space, reg), None, max_iterations=5, state=st,
                callback=lambda info: rest.append((info["iteration"], info["x"].copy(), info["f"])), **kw)

@@ -616,24 +616,42 @@ def _backward_pd(ES, EM, s0, T, tb, EX, TM, beta, lb, tmp):
         lb[t] = lb[t + 1] + EM[r] + TM[t + 1] + np.log(s)
 
 
+@njit(inline="always", **_NOPY)
+def _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff):
+    """(first weight, count) of the state part and of the label-pair part of joint block j (count 0 when the
+    block has no such part), and the offset of the label-pair part's features in battr_ptr / bfeat_pair."""
+    a = ua[j]
+    b = ub[j]
+    ku, nku = 0, 0
+    if a >= 0:
+        ku = attr_ptr[a]
+        nku = attr_ptr[a + 1] - ku
+    kp, nkp, kabs = 0, 0, 0
+    if b >= 0:
+        kp = battr_ptr[b]
+        nkp = battr_ptr[b + 1] - kp
+        kabs = boff + kp
+    return ku, nku, kp, nkp, kabs
+
+
 @njit(**_NOPY)
-def block_grad_pd(kind, a, ap, gseq, gptr, otok, oval, ptr, lab, seq_ptr, ES, EM, btok_ptr, battr, bval,
-                  battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kb,
-                  alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
-    """:func:`block_grad` with position-dependent transitions, for a state block (``kind`` 0: attribute
-    ``a`` of the index, features ``ptr[a]:ptr[a+1]`` with labels ``lab``) or a label-pair block (``kind``
-    1: bigram attribute ``a``, features with label pairs ``lab[k] = i*L + j``, occurrences at tokens
-    after the first of their sequence): ``G[kk] = sum_occ v p_t(kk)`` and ``H[kk] = sum_occ v^2 p (1-p)``
-    with ``p_t`` the node marginal of the label (kind 0) or the edge marginal p(y_{t-1}=i, y_t=j) (kind 1);
+def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
+                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
+                     alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
+    """:func:`block_grad` for joint block ``j`` with position-dependent transitions: its state part (the
+    features of attribute ``ua[j]``, if any) in ``G[:nku]``/``H[:nku]`` and its label-pair part (those of
+    bigram attribute ``ub[j]``, if any) in ``G[nku:]``/``H[nku:]``: ``G[kk] = sum_occ v p_t(kk)``,
+    ``H[kk] = sum_occ v^2 p (1 - p)``, with the node marginal of the feature's label at a state occurrence
+    (``okind`` 0) and the edge marginal p(y_{t-1} = i, y_t = j) of its label pair at a label-pair one
+    (``okind`` 1, never a first token).  One truncated forward-backward per sequence serves both parts;
     stores per group what a trial step needs, as block_grad."""
-    k0, k1 = ptr[a], ptr[a + 1]
-    nk = k1 - k0
+    ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
     L = ES.shape[1]
-    for kk in range(nk):
+    for kk in range(nku + nkp):
         G[kk] = 0.0
         H[kk] = 0.0
-    for gi in range(ap[a + 1] - ap[a]):
-        g = ap[a] + gi
+    for gi in range(ap[j + 1] - ap[j]):
+        g = ap[j] + gi
         i = gseq[g]
         ws = 1.0 if sw.shape[0] == 0 else sw[i]
         s0 = seq_ptr[i]
@@ -642,28 +660,28 @@ def block_grad_pd(kind, a, ap, gseq, gptr, otok, oval, ptr, lab, seq_ptr, ES, EM
         t1 = otok[o0] - s0
         t2 = otok[o1 - 1] - s0
         _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
-                   M, EX, TM, kb)
+                   M, EX, TM, kbuf)
         _forward_pd(ES, EM, s0, 0, t2, EX, TM, alpha, la)
         _backward_pd(ES, EM, s0, T, t1, EX, TM, beta, lb, tmp)
         logz = _logz_at(alpha, la, beta, lb, t2)
         LZ0[gi] = logz
         if t1 > 0:
-            for j in range(L):
-                A0[gi, j] = alpha[t1 - 1, j]
+            for jj in range(L):
+                A0[gi, jj] = alpha[t1 - 1, jj]
             LA0[gi] = la[t1 - 1]
-        for j in range(L):
-            B1[gi, j] = beta[t2, j]
+        for jj in range(L):
+            B1[gi, jj] = beta[t2, jj]
         LB1[gi] = lb[t2]
         for o in range(o0, o1):
             t = otok[o] - s0
             v = oval[o] * ws
-            if kind == 0:
+            if okind[o] == 0:
                 z = 0.0
-                for j in range(L):
-                    z += alpha[t, j] * beta[t, j]
+                for jj in range(L):
+                    z += alpha[t, jj] * beta[t, jj]
                 invz = 1.0 / z
-                for kk in range(nk):
-                    y = lab[k0 + kk]
+                for kk in range(nku):
+                    y = feat_label[ku + kk]
                     p = alpha[t, y] * beta[t, y] * invz
                     G[kk] += v * p
                     H[kk] += v * oval[o] * p * (1.0 - p)
@@ -671,24 +689,24 @@ def block_grad_pd(kind, a, ap, gseq, gptr, otok, oval, ptr, lab, seq_ptr, ES, EM
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
-                for kk in range(nk):
-                    q = lab[k0 + kk]
+                for kk in range(nkp):
+                    q = bfeat_pair[kp + kk]
                     yi = q // L
                     yj = q - yi * L
                     p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
-                    G[kk] += v * p
-                    H[kk] += v * oval[o] * p * (1.0 - p)
+                    G[nku + kk] += v * p
+                    H[nku + kk] += v * oval[o] * p * (1.0 - p)
 
 
 @njit(**_NOPY)
-def _window_logz_pd(kind, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
-                    bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
-                    cur, nxt, es, Mt, Et, kb):
-    """log Z of the sequence of group ``g`` after a trial step, forward over the window t1..t2 only:
-    kind 0, the emissions at the occurrences change by ``step * v * dl``; kind 1, the transition scores
-    into the occurrences change by ``step * v * dp`` (``dp`` dense L*L, non-zero at ``nzp[:nnzp]``).
-    NaN when a changed transition row would span more than MAX_SCALED_TRANSITION_RANGE (the step is
-    then refused)."""
+def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
+                       bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
+                       cur, nxt, es, Mt, Et, kbuf):
+    """log Z of the sequence of group ``g`` after a trial step of its joint block, forward over the window
+    t1..t2 only: the emissions at a state occurrence change by ``step * v * dl``, the transition scores
+    into a label-pair occurrence by ``step * v * dp`` (``dp`` dense L*L, non-zero at ``nzp[:nnzp]``).
+    NaN when a changed transition row would span more than MAX_SCALED_TRANSITION_RANGE (the step is then
+    refused)."""
     L = ES.shape[1]
     LL = L * L
     i = gseq[g]
@@ -704,19 +722,26 @@ def _window_logz_pd(kind, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, bto
         lcur = LA0[gi]
     for t in range(t1, t2 + 1):
         r = s0 + t
-        hit = o < o1 and otok[o] == r
-        sv = 0.0
-        if hit:
-            sv = step * oval[o]
+        hu = False
+        hb = False
+        su = 0.0
+        sb = 0.0
+        while o < o1 and otok[o] == r:
+            if okind[o] == 0:
+                hu = True
+                su = step * oval[o]
+            else:
+                hb = True
+                sb = step * oval[o]
             o += 1
-        if kind == 0 and hit:
-            m = E[r, 0] + sv * dl[0]
+        if hu:
+            m = E[r, 0] + su * dl[0]
             for j in range(1, L):
-                x = E[r, j] + sv * dl[j]
+                x = E[r, j] + su * dl[j]
                 if x > m:
                     m = x
             for j in range(L):
-                es[j] = np.exp(E[r, j] + sv * dl[j] - m)
+                es[j] = np.exp(E[r, j] + su * dl[j] - m)
         else:
             m = EM[r]
             for j in range(L):
@@ -727,11 +752,11 @@ def _window_logz_pd(kind, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, bto
             base = m
         else:
             mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
-                                Mt, Et, kb)
-            if kind == 1 and hit:
+                                Mt, Et, kbuf)
+            if hb and nnzp > 0:
                 for q in range(nnzp):
                     p = nzp[q]
-                    Mt[p] += sv * dp[p]
+                    Mt[p] += sb * dp[p]
                 mx2 = Mt[0]
                 mn = mx2
                 for q in range(LL):
@@ -741,7 +766,7 @@ def _window_logz_pd(kind, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, bto
                 if mx2 - mn > MAX_SCALED_TRANSITION_RANGE:
                     return np.nan
                 if 6 * nnzp > LL or abs(mx2 - mx) > MAX_SCALED_TRANSITION_RANGE:
-                    exp_shift_into(Mt, mx2, Et, kb)
+                    exp_shift_into(Mt, mx2, Et, kbuf)
                 else:
                     c = np.exp(mx - mx2)
                     for q in range(LL):
@@ -766,122 +791,104 @@ def _window_logz_pd(kind, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, bto
 
 
 @njit(**_NOPY)
-def sweep_blocks_pd(order, b0, b1, n_attr, ap, gseq, gptr, otok, oval, bap, bgseq, bgptr, botok, boval,
-                    seq_ptr, attr_ptr, feat_label, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans,
-                    expM0, tmax0, emp, w, E, ES, EM, lz, inv_n, l1, l2, kappa, sigma, max_step, max_back,
-                    skip_tol, max_skip, zrun, skip, alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H,
-                    d, dl, dp, nzp, cur, nxt, es, M, EX, TM, kb, stats, sw):
-    """:func:`sweep_blocks` with label-pair x observation features: blocks ``order[b0:b1]``, where a
-    block id below ``n_attr`` is that state attribute's block and ``n_attr + b`` the block of bigram
-    attribute ``b`` (its label-pair features ``boff + battr_ptr[b]:...``).  The transitions of every
-    position are built from the weights where a forward-backward or a trial needs them (nothing per
-    position is cached); an accepted label-pair step changes only ``w`` and ``lz``."""
+def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
+                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, w, E, ES, EM,
+                       lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol, max_skip, zrun, skip,
+                       alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt, es,
+                       M, EX, TM, kbuf, stats, sw):
+    """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks ``order[b0:b1]``:
+    block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair features of bigram
+    attribute ``ub[j]`` (either may be -1), one observation's features as in Wapiti.  Its step is the
+    diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with one Armijo backtracking on the
+    exact change of the objective (window log Z's).  The transitions of every position are built from the
+    weights where a forward-backward or a trial needs them (nothing per position is cached); an accepted
+    step updates ``w``, the emission caches at its state occurrences and ``lz``."""
     L = ES.shape[1]
-    for b in range(b0, b1):
-        blk = order[b]
-        if skip[blk] > 0:
-            skip[blk] -= 1
+    for bb in range(b0, b1):
+        j = order[bb]
+        if skip[j] > 0:
+            skip[j] -= 1
             stats[ST_SHRUNK] += 1
             continue
-        if blk < n_attr:
-            kind = 0
-            a = blk
-            ka = attr_ptr[a]
-            nk = attr_ptr[a + 1] - ka
-            kabs = ka
-            ng = ap[a + 1] - ap[a]
-        else:
-            kind = 1
-            a = blk - n_attr
-            ka = battr_ptr[a]
-            nk = battr_ptr[a + 1] - ka
-            kabs = boff + ka
-            ng = bap[a + 1] - bap[a]
+        ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
+        nk = nku + nkp
         if nk == 0:
             continue
+        ng = ap[j + 1] - ap[j]
         if ng == 0:
             if l1 > 0.0 or l2 > 0.0:
                 dF = 0.0
                 for kk in range(nk):
-                    x = w[kabs + kk]
+                    k = ku + kk if kk < nku else kabs + kk - nku
+                    x = w[k]
                     dF -= 0.5 * l2 * x * x + l1 * abs(x)
-                    w[kabs + kk] = 0.0
+                    w[k] = 0.0
                 stats[ST_DF] += dF
             continue
-        if kind == 0:
-            block_grad_pd(0, a, ap, gseq, gptr, otok, oval, attr_ptr, feat_label, seq_ptr, ES, EM, btok_ptr,
-                          battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kb,
-                          alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
-        else:
-            block_grad_pd(1, a, bap, bgseq, bgptr, botok, boval, battr_ptr, bfeat_pair, seq_ptr, ES, EM, btok_ptr,
-                          battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kb,
-                          alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+        block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
+                         btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
+                         alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
-        delta = newton_direction(w, kabs, nk, G, H, emp, inv_n, l1, l2, kappa, d)
+        delta = newton_direction(w, ku, nku, G, H, emp, inv_n, l1, l2, kappa, d) + \
+            newton_direction(w, kabs, nkp, G[nku:], H[nku:], emp, inv_n, l1, l2, kappa, d[nku:])
         if max_skip > 0:
             zero = True
             for kk in range(nk):
-                if w[kabs + kk] != 0.0 or d[kk] != 0.0:
+                k = ku + kk if kk < nku else kabs + kk - nku
+                if w[k] != 0.0 or d[kk] != 0.0:
                     zero = False
                     break
             if zero:
-                zrun[blk] += 1
+                zrun[j] += 1
                 sk = 1
-                for _ in range(zrun[blk] - 1):
+                for _ in range(zrun[j] - 1):
                     sk *= 2
                     if sk >= max_skip:
                         break
-                skip[blk] = min(sk, max_skip)
+                skip[j] = min(sk, max_skip)
             else:
-                zrun[blk] = 0
+                zrun[j] = 0
         if not (-delta > skip_tol * ng):
             stats[ST_SKIP] += 1
             continue
         dmax = 0.0
         gold = 0.0
         for kk in range(nk):
+            k = ku + kk if kk < nku else kabs + kk - nku
             if abs(d[kk]) > dmax:
                 dmax = abs(d[kk])
-            gold += d[kk] * emp[kabs + kk]
+            gold += d[kk] * emp[k]
         step = 1.0
         if dmax > max_step:
             step = max_step / dmax
+        for jj in range(L):
+            dl[jj] = 0.0
+        for kk in range(nku):
+            dl[feat_label[ku + kk]] = d[kk]
         nnzp = 0
-        if kind == 0:
-            for j in range(L):
-                dl[j] = 0.0
-            for kk in range(nk):
-                dl[feat_label[ka + kk]] = d[kk]
-        else:
-            for kk in range(nk):
-                if d[kk] != 0.0:
-                    p = bfeat_pair[ka + kk]
-                    dp[p] = d[kk]
-                    nzp[nnzp] = p
-                    nnzp += 1
+        for kk in range(nkp):
+            if d[nku + kk] != 0.0:
+                p = bfeat_pair[kp + kk]
+                dp[p] = d[nku + kk]
+                nzp[nnzp] = p
+                nnzp += 1
         accepted = False
+        dF = 0.0
         for _ in range(max_back + 1):
             s = 0.0
             for gi in range(ng):
-                if kind == 0:
-                    g = ap[a] + gi
-                    NLZ[gi] = _window_logz_pd(0, gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, btok_ptr, battr,
-                                              bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp,
-                                              nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kb)
-                    i = gseq[g]
-                else:
-                    g = bap[a] + gi
-                    NLZ[gi] = _window_logz_pd(1, gi, g, seq_ptr, bgseq, bgptr, botok, boval, E, ES, EM, btok_ptr,
-                                              battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl,
-                                              dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kb)
-                    i = bgseq[g]
+                g = ap[j] + gi
+                NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr,
+                                             battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl,
+                                             dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kbuf)
                 if sw.shape[0] == 0:
                     s += NLZ[gi] - LZ0[gi]
                 else:
-                    s += sw[i] * (NLZ[gi] - LZ0[gi])
+                    s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
             stats[ST_TRIALS] += 1
             stats[ST_ORACLE] += ng
-            dF = (s - step * gold) * inv_n + _pen_change(w, kabs, nk, d, step, l1, l2)
+            dF = (s - step * gold) * inv_n + _pen_change(w, ku, nku, d, step, l1, l2) + \
+                _pen_change(w, kabs, nkp, d[nku:], step, l1, l2)
             if dF <= sigma * step * delta:
                 accepted = True
                 break
@@ -894,20 +901,19 @@ def sweep_blocks_pd(order, b0, b1, n_attr, ap, gseq, gptr, otok, oval, bap, bgse
         stats[ST_ACCEPT] += 1
         stats[ST_DF] += dF
         for kk in range(nk):
-            w[kabs + kk] += step * d[kk]
+            k = ku + kk if kk < nku else kabs + kk - nku
+            w[k] += step * d[kk]
         for gi in range(ng):
-            if kind == 0:
-                g = ap[a] + gi
-                lz[gseq[g]] = NLZ[gi]
+            g = ap[j] + gi
+            lz[gseq[g]] = NLZ[gi]
+            if nku > 0:
                 for o in range(gptr[g], gptr[g + 1]):
-                    r = otok[o]
-                    sv = step * oval[o]
-                    for j in range(L):
-                        E[r, j] += sv * dl[j]
-                    _exp_row(E, r, ES, EM)
-            else:
-                g = bap[a] + gi
-                lz[bgseq[g]] = NLZ[gi]
+                    if okind[o] == 0:
+                        r = otok[o]
+                        sv = step * oval[o]
+                        for jj in range(L):
+                            E[r, jj] += sv * dl[jj]
+                        _exp_row(E, r, ES, EM)
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)

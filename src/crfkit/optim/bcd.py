@@ -149,6 +149,67 @@ def bigram_index(corpus, n_battributes: int) -> Index:
                                 np.ascontiguousarray(bval, np.float64), int(n_battributes)))
 
 
+@dataclass
+class JointIndex(Index):
+    """Inverted index of the joint blocks (feature spaces with label-pair x observation features): block ``j``
+    holds the state features of attribute ``ua[j]`` and the label-pair features of bigram attribute
+    ``ub[j]`` (-1: none); its occurrences carry ``okind`` 0 (state attribute at the token) or 1 (bigram
+    attribute at the token), in token order, the state one first at a token that has both."""
+    okind: np.ndarray = None
+    ua: np.ndarray = None
+    ub: np.ndarray = None
+    block_of_battr: np.ndarray = None    # the joint block of every bigram attribute
+
+
+def joint_index(corpus, space) -> JointIndex:
+    """One block per observation, as Wapiti: a state attribute and a bigram attribute with the same name
+    (a Wapiti ``*`` pattern makes both) share a block; the other attributes have blocks of their own.
+    Blocks ``0..n_attributes-1`` are the state attributes (with their bigram twin, if any), then the
+    bigram attributes without a twin, in their order."""
+    na, nb = space.n_attributes, space.n_battributes
+    uix = inverted_index(corpus, na)
+    bix = bigram_index(corpus, nb)
+    aidx = space.attr_index
+    twin = np.fromiter((aidx.get(name, -1) for name in space.battributes), dtype=np.int64, count=nb)
+    lone = np.flatnonzero(twin < 0)
+    block_of_battr = twin.copy()
+    block_of_battr[lone] = na + np.arange(len(lone), dtype=np.int64)
+    nblk = na + len(lone)
+    ua = np.full(nblk, -1, np.int64)
+    ua[:na] = np.arange(na)
+    ub = np.full(nblk, -1, np.int64)
+    ub[block_of_battr] = np.arange(nb, dtype=np.int64)
+
+    def occ(ix, blocks):
+        # per occurrence: its block, its sequence (from its group)
+        ng = np.diff(ix.ap)
+        gblk = np.repeat(blocks, ng)
+        no = np.diff(ix.gptr)
+        return np.repeat(gblk, no), np.repeat(ix.gseq, no)
+    ublk, useq = occ(uix, np.arange(na, dtype=np.int64))
+    bblk, bseq = occ(bix, block_of_battr)
+    blk = np.concatenate([ublk, bblk])
+    seq = np.concatenate([useq, bseq])
+    tok = np.concatenate([uix.otok, bix.otok])
+    val = np.concatenate([uix.oval, bix.oval])
+    kind = np.concatenate([np.zeros(len(ublk), np.int8), np.ones(len(bblk), np.int8)])
+    del uix, bix, ublk, useq, bblk, bseq
+    order = np.lexsort((kind, tok, blk))
+    blk, seq, tok, val, kind = blk[order], seq[order], tok[order], val[order], kind[order]
+    del order
+    # groups: runs of (block, sequence); tokens of a sequence are contiguous and sequences in order
+    new = np.ones(len(blk), bool)
+    if len(blk):
+        new[1:] = (blk[1:] != blk[:-1]) | (seq[1:] != seq[:-1])
+    gstart = np.flatnonzero(new)
+    gptr = np.append(gstart, len(blk)).astype(np.int64)
+    gseq = seq[gstart].astype(np.int64)
+    ap = np.zeros(nblk + 1, np.int64)
+    np.cumsum(np.bincount(blk[gstart], minlength=nblk), out=ap[1:])
+    return JointIndex(ap, gseq, gptr, np.ascontiguousarray(tok, np.int64), np.ascontiguousarray(val, np.float64),
+                      okind=np.ascontiguousarray(kind), ua=ua, ub=ub, block_of_battr=block_of_battr)
+
+
 def block_order(seed: int, sweep: int, n_attr: int, order: str = "random") -> np.ndarray:
     """The attribute blocks of sweep ``sweep`` (from 0), in visiting order (``n_attr``: the number of
     blocks, state attributes then bigram attributes)."""
@@ -169,11 +230,10 @@ class Engine:
         self.inv_n = 1.0 / obj.n
         self.w = w
         self.emp = obj.empirical_counts
-        self.index = inverted_index(c, s.n_attributes)
-        # label-pair x observation features: one block per bigram attribute, position-dependent transitions
+        # label-pair x observation features: joint blocks (one per observation), position-dependent transitions
         self.bigram = s.n_bigram > 0
-        self.n_blocks = s.n_attributes + (s.n_battributes if self.bigram else 0)
-        self.bindex = bigram_index(c, s.n_battributes) if self.bigram else None
+        self.index = joint_index(c, s) if self.bigram else inverted_index(c, s.n_attributes)
+        self.n_blocks = len(self.index.ap) - 1
         nt, L = c.n_tokens, s.n_labels
         self.Tmax = max(int(c.max_length), 1)
         self.E = np.zeros((nt, L))
@@ -183,11 +243,14 @@ class Engine:
         self.trans = np.zeros((L, L))
         self.expM = np.ones((L, L))
         self.tmax = 0.0
-        gmax = int(np.diff(self.index.ap).max()) if s.n_attributes else 0
-        kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
-        if self.bigram and s.n_battributes:
-            gmax = max(gmax, int(np.diff(self.bindex.ap).max()))
-            kmax = max(kmax, int(np.diff(s.battr_ptr).max()))
+        gmax = int(np.diff(self.index.ap).max()) if self.n_blocks else 0
+        if self.bigram:
+            ix = self.index
+            nku = np.where(ix.ua >= 0, np.diff(s.attr_ptr)[np.maximum(ix.ua, 0)] if s.n_attributes else 0, 0)
+            nkp = np.where(ix.ub >= 0, np.diff(s.battr_ptr)[np.maximum(ix.ub, 0)] if s.n_battributes else 0, 0)
+            kmax = int((nku + nkp).max()) if self.n_blocks else 0
+        else:
+            kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
         T = self.Tmax
         self.scratch = (np.empty((T, L)), np.empty(T), np.empty((T, L)), np.empty(T), np.empty(L),
                         np.empty((gmax, L)), np.empty(gmax), np.empty((gmax, L)), np.empty(gmax), np.empty(gmax),
@@ -267,10 +330,10 @@ class Engine:
         ix, c, s = self.index, self.c, self.s
         sc = self.scratch
         k0, k1 = int(s.attr_ptr[a]), int(s.attr_ptr[a + 1])
+        if self.bigram:
+            return self.block_derivatives(a, l2, part=0)
         G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
-        if ix.ap[a + 1] > ix.ap[a] and self.bigram:
-            self._block_grad_pd(0, a, ix, s.attr_ptr, s.feat_label, G, H)
-        elif ix.ap[a + 1] > ix.ap[a]:
+        if ix.ap[a + 1] > ix.ap[a]:
             K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
                          self.ES, self.EM, self.expM, self.tmax, sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6],
                          sc[7], sc[8], sc[9], G, H, self.obj.sw)
@@ -278,24 +341,33 @@ class Engine:
         g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
         return g, H * self.inv_n + l2
 
-    def _block_grad_pd(self, kind, a, ix, ptr, lab, G, H):
-        sc, pd = self.scratch, self.pd_scratch
-        K.block_grad_pd(kind, int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ptr, lab, self.c.seq_ptr, self.ES,
-                        self.EM, *self._bargs(self.w), pd[2], pd[3], pd[4], pd[5], sc[0], sc[1], sc[2], sc[3], sc[4],
-                        sc[5], sc[6], sc[7], sc[8], sc[9], G, H, self.obj.sw)
+    def block_derivatives(self, j: int, l2: float, part: int | None = None):
+        """Gradient and diagonal curvature of the smooth part for joint block ``j`` (feature spaces with
+        label-pair features): ``part`` 0 its state features, 1 its label-pair features, None both
+        (state part first); returns (g, h), or with ``part=None`` (feature indices, g, h)."""
+        s, ix, sc, pd = self.s, self.index, self.scratch, self.pd_scratch
+        a, b = int(ix.ua[j]), int(ix.ub[j])
+        ku = np.arange(s.attr_ptr[a], s.attr_ptr[a + 1]) if a >= 0 else np.zeros(0, np.int64)
+        kp = (s.bigram_offset + np.arange(s.battr_ptr[b], s.battr_ptr[b + 1])) if b >= 0 else np.zeros(0, np.int64)
+        ks = np.concatenate([ku, kp])
+        G, H = np.zeros(max(len(ks), 1)), np.zeros(max(len(ks), 1))
+        if ix.ap[j + 1] > ix.ap[j]:
+            K.block_grad_joint(int(j), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub, s.attr_ptr,
+                               s.feat_label, self.c.seq_ptr, self.ES, self.EM, *self._bargs(self.w), pd[2], pd[3],
+                               pd[4], pd[5], sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7], sc[8], sc[9],
+                               G, H, self.obj.sw)
+        G, H = G[:len(ks)], H[:len(ks)]
+        g = (G - self.emp[ks]) * self.inv_n + l2 * self.w[ks]
+        h = H * self.inv_n + l2
+        if part is None:
+            return ks, g, h
+        sl = slice(0, len(ku)) if part == 0 else slice(len(ku), len(ks))
+        return g[sl], h[sl]
 
     def bigram_derivatives(self, b: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
-        """Block gradient and diagonal curvature of the smooth part for bigram attribute ``b`` (its
-        label-pair features ``bigram_offset + battr_ptr[b]:...``)."""
-        s, ix = self.s, self.bindex
-        k0, k1 = int(s.battr_ptr[b]), int(s.battr_ptr[b + 1])
-        G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
-        if ix.ap[b + 1] > ix.ap[b]:
-            self._block_grad_pd(1, b, ix, s.battr_ptr, s.bfeat_pair, G, H)
-        G, H = G[:k1 - k0], H[:k1 - k0]
-        kb0 = s.bigram_offset + k0
-        g = (G - self.emp[kb0:kb0 + k1 - k0]) * self.inv_n + l2 * self.w[kb0:kb0 + k1 - k0]
-        return g, H * self.inv_n + l2
+        """Block gradient and diagonal curvature of the smooth part for the label-pair features of bigram
+        attribute ``b`` (``bigram_offset + battr_ptr[b]:...``), from the forward-backward of its joint block."""
+        return self.block_derivatives(int(self.index.block_of_battr[b]), l2, part=1)
 
     def _transition_sums(self) -> tuple[np.ndarray, np.ndarray]:
         if self.bigram:
@@ -372,15 +444,14 @@ class Engine:
             skip = np.zeros(self.n_blocks, dtype=np.int64)
         sc = self.scratch
         if self.bigram:
-            bx, pd = self.bindex, self.pd_scratch
+            pd = self.pd_scratch
             btok_ptr, battr, bval = c.bigram_arrays()
-            K.sweep_blocks_pd(order, b0, b1, s.n_attributes, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, bx.ap,
-                              bx.gseq, bx.gptr, bx.otok, bx.oval, c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr,
-                              battr, bval, s.battr_ptr, s.bfeat_pair, s.bigram_offset, self.trans, self.expM,
-                              self.tmax, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.inv_n,
-                              float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
-                              int(max_back), tol, int(shrink), zrun, skip, *sc[:15], pd[0], pd[1], *sc[15:],
-                              *pd[2:], stats, self.obj.sw)
+            K.sweep_blocks_joint(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub,
+                                 c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr, battr, bval, s.battr_ptr,
+                                 s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp, self.w,
+                                 self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
+                                 float(kappa), float(sigma), float(max_step), int(max_back), tol, int(shrink), zrun,
+                                 skip, *sc[:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
             return
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
@@ -447,7 +518,6 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
     s = obj.space
     d = s.n_features
-    n_blocks = s.n_attributes + (s.n_battributes if getattr(s, "n_bigram", 0) > 0 else 0)
     settings = {"order": order, "kappa": kappa, "trans_steps": trans_steps, "sigma": sigma, "max_step": max_step,
                 "max_back": max_back, "shrink": shrink, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
                 "n": int(obj.n), "n_features": int(d)}
@@ -461,20 +531,22 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             raise ParameterError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
         fs = [float(x) for x in state["fs"]]
         sweep0 = int(state["iteration"])
-        zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
-        skip = np.array(state["skip"], dtype=np.int64, copy=True)
-        if zrun.shape != (n_blocks,) or skip.shape != (n_blocks,):
-            raise ParameterError("bcd: the state's shrinking counters do not match the feature space")
     else:
         w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
         if w.shape != (d,):
             raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
         sweep0 = 0
-        zrun = np.zeros(n_blocks, dtype=np.int64)
-        skip = np.zeros(n_blocks, dtype=np.int64)
     eng = Engine(obj, w)
     n_attr = eng.n_blocks
+    if state is not None:
+        zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
+        skip = np.array(state["skip"], dtype=np.int64, copy=True)
+        if zrun.shape != (n_attr,) or skip.shape != (n_attr,):
+            raise ParameterError("bcd: the state's shrinking counters do not match the feature space")
+    else:
+        zrun = np.zeros(n_attr, dtype=np.int64)
+        skip = np.zeros(n_attr, dtype=np.int64)
     monitor_s = 0.0
 
     def snapshot(sweep, x, hist, zr, sk, x_is_copy=False):
