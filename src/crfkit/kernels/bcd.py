@@ -27,6 +27,10 @@ Sample weights: ``block_grad``, ``sweep_blocks`` and ``transition_stats`` take `
 the sequences' scales ``omega_i n / W`` (empty: all 1), by which each sequence's
 expected counts, curvature and change of log Z are multiplied.
 
+Label-pair x observation features (``*_pd``, ``*_joint`` kernels): position-dependent transitions
+built per sequence where needed (see the section below), joint blocks of one observation's state and
+label-pair features (:func:`crfkit.optim.bcd.joint_index`).
+
 Inverted index (``build_index``): for attribute ``a``, its groups
 ``ap[a]:ap[a+1]``, one per sequence that contains it (``gseq[g]``), each with
 its occurrences ``gptr[g]:gptr[g+1]`` (token ``otok``, value ``oval``; entries

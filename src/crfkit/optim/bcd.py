@@ -5,7 +5,17 @@ Objective: ``f(w) = (1/n) sum_i nll_i(w) + (l2/2)|w|^2 + l1|w|_1`` (DESIGN.md).
 
 Blocks.  One block per attribute (observation test) ``a``: its state features
 ``attr_ptr[a]:attr_ptr[a+1]`` (one per label seen with it), and one block for
-all the transition features.
+all the transition features.  With label-pair x observation ("bigram")
+features, one block per *observation*, as Wapiti: a state attribute and the
+bigram attribute of the same name (a Wapiti ``*`` pattern makes both; the
+bigram one acts on the transition into its token) form one joint block of
+their label features and their label-pair features
+(``bigram_offset + battr_ptr[b]:...``, every pair with ``--support all``, the
+pairs seen in training with the observed support); attributes without a twin
+have blocks of their own (see :func:`joint_index`).  Joint rather than
+separate blocks because both parts need the same forward-backward over the
+same sequences and the same window for a trial step: one block does it once,
+two blocks twice (measured on NETtalk, below).
 
 Attribute block update (eq. 9-11).  With ``g_k`` the gradient of the loss part
 ``(1/n) sum_i nll_i`` and ``h_k`` its second derivative approximated as the
@@ -16,7 +26,12 @@ between two occurrences in one sequence are left out) -- times ``kappa``::
 
     w_k <- s(h_k w_k - g_k, l1) / (h_k + l2)          (s: soft-thresholding, eq. 11)
 
-which is eq. (10) with the L2 term kept exactly in the quadratic model.  The
+which is eq. (10) with the L2 term kept exactly in the quadratic model.  For a
+label-pair feature ``(b, i, j)`` the same with the edge marginals: ``g`` sums
+``v (p_t(i, j) - 1[y_{t-1} = i, y_t = j])`` over the occurrences of ``b`` at
+positions ``t >= 1`` (the first token has no incoming transition) and ``h`` the
+``v^2 p_t(i, j)(1 - p_t(i, j))``, times ``kappa``.  A joint block takes the
+step on both parts at once, with one Armijo backtracking.  The
 marginals come from forward-backward on the sequences containing ``a`` only
 (inverted index attribute -> sequences -> positions), with the truncated
 recursions of §4.1: forward over ``0..t_last``, backward over
@@ -85,8 +100,19 @@ block's gradient and curvature, to the change of log Z a trial step makes, and t
 statistics is multiplied by its scale (the empirical counts are the objective's, already weighted),
 so the blocks minimise the weighted objective exactly.
 
-Dense real-valued feature blocks and label-pair x observation (bigram) features are refused
-(CrfkitError).
+Position-dependent transitions (bigram features).  The transition scores into token ``t`` are then
+``M_t = trans + sum over the bigram attributes b at t of v_b W_b``.  Nothing per position is cached
+(a dense float64 ``exp(M_t)`` for every training position is ``n_tokens x L^2 x 8`` bytes, 2.7 GB on
+NETtalk 3-grm): the kernels build, for the sequence a block's forward-backward or trial visits, the
+rows of the positions they need from the weights, into scratch of ``Tmax x L^2`` (exponentials taken
+again only at the pairs that non-zero bigram weights touch, from ``exp(trans - max)``, when those are
+few).  A trial step of a joint block changes the emissions at its state occurrences and ``M_t`` at its
+label-pair occurrences, inside the same window.  The transition block's statistics and trial log Z's
+run on the per-position ``M_t`` (its step moves ``trans``, which every ``M_t`` holds).  Weights that
+make a row ``M_t`` span more than ``MAX_SCALED_TRANSITION_RANGE`` are refused by the safeguard (the
+scaled recursions could not represent them); the caches check every row when they are made.
+
+Dense real-valued feature blocks are refused (CrfkitError).
 """
 from __future__ import annotations
 
