@@ -26,6 +26,11 @@ Cells (``--cells`` picks some by name; the default runs them all, in the order o
   computes the objective of its weights with crfkit in crfkit's space (the same data, patterns, rho1 and
   rho2; Wapiti's SGD-L1 steps leave rho2 out, the objective here keeps it); crfkit records its objective
   after every pass, and the report gives the time at which it first reaches Wapiti's final one;
+* ``wapiti-bcd:{1,3}-grm`` then ``bcd:{1,3}-grm`` and ``bcd-joint:{1,3}-grm``: BCD on both sides in Wapiti's
+  feature space (``support all``): Wapiti ``train -a bcd -d dev -i S`` and crfkit ``-a bcd`` (its defaults:
+  random order, kappa 1.5, Armijo safeguard, shrinking; ``bcd-joint``: ``blocks=joint``, one block per
+  observation as Wapiti) with the same number of sweeps S (``--bcd-sweeps``); Wapiti's BCD prints no
+  objective either: its model is read back and scored as for SGD-L1 (``--rescore`` too);
 * ``{full,inc}:{5,7}-grm:u:bcd`` and ``inc:5-grm:owlqn``: the incremental strategy
   (:mod:`crfkit.incremental`) against training the whole set.
 
@@ -108,6 +113,9 @@ for _n in ("1-grm", "3-grm"):
     _cell(f"wapiti-bcd:{_n}", table="bcd", features=f"nettalk:{_n}", peer=True, algorithm="bcd")
     _cell(f"bcd:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
           algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}")
+    # one block per observation (a state attribute and its label-pair twin together), as Wapiti
+    _cell(f"bcd-joint:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}", bcd_params={"blocks": "joint"})
 
 # Table 2: sparse vs standard forward-backward, Wapiti's feature space (every label pair with every observation:
 # the paper's M has L x L entries at every position), no dev scoring during training (the times are the
@@ -194,7 +202,7 @@ def worker_crfkit(args) -> dict:
     elif c["table"] == "bcd":
         # crfkit's BCD with its defaults (random block order, kappa 1.5, Armijo safeguard, shrinking), exactly
         # --bcd-sweeps sweeps (delta 0), the objective recorded after every sweep
-        kw.update(max_iterations=args.bcd_sweeps, seed=0, params=dict(delta=0.0))
+        kw.update(max_iterations=args.bcd_sweeps, seed=0, params=dict(delta=0.0, **c.get("bcd_params", {})))
     elif c["table"] == "2":
         # the same stopping rule for every cell of a set: the iteration limit (or the usual delta rule first)
         kw.update(max_iterations=args.max_iterations or args.t2_iterations, sparse_fb=c["sparse_fb"])
@@ -540,9 +548,10 @@ def report(results: dict) -> str:
         if w and c:
             lines += ["", sgdl1_summary(n, w, c)]
     for n in ("1-grm", "3-grm"):
-        w, c = results.get(f"wapiti-bcd:{n}"), results.get(f"bcd:{n}")
-        if w and c:
-            lines += ["", bcd_summary(n, w, c)]
+        for cell in (f"bcd:{n}", f"bcd-joint:{n}"):
+            w, c = results.get(f"wapiti-bcd:{n}"), results.get(cell)
+            if w and c:
+                lines += ["", f"[{cell}] " + bcd_summary(n, w, c)]
     for alg, inc, full in (("owlqn", "inc:5-grm:owlqn", "t1:5-grm:obs"), ("bcd", "inc:5-grm:u:bcd", "full:5-grm:u:bcd")):
         a, b = results.get(inc), results.get(full)
         if a and b:

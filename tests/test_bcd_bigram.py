@@ -111,9 +111,9 @@ def brute_marginals(space, corpus, w, s):
     return node, edge
 
 
-def engine_at(space, corpus, reg, w):
+def engine_at(space, corpus, reg, w, blocks="separate"):
     obj = Objective(corpus, space, reg)
-    eng = Engine(obj, np.array(w, dtype=np.float64, copy=True))
+    eng = Engine(obj, np.array(w, dtype=np.float64, copy=True), blocks)
     eng.refresh()
     return obj, eng
 
@@ -176,13 +176,14 @@ def test_joint_index_one_block_per_observation():
 
 
 # ------------------------------------------------------------------ block derivatives
-@pytest.mark.parametrize("support", ["all", "observed"])
-def test_block_gradients_and_diagonals(support):
+@pytest.mark.parametrize("support, blocks", [("all", "separate"), ("observed", "separate"), ("all", "joint"),
+                                             ("observed", "joint")])
+def test_block_gradients_and_diagonals(support, blocks):
     X, Y, Bs, space, corpus = bigram_problem(2, support=support)
     assert space.n_bigram > 0 and corpus.has_bigram
     reg = Regularization(l1=0.0, l2=0.3)
     w = np.random.default_rng(3).normal(0.0, 0.7, space.n_features)
-    obj, eng = engine_at(space, corpus, reg, w)
+    obj, eng = engine_at(space, corpus, reg, w, blocks)
     assert eng.bigram
     # the caches' log Z and objective are the batch objective's
     assert eng.objective() == pytest.approx(obj.value(w, count=False), rel=1e-12)
@@ -231,14 +232,15 @@ def test_block_gradients_and_diagonals(support):
     np.testing.assert_allclose(h, reg.l2 + (p * (1 - p)).sum(axis=0) / n, rtol=1e-10)
 
 
-def test_sample_weights_scale_every_block():
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_sample_weights_scale_every_block(blocks):
     X, Y, Bs, space, corpus = bigram_problem(4)
     omega = np.random.default_rng(5).uniform(0.0, 3.0, size=corpus.n_sequences)
     omega[1] = 0.0
     wc = weighted(corpus, omega)
     reg = Regularization(l1=0.0, l2=0.1)
     w = np.random.default_rng(6).normal(0.0, 0.6, space.n_features)
-    obj, eng = engine_at(space, wc, reg, w)
+    obj, eng = engine_at(space, wc, reg, w, blocks)
     assert obj.weighted
     assert eng.objective() == pytest.approx(obj.value(w, count=False), rel=1e-12)
     _, grad = obj.value_and_grad(w)
@@ -254,12 +256,14 @@ def test_sample_weights_scale_every_block():
     np.testing.assert_allclose(g, grad[space.n_state:space.n_state + len(g)], rtol=1e-9, atol=1e-12)
 
 
-def test_caches_stay_coherent_and_every_block_lowers_the_objective():
-    """Block after block (state, label-pair, transition), the objective held by the caches is obj.value at
-    the new weights and never increases; every log Z and emission row equals a fresh computation."""
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_caches_stay_coherent_and_every_block_lowers_the_objective(blocks):
+    """Block after block (state, label-pair, joint, transition), the objective held by the caches is
+    obj.value at the new weights and never increases; every log Z and emission row equals a fresh
+    computation."""
     X, Y, Bs, space, corpus = bigram_problem(7)
     reg = Regularization(l1=0.01, l2=0.1)
-    obj, eng = engine_at(space, corpus, reg, np.random.default_rng(8).normal(0.0, 0.3, space.n_features))
+    obj, eng = engine_at(space, corpus, reg, np.random.default_rng(8).normal(0.0, 0.3, space.n_features), blocks)
     stats = np.zeros(B.K.N_STATS)
     f_prev = obj.value(eng.w, count=False)
     eng.transition_step(reg, 1.0, 1e-4, 10.0, 20, stats)
@@ -279,7 +283,9 @@ def test_caches_stay_coherent_and_every_block_lowers_the_objective():
             if stats[B.K.ST_ACCEPT] > before:
                 kinds.add((bool(ix.ua[order[b]] >= 0), bool(ix.ub[order[b]] >= 0)))
             f_prev = f
-    assert kinds == {(True, False), (True, True), (False, True)}   # state, joint and label-pair blocks moved
+    # state and label-pair blocks moved (and joint ones)
+    assert kinds == ({(True, False), (True, True), (False, True)} if blocks == "joint" else
+                     {(True, False), (False, True)})
     assert stats[B.K.ST_TRIALS] > stats[B.K.ST_ACCEPT] + stats[B.K.ST_REJECT]   # backtracking happened
     lz, E = eng.lz.copy(), eng.E.copy()
     eng.refresh()
@@ -314,8 +320,8 @@ def owlqn_optimum(space, corpus, reg):
     return ref.objective, ref.model.weights
 
 
-@pytest.mark.parametrize("support", ["all", "observed"])
-def test_reaches_the_owlqn_elastic_net_optimum(learnable, support):
+@pytest.mark.parametrize("support, blocks", [("all", "separate"), ("observed", "separate"), ("all", "joint")])
+def test_reaches_the_owlqn_elastic_net_optimum(learnable, support, blocks):
     X, Y, Bs = learnable
     space, corpus = build(X, Y, B=Bs, support=support)
     reg = Regularization(l1=0.01, l2=0.02)
@@ -324,7 +330,8 @@ def test_reaches_the_owlqn_elastic_net_optimum(learnable, support):
     assert 0 < np.count_nonzero(w_star[bo:]) < space.n_bigram     # L1 keeps some label-pair features only
     obj = Objective(corpus, space, reg)
     fs = []
-    res = bcd(obj, None, reg=reg, max_iterations=600, delta=1e-12, seed=1, callback=lambda i: fs.append(i["f"]))
+    res = bcd(obj, None, reg=reg, max_iterations=600, delta=1e-12, seed=1, blocks=blocks,
+              callback=lambda i: fs.append(i["f"]))
     assert res.status == "converged"
     assert np.all(np.diff(fs) <= 1e-12 * np.abs(fs[1:]))
     assert res.f == pytest.approx(f_star, rel=1e-6)
@@ -340,7 +347,7 @@ def test_weighted_optimum(learnable):
     wc = weighted(corpus, omega)
     reg = Regularization(l1=0.01, l2=0.02)
     f_star, w_star = owlqn_optimum(space, wc, reg)
-    res = bcd(Objective(wc, space, reg), None, reg=reg, max_iterations=600, delta=1e-12, seed=2)
+    res = bcd(Objective(wc, space, reg), None, reg=reg, max_iterations=600, delta=1e-12, seed=2, blocks="joint")
     assert res.status == "converged"
     assert res.f == pytest.approx(f_star, rel=1e-6)
     np.testing.assert_allclose(res.x, w_star, atol=5e-4)
@@ -362,7 +369,11 @@ def test_resume_is_bitwise_and_interrupt_returns_the_last_sweep(learnable):
     assert np.count_nonzero(res.x[space.bigram_offset:]) > 0
     first = bcd(Objective(corpus, space, reg), None, max_iterations=2, **kw)
     st = first.state
-    assert st["zrun"].shape == (len(joint_index(corpus, space).ap) - 1,)
+    assert st["zrun"].shape == (space.n_attributes + space.n_battributes,)      # separate blocks
+    with pytest.raises(ValueError, match="other settings"):
+        bcd(Objective(corpus, space, reg), None, max_iterations=5, state=st, blocks="joint", **kw)
+    with pytest.raises(ValueError, match="unknown blocks"):
+        bcd(Objective(corpus, space, reg), None, max_iterations=1, blocks="pairs", **kw)
     rest = []
     res2 = bcd(Objective(corpus, space, reg), None, max_iterations=5, state=st,
                callback=lambda info: rest.append((info["iteration"], info["x"].copy(), info["f"])), **kw)

@@ -129,6 +129,7 @@ from .stochastic import StochasticResult, last_completed
 
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
+BLOCKS = ("separate", "joint")
 CHUNK = 4096                 # blocks per numba call (Ctrl-C is seen between calls)
 SKIP_EPS = 1e-15             # a block's predicted decrease below this x |log Z| x (its sequences / n): left alone
 
@@ -187,16 +188,20 @@ class JointIndex(Index):
     block_of_battr: np.ndarray = None    # the joint block of every bigram attribute
 
 
-def joint_index(corpus, space) -> JointIndex:
-    """One block per observation, as Wapiti: a state attribute and a bigram attribute with the same name
-    (a Wapiti ``*`` pattern makes both) share a block; the other attributes have blocks of their own.
+def joint_index(corpus, space, blocks: str = "joint") -> JointIndex:
+    """``blocks="joint"``: one block per observation, as Wapiti: a state attribute and a bigram attribute
+    with the same name (a Wapiti ``*`` pattern makes both) share a block; the other attributes have blocks
+    of their own.  ``"separate"``: every state attribute and every bigram attribute a block of its own.
     Blocks ``0..n_attributes-1`` are the state attributes (with their bigram twin, if any), then the
     bigram attributes without a twin, in their order."""
     na, nb = space.n_attributes, space.n_battributes
     uix = inverted_index(corpus, na)
     bix = bigram_index(corpus, nb)
-    aidx = space.attr_index
-    twin = np.fromiter((aidx.get(name, -1) for name in space.battributes), dtype=np.int64, count=nb)
+    if blocks == "joint":
+        aidx = space.attr_index
+        twin = np.fromiter((aidx.get(name, -1) for name in space.battributes), dtype=np.int64, count=nb)
+    else:
+        twin = np.full(nb, -1, np.int64)
     lone = np.flatnonzero(twin < 0)
     block_of_battr = twin.copy()
     block_of_battr[lone] = na + np.arange(len(lone), dtype=np.int64)
@@ -247,7 +252,7 @@ def block_order(seed: int, sweep: int, n_attr: int, order: str = "random") -> np
 class Engine:
     """Caches and scratch of one BCD run."""
 
-    def __init__(self, obj, w: np.ndarray):
+    def __init__(self, obj, w: np.ndarray, blocks: str = "separate"):
         c, s = obj.corpus, obj.space
         if getattr(s, "n_dense", 0) > 0:
             raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
@@ -258,7 +263,7 @@ class Engine:
         self.emp = obj.empirical_counts
         # label-pair x observation features: joint blocks (one per observation), position-dependent transitions
         self.bigram = s.n_bigram > 0
-        self.index = joint_index(c, s) if self.bigram else inverted_index(c, s.n_attributes)
+        self.index = joint_index(c, s, blocks) if self.bigram else inverted_index(c, s.n_attributes)
         self.n_blocks = len(self.index.ap) - 1
         nt, L = c.n_tokens, s.n_labels
         self.Tmax = max(int(c.max_length), 1)
@@ -485,7 +490,8 @@ class Engine:
                        int(max_back), tol, int(shrink), zrun, skip, *sc, stats, self.obj.sw)
 
 
-def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink):
+def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink,
+                  blocks="separate"):
     def num(name, x):
         try:
             x = float(x)
@@ -502,6 +508,8 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
 
     if order not in ORDERS:
         raise ParameterError(f"bcd: unknown order {order!r}; one of {', '.join(ORDERS)}")
+    if blocks not in BLOCKS:
+        raise ParameterError(f"bcd: unknown blocks {blocks!r}; one of {', '.join(BLOCKS)}")
     delta, kappa, sigma, max_step = num("delta", delta), num("kappa", kappa), num("sigma", sigma), \
         num("max_step", max_step)
     if delta < 0:
@@ -524,7 +532,7 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
 def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
         delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.5, trans_steps: int = 4,
         sigma: float = 1e-4, max_step: float = 100.0, max_back: int = 20, shrink: int = 8, monitor: bool = True,
-        state: dict | None = None) -> StochasticResult:
+        blocks: str = "separate", state: dict | None = None) -> StochasticResult:
     """Block coordinate descent (one block per attribute + the transition block); see the module doc.
 
     ``max_iterations``: sweeps (default 50).  ``delta``/``period``: stop when the
@@ -533,12 +541,14 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     ``kappa``: factor on the diagonal curvature (> 1: shorter, safer steps).
     ``trans_steps``: transition-block steps per sweep.  ``sigma``, ``max_step``,
     ``max_back``: the Armijo safeguard.  ``shrink``: the most sweeps a block found
-    at zero (and staying there) is left out of (0: never).  ``monitor``: evaluate ``obj.value``
+    at zero (and staying there) is left out of (0: never).  ``blocks`` (label-pair x observation features
+    only): ``separate`` (a block per state attribute and one per bigram attribute) or ``joint`` (one per
+    observation, as Wapiti).  ``monitor``: evaluate ``obj.value``
     for the callback's ``f`` (else the value held by the caches).  ``state``:
     resume from ``info['state']()`` of an earlier run with the same settings.
     """
     delta, period, kappa, trans_steps, sigma, max_step, max_back, shrink = _check_params(
-        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink)
+        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink, blocks)
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
@@ -547,6 +557,8 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     settings = {"order": order, "kappa": kappa, "trans_steps": trans_steps, "sigma": sigma, "max_step": max_step,
                 "max_back": max_back, "shrink": shrink, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
                 "n": int(obj.n), "n_features": int(d)}
+    if getattr(s, "n_bigram", 0) > 0:
+        settings["blocks"] = blocks
     if state is not None:
         bad = [k for k, v in settings.items() if state.get("settings", {}).get(k) != v]
         if bad:
@@ -563,7 +575,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
         sweep0 = 0
-    eng = Engine(obj, w)
+    eng = Engine(obj, w, blocks)
     n_attr = eng.n_blocks
     if state is not None:
         zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
