@@ -26,6 +26,11 @@ Cells (``--cells`` picks some by name; the default runs them all, in the order o
   computes the objective of its weights with crfkit in crfkit's space (the same data, patterns, rho1 and
   rho2; Wapiti's SGD-L1 steps leave rho2 out, the objective here keeps it); crfkit records its objective
   after every pass, and the report gives the time at which it first reaches Wapiti's final one;
+* ``wapiti-bcd:{1,3}-grm`` then ``bcd:{1,3}-grm`` and ``bcd-joint:{1,3}-grm``: BCD on both sides in Wapiti's
+  feature space (``support all``): Wapiti ``train -a bcd -d dev -i S`` and crfkit ``-a bcd`` (its defaults:
+  random order, kappa 1.5, Armijo safeguard, shrinking; ``bcd-joint``: ``blocks=joint``, one block per
+  observation as Wapiti) with the same number of sweeps S (``--bcd-sweeps``); Wapiti's BCD prints no
+  objective either: its model is read back and scored as for SGD-L1 (``--rescore`` too);
 * ``{full,inc}:{5,7}-grm:u:bcd`` and ``inc:5-grm:owlqn``: the incremental strategy
   (:mod:`crfkit.incremental`) against training the whole set.
 
@@ -101,6 +106,16 @@ for _n in ("1-grm", "3-grm"):
     _cell(f"wapiti-sgdl1:{_n}", table="sgdl1", features=f"nettalk:{_n}", peer=True, algorithm="sgd-l1")
     _cell(f"sgdl1:{_n}", table="sgdl1", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
           algorithm="sgd-l1", no_dev=True, peer_cell=f"wapiti-sgdl1:{_n}")
+
+# BCD against Wapiti's (``-a bcd``), Wapiti's feature space (every label pair with every observation), the same
+# number of sweeps on both sides (--bcd-sweeps); Table 4's BCD row at 1-grm
+for _n in ("1-grm", "3-grm"):
+    _cell(f"wapiti-bcd:{_n}", table="bcd", features=f"nettalk:{_n}", peer=True, algorithm="bcd")
+    _cell(f"bcd:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}")
+    # one block per observation (a state attribute and its label-pair twin together), as Wapiti
+    _cell(f"bcd-joint:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}", bcd_params={"blocks": "joint"})
 
 # Table 2: sparse vs standard forward-backward, Wapiti's feature space (every label pair with every observation:
 # the paper's M has L x L entries at every position), no dev scoring during training (the times are the
@@ -184,6 +199,10 @@ def worker_crfkit(args) -> dict:
         kw.update(max_iterations=args.sgd_passes, seed=0,
                   params=dict(penalty="cumulative", schedule="exponential", eta0=args.sgd_eta0,
                               alpha=args.sgd_alpha))
+    elif c["table"] == "bcd":
+        # crfkit's BCD with its defaults (random block order, kappa 1.5, Armijo safeguard, shrinking), exactly
+        # --bcd-sweeps sweeps (delta 0), the objective recorded after every sweep
+        kw.update(max_iterations=args.bcd_sweeps, seed=0, params=dict(delta=0.0, **c.get("bcd_params", {})))
     elif c["table"] == "2":
         # the same stopping rule for every cell of a set: the iteration limit (or the usual delta rule first)
         kw.update(max_iterations=args.max_iterations or args.t2_iterations, sparse_fb=c["sparse_fb"])
@@ -256,10 +275,13 @@ def worker_wapiti(args) -> dict:
     model = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.model")
     log = os.path.join(args.work, args.worker.replace(":", "_") + ".wapiti.log")
     sgd = c.get("algorithm") == "sgd-l1"
-    cmd = [WAPITI, "train", "-a", "sgd-l1" if sgd else "l-bfgs", "-p", pat, "-1", str(RHO1), "-2", str(RHO2),
-           "-t", str(args.threads), "-d", paths["dev"]]
+    bcd = c.get("algorithm") == "bcd"
+    cmd = [WAPITI, "train", "-a", "sgd-l1" if sgd else "bcd" if bcd else "l-bfgs", "-p", pat, "-1", str(RHO1),
+           "-2", str(RHO2), "-t", str(args.threads), "-d", paths["dev"]]
     if sgd:
         cmd += ["-i", str(args.sgd_passes), "--eta0", repr(args.sgd_eta0), "--alpha", repr(args.sgd_alpha)]
+    elif bcd:
+        cmd += ["-i", str(args.bcd_sweeps)]
     elif args.wapiti_iterations or args.max_iterations:
         cmd += ["-i", str(args.wapiti_iterations or args.max_iterations)]
     cmd += [paths["train"], model]
@@ -287,8 +309,8 @@ def worker_wapiti(args) -> dict:
            "active": int(its[-1][2]) if its else None, "n_features": int(nftr.group(1)) if nftr else None,
            "train_s": train_s, "peak_rss_mb": ru.ru_maxrss / 1024.0, "test_error": 100.0 * wrong / total,
            "threads": args.threads, "command": " ".join(cmd)}
-    if sgd:
-        # obj=NA: Wapiti's SGD-L1 does not compute the objective; its per-pass (time, active, dev error)
+    if sgd or bcd:
+        # obj=NA: Wapiti's SGD-L1 and BCD do not compute the objective; its per-pass (time, active, dev error)
         rows = re.findall(r"\[\s*(\d+)\]\s+obj=\S+\s+act=(\d+)\s+err=\s*([0-9.]+)%/\s*([0-9.]+)%\s+"
                           r"time=([0-9.]+)s/([0-9.]+)s", text)
         out.update(iterations=int(rows[-1][0]) if rows else None, active=int(rows[-1][1]) if rows else None,
@@ -421,7 +443,8 @@ def run_cell(name: str, args, results: dict) -> dict | None:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--work", args.work,
            "--threads", str(args.threads), "--cap", str(args.cap), "--dev-every", str(args.dev_every),
            "--dev-stop", str(args.dev_stop), "--t2-iterations", str(args.t2_iterations),
-           "--sgd-passes", str(args.sgd_passes), "--sgd-eta0", repr(args.sgd_eta0), "--sgd-alpha", repr(args.sgd_alpha)]
+           "--sgd-passes", str(args.sgd_passes), "--sgd-eta0", repr(args.sgd_eta0), "--sgd-alpha", repr(args.sgd_alpha),
+           "--bcd-sweeps", str(args.bcd_sweeps)]
     if args.wapiti_iterations:
         cmd += ["--wapiti-iterations", str(args.wapiti_iterations)]
     if c.get("target"):
@@ -524,6 +547,11 @@ def report(results: dict) -> str:
         w, c = results.get(f"wapiti-sgdl1:{n}"), results.get(f"sgdl1:{n}")
         if w and c:
             lines += ["", sgdl1_summary(n, w, c)]
+    for n in ("1-grm", "3-grm"):
+        for cell in (f"bcd:{n}", f"bcd-joint:{n}"):
+            w, c = results.get(f"wapiti-bcd:{n}"), results.get(cell)
+            if w and c:
+                lines += ["", f"[{cell}] " + bcd_summary(n, w, c)]
     for alg, inc, full in (("owlqn", "inc:5-grm:owlqn", "t1:5-grm:obs"), ("bcd", "inc:5-grm:u:bcd", "full:5-grm:u:bcd")):
         a, b = results.get(inc), results.get(full)
         if a and b:
@@ -564,6 +592,33 @@ def sgdl1_summary(n: str, w: dict, c: dict) -> str:
             f"{w['test_error']:.2f}% ({c['test_error'] - w['test_error']:+.2f} points; target within 0.2)")
 
 
+def bcd_summary(n: str, w: dict, c: dict) -> str:
+    """BCD against Wapiti's at set ``n``: the sweep and time at which crfkit first reaches Wapiti's final
+    objective (time: crfkit's whole cell minus the sweeps after that one), or the objectives after the same
+    number of sweeps; RSS, error."""
+    nt = c.get("n_train") or 16007
+    objs = [o * nt for o in c["objective_by_iteration"]]
+    walls = c["wall_s_by_iteration"]
+    hit = next((i for i, o in enumerate(objs) if o <= w["objective_sum"]), None)
+    mon = c.get("monitor_s_by_iteration") or [None]
+    if hit is None:
+        reach = f"did not reach it in {len(objs)} sweeps"
+    else:
+        t = c["train_s"] - (walls[-1] - walls[hit])
+        reach = f"reached it after sweep {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x"
+        if mon[hit] is not None:
+            reach += f"; {(t - mon[hit]) / w['train_s']:.2f}x without its per-sweep objective, {mon[hit]:.1f}s"
+        reach += ")"
+    return (f"BCD against Wapiti at {n} ({w['threads']} thread(s), {w['iterations']} / {c['iterations']} "
+            f"sweeps, one run each): Wapiti's final objective {w['objective_sum']:.2f} (sum form, computed by "
+            f"crfkit from its model: {w.get('wapiti_unmapped', '?')} of its {w.get('wapiti_nonzero', '?')} non-zero "
+            f"weights without a crfkit feature) in {w['train_s']:.1f}s; crfkit's final {objs[-1]:.2f} in "
+            f"{c['train_s']:.1f}s ({c['train_s'] / w['train_s']:.2f}x); crfkit {reach}; active {c['active']} vs "
+            f"{w['active']}; peak RSS {c['peak_rss_mb']:.0f} MB vs {w['peak_rss_mb']:.0f} MB "
+            f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x); test error {c['test_error']:.2f}% vs "
+            f"{w['test_error']:.2f}% ({c['test_error'] - w['test_error']:+.2f} points; target within 0.2)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/nettalk/results.jsonl")
@@ -583,6 +638,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sgd-passes", type=int, default=10, help="SGD-L1 cells: passes on both sides (default 10)")
     ap.add_argument("--sgd-eta0", type=float, default=0.8, help="SGD-L1 cells: eta0 on both sides (Wapiti's 0.8)")
     ap.add_argument("--sgd-alpha", type=float, default=0.85, help="SGD-L1 cells: alpha (Wapiti's 0.85)")
+    ap.add_argument("--bcd-sweeps", type=int, default=5, help="BCD cells: sweeps on both sides (default 5)")
     ap.add_argument("--rescore", action="store_true", help="recompute the objective of the Wapiti SGD-L1 cells' "
                     "saved models (wapiti_objective) in --out, without training again")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -600,7 +656,7 @@ def main(argv=None) -> int:
         return 0
     if args.rescore:
         for name, r in results.items():
-            if CELLS.get(name, {}).get("peer") and CELLS[name].get("algorithm") == "sgd-l1":
+            if CELLS.get(name, {}).get("peer") and CELLS[name].get("algorithm") in ("sgd-l1", "bcd"):
                 model = os.path.join(args.work, name.replace(":", "_") + ".wapiti.model")
                 r.update(wapiti_objective(model, os.path.join(args.work, "train.txt"), CELLS[name]["features"]))
                 print(f"{name}: objective {r['objective_sum']:.2f}, {r['wapiti_unmapped']} weights unmapped",

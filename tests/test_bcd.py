@@ -364,19 +364,7 @@ def test_unknown_param_wrong_x0_and_dense_refused(small):
     dspace, dcorpus = build(X, Y, dense=dense)
     with pytest.raises(CrfkitError, match="bcd does not support dense features"):
         bcd(Objective(dcorpus, dspace, reg), None, reg=reg, max_iterations=1)
-
-    obj = Objective(corpus, space, reg)
-
-    class BigramSpace:                    # a space with label-pair x observation features
-        def __init__(self, s):
-            self._s = s
-            self.n_bigram = 4
-
-        def __getattr__(self, name):
-            return getattr(self._s, name)
-    obj.space = BigramSpace(space)
-    with pytest.raises(CrfkitError, match="bcd does not support label-pair x observation"):
-        bcd(obj, None, reg=reg, max_iterations=1)
+    # label-pair x observation features are trained (tests/test_bcd_bigram.py), no longer refused
 
 
 def test_last_completed_is_the_state_or_the_starting_point():

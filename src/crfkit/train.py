@@ -427,10 +427,10 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         raise ParameterError("partial labels and fine_tune are not supported on a Dask cluster yet")
     if sharded and stochastic:
         corpus.stochastic(algorithm)    # a method parameter mixing does not run: the ParameterError says why
-    if stochastic and space.n_bigram and algorithm != "sgd-l1":
+    if stochastic and space.n_bigram and algorithm not in ("sgd-l1", "bcd"):
         from .errors import CrfkitError
         raise CrfkitError(f"algorithm {algorithm!r} does not support bigram-observation features yet "
-                          "(label pair x observation): use lbfgs, owlqn or sgd-l1")
+                          "(label pair x observation): use lbfgs, owlqn, sgd-l1 or bcd")
     params = dict(params or {})
     if params and not stochastic:
         raise ParameterError(f"{algorithm} takes no optimizer parameters (got {', '.join(sorted(params))})")

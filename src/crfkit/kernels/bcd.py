@@ -27,6 +27,10 @@ Sample weights: ``block_grad``, ``sweep_blocks`` and ``transition_stats`` take `
 the sequences' scales ``omega_i n / W`` (empty: all 1), by which each sequence's
 expected counts, curvature and change of log Z are multiplied.
 
+Label-pair x observation features (``*_pd``, ``*_joint`` kernels): position-dependent transitions
+built per sequence where needed (see the section below), joint blocks of one observation's state and
+label-pair features (:func:`crfkit.optim.bcd.joint_index`).
+
 Inverted index (``build_index``): for attribute ``a``, its groups
 ``ap[a]:ap[a+1]``, one per sequence that contains it (``gseq[g]``), each with
 its occurrences ``gptr[g]:gptr[g+1]`` (token ``otok``, value ``oval``; entries
@@ -37,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST, back_step, propagate, row_exp
+from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -485,3 +489,505 @@ def all_logz(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, out):
             T = seq_ptr[s + 1] - s0
             _forward(ES, EM, s0, 0, T - 1, expM, tmax, alpha, la)
             out[s] = la[T - 1]          # alpha[T-1] sums to 1 and beta[T-1] = 1
+
+
+# ================================================================== position-dependent transitions
+# With label-pair x observation ("bigram") features the transition scores into token r are
+# M_r = trans + sum over the bigram attributes b of r of value_b * W_b (see crfkit.kernels.chain's
+# bigram_transitions).  Nothing per position is cached: the kernels below build, for the sequence a
+# block touches, the flat L*L rows M[t] (scores), EX[t] = exp(M[t] - TM[t]) and TM[t] = max M[t] of
+# the positions they need (1 <= t < T) into per-call scratch of Tmax rows, from the current weights.
+# Rows whose bigram features with a non-zero weight touch few label pairs are made from the global
+# expM0 = exp(trans - tmax0) times one factor, with exp taken again only at the touched pairs (an
+# L1-trained model has few; the same rule as bigram_transitions).  Every row spans at most
+# MAX_SCALED_TRANSITION_RANGE while the weights are those of the caches (checked when the caches are
+# made and on every trial step that changes transitions), so the scaled recursions hold.
+
+@njit(**_NOPY)
+def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, Mt, Et, kb):
+    """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt."""
+    L = trans.shape[0]
+    LL = L * L
+    for i in range(L):
+        for j in range(L):
+            Mt[i * L + j] = trans[i, j]
+    nnz = 0
+    for e in range(btok_ptr[r], btok_ptr[r + 1]):
+        b = battr[e]
+        v = bval[e]
+        for k in range(battr_ptr[b], battr_ptr[b + 1]):
+            x = w[boff + k]
+            if x != 0.0:
+                Mt[bfeat_pair[k]] += x * v
+                nnz += 1
+    mx = Mt[0]
+    mn = mx
+    for q in range(LL):
+        x = Mt[q]
+        mx = max(mx, x)
+        mn = min(mn, x)
+    if 6 * nnz > LL or tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
+        exp_shift_into(Mt, mx, Et, kb)
+    else:
+        c = np.exp(tmax0 - mx)
+        for i in range(L):
+            for j in range(L):
+                Et[i * L + j] = expM0[i, j] * c
+        for e in range(btok_ptr[r], btok_ptr[r + 1]):
+            b = battr[e]
+            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                if w[boff + k] != 0.0:
+                    p = bfeat_pair[k]
+                    Et[p] = np.exp(Mt[p] - mx)
+    return mx, mn
+
+
+@njit(**_NOPY)
+def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+               M, EX, TM, kb):
+    """M[t], EX[t], TM[t] for positions max(ta, 1)..tb of the sequence starting at token s0; returns the
+    largest range (max - min) of those rows."""
+    rng = 0.0
+    for t in range(max(ta, 1), tb + 1):
+        mx, mn = _pos_trans(s0 + t, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                            M[t], EX[t], kb)
+        TM[t] = mx
+        if mx - mn > rng:
+            rng = mx - mn
+    return rng
+
+
+@njit(inline="always", **_NOPY)
+def _prop_flat(prev, Et, es_row, out, L):
+    """out[j] = es_row[j] * sum_i prev[i] Et[i*L + j] (zero rows of prev skipped)."""
+    for j in range(L):
+        out[j] = 0.0
+    for i in range(L):
+        a = prev[i]
+        if a != 0.0:
+            base = i * L
+            for j in range(L):
+                out[j] += a * Et[base + j]
+    for j in range(L):
+        out[j] *= es_row[j]
+
+
+@njit(**_NOPY)
+def _forward_pd(ES, EM, s0, ta, tb, EX, TM, alpha, la):
+    """Normalised forward messages at ta..tb with per-position transitions (alpha[ta-1] held when ta > 0)."""
+    L = ES.shape[1]
+    for t in range(ta, tb + 1):
+        r = s0 + t
+        if t == 0:
+            for j in range(L):
+                alpha[0, j] = ES[r, j]
+            base = EM[r]
+        else:
+            _prop_flat(alpha[t - 1], EX[t], ES[r], alpha[t], L)
+            base = la[t - 1] + EM[r] + TM[t]
+        s = 0.0
+        for j in range(L):
+            s += alpha[t, j]
+        inv = 1.0 / s
+        for j in range(L):
+            alpha[t, j] *= inv
+        la[t] = base + np.log(s)
+
+
+@njit(**_NOPY)
+def _backward_pd(ES, EM, s0, T, tb, EX, TM, beta, lb, tmp):
+    """Normalised backward messages at T-1 down to tb with per-position transitions."""
+    L = ES.shape[1]
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    lb[T - 1] = 0.0
+    for t in range(T - 2, tb - 1, -1):
+        r = s0 + t + 1
+        for j in range(L):
+            tmp[j] = ES[r, j] * beta[t + 1, j]
+        Et = EX[t + 1]
+        s = 0.0
+        for i in range(L):
+            acc = 0.0
+            base = i * L
+            for j in range(L):
+                acc += Et[base + j] * tmp[j]
+            beta[t, i] = acc
+            s += acc
+        inv = 1.0 / s
+        for i in range(L):
+            beta[t, i] *= inv
+        lb[t] = lb[t + 1] + EM[r] + TM[t + 1] + np.log(s)
+
+
+@njit(inline="always", **_NOPY)
+def _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff):
+    """(first weight, count) of the state part and of the label-pair part of joint block j (count 0 when the
+    block has no such part), and the offset of the label-pair part's features in battr_ptr / bfeat_pair."""
+    a = ua[j]
+    b = ub[j]
+    ku, nku = 0, 0
+    if a >= 0:
+        ku = attr_ptr[a]
+        nku = attr_ptr[a + 1] - ku
+    kp, nkp, kabs = 0, 0, 0
+    if b >= 0:
+        kp = battr_ptr[b]
+        nkp = battr_ptr[b + 1] - kp
+        kabs = boff + kp
+    return ku, nku, kp, nkp, kabs
+
+
+@njit(**_NOPY)
+def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
+                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
+                     alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
+    """:func:`block_grad` for joint block ``j`` with position-dependent transitions: its state part (the
+    features of attribute ``ua[j]``, if any) in ``G[:nku]``/``H[:nku]`` and its label-pair part (those of
+    bigram attribute ``ub[j]``, if any) in ``G[nku:]``/``H[nku:]``: ``G[kk] = sum_occ v p_t(kk)``,
+    ``H[kk] = sum_occ v^2 p (1 - p)``, with the node marginal of the feature's label at a state occurrence
+    (``okind`` 0) and the edge marginal p(y_{t-1} = i, y_t = j) of its label pair at a label-pair one
+    (``okind`` 1, never a first token).  One truncated forward-backward per sequence serves both parts;
+    stores per group what a trial step needs, as block_grad."""
+    ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
+    L = ES.shape[1]
+    for kk in range(nku + nkp):
+        G[kk] = 0.0
+        H[kk] = 0.0
+    for gi in range(ap[j + 1] - ap[j]):
+        g = ap[j] + gi
+        i = gseq[g]
+        ws = 1.0 if sw.shape[0] == 0 else sw[i]
+        s0 = seq_ptr[i]
+        T = seq_ptr[i + 1] - s0
+        o0, o1 = gptr[g], gptr[g + 1]
+        t1 = otok[o0] - s0
+        t2 = otok[o1 - 1] - s0
+        _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                   M, EX, TM, kbuf)
+        _forward_pd(ES, EM, s0, 0, t2, EX, TM, alpha, la)
+        _backward_pd(ES, EM, s0, T, t1, EX, TM, beta, lb, tmp)
+        logz = _logz_at(alpha, la, beta, lb, t2)
+        LZ0[gi] = logz
+        if t1 > 0:
+            for jj in range(L):
+                A0[gi, jj] = alpha[t1 - 1, jj]
+            LA0[gi] = la[t1 - 1]
+        for jj in range(L):
+            B1[gi, jj] = beta[t2, jj]
+        LB1[gi] = lb[t2]
+        for o in range(o0, o1):
+            t = otok[o] - s0
+            v = oval[o] * ws
+            if okind[o] == 0:
+                z = 0.0
+                for jj in range(L):
+                    z += alpha[t, jj] * beta[t, jj]
+                invz = 1.0 / z
+                for kk in range(nku):
+                    y = feat_label[ku + kk]
+                    p = alpha[t, y] * beta[t, y] * invz
+                    G[kk] += v * p
+                    H[kk] += v * oval[o] * p * (1.0 - p)
+            else:
+                r = s0 + t
+                f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
+                Et = EX[t]
+                for kk in range(nkp):
+                    q = bfeat_pair[kp + kk]
+                    yi = q // L
+                    yj = q - yi * L
+                    p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
+                    G[nku + kk] += v * p
+                    H[nku + kk] += v * oval[o] * p * (1.0 - p)
+
+
+@njit(**_NOPY)
+def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
+                       bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
+                       cur, nxt, es, Mt, Et, kbuf):
+    """log Z of the sequence of group ``g`` after a trial step of its joint block, forward over the window
+    t1..t2 only: the emissions at a state occurrence change by ``step * v * dl``, the transition scores
+    into a label-pair occurrence by ``step * v * dp`` (``dp`` dense L*L, non-zero at ``nzp[:nnzp]``).
+    NaN when a changed transition row would span more than MAX_SCALED_TRANSITION_RANGE (the step is then
+    refused)."""
+    L = ES.shape[1]
+    LL = L * L
+    i = gseq[g]
+    s0 = seq_ptr[i]
+    o = gptr[g]
+    o1 = gptr[g + 1]
+    t1 = otok[o] - s0
+    t2 = otok[o1 - 1] - s0
+    lcur = 0.0
+    if t1 > 0:
+        for j in range(L):
+            cur[j] = A0[gi, j]
+        lcur = LA0[gi]
+    for t in range(t1, t2 + 1):
+        r = s0 + t
+        hu = False
+        hb = False
+        su = 0.0
+        sb = 0.0
+        while o < o1 and otok[o] == r:
+            if okind[o] == 0:
+                hu = True
+                su = step * oval[o]
+            else:
+                hb = True
+                sb = step * oval[o]
+            o += 1
+        if hu:
+            m = E[r, 0] + su * dl[0]
+            for j in range(1, L):
+                x = E[r, j] + su * dl[j]
+                if x > m:
+                    m = x
+            for j in range(L):
+                es[j] = np.exp(E[r, j] + su * dl[j] - m)
+        else:
+            m = EM[r]
+            for j in range(L):
+                es[j] = ES[r, j]
+        if t == 0:
+            for j in range(L):
+                nxt[j] = es[j]
+            base = m
+        else:
+            mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                                Mt, Et, kbuf)
+            if hb and nnzp > 0:
+                for q in range(nnzp):
+                    p = nzp[q]
+                    Mt[p] += sb * dp[p]
+                mx2 = Mt[0]
+                mn = mx2
+                for q in range(LL):
+                    x = Mt[q]
+                    mx2 = max(mx2, x)
+                    mn = min(mn, x)
+                if mx2 - mn > MAX_SCALED_TRANSITION_RANGE:
+                    return np.nan
+                if 6 * nnzp > LL or abs(mx2 - mx) > MAX_SCALED_TRANSITION_RANGE:
+                    exp_shift_into(Mt, mx2, Et, kbuf)
+                else:
+                    c = np.exp(mx - mx2)
+                    for q in range(LL):
+                        Et[q] *= c
+                    for q in range(nnzp):
+                        p = nzp[q]
+                        Et[p] = np.exp(Mt[p] - mx2)
+                mx = mx2
+            _prop_flat(cur, Et, es, nxt, L)
+            base = lcur + m + mx
+        s = 0.0
+        for j in range(L):
+            s += nxt[j]
+        inv = 1.0 / s
+        for j in range(L):
+            cur[j] = nxt[j] * inv
+        lcur = base + np.log(s)
+    z = 0.0
+    for j in range(L):
+        z += cur[j] * B1[gi, j]
+    return lcur + LB1[gi] + np.log(z)
+
+
+@njit(**_NOPY)
+def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
+                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, w, E, ES, EM,
+                       lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol, max_skip, zrun, skip,
+                       alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt, es,
+                       M, EX, TM, kbuf, stats, sw):
+    """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks ``order[b0:b1]``:
+    block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair features of bigram
+    attribute ``ub[j]`` (either may be -1), one observation's features as in Wapiti.  Its step is the
+    diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with one Armijo backtracking on the
+    exact change of the objective (window log Z's).  The transitions of every position are built from the
+    weights where a forward-backward or a trial needs them (nothing per position is cached); an accepted
+    step updates ``w``, the emission caches at its state occurrences and ``lz``."""
+    L = ES.shape[1]
+    for bb in range(b0, b1):
+        j = order[bb]
+        if skip[j] > 0:
+            skip[j] -= 1
+            stats[ST_SHRUNK] += 1
+            continue
+        ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
+        nk = nku + nkp
+        if nk == 0:
+            continue
+        ng = ap[j + 1] - ap[j]
+        if ng == 0:
+            if l1 > 0.0 or l2 > 0.0:
+                dF = 0.0
+                for kk in range(nk):
+                    k = ku + kk if kk < nku else kabs + kk - nku
+                    x = w[k]
+                    dF -= 0.5 * l2 * x * x + l1 * abs(x)
+                    w[k] = 0.0
+                stats[ST_DF] += dF
+            continue
+        block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
+                         btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
+                         alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+        stats[ST_ORACLE] += ng
+        delta = newton_direction(w, ku, nku, G, H, emp, inv_n, l1, l2, kappa, d) + \
+            newton_direction(w, kabs, nkp, G[nku:], H[nku:], emp, inv_n, l1, l2, kappa, d[nku:])
+        if max_skip > 0:
+            zero = True
+            for kk in range(nk):
+                k = ku + kk if kk < nku else kabs + kk - nku
+                if w[k] != 0.0 or d[kk] != 0.0:
+                    zero = False
+                    break
+            if zero:
+                zrun[j] += 1
+                sk = 1
+                for _ in range(zrun[j] - 1):
+                    sk *= 2
+                    if sk >= max_skip:
+                        break
+                skip[j] = min(sk, max_skip)
+            else:
+                zrun[j] = 0
+        if not (-delta > skip_tol * ng):
+            stats[ST_SKIP] += 1
+            continue
+        dmax = 0.0
+        gold = 0.0
+        for kk in range(nk):
+            k = ku + kk if kk < nku else kabs + kk - nku
+            if abs(d[kk]) > dmax:
+                dmax = abs(d[kk])
+            gold += d[kk] * emp[k]
+        step = 1.0
+        if dmax > max_step:
+            step = max_step / dmax
+        for jj in range(L):
+            dl[jj] = 0.0
+        for kk in range(nku):
+            dl[feat_label[ku + kk]] = d[kk]
+        nnzp = 0
+        for kk in range(nkp):
+            if d[nku + kk] != 0.0:
+                p = bfeat_pair[kp + kk]
+                dp[p] = d[nku + kk]
+                nzp[nnzp] = p
+                nnzp += 1
+        accepted = False
+        dF = 0.0
+        for _ in range(max_back + 1):
+            s = 0.0
+            for gi in range(ng):
+                g = ap[j] + gi
+                NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr,
+                                             battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl,
+                                             dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kbuf)
+                if sw.shape[0] == 0:
+                    s += NLZ[gi] - LZ0[gi]
+                else:
+                    s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
+            stats[ST_TRIALS] += 1
+            stats[ST_ORACLE] += ng
+            dF = (s - step * gold) * inv_n + _pen_change(w, ku, nku, d, step, l1, l2) + \
+                _pen_change(w, kabs, nkp, d[nku:], step, l1, l2)
+            if dF <= sigma * step * delta:
+                accepted = True
+                break
+            step *= 0.5
+        for q in range(nnzp):
+            dp[nzp[q]] = 0.0
+        if not accepted:
+            stats[ST_REJECT] += 1
+            continue
+        stats[ST_ACCEPT] += 1
+        stats[ST_DF] += dF
+        for kk in range(nk):
+            k = ku + kk if kk < nku else kabs + kk - nku
+            w[k] += step * d[kk]
+        for gi in range(ng):
+            g = ap[j] + gi
+            lz[gseq[g]] = NLZ[gi]
+            if nku > 0:
+                for o in range(gptr[g], gptr[g + 1]):
+                    if okind[o] == 0:
+                        r = otok[o]
+                        sv = step * oval[o]
+                        for jj in range(L):
+                            E[r, jj] += sv * dl[jj]
+                        _exp_row(E, r, ES, EM)
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff,
+                        trans, expM0, tmax0, lz, EC, SQ, sw):
+    """:func:`transition_stats` with position-dependent transitions (built per sequence)."""
+    L = ES.shape[1]
+    LL = L * L
+    nc = len(bounds) - 1
+    for c in prange(nc):
+        alpha = np.empty((Tmax, L))
+        beta = np.empty((Tmax, L))
+        la = np.empty(Tmax)
+        lb = np.empty(Tmax)
+        tmp = np.empty(L)
+        M = np.empty((Tmax, LL))
+        EX = np.empty((Tmax, LL))
+        TM = np.empty(Tmax)
+        kb = np.empty(LL, np.int64)
+        for i in range(L):
+            for j in range(L):
+                EC[c, i, j] = 0.0
+                SQ[c, i, j] = 0.0
+        for s in range(bounds[c], bounds[c + 1]):
+            s0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - s0
+            _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+                       M, EX, TM, kb)
+            _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
+            _backward_pd(ES, EM, s0, T, 0, EX, TM, beta, lb, tmp)
+            logz = _logz_at(alpha, la, beta, lb, T - 1)
+            lz[s] = logz
+            ws = 1.0 if sw.shape[0] == 0 else sw[s]
+            for t in range(1, T):
+                r = s0 + t
+                f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
+                for j in range(L):
+                    tmp[j] = ES[r, j] * beta[t, j] * f
+                Et = EX[t]
+                for i in range(L):
+                    ai = alpha[t - 1, i]
+                    for j in range(L):
+                        p = ai * Et[i * L + j] * tmp[j]
+                        EC[c, i, j] += ws * p
+                        SQ[c, i, j] += ws * p * p
+
+
+@njit(parallel=True, cache=True, fastmath=FAST)
+def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans,
+                expM0, tmax0, out, rngs):
+    """out[s] = log Z of every sequence with position-dependent transitions; rngs[c] = the largest range
+    of a transition row in chunk c (the caller refuses weights where it exceeds the scaled limit)."""
+    L = ES.shape[1]
+    LL = L * L
+    nc = len(bounds) - 1
+    for c in prange(nc):
+        alpha = np.empty((Tmax, L))
+        la = np.empty(Tmax)
+        M = np.empty((Tmax, LL))
+        EX = np.empty((Tmax, LL))
+        TM = np.empty(Tmax)
+        kb = np.empty(LL, np.int64)
+        rng = 0.0
+        for s in range(bounds[c], bounds[c + 1]):
+            s0 = seq_ptr[s]
+            T = seq_ptr[s + 1] - s0
+            r = _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0,
+                           tmax0, M, EX, TM, kb)
+            if r > rng:
+                rng = r
+            _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
+            out[s] = la[T - 1]
+        rngs[c] = rng

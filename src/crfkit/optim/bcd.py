@@ -5,7 +5,22 @@ Objective: ``f(w) = (1/n) sum_i nll_i(w) + (l2/2)|w|^2 + l1|w|_1`` (DESIGN.md).
 
 Blocks.  One block per attribute (observation test) ``a``: its state features
 ``attr_ptr[a]:attr_ptr[a+1]`` (one per label seen with it), and one block for
-all the transition features.
+all the transition features.  With label-pair x observation ("bigram")
+features, also one block per bigram attribute ``b``: its label-pair features
+``bigram_offset + battr_ptr[b]:...`` (every pair with ``--support all``, the
+pairs seen in training with the observed support) -- ``blocks="separate"``,
+the default.  ``blocks="joint"`` makes one block per *observation*, as
+Wapiti: a state attribute and the bigram attribute of the same name (a
+Wapiti ``*`` pattern makes both) share a block (see :func:`joint_index`).
+A joint block needs one forward-backward and one line search where two
+separate blocks need two, but its diagonal leaves out the strong coupling
+of its two parts (at a position, raising label ``y`` and raising every pair
+``(i, y)`` move the same marginal), so its steps overshoot and are cut back:
+measured on NETtalk (Wapiti's feature space, one thread), joint sweeps cost
+0.65-0.7x as much and gain less, separate blocks reach a given objective
+sooner (1-grm: 65,571 after 3 sweeps in 172 s against 64,477 after 5 in
+195 s; 3-grm: 57,755 after 2 sweeps in 207 s against 63,730 after 3 in 217 s),
+hence the default.
 
 Attribute block update (eq. 9-11).  With ``g_k`` the gradient of the loss part
 ``(1/n) sum_i nll_i`` and ``h_k`` its second derivative approximated as the
@@ -16,7 +31,12 @@ between two occurrences in one sequence are left out) -- times ``kappa``::
 
     w_k <- s(h_k w_k - g_k, l1) / (h_k + l2)          (s: soft-thresholding, eq. 11)
 
-which is eq. (10) with the L2 term kept exactly in the quadratic model.  The
+which is eq. (10) with the L2 term kept exactly in the quadratic model.  For a
+label-pair feature ``(b, i, j)`` the same with the edge marginals: ``g`` sums
+``v (p_t(i, j) - 1[y_{t-1} = i, y_t = j])`` over the occurrences of ``b`` at
+positions ``t >= 1`` (the first token has no incoming transition) and ``h`` the
+``v^2 p_t(i, j)(1 - p_t(i, j))``, times ``kappa``.  A joint block takes the
+step on both parts at once, with one Armijo backtracking.  The
 marginals come from forward-backward on the sequences containing ``a`` only
 (inverted index attribute -> sequences -> positions), with the truncated
 recursions of §4.1: forward over ``0..t_last``, backward over
@@ -85,8 +105,19 @@ block's gradient and curvature, to the change of log Z a trial step makes, and t
 statistics is multiplied by its scale (the empirical counts are the objective's, already weighted),
 so the blocks minimise the weighted objective exactly.
 
-Dense real-valued feature blocks and label-pair x observation (bigram) features are refused
-(CrfkitError).
+Position-dependent transitions (bigram features).  The transition scores into token ``t`` are then
+``M_t = trans + sum over the bigram attributes b at t of v_b W_b``.  Nothing per position is cached
+(a dense float64 ``exp(M_t)`` for every training position is ``n_tokens x L^2 x 8`` bytes, 2.7 GB on
+NETtalk 3-grm): the kernels build, for the sequence a block's forward-backward or trial visits, the
+rows of the positions they need from the weights, into scratch of ``Tmax x L^2`` (exponentials taken
+again only at the pairs that non-zero bigram weights touch, from ``exp(trans - max)``, when those are
+few).  A trial step of a joint block changes the emissions at its state occurrences and ``M_t`` at its
+label-pair occurrences, inside the same window.  The transition block's statistics and trial log Z's
+run on the per-position ``M_t`` (its step moves ``trans``, which every ``M_t`` holds).  Weights that
+make a row ``M_t`` span more than ``MAX_SCALED_TRANSITION_RANGE`` are refused by the safeguard (the
+scaled recursions could not represent them); the caches check every row when they are made.
+
+Dense real-valued feature blocks are refused (CrfkitError).
 """
 from __future__ import annotations
 
@@ -103,6 +134,7 @@ from .stochastic import StochasticResult, last_completed
 
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
+BLOCKS = ("separate", "joint")
 CHUNK = 4096                 # blocks per numba call (Ctrl-C is seen between calls)
 SKIP_EPS = 1e-15             # a block's predicted decrease below this x |log Z| x (its sequences / n): left alone
 
@@ -128,8 +160,95 @@ def inverted_index(corpus, n_attributes: int) -> Index:
     return Index(*K.build_index(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, int(n_attributes)))
 
 
+def bigram_index(corpus, n_battributes: int) -> Index:
+    """Inverted index of the bigram (label-pair x observation) attributes: bigram attribute -> sequences
+    -> occurrences, leaving out the first token of every sequence (no transition enters it, so its
+    bigram attributes are ignored, as everywhere)."""
+    btok_ptr, battr, bval = corpus.bigram_arrays()
+    nt = corpus.n_tokens
+    if battr.shape[0] == 0:
+        btok_ptr = np.zeros(nt + 1, np.int64)
+    else:
+        counts = np.diff(btok_ptr)
+        first = np.zeros(nt, bool)
+        first[corpus.seq_ptr[:-1][corpus.seq_ptr[:-1] < nt]] = True
+        keep = np.repeat(~first, counts)
+        counts = np.where(first, 0, counts)
+        btok_ptr = np.zeros(nt + 1, np.int64)
+        np.cumsum(counts, out=btok_ptr[1:])
+        battr, bval = battr[keep], bval[keep]
+    return Index(*K.build_index(corpus.seq_ptr, btok_ptr, np.ascontiguousarray(battr, np.int32),
+                                np.ascontiguousarray(bval, np.float64), int(n_battributes)))
+
+
+@dataclass
+class JointIndex(Index):
+    """Inverted index of the joint blocks (feature spaces with label-pair x observation features): block ``j``
+    holds the state features of attribute ``ua[j]`` and the label-pair features of bigram attribute
+    ``ub[j]`` (-1: none); its occurrences carry ``okind`` 0 (state attribute at the token) or 1 (bigram
+    attribute at the token), in token order, the state one first at a token that has both."""
+    okind: np.ndarray = None
+    ua: np.ndarray = None
+    ub: np.ndarray = None
+    block_of_battr: np.ndarray = None    # the joint block of every bigram attribute
+
+
+def joint_index(corpus, space, blocks: str = "joint") -> JointIndex:
+    """``blocks="joint"``: one block per observation, as Wapiti: a state attribute and a bigram attribute
+    with the same name (a Wapiti ``*`` pattern makes both) share a block; the other attributes have blocks
+    of their own.  ``"separate"``: every state attribute and every bigram attribute a block of its own.
+    Blocks ``0..n_attributes-1`` are the state attributes (with their bigram twin, if any), then the
+    bigram attributes without a twin, in their order."""
+    na, nb = space.n_attributes, space.n_battributes
+    uix = inverted_index(corpus, na)
+    bix = bigram_index(corpus, nb)
+    if blocks == "joint":
+        aidx = space.attr_index
+        twin = np.fromiter((aidx.get(name, -1) for name in space.battributes), dtype=np.int64, count=nb)
+    else:
+        twin = np.full(nb, -1, np.int64)
+    lone = np.flatnonzero(twin < 0)
+    block_of_battr = twin.copy()
+    block_of_battr[lone] = na + np.arange(len(lone), dtype=np.int64)
+    nblk = na + len(lone)
+    ua = np.full(nblk, -1, np.int64)
+    ua[:na] = np.arange(na)
+    ub = np.full(nblk, -1, np.int64)
+    ub[block_of_battr] = np.arange(nb, dtype=np.int64)
+
+    def occ(ix, blocks):
+        # per occurrence: its block, its sequence (from its group)
+        ng = np.diff(ix.ap)
+        gblk = np.repeat(blocks, ng)
+        no = np.diff(ix.gptr)
+        return np.repeat(gblk, no), np.repeat(ix.gseq, no)
+    ublk, useq = occ(uix, np.arange(na, dtype=np.int64))
+    bblk, bseq = occ(bix, block_of_battr)
+    blk = np.concatenate([ublk, bblk])
+    seq = np.concatenate([useq, bseq])
+    tok = np.concatenate([uix.otok, bix.otok])
+    val = np.concatenate([uix.oval, bix.oval])
+    kind = np.concatenate([np.zeros(len(ublk), np.int8), np.ones(len(bblk), np.int8)])
+    del uix, bix, ublk, useq, bblk, bseq
+    order = np.lexsort((kind, tok, blk))
+    blk, seq, tok, val, kind = blk[order], seq[order], tok[order], val[order], kind[order]
+    del order
+    # groups: runs of (block, sequence); tokens of a sequence are contiguous and sequences in order
+    new = np.ones(len(blk), bool)
+    if len(blk):
+        new[1:] = (blk[1:] != blk[:-1]) | (seq[1:] != seq[:-1])
+    gstart = np.flatnonzero(new)
+    gptr = np.append(gstart, len(blk)).astype(np.int64)
+    gseq = seq[gstart].astype(np.int64)
+    ap = np.zeros(nblk + 1, np.int64)
+    np.cumsum(np.bincount(blk[gstart], minlength=nblk), out=ap[1:])
+    return JointIndex(ap, gseq, gptr, np.ascontiguousarray(tok, np.int64), np.ascontiguousarray(val, np.float64),
+                      okind=np.ascontiguousarray(kind), ua=ua, ub=ub, block_of_battr=block_of_battr)
+
+
 def block_order(seed: int, sweep: int, n_attr: int, order: str = "random") -> np.ndarray:
-    """The attribute blocks of sweep ``sweep`` (from 0), in visiting order."""
+    """The attribute blocks of sweep ``sweep`` (from 0), in visiting order (``n_attr``: the number of
+    blocks, state attributes then bigram attributes)."""
     if order == "cyclic":
         return np.arange(n_attr, dtype=np.int64)
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(sweep)]).permutation(n_attr).astype(np.int64)
@@ -138,7 +257,7 @@ def block_order(seed: int, sweep: int, n_attr: int, order: str = "random") -> np
 class Engine:
     """Caches and scratch of one BCD run."""
 
-    def __init__(self, obj, w: np.ndarray):
+    def __init__(self, obj, w: np.ndarray, blocks: str = "separate"):
         c, s = obj.corpus, obj.space
         if getattr(s, "n_dense", 0) > 0:
             raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
@@ -147,7 +266,10 @@ class Engine:
         self.inv_n = 1.0 / obj.n
         self.w = w
         self.emp = obj.empirical_counts
-        self.index = inverted_index(c, s.n_attributes)
+        # label-pair x observation features: joint blocks (one per observation), position-dependent transitions
+        self.bigram = s.n_bigram > 0
+        self.index = joint_index(c, s, blocks) if self.bigram else inverted_index(c, s.n_attributes)
+        self.n_blocks = len(self.index.ap) - 1
         nt, L = c.n_tokens, s.n_labels
         self.Tmax = max(int(c.max_length), 1)
         self.E = np.zeros((nt, L))
@@ -157,8 +279,14 @@ class Engine:
         self.trans = np.zeros((L, L))
         self.expM = np.ones((L, L))
         self.tmax = 0.0
-        gmax = int(np.diff(self.index.ap).max()) if s.n_attributes else 0
-        kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
+        gmax = int(np.diff(self.index.ap).max()) if self.n_blocks else 0
+        if self.bigram:
+            ix = self.index
+            nku = np.where(ix.ua >= 0, np.diff(s.attr_ptr)[np.maximum(ix.ua, 0)] if s.n_attributes else 0, 0)
+            nkp = np.where(ix.ub >= 0, np.diff(s.battr_ptr)[np.maximum(ix.ub, 0)] if s.n_battributes else 0, 0)
+            kmax = int((nku + nkp).max()) if self.n_blocks else 0
+        else:
+            kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
         T = self.Tmax
         self.scratch = (np.empty((T, L)), np.empty(T), np.empty((T, L)), np.empty(T), np.empty(L),
                         np.empty((gmax, L)), np.empty(gmax), np.empty((gmax, L)), np.empty(gmax), np.empty(gmax),
@@ -171,6 +299,13 @@ class Engine:
         nc = len(obj.bounds) - 1
         self.EC = np.zeros((nc, L, L))
         self.SQ = np.zeros((nc, L, L))
+        if self.bigram:
+            LL = L * L
+            # per-call scratch of the position-dependent kernels: one sequence's transition rows (no cache
+            # of every position: Tmax x L^2, not n_tokens x L^2), the label-pair direction
+            self.pd_scratch = (np.zeros(LL), np.zeros(LL, np.int64), np.empty((T, LL)), np.empty((T, LL)),
+                               np.empty(T), np.empty(LL, np.int64))
+            self.rngs = np.zeros(nc)
 
     # -------------------------------------------------------------- caches
     def _set_transitions(self, wt_full: np.ndarray) -> bool:
@@ -189,8 +324,25 @@ class Engine:
         if not self._set_transitions(self.w):
             raise CrfkitError(f"bcd: the transition scores span more than {MAX_SCALED_TRANSITION_RANGE:g}; the "
                               "scaled recursions cannot represent them (use lbfgs/owlqn)")
-        K.all_logz(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax, self.lz)
+        if self.bigram:
+            if not self._all_logz_pd(self.w, self.lz):
+                raise CrfkitError(f"bcd: the transition scores of a position (transitions plus label-pair x "
+                                  f"observation weights) span more than {MAX_SCALED_TRANSITION_RANGE:g}; the "
+                                  "scaled recursions cannot represent them (use lbfgs/owlqn)")
+        else:
+            K.all_logz(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax, self.lz)
         self.obj.n_full += 1
+
+    def _bargs(self, w):
+        c, s = self.c, self.s
+        return c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, w, s.bigram_offset, self.trans, self.expM, self.tmax)
+
+    def _all_logz_pd(self, w, out) -> bool:
+        """out = log Z of every sequence at weights w (transitions as set); False when a position's
+        transition scores span more than the scaled recursions allow."""
+        c = self.c
+        K.all_logz_pd(c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, *self._bargs(w), out, self.rngs)
+        return bool(self.rngs.max(initial=0.0) <= MAX_SCALED_TRANSITION_RANGE)
 
     def objective(self) -> float:
         """f(w) from the caches (exact while they are coherent)."""
@@ -214,6 +366,8 @@ class Engine:
         ix, c, s = self.index, self.c, self.s
         sc = self.scratch
         k0, k1 = int(s.attr_ptr[a]), int(s.attr_ptr[a + 1])
+        if self.bigram:
+            return self.block_derivatives(a, l2, part=0)
         G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
         if ix.ap[a + 1] > ix.ap[a]:
             K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
@@ -223,7 +377,42 @@ class Engine:
         g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
         return g, H * self.inv_n + l2
 
+    def block_derivatives(self, j: int, l2: float, part: int | None = None):
+        """Gradient and diagonal curvature of the smooth part for joint block ``j`` (feature spaces with
+        label-pair features): ``part`` 0 its state features, 1 its label-pair features, None both
+        (state part first); returns (g, h), or with ``part=None`` (feature indices, g, h)."""
+        s, ix, sc, pd = self.s, self.index, self.scratch, self.pd_scratch
+        a, b = int(ix.ua[j]), int(ix.ub[j])
+        ku = np.arange(s.attr_ptr[a], s.attr_ptr[a + 1]) if a >= 0 else np.zeros(0, np.int64)
+        kp = (s.bigram_offset + np.arange(s.battr_ptr[b], s.battr_ptr[b + 1])) if b >= 0 else np.zeros(0, np.int64)
+        ks = np.concatenate([ku, kp])
+        G, H = np.zeros(max(len(ks), 1)), np.zeros(max(len(ks), 1))
+        if ix.ap[j + 1] > ix.ap[j]:
+            K.block_grad_joint(int(j), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub, s.attr_ptr,
+                               s.feat_label, self.c.seq_ptr, self.ES, self.EM, *self._bargs(self.w), pd[2], pd[3],
+                               pd[4], pd[5], sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7], sc[8], sc[9],
+                               G, H, self.obj.sw)
+        G, H = G[:len(ks)], H[:len(ks)]
+        g = (G - self.emp[ks]) * self.inv_n + l2 * self.w[ks]
+        h = H * self.inv_n + l2
+        if part is None:
+            return ks, g, h
+        sl = slice(0, len(ku)) if part == 0 else slice(len(ku), len(ks))
+        return g[sl], h[sl]
+
+    def bigram_derivatives(self, b: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
+        """Block gradient and diagonal curvature of the smooth part for the label-pair features of bigram
+        attribute ``b`` (``bigram_offset + battr_ptr[b]:...``), from the forward-backward of its joint block."""
+        return self.block_derivatives(int(self.index.block_of_battr[b]), l2, part=1)
+
     def _transition_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.bigram:
+            K.transition_stats_pd(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM,
+                                  *self._bargs(self.w)[:-3], self.trans, self.expM, self.tmax, self.lz, self.EC,
+                                  self.SQ, self.obj.sw)
+            self.obj.n_full += 1
+            ec, sq = self.EC.sum(axis=0), self.SQ.sum(axis=0)
+            return ec[self.ti, self.tj], ec[self.ti, self.tj] - sq[self.ti, self.tj]
         K.transition_stats(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
                            self.lz, self.EC, self.SQ, self.obj.sw)
         self.obj.n_full += 1
@@ -259,10 +448,15 @@ class Engine:
         for _ in range(max_back + 1):
             trial[ns:ns + nt] = w0 + step * d
             stats[K.ST_TRIALS] += 1
-            if self._set_transitions(trial):
+            ok = self._set_transitions(trial)
+            if ok and self.bigram:
+                ok = self._all_logz_pd(trial, new_lz)
+                self.obj.n_full += 1
+            elif ok:
                 K.all_logz(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
                            new_lz)
                 self.obj.n_full += 1
+            if ok:
                 xn = trial[ns:ns + nt]
                 pen = 0.5 * reg.l2 * float(np.dot(xn, xn) - np.dot(w0, w0)) + \
                     reg.l1 * float(np.abs(xn).sum() - np.abs(w0).sum())
@@ -282,16 +476,27 @@ class Engine:
         ix, c, s = self.index, self.c, self.s
         tol = SKIP_EPS * max(1.0, float(np.abs(self.lz).mean())) * self.inv_n
         if zrun is None:
-            zrun = np.zeros(s.n_attributes, dtype=np.int64)
-            skip = np.zeros(s.n_attributes, dtype=np.int64)
+            zrun = np.zeros(self.n_blocks, dtype=np.int64)
+            skip = np.zeros(self.n_blocks, dtype=np.int64)
         sc = self.scratch
+        if self.bigram:
+            pd = self.pd_scratch
+            btok_ptr, battr, bval = c.bigram_arrays()
+            K.sweep_blocks_joint(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub,
+                                 c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr, battr, bval, s.battr_ptr,
+                                 s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp, self.w,
+                                 self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
+                                 float(kappa), float(sigma), float(max_step), int(max_back), tol, int(shrink), zrun,
+                                 skip, *sc[:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
+            return
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
                        int(max_back), tol, int(shrink), zrun, skip, *sc, stats, self.obj.sw)
 
 
-def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink):
+def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink,
+                  blocks="separate"):
     def num(name, x):
         try:
             x = float(x)
@@ -308,6 +513,8 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
 
     if order not in ORDERS:
         raise ParameterError(f"bcd: unknown order {order!r}; one of {', '.join(ORDERS)}")
+    if blocks not in BLOCKS:
+        raise ParameterError(f"bcd: unknown blocks {blocks!r}; one of {', '.join(BLOCKS)}")
     delta, kappa, sigma, max_step = num("delta", delta), num("kappa", kappa), num("sigma", sigma), \
         num("max_step", max_step)
     if delta < 0:
@@ -330,7 +537,7 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
 def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
         delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.5, trans_steps: int = 4,
         sigma: float = 1e-4, max_step: float = 100.0, max_back: int = 20, shrink: int = 8, monitor: bool = True,
-        state: dict | None = None) -> StochasticResult:
+        blocks: str = "separate", state: dict | None = None) -> StochasticResult:
     """Block coordinate descent (one block per attribute + the transition block); see the module doc.
 
     ``max_iterations``: sweeps (default 50).  ``delta``/``period``: stop when the
@@ -339,22 +546,24 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     ``kappa``: factor on the diagonal curvature (> 1: shorter, safer steps).
     ``trans_steps``: transition-block steps per sweep.  ``sigma``, ``max_step``,
     ``max_back``: the Armijo safeguard.  ``shrink``: the most sweeps a block found
-    at zero (and staying there) is left out of (0: never).  ``monitor``: evaluate ``obj.value``
+    at zero (and staying there) is left out of (0: never).  ``blocks`` (label-pair x observation features
+    only): ``separate`` (a block per state attribute and one per bigram attribute) or ``joint`` (one per
+    observation, as Wapiti).  ``monitor``: evaluate ``obj.value``
     for the callback's ``f`` (else the value held by the caches).  ``state``:
     resume from ``info['state']()`` of an earlier run with the same settings.
     """
     delta, period, kappa, trans_steps, sigma, max_step, max_back, shrink = _check_params(
-        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink)
+        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink, blocks)
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
-    if getattr(obj.space, "n_bigram", 0) > 0:
-        raise CrfkitError("bcd does not support label-pair x observation (bigram) features yet")
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
     s = obj.space
     d = s.n_features
     settings = {"order": order, "kappa": kappa, "trans_steps": trans_steps, "sigma": sigma, "max_step": max_step,
                 "max_back": max_back, "shrink": shrink, "seed": int(seed), "l1": float(reg.l1), "l2": float(reg.l2),
                 "n": int(obj.n), "n_features": int(d)}
+    if getattr(s, "n_bigram", 0) > 0:
+        settings["blocks"] = blocks
     if state is not None:
         bad = [k for k, v in settings.items() if state.get("settings", {}).get(k) != v]
         if bad:
@@ -365,20 +574,22 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             raise ParameterError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
         fs = [float(x) for x in state["fs"]]
         sweep0 = int(state["iteration"])
-        zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
-        skip = np.array(state["skip"], dtype=np.int64, copy=True)
-        if zrun.shape != (s.n_attributes,) or skip.shape != (s.n_attributes,):
-            raise ParameterError("bcd: the state's shrinking counters do not match the feature space")
     else:
         w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
         if w.shape != (d,):
             raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
         sweep0 = 0
-        zrun = np.zeros(s.n_attributes, dtype=np.int64)
-        skip = np.zeros(s.n_attributes, dtype=np.int64)
-    eng = Engine(obj, w)
-    n_attr = s.n_attributes
+    eng = Engine(obj, w, blocks)
+    n_attr = eng.n_blocks
+    if state is not None:
+        zrun = np.array(state["zrun"], dtype=np.int64, copy=True)
+        skip = np.array(state["skip"], dtype=np.int64, copy=True)
+        if zrun.shape != (n_attr,) or skip.shape != (n_attr,):
+            raise ParameterError("bcd: the state's shrinking counters do not match the feature space")
+    else:
+        zrun = np.zeros(n_attr, dtype=np.int64)
+        skip = np.zeros(n_attr, dtype=np.int64)
     monitor_s = 0.0
 
     def snapshot(sweep, x, hist, zr, sk, x_is_copy=False):

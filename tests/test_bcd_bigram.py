@@ -1,0 +1,433 @@
+"""Block coordinate descent with label-pair x observation ("bigram") features: the bigram index, block
+gradients and diagonals (state, label-pair and transition blocks) against the batch objective, brute-force
+edge marginals and finite differences, cache coherence, the elastic-net optimum of OWL-QN for both supports,
+monotone blocks, sample weights, bitwise resume and interrupts, the driver and the CLI."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import random_bigram_attributes, random_sequences
+from crfkit.corpus import Corpus
+from crfkit.features.encode import build
+from crfkit.objective import Objective, Regularization
+from crfkit.optim import bcd as B
+from crfkit.optim.bcd import Engine, bcd, bigram_index, block_order, joint_index
+from crfkit.train import train, train_corpus
+
+
+def bigram_problem(seed=0, n_seq=14, L=3, max_len=5, n_attr=6, n_battr=4, real=True, support="all"):
+    """Random state and bigram attributes; every sequence of 2+ tokens also carries the bigram attribute
+    ``once`` at its second token and ``BOS`` as a state attribute at its first (one occurrence per sequence:
+    their diagonals are the exact second derivatives); and observations ``s0..s2`` that are both a state and
+    a bigram attribute at the same token (Wapiti's ``*`` patterns: one joint block each)."""
+    rng = np.random.default_rng(seed)
+    X, Y = random_sequences(rng, n_seq, n_labels=L, min_len=1, max_len=max_len, n_attr=n_attr, real=real)
+    Bs = random_bigram_attributes(rng, X, n_battr, real)
+    for x, b in zip(X, Bs):
+        x[0].append("BOS")
+        if len(b) >= 2:
+            b[1].append(("once", 0.8))
+        for t in range(len(x)):
+            if rng.random() < 0.5:
+                name = f"s{int(rng.integers(3))}"
+                x[t].append(name)
+                b[t].append(name)
+    space, corpus = build(X, Y, B=Bs, support=support)
+    return X, Y, Bs, space, corpus
+
+
+def weighted(corpus: Corpus, weights) -> Corpus:
+    c = corpus
+    return Corpus(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, weight=np.asarray(weights, dtype=np.float64),
+                  btok_ptr=c.btok_ptr, battr=c.battr, bval=c.bval)
+
+
+# ------------------------------------------------------------------ plain references
+def plain_index(corpus):
+    """state attribute -> {sequence: [(token, summed value), ...]} by plain loops."""
+    out = {}
+    for s in range(corpus.n_sequences):
+        for t in range(corpus.seq_ptr[s], corpus.seq_ptr[s + 1]):
+            tot = {}
+            for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1]):
+                tot[int(corpus.attr[e])] = tot.get(int(corpus.attr[e]), 0.0) + float(corpus.val[e])
+            for a, v in tot.items():
+                out.setdefault(a, {}).setdefault(s, []).append((t, v))
+    return out
+
+
+def plain_bigram_index(corpus):
+    """bigram attribute -> {sequence: [(token, summed value), ...]}, first tokens left out, by plain loops."""
+    out = {}
+    for s in range(corpus.n_sequences):
+        for t in range(corpus.seq_ptr[s] + 1, corpus.seq_ptr[s + 1]):
+            tot = {}
+            for e in range(corpus.btok_ptr[t], corpus.btok_ptr[t + 1]):
+                b = int(corpus.battr[e])
+                tot[b] = tot.get(b, 0.0) + float(corpus.bval[e])
+            for b, v in tot.items():
+                out.setdefault(b, {}).setdefault(s, []).append((t, v))
+    return out
+
+
+def brute_marginals(space, corpus, w, s):
+    """Node (T x L) and per-position edge ((T-1) x L x L) marginals of sequence s by enumeration, with the
+    position-dependent transitions of the bigram features."""
+    L, ns, bo = space.n_labels, space.n_state, space.bigram_offset
+    t0, t1 = corpus.seq_ptr[s], corpus.seq_ptr[s + 1]
+    T = t1 - t0
+    em = np.zeros((T, L))
+    for t in range(t0, t1):
+        for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1]):
+            a = corpus.attr[e]
+            for k in range(space.attr_ptr[a], space.attr_ptr[a + 1]):
+                em[t - t0, space.feat_label[k]] += w[k] * corpus.val[e]
+    M = np.zeros((T, L, L))
+    for i in range(L):
+        for j in range(L):
+            if space.trans_index[i, j] >= 0:
+                M[:, i, j] = w[ns + space.trans_index[i, j]]
+    for t in range(t0 + 1, t1):
+        for e in range(corpus.btok_ptr[t], corpus.btok_ptr[t + 1]):
+            b = corpus.battr[e]
+            for k in range(space.battr_ptr[b], space.battr_ptr[b + 1]):
+                p = space.bfeat_pair[k]
+                M[t - t0, p // L, p % L] += w[bo + k] * corpus.bval[e]
+    paths = list(itertools.product(range(L), repeat=T))
+    sc = np.array([sum(em[t, p[t]] for t in range(T)) + sum(M[t, p[t - 1], p[t]] for t in range(1, T))
+                   for p in paths])
+    pr = np.exp(sc - sc.max())
+    pr /= pr.sum()
+    node = np.zeros((T, L))
+    edge = np.zeros((max(T - 1, 0), L, L))
+    for p, q in zip(paths, pr):
+        for t in range(T):
+            node[t, p[t]] += q
+        for t in range(1, T):
+            edge[t - 1, p[t - 1], p[t]] += q
+    return node, edge
+
+
+def engine_at(space, corpus, reg, w, blocks="separate"):
+    obj = Objective(corpus, space, reg)
+    eng = Engine(obj, np.array(w, dtype=np.float64, copy=True), blocks)
+    eng.refresh()
+    return obj, eng
+
+
+def fd_objective(obj, w, k, h=1e-4):
+    e = np.zeros_like(w)
+    e[k] = h
+    fp, f0, fm = obj.value(w + e, count=False), obj.value(w, count=False), obj.value(w - e, count=False)
+    return (fp - fm) / (2 * h), (fp - 2 * f0 + fm) / (h * h)
+
+
+# ------------------------------------------------------------------ the bigram index
+def test_bigram_index_leaves_out_first_tokens_and_merges():
+    X, Y, Bs, space, corpus = bigram_problem(1)
+    ix = bigram_index(corpus, space.n_battributes)
+    ref = plain_bigram_index(corpus)
+    first = set(corpus.seq_ptr[:-1].tolist())
+    assert any(corpus.btok_ptr[t + 1] > corpus.btok_ptr[t] for t in first)   # first tokens do carry some
+    for b in range(space.n_battributes):
+        assert list(ix.sequences(b)) == sorted(ref.get(b, {}))
+        for g in range(ix.ap[b], ix.ap[b + 1]):
+            s = ix.gseq[g]
+            got = list(zip(ix.otok[ix.gptr[g]:ix.gptr[g + 1]].tolist(), ix.oval[ix.gptr[g]:ix.gptr[g + 1]].tolist()))
+            assert [t for t, _ in got] == [t for t, _ in ref[b][s]]
+            np.testing.assert_allclose([v for _, v in got], [v for _, v in ref[b][s]], rtol=1e-15)
+            assert not set(t for t, _ in got) & first
+    # an empty bigram corpus: an empty index
+    plain = Corpus(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y)
+    ix0 = bigram_index(plain, space.n_battributes)
+    assert len(ix0.gseq) == 0 and np.all(ix0.ap == 0)
+
+
+def test_joint_index_one_block_per_observation():
+    X, Y, Bs, space, corpus = bigram_problem(1)
+    jx = joint_index(corpus, space)
+    ref_u = plain_index(corpus)
+    ref_b = plain_bigram_index(corpus)
+    na = space.n_attributes
+    shared = [b for b, name in enumerate(space.battributes) if name in space.attr_index]
+    assert {space.battributes[b] for b in shared} == {"s0", "s1", "s2"}
+    assert len(jx.ap) - 1 == na + space.n_battributes - len(shared)
+    for b in range(space.n_battributes):
+        j = jx.block_of_battr[b]
+        assert jx.ub[j] == b
+        assert (j < na) == (b in shared)
+        if j < na:
+            assert space.attributes[j] == space.battributes[b]
+    for j in range(len(jx.ap) - 1):
+        a, b = int(jx.ua[j]), int(jx.ub[j])
+        assert (a == j) if j < na else (a == -1 and b >= 0)
+        want = {}
+        for kind, ref, x in ((0, ref_u, a), (1, ref_b, b)):
+            for s, occ in (ref.get(x, {}).items() if x >= 0 else ()):
+                want.setdefault(s, []).extend((t, kind, v) for t, v in occ)
+        assert list(jx.gseq[jx.ap[j]:jx.ap[j + 1]]) == sorted(want)
+        for g in range(jx.ap[j], jx.ap[j + 1]):
+            o = slice(jx.gptr[g], jx.gptr[g + 1])
+            got = list(zip(jx.otok[o].tolist(), jx.okind[o].tolist(), jx.oval[o].tolist()))
+            assert got == sorted(want[jx.gseq[g]])
+
+
+# ------------------------------------------------------------------ block derivatives
+@pytest.mark.parametrize("support, blocks", [("all", "separate"), ("observed", "separate"), ("all", "joint"),
+                                             ("observed", "joint")])
+def test_block_gradients_and_diagonals(support, blocks):
+    X, Y, Bs, space, corpus = bigram_problem(2, support=support)
+    assert space.n_bigram > 0 and corpus.has_bigram
+    reg = Regularization(l1=0.0, l2=0.3)
+    w = np.random.default_rng(3).normal(0.0, 0.7, space.n_features)
+    obj, eng = engine_at(space, corpus, reg, w, blocks)
+    assert eng.bigram
+    # the caches' log Z and objective are the batch objective's
+    assert eng.objective() == pytest.approx(obj.value(w, count=False), rel=1e-12)
+    f, grad = obj.value_and_grad(w)
+    n = corpus.n_sequences
+    marg = [brute_marginals(space, corpus, w, s) for s in range(n)]
+    bo, L = space.bigram_offset, space.n_labels
+    ref = plain_bigram_index(corpus)
+    once_checked = fd_checked = 0
+    for b in range(space.n_battributes):
+        g, h = eng.bigram_derivatives(b, reg.l2)
+        k0, k1 = space.battr_ptr[b], space.battr_ptr[b + 1]
+        np.testing.assert_allclose(g, grad[bo + k0:bo + k1], rtol=1e-9, atol=1e-12)
+        pairs = space.bfeat_pair[k0:k1]
+        want_h = np.full(k1 - k0, reg.l2)
+        for s, occ in ref.get(b, {}).items():
+            edge = marg[s][1]
+            for t, v in occ:
+                p = edge[t - corpus.seq_ptr[s] - 1][pairs // L, pairs % L]
+                want_h += v * v * p * (1 - p) / n
+        np.testing.assert_allclose(h, want_h, rtol=1e-10, atol=1e-14)
+        once = all(len(occ) == 1 for occ in ref.get(b, {}).values())
+        for kk in range(0, k1 - k0, max(1, (k1 - k0) // 4)):
+            fd_g, fd_h = fd_objective(obj, w, bo + k0 + kk)
+            assert g[kk] == pytest.approx(fd_g, rel=1e-6, abs=1e-9)
+            fd_checked += 1
+            if once:        # one occurrence per sequence: the diagonal is the exact second derivative
+                assert h[kk] == pytest.approx(fd_h, rel=1e-4, abs=1e-7)
+                once_checked += 1
+    assert once_checked > 0 and fd_checked > 0
+    # the state blocks and the transition block on position-dependent transitions
+    for a in range(space.n_attributes):
+        g, h = eng.attribute_derivatives(a, reg.l2)
+        k0, k1 = space.attr_ptr[a], space.attr_ptr[a + 1]
+        np.testing.assert_allclose(g, grad[k0:k1], rtol=1e-9, atol=1e-12)
+    a = space.attr_index["BOS"]
+    g, h = eng.attribute_derivatives(a, reg.l2)
+    k0 = space.attr_ptr[a]
+    for kk in range(len(g)):
+        _, fd_h = fd_objective(obj, w, k0 + kk)
+        assert h[kk] == pytest.approx(fd_h, rel=1e-4, abs=1e-7)
+    g, h = eng.transition_derivatives(reg.l2)
+    ns = space.n_state
+    np.testing.assert_allclose(g, grad[ns:ns + len(g)], rtol=1e-9, atol=1e-12)
+    p = np.concatenate([m[1][:, eng.ti, eng.tj] for m in marg if len(m[1])])
+    np.testing.assert_allclose(h, reg.l2 + (p * (1 - p)).sum(axis=0) / n, rtol=1e-10)
+
+
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_sample_weights_scale_every_block(blocks):
+    X, Y, Bs, space, corpus = bigram_problem(4)
+    omega = np.random.default_rng(5).uniform(0.0, 3.0, size=corpus.n_sequences)
+    omega[1] = 0.0
+    wc = weighted(corpus, omega)
+    reg = Regularization(l1=0.0, l2=0.1)
+    w = np.random.default_rng(6).normal(0.0, 0.6, space.n_features)
+    obj, eng = engine_at(space, wc, reg, w, blocks)
+    assert obj.weighted
+    assert eng.objective() == pytest.approx(obj.value(w, count=False), rel=1e-12)
+    _, grad = obj.value_and_grad(w)
+    bo = space.bigram_offset
+    for b in range(space.n_battributes):
+        g, _ = eng.bigram_derivatives(b, reg.l2)
+        k0, k1 = space.battr_ptr[b], space.battr_ptr[b + 1]
+        np.testing.assert_allclose(g, grad[bo + k0:bo + k1], rtol=1e-9, atol=1e-12)
+    for a in range(space.n_attributes):
+        g, _ = eng.attribute_derivatives(a, reg.l2)
+        np.testing.assert_allclose(g, grad[space.attr_ptr[a]:space.attr_ptr[a + 1]], rtol=1e-9, atol=1e-12)
+    g, _ = eng.transition_derivatives(reg.l2)
+    np.testing.assert_allclose(g, grad[space.n_state:space.n_state + len(g)], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_caches_stay_coherent_and_every_block_lowers_the_objective(blocks):
+    """Block after block (state, label-pair, joint, transition), the objective held by the caches is
+    obj.value at the new weights and never increases; every log Z and emission row equals a fresh
+    computation."""
+    X, Y, Bs, space, corpus = bigram_problem(7)
+    reg = Regularization(l1=0.01, l2=0.1)
+    obj, eng = engine_at(space, corpus, reg, np.random.default_rng(8).normal(0.0, 0.3, space.n_features), blocks)
+    stats = np.zeros(B.K.N_STATS)
+    f_prev = obj.value(eng.w, count=False)
+    eng.transition_step(reg, 1.0, 1e-4, 10.0, 20, stats)
+    f = obj.value(eng.w, count=False)
+    assert f < f_prev and eng.objective() == pytest.approx(f, rel=1e-12)
+    f_prev = f
+    order = block_order(5, 0, eng.n_blocks)
+    ix = eng.index
+    kinds = set()
+    for kappa in (1.0, 0.05):            # 0.05: steps far too long, cut back by the safeguard
+        for b in range(eng.n_blocks):
+            before = stats[B.K.ST_ACCEPT]
+            eng.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, stats)
+            f = obj.value(eng.w, count=False)
+            assert f <= f_prev + 1e-13 * abs(f_prev), (kappa, b)
+            assert eng.objective() == pytest.approx(f, rel=1e-11)
+            if stats[B.K.ST_ACCEPT] > before:
+                kinds.add((bool(ix.ua[order[b]] >= 0), bool(ix.ub[order[b]] >= 0)))
+            f_prev = f
+    # state and label-pair blocks moved (and joint ones)
+    assert kinds == ({(True, False), (True, True), (False, True)} if blocks == "joint" else
+                     {(True, False), (False, True)})
+    assert stats[B.K.ST_TRIALS] > stats[B.K.ST_ACCEPT] + stats[B.K.ST_REJECT]   # backtracking happened
+    lz, E = eng.lz.copy(), eng.E.copy()
+    eng.refresh()
+    np.testing.assert_allclose(lz, eng.lz, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(E, eng.E, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ the optimum
+@pytest.fixture(scope="module")
+def learnable():
+    """Labels drawn from a CRF with bigram features (something to learn), 60 sequences; observations
+    ``s0``, ``s1`` both state and bigram attributes (joint blocks) beside the separate ones."""
+    rng = np.random.default_rng(21)
+    X, Y = random_sequences(rng, 60, n_labels=3, max_len=6, n_attr=8, real=False)
+    Bs = random_bigram_attributes(rng, X, 4, False)
+    for x, b in zip(X, Bs):
+        for t in range(len(x)):
+            if rng.random() < 0.4:
+                name = f"s{int(rng.integers(2))}"
+                x[t].append(name)
+                b[t].append(name)
+    space, corpus = build(X, Y, B=Bs, support="all")
+    from crfkit.model import CRFModel
+    w = rng.normal(scale=1.5, size=space.n_features)
+    Y = CRFModel(space, w).tag(X, B=Bs)
+    return X, Y, Bs
+
+
+def owlqn_optimum(space, corpus, reg):
+    ref = train_corpus(space, corpus, algorithm="owlqn", reg=reg, gtol=1e-12, delta=0.0, epsilon=0.0,
+                       max_iterations=5000)
+    return ref.objective, ref.model.weights
+
+
+@pytest.mark.parametrize("support, blocks", [("all", "separate"), ("observed", "separate"), ("all", "joint")])
+def test_reaches_the_owlqn_elastic_net_optimum(learnable, support, blocks):
+    X, Y, Bs = learnable
+    space, corpus = build(X, Y, B=Bs, support=support)
+    reg = Regularization(l1=0.01, l2=0.02)
+    f_star, w_star = owlqn_optimum(space, corpus, reg)
+    bo = space.bigram_offset
+    assert 0 < np.count_nonzero(w_star[bo:]) < space.n_bigram     # L1 keeps some label-pair features only
+    obj = Objective(corpus, space, reg)
+    fs = []
+    res = bcd(obj, None, reg=reg, max_iterations=600, delta=1e-12, seed=1, blocks=blocks,
+              callback=lambda i: fs.append(i["f"]))
+    assert res.status == "converged"
+    assert np.all(np.diff(fs) <= 1e-12 * np.abs(fs[1:]))
+    assert res.f == pytest.approx(f_star, rel=1e-6)
+    assert res.f >= f_star - 1e-9 * abs(f_star)
+    np.testing.assert_array_equal(res.x != 0, w_star != 0)
+    np.testing.assert_allclose(res.x, w_star, atol=2e-4)
+
+
+def test_weighted_optimum(learnable):
+    X, Y, Bs = learnable
+    space, corpus = build(X, Y, B=Bs, support="observed")
+    omega = np.random.default_rng(9).integers(0, 4, size=corpus.n_sequences).astype(float)
+    wc = weighted(corpus, omega)
+    reg = Regularization(l1=0.01, l2=0.02)
+    f_star, w_star = owlqn_optimum(space, wc, reg)
+    res = bcd(Objective(wc, space, reg), None, reg=reg, max_iterations=600, delta=1e-12, seed=2, blocks="joint")
+    assert res.status == "converged"
+    assert res.f == pytest.approx(f_star, rel=1e-6)
+    np.testing.assert_allclose(res.x, w_star, atol=5e-4)
+    # an integer weight is that many copies of the sequence: the same objective
+    keep = np.repeat(np.arange(corpus.n_sequences), omega.astype(int))
+    rep = corpus.subset(keep)
+    assert Objective(rep, space, reg).value(res.x, count=False) == pytest.approx(res.f, rel=1e-12)
+
+
+# ------------------------------------------------------------------ protocol
+def test_resume_is_bitwise_and_interrupt_returns_the_last_sweep(learnable):
+    X, Y, Bs = learnable
+    space, corpus = build(X, Y, B=Bs, support="all")
+    reg = Regularization(l1=0.01, l2=0.05)
+    kw = dict(reg=reg, delta=0.0, seed=7, kappa=0.5)
+    full = []
+    res = bcd(Objective(corpus, space, reg), None, max_iterations=5,
+              callback=lambda info: full.append((info["x"].copy(), info["f"])), **kw)
+    assert np.count_nonzero(res.x[space.bigram_offset:]) > 0
+    first = bcd(Objective(corpus, space, reg), None, max_iterations=2, **kw)
+    st = first.state
+    assert st["zrun"].shape == (space.n_attributes + space.n_battributes,)      # separate blocks
+    with pytest.raises(ValueError, match="other settings"):
+        bcd(Objective(corpus, space, reg), None, max_iterations=5, state=st, blocks="joint", **kw)
+    with pytest.raises(ValueError, match="unknown blocks"):
+        bcd(Objective(corpus, space, reg), None, max_iterations=1, blocks="pairs", **kw)
+    rest = []
+    res2 = bcd(Objective(corpus, space, reg), None, max_iterations=5, state=st,
+               callback=lambda info: rest.append((info["iteration"], info["x"].copy(), info["f"])), **kw)
+    assert [r[0] for r in rest] == [3, 4, 5]
+    for (x, f), (_, x2, f2) in zip(full[2:], rest):
+        np.testing.assert_array_equal(x, x2)
+        assert f == f2
+    np.testing.assert_array_equal(res.x, res2.x)
+
+    def stop(info):
+        if info["iteration"] == 3:
+            raise KeyboardInterrupt
+    r = bcd(Objective(corpus, space, reg), None, max_iterations=5, callback=stop, **kw)
+    assert r.status == "interrupted" and r.iterations == 3
+    np.testing.assert_array_equal(r.x, full[2][0])
+
+
+def test_space_with_bigram_features_but_a_corpus_without():
+    """A corpus with no bigram attribute (e.g. all sequences of one token): the label-pair blocks have no
+    occurrence and go to their exact minimiser, zero; the rest trains as without them."""
+    X, Y, Bs, space, corpus = bigram_problem(10)
+    plain = Corpus(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.y)
+    reg = Regularization(l1=0.01, l2=0.02)
+    x0 = np.random.default_rng(0).normal(0.0, 0.2, space.n_features)
+    res = bcd(Objective(plain, space, reg), x0, reg=reg, max_iterations=3, delta=0.0)
+    assert np.all(res.x[space.bigram_offset:] == 0.0)
+    assert res.f < Objective(plain, space, reg).value(x0, count=False)
+
+
+def test_train_driver_checkpoint_resume(learnable, tmp_path):
+    X, Y, Bs = learnable
+    kw = dict(B=Bs, algorithm="bcd", support="all", l1=0.01, l2=0.01, seed=3, params={"delta": 0.0})
+    full = train(X, Y, max_iterations=4, **kw)
+    assert full.model.meta["algorithm"] == "bcd"
+    space = full.model.space
+    assert space.n_bigram > 0 and np.count_nonzero(full.model.weights[space.bigram_offset:]) > 0
+    ck = tmp_path / "b.ckpt"
+    part = train(X, Y, max_iterations=2, checkpoint=ck, checkpoint_every=1, **kw)
+    assert part.iterations == 2
+    rest = train(X, Y, max_iterations=4, resume=ck, **kw)
+    np.testing.assert_array_equal(rest.model.weights, full.model.weights)
+
+
+def test_cli_nettalk_3grm_bcd(tmp_path):
+    from crfkit.cli import main
+    from crfkit.datasets.nettalk import nettalk_split, write_columns
+    from crfkit.model import CRFModel
+    train_s, _, test_s = nettalk_split(9)
+    write_columns(train_s[:60], tmp_path / "train.txt")
+    m = tmp_path / "m.crf"
+    rc = main(["train", str(tmp_path / "train.txt"), "--features", "nettalk:3-grm", "--support", "all",
+               "-a", "bcd", "--rho1", "0.5", "--rho2", "1e-5", "--max-iterations", "2", "-m", str(m)])
+    assert rc in (0, None)
+    model = CRFModel.load(m)
+    assert model.space.n_bigram > 0
+    assert model.meta["algorithm"] == "bcd"
+    assert np.count_nonzero(model.weights[model.space.bigram_offset:]) > 0
