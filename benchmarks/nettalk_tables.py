@@ -566,57 +566,40 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
-def sgdl1_summary(n: str, w: dict, c: dict) -> str:
-    """SGD-L1 against Wapiti's at set ``n``: the pass and time at which crfkit first reaches Wapiti's final
-    objective (time: crfkit's whole cell minus the passes after that one), final objectives, RSS, error."""
+def stochastic_summary(method: str, unit: str, n: str, w: dict, c: dict) -> str:
+    """``method`` (SGD-L1, BCD) against Wapiti's at set ``n``: the ``unit`` (pass, sweep) and time at which
+    crfkit first reaches Wapiti's final objective (time: crfkit's whole cell minus the units after that one),
+    final objectives, RSS, error."""
     nt = c.get("n_train") or 16007
     objs = [o * nt for o in c["objective_by_iteration"]]
     walls = c["wall_s_by_iteration"]
     hit = next((i for i, o in enumerate(objs) if o <= w["objective_sum"]), None)
     mon = c.get("monitor_s_by_iteration") or [None]
+    units = unit + ("es" if unit.endswith("s") else "s")
     if hit is None:
-        reach = f"did not reach it in {len(objs)} passes"
+        reach = f"did not reach it in {len(objs)} {units}"
     else:
         t = c["train_s"] - (walls[-1] - walls[hit])
-        reach = f"reached it after pass {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x"
+        reach = f"reached it after {unit} {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x"
         if mon[hit] is not None:
-            reach += f"; {(t - mon[hit]) / w['train_s']:.2f}x without its per-pass objective, {mon[hit]:.1f}s"
+            reach += f"; {(t - mon[hit]) / w['train_s']:.2f}x without its per-{unit} objective, {mon[hit]:.1f}s"
         reach += ")"
-    return (f"SGD-L1 against Wapiti at {n} ({w['threads']} thread(s), {w['iterations']} / {c['iterations']} "
-            f"passes, one run each): Wapiti's final objective {w['objective_sum']:.2f} (sum form, computed by "
+    return (f"{method} against Wapiti at {n} ({w['threads']} thread(s), {w['iterations']} / {c['iterations']} "
+            f"{units}, one run each): Wapiti's final objective {w['objective_sum']:.2f} (sum form, computed by "
             f"crfkit from its model: {w.get('wapiti_unmapped', '?')} of its {w.get('wapiti_nonzero', '?')} non-zero "
             f"weights without a crfkit feature) in {w['train_s']:.1f}s; crfkit's final {objs[-1]:.2f} in "
             f"{c['train_s']:.1f}s ({c['train_s'] / w['train_s']:.2f}x); crfkit {reach}; active {c['active']} vs "
             f"{w['active']}; peak RSS {c['peak_rss_mb']:.0f} MB vs {w['peak_rss_mb']:.0f} MB "
             f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x); test error {c['test_error']:.2f}% vs "
             f"{w['test_error']:.2f}% ({c['test_error'] - w['test_error']:+.2f} points; target within 0.2)")
+
+
+def sgdl1_summary(n: str, w: dict, c: dict) -> str:
+    return stochastic_summary("SGD-L1", "pass", n, w, c)
 
 
 def bcd_summary(n: str, w: dict, c: dict) -> str:
-    """BCD against Wapiti's at set ``n``: the sweep and time at which crfkit first reaches Wapiti's final
-    objective (time: crfkit's whole cell minus the sweeps after that one), or the objectives after the same
-    number of sweeps; RSS, error."""
-    nt = c.get("n_train") or 16007
-    objs = [o * nt for o in c["objective_by_iteration"]]
-    walls = c["wall_s_by_iteration"]
-    hit = next((i for i, o in enumerate(objs) if o <= w["objective_sum"]), None)
-    mon = c.get("monitor_s_by_iteration") or [None]
-    if hit is None:
-        reach = f"did not reach it in {len(objs)} sweeps"
-    else:
-        t = c["train_s"] - (walls[-1] - walls[hit])
-        reach = f"reached it after sweep {hit + 1} at {t:.1f}s ({t / w['train_s']:.2f}x Wapiti's time; target <= 0.5x"
-        if mon[hit] is not None:
-            reach += f"; {(t - mon[hit]) / w['train_s']:.2f}x without its per-sweep objective, {mon[hit]:.1f}s"
-        reach += ")"
-    return (f"BCD against Wapiti at {n} ({w['threads']} thread(s), {w['iterations']} / {c['iterations']} "
-            f"sweeps, one run each): Wapiti's final objective {w['objective_sum']:.2f} (sum form, computed by "
-            f"crfkit from its model: {w.get('wapiti_unmapped', '?')} of its {w.get('wapiti_nonzero', '?')} non-zero "
-            f"weights without a crfkit feature) in {w['train_s']:.1f}s; crfkit's final {objs[-1]:.2f} in "
-            f"{c['train_s']:.1f}s ({c['train_s'] / w['train_s']:.2f}x); crfkit {reach}; active {c['active']} vs "
-            f"{w['active']}; peak RSS {c['peak_rss_mb']:.0f} MB vs {w['peak_rss_mb']:.0f} MB "
-            f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x); test error {c['test_error']:.2f}% vs "
-            f"{w['test_error']:.2f}% ({c['test_error'] - w['test_error']:+.2f} points; target within 0.2)")
+    return stochastic_summary("BCD", "sweep", n, w, c)
 
 
 def main(argv=None) -> int:
