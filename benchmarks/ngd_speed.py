@@ -105,6 +105,12 @@ def main(argv=None) -> int:
     from crfkit.objective import Objective, regularization
     from crfkit.parallel import set_threads
     set_threads(1)
+    # numpy's BLAS on one thread, as crfkit's train_corpus runs the optimizers (its idle threads spin and
+    # would be charged to crfkit's CPU time: benchmarks/blas_spin.py)
+    import contextlib
+    from crfkit.parallel import blas_threads
+    _blas = contextlib.ExitStack()
+    _blas.enter_context(blas_threads(1))
     X, Y = load(data_dir(args.data_dir), "train")
     support = "all" if args.features == "large" else "observed"
     space, corpus = build(X, Y, support=support)

@@ -85,6 +85,12 @@ def main(argv=None):
                     help="which methods (the first is the base of the ratios; default: all four)")
     a = ap.parse_args(argv)
     runs = [METHODS[m] for m in a.methods]
+    # numpy's BLAS on one thread, as crfkit's train_corpus runs the optimizers (its idle threads spin and
+    # would be charged to crfkit's CPU time: benchmarks/blas_spin.py)
+    import contextlib
+    from crfkit.parallel import blas_threads
+    _blas = contextlib.ExitStack()
+    _blas.enter_context(blas_threads(1))
     for name in a.data:
         bd = D.load(name, a.data_dir)
         space, corpus, _ = bd.encoded()

@@ -192,3 +192,27 @@ def test_cli_param_values_are_typed():
     assert _param("penalty=cumulative") == ("penalty", "cumulative")
     with pytest.raises(argparse.ArgumentTypeError):
         _param("eta0")
+
+
+@pytest.mark.parametrize("algorithm", ["lbfgs", "owlqn", "l2sgd"])
+def test_training_runs_with_blas_on_one_thread_and_restores_it(algorithm):
+    # the optimizers' vector dots go to BLAS; its idle threads busy-wait after a call and take cores
+    # from numba's threads (benchmarks/blas_spin.py), so train_corpus keeps BLAS on one thread
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():       # library -> threads (training may load another BLAS, e.g. scipy's)
+        return {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+
+    if not blas_threads():
+        pytest.skip("numpy loaded no BLAS library that threadpoolctl knows")
+    X, Y = learnable(5, 30)
+    seen = []
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        outer = blas_threads()
+        res = train(X, Y, c2=0.1, c1=0.1 if algorithm == "owlqn" else None, algorithm=algorithm,
+                    max_iterations=3, threads=1, callback=lambda rec: seen.append(blas_threads()) and None)
+        after = blas_threads()
+        assert all(after[k] == v for k, v in outer.items())          # restored on the way out
+    assert res.iterations == 3 and seen
+    for s in seen:
+        assert set(outer) <= set(s) and all(v == 1 for v in s.values())

@@ -24,7 +24,7 @@ from .corpus import WARN_FEATURE_VALUE, Corpus
 from .features.encode import build
 from .model import CRFModel, FeatureSpace
 from .objective import Objective, Regularization, regularization
-from .parallel import set_threads
+from .parallel import set_threads, single_blas
 
 from .optim import stochastic as _stochastic
 
@@ -365,6 +365,7 @@ def lbfgs_history(history: str, m: int, n_features: int) -> str:
     return history
 
 
+@single_blas
 def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs",
                  reg: Regularization | None = None, max_iterations: int | None = None,
                  epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
