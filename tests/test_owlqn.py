@@ -163,7 +163,8 @@ def test_iterates_stay_in_orthants_and_objective_never_increases():
     def cb(info):
         xs.append(info["x"].copy())
         fs.append(info["f"])
-        infos.append(dict(info, pg=info["pg"].copy()))    # pg: a buffer rewritten every iteration
+        # x, g, pg: the driver's buffers, rewritten by the next iterations (copies kept)
+        infos.append(dict(info, pg=info["pg"].copy(), x=info["x"].copy(), g=info["g"].copy()))
     owlqn(fg, np.zeros(d), l1, epsilon=1e-9, delta=0.0, max_iterations=300, callback=cb)
     assert len(xs) > 10
     for a, b in zip(xs, xs[1:]):
@@ -430,6 +431,43 @@ def test_owlqn_fresh_gradients_is_the_same_run():
     a = owlqn(smooth.value_and_grad, np.zeros(d), 0.05, max_iterations=25, fresh_gradients=True)
     b = owlqn(smooth.value_and_grad, np.zeros(d), 0.05, max_iterations=25)
     assert np.array_equal(a.x, b.x) and a.f == b.f and a.iterations == b.iterations
+
+
+def test_owlqn_gradients_into_reused_buffers_is_the_same_run():
+    """fg_into (the gradient written into the driver's two buffers, the trial points in reused arrays)
+    gives the same iterates, bit for bit, as fresh arrays; the caller's x0 is left alone; the callback's
+    x and g are the driver's buffers (valid until it returns), so a kept copy is what it saw."""
+    smooth, d, _ = tiny_crf()
+    x0 = np.zeros(d)
+    seen_fresh, seen_into, arrays = [], [], set()
+
+    def keep(seen):
+        def cb(info):
+            seen.append((info["x"].copy(), info["g"].copy(), info["f"]))
+            arrays.add(id(info["x"]))
+        return cb
+    a = owlqn(smooth.value_and_grad, x0.copy(), 0.05, max_iterations=25, fresh_gradients=True,
+              epsilon=0.0, delta=0.0, callback=keep(seen_fresh))
+    arrays.clear()
+    b = owlqn(smooth.value_and_grad, x0, 0.05, max_iterations=25, fg_into=smooth.value_and_grad_into,
+              epsilon=0.0, delta=0.0, callback=keep(seen_into))
+    assert a.iterations == b.iterations == 25 and np.array_equal(a.x, b.x) and np.array_equal(a.g, b.g)
+    assert a.f == b.f and a.n_evals == b.n_evals
+    for (xa, ga, fa), (xb, gb, fb) in zip(seen_fresh, seen_into):
+        assert np.array_equal(xa, xb) and np.array_equal(ga, gb) and fa == fb
+    assert not x0.any()                           # x0 was copied, never used as a trial buffer
+    assert len(arrays) <= 2                       # x and the trial point take turns
+    # a run with rejected trials (the best one evaluated again) is the same run too
+    fg, dl = logistic()
+
+    def fg_into(x, out):
+        f, g = fg(x)
+        out[:] = g
+        return f
+    kw = dict(epsilon=0.0, delta=0.0, max_iterations=8, armijo=0.999, max_linesearch=5)
+    c = owlqn(fg, np.zeros(dl), 0.02, **kw)
+    e = owlqn(fg, np.zeros(dl), 0.02, fg_into=fg_into, **kw)
+    assert np.array_equal(c.x, e.x) and c.f == e.f and c.n_evals == e.n_evals
 
 
 def test_train_history_auto_choice_meta_and_errors(monkeypatch):

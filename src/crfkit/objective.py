@@ -352,6 +352,12 @@ class Objective:
         v, wsq, g = self._loss_grad(w, None, 1.0 / self.n, self.reg.l2)
         return self.reg.penalized(v / self.n, w, wsq), g
 
+    def value_and_grad_into(self, w: np.ndarray, out: np.ndarray) -> float:
+        """:meth:`value_and_grad` with the gradient written into ``out`` (float64, n_features): for drivers
+        that reuse their buffers (OWL-QN) instead of allocating a vector of the problem's size per call."""
+        v, wsq, _ = self._loss_grad(w, out, 1.0 / self.n, self.reg.l2)
+        return self.reg.penalized(v / self.n, w, wsq)
+
     def value(self, w: np.ndarray, count: bool = True) -> float:
         """f(w); ``count=False`` for monitoring (traces, stopping checks) that is not part of the optimizer's work."""
         return self.reg.penalized(self.nll_sum(w, count) / self.n, w)

@@ -633,7 +633,7 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             elif algorithm == "owlqn":
                 from .optim.owlqn import owlqn
                 res = owlqn(obj.value_and_grad, x0, reg.l1, fresh_gradients=getattr(obj, "fresh_gradients", False),
-                            history=hist_kind, **common)
+                            history=hist_kind, fg_into=getattr(obj, "value_and_grad_into", None), **common)
             else:
                 from .optim.lbfgs import lbfgs
                 res = lbfgs(obj.value_and_grad, x0, fresh_gradients=getattr(obj, "fresh_gradients", False),

@@ -275,19 +275,22 @@ def stopping_rule(f: float, gnorm: float, xnorm: float, ginf: float, past: deque
     return None
 
 
-def make_state(hist: History, snap: tuple, seconds: float) -> dict:
+def make_state(hist: History, snap: tuple, seconds: float, copy: bool = False) -> dict:
     """The optimizer state dict of a snapshot ``(x, f, f_smooth, g, it, n_evals, order, past, ok)``.
 
     Keys: ``x``, ``g`` (smooth gradient), ``f`` (the minimised objective; OWL-QN:
     with the L1 term), ``f_smooth``, ``iteration``, ``n_evals``, ``S``, ``Y``,
     ``rho`` (the history pairs, oldest first), ``past`` (the objective values
     of the delta rule, oldest first), ``linesearch_ok``, ``seconds``, ``m``.
-    The arrays are fresh copies (``x`` and ``g`` are never modified in place
-    by the drivers, so they are shared).
+    The arrays are fresh copies; ``x`` and ``g`` are shared unless ``copy`` (L-BFGS never modifies them
+    in place; OWL-QN reuses them as the next line search's buffers, and copies them for a state asked
+    for while it runs).
     """
     x, f, f_smooth, g, it, n_evals, order, past, ok = snap
     hist.commit(order)  # a pair prepared for this snapshot and not yet written (interrupted): write it
     S, Y, rho = hist.pairs(order)
+    if copy:
+        x, g = np.array(x, copy=True), np.array(g, copy=True)
     return dict(x=x, g=g, f=float(f), f_smooth=float(f_smooth), iteration=int(it), n_evals=int(n_evals),
                 S=S, Y=Y, rho=rho, past=np.asarray(past, dtype=np.float64), linesearch_ok=bool(ok),
                 seconds=float(seconds), m=int(hist.m))
