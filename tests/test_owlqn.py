@@ -489,3 +489,82 @@ def test_train_history_auto_choice_meta_and_errors(monkeypatch):
     assert np.array_equal(ra.model.weights, r32.model.weights)
     with pytest.raises(ParameterError, match="history"):
         train(X, Y, max_iterations=2, threads=1, history="float16")
+
+
+# ------------------------------------------------------------ sparse steps
+def test_sparse_steps_history_matches_the_dense_one():
+    """A history that keeps its steps sparse gives the dense history's directions (to rounding), its
+    pairs densify back exactly, and loading them gives the same directions bit for bit."""
+    from crfkit.optim.lbfgs import History
+    rng = np.random.default_rng(4)
+    n, m = 400, 4
+    for dtype in (np.float64, np.float32):
+        dense, sparse = History(m, n, spare=False, dtype=dtype), History(m, n, spare=False, dtype=dtype,
+                                                                            sparse_steps=True)
+        x, g = np.zeros(n), rng.normal(size=n)
+        for it in range(7):
+            x_new = x.copy()
+            moved = rng.choice(n, size=25, replace=False)
+            x_new[moved] += rng.normal(size=25)
+            g_new = g + rng.normal(size=n) * 0.1
+            g_new[moved] += 2.0 * (x_new - x)[moved]       # positive curvature along the step
+            for h in (dense, sparse):
+                h.prepare(x_new, x, g_new, g)
+                h.commit()
+            x, g = x_new, g_new
+            assert len(sparse) == len(dense) == min(it + 1, m)
+            q = rng.normal(size=n)
+            d1, d2 = dense.direction(q), sparse.direction(q)
+            np.testing.assert_allclose(d2, d1, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-12)
+            assert all(sparse.s_idx[j].shape[0] <= 25 for j in sparse.order)
+        S1, Y1, r1 = dense.pairs()
+        S2, Y2, r2 = sparse.pairs()
+        assert np.array_equal(S1, S2) and np.array_equal(Y1, Y2)
+        # float32 pairs: 1/s.y over the stored pair, summed in another order
+        np.testing.assert_allclose(r2, r1, rtol=0 if dtype == np.float64 else 1e-6)
+        again = History(m, n, spare=False, dtype=dtype, sparse_steps=True)
+        again.load(S2, Y2, r2)
+        q = rng.normal(size=n)
+        assert np.array_equal(again.direction(q), sparse.direction(q))
+    with pytest.raises(ValueError):
+        History(m, n, spare=True, sparse_steps=True)
+
+
+@pytest.mark.parametrize("history", ["float64", "float32"])
+def test_owlqn_sparse_steps_reaches_the_same_optimum_and_resumes_bitwise(history):
+    smooth, d, _ = tiny_crf()
+    l1 = 0.05
+    kw = dict(epsilon=0.0, delta=0.0, history=history)
+    dense = owlqn(smooth.value_and_grad, np.zeros(d), l1, max_iterations=200, sparse_steps=False, **kw)
+    states = {}
+    sparse = owlqn(smooth.value_and_grad, np.zeros(d), l1, max_iterations=200, sparse_steps=True,
+                   callback=lambda i: states.__setitem__(i["iteration"], i["state"]()) if i["iteration"] == 9
+                   else None, **kw)
+    assert sparse.f == pytest.approx(dense.f, rel=1e-9)
+    np.testing.assert_allclose(sparse.x, dense.x, atol=1e-5)
+    assert np.array_equal(sparse.x == 0, dense.x == 0)
+    full = owlqn(smooth.value_and_grad, np.zeros(d), l1, max_iterations=20, sparse_steps=True, **kw)
+    resumed = owlqn(smooth.value_and_grad, np.zeros(d), l1, max_iterations=20, sparse_steps=True,
+                    state=states[9], **kw)
+    assert np.array_equal(full.x, resumed.x) and full.f == resumed.f
+    # the paths differ from the dense history's (the sums run in another order): not vacuous
+    d20 = owlqn(smooth.value_and_grad, np.zeros(d), l1, max_iterations=20, sparse_steps=False, **kw)
+    assert np.allclose(full.x, d20.x, atol=1e-8)
+
+
+def test_owlqn_sparse_steps_default_follows_size_and_l1(monkeypatch):
+    import crfkit.optim.owlqn as oq
+    made = []
+    real = oq.start_run
+
+    def spy(*a, **k):
+        made.append(k["sparse_steps"])
+        return real(*a, **k)
+    monkeypatch.setattr(oq, "start_run", spy)
+    smooth, d, _ = tiny_crf()
+    owlqn(smooth.value_and_grad, np.zeros(d), 0.05, max_iterations=2)
+    owlqn(smooth.value_and_grad, np.zeros(d), 0.0, max_iterations=2)
+    monkeypatch.setattr(oq, "SPARSE_STEPS_MIN", 10)
+    owlqn(smooth.value_and_grad, np.zeros(d), 0.05, max_iterations=2)
+    owlqn(smooth.value_and_grad, np.zeros(d), 0.0, max_iterations=2)
+    assert made == [False, False, True, False]

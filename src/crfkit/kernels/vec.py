@@ -147,3 +147,64 @@ def orthant_step(x, d, a, g, l1, out):
         l1sum += abs(t)
         dd += pgi * (t - xi)
     return l1sum, dd
+
+
+# ------------------------------------------------------------ sparse steps (OWL-QN's history)
+@njit(cache=True)
+def sparse_diff(a, b):
+    """The non-zero entries of a - b: (indices int64, values float64), in index order."""
+    n = a.shape[0]
+    cnt = 0
+    for i in range(n):
+        if a[i] != b[i]:
+            cnt += 1
+    idx = np.empty(cnt, np.int64)
+    val = np.empty(cnt)
+    k = 0
+    for i in range(n):
+        if a[i] != b[i]:
+            idx[k] = i
+            val[k] = a[i] - b[i]
+            k += 1
+    return idx, val
+
+
+@njit(cache=True)
+def sparse_dot(idx, val, y):
+    """sum_k val[k] * y[idx[k]] (double precision)."""
+    s = 0.0
+    for k in range(idx.shape[0]):
+        s += np.float64(val[k]) * np.float64(y[idx[k]])
+    return s
+
+
+@njit(cache=True)
+def two_loop_sparse_steps(g, ptr, sidx, sval, Y, rho, order, out):
+    """:func:`two_loop` with the steps s given sparse: pair r (oldest first) has s's non-zero entries
+    ``sidx[ptr[r]:ptr[r + 1]]``, ``sval[...]`` and y = ``Y[order[r]]``."""
+    k = order.shape[0]
+    n = g.shape[0]
+    for i in range(n):
+        out[i] = -g[i]
+    alpha = np.empty(k)
+    for r in range(k - 1, -1, -1):
+        j = order[r]
+        a = 0.0
+        for p in range(ptr[r], ptr[r + 1]):
+            a += np.float64(sval[p]) * out[sidx[p]]
+        alpha[r] = rho[j] * a
+        axpy(-alpha[r], Y[j], out)
+    if k:
+        j = order[k - 1]
+        sy = 0.0
+        for p in range(ptr[k - 1], ptr[k]):
+            sy += np.float64(sval[p]) * np.float64(Y[j, sidx[p]])
+        gamma = sy / _fdot(Y[j], Y[j])
+        for i in range(n):
+            out[i] *= gamma
+    for r in range(k):
+        j = order[r]
+        b = rho[j] * _fdot(Y[j], out)
+        c = alpha[r] - b
+        for p in range(ptr[r], ptr[r + 1]):
+            out[sidx[p]] += c * np.float64(sval[p])
