@@ -74,6 +74,21 @@ def load(ddir: str, split: str):
     return [attributes(s.columns) for s in sents], [s.labels for s in sents]
 
 
+def time_tagging(tag, X, rounds: int = 3) -> tuple[float, float, list]:
+    """Seconds of the first call of ``tag(X)`` (for crfkit it loads the parallel decoding kernels from
+    numba's cache, once per process), the best of ``rounds`` calls after it (the throughput of a tagger
+    that stays up), and the first call's output."""
+    t0 = time.perf_counter()
+    pred = tag(X)
+    first = time.perf_counter() - t0
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        tag(X)
+        best = min(best, time.perf_counter() - t0)
+    return first, best, pred
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -116,16 +131,14 @@ def worker_crfsuite(args) -> dict:
     with open(os.path.join(args.tmp, "crfsuite_weights.json"), "w") as f:
         json.dump(weights, f)
     Xt, Yt = load(args.data_dir, "test")
-    t0 = time.perf_counter()
-    pred = [tagger.tag(x) for x in Xt]
-    t_tag = time.perf_counter() - t0
+    t_first, t_tag, pred = time_tagging(lambda X: [tagger.tag(x) for x in X], Xt)
     n_tok = sum(len(y) for y in Yt)
     acc, f1 = chunk_scores(Yt, pred)
     return {
         "system": "crfsuite", "features": n_features, "iterations": len(its),
         "train_s": t_train, "load_data_s": t_append, "objective": float(last["loss"]),
         "time_to_target_s": t_train, "curve": [[sum(i["time"] for i in its[:k + 1]), i["loss"]] for k, i in enumerate(its)],
-        "model_bytes": os.path.getsize(model_path), "tag_tokens_per_s": n_tok / t_tag,
+        "model_bytes": os.path.getsize(model_path), "tag_tokens_per_s": n_tok / t_tag, "tag_first_tokens_per_s": n_tok / t_first,
         "accuracy": acc, "f1": f1, "peak_rss_mb": peak_rss_mb(),
         "feature_space": feature_space, "optimizer_s": sum(i["time"] for i in its),
         "evaluations": 1 + sum(i.get("linesearch_trials", 1) for i in its),
@@ -173,10 +186,7 @@ def worker_crfkit(args) -> dict:
     model_bytes = res.model.save(model_path)
     model = CRFModel.load(model_path)
     Xt, Yt = load(args.data_dir, "test")
-    model.tag(Xt[:5])  # warm the JIT cache outside the timing
-    t0 = time.perf_counter()
-    pred = model.tag(Xt)
-    t_tag = time.perf_counter() - t0
+    t_first, t_tag, pred = time_tagging(model.tag, Xt)
     n_tok = sum(len(y) for y in Yt)
     acc, f1 = chunk_scores(Yt, pred)
     return {
@@ -187,7 +197,7 @@ def worker_crfkit(args) -> dict:
         "final_objective": res.objective_crfsuite, "final_iterations": res.iterations, "final_s": res.seconds,
         "evaluations": int(round(hist[-1]["effective_passes"])) if hist else 0,
         "curve": [[h["wall_s"], h["objective"] * corpus.n_sequences] for h in hist],
-        "status": res.status, "model_bytes": model_bytes, "tag_tokens_per_s": n_tok / t_tag,
+        "status": res.status, "model_bytes": model_bytes, "tag_tokens_per_s": n_tok / t_tag, "tag_first_tokens_per_s": n_tok / t_first,
         "accuracy": acc, "f1": f1, "peak_rss_mb": peak_rss_mb(), "threads": args.threads,
         "algorithm": res.model.meta["algorithm"], "nnz": own["nnz"], "final_nnz": hist[-1]["nnz"] if hist else 0,
         "target_evaluations": int(round(reached["effective_passes"])) if reached else None,
@@ -303,7 +313,8 @@ def main(argv=None) -> int:
         ("objective at own delta rule (CRFsuite units)", "objective", "{:.6f}"),
         ("peak RSS, MB", "peak_rss_mb", "{:.1f}"),
         ("model file, bytes", "model_bytes", "{:d}"),
-        ("tagging, tokens/s", "tag_tokens_per_s", "{:.0f}"),
+        ("tagging, tokens/s (best of 3 calls)", "tag_tokens_per_s", "{:.0f}"),
+        ("tagging, tokens/s (first call)", "tag_first_tokens_per_s", "{:.0f}"),
         ("token accuracy, %", "accuracy", "{:.3f}"),
         ("chunk F1 (conlleval)", "f1", "{:.3f}"),
     ]
