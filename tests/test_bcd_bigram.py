@@ -391,6 +391,36 @@ def test_resume_is_bitwise_and_interrupt_returns_the_last_sweep(learnable):
     np.testing.assert_array_equal(r.x, full[2][0])
 
 
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_label_pair_empirical_counts_kept_sparse_are_the_dense_ones(learnable, blocks):
+    """The engine keeps the label-pair part of the empirical counts as each bigram attribute's non-zero
+    entries: they read back as the objective's dense counts, <w, emp> is the same, and a run whose
+    objective handed over the sparse counts (a large candidate space) is bitwise the run of the dense ones."""
+    X, Y, Bs = learnable
+    space, corpus = build(X, Y, B=Bs, support="all")
+    reg = Regularization(l1=0.01, l2=0.05)
+    obj = Objective(corpus, space, reg)
+    dense = obj.empirical_counts.copy()
+    eng = Engine(obj, np.zeros(space.n_features), blocks)
+    assert len(eng.emp) == space.bigram_offset
+    assert 0 < len(eng.evl) < space.n_bigram
+    np.testing.assert_array_equal(eng.empirical(np.arange(space.n_features)), dense)
+    ks = np.random.default_rng(0).permutation(space.n_features)[:50]
+    np.testing.assert_array_equal(eng.empirical(ks), dense[ks])
+    w = np.random.default_rng(1).normal(size=space.n_features)
+    assert eng.emp_dot(w) == pytest.approx(float(np.dot(w, dense)), rel=1e-12)
+    kw = dict(reg=reg, delta=0.0, seed=3, blocks=blocks, max_iterations=3)
+    ref = bcd(Objective(corpus, space, reg), None, **kw)
+    # a large candidate space: the objective holds the non-zero counts only (Objective._emp_args)
+    obj2 = Objective(corpus, space, reg)
+    nz = np.flatnonzero(dense)
+    obj2._emp_sparse, obj2._emp = (np.empty(0), nz.astype(np.int64), dense[nz]), None
+    got = bcd(obj2, None, **kw)
+    assert obj2._emp is None                                    # the dense vector was not made again
+    np.testing.assert_array_equal(got.x, ref.x)
+    assert got.f == ref.f
+
+
 def test_space_with_bigram_features_but_a_corpus_without():
     """A corpus with no bigram attribute (e.g. all sequences of one token): the label-pair blocks have no
     occurrence and go to their exact minimiser, zero; the rest trains as without them."""

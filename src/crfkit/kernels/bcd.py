@@ -297,14 +297,15 @@ def _soft(z, r):
 
 
 @njit(**_NOPY)
-def newton_direction(w, k0, nk, G, H, emp, inv_n, l1, l2, kappa, d):
+def newton_direction(w, k0, nk, G, H, emp, e0, inv_n, l1, l2, kappa, d):
     """Direction d of eq. (10)-(11) with the L2 term exact: w + d = s(h w - g, l1) / (h + l2), where g and
     h are the loss's block gradient and (kappa-scaled) diagonal curvature; returns the model's decrease
-    Delta = g.d + (l2/2)(|w+d|^2 - |w|^2) + l1(|w+d|_1 - |w|_1) (<= 0; 0 when d = 0)."""
+    Delta = g.d + (l2/2)(|w+d|^2 - |w|^2) + l1(|w+d|_1 - |w|_1) (<= 0; 0 when d = 0).  The block's weights
+    are ``w[k0:k0+nk]``, its empirical counts ``emp[e0:e0+nk]``."""
     delta = 0.0
     for kk in range(nk):
         k = k0 + kk
-        g = (G[kk] - emp[k]) * inv_n
+        g = (G[kk] - emp[e0 + kk]) * inv_n
         h = kappa * H[kk] * inv_n
         den = h + l2
         if den < 1e-12:
@@ -369,7 +370,7 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
                    alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
-        delta = newton_direction(w, k0, nk, G, H, emp, inv_n, l1, l2, kappa, d)
+        delta = newton_direction(w, k0, nk, G, H, emp, k0, inv_n, l1, l2, kappa, d)
         if max_skip > 0:
             zero = True
             for kk in range(nk):
@@ -796,7 +797,8 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
 
 @njit(**_NOPY)
 def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
-                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, w, E, ES, EM,
+                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, eptr, epos, evl,
+                       ebuf, w, E, ES, EM,
                        lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol, max_skip, zrun, skip,
                        alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt, es,
                        M, EX, TM, kbuf, stats, sw):
@@ -806,7 +808,11 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
     diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with one Armijo backtracking on the
     exact change of the objective (window log Z's).  The transitions of every position are built from the
     weights where a forward-backward or a trial needs them (nothing per position is cached); an accepted
-    step updates ``w``, the emission caches at its state occurrences and ``lz``."""
+    step updates ``w``, the emission caches at its state occurrences and ``lz``.  Empirical counts: ``emp``
+    (dense) those of the features before ``boff`` (state and transition features), and those of the
+    label-pair features by bigram attribute ``b``: the block positions ``epos[eptr[b]:eptr[b+1]]`` and
+    values ``evl[...]`` of its non-zero ones (most label pairs never fire with an observation's gold
+    labels); ``ebuf`` (>= L^2) holds a block's."""
     L = ES.shape[1]
     for bb in range(b0, b1):
         j = order[bb]
@@ -833,8 +839,15 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                          btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
                          alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
-        delta = newton_direction(w, ku, nku, G, H, emp, inv_n, l1, l2, kappa, d) + \
-            newton_direction(w, kabs, nkp, G[nku:], H[nku:], emp, inv_n, l1, l2, kappa, d[nku:])
+        # the label-pair part's empirical counts: the block's few non-zero ones scattered into ebuf
+        if nkp > 0:
+            b = ub[j]
+            for kk in range(nkp):
+                ebuf[kk] = 0.0
+            for e in range(eptr[b], eptr[b + 1]):
+                ebuf[epos[e]] = evl[e]
+        delta = newton_direction(w, ku, nku, G, H, emp, ku, inv_n, l1, l2, kappa, d) + \
+            newton_direction(w, kabs, nkp, G[nku:], H[nku:], ebuf, 0, inv_n, l1, l2, kappa, d[nku:])
         if max_skip > 0:
             zero = True
             for kk in range(nk):
@@ -858,10 +871,9 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         dmax = 0.0
         gold = 0.0
         for kk in range(nk):
-            k = ku + kk if kk < nku else kabs + kk - nku
             if abs(d[kk]) > dmax:
                 dmax = abs(d[kk])
-            gold += d[kk] * emp[k]
+            gold += d[kk] * (emp[ku + kk] if kk < nku else ebuf[kk - nku])
         step = 1.0
         if dmax > max_step:
             step = max_step / dmax

@@ -265,9 +265,9 @@ class Engine:
         self.n, self.L, self.ns = obj.n, s.n_labels, s.n_state
         self.inv_n = 1.0 / obj.n
         self.w = w
-        self.emp = obj.empirical_counts
         # label-pair x observation features: joint blocks (one per observation), position-dependent transitions
         self.bigram = s.n_bigram > 0
+        self._set_empirical_counts(obj)
         self.index = joint_index(c, s, blocks) if self.bigram else inverted_index(c, s.n_attributes)
         self.n_blocks = len(self.index.ap) - 1
         nt, L = c.n_tokens, s.n_labels
@@ -306,6 +306,64 @@ class Engine:
             self.pd_scratch = (np.zeros(LL), np.zeros(LL, np.int64), np.empty((T, LL)), np.empty((T, LL)),
                                np.empty(T), np.empty(LL, np.int64))
             self.rngs = np.zeros(nc)
+
+    def _set_empirical_counts(self, obj) -> None:
+        """``emp``: the empirical counts, dense; with label-pair features dense only up to the label-pair
+        part (state and transition features), the label-pair part kept by bigram attribute as the block
+        positions and values of its non-zero counts (``eptr``, ``epos``, ``evl``): in Wapiti's feature
+        space nearly all of the candidates are label pairs, and most never fire with an observation's gold
+        labels, so the dense vector would be a candidate-space vector (114 MB at NETtalk 3-grm) of zeros."""
+        s = self.s
+        if not self.bigram:
+            self.emp = obj.empirical_counts
+            self.eptr = np.zeros(1, np.int64)
+            self.epos = np.zeros(0, np.int64)
+            self.evl = np.zeros(0)
+            self.ebuf = np.zeros(0)
+            return
+        boff = s.bigram_offset
+        dense, idx, val = obj._emp_args()      # in a large candidate space the non-zero counts only
+        if dense.shape[0]:
+            idx = np.flatnonzero(dense)
+            val = dense[idx]
+        head = idx < boff
+        self.emp = np.zeros(boff)
+        self.emp[idx[head]] = val[head]
+        rel = idx[~head] - boff                 # sorted: the non-zero label-pair counts, relative to boff
+        b = np.searchsorted(s.battr_ptr, rel, side="right") - 1
+        self.eptr = np.searchsorted(b, np.arange(s.n_battributes + 1), side="left").astype(np.int64)
+        self.epos = (rel - s.battr_ptr[b]).astype(np.int64)
+        self.evl = np.ascontiguousarray(val[~head], dtype=np.float64)
+        self.ebuf = np.zeros(max(int(np.diff(s.battr_ptr).max(initial=0)), 1))
+
+    def empirical(self, ks: np.ndarray) -> np.ndarray:
+        """The empirical counts of features ``ks`` (any indices)."""
+        ks = np.asarray(ks, dtype=np.int64)
+        out = np.zeros(len(ks))
+        boff = len(self.emp)
+        head = ks < boff
+        out[head] = self.emp[ks[head]]
+        if self.bigram and (~head).any():
+            rel = ks[~head] - boff
+            b = np.searchsorted(self.s.battr_ptr, rel, side="right") - 1
+            pos = rel - self.s.battr_ptr[b]
+            vals = np.zeros(len(rel))
+            for i in range(len(rel)):
+                e0, e1 = self.eptr[b[i]], self.eptr[b[i] + 1]
+                hit = np.flatnonzero(self.epos[e0:e1] == pos[i])
+                if hit.shape[0]:
+                    vals[i] = self.evl[e0 + hit[0]]
+            out[~head] = vals
+        return out
+
+    def emp_dot(self, w: np.ndarray) -> float:
+        """<w, empirical counts>."""
+        boff = len(self.emp)
+        f = float(np.dot(w[:boff], self.emp))
+        if self.bigram and self.evl.shape[0]:
+            b = np.repeat(np.arange(len(self.eptr) - 1), np.diff(self.eptr))
+            f += float(np.dot(w[boff + self.s.battr_ptr[b] + self.epos], self.evl))
+        return f
 
     # -------------------------------------------------------------- caches
     def _set_transitions(self, wt_full: np.ndarray) -> bool:
@@ -348,7 +406,7 @@ class Engine:
         """f(w) from the caches (exact while they are coherent)."""
         w = self.w
         reg = self.obj.reg
-        f = (self._lz_sum(self.lz) - float(np.dot(w, self.emp))) * self.inv_n
+        f = (self._lz_sum(self.lz) - (self.emp_dot(w) if self.bigram else float(np.dot(w, self.emp)))) * self.inv_n
         if reg.l2:
             f += 0.5 * reg.l2 * float(np.dot(w, w))
         if reg.l1:
@@ -393,7 +451,7 @@ class Engine:
                                pd[4], pd[5], sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7], sc[8], sc[9],
                                G, H, self.obj.sw)
         G, H = G[:len(ks)], H[:len(ks)]
-        g = (G - self.emp[ks]) * self.inv_n + l2 * self.w[ks]
+        g = (G - self.empirical(ks)) * self.inv_n + l2 * self.w[ks]
         h = H * self.inv_n + l2
         if part is None:
             return ks, g, h
@@ -434,7 +492,7 @@ class Engine:
         ns, w = self.ns, self.w
         G, H = self._transition_sums()
         d = np.empty(nt)
-        delta = K.newton_direction(w, ns, nt, G, H, self.emp, self.inv_n, float(reg.l1), float(reg.l2),
+        delta = K.newton_direction(w, ns, nt, G, H, self.emp, ns, self.inv_n, float(reg.l1), float(reg.l2),
                                    float(kappa), d)
         if not (-delta > SKIP_EPS * max(1.0, float(np.abs(self.lz).mean()))):
             stats[K.ST_SKIP] += 1
@@ -442,32 +500,33 @@ class Engine:
         gold = float(np.dot(d, self.emp[ns:ns + nt]))
         dmax = float(np.abs(d).max())
         step = min(1.0, max_step / dmax) if dmax > 0 else 1.0
+        # the trials are written into w's transition slice (they change nothing else), w0 put back when
+        # none is accepted: no copy of the whole weight vector (a candidate-space vector at NETtalk scale)
         w0 = w[ns:ns + nt].copy()
         new_lz = np.empty_like(self.lz)
-        trial = w.copy()
+        xn = w[ns:ns + nt]
         for _ in range(max_back + 1):
-            trial[ns:ns + nt] = w0 + step * d
+            xn[:] = w0 + step * d
             stats[K.ST_TRIALS] += 1
-            ok = self._set_transitions(trial)
+            ok = self._set_transitions(w)
             if ok and self.bigram:
-                ok = self._all_logz_pd(trial, new_lz)
+                ok = self._all_logz_pd(w, new_lz)
                 self.obj.n_full += 1
             elif ok:
                 K.all_logz(self.c.seq_ptr, self.obj.bounds, self.Tmax, self.ES, self.EM, self.expM, self.tmax,
                            new_lz)
                 self.obj.n_full += 1
             if ok:
-                xn = trial[ns:ns + nt]
                 pen = 0.5 * reg.l2 * float(np.dot(xn, xn) - np.dot(w0, w0)) + \
                     reg.l1 * float(np.abs(xn).sum() - np.abs(w0).sum())
                 dF = (self._lz_sum(new_lz - self.lz) - step * gold) * self.inv_n + pen
                 if dF <= sigma * step * delta:
-                    w[ns:ns + nt] = xn
                     self.lz[:] = new_lz
                     stats[K.ST_ACCEPT] += 1
                     stats[K.ST_DF] += dF
                     return
             step *= 0.5
+        xn[:] = w0
         stats[K.ST_REJECT] += 1
         self._set_transitions(w)          # back to the unchanged transitions
 
@@ -484,7 +543,8 @@ class Engine:
             btok_ptr, battr, bval = c.bigram_arrays()
             K.sweep_blocks_joint(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub,
                                  c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr, battr, bval, s.battr_ptr,
-                                 s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp, self.w,
+                                 s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
+                                 self.eptr, self.epos, self.evl, self.ebuf, self.w,
                                  self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
                                  float(kappa), float(sigma), float(max_step), int(max_back), tol, int(shrink), zrun,
                                  skip, *sc[:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
