@@ -355,3 +355,35 @@ def test_cli_nettalk_3grm_sgd_l1(tmp_path):
     model = CRFModel.load(m)
     assert model.space.n_bigram > 0
     assert model.meta["algorithm"] == "sgd-l1"
+
+
+@pytest.mark.parametrize("algorithm", ["sgd-l1", "bcd"])
+def test_a_pass_holds_no_more_than_one_transient_vector_beside_the_run_s_state(algorithm):
+    """After the first pass, a pass of the large-scale methods allocates (numpy, traced) at most about one
+    vector of the candidate space's size beyond what the run already holds: the end-of-pass copies (weights,
+    SGD-L1's penalty state) replace the previous pass's, which are dropped first (the callback's dict,
+    which held them, included), and BCD's transition trials write into the weights."""
+    import importlib
+    import tracemalloc
+    from crfkit.optim.stochastic import REGISTRY
+    rng = np.random.default_rng(0)
+    X, Y = random_sequences(rng, 30, n_labels=20, n_attr=3000, max_len=6)
+    space, corpus = build(X, Y, support="all")
+    reg = Regularization(l1=0.01, l2=0.01)
+    mod, fn = REGISTRY[algorithm]
+    run = getattr(importlib.import_module(mod), fn)
+    run(Objective(corpus, space, reg), None, reg=reg, max_iterations=1)      # kernels loaded outside the count
+    base = {}
+
+    def cb(info):
+        if info["iteration"] == 1:
+            tracemalloc.reset_peak()
+            base["current"] = tracemalloc.get_traced_memory()[0]
+    tracemalloc.start()
+    try:
+        run(Objective(corpus, space, reg), None, reg=reg, max_iterations=4, callback=cb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    vectors = (peak - base["current"]) / (space.n_features * 8)
+    assert vectors < 1.5, f"{algorithm}: {vectors:.2f} vectors"

@@ -700,7 +700,10 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                         "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "monitor_s": monitor_s,
                         "accepted": int(stats[K.ST_ACCEPT]), "rejected": int(stats[K.ST_REJECT]),
                         "trials": int(stats[K.ST_TRIALS]), "shrunk": shrunk}
-                if callback(info):
+                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
+                # the next iteration's copies
+                stop, info = callback(info), None
+                if stop:
                     status, message = "stopped", f"stopped by the callback after sweep {sweep}"
                     break
             if conv:

@@ -168,7 +168,10 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
                 info = {"iteration": k, "f": f, "x": x.copy(), "step": step, "nnz": int(np.count_nonzero(x)),
                         "state": state_fn, "examples_seen": int(obj.n_oracle), "monitor_s": monitor_s,
                         "gnorm_inf": ginf}
-                if callback(info):
+                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
+                # the next iteration's copies
+                stop, info = callback(info), None
+                if stop:
                     status, message = "stopped", f"stopped by the callback after iteration {k}"
                     break
     except KeyboardInterrupt:

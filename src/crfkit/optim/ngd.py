@@ -290,7 +290,10 @@ def _run(name, obj, x0, *, reg, max_iterations, callback, seed, state, update, t
                 info = {"iteration": epoch, "f": f_last, "x": x, "step": float(eta),
                         "nnz": int(np.count_nonzero(x)), "state": state_fn, "examples_seen": epoch * n,
                         "monitor_s": monitor_s, "steps": t}
-                if callback(info):
+                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
+                # the next iteration's copies
+                stop, info = callback(info), None
+                if stop:
                     status, message = "stopped", f"stopped by the callback after epoch {epoch}"
                     break
             if improvement < delta:

@@ -140,7 +140,10 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
             if callback is not None:
                 info = {"iteration": epoch, "f": f, "x": x, "step": float("nan"), "nnz": int(np.count_nonzero(x)),
                         "state": state_fn, "examples_seen": epoch * n, "monitor_s": monitor_s}
-                if callback(info):
+                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
+                # the next iteration's copies
+                stop, info = callback(info), None
+                if stop:
                     status, message = "stopped", f"stopped by the callback after epoch {epoch}"
                     break
             if loss / n < epsilon:

@@ -333,6 +333,7 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
                     "lipschitz": run.lipschitz(method, lmax_decayed), "examples_seen": m,
                     "steps": int(run.isc[K.I_ITER]), "monitor_s": monitor_s}
             stop = callback(info) if callback is not None else None
+            info = None      # not kept alive beside the next epoch's copies
             if m == n and gnorm_inf < delta:
                 return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)
             if stop:

@@ -363,6 +363,7 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, samp
             if samp == K.GAP:
                 info["examples_seen"] = int(np.count_nonzero(run.gaps < K.GAP_UNSEEN))
             stop = callback(info) if callback is not None else None
+            info = None      # not kept alive beside the next epoch's copies
             if gap <= gap_tol:
                 return finish("converged", f"duality gap P(w) - D(mu) = {gap:.3g} <= gap_tol = {gap_tol:g}; "
                                            f"certified f(w) - f* <= {gap:.3g}", f)

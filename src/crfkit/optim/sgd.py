@@ -126,7 +126,8 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
             monitor_s += time.perf_counter() - t_mon
             info = {"iteration": iteration, "f": f, "x": x, "step": float(fsc[K.F_STEP]),
                     "nnz": int(np.count_nonzero(x)), "state": make_state, "monitor_s": monitor_s}
-            if callback is not None and callback(info):
+            stop, info = callback is not None and callback(info), None   # info: not kept alive
+            if stop:
                 return finish("stopped", "stopped by the callback", f)
         return finish("max_iterations", f"{epochs} effective passes", f)
     except KeyboardInterrupt:

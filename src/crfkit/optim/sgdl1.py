@@ -320,7 +320,10 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 info = {"iteration": epoch, "f": last_f, "x": last_x, "step": float(eta),
                         "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "examples_seen": epoch * n,
                         "monitor_s": monitor_s}
-                if callback(info):
+                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
+                # the next iteration's copies
+                stop, info = callback(info), None
+                if stop:
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break
     except KeyboardInterrupt:

@@ -136,7 +136,8 @@ def smd(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, 
             info = {"iteration": iteration, "f": f, "x": x, "step": float(fsc[K.F_GAIN]),
                     "nnz": int(np.count_nonzero(x)), "state": state_fn, "monitor_s": monitor_s,
                     "steps": int(isc[K.I_STEPS])}
-            if callback is not None and callback(info):
+            stop, info = callback is not None and callback(info), None   # info: not kept alive
+            if stop:
                 return finish("stopped", "stopped by the callback", x, f)
         return finish("max_iterations", f"{epochs} effective passes", w.copy(), f)
     except KeyboardInterrupt:
