@@ -797,7 +797,7 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
 
 @njit(**_NOPY)
 def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
-                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, eptr, epos, evl,
+                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, eptr, erel, evl,
                        ebuf, w, E, ES, EM,
                        lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol, max_skip, zrun, skip,
                        alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt, es,
@@ -810,9 +810,9 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
     weights where a forward-backward or a trial needs them (nothing per position is cached); an accepted
     step updates ``w``, the emission caches at its state occurrences and ``lz``.  Empirical counts: ``emp``
     (dense) those of the features before ``boff`` (state and transition features), and those of the
-    label-pair features by bigram attribute ``b``: the block positions ``epos[eptr[b]:eptr[b+1]]`` and
-    values ``evl[...]`` of its non-zero ones (most label pairs never fire with an observation's gold
-    labels); ``ebuf`` (>= L^2) holds a block's."""
+    label-pair features by bigram attribute ``b``: its non-zero ones, ``evl[eptr[b]:eptr[b+1]]`` at the
+    label-pair indices ``erel[...]`` (relative to ``boff``; most label pairs never fire with an
+    observation's gold labels); ``ebuf`` (>= L^2) holds a block's."""
     L = ES.shape[1]
     for bb in range(b0, b1):
         j = order[bb]
@@ -845,7 +845,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             for kk in range(nkp):
                 ebuf[kk] = 0.0
             for e in range(eptr[b], eptr[b + 1]):
-                ebuf[epos[e]] = evl[e]
+                ebuf[erel[e] - kp] = evl[e]
         delta = newton_direction(w, ku, nku, G, H, emp, ku, inv_n, l1, l2, kappa, d) + \
             newton_direction(w, kabs, nkp, G[nku:], H[nku:], ebuf, 0, inv_n, l1, l2, kappa, d[nku:])
         if max_skip > 0:

@@ -309,15 +309,16 @@ class Engine:
 
     def _set_empirical_counts(self, obj) -> None:
         """``emp``: the empirical counts, dense; with label-pair features dense only up to the label-pair
-        part (state and transition features), the label-pair part kept by bigram attribute as the block
-        positions and values of its non-zero counts (``eptr``, ``epos``, ``evl``): in Wapiti's feature
-        space nearly all of the candidates are label pairs, and most never fire with an observation's gold
-        labels, so the dense vector would be a candidate-space vector (114 MB at NETtalk 3-grm) of zeros."""
+        part (state and transition features), the label-pair part kept as its non-zero counts: ``evl`` at
+        the label-pair indices ``erel`` (relative to ``bigram_offset``, ascending), bigram attribute ``b``'s
+        being ``eptr[b]:eptr[b+1]``.  In Wapiti's feature space nearly all of the candidates are label
+        pairs, and most never fire with an observation's gold labels, so the dense vector would be a
+        candidate-space vector (114 MB at NETtalk 3-grm) of zeros."""
         s = self.s
         if not self.bigram:
             self.emp = obj.empirical_counts
             self.eptr = np.zeros(1, np.int64)
-            self.epos = np.zeros(0, np.int64)
+            self.erel = np.zeros(0, np.int64)
             self.evl = np.zeros(0)
             self.ebuf = np.zeros(0)
             return
@@ -329,41 +330,28 @@ class Engine:
         head = idx < boff
         self.emp = np.zeros(boff)
         self.emp[idx[head]] = val[head]
-        rel = idx[~head] - boff                 # sorted: the non-zero label-pair counts, relative to boff
-        b = np.searchsorted(s.battr_ptr, rel, side="right") - 1
-        self.eptr = np.searchsorted(b, np.arange(s.n_battributes + 1), side="left").astype(np.int64)
-        self.epos = (rel - s.battr_ptr[b]).astype(np.int64)
+        self.erel = (idx[~head] - boff).astype(np.int64)
+        self.eptr = np.searchsorted(self.erel, s.battr_ptr, side="left").astype(np.int64)
         self.evl = np.ascontiguousarray(val[~head], dtype=np.float64)
         self.ebuf = np.zeros(max(int(np.diff(s.battr_ptr).max(initial=0)), 1))
 
     def empirical(self, ks: np.ndarray) -> np.ndarray:
         """The empirical counts of features ``ks`` (any indices)."""
         ks = np.asarray(ks, dtype=np.int64)
-        out = np.zeros(len(ks))
         boff = len(self.emp)
         head = ks < boff
+        out = np.zeros(len(ks))
         out[head] = self.emp[ks[head]]
-        if self.bigram and (~head).any():
-            rel = ks[~head] - boff
-            b = np.searchsorted(self.s.battr_ptr, rel, side="right") - 1
-            pos = rel - self.s.battr_ptr[b]
-            vals = np.zeros(len(rel))
-            for i in range(len(rel)):
-                e0, e1 = self.eptr[b[i]], self.eptr[b[i] + 1]
-                hit = np.flatnonzero(self.epos[e0:e1] == pos[i])
-                if hit.shape[0]:
-                    vals[i] = self.evl[e0 + hit[0]]
-            out[~head] = vals
+        rel = ks[~head] - boff
+        i = np.minimum(np.searchsorted(self.erel, rel), max(len(self.erel) - 1, 0))
+        hit = self.erel[i] == rel if len(self.erel) else np.zeros(len(rel), bool)
+        out[np.flatnonzero(~head)[hit]] = self.evl[i[hit]]
         return out
 
     def emp_dot(self, w: np.ndarray) -> float:
         """<w, empirical counts>."""
         boff = len(self.emp)
-        f = float(np.dot(w[:boff], self.emp))
-        if self.bigram and self.evl.shape[0]:
-            b = np.repeat(np.arange(len(self.eptr) - 1), np.diff(self.eptr))
-            f += float(np.dot(w[boff + self.s.battr_ptr[b] + self.epos], self.evl))
-        return f
+        return float(np.dot(w[:boff], self.emp)) + float(np.dot(w[boff + self.erel], self.evl))
 
     # -------------------------------------------------------------- caches
     def _set_transitions(self, wt_full: np.ndarray) -> bool:
@@ -406,7 +394,7 @@ class Engine:
         """f(w) from the caches (exact while they are coherent)."""
         w = self.w
         reg = self.obj.reg
-        f = (self._lz_sum(self.lz) - (self.emp_dot(w) if self.bigram else float(np.dot(w, self.emp)))) * self.inv_n
+        f = (self._lz_sum(self.lz) - self.emp_dot(w)) * self.inv_n
         if reg.l2:
             f += 0.5 * reg.l2 * float(np.dot(w, w))
         if reg.l1:
@@ -544,7 +532,7 @@ class Engine:
             K.sweep_blocks_joint(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub,
                                  c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr, battr, bval, s.battr_ptr,
                                  s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
-                                 self.eptr, self.epos, self.evl, self.ebuf, self.w,
+                                 self.eptr, self.erel, self.evl, self.ebuf, self.w,
                                  self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
                                  float(kappa), float(sigma), float(max_step), int(max_back), tol, int(shrink), zrun,
                                  skip, *sc[:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
