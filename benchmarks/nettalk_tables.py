@@ -563,6 +563,21 @@ def _fmt_m(x) -> str:
     return f"{x / 1e6:.2f}M" if x >= 1e5 else f"{x / 1e3:.1f}K"
 
 
+def table3(results: dict, prefix: str, title: str, detail: bool = False) -> list[str]:
+    """Table 3's lines (L2 / L1 / elastic net by set, the paper's error beside the cells ``prefix:set:reg``);
+    ``detail``: each cell's features, active features and iterations too."""
+    lines = ["", title, "| set | L2 | L1 | elastic net |", "|---|---|---|---|"]
+    for n in ("1-grm", "3-grm", "5-grm"):
+        cells = []
+        for paper, reg in zip(PAPER["t3"][n], ("l2", "l1", "en")):
+            r = results.get(f"{prefix}:{n}:{reg}")
+            mine = "not run" if not r else f"{r['test_error']:.2f}%" + (
+                f" ({_fmt_m(r['features'])}, {r['active']:,} active, {r['iterations']} its)" if detail else "")
+            cells.append(f"{paper} \\| {mine}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def report(results: dict) -> str:
     g = lambda k, f, d="-": (f.format(results[k]["test_error"]) if k in results else d)  # noqa: E731
     lines = ["Table 1 (OWL-QN, rho1 0.5, rho2 1e-5): test phoneme error / features, with and without label-pair "
@@ -576,26 +591,10 @@ def report(results: dict) -> str:
                      + (f"{w['test_error']:.2f}% / {_fmt_m(w['features'])} ({w['support']} support)" if w else "not run")
                      + f" | {p[2]} / {p[3]} | "
                      + (f"{wo['test_error']:.2f}% / {_fmt_m(wo['features'])}" if wo else "not run") + " |")
-    lines += ["", "Table 3: test phoneme error, L2 / L1 / elastic net (paper | crfkit)",
-              "| set | L2 | L1 | elastic net |", "|---|---|---|---|"]
-    for n in ("1-grm", "3-grm", "5-grm"):
-        p = PAPER["t3"][n]
-        cells = []
-        for i, reg in enumerate(("l2", "l1", "en")):
-            r = results.get(f"t3:{n}:{reg}")
-            cells.append(f"{p[i]} \\| " + (f"{r['test_error']:.2f}%" if r else "not run"))
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += table3(results, "t3", "Table 3: test phoneme error, L2 / L1 / elastic net (paper | crfkit)")
     if any(k.startswith("t3f:") for k in results):
-        lines += ["", "Table 3 in Wapiti's feature space (every label pair with every observation): test phoneme error "
-                  "(paper | crfkit, features)", "| set | L2 | L1 | elastic net |", "|---|---|---|---|"]
-        for n in ("1-grm", "3-grm", "5-grm"):
-            p = PAPER["t3"][n]
-            cells = []
-            for i, reg in enumerate(("l2", "l1", "en")):
-                r = results.get(f"t3f:{n}:{reg}")
-                cells.append(f"{p[i]} \\| " + (f"{r['test_error']:.2f}% ({_fmt_m(r['features'])}, {r['active']:,} active, "
-                                                f"{r['iterations']} its)" if r else "not run"))
-            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines += table3(results, "t3f", "Table 3 in Wapiti's feature space (every label pair with every observation): "
+                        "test phoneme error (paper | crfkit, features)", detail=True)
     if any(k.startswith("t2:") for k in results):
         lines += ["", "Table 2: sparse vs standard forward-backward (OWL-QN rho1 0.5 rho2 1e-5; l2: L-BFGS rho1 0), "
                   "Wapiti's feature space; paper: minutes, crfkit: iterations / optimizer seconds / s per iteration",
