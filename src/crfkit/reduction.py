@@ -17,10 +17,10 @@ index (one token id per corpus entry, plus the value when the corpus is not bina
 the corpus, not the candidate space.  Every weight's expected count is summed over the blocks in
 order and over a block's tokens in order, whatever the number of threads: the state and
 bigram-observation parts of the gradient are the same bits with 1 or 16 threads (the transition
-part and the loss value are summed per chunk, so they may differ in the last bits).  One exception is
-known and not yet explained: with 2 threads, repeated identical evaluations on a small corpus with the
-observed support now and then differ in the last bit of a few state / label-pair entries
-(``tests/test_reduction.py`` allows 4 ulps there).
+part and the loss value are summed per chunk, so they may differ in the last bits).  That needs the
+recursions themselves to give the same bits wherever their per-thread work arrays lie: their short
+normalising sums are added in index order (``kernels.chain.row_sum``), since re-associated ones were
+compiled into alignment-dependent code (``tests/test_kernel_addresses.py``).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, compact_bigram, emissions,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, row_sum, bigram_transitions, compact_bigram, emissions,
                     emissions_rows,
                     forward_backward, forward_backward_edges, gold_score, log_partition, pd_edge, pd_forward_backward,
                     pd_gold_score, pd_log_partition, pd_node, pd_viterbi, tag_codes_seqs, transition_matrix, viterbi)
@@ -232,10 +232,9 @@ def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
     statistics (before the factor expM) into ``acc``.  Returns log Z, or NaN
     when a scale under/overflows (the caller then takes the robust path)."""
     L = es.shape[1]
-    s = 0.0
     for j in range(L):
         alpha[0, j] = es[0, j]
-        s += es[0, j]
+    s = row_sum(es, 0)
     if not (s > 1e-300) or not (s < 1e300):
         return np.nan
     scale[0] = s
@@ -244,14 +243,12 @@ def _fb_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
     for j in range(L):
         alpha[0, j] *= inv
     for t in range(1, T):
-        s = 0.0
         for j in range(L):
             a = 0.0
             for i in range(L):
                 a += alpha[t - 1, i] * expMT[j, i]
-            a *= es[t, j]
-            alpha[t, j] = a
-            s += a
+            alpha[t, j] = a * es[t, j]
+        s = row_sum(alpha, t)
         if not (s > 1e-300) or not (s < 1e300):
             return np.nan
         scale[t] = s

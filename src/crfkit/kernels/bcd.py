@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp
+from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp, row_sum
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -142,9 +142,7 @@ def _forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
         else:
             propagate(alpha, t, expM, ES, r)
             base = la[t - 1] + EM[r] + tmax
-        s = 0.0
-        for j in range(L):
-            s += alpha[t, j]
+        s = row_sum(alpha, t)
         inv = 1.0 / s
         for j in range(L):
             alpha[t, j] *= inv
@@ -586,9 +584,7 @@ def _forward_pd(ES, EM, s0, ta, tb, EX, TM, alpha, la):
         else:
             _prop_flat(alpha[t - 1], EX[t], ES[r], alpha[t], L)
             base = la[t - 1] + EM[r] + TM[t]
-        s = 0.0
-        for j in range(L):
-            s += alpha[t, j]
+        s = row_sum(alpha, t)
         inv = 1.0 / s
         for j in range(L):
             alpha[t, j] *= inv

@@ -158,6 +158,18 @@ _EXACT = dict(cache=True, nogil=True, fastmath={"contract"})   # no reassociatio
 
 
 @njit(**_EXACT)
+def row_sum(x, t):
+    """``sum_j x[t, j]`` added in index order.  Without re-association on purpose: with it, LLVM compiles
+    such a short reduction into code whose summation order depends on where the arrays lie (their
+    alignment), so that the same inputs gave other last bits from call to call, and the full-batch
+    gradient other bits from run to run with threads (``tests/test_kernel_addresses.py``)."""
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += x[t, j]
+    return s
+
+
+@njit(**_EXACT)
 def exp_shift_into(x, shift, o, kb):
     """o[i] = exp(x[i] - shift) for 1-D contiguous ``x`` and ``o`` (distinct arrays); ``kb``: int64
     scratch of at least len(x) (see :func:`exp_minus` for the method and accuracy)."""
@@ -337,12 +349,11 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
         if t == 0:
             for j in range(L):
                 alpha[0, j] = es[0, j]
-                s += es[0, j]
+            s = row_sum(es, 0)
             logz += m
         else:
             propagate(alpha, t, expM, es, t)
-            for j in range(L):
-                s += alpha[t, j]
+            s = row_sum(alpha, t)
             logz += m + tmax
         if not (s > 1e-300) or not np.isfinite(s):
             return np.nan
@@ -786,11 +797,10 @@ def pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale):
         if t == 0:
             for j in range(L):
                 alpha[0, j] = es[0, j]
-                s += es[0, j]
+            s = row_sum(es, 0)
         else:
             propagate(alpha, t, expM[t], es, t)
-            for j in range(L):
-                s += alpha[t, j]
+            s = row_sum(alpha, t)
             logz += tmx[t]
         logz += m
         if not (s > 1e-300) or not np.isfinite(s):
