@@ -301,7 +301,9 @@ def test_callback_stops_and_reports_protocol_keys(small):
     reg = Regularization(l1=0.03)
     recs = []
     obj = Objective(corpus, space, reg)
-    res = sgd_l1(obj, None, reg=reg, max_iterations=10, callback=lambda i: recs.append(i) or i["iteration"] == 2)
+    # info["x"] is the run's own weights, valid until the callback returns: kept as a copy
+    res = sgd_l1(obj, None, reg=reg, max_iterations=10,
+                 callback=lambda i: recs.append(dict(i, x=i["x"].copy())) or i["iteration"] == 2)
     assert res.status == "stopped" and res.iterations == 2
     for r in recs:
         for key in ("iteration", "f", "x", "step", "nnz", "state"):

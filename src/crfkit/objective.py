@@ -68,8 +68,28 @@ class Regularization:
         elif self.l2:
             f += 0.5 * self.l2 * float(np.dot(w, w))
         if self.l1:
-            f += self.l1 * float(np.abs(w).sum())
+            f += self.l1 * l1_norm(w)
         return f
+
+
+ABS_CHUNK = 1 << 16
+
+
+def l1_norm(w: np.ndarray) -> float:
+    """``sum |w|`` without a temporary of w's size (``np.abs(w)`` is one more vector of the candidate space
+    at the peak of an L1 run's pass end): the absolute values of 64K-entry chunks, summed chunk by chunk
+    (numpy's pairwise sum within a chunk)."""
+    w = np.asarray(w).reshape(-1)
+    if w.size <= ABS_CHUNK:
+        return float(np.abs(w).sum())
+    buf = np.empty(ABS_CHUNK, dtype=w.dtype)
+    total = 0.0
+    for a in range(0, w.size, ABS_CHUNK):
+        part = w[a:a + ABS_CHUNK]
+        b = buf[:part.size]
+        np.abs(part, out=b)
+        total += float(b.sum())
+    return total
 
 
 def regularization(n: float, *, l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None) -> Regularization:

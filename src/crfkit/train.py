@@ -23,7 +23,7 @@ from .errors import ParameterError, TrainingDiverged
 from .corpus import WARN_FEATURE_VALUE, Corpus
 from .features.encode import build
 from .model import CRFModel, FeatureSpace
-from .objective import Objective, Regularization, regularization
+from .objective import Objective, Regularization, l1_norm, regularization
 from .parallel import set_threads, single_blas
 
 from .optim import stochastic as _stochastic
@@ -725,7 +725,7 @@ def _training_objective(obj: Objective, reg: Regularization, x: np.ndarray) -> f
     may have been left to OWL-QN), without counting it as an effective pass."""
     f = obj.value(x, count=False)
     if reg.l1 and not obj.reg.l1:
-        f += reg.l1 * float(np.abs(x).sum())
+        f += reg.l1 * l1_norm(x)
     return float(f)
 
 

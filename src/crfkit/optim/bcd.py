@@ -130,7 +130,8 @@ import numpy as np
 from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
-from .stochastic import StochasticResult, last_completed
+from ..objective import l1_norm
+from .stochastic import Kept, StochasticResult, last_completed
 
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
@@ -398,7 +399,7 @@ class Engine:
         if reg.l2:
             f += 0.5 * reg.l2 * float(np.dot(w, w))
         if reg.l1:
-            f += reg.l1 * float(np.abs(w).sum())
+            f += reg.l1 * l1_norm(w)
         return f
 
     def _lz_sum(self, lz: np.ndarray) -> float:
@@ -640,14 +641,21 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         skip = np.zeros(n_attr, dtype=np.int64)
     monitor_s = 0.0
 
-    def snapshot(sweep, x, hist, zr, sk, x_is_copy=False):
-        # ``x_is_copy``: x is already a copy nobody mutates (last_x), shared instead of copied again
-        x, hist, zr, sk = (x if x_is_copy else x.copy()), list(hist), zr.copy(), sk.copy()
-        return lambda: {"iteration": int(sweep), "x": x, "fs": list(hist), "zrun": zr, "skip": sk,
+    def live(sweep_):
+        # the run's own arrays are the state while the run does not step (the callback, the run's end): the
+        # dict gets copies, made when it is asked for (a checkpoint)
+        hist = list(fs)
+        return lambda: {"iteration": int(sweep_), "x": w.copy(), "fs": list(hist), "zrun": zrun.copy(),
+                        "skip": skip.copy(), "settings": dict(settings)}
+
+    def kept(sweep_):
+        # the state of the sweep just ended, kept through the next sweep (for Ctrl-C and the checkpoint written
+        # after it) in the least memory (Kept): an L1 model's weights as their non-zeros
+        kx, hist, zr, sk = Kept(w), list(fs), zrun.copy(), skip.copy()
+        return lambda: {"iteration": int(sweep_), "x": kx.get(), "fs": list(hist), "zrun": zr, "skip": sk,
                         "settings": dict(settings)}
 
-    state_fn = snapshot(sweep0, w, fs, zrun, skip) if sweep0 > 0 else None
-    last_x = w.copy()
+    state_fn = kept(sweep0) if sweep0 > 0 else None
     last_f = float("nan")
     sweep = sweep0
     status, message = "max_iterations", f"{sweeps} sweeps"
@@ -671,7 +679,6 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 raise CrfkitError(f"bcd: non-finite weights in sweep {sweep}")
             f_cache = eng.objective()
             fs.append(f_cache)
-            last_x = w.copy()
             shrunk = int(stats[K.ST_SHRUNK])
             conv = delta > 0 and len(fs) > period and \
                 (fs[-1 - period] - fs[-1]) / max(abs(fs[-1]), 1e-300) < delta
@@ -679,17 +686,18 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 # converged on a sweep that left blocks out: the next sweep visits every block
                 conv = False
                 skip[:] = 0
-            state_fn = snapshot(sweep, last_x, fs, zrun, skip, x_is_copy=True)
+            # until the next sweep starts, the run's own arrays are this sweep's state (no copies: the
+            # callback's info["x"] is w, valid until it returns, as with OWL-QN)
+            state_fn = live(sweep)
             t = time.perf_counter()
-            last_f = obj.value(last_x, count=False) if monitor else f_cache
+            last_f = obj.value(w, count=False) if monitor else f_cache
             monitor_s += time.perf_counter() - t
             if callback is not None:
-                info = {"iteration": sweep, "f": last_f, "x": last_x, "step": float("nan"),
-                        "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "monitor_s": monitor_s,
+                info = {"iteration": sweep, "f": last_f, "x": w, "step": float("nan"),
+                        "nnz": int(np.count_nonzero(w)), "state": state_fn, "monitor_s": monitor_s,
                         "accepted": int(stats[K.ST_ACCEPT]), "rejected": int(stats[K.ST_REJECT]),
                         "trials": int(stats[K.ST_TRIALS]), "shrunk": shrunk}
-                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
-                # the next iteration's copies
+                # the dict is dropped now, not kept alive into the next sweep
                 stop, info = callback(info), None
                 if stop:
                     status, message = "stopped", f"stopped by the callback after sweep {sweep}"
@@ -698,11 +706,15 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 status, message = "converged", (f"relative decrease of the objective below {delta:g} over "
                                                 f"{period} sweep(s)")
                 break
+            if sweep < sweeps:
+                state_fn = kept(sweep)
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of sweep {sweep}"
-        last_x, sweep = last_completed(state_fn, x0, d)
+        x, sweep = last_completed(state_fn, x0, d)
         last_f = float("nan")
+    else:
+        x = w
     if not math.isfinite(last_f):
-        last_f = obj.value(last_x, count=False)
-    return StochasticResult(x=last_x, f=last_f, status=status, message=message, iterations=int(sweep),
+        last_f = obj.value(x, count=False)
+    return StochasticResult(x=x, f=last_f, status=status, message=message, iterations=int(sweep),
                             state_fn=state_fn)

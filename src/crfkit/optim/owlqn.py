@@ -39,6 +39,7 @@ from ..errors import ParameterError
 from ..kernels.vec import constrain_direction as _constrain_direction
 from ..kernels.vec import orthant_step as _orthant_step
 from ..kernels.vec import pseudo_gradient as _pseudo_gradient
+from ..objective import l1_norm
 from .lbfgs import FG, LbfgsResult, make_state, start_run, stopping_rule
 
 #: the problem size from which owlqn keeps its steps sparse by default (``sparse_steps=None``)
@@ -108,7 +109,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     x0_size = (np.shape(state["x"]) if state is not None else np.shape(x0))[0]
     if sparse_steps is None:
         sparse_steps = l1 > 0.0 and x0_size >= SPARSE_STEPS_MIN
-    st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * float(np.abs(x).sum()),
+    st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * l1_norm(x),
                    spare=False, history=history, sparse_steps=bool(sparse_steps),
                    fresh=fresh_gradients)
     if st.interrupted is not None:

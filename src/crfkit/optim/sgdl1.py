@@ -76,7 +76,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError, TrainingDiverged
 from ..kernels import sgdl1 as K
-from .stochastic import StochasticResult, last_completed
+from .stochastic import Kept, StochasticResult, last_completed
 
 PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
 SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}
@@ -255,21 +255,24 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         args += c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
     monitor_s = 0.0
 
-    def snapshot(epoch, x, aux_, lastk_, u_, step, x_is_copy=False, live=False):
-        # arrays copied now (the run goes on mutating its own), the dict built on demand; ``x_is_copy``:
-        # x is already a copy nobody mutates (last_x), shared instead of copied once more (one vector
-        # of the candidate space's size fewer); ``live``: no copies at all, valid only while the run
-        # does not step (between two passes, see below)
-        if not live:
-            x, aux_, lastk_ = (x if x_is_copy else x.copy()), aux_.copy(), lastk_.copy()
-        return lambda: {"iteration": int(epoch), "x": x, "aux": aux_, "lastk": lastk_, "u": float(u_),
-                        "step": float(step), "settings": dict(settings)}
+    def live(epoch_, u_, step):
+        # the run's own arrays are the state while the run does not step (the callback, the run's end): the
+        # dict gets copies, made when it is asked for (a checkpoint)
+        return lambda: {"iteration": int(epoch_), "x": v.copy(), "aux": aux.copy(), "lastk": lastk.copy(),
+                        "u": float(u_), "step": float(step), "settings": dict(settings)}
+
+    def kept(epoch_, u_, step):
+        # the state of the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written
+        # after it) in the least memory (Kept): the weights as their non-zeros, q (dense) in a temporary file
+        # once the space is large, so that a pass holds two vectors of the candidate space (v and q), not four
+        kx, ka, kl = Kept(v), Kept(aux), Kept(lastk)
+        return lambda: {"iteration": int(epoch_), "x": kx.get(), "aux": ka.get(), "lastk": kl.get(),
+                        "u": float(u_), "step": float(step), "settings": dict(settings)}
 
     # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
     value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
         lambda x: obj.value(x, count=False))
-    state_fn = snapshot(epoch0, v, aux, lastk, u, eta) if epoch0 > 0 else None
-    last_x = v.copy()
+    state_fn = kept(epoch0, u, eta) if epoch0 > 0 else None
     last_f = done_f = float("nan")
     epoch = epoch0
     status, message = "max_iterations", f"{epochs} passes"
@@ -304,35 +307,31 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                 hint = f"eta0={eta0:g} is too large for this problem (lower it, or pick it with eta0=auto)"
                 raise TrainingDiverged(f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
                                        algorithm="sgd-l1", iteration=epoch, hint=hint)
-            # the previous pass's copies are dropped before this pass's are made (two vectors of the
-            # candidate space's size less at the peak): meanwhile the snapshot is the run's own arrays,
-            # which hold this pass's end and do not change until the next pass starts (a Ctrl-C here
-            # ends the run, so they never do)
-            state_fn = snapshot(epoch, v, aux, lastk, scal[K.U], eta, live=True)
-            last_x = None
-            last_x = v.copy()
-            state_fn = snapshot(epoch, last_x, aux, lastk, scal[K.U], eta, x_is_copy=True)
+            # until the next pass starts, the run's own arrays are this pass's state (no copies: the callback's
+            # info["x"] is v, valid until it returns, as with OWL-QN)
+            state_fn = live(epoch, scal[K.U], eta)
             t = time.perf_counter()
-            last_f = value(last_x) if (monitor or epoch == epochs) else float("nan")
+            last_f = value(v) if (monitor or epoch == epochs) else float("nan")
             done_f = last_f
             monitor_s += time.perf_counter() - t
             if callback is not None:
-                info = {"iteration": epoch, "f": last_f, "x": last_x, "step": float(eta),
-                        "nnz": int(np.count_nonzero(last_x)), "state": state_fn, "examples_seen": epoch * n,
+                info = {"iteration": epoch, "f": last_f, "x": v, "step": float(eta),
+                        "nnz": int(np.count_nonzero(v)), "state": state_fn, "examples_seen": epoch * n,
                         "monitor_s": monitor_s}
-                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
-                # the next iteration's copies
+                # the dict is dropped now, not kept alive into the next pass
                 stop, info = callback(info), None
                 if stop:
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break
+            if epoch < epochs:
+                state_fn = kept(epoch, scal[K.U], eta)
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of pass {epoch}"
-        last_x, epoch = last_completed(state_fn, x0, d)
+        v, epoch = last_completed(state_fn, x0, d)
         last_f = done_f
     if not math.isfinite(last_f) and status != "interrupted":
-        last_f = value(last_x)
-    return StochasticResult(x=last_x, f=last_f, status=status, message=message + picked, iterations=int(epoch),
+        last_f = value(v)
+    return StochasticResult(x=v, f=last_f, status=status, message=message + picked, iterations=int(epoch),
                             state_fn=state_fn)
 
 

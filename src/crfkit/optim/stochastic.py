@@ -12,7 +12,8 @@ An optimizer registered here is a function::
 * ``max_iterations`` counts epochs (effective passes, DESIGN.md); None: the
   optimizer's own default.
 * ``callback(info)`` once per epoch with ``info`` holding ``iteration`` (the
-  epoch), ``f`` (objective at the epoch's end), ``x`` (the weights, dense),
+  epoch), ``f`` (objective at the epoch's end), ``x`` (the weights, dense; it may be
+  the run's own array, valid until the callback returns: copy it to keep it),
   ``step`` (the current step size, or NaN) and where known ``gnorm_inf``,
   ``gnorm``, ``nnz`` and ``state`` (a zero-argument function returning a
   resumable state dict holding at least ``iteration``; a resumed run gets it
@@ -54,6 +55,56 @@ class StochasticResult:
     @property
     def state(self) -> dict | None:
         return self.state_fn() if self.state_fn is not None else None
+
+
+# vectors of at least this many entries that must outlive the next pass are kept on disk (a temporary file)
+# when they are not sparse: see Kept
+SPILL_MIN = 1 << 20
+
+
+class Kept:
+    """A copy of a vector of the run's state that must outlive the run's next steps (the state of the last
+    completed pass, for Ctrl-C and for a checkpoint written after it), held as compactly as its content
+    allows: its non-zero entries (indices and values) when at most a third of it is non-zero (the weights of
+    an L1 run: SGD-L1 and BCD on a candidate space of 10^7-10^8 features hold a few 10^4 non-zeros), else a
+    dense copy, written to an anonymous temporary file (``tempfile.TemporaryFile``: in ``TMPDIR``, gone when
+    closed) once it has ``spill`` entries or more (default ``SPILL_MIN``), so that it takes no memory while
+    the next pass runs.
+    :meth:`get` returns a new array with the same bits (dtype, shape, values)."""
+
+    def __init__(self, x: np.ndarray, spill: int | None = None):
+        spill = SPILL_MIN if spill is None else spill
+        x = np.asarray(x)
+        self.dtype, self.shape = x.dtype, x.shape
+        self.idx = self.vals = self.dense = self.file = None
+        flat = x.reshape(-1)
+        nnz = int(np.count_nonzero(flat))
+        if 3 * nnz <= flat.size:
+            self.idx = np.flatnonzero(flat).astype(np.int32 if flat.size < 2 ** 31 else np.int64)
+            self.vals = flat[self.idx]
+        elif flat.size >= spill:
+            import tempfile
+            # unbuffered: numpy then writes the array's memory straight to the file (ndarray.tofile) and reads
+            # it back with fromfile; through a buffered file it would copy it in 16 MB pieces
+            self.file = tempfile.TemporaryFile(buffering=0)
+            np.lib.format.write_array(self.file, x, allow_pickle=False)
+        else:
+            self.dense = x.copy()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in memory."""
+        return sum(a.nbytes for a in (self.idx, self.vals, self.dense) if a is not None)
+
+    def get(self) -> np.ndarray:
+        if self.dense is not None:
+            return self.dense.copy()
+        if self.file is not None:
+            self.file.seek(0)
+            return np.lib.format.read_array(self.file, allow_pickle=False)
+        out = np.zeros(self.shape, dtype=self.dtype)
+        out.reshape(-1)[self.idx] = self.vals
+        return out
 
 
 def last_completed(state_fn: Callable[[], dict] | None, x0: np.ndarray | None,
