@@ -115,8 +115,10 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
         monitor_s = 0.0
 
     def snapshot():
+        # x and gsum are never changed in place (each iteration binds new arrays to them): shared, not copied;
+        # the history's rows are (its ring buffer is overwritten by the next pushes)
         S, Y, rho = hist.pairs()
-        st = {"iteration": k, "x": x.copy(), "b": b, "gsum": gsum.copy(), "vsum": vsum, "S": S, "Y": Y, "rho": rho,
+        st = {"iteration": k, "x": x, "b": b, "gsum": gsum, "vsum": vsum, "S": S, "Y": Y, "rho": rho,
               "n_oracle": int(obj.n_oracle), "monitor_s": monitor_s, "settings": dict(settings)}
         return lambda: st
 
@@ -165,7 +167,7 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
             monitor_s += time.perf_counter() - tm
             state_fn = snapshot()
             if callback is not None:
-                info = {"iteration": k, "f": f, "x": x.copy(), "step": step, "nnz": int(np.count_nonzero(x)),
+                info = {"iteration": k, "f": f, "x": x, "step": step, "nnz": int(np.count_nonzero(x)),
                         "state": state_fn, "examples_seen": int(obj.n_oracle), "monitor_s": monitor_s,
                         "gnorm_inf": ginf}
                 # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
