@@ -203,7 +203,7 @@ def kernel_steps(obj, reg, order, penalty, eta0, alpha):
     for k in range(len(order)):
         K.run_steps_bigram(*args, order, k, k + 1, k, n, K.EXPONENTIAL, eta0, alpha, reg.l1, reg.l2, pcode,
                            v, scal, aux, lastk, aux, stamp, touched, sign, node, edges,
-                           edges.reshape(Tmax, L * L), edge, s.full_rows, obj.sw)
+                           edges.reshape(Tmax, L * L), edge, s.full_rows, obj.sw, *sgdl1.bigram_step_arrays(obj))
         vv, aa, lk = v.copy(), aux.copy(), lastk.copy()
         if pcode != K.CUMUL:
             K.catch_up_all(pcode, vv, scal[K.U], k + 1, aa, lk)

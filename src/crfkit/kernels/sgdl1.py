@@ -39,9 +39,11 @@ import numpy as np
 from numba import njit
 
 from .chain import FAST
-from .oracle import apply_gradient, apply_gradient_bigram, sequence_oracle, sequence_oracle_bigram
+from .oracle import apply_gradient, sequence_oracle, sequence_oracle_bigram
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+# no re-association: the contiguous loops then do exactly the arithmetic of the per-index ones they replace
+_RUN = dict(cache=True, nogil=True, fastmath={"contract", "arcp", "nsz"})
 
 NAIVE, CLIP, CUMUL = 0, 1, 2
 INVERSE, EXPONENTIAL, CONSTANT = 0, 1, 2
@@ -179,6 +181,76 @@ def _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign):
 
 
 @njit(**_NOPY)
+def _list_bigram_attributes(seq_ptr, btok_ptr, battr, battr_ptr, i, k, stamp, tb):
+    """The bigram attributes of sequence i's tokens after its first, each once, into ``tb`` (``stamp`` as in
+    :func:`_list_bigram`); returns how many.  With the cumulative penalty the step works on their features as
+    contiguous runs of ``v`` (:func:`_apply_bigram`, :func:`_penalize_run`) instead of a list of indices."""
+    t0 = seq_ptr[i]
+    t1 = seq_ptr[i + 1]
+    if t1 - t0 < 2:
+        return 0
+    s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
+    nb = 0
+    for e in range(btok_ptr[t0 + 1], btok_ptr[t1]):
+        b = battr[e]
+        if stamp[s0 + b] != k:
+            stamp[s0 + b] = k
+            tb[nb] = b
+            nb += 1
+    return nb
+
+
+@njit(**_RUN)
+def _penalize_run(v, q, u, lo, hi):
+    """Figure 2's ApplyPenalty (cumulative, in v units) on the features lo..hi-1: :func:`_penalize`'s
+    arithmetic, over a contiguous run (both loads unconditional, so that LLVM can vectorise it)."""
+    for f in range(lo, hi):
+        z = v[f]
+        qf = q[f]
+        x = z
+        if x > 0.0:
+            x = x - (u + qf)
+            if x < 0.0:
+                x = 0.0
+        elif x < 0.0:
+            x = x + (u - qf)
+            if x > 0.0:
+                x = 0.0
+        v[f] = x
+        q[f] = qf + (x - z)
+
+
+@njit(**_RUN)
+def _apply_bigram(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull):
+    """The bigram-observation part of :func:`~crfkit.kernels.oracle.apply_gradient_bigram` (the same
+    additions, so the same bits): an attribute with a feature for every label pair in pair order
+    (``bfull``, Wapiti's space) adds its whole row of edge marginals as one contiguous run, then takes the
+    gold pair's 1 off; the others pair by pair."""
+    L2 = L * L
+    t0 = seq_ptr[i]
+    T = seq_ptr[i + 1] - t0
+    for t in range(1, T):
+        xi = eflat[t]
+        gold = y[t0 + t - 1] * L + y[t0 + t]
+        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
+            b = battr[e]
+            c = coef * bval[e]
+            k0 = battr_ptr[b]
+            k1 = battr_ptr[b + 1]
+            if bfull[b]:
+                vb = v[boff + k0:boff + k1]
+                for q in range(L2):
+                    vb[q] += c * xi[q]
+                vb[gold] -= c
+            else:
+                for k in range(k0, k1):
+                    p = bfeat_pair[k]
+                    v[boff + k] += c * xi[p]
+                    if p == gold:
+                        v[boff + k] -= c
+
+
+@njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state,
               order, start, stop, k0, n_per_pass, schedule, eta0, alpha, l1, l2, penalty,
               v, scal, last, lastk, q, stamp, touched, sign, node, edge, full, sw):
@@ -225,7 +297,7 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state,
                      btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff,
                      order, start, stop, k0, n_per_pass, schedule, eta0, alpha, l1, l2, penalty,
-                     v, scal, last, lastk, q, stamp, touched, sign, node, edges, eflat, edge, full, sw):
+                     v, scal, last, lastk, q, stamp, touched, sign, node, edges, eflat, edge, full, sw, tb, bfull):
     """:func:`run_steps` for a feature space with bigram-observation features (weights of bigram feature
     k at ``v[boff + k]``; transitions ``n_state:boff``).  A step lists the sample's state features, the
     transitions and the bigram features of its tokens after the first (each once): naive and clipping
@@ -233,7 +305,10 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     them, the gradient (:func:`~crfkit.kernels.oracle.apply_gradient_bigram`) touches only them, and the
     penalty goes to them after it, so a step costs O(those features), never O(all features).
     ``edges`` (at least longest sequence x L x L) and ``eflat`` (its view as rows of L*L): per-position
-    edge marginals; ``edge``: L x L."""
+    edge marginals; ``edge``: L x L.  With the cumulative penalty the bigram features are not listed one by
+    one: ``tb`` (at least a sequence's bigram attribute occurrences) receives the step's bigram attributes,
+    whose features are then updated and penalised as contiguous runs of ``v``; ``bfull`` (per bigram
+    attribute: a feature for every label pair, in pair order) lets the gradient add whole rows."""
     eta = 0.0
     for s in range(start, stop):
         k = k0 + (s - start)
@@ -245,19 +320,27 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         for f in range(n_state, boff):
             touched[nt] = f
             nt += 1
-        nt = _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched, nt)
-        if penalty != CUMUL:
+        nb = 0
+        if penalty == CUMUL:
+            nb = _list_bigram_attributes(seq_ptr, btok_ptr, battr, battr_ptr, i, k, stamp, tb)
+        else:
+            nt = _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched, nt)
             _catch_up(penalty, touched, nt, v, u, k, last, lastk, sign)
         sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr,
                                battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge,
                                full)
         beta = beta * (1.0 - eta * l2)
-        apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
-                              bval, battr_ptr, bfeat_pair, boff, n_state, i, node, eflat, edge,
-                              -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta, v, full)
+        coef = -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta
+        apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
+                       coef, v, full)
+        _apply_bigram(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, trans_index.shape[0],
+                      coef, v, bfull)
         p = eta * l1 / beta
         u = u + p
         _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign)
+        for j in range(nb):
+            b = tb[j]
+            _penalize_run(v, q, u, boff + battr_ptr[b], boff + battr_ptr[b + 1])
         scal[BETA] = beta
         scal[U] = u
     return eta

@@ -122,6 +122,21 @@ def step_bound(obj) -> int:
     return max(1, min(s.n_features, most + s.n_trans))
 
 
+def bigram_step_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
+    """``(tb, bfull)`` for :func:`crfkit.kernels.sgdl1.run_steps_bigram`: room for the most bigram attribute
+    occurrences of a sequence after its first token (the step's distinct bigram attributes), and per bigram
+    attribute whether it has a feature for every label pair in pair order (Wapiti's space: its gradient and
+    penalty then run over contiguous rows)."""
+    from ..kernels.batch import _full_attributes
+    c, s = obj.corpus, obj.space
+    btok_ptr = c.bigram_arrays()[0]
+    first = np.minimum(c.seq_ptr[:-1] + 1, c.seq_ptr[1:])
+    per_seq = btok_ptr[c.seq_ptr[1:]] - btok_ptr[first] if len(first) else np.zeros(0, np.int64)
+    most = int(per_seq.max()) if len(per_seq) else 0
+    L = s.n_labels
+    return np.empty(max(most, 1), np.int64), _full_attributes(s.battr_ptr, s.bfeat_pair, L * L)
+
+
 def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
     if penalty not in PENALTIES:
         raise ParameterError(f"sgd-l1: unknown penalty {penalty!r}; one of {', '.join(PENALTIES)}")
@@ -253,6 +268,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         # bigram_offset, also when this corpus has no bigram attribute): the per-position edge marginals
         edges = np.empty((max(Tmax, 1), L, L))
         args += c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
+        tb, bfull = bigram_step_arrays(obj)
     monitor_s = 0.0
 
     def live(epoch_, u_, step):
@@ -286,7 +302,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                     eta = K.run_steps_bigram(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
                                              float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign,
                                              node, edges, edges.reshape(edges.shape[0], L * L), edge,
-                                             obj.full_rows, obj.sw)
+                                             obj.full_rows, obj.sw, tb, bfull)
                 else:
                     eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
                                       float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node,
