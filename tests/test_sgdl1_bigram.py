@@ -402,7 +402,7 @@ def test_kept_vectors_give_back_the_same_bits(tmp_path, monkeypatch):
     rng = np.random.default_rng(5)
     sparse = np.zeros(5000)
     sparse[rng.choice(5000, 40, replace=False)] = rng.normal(size=40)
-    sparse[7] = -0.0                                  # a negative zero is a zero: kept as 0.0 is not the same bits
+    sparse[7] = -0.0                                  # a negative zero is kept as such (its bits)
     dense = rng.normal(size=5000)
     ints = rng.integers(-3, 3, 5000)
     for x, spill, where in ((sparse, 0, "idx"), (dense, 1 << 20, "dense"), (dense, 0, "file"), (ints, 0, "file"),
@@ -412,12 +412,17 @@ def test_kept_vectors_give_back_the_same_bits(tmp_path, monkeypatch):
         for _ in range(2):
             got = k.get()
             assert got.dtype == x.dtype and got.shape == x.shape
-            assert got.tobytes() == np.where(x == 0, 0, x).astype(x.dtype).tobytes()
+            assert got.tobytes() == x.tobytes()
             got[:] = 1                                # the caller owns what get() gives
         if where == "file":
             assert k.nbytes == 0
         if where == "idx" and x.size:
-            assert k.nbytes == 40 * (4 + 8)
+            assert k.nbytes == 41 * (4 + 8)
+    # no room for the temporary file: a warning, and the copy in memory
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda **kw: (_ for _ in ()).throw(OSError(28, "No space left")))
+    with pytest.warns(RuntimeWarning, match="kept in memory"):
+        k = Kept(dense, spill=0)
+    assert k.dense is not None and k.get().tobytes() == dense.tobytes()
 
 
 @pytest.mark.parametrize("algorithm", ["sgd-l1", "bcd"])

@@ -65,11 +65,12 @@ SPILL_MIN = 1 << 20
 class Kept:
     """A copy of a vector of the run's state that must outlive the run's next steps (the state of the last
     completed pass, for Ctrl-C and for a checkpoint written after it), held as compactly as its content
-    allows: its non-zero entries (indices and values) when at most a third of it is non-zero (the weights of
-    an L1 run: SGD-L1 and BCD on a candidate space of 10^7-10^8 features hold a few 10^4 non-zeros), else a
-    dense copy, written to an anonymous temporary file (``tempfile.TemporaryFile``: in ``TMPDIR``, gone when
-    closed) once it has ``spill`` entries or more (default ``SPILL_MIN``), so that it takes no memory while
-    the next pass runs.
+    allows: its non-zero entries (indices and values; non-zero as bits, so a -0.0 is kept) when at most a
+    third of it is non-zero (the weights of an L1 run: SGD-L1 and BCD on a candidate space of 10^7-10^8
+    features hold a few 10^4 non-zeros), else a dense copy, written to an anonymous temporary file
+    (``tempfile.TemporaryFile``: in ``TMPDIR``, gone when closed) once it has ``spill`` entries or more
+    (default ``SPILL_MIN``), so that it takes no memory while the next pass runs (in memory, with a
+    RuntimeWarning, when the file cannot be written).
     :meth:`get` returns a new array with the same bits (dtype, shape, values)."""
 
     def __init__(self, x: np.ndarray, spill: int | None = None):
@@ -77,19 +78,29 @@ class Kept:
         x = np.asarray(x)
         self.dtype, self.shape = x.dtype, x.shape
         self.idx = self.vals = self.dense = self.file = None
-        flat = x.reshape(-1)
-        nnz = int(np.count_nonzero(flat))
+        flat = np.ascontiguousarray(x).reshape(-1)
+        # non-zero as bits (a -0.0 is kept as such, so that a resumed run starts from the same bits)
+        bits = flat.view(f"u{flat.itemsize}") if flat.dtype.itemsize in (1, 2, 4, 8) else flat
+        nnz = int(np.count_nonzero(bits))
         if 3 * nnz <= flat.size:
-            self.idx = np.flatnonzero(flat).astype(np.int32 if flat.size < 2 ** 31 else np.int64)
+            self.idx = np.flatnonzero(bits).astype(np.int32 if flat.size < 2 ** 31 else np.int64)
             self.vals = flat[self.idx]
-        elif flat.size >= spill:
+            return
+        if flat.size >= spill:
             import tempfile
-            # unbuffered: numpy then writes the array's memory straight to the file (ndarray.tofile) and reads
-            # it back with fromfile; through a buffered file it would copy it in 16 MB pieces
-            self.file = tempfile.TemporaryFile(buffering=0)
-            np.lib.format.write_array(self.file, x, allow_pickle=False)
-        else:
-            self.dense = x.copy()
+            try:
+                # unbuffered: numpy then writes the array's memory straight to the file (ndarray.tofile) and
+                # reads it back with fromfile; through a buffered file it would copy it in 16 MB pieces
+                self.file = tempfile.TemporaryFile(buffering=0)
+                np.lib.format.write_array(self.file, x, allow_pickle=False)
+                return
+            except OSError as e:
+                # no room in TMPDIR (or none writable): the copy stays in memory, and training goes on
+                import warnings
+                warnings.warn(f"the last pass's state could not be written to a temporary file ({e}); "
+                              "it is kept in memory instead", RuntimeWarning, stacklevel=2)
+                self.file = None
+        self.dense = x.copy()
 
     @property
     def nbytes(self) -> int:
