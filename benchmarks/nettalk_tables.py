@@ -272,7 +272,7 @@ def worker_crfkit(args) -> dict:
         # Wapiti's SGD-L1: Figure 2's cumulative penalty, eta_k = eta0 * alpha^(k/N); every pass scored
         kw.update(max_iterations=args.sgd_passes, seed=0,
                   params=dict(penalty="cumulative", schedule="exponential", eta0=args.sgd_eta0,
-                              alpha=args.sgd_alpha))
+                              alpha=args.sgd_alpha, monitor=args.sgd_monitor == "on"))
     elif c["table"] == "bcd":
         # crfkit's BCD with its defaults (random block order, kappa 1.5, Armijo safeguard, shrinking), exactly
         # --bcd-sweeps sweeps (delta 0), the objective recorded after every sweep
@@ -523,7 +523,7 @@ def run_cell(name: str, args, results: dict) -> dict | None:
            "--threads", str(args.threads), "--cap", str(args.cap), "--dev-every", str(args.dev_every),
            "--dev-stop", str(args.dev_stop), "--t2-iterations", str(args.t2_iterations),
            "--sgd-passes", str(args.sgd_passes), "--sgd-eta0", repr(args.sgd_eta0), "--sgd-alpha", repr(args.sgd_alpha),
-           "--bcd-sweeps", str(args.bcd_sweeps)]
+           "--bcd-sweeps", str(args.bcd_sweeps), "--sgd-monitor", args.sgd_monitor]
     if args.wapiti_iterations:
         cmd += ["--wapiti-iterations", str(args.wapiti_iterations)]
     if c.get("target"):
@@ -727,6 +727,9 @@ def main(argv=None) -> int:
                     "(the same for the sparse and standard runs of a set; default 50)")
     ap.add_argument("--sgd-passes", type=int, default=10, help="SGD-L1 cells: passes on both sides (default 10)")
     ap.add_argument("--sgd-eta0", type=float, default=0.8, help="SGD-L1 cells: eta0 on both sides (Wapiti's 0.8)")
+    ap.add_argument("--sgd-monitor", choices=("on", "off"), default="on",
+                    help="SGD-L1 cells: crfkit's objective after every pass (on, default) or after the last only "
+                         "(off: -p monitor=false, as Wapiti, which computes none)")
     ap.add_argument("--sgd-alpha", type=float, default=0.85, help="SGD-L1 cells: alpha (Wapiti's 0.85)")
     ap.add_argument("--bcd-sweeps", type=int, default=5, help="BCD cells: sweeps on both sides (default 5)")
     ap.add_argument("--rescore", action="store_true", help="recompute the objective of the Wapiti SGD-L1 cells' "
