@@ -357,6 +357,23 @@ def test_cli_nettalk_3grm_sgd_l1(tmp_path):
     assert model.meta["algorithm"] == "sgd-l1"
 
 
+def _large_space_run(monkeypatch, algorithm, l1):
+    """(space, corpus, reg, run) for the traced-memory tests: a 3,440-feature space with 20 labels, the
+    optimizer's kernels loaded, SPILL_MIN 0 (the path of a large space: dense kept vectors go to a file)."""
+    import importlib
+    from crfkit.optim import stochastic
+    from crfkit.optim.stochastic import REGISTRY
+    monkeypatch.setattr(stochastic, "SPILL_MIN", 0)
+    rng = np.random.default_rng(0)
+    X, Y = random_sequences(rng, 30, n_labels=20, n_attr=3000, max_len=6)
+    space, corpus = build(X, Y, support="all")
+    reg = Regularization(l1=l1, l2=0.01)
+    mod, fn = REGISTRY[algorithm]
+    run = getattr(importlib.import_module(mod), fn)
+    run(Objective(corpus, space, reg), None, reg=reg, max_iterations=1)      # kernels loaded outside the count
+    return space, corpus, reg, run
+
+
 @pytest.mark.parametrize("algorithm", ["sgd-l1", "bcd"])
 def test_a_pass_holds_no_more_than_one_transient_vector_beside_the_run_s_state(monkeypatch, algorithm):
     """After the first pass, a pass of the large-scale methods allocates (numpy, traced) at most about one
@@ -364,18 +381,8 @@ def test_a_pass_holds_no_more_than_one_transient_vector_beside_the_run_s_state(m
     pass is compact (the weights' non-zeros, SGD-L1's penalties in a temporary file as on a large space:
     SPILL_MIN 0) and replaced, not added to (the callback's dict, which held the earlier copies, included),
     and BCD's transition trials write into the weights."""
-    import importlib
     import tracemalloc
-    from crfkit.optim import stochastic
-    monkeypatch.setattr(stochastic, "SPILL_MIN", 0)
-    from crfkit.optim.stochastic import REGISTRY
-    rng = np.random.default_rng(0)
-    X, Y = random_sequences(rng, 30, n_labels=20, n_attr=3000, max_len=6)
-    space, corpus = build(X, Y, support="all")
-    reg = Regularization(l1=0.01, l2=0.01)
-    mod, fn = REGISTRY[algorithm]
-    run = getattr(importlib.import_module(mod), fn)
-    run(Objective(corpus, space, reg), None, reg=reg, max_iterations=1)      # kernels loaded outside the count
+    space, corpus, reg, run = _large_space_run(monkeypatch, algorithm, 0.01)
     base = {}
 
     def cb(info):
@@ -472,18 +479,8 @@ def test_a_pass_holds_the_run_s_own_vectors_only(monkeypatch, algorithm):
     pass is kept as the weights' non-zeros and, on a large space, the penalties in a temporary file
     (SPILL_MIN 0 here).  Traced numpy memory at the third pass's callback, in vectors of the candidate space,
     against what the same run held with the copies of earlier code."""
-    import importlib
     import tracemalloc
-    from crfkit.optim import stochastic
-    from crfkit.optim.stochastic import REGISTRY
-    monkeypatch.setattr(stochastic, "SPILL_MIN", 0)
-    rng = np.random.default_rng(0)
-    X, Y = random_sequences(rng, 30, n_labels=20, n_attr=3000, max_len=6)
-    space, corpus = build(X, Y, support="all")
-    reg = Regularization(l1=0.05, l2=0.01)
-    mod, fn = REGISTRY[algorithm]
-    run = getattr(importlib.import_module(mod), fn)
-    run(Objective(corpus, space, reg), None, reg=reg, max_iterations=1)      # kernels loaded outside the count
+    space, corpus, reg, run = _large_space_run(monkeypatch, algorithm, 0.05)
     obj = Objective(corpus, space, reg)
     obj.value(np.zeros(space.n_features))         # the objective's own arrays built before the count
     held = {}

@@ -211,7 +211,20 @@ def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, 
     enters it)."""
     apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
                    coef, v, full)
-    L = trans_index.shape[0]
+    add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat,
+                        trans_index.shape[0], coef, v, np.zeros(0, np.bool_))
+
+
+@njit(**_NOPY)
+def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull):
+    """The bigram-observation part of :func:`apply_gradient_bigram`: for every position t >= 1 of sequence i
+    and bigram attribute occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) -
+    [pair of k is gold])``.  ``bfull`` (per bigram attribute; empty: none): b has a feature for every label
+    pair, in pair order (Wapiti's space), so its whole row of edge marginals is added as one contiguous run
+    and the gold pair's 1 taken off after it (SGD-L1's step, :mod:`crfkit.kernels.sgdl1`); the other
+    attributes pair by pair.  The same additions per weight either way."""
+    L2 = L * L
+    some_full = bfull.shape[0] > 0
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
     for t in range(1, T):
@@ -220,11 +233,19 @@ def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, 
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
             b = battr[e]
             c = coef * bval[e]
-            for k in range(battr_ptr[b], battr_ptr[b + 1]):
-                p = bfeat_pair[k]
-                v[boff + k] += c * xi[p]
-                if p == gold:
-                    v[boff + k] -= c
+            k0 = battr_ptr[b]
+            k1 = battr_ptr[b + 1]
+            if some_full and bfull[b]:
+                vb = v[boff + k0:boff + k1]
+                for q in range(L2):
+                    vb[q] += c * xi[q]
+                vb[gold] -= c
+            else:
+                for k in range(k0, k1):
+                    p = bfeat_pair[k]
+                    v[boff + k] += c * xi[p]
+                    if p == gold:
+                        v[boff + k] -= c
 
 
 @njit(**_NOPY)

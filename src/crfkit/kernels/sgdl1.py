@@ -39,10 +39,10 @@ import numpy as np
 from numba import njit
 
 from .chain import FAST
-from .oracle import apply_gradient, sequence_oracle, sequence_oracle_bigram
+from .oracle import add_bigram_gradient, apply_gradient, sequence_oracle, sequence_oracle_bigram
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
-# no re-association: the contiguous loops then do exactly the arithmetic of the per-index ones they replace
+# no re-association: the contiguous penalty loop does exactly the arithmetic of the per-index one
 _RUN = dict(cache=True, nogil=True, fastmath={"contract", "arcp", "nsz"})
 
 NAIVE, CLIP, CUMUL = 0, 1, 2
@@ -184,7 +184,8 @@ def _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign):
 def _list_bigram_attributes(seq_ptr, btok_ptr, battr, battr_ptr, i, k, stamp, tb):
     """The bigram attributes of sequence i's tokens after its first, each once, into ``tb`` (``stamp`` as in
     :func:`_list_bigram`); returns how many.  With the cumulative penalty the step works on their features as
-    contiguous runs of ``v`` (:func:`_apply_bigram`, :func:`_penalize_run`) instead of a list of indices."""
+    contiguous runs of ``v`` (:func:`~crfkit.kernels.oracle.add_bigram_gradient`, :func:`_penalize_run`) instead of a
+    list of indices."""
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
     if t1 - t0 < 2:
@@ -218,36 +219,6 @@ def _penalize_run(v, q, u, lo, hi):
                 x = 0.0
         v[f] = x
         q[f] = qf + (x - z)
-
-
-@njit(**_RUN)
-def _apply_bigram(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull):
-    """The bigram-observation part of :func:`~crfkit.kernels.oracle.apply_gradient_bigram` (the same
-    additions, so the same bits): an attribute with a feature for every label pair in pair order
-    (``bfull``, Wapiti's space) adds its whole row of edge marginals as one contiguous run, then takes the
-    gold pair's 1 off; the others pair by pair."""
-    L2 = L * L
-    t0 = seq_ptr[i]
-    T = seq_ptr[i + 1] - t0
-    for t in range(1, T):
-        xi = eflat[t]
-        gold = y[t0 + t - 1] * L + y[t0 + t]
-        for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
-            b = battr[e]
-            c = coef * bval[e]
-            k0 = battr_ptr[b]
-            k1 = battr_ptr[b + 1]
-            if bfull[b]:
-                vb = v[boff + k0:boff + k1]
-                for q in range(L2):
-                    vb[q] += c * xi[q]
-                vb[gold] -= c
-            else:
-                for k in range(k0, k1):
-                    p = bfeat_pair[k]
-                    v[boff + k] += c * xi[p]
-                    if p == gold:
-                        v[boff + k] -= c
 
 
 @njit(**_NOPY)
@@ -333,8 +304,8 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         coef = -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta
         apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
                        coef, v, full)
-        _apply_bigram(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, trans_index.shape[0],
-                      coef, v, bfull)
+        add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat,
+                            trans_index.shape[0], coef, v, bfull)
         p = eta * l1 / beta
         u = u + p
         _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign)
