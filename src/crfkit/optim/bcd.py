@@ -131,7 +131,7 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
 from ..objective import l1_norm
-from .stochastic import Kept, StochasticResult, last_completed
+from .stochastic import Kept, StochasticResult, last_completed, notify
 
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
@@ -693,12 +693,10 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             last_f = obj.value(w, count=False) if monitor else f_cache
             monitor_s += time.perf_counter() - t
             if callback is not None:
-                info = {"iteration": sweep, "f": last_f, "x": w, "step": float("nan"),
-                        "nnz": int(np.count_nonzero(w)), "state": state_fn, "monitor_s": monitor_s,
-                        "accepted": int(stats[K.ST_ACCEPT]), "rejected": int(stats[K.ST_REJECT]),
-                        "trials": int(stats[K.ST_TRIALS]), "shrunk": shrunk}
-                # the dict is dropped now, not kept alive into the next sweep
-                stop, info = callback(info), None
+                stop = notify(callback, iteration=sweep, f=last_f, x=w, step=float("nan"),
+                              nnz=int(np.count_nonzero(w)), state=state_fn, monitor_s=monitor_s,
+                              accepted=int(stats[K.ST_ACCEPT]), rejected=int(stats[K.ST_REJECT]),
+                              trials=int(stats[K.ST_TRIALS]), shrunk=shrunk)
                 if stop:
                     status, message = "stopped", f"stopped by the callback after sweep {sweep}"
                     break

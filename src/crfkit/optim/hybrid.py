@@ -40,7 +40,7 @@ from ..errors import CrfkitError, ParameterError
 from ..objective import Objective, Regularization
 from .lbfgs import History
 from .sag import check_supported
-from .stochastic import StochasticResult, last_completed
+from .stochastic import StochasticResult, last_completed, notify
 
 DEFAULT_PASSES = 100
 
@@ -167,12 +167,8 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
             monitor_s += time.perf_counter() - tm
             state_fn = snapshot()
             if callback is not None:
-                info = {"iteration": k, "f": f, "x": x, "step": step, "nnz": int(np.count_nonzero(x)),
-                        "state": state_fn, "examples_seen": int(obj.n_oracle), "monitor_s": monitor_s,
-                        "gnorm_inf": ginf}
-                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
-                # the next iteration's copies
-                stop, info = callback(info), None
+                stop = notify(callback, iteration=k, f=f, x=x, step=step, nnz=int(np.count_nonzero(x)),
+                              state=state_fn, examples_seen=int(obj.n_oracle), monitor_s=monitor_s, gnorm_inf=ginf)
                 if stop:
                     status, message = "stopped", f"stopped by the callback after iteration {k}"
                     break

@@ -71,7 +71,7 @@ from ..kernels import ngd as K
 from ..kernels import occ as O
 from .sag import check_supported
 from .sgdl1 import pass_order
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, notify
 
 UPDATES = {"u1g1": (K.U1G1, "eps"), "u2g1": (K.ATAN, "eps"), "u2g1b": (K.ATAN, "scale"),
            "u2g2": (K.ERF, "alpha"), "u2g3": (K.GD, "beta")}
@@ -287,12 +287,8 @@ def _run(name, obj, x0, *, reg, max_iterations, callback, seed, state, update, t
             f_last = obj.value(x, count=False) if monitor else float("nan")
             monitor_s += time.perf_counter() - tm
             if callback is not None:
-                info = {"iteration": epoch, "f": f_last, "x": x, "step": float(eta),
-                        "nnz": int(np.count_nonzero(x)), "state": state_fn, "examples_seen": epoch * n,
-                        "monitor_s": monitor_s, "steps": t}
-                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
-                # the next iteration's copies
-                stop, info = callback(info), None
+                stop = notify(callback, iteration=epoch, f=f_last, x=x, step=float(eta), nnz=int(np.count_nonzero(x)),
+                              state=state_fn, examples_seen=epoch * n, monitor_s=monitor_s, steps=t)
                 if stop:
                     status, message = "stopped", f"stopped by the callback after epoch {epoch}"
                     break

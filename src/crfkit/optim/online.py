@@ -37,7 +37,7 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import occ as O
 from ..kernels import online as K
 from .sgdl1 import pass_order
-from .stochastic import StochasticResult, last_completed
+from .stochastic import StochasticResult, last_completed, notify
 
 DEFAULT_EPOCHS = 100        # CRFsuite's max_iterations for pa, ap and arow
 BLOCK = 2048
@@ -138,11 +138,8 @@ def _run(name, method, obj, x0, *, reg, max_iterations, callback, seed, state, e
             f = obj.value(x, count=False) if monitor else float("nan")
             monitor_s += time.perf_counter() - tm
             if callback is not None:
-                info = {"iteration": epoch, "f": f, "x": x, "step": float("nan"), "nnz": int(np.count_nonzero(x)),
-                        "state": state_fn, "examples_seen": epoch * n, "monitor_s": monitor_s}
-                # the dict holds this iteration's weights and snapshot: dropped now, not kept alive beside
-                # the next iteration's copies
-                stop, info = callback(info), None
+                stop = notify(callback, iteration=epoch, f=f, x=x, step=float("nan"), nnz=int(np.count_nonzero(x)),
+                              state=state_fn, examples_seen=epoch * n, monitor_s=monitor_s)
                 if stop:
                     status, message = "stopped", f"stopped by the callback after epoch {epoch}"
                     break

@@ -113,7 +113,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..kernels import sag as K
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, notify
 
 DEFAULT_EPOCHS = 100
 METHODS = {"sag": K.SAG, "sag-nus": K.SAG_NUS, "sag-nus*": K.SAG_NUS_STAR, "saga": K.SAGA, "saga-nus": K.SAGA_NUS}
@@ -327,13 +327,11 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
             monitor_s += time.perf_counter() - t_mon
             m = int(run.isc[K.I_M])
             gnorm_inf = float(np.abs(run.d / n + l2 * x).max()) if run.p else 0.0
-            info = {"iteration": run.iteration, "f": f, "x": x.copy(), "step": float(run.fsc[K.F_STEP]),
-                    "gnorm_inf": gnorm_inf, "nnz": int(np.count_nonzero(x)), "state": run.state,
-                    "state_bytes": run.state_bytes, "naive_state_bytes": run.naive_state_bytes,
-                    "lipschitz": run.lipschitz(method, lmax_decayed), "examples_seen": m,
-                    "steps": int(run.isc[K.I_ITER]), "monitor_s": monitor_s}
-            stop = callback(info) if callback is not None else None
-            info = None      # not kept alive beside the next epoch's copies
+            stop = notify(callback, iteration=run.iteration, f=f, x=x.copy(), step=float(run.fsc[K.F_STEP]),
+                          gnorm_inf=gnorm_inf, nnz=int(np.count_nonzero(x)), state=run.state,
+                          state_bytes=run.state_bytes, naive_state_bytes=run.naive_state_bytes,
+                          lipschitz=run.lipschitz(method, lmax_decayed), examples_seen=m,
+                          steps=int(run.isc[K.I_ITER]), monitor_s=monitor_s)
             if m == n and gnorm_inf < delta:
                 return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)
             if stop:

@@ -95,7 +95,7 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import sdca as K
 from ..kernels.sag import tree_build, tree_size
 from .sag import seed_state
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, notify
 
 DEFAULT_EPOCHS = 100
 STORES = {"float32": np.float32, "float64": np.float64}
@@ -353,17 +353,14 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, samp
             monitor_s += time.perf_counter() - t_mon
             gap = f - d
             steps = int(run.isc[K.I_STEPS])
-            info = {"iteration": run.iteration, "f": f, "x": run.w.copy(),
-                    "step": float(run.fsc[K.F_GAMMA]) if name == "sdca" else float(np.median(run.etas)),
-                    "nnz": int(np.count_nonzero(run.w)), "state": run.state, "state_bytes": run.state_bytes,
-                    "duality_gap": gap, "dual": d, "steps": steps,
-                    "ls_evals_per_step": int(run.isc[K.I_LS]) / max(steps, 1),
-                    "ls_entries": int(run.isc[K.I_NC]) / max(int(run.isc[K.I_NF]), 1),
-                    "rejected": int(run.isc[K.I_REJECT]), "monitor_s": monitor_s}
-            if samp == K.GAP:
-                info["examples_seen"] = int(np.count_nonzero(run.gaps < K.GAP_UNSEEN))
-            stop = callback(info) if callback is not None else None
-            info = None      # not kept alive beside the next epoch's copies
+            seen = {"examples_seen": int(np.count_nonzero(run.gaps < K.GAP_UNSEEN))} if samp == K.GAP else {}
+            stop = notify(callback, iteration=run.iteration, f=f, x=run.w.copy(),
+                          step=float(run.fsc[K.F_GAMMA]) if name == "sdca" else float(np.median(run.etas)),
+                          nnz=int(np.count_nonzero(run.w)), state=run.state, state_bytes=run.state_bytes,
+                          duality_gap=gap, dual=d, steps=steps,
+                          ls_evals_per_step=int(run.isc[K.I_LS]) / max(steps, 1),
+                          ls_entries=int(run.isc[K.I_NC]) / max(int(run.isc[K.I_NF]), 1),
+                          rejected=int(run.isc[K.I_REJECT]), monitor_s=monitor_s, **seen)
             if gap <= gap_tol:
                 return finish("converged", f"duality gap P(w) - D(mu) = {gap:.3g} <= gap_tol = {gap_tol:g}; "
                                            f"certified f(w) - f* <= {gap:.3g}", f)

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import CrfkitError, ParameterError
 from ..kernels import sgd as K
 from .sag import DEFAULT_EPOCHS, check_supported, seed_state
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, notify
 
 METHODS = {"sg": K.SG, "asg": K.ASG, "adagrad": K.ADAGRAD, "pegasos": K.PEGASOS}
 
@@ -124,9 +124,8 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
             t_mon = time.perf_counter()
             f = obj.value(x, count=False)
             monitor_s += time.perf_counter() - t_mon
-            info = {"iteration": iteration, "f": f, "x": x, "step": float(fsc[K.F_STEP]),
-                    "nnz": int(np.count_nonzero(x)), "state": make_state, "monitor_s": monitor_s}
-            stop, info = callback is not None and callback(info), None   # info: not kept alive
+            stop = notify(callback, iteration=iteration, f=f, x=x, step=float(fsc[K.F_STEP]),
+                          nnz=int(np.count_nonzero(x)), state=make_state, monitor_s=monitor_s)
             if stop:
                 return finish("stopped", "stopped by the callback", f)
         return finish("max_iterations", f"{epochs} effective passes", f)

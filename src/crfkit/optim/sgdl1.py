@@ -76,7 +76,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError, TrainingDiverged
 from ..kernels import sgdl1 as K
-from .stochastic import Kept, StochasticResult, last_completed
+from .stochastic import Kept, StochasticResult, last_completed, notify
 
 PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
 SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}
@@ -331,11 +331,8 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             done_f = last_f
             monitor_s += time.perf_counter() - t
             if callback is not None:
-                info = {"iteration": epoch, "f": last_f, "x": v, "step": float(eta),
-                        "nnz": int(np.count_nonzero(v)), "state": state_fn, "examples_seen": epoch * n,
-                        "monitor_s": monitor_s}
-                # the dict is dropped now, not kept alive into the next pass
-                stop, info = callback(info), None
+                stop = notify(callback, iteration=epoch, f=last_f, x=v, step=float(eta), nnz=int(np.count_nonzero(v)),
+                              state=state_fn, examples_seen=epoch * n, monitor_s=monitor_s)
                 if stop:
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break

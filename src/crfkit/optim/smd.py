@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..kernels import smd as K
 from .sag import DEFAULT_EPOCHS, check_supported, seed_state
-from .stochastic import StochasticResult
+from .stochastic import StochasticResult, notify
 
 
 def smd(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
@@ -133,10 +133,8 @@ def smd(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, 
             t_mon = time.perf_counter()
             f = obj.value(x, count=False)
             monitor_s += time.perf_counter() - t_mon
-            info = {"iteration": iteration, "f": f, "x": x, "step": float(fsc[K.F_GAIN]),
-                    "nnz": int(np.count_nonzero(x)), "state": state_fn, "monitor_s": monitor_s,
-                    "steps": int(isc[K.I_STEPS])}
-            stop, info = callback is not None and callback(info), None   # info: not kept alive
+            stop = notify(callback, iteration=iteration, f=f, x=x, step=float(fsc[K.F_GAIN]),
+                          nnz=int(np.count_nonzero(x)), state=state_fn, monitor_s=monitor_s, steps=int(isc[K.I_STEPS]))
             if stop:
                 return finish("stopped", "stopped by the callback", x, f)
         return finish("max_iterations", f"{epochs} effective passes", w.copy(), f)

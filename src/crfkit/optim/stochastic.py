@@ -118,6 +118,14 @@ class Kept:
         return out
 
 
+def notify(callback: Callable[[dict], bool | None] | None, **info) -> bool:
+    """Call a driver's per-epoch ``callback`` with the dict of ``info`` (see the module doc); True when it asks
+    to stop.  The dict is made here and dropped when the callback returns: a caller that built it and kept it
+    bound would hold its weights copy and state snapshot alive beside the next epoch's (at NETtalk scale, two
+    vectors of the candidate space)."""
+    return bool(callback(info)) if callback is not None else False
+
+
 def last_completed(state_fn: Callable[[], dict] | None, x0: np.ndarray | None,
                    n_features: int) -> tuple[np.ndarray, int]:
     """The weights and count of the last completed epoch, from the run's latest ``state_fn`` (its state's
