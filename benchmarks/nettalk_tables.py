@@ -338,6 +338,8 @@ def worker_crfkit(args) -> dict:
         out["n_labels"] = res.model.space.n_labels
     else:
         out["test_error"] = token_error(res.model, test)
+    if c["table"] == "sgdl1":
+        out["sgd_monitor"] = args.sgd_monitor          # whether train_s includes an objective after every pass
     out["dev_best_iteration"] = res.model.meta.get("dev_best_iteration")
     out["peak_rss_mb"] = peak_rss_mb()
     out["threads"] = args.threads
