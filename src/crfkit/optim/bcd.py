@@ -131,7 +131,7 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
 from ..objective import l1_norm
-from .stochastic import Kept, StochasticResult, last_completed, notify
+from .stochastic import StochasticResult, last_completed, notify, state_function
 
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
@@ -641,21 +641,14 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         skip = np.zeros(n_attr, dtype=np.int64)
     monitor_s = 0.0
 
-    def live(sweep_):
-        # the run's own arrays are the state while the run does not step (the callback, the run's end): the
-        # dict gets copies, made when it is asked for (a checkpoint)
-        hist = list(fs)
-        return lambda: {"iteration": int(sweep_), "x": w.copy(), "fs": list(hist), "zrun": zrun.copy(),
-                        "skip": skip.copy(), "settings": dict(settings)}
+    def state_at(sweep_, keep):
+        # keep=False: the run's own arrays, copied when asked for (valid until the next sweep steps); keep=True:
+        # the sweep just ended, kept through the next sweep (for Ctrl-C and the checkpoint written after it) in
+        # the least memory: an L1 model's weights as their non-zeros
+        return state_function({"x": w, "zrun": zrun, "skip": skip},
+                              {"iteration": int(sweep_), "fs": fs, "settings": settings}, keep=keep)
 
-    def kept(sweep_):
-        # the state of the sweep just ended, kept through the next sweep (for Ctrl-C and the checkpoint written
-        # after it) in the least memory (Kept): an L1 model's weights as their non-zeros
-        kx, hist, zr, sk = Kept(w), list(fs), zrun.copy(), skip.copy()
-        return lambda: {"iteration": int(sweep_), "x": kx.get(), "fs": list(hist), "zrun": zr, "skip": sk,
-                        "settings": dict(settings)}
-
-    state_fn = kept(sweep0) if sweep0 > 0 else None
+    state_fn = state_at(sweep0, True) if sweep0 > 0 else None
     last_f = float("nan")
     sweep = sweep0
     status, message = "max_iterations", f"{sweeps} sweeps"
@@ -688,7 +681,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 skip[:] = 0
             # until the next sweep starts, the run's own arrays are this sweep's state (no copies: the
             # callback's info["x"] is w, valid until it returns, as with OWL-QN)
-            state_fn = live(sweep)
+            state_fn = state_at(sweep, False)
             t = time.perf_counter()
             last_f = obj.value(w, count=False) if monitor else f_cache
             monitor_s += time.perf_counter() - t
@@ -705,7 +698,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                                                 f"{period} sweep(s)")
                 break
             if sweep < sweeps:
-                state_fn = kept(sweep)
+                state_fn = state_at(sweep, True)
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of sweep {sweep}"
         x, sweep = last_completed(state_fn, x0, d)

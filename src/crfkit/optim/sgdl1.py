@@ -76,7 +76,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError, TrainingDiverged
 from ..kernels import sgdl1 as K
-from .stochastic import Kept, StochasticResult, last_completed, notify
+from .stochastic import StochasticResult, last_completed, notify, state_function
 
 PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
 SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}
@@ -271,24 +271,19 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         tb, bfull = bigram_step_arrays(obj)
     monitor_s = 0.0
 
-    def live(epoch_, u_, step):
-        # the run's own arrays are the state while the run does not step (the callback, the run's end): the
-        # dict gets copies, made when it is asked for (a checkpoint)
-        return lambda: {"iteration": int(epoch_), "x": v.copy(), "aux": aux.copy(), "lastk": lastk.copy(),
-                        "u": float(u_), "step": float(step), "settings": dict(settings)}
-
-    def kept(epoch_, u_, step):
-        # the state of the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written
-        # after it) in the least memory (Kept): the weights as their non-zeros, q (dense) in a temporary file
-        # once the space is large, so that a pass holds two vectors of the candidate space (v and q), not four
-        kx, ka, kl = Kept(v), Kept(aux), Kept(lastk)
-        return lambda: {"iteration": int(epoch_), "x": kx.get(), "aux": ka.get(), "lastk": kl.get(),
-                        "u": float(u_), "step": float(step), "settings": dict(settings)}
+    def state_at(epoch_, u_, step, keep):
+        # keep=False: the run's own arrays, copied when asked for (valid until the next pass steps); keep=True:
+        # the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written after it) in
+        # the least memory: the weights as their non-zeros, q (dense) in a temporary file once the space is
+        # large, so that a pass holds two vectors of the candidate space (v and q), not four
+        return state_function({"x": v, "aux": aux, "lastk": lastk},
+                              {"iteration": int(epoch_), "u": float(u_), "step": float(step), "settings": settings},
+                              keep=keep)
 
     # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
     value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
         lambda x: obj.value(x, count=False))
-    state_fn = kept(epoch0, u, eta) if epoch0 > 0 else None
+    state_fn = state_at(epoch0, u, eta, True) if epoch0 > 0 else None
     last_f = done_f = float("nan")
     epoch = epoch0
     status, message = "max_iterations", f"{epochs} passes"
@@ -325,7 +320,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                                        algorithm="sgd-l1", iteration=epoch, hint=hint)
             # until the next pass starts, the run's own arrays are this pass's state (no copies: the callback's
             # info["x"] is v, valid until it returns, as with OWL-QN)
-            state_fn = live(epoch, scal[K.U], eta)
+            state_fn = state_at(epoch, scal[K.U], eta, False)
             t = time.perf_counter()
             last_f = value(v) if (monitor or epoch == epochs) else float("nan")
             done_f = last_f
@@ -337,7 +332,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break
             if epoch < epochs:
-                state_fn = kept(epoch, scal[K.U], eta)
+                state_fn = state_at(epoch, scal[K.U], eta, True)
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of pass {epoch}"
         v, epoch = last_completed(state_fn, x0, d)

@@ -118,6 +118,22 @@ class Kept:
         return out
 
 
+def state_function(arrays: dict, values: dict, *, keep: bool) -> Callable[[], dict]:
+    """A driver's resumable-state function over the run's own ``arrays`` (name -> array) and ``values``
+    (name -> anything copied as it is now: counts, step sizes, lists, the settings).
+
+    ``keep=False``: the arrays are read when the function is called and copied then; valid while the run
+    does not step (during the callback, and once the run has ended).  ``keep=True``: the arrays are kept now,
+    as compactly as :class:`Kept` allows, so that the function gives this moment's state after the run has
+    gone on (the last completed pass, for a Ctrl-C and the checkpoint written after it)."""
+    import copy
+    values = copy.deepcopy(values)
+    if keep:
+        held = {k: Kept(a) for k, a in arrays.items()}
+        return lambda: {**copy.deepcopy(values), **{k: h.get() for k, h in held.items()}}
+    return lambda: {**copy.deepcopy(values), **{k: np.array(a, copy=True) for k, a in arrays.items()}}
+
+
 def notify(callback: Callable[[dict], bool | None] | None, **info) -> bool:
     """Call a driver's per-epoch ``callback`` with the dict of ``info`` (see the module doc); True when it asks
     to stop.  The dict is made here and dropped when the callback returns: a caller that built it and kept it
