@@ -432,6 +432,129 @@ def test_kept_vectors_give_back_the_same_bits(tmp_path, monkeypatch):
     assert k.dense is not None and k.get().tobytes() == dense.tobytes()
 
 
+def test_kept_reuses_a_spent_file_and_trusts_only_a_true_count(tmp_path, monkeypatch):
+    """Kept(reuse=old) overwrites old's temporary file in place (the pass-to-pass path of a large space) and old
+    can no longer be read; Kept(nnz=...) takes the caller's count of non-zero bits, and a wrong count is an
+    error, not a silently wrong copy; the sparse path gives numpy's non-zero positions for every dtype."""
+    from crfkit.optim.stochastic import Kept, state_function
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    rng = np.random.default_rng(9)
+    a, b = rng.normal(size=3000), rng.normal(size=3000)
+    k1 = Kept(a, spill=0)
+    f = k1.file
+    k2 = Kept(b, spill=0, reuse=k1)
+    assert k2.file is f and k1.file is None
+    assert k2.get().tobytes() == b.tobytes()
+    with pytest.raises(RuntimeError, match="overwritten"):
+        k1.get()
+    # another shape: a file of its own, and the old one still readable
+    k3 = Kept(a[:100].copy(), spill=0, reuse=k2)
+    assert k3.file is not f and k2.get().tobytes() == b.tobytes()
+    # state functions: the kept one reuses the earlier kept one's files, name by name
+    from crfkit.optim import stochastic
+    monkeypatch.setattr(stochastic, "SPILL_MIN", 0)
+    s1 = state_function({"x": a, "q": b}, {"iteration": 1}, keep=True)
+    a[:5] = 7.0
+    s2 = state_function({"x": a, "q": b}, {"iteration": 2}, keep=True, reuse=s1)
+    assert s2()["x"].tobytes() == a.tobytes() and s2()["iteration"] == 2
+    with pytest.raises(RuntimeError):
+        s1()
+    for dtype in (np.float64, np.float32, np.int64, np.int8, np.uint16):
+        x = np.zeros(4000, dtype=dtype)
+        x[rng.choice(4000, 50, replace=False)] = 3
+        if dtype in (np.float64, np.float32):
+            x[11] = -0.0
+        bits = x.view(f"u{x.itemsize}")
+        nnz = int(np.count_nonzero(bits))
+        for given in (None, nnz):
+            k = Kept(x, nnz=given)
+            assert k.idx is not None and np.array_equal(k.idx, np.flatnonzero(bits))
+            assert k.get().tobytes() == x.tobytes()
+        for wrong in (nnz - 1, nnz + 1, 0):
+            with pytest.raises(ValueError, match="not the vector's count"):
+                Kept(x, nnz=wrong)
+
+
+def test_fold_returns_the_pass_end_counts_and_finiteness():
+    """kernels.sgdl1.fold: v and aux scaled by beta exactly as before, and from the same walk the counts the pass
+    end needs: np.count_nonzero(v) (-0.0 is zero), the non-zero bits (-0.0 counts) and whether all are finite."""
+    rng = np.random.default_rng(3)
+    for case in range(40):
+        v = rng.normal(size=500) * (rng.random(500) < 0.2)
+        v[rng.choice(500, 5)] = -0.0
+        if case % 4 == 1:
+            v[rng.integers(500)] = np.nan
+        if case % 4 == 2:
+            v[rng.integers(500)] = -np.inf
+        aux = rng.normal(size=500)
+        b = 1.0 if case % 5 == 0 else rng.uniform(0.5, 1.0)
+        scal = np.array([b, 0.25])
+        v0, aux0 = v.copy(), aux.copy()
+        nz, nzbits, finite = K.fold(v, aux, scal)
+        assert v.tobytes() == (v0 * b).tobytes() and aux.tobytes() == (aux0 * b).tobytes()
+        assert scal[K.BETA] == 1.0 and scal[K.U] == 0.25 * b
+        assert nz == np.count_nonzero(v)
+        assert nzbits == np.count_nonzero(v.view(np.uint64))
+        assert finite == bool(np.isfinite(v).all())
+
+
+def test_all_finite_is_numpy_s():
+    from crfkit.kernels.vec import all_finite
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 7, 1000):
+        x = rng.normal(size=n)
+        assert all_finite(x)
+        for bad in (np.nan, np.inf, -np.inf):
+            if n:
+                y = x.copy()
+                y[rng.integers(n)] = bad
+                assert not all_finite(y)
+
+
+def test_not_resumable_keeps_the_weights_only_and_train_asks_for_it_without_a_checkpoint(learnable, monkeypatch,
+                                                                                           tmp_path):
+    """sgd_l1(resumable=False): the same run, and a Ctrl-C in a pass returns the last completed pass's weights
+    with no state (its penalties were not kept); train() asks for it exactly when no checkpoint is written."""
+    import functools
+    from crfkit.optim import stochastic
+    monkeypatch.setattr(stochastic, "SPILL_MIN", 0)
+    X, Y, B, space, corpus = learnable
+    reg = Regularization(l1=0.02, l2=0.01)
+    kw = dict(reg=reg, seed=3, penalty="cumulative", eta0=0.5)
+    full = sgd_l1(Objective(corpus, space, reg), None, max_iterations=4, **kw)
+    lean = sgd_l1(Objective(corpus, space, reg), None, max_iterations=4, resumable=False, **kw)
+    assert lean.x.tobytes() == full.x.tobytes() and lean.f == full.f
+    seen = {}
+    real = K.run_steps_bigram
+
+    def interrupting(*a, **k):
+        out = real(*a, **k)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return out
+    monkeypatch.setattr(K, "run_steps_bigram", interrupting)
+    res = sgd_l1(Objective(corpus, space, reg), None, max_iterations=4, resumable=False,
+                 callback=lambda info: seen.__setitem__(info["iteration"], info["x"].copy()), **kw)
+    monkeypatch.setattr(K, "run_steps_bigram", real)
+    assert res.status == "interrupted" and res.iterations == 2 and res.state is None
+    np.testing.assert_array_equal(res.x, seen[2])
+    asked = []
+    inner = sgdl1.sgd_l1
+
+    @functools.wraps(inner)
+    def spy(*a, **k):
+        asked.append(k.get("resumable"))
+        return inner(*a, **k)
+    monkeypatch.setattr(sgdl1, "sgd_l1", spy)
+    tkw = dict(B=B, algorithm="sgd-l1", support="all", l1=0.01, l2=0.01, max_iterations=1, params={"eta0": 0.5})
+    train(X, Y, **tkw)
+    train(X, Y, checkpoint=tmp_path / "c.ckpt", **tkw)
+    train(X, Y, **dict(tkw, params={"eta0": 0.5, "resumable": True}))
+    assert asked == [False, True, True]
+
+
 @pytest.mark.parametrize("algorithm", ["sgd-l1", "bcd"])
 def test_interrupt_in_a_pass_returns_the_kept_state_and_resumes_bitwise(learnable, monkeypatch, algorithm):
     """The last completed pass's state, kept compactly through the next pass (the weights as their non-zeros,

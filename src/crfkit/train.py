@@ -192,6 +192,16 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
 DIVERGENCE_FACTOR = 1e3
 
 
+def _all_finite(x: np.ndarray) -> bool:
+    """``np.isfinite(x).all()`` without an x-sized temporary for float vectors (at NETtalk scale, 10^8 bools
+    per epoch)."""
+    x = np.asarray(x)
+    if x.ndim == 1 and x.dtype.kind == "f":
+        from .kernels.vec import all_finite
+        return bool(all_finite(x))
+    return bool(np.isfinite(x).all())
+
+
 class _DivergenceWatch:
     """The driver's divergence rule, the same for every optimizer (batch and stochastic).
 
@@ -250,7 +260,7 @@ class _DivergenceWatch:
 
     def check(self, f: float, x: np.ndarray | None, nan_ok: bool = False) -> str | None:
         """Why the run has diverged at (f, x), or None (``nan_ok``: f may be NaN as not evaluated)."""
-        if x is not None and not np.isfinite(x).all():
+        if x is not None and not _all_finite(x):
             return "the weights are no longer finite"
         f = float(f)
         if math.isnan(f):
@@ -623,6 +633,11 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             if stochastic:
                 fn = corpus.stochastic(algorithm) if sharded else _stochastic.resolve(algorithm)
                 extra = {"state": state} if state is not None else {}
+                import inspect
+                if "resumable" in inspect.signature(fn).parameters and "resumable" not in params:
+                    # without a checkpoint nothing resumes from an interrupted run's state: a driver whose
+                    # kept state is large (sgd-l1's cumulative penalties) then keeps the weights only
+                    extra["resumable"] = bool(checkpoint)
                 try:
                     res = fn(obj, x0, reg=reg, max_iterations=max_iterations, callback=on_iter, seed=int(seed),
                              **extra, **params)

@@ -324,12 +324,29 @@ def catch_up_all(penalty, v, u, k, last, lastk):
     _catch_up(penalty, np.arange(d), d, v, u, k, last, lastk, np.empty(d if penalty == NAIVE else 1))
 
 
-@njit(**_NOPY)
+@njit(cache=True, nogil=True)   # no fast-math: its count must tell -0.0 (nsz would let it be +0.0)
 def fold(v, aux, scal):
-    """Fold beta into v: w = beta*v unchanged; u and aux (last or q, in v units) rescaled with it."""
+    """Fold beta into v: w = beta*v unchanged; u and aux (last or q, in v units) rescaled with it.
+
+    Returns, from the same walk over v (what the end of a pass needs, without three more walks over a vector
+    of the candidate space): the number of non-zero weights (``np.count_nonzero(v)``: -0.0 is zero), the
+    number of weights whose bits are not all zero (-0.0 counted: :class:`crfkit.optim.stochastic.Kept`'s
+    count), and whether every weight is finite."""
     b = scal[BETA]
+    nz = 0
+    nzbits = 0
+    finite = True
     for f in range(v.shape[0]):
-        v[f] *= b
+        x = v[f] * b
+        v[f] = x
         aux[f] *= b
+        if x != 0.0:
+            nz += 1
+            nzbits += 1
+            if not math.isfinite(x):
+                finite = False
+        elif math.copysign(1.0, x) < 0.0:
+            nzbits += 1
     scal[U] *= b
     scal[BETA] = 1.0
+    return nz, nzbits, finite

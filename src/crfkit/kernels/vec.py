@@ -1,4 +1,4 @@
-"""Numba vector kernels for the quasi-Newton optimizers (fused loops, no temporaries)."""
+"""Numba vector kernels for the optimizers (fused loops, no temporaries)."""
 from __future__ import annotations
 
 import numpy as np
@@ -208,3 +208,29 @@ def two_loop_sparse_steps(g, ptr, sidx, sval, Y, rho, order, out):
         c = alpha[r] - b
         for p in range(ptr[r], ptr[r + 1]):
             out[sidx[p]] += c * np.float64(sval[p])
+
+
+@njit(cache=True)
+def all_finite(x):
+    """Whether every entry of the 1-D float array x is finite (``np.isfinite(x).all()`` without its
+    x-sized temporary; stops at the first that is not)."""
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def nonzero_into(bits, out):
+    """The positions of the first ``out.shape[0]`` non-zero entries of ``bits`` (an unsigned-integer view of
+    a vector: non-zero as bits), written to ``out`` in increasing order; returns how many were written.  One
+    walk, against numpy's ``flatnonzero`` (a counting walk, then a slower gathering one)."""
+    m = out.shape[0]
+    k = 0
+    for i in range(bits.shape[0]):
+        if bits[i] != 0:
+            if k == m:
+                break
+            out[k] = i
+            k += 1
+    return k

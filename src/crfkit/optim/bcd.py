@@ -130,6 +130,7 @@ import numpy as np
 from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
+from ..kernels.vec import all_finite
 from ..objective import l1_norm
 from .stochastic import StochasticResult, last_completed, notify, state_function
 
@@ -668,7 +669,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                                      stats, shrink, zrun, skip)
             obj.n_oracle += int(stats[K.ST_ORACLE])
             sweep += 1
-            if not np.all(np.isfinite(w)):
+            if not all_finite(w):            # no bool temporary of the candidate space's size
                 raise CrfkitError(f"bcd: non-finite weights in sweep {sweep}")
             f_cache = eng.objective()
             fs.append(f_cache)

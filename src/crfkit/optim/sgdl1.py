@@ -197,7 +197,7 @@ def _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, 
 def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
            penalty: str = "cumulative", schedule: str = "exponential", eta0: float | str = 0.1,
            alpha: float | str = 0.85, monitor: bool = True, state: dict | None = None, tune_sample: int = 1000,
-           tune_passes: int | None = None) -> StochasticResult:
+           tune_passes: int | None = None, resumable: bool = True) -> StochasticResult:
     """SGD with an L1 penalty (``naive`` | ``clipping`` | ``cumulative``) and L2 shrinkage; see the module doc.
 
     ``max_iterations``: passes over the data (default 30).  ``eta0``, ``alpha``:
@@ -211,7 +211,13 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
     compute ``f`` over the whole training set at the end of every pass (not
     counted as effective passes); False: only after the last pass (the others
     report NaN).  ``state``: resume from ``info['state']()`` of an earlier run
-    with the same data and settings.
+    with the same data and settings.  ``resumable=False``: the caller will not
+    resume from the state of an interrupted run (``crfkit.train`` without a
+    checkpoint), so between passes only the weights are kept for a Ctrl-C, not
+    the cumulative penalties (a vector of the candidate space written to a
+    temporary file after every pass: at 10^8 features about 0.8 s a pass); an
+    interrupted run then returns the last completed pass's weights and no
+    state.
     """
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("sgd-l1 does not support dense features yet")
@@ -271,19 +277,21 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         tb, bfull = bigram_step_arrays(obj)
     monitor_s = 0.0
 
-    def state_at(epoch_, u_, step, keep):
+    def state_at(epoch_, u_, step, keep, nnz=None, reuse=None):
         # keep=False: the run's own arrays, copied when asked for (valid until the next pass steps); keep=True:
         # the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written after it) in
         # the least memory: the weights as their non-zeros, q (dense) in a temporary file once the space is
         # large, so that a pass holds two vectors of the candidate space (v and q), not four
         return state_function({"x": v, "aux": aux, "lastk": lastk},
                               {"iteration": int(epoch_), "u": float(u_), "step": float(step), "settings": settings},
-                              keep=keep)
+                              keep=keep, nnz=nnz, reuse=reuse)
 
     # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
     value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
         lambda x: obj.value(x, count=False))
-    state_fn = state_at(epoch0, u, eta, True) if epoch0 > 0 else None
+    # the kept state of the last completed pass (also what a Ctrl-C returns); each pass's overwrites the
+    # previous one's temporary file, which is no longer needed once the live state below stands in for it
+    state_fn = kept_fn = state_at(epoch0, u, eta, True) if epoch0 > 0 else None
     last_f = done_f = float("nan")
     epoch = epoch0
     status, message = "max_iterations", f"{epochs} passes"
@@ -309,12 +317,13 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             k = (epoch + 1) * n
             if pcode != K.CUMUL:
                 K.catch_up_all(pcode, v, scal[K.U], k, aux, lastk)
-            K.fold(v, aux, scal)
+            # one walk over v: beta folded in, and the counts and the finiteness check the pass end needs
+            nnz, nnz_bits, finite = K.fold(v, aux, scal)
             if pcode != K.CUMUL:
                 aux[:] = 0.0           # all up to date: u restarts from 0 (keeps its precision)
                 scal[K.U] = 0.0
             epoch += 1
-            if not np.all(np.isfinite(v)):
+            if not finite:
                 hint = f"eta0={eta0:g} is too large for this problem (lower it, or pick it with eta0=auto)"
                 raise TrainingDiverged(f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
                                        algorithm="sgd-l1", iteration=epoch, hint=hint)
@@ -326,17 +335,21 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             done_f = last_f
             monitor_s += time.perf_counter() - t
             if callback is not None:
-                stop = notify(callback, iteration=epoch, f=last_f, x=v, step=float(eta), nnz=int(np.count_nonzero(v)),
+                stop = notify(callback, iteration=epoch, f=last_f, x=v, step=float(eta), nnz=int(nnz),
                               state=state_fn, examples_seen=epoch * n, monitor_s=monitor_s)
                 if stop:
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break
             if epoch < epochs:
-                state_fn = state_at(epoch, scal[K.U], eta, True)
+                state_fn = kept_fn = (
+                    state_at(epoch, scal[K.U], eta, True, nnz={"x": int(nnz_bits)}, reuse=kept_fn) if resumable
+                    else state_function({"x": v}, {"iteration": epoch}, keep=True, nnz={"x": int(nnz_bits)}))
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of pass {epoch}"
         v, epoch = last_completed(state_fn, x0, d)
         last_f = done_f
+        if not resumable and state_fn is kept_fn:
+            state_fn = None        # the weights only: not a state to resume from
     if not math.isfinite(last_f) and status != "interrupted":
         last_f = value(v)
     return StochasticResult(x=v, f=last_f, status=status, message=message + picked, iterations=int(epoch),
