@@ -211,9 +211,21 @@ def kernel_steps(obj, reg, order, penalty, eta0, alpha):
     return out
 
 
-@pytest.mark.parametrize("penalty", ["cumulative", "clipping"])
-def test_kernel_matches_dense_reference_step_by_step(penalty):
-    X, Y, B, space, corpus = bigram_problem(11, n_seq=6, max_len=4)
+@pytest.mark.parametrize("penalty,support", [("cumulative", "all"), ("clipping", "all"),
+                                             ("cumulative", "observed")])
+def test_kernel_matches_dense_reference_step_by_step(penalty, support):
+    """The cumulative step takes a full attribute (every label pair: support all) seen once in a sequence in
+    one walk (gradient and penalty, kernels.sgdl1._step_run), one seen more than once in two, and the
+    others (observed support) pair by pair: the problem has sequences of each kind."""
+    X, Y, B, space, corpus = bigram_problem(11, n_seq=6, max_len=4, support=support)
+    once = again = 0
+    for i in range(corpus.n_sequences):
+        t0, t1 = corpus.seq_ptr[i], corpus.seq_ptr[i + 1]
+        seen = corpus.battr[corpus.btok_ptr[t0 + 1]:corpus.btok_ptr[t1]] if t1 - t0 > 1 else []
+        counts = np.bincount(np.asarray(seen, np.int64), minlength=1)
+        once += int(np.sum(counts == 1))
+        again += int(np.sum(counts > 1))
+    assert once > 0 and again > 0
     omega = np.array([1.0, 2.0, 0.5, 1.0, 3.0, 1.5])
     wc = weighted(corpus, omega)
     reg = Regularization(l1=0.04, l2=0.3)

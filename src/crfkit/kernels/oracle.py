@@ -212,19 +212,23 @@ def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, 
     apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
                    coef, v, full)
     add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat,
-                        trans_index.shape[0], coef, v, np.zeros(0, np.bool_))
+                        trans_index.shape[0], coef, v, np.zeros(0, np.bool_), np.zeros(0, np.int64), -1)
 
 
 @njit(**_NOPY)
-def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull):
+def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull,
+                        stamp, k):
     """The bigram-observation part of :func:`apply_gradient_bigram`: for every position t >= 1 of sequence i
     and bigram attribute occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) -
     [pair of k is gold])``.  ``bfull`` (per bigram attribute; empty: none): b has a feature for every label
     pair, in pair order (Wapiti's space), so its whole row of edge marginals is added as one contiguous run
     and the gold pair's 1 taken off after it (SGD-L1's step, :mod:`crfkit.kernels.sgdl1`); the other
-    attributes pair by pair.  The same additions per weight either way."""
+    attributes pair by pair.  The same additions per weight either way.  ``stamp`` (empty: none), ``k``:
+    SGD-L1's step marks, per attribute then per bigram attribute; a full attribute marked ``k`` (seen once in
+    the sequence) is skipped: the step adds its gradient in the penalty's walk."""
     L2 = L * L
     some_full = bfull.shape[0] > 0
+    s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
     for t in range(1, T):
@@ -235,6 +239,8 @@ def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair
             c = coef * bval[e]
             k0 = battr_ptr[b]
             k1 = battr_ptr[b + 1]
+            if some_full and bfull[b] and stamp.shape[0] > 0 and stamp[s0 + b] == k:
+                continue
             if some_full and bfull[b]:
                 vb = v[boff + k0:boff + k1]
                 for q in range(L2):

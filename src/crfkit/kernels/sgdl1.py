@@ -137,7 +137,22 @@ def _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched
     return nt
 
 
-@njit(**_NOPY)
+@njit(inline="always", fastmath={"contract", "arcp", "nsz"})
+def _penalize_one(v, q, u, f, z):
+    """The cumulative penalty on feature f whose value before it is z: v[f] and q[f] written.  Both
+    candidates computed and one selected (no branch, so that the runs vectorise); the values of
+    :func:`_penalize`'s branches: z > 0 takes max(z - (u + q), 0), z < 0 min(z + (u - q), 0), else z."""
+    qf = q[f]
+    a = z - (u + qf)
+    a = 0.0 if a < 0.0 else a
+    b = z + (u - qf)
+    b = 0.0 if b > 0.0 else b
+    x = a if z > 0.0 else (b if z < 0.0 else z)
+    v[f] = x
+    q[f] = qf + (x - z)
+
+
+@njit(**_RUN)    # no re-association: the same arithmetic per weight as the contiguous runs (_penalize_run)
 def _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign):
     """The L1 penalty of step k (``p`` = eta*l1/beta, ``u`` already includes it) on the features
     touched[:nt] of the sample, after its gradient step: clipping, naive (``sign``: their signs before the
@@ -166,38 +181,35 @@ def _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign):
         # Figure 2, ApplyPenalty(i), in v units
         for j in range(nt):
             f = touched[j]
-            z = v[f]
-            x = z
-            if x > 0.0:
-                x = x - (u + q[f])
-                if x < 0.0:
-                    x = 0.0
-            elif x < 0.0:
-                x = x + (u - q[f])
-                if x > 0.0:
-                    x = 0.0
-            v[f] = x
-            q[f] += x - z
+            _penalize_one(v, q, u, f, v[f])
 
 
 @njit(**_NOPY)
 def _list_bigram_attributes(seq_ptr, btok_ptr, battr, battr_ptr, i, k, stamp, tb):
-    """The bigram attributes of sequence i's tokens after its first, each once, into ``tb`` (``stamp`` as in
-    :func:`_list_bigram`); returns how many.  With the cumulative penalty the step works on their features as
-    contiguous runs of ``v`` (:func:`~crfkit.kernels.oracle.add_bigram_gradient`, :func:`_penalize_run`) instead of a
-    list of indices."""
+    """The bigram attributes of sequence i's tokens after its first, each once, into ``tb`` (rows: attribute,
+    its first occurrence, that occurrence's position in the sequence); returns how many.  ``stamp`` as in
+    :func:`_list_bigram`, except that an attribute seen more than once in the sequence is left marked
+    ``-2 - k`` instead of ``k``.  With the cumulative penalty the step works on their features as contiguous
+    runs of ``v`` (:func:`~crfkit.kernels.oracle.add_bigram_gradient`, :func:`_penalize_run`,
+    :func:`_step_run`) instead of a list of indices."""
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
     if t1 - t0 < 2:
         return 0
     s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
     nb = 0
-    for e in range(btok_ptr[t0 + 1], btok_ptr[t1]):
-        b = battr[e]
-        if stamp[s0 + b] != k:
-            stamp[s0 + b] = k
-            tb[nb] = b
-            nb += 1
+    for t in range(t0 + 1, t1):
+        for e in range(btok_ptr[t], btok_ptr[t + 1]):
+            b = battr[e]
+            m = stamp[s0 + b]
+            if m == k:
+                stamp[s0 + b] = -2 - k
+            elif m != -2 - k:
+                stamp[s0 + b] = k
+                tb[nb, 0] = b
+                tb[nb, 1] = e
+                tb[nb, 2] = t - t0
+                nb += 1
     return nb
 
 
@@ -205,20 +217,31 @@ def _list_bigram_attributes(seq_ptr, btok_ptr, battr, battr_ptr, i, k, stamp, tb
 def _penalize_run(v, q, u, lo, hi):
     """Figure 2's ApplyPenalty (cumulative, in v units) on the features lo..hi-1: :func:`_penalize`'s
     arithmetic, over a contiguous run (both loads unconditional, so that LLVM can vectorise it)."""
-    for f in range(lo, hi):
-        z = v[f]
-        qf = q[f]
-        x = z
-        if x > 0.0:
-            x = x - (u + qf)
-            if x < 0.0:
-                x = 0.0
-        elif x < 0.0:
-            x = x + (u - qf)
-            if x > 0.0:
-                x = 0.0
-        v[f] = x
-        q[f] = qf + (x - z)
+    vb = v[lo:hi]         # indices from 0 in a range from 0: no negative-index wrap-around test per access
+    qb = q[lo:hi]
+    for f in range(vb.shape[0]):
+        _penalize_one(vb, qb, u, f, vb[f])
+
+
+@njit(**_RUN)
+def _step_run(v, q, u, lo, c, xi, gold):
+    """The gradient of one occurrence (coefficient c, edge marginals xi, the gold pair's 1 taken off) and then
+    the cumulative penalty, on the L*L features lo.. of a bigram attribute that has every label pair in pair
+    order and occurs once in the sequence: one walk over its weights instead of two (the gradient's, then
+    the penalty's), with the arithmetic of :func:`~crfkit.kernels.oracle.add_bigram_gradient` followed by
+    :func:`_penalize_run` for every weight."""
+    n = xi.shape[0]
+    vb = v[lo:lo + n]
+    qb = q[lo:lo + n]
+    for r in range(gold):
+        _penalize_one(vb, qb, u, r, vb[r] + c * xi[r])
+    z = vb[gold] + c * xi[gold]
+    _penalize_one(vb, qb, u, gold, z - c)
+    vb = vb[gold + 1:]
+    qb = qb[gold + 1:]
+    xb = xi[gold + 1:]
+    for r in range(xb.shape[0]):
+        _penalize_one(vb, qb, u, r, vb[r] + c * xb[r])
 
 
 @njit(**_NOPY)
@@ -243,13 +266,13 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         eta = rate(schedule, eta0, alpha, k, n_per_pass)
         beta = scal[BETA]
         u = scal[U]
-        # the sample's state features, each once, then all transitions; naive and clipping bring
-        # them up to date before the oracle reads them
+        # the sample's state features, each once, then all transitions (the cumulative penalty takes these as
+        # one run after the step); naive and clipping bring them up to date before the oracle reads them
         nt = _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, 0)
-        for f in range(n_state, d):
-            touched[nt] = f
-            nt += 1
         if penalty != CUMUL:
+            for f in range(n_state, d):
+                touched[nt] = f
+                nt += 1
             _catch_up(penalty, touched, nt, v, u, k, last, lastk, sign)
         sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
                         v, beta, n_state, i, node, edge, full)
@@ -259,6 +282,8 @@ def run_steps(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
         p = eta * l1 / beta
         u = u + p
         _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign)
+        if penalty == CUMUL:
+            _penalize_run(v, q, u, n_state, d)      # the transitions, one contiguous run
         scal[BETA] = beta
         scal[U] = u
     return eta
@@ -276,10 +301,13 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
     them, the gradient (:func:`~crfkit.kernels.oracle.apply_gradient_bigram`) touches only them, and the
     penalty goes to them after it, so a step costs O(those features), never O(all features).
     ``edges`` (at least longest sequence x L x L) and ``eflat`` (its view as rows of L*L): per-position
-    edge marginals; ``edge``: L x L.  With the cumulative penalty the bigram features are not listed one by
-    one: ``tb`` (at least a sequence's bigram attribute occurrences) receives the step's bigram attributes,
-    whose features are then updated and penalised as contiguous runs of ``v``; ``bfull`` (per bigram
-    attribute: a feature for every label pair, in pair order) lets the gradient add whole rows."""
+    edge marginals; ``edge``: L x L.  With the cumulative penalty the transitions and the bigram features are
+    not listed one by one: the transitions are penalised as one run, and ``tb`` (rows of 3, at least a
+    sequence's bigram attribute occurrences) receives the step's bigram attributes, whose features are then
+    updated and penalised as contiguous runs of ``v``; ``bfull`` (per bigram attribute: a feature for every
+    label pair, in pair order) lets the gradient add whole rows, and for such an attribute seen once in the
+    sequence the gradient and the penalty share one walk (:func:`_step_run`).  The same arithmetic per
+    weight as listing them (a test compares the two step by step)."""
     eta = 0.0
     for s in range(start, stop):
         k = k0 + (s - start)
@@ -288,13 +316,13 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         beta = scal[BETA]
         u = scal[U]
         nt = _list_state(seq_ptr, tok_ptr, attr, attr_ptr, i, k, stamp, touched, 0)
-        for f in range(n_state, boff):
-            touched[nt] = f
-            nt += 1
         nb = 0
         if penalty == CUMUL:
             nb = _list_bigram_attributes(seq_ptr, btok_ptr, battr, battr_ptr, i, k, stamp, tb)
         else:
+            for f in range(n_state, boff):
+                touched[nt] = f
+                nt += 1
             nt = _list_bigram(seq_ptr, btok_ptr, battr, battr_ptr, boff, i, k, stamp, touched, nt)
             _catch_up(penalty, touched, nt, v, u, k, last, lastk, sign)
         sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr,
@@ -304,14 +332,28 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
         coef = -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta
         apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
                        coef, v, full)
+        # with the cumulative penalty, a full attribute that occurs once in the sequence takes its gradient in
+        # the penalty's walk (_step_run) instead: the gradient here skips it (stamp k: listed, seen once)
         add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat,
-                            trans_index.shape[0], coef, v, bfull)
+                            trans_index.shape[0], coef, v, bfull, stamp if penalty == CUMUL else stamp[:0], k)
         p = eta * l1 / beta
         u = u + p
         _penalize(penalty, touched, nt, v, u, p, k, last, lastk, q, sign)
-        for j in range(nb):
-            b = tb[j]
-            _penalize_run(v, q, u, boff + battr_ptr[b], boff + battr_ptr[b + 1])
+        if penalty == CUMUL:
+            _penalize_run(v, q, u, n_state, boff)   # the transitions, one contiguous run
+        if nb > 0:
+            s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
+            t0 = seq_ptr[i]
+            L = edge.shape[0]
+            for j in range(nb):
+                b = tb[j, 0]
+                lo = boff + battr_ptr[b]
+                if bfull.shape[0] > 0 and bfull[b] and stamp[s0 + b] == k:
+                    t = tb[j, 2]
+                    _step_run(v, q, u, lo, coef * bval[tb[j, 1]], eflat[t],
+                              y[t0 + t - 1] * L + y[t0 + t])
+                else:
+                    _penalize_run(v, q, u, lo, boff + battr_ptr[b + 1])
         scal[BETA] = beta
         scal[U] = u
     return eta
