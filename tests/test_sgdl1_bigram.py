@@ -60,6 +60,8 @@ def test_oracle_equals_the_batch_objective_of_one_sequence(support):
 @pytest.mark.parametrize("support", ["all", "observed"])
 def test_oracle_gradient_against_finite_differences(support):
     X, Y, B, space, corpus = bigram_problem(3, support=support)
+    # every label pair of every attribute: the scores read each attribute's weights as one row
+    assert space.bigram_full_rows.all() == (support == "all")
     w = np.random.default_rng(4).normal(scale=0.5, size=space.n_features)
     obj = Objective(corpus, space)
     rng = np.random.default_rng(5)

@@ -131,6 +131,13 @@ class FeatureSpace:
         from .kernels.chain import full_rows
         return full_rows(self.attr_ptr, self.feat_label, self.n_labels)
 
+    @cached_property
+    def bigram_full_rows(self) -> np.ndarray:
+        """Per bigram attribute, 1 when its features are every label pair in pair order (Wapiti's space): a
+        contiguous row of L*L weights that the per-sequence kernels read and update as a vector."""
+        from .kernels.chain import full_rows
+        return full_rows(self.battr_ptr, self.bfeat_pair, self.n_labels * self.n_labels)
+
     @property
     def n_battributes(self) -> int:
         return len(self.battributes)

@@ -453,7 +453,7 @@ class Objective:
         edge = np.empty((L, L))
         loss = _oracle.sequence_oracle_bigram(*self._bigram_args(), np.ascontiguousarray(v, dtype=np.float64),
                                               float(beta), self.space.n_state, int(i), node, edges, edge,
-                                              self.full_rows)
+                                              self.full_rows, self.space.bigram_full_rows)
         self.n_oracle += 1
         return float(loss) * self.example_weight(i), node, edges[:T], edge
 
@@ -464,7 +464,7 @@ class Objective:
         SGD-L1 monitors its passes with it."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         nll = _oracle.loss_sum_bigram(*self._bigram_args(), w, 1.0, self.space.n_state, self.bounds,
-                                      self.full_rows, self.sw)
+                                      self.full_rows, self.sw, self.space.bigram_full_rows)
         return self.reg.penalized(float(nll) / self.n, w)
 
     def apply_gradient_bigram(self, i: int, node: np.ndarray, edges: np.ndarray, edge: np.ndarray, coef: float,

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, row_sum, bigram_transitions, compact_bigram, emissions,
-                    emissions_rows,
+                    emissions_rows, full_rows,
                     forward_backward, forward_backward_edges, gold_score, log_partition, pd_edge, pd_forward_backward,
                     pd_gold_score, pd_log_partition, pd_node, pd_viterbi, tag_codes_seqs, transition_matrix, viterbi)
 from .sparse_fb import nonzero_transitions, pair_capacity, pair_scores_ok, sequence_pairs, sparse_forward_backward
@@ -629,25 +629,6 @@ def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _full_attributes(ptr, col, width):
-    """Per attribute: whether it has a feature for every column, in column order (``_scatter_runs``'s
-    contiguous case)."""
-    n = ptr.shape[0] - 1
-    out = np.zeros(n, np.bool_)
-    for a in range(n):
-        k0 = ptr[a]
-        if ptr[a + 1] - k0 != width:
-            continue
-        ok = True
-        for q in range(width):
-            if col[k0 + q] != q:
-                ok = False
-                break
-        out[a] = ok
-    return out
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
 def _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, ptr, col, full, binary, g, off):
     """One thread's bigram part of the gradient, added per sequence while its edge rows are in cache
     (``loss_grad_bigram`` with one chunk): ``g[off + k] += edge[r0 + t][col[k]] * value`` for every
@@ -836,7 +817,7 @@ def loss_grad_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_pt
     # the attribute-partitioned reduction over the block store
     direct = nc == 1
     gd = g_out if direct else np.empty(0)
-    gfull = _full_attributes(battr_ptr, bfeat_pair, L * L) if direct else np.zeros(0, np.bool_)
+    gfull = full_rows(battr_ptr, bfeat_pair, L * L) if direct else np.zeros(0, np.int8)
     gbin = boval.shape[0] == 0
     for b in range(blocks.shape[0] - 1):
         T0 = seq_ptr[blocks[b]]

@@ -97,7 +97,7 @@ def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 @njit(**_NOPY)
 def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label, btok_ptr, battr, bval, battr_ptr,
-                   bfeat_pair, boff, v, beta, n_state, i, full):
+                   bfeat_pair, boff, v, beta, n_state, i, full, bfull):
     """The scores of sequence i at w = beta*v with bigram-observation features: (emission scores (T x L),
     M (T x L x L: M[t] the transition scores into position t, t >= 1), expM[t] = exp(M[t] - tmx[t]),
     tmx, the largest range of the M[t]), as :func:`crfkit.kernels.chain.bigram_transitions` defines them.
@@ -106,7 +106,9 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
     the scale beta applied as the weights are read, and ``exp(M[t] - max)`` is taken over the whole row
     by the vectorised exp (:func:`~crfkit.kernels.chain.exp_shift_into`, within 1 ulp of libm's) rather
     than one libm call per pair a feature touches: with every label pair of every observation
-    (Wapiti's space) those calls were most of a step's time."""
+    (Wapiti's space) those calls were most of a step's time.  ``bfull`` (per bigram attribute; empty: none):
+    the attribute has a feature for every label pair, in pair order, so its weights are added to the row
+    as one contiguous run (vectorised) instead of through ``bfeat_pair`` (the same additions)."""
     L = trans_index.shape[0]
     LL = L * L
     t0 = seq_ptr[i]
@@ -121,6 +123,7 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
     tmx = np.zeros(T)
     kb = np.empty(LL, np.int64)
     rng = 0.0
+    some_full = bfull.shape[0] > 0
     for t in range(1, T):
         row = Mf[t]
         for p in range(LL):
@@ -128,8 +131,14 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
             b = battr[e]
             x = bval[e] * beta
-            for k in range(battr_ptr[b], battr_ptr[b + 1]):
-                row[bfeat_pair[k]] += v[boff + k] * x
+            k0 = battr_ptr[b]
+            if some_full and bfull[b]:
+                vb = v[boff + k0:boff + k0 + LL]
+                for p in range(LL):
+                    row[p] += vb[p] * x
+            else:
+                for k in range(k0, battr_ptr[b + 1]):
+                    row[bfeat_pair[k]] += v[boff + k] * x
         mx, mn = max_min(row)
         tmx[t] = mx
         if mx - mn > rng:
@@ -141,11 +150,13 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
 
 @njit(**_NOPY)
 def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
-                           bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge, full):
+                           bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge, full,
+                           bfull):
     """:func:`sequence_oracle` for a feature space with bigram-observation features (weights of bigram
     feature k at ``v[boff + k]``): loss -log p(y_i|x_i) at w = beta*v, node marginals into node[:T], the
     edge marginals of position t (pair (t-1, t), 1 <= t < T) into edges[t] (``edges``: at least T x L x L;
-    edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).
+    edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).  ``bfull``: as
+    :func:`_bigram_scores` (empty: none).
 
     The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`): the
     position-dependent transition scores (:func:`_bigram_scores`), then
@@ -160,7 +171,7 @@ def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
         return 0.0
     score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label,
                                               btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state,
-                                              i, full)
+                                              i, full, bfull)
     es = np.empty((T, L))
     alpha = np.empty((T, L))
     beta_m = np.empty((T, L))
@@ -172,7 +183,7 @@ def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_sum_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr, bval,
-                    battr_ptr, bfeat_pair, boff, v, beta, n_state, bounds, full, sw):
+                    battr_ptr, bfeat_pair, boff, v, beta, n_state, bounds, full, sw, bfull):
     """sum_i sw_i * -log p(y_i|x_i) at w = beta*v (``sw`` empty: all 1) by the forward recursion over the
     scores of :func:`_bigram_scores`: the value the full-batch ``loss_only_bigram`` computes (to
     rounding), at the per-example oracle's cost (its vectorised exponentials); chunks ``bounds`` of
@@ -190,7 +201,7 @@ def loss_sum_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
                 continue
             score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr,
                                                       feat_label, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff,
-                                                      v, beta, n_state, i, full)
+                                                      v, beta, n_state, i, full, bfull)
             es = np.empty((T, L))
             alpha = np.empty((T, L))
             scale = np.empty(T)
@@ -212,7 +223,7 @@ def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, 
     apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
                    coef, v, full)
     add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat,
-                        trans_index.shape[0], coef, v, np.zeros(0, np.bool_), np.zeros(0, np.int64), -1)
+                        trans_index.shape[0], coef, v, np.zeros(0, np.int8), np.zeros(0, np.int64), -1)
 
 
 @njit(**_NOPY)

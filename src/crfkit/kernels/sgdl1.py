@@ -327,7 +327,7 @@ def run_steps_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
             _catch_up(penalty, touched, nt, v, u, k, last, lastk, sign)
         sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr,
                                battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge,
-                               full)
+                               full, bfull)
         beta = beta * (1.0 - eta * l2)
         coef = -eta * (1.0 if sw.shape[0] == 0 else sw[i]) / beta
         apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,

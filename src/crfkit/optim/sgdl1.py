@@ -125,17 +125,15 @@ def step_bound(obj) -> int:
 def bigram_step_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
     """``(tb, bfull)`` for :func:`crfkit.kernels.sgdl1.run_steps_bigram`: room for the most bigram attribute
     occurrences of a sequence after its first token (the step's distinct bigram attributes, each with its
-    first occurrence and that occurrence's position), and per bigram
-    attribute whether it has a feature for every label pair in pair order (Wapiti's space: its gradient and
-    penalty then run over contiguous rows)."""
-    from ..kernels.batch import _full_attributes
+    first occurrence and that occurrence's position), and per bigram attribute whether it has a feature for
+    every label pair in pair order (:attr:`~crfkit.model.FeatureSpace.bigram_full_rows`; Wapiti's space: its
+    scores, gradient and penalty then run over contiguous rows)."""
     c, s = obj.corpus, obj.space
     btok_ptr = c.bigram_arrays()[0]
     first = np.minimum(c.seq_ptr[:-1] + 1, c.seq_ptr[1:])
     per_seq = btok_ptr[c.seq_ptr[1:]] - btok_ptr[first] if len(first) else np.zeros(0, np.int64)
     most = int(per_seq.max()) if len(per_seq) else 0
-    L = s.n_labels
-    return np.empty((max(most, 1), 3), np.int64), _full_attributes(s.battr_ptr, s.bfeat_pair, L * L)
+    return np.empty((max(most, 1), 3), np.int64), s.bigram_full_rows
 
 
 def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
