@@ -514,10 +514,14 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, 
     for e in range(btok_ptr[r], btok_ptr[r + 1]):
         b = battr[e]
         v = bval[e]
-        for k in range(battr_ptr[b], battr_ptr[b + 1]):
-            x = w[boff + k]
+        k0 = battr_ptr[b]
+        k1 = battr_ptr[b + 1]
+        wb = w[boff + k0:boff + k1]
+        pb = bfeat_pair[k0:k1]
+        for k in range(k1 - k0):
+            x = wb[k]
             if x != 0.0:
-                Mt[bfeat_pair[k]] += x * v
+                Mt[pb[k]] += x * v
                 nnz += 1
     mx = Mt[0]
     mn = mx
@@ -564,9 +568,9 @@ def _prop_flat(prev, Et, es_row, out, L):
     for i in range(L):
         a = prev[i]
         if a != 0.0:
-            base = i * L
+            er = Et[i * L:(i + 1) * L]     # indexed from 0: no wrap-around test per access, so it vectorises
             for j in range(L):
-                out[j] += a * Et[base + j]
+                out[j] += a * er[j]
     for j in range(L):
         out[j] *= es_row[j]
 
