@@ -446,35 +446,12 @@ def test_kept_vectors_give_back_the_same_bits(tmp_path, monkeypatch):
     assert k.dense is not None and k.get().tobytes() == dense.tobytes()
 
 
-def test_kept_reuses_a_spent_file_and_trusts_only_a_true_count(tmp_path, monkeypatch):
-    """Kept(reuse=old) overwrites old's temporary file in place (the pass-to-pass path of a large space) and old
-    can no longer be read; Kept(nnz=...) takes the caller's count of non-zero bits, and a wrong count is an
-    error, not a silently wrong copy; the sparse path gives numpy's non-zero positions for every dtype."""
-    from crfkit.optim.stochastic import Kept, state_function
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-    monkeypatch.setattr(tempfile, "tempdir", None)
+def test_kept_trusts_only_a_true_count_and_gathers_every_dtype():
+    """Kept(nnz=...) takes the caller's count of non-zero bits (the driver has it from its pass-end walk), and
+    a wrong count is an error, not a silently wrong copy; the sparse path gives numpy's non-zero positions
+    for every dtype, -0.0 included."""
+    from crfkit.optim.stochastic import Kept
     rng = np.random.default_rng(9)
-    a, b = rng.normal(size=3000), rng.normal(size=3000)
-    k1 = Kept(a, spill=0)
-    f = k1.file
-    k2 = Kept(b, spill=0, reuse=k1)
-    assert k2.file is f and k1.file is None
-    assert k2.get().tobytes() == b.tobytes()
-    with pytest.raises(RuntimeError, match="overwritten"):
-        k1.get()
-    # another shape: a file of its own, and the old one still readable
-    k3 = Kept(a[:100].copy(), spill=0, reuse=k2)
-    assert k3.file is not f and k2.get().tobytes() == b.tobytes()
-    # state functions: the kept one reuses the earlier kept one's files, name by name
-    from crfkit.optim import stochastic
-    monkeypatch.setattr(stochastic, "SPILL_MIN", 0)
-    s1 = state_function({"x": a, "q": b}, {"iteration": 1}, keep=True)
-    a[:5] = 7.0
-    s2 = state_function({"x": a, "q": b}, {"iteration": 2}, keep=True, reuse=s1)
-    assert s2()["x"].tobytes() == a.tobytes() and s2()["iteration"] == 2
-    with pytest.raises(RuntimeError):
-        s1()
     for dtype in (np.float64, np.float32, np.int64, np.int8, np.uint16):
         x = np.zeros(4000, dtype=dtype)
         x[rng.choice(4000, 50, replace=False)] = 3

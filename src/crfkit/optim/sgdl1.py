@@ -276,20 +276,19 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         tb, bfull = bigram_step_arrays(obj)
     monitor_s = 0.0
 
-    def state_at(epoch_, u_, step, keep, nnz=None, reuse=None):
+    def state_at(epoch_, u_, step, keep, nnz=None):
         # keep=False: the run's own arrays, copied when asked for (valid until the next pass steps); keep=True:
         # the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written after it) in
         # the least memory: the weights as their non-zeros, q (dense) in a temporary file once the space is
         # large, so that a pass holds two vectors of the candidate space (v and q), not four
         return state_function({"x": v, "aux": aux, "lastk": lastk},
                               {"iteration": int(epoch_), "u": float(u_), "step": float(step), "settings": settings},
-                              keep=keep, nnz=nnz, reuse=reuse)
+                              keep=keep, nnz=nnz)
 
     # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
     value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
         lambda x: obj.value(x, count=False))
-    # the kept state of the last completed pass (also what a Ctrl-C returns); each pass's overwrites the
-    # previous one's temporary file, which is no longer needed once the live state below stands in for it
+    # the kept state of the last completed pass (what a Ctrl-C returns)
     state_fn = kept_fn = state_at(epoch0, u, eta, True) if epoch0 > 0 else None
     last_f = done_f = float("nan")
     epoch = epoch0
@@ -341,7 +340,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                     break
             if epoch < epochs:
                 state_fn = kept_fn = (
-                    state_at(epoch, scal[K.U], eta, True, nnz={"x": int(nnz_bits)}, reuse=kept_fn) if resumable
+                    state_at(epoch, scal[K.U], eta, True, nnz={"x": int(nnz_bits)}) if resumable
                     else state_function({"x": v}, {"iteration": epoch}, keep=True, nnz={"x": int(nnz_bits)}))
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of pass {epoch}"

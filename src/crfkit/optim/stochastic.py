@@ -74,17 +74,13 @@ class Kept:
     :meth:`get` returns a new array with the same bits (dtype, shape, values).
 
     ``nnz``: the count of entries whose bits are not zero, where the caller already has it (it saves a walk
-    over the vector).  ``reuse``: a Kept of the previous pass that is no longer needed; its temporary file,
-    where it has one of the same size, is overwritten in place (about 0.1 s per GB against 0.2-2 s for a new
-    file, whose pages the system must find and the old file's free) and ``reuse`` can no longer be read."""
+    over the vector; a wrong count is a ValueError)."""
 
-    def __init__(self, x: np.ndarray, spill: int | None = None, *, nnz: int | None = None,
-                 reuse: "Kept | None" = None):
+    def __init__(self, x: np.ndarray, spill: int | None = None, *, nnz: int | None = None):
         spill = SPILL_MIN if spill is None else spill
         x = np.asarray(x)
         self.dtype, self.shape = x.dtype, x.shape
         self.idx = self.vals = self.dense = self.file = None
-        self.spent = False
         flat = np.ascontiguousarray(x).reshape(-1)
         # non-zero as bits (a -0.0 is kept as such, so that a resumed run starts from the same bits)
         bits = flat.view(f"u{flat.itemsize}") if flat.dtype.itemsize in (1, 2, 4, 8) else flat
@@ -102,15 +98,10 @@ class Kept:
             return
         if flat.size >= spill:
             import tempfile
-            old = reuse.file if reuse is not None and reuse.file is not None and \
-                reuse.dtype == x.dtype and reuse.shape == x.shape else None
-            if old is not None:
-                reuse.file, reuse.spent = None, True
             try:
                 # unbuffered: numpy then writes the array's memory straight to the file (ndarray.tofile) and
                 # reads it back with fromfile; through a buffered file it would copy it in 16 MB pieces
-                self.file = old if old is not None else tempfile.TemporaryFile(buffering=0)
-                self.file.seek(0)
+                self.file = tempfile.TemporaryFile(buffering=0)
                 np.lib.format.write_array(self.file, x, allow_pickle=False)
                 return
             except OSError as e:
@@ -118,8 +109,6 @@ class Kept:
                 import warnings
                 warnings.warn(f"the last pass's state could not be written to a temporary file ({e}); "
                               "it is kept in memory instead", RuntimeWarning, stacklevel=2)
-                if self.file is not None:
-                    self.file.close()
                 self.file = None
         self.dense = x.copy()
 
@@ -129,8 +118,6 @@ class Kept:
         return sum(a.nbytes for a in (self.idx, self.vals, self.dense) if a is not None)
 
     def get(self) -> np.ndarray:
-        if self.spent:
-            raise RuntimeError("this kept state has been overwritten by a later one (Kept(reuse=...))")
         if self.dense is not None:
             return self.dense.copy()
         if self.file is not None:
@@ -141,39 +128,22 @@ class Kept:
         return out
 
 
-class _State:
-    """The function :func:`state_function` returns (a zero-argument callable giving the state dict), with the
-    :class:`Kept` copies it holds (``held``, name -> Kept; empty for a live state)."""
-
-    def __init__(self, arrays: dict, values: dict, held: dict):
-        self.arrays, self.values, self.held = arrays, values, held
-
-    def __call__(self) -> dict:
-        import copy
-        if self.held:
-            return {**copy.deepcopy(self.values), **{k: h.get() for k, h in self.held.items()}}
-        return {**copy.deepcopy(self.values), **{k: np.array(a, copy=True) for k, a in self.arrays.items()}}
-
-
-def state_function(arrays: dict, values: dict, *, keep: bool, nnz: dict | None = None,
-                   reuse: Callable[[], dict] | None = None) -> Callable[[], dict]:
+def state_function(arrays: dict, values: dict, *, keep: bool, nnz: dict | None = None) -> Callable[[], dict]:
     """A driver's resumable-state function over the run's own ``arrays`` (name -> array) and ``values``
     (name -> anything copied as it is now: counts, step sizes, lists, the settings).
 
     ``keep=False``: the arrays are read when the function is called and copied then; valid while the run
     does not step (during the callback, and once the run has ended).  ``keep=True``: the arrays are kept now,
     as compactly as :class:`Kept` allows, so that the function gives this moment's state after the run has
-    gone on (the last completed pass, for a Ctrl-C and the checkpoint written after it).  With ``keep=True``,
-    ``nnz`` (name -> count of non-zero bits, where the driver has it) and ``reuse`` (the kept state function
-    of an earlier pass that nothing will call again: its temporary files are overwritten, and it can no
-    longer be called) go to :class:`Kept`."""
+    gone on (the last completed pass, for a Ctrl-C and the checkpoint written after it); ``nnz`` (name ->
+    count of non-zero bits, where the driver has it) goes to :class:`Kept`."""
     import copy
     values = copy.deepcopy(values)
-    if not keep:
-        return _State(arrays, values, {})
-    old = reuse.held if isinstance(reuse, _State) else {}
-    nnz = nnz or {}
-    return _State({}, values, {k: Kept(a, nnz=nnz.get(k), reuse=old.get(k)) for k, a in arrays.items()})
+    if keep:
+        nnz = nnz or {}
+        held = {k: Kept(a, nnz=nnz.get(k)) for k, a in arrays.items()}
+        return lambda: {**copy.deepcopy(values), **{k: h.get() for k, h in held.items()}}
+    return lambda: {**copy.deepcopy(values), **{k: np.array(a, copy=True) for k, a in arrays.items()}}
 
 
 def notify(callback: Callable[[dict], bool | None] | None, **info) -> bool:
