@@ -446,6 +446,30 @@ def test_kept_vectors_give_back_the_same_bits(tmp_path, monkeypatch):
     assert k.dense is not None and k.get().tobytes() == dense.tobytes()
 
 
+def test_kernel_matches_dense_reference_with_full_and_partial_bigram_attributes():
+    """A space where some bigram attributes have every label pair (observed support, 2 labels) and others
+    do not: the cumulative step takes the full ones seen once in one walk and the others pair by pair, in
+    the same sequences, and matches the dense reference step by step."""
+    X, Y, B, space, corpus = bigram_problem(8, n_seq=40, L=2, max_len=5, n_attr=4, n_battr=3, support="observed")
+    full = space.bigram_full_rows.astype(bool)
+    assert full.any() and not full.all()
+    mixed = 0
+    for i in range(corpus.n_sequences):
+        t0, t1 = corpus.seq_ptr[i], corpus.seq_ptr[i + 1]
+        seen = corpus.battr[corpus.btok_ptr[t0 + 1]:corpus.btok_ptr[t1]] if t1 - t0 > 1 else []
+        mixed += bool(len(seen)) and full[seen].any() and not full[seen].all()
+    assert mixed > 0
+    wc = weighted(corpus, np.random.default_rng(1).uniform(0.5, 2.0, corpus.n_sequences))
+    reg = Regularization(l1=0.04, l2=0.3)
+    obj = Objective(wc, space, reg)
+    order = list(np.random.default_rng(2).permutation(wc.n_sequences)[:25])
+    ref = dense_steps(space, wc, obj.sw, reg, order, "cumulative", 0.5, 0.85, wc.n_sequences)
+    got = kernel_steps(obj, reg, order, "cumulative", 0.5, 0.85)
+    for step, (a, b) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11, err_msg=f"step {step}")
+        np.testing.assert_array_equal(a == 0, b == 0, err_msg=f"step {step}")
+
+
 def test_kept_trusts_only_a_true_count_and_gathers_every_dtype():
     """Kept(nnz=...) takes the caller's count of non-zero bits (the driver has it from its pass-end walk), and
     a wrong count is an error, not a silently wrong copy; the sparse path gives numpy's non-zero positions

@@ -228,15 +228,15 @@ def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, 
 
 @njit(**_NOPY)
 def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull,
-                        stamp, k):
+                        stamp, step):
     """The bigram-observation part of :func:`apply_gradient_bigram`: for every position t >= 1 of sequence i
     and bigram attribute occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) -
     [pair of k is gold])``.  ``bfull`` (per bigram attribute; empty: none): b has a feature for every label
     pair, in pair order (Wapiti's space), so its whole row of edge marginals is added as one contiguous run
     and the gold pair's 1 taken off after it (SGD-L1's step, :mod:`crfkit.kernels.sgdl1`); the other
-    attributes pair by pair.  The same additions per weight either way.  ``stamp`` (empty: none), ``k``:
-    SGD-L1's step marks, per attribute then per bigram attribute; a full attribute marked ``k`` (seen once in
-    the sequence) is skipped: the step adds its gradient in the penalty's walk."""
+    attributes pair by pair.  The same additions per weight either way.  ``stamp`` (empty: none), ``step``:
+    SGD-L1's step marks, per attribute then per bigram attribute; a full attribute marked ``step`` (seen once
+    in the sequence) is skipped: the step adds its gradient in the penalty's walk."""
     L2 = L * L
     some_full = bfull.shape[0] > 0
     s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
@@ -250,7 +250,7 @@ def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair
             c = coef * bval[e]
             k0 = battr_ptr[b]
             k1 = battr_ptr[b + 1]
-            if some_full and bfull[b] and stamp.shape[0] > 0 and stamp[s0 + b] == k:
+            if some_full and bfull[b] and stamp.shape[0] > 0 and stamp[s0 + b] == step:
                 continue
             if some_full and bfull[b]:
                 vb = v[boff + k0:boff + k1]
