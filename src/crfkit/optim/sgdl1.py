@@ -280,10 +280,11 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         # keep=False: the run's own arrays, copied when asked for (valid until the next pass steps); keep=True:
         # the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written after it) in
         # the least memory: the weights as their non-zeros, q (dense) in a temporary file once the space is
-        # large, so that a pass holds two vectors of the candidate space (v and q), not four
-        return state_function({"x": v, "aux": aux, "lastk": lastk},
-                              {"iteration": int(epoch_), "u": float(u_), "step": float(step), "settings": settings},
-                              keep=keep, nnz=nnz)
+        # large, so that a pass holds two vectors of the candidate space (v and q), not four; not resumable:
+        # the weights only (what an interrupted run returns), not a state to resume from
+        arrays = {"x": v, "aux": aux, "lastk": lastk} if resumable or not keep else {"x": v}
+        return state_function(arrays, {"iteration": int(epoch_), "u": float(u_), "step": float(step),
+                                       "settings": settings}, keep=keep, nnz=nnz)
 
     # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
     value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
@@ -339,9 +340,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break
             if epoch < epochs:
-                state_fn = kept_fn = (
-                    state_at(epoch, scal[K.U], eta, True, nnz={"x": int(nnz_bits)}) if resumable
-                    else state_function({"x": v}, {"iteration": epoch}, keep=True, nnz={"x": int(nnz_bits)}))
+                state_fn = kept_fn = state_at(epoch, scal[K.U], eta, True, nnz={"x": int(nnz_bits)})
     except KeyboardInterrupt:
         status, message = "interrupted", f"interrupted; the weights of pass {epoch}"
         v, epoch = last_completed(state_fn, x0, d)

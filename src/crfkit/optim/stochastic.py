@@ -29,6 +29,10 @@ An optimizer registered here is a function::
   weights.
 * ``params`` are the optimizer's own settings (step sizes, sampling scheme,
   ...); unknown names raise ``TypeError``.
+* ``resumable`` (bool), only to an optimizer whose signature names it:
+  :func:`crfkit.train.train` passes ``bool(checkpoint)`` (unless the user set
+  it), so that one whose kept state is large (sgd-l1: its cumulative
+  penalties) keeps only the weights for a Ctrl-C when nothing will resume.
 
 Names map to ``module:function``; a name is offered (``available()``) once
 its module exists.
