@@ -461,3 +461,88 @@ def test_cli_nettalk_3grm_bcd(tmp_path):
     assert model.space.n_bigram > 0
     assert model.meta["algorithm"] == "bcd"
     assert np.count_nonzero(model.weights[model.space.bigram_offset:]) > 0
+
+
+# ------------------------------------------------------------------ Wapiti's step rule (safeguard=scale)
+def test_curvature_scale_is_wapitis_factor():
+    rng = np.random.default_rng(3)
+    for nk in (1, 5, 40):
+        G = rng.normal(size=nk) * 3.0
+        H = rng.random(nk)
+        H[rng.random(nk) < 0.2] = 0.0                 # h = 0: left out of the maximum
+        emp = rng.random(nk + 7)
+        e0 = 7
+        ok = H > 0
+        want = max(1.0, float(np.max(np.abs(G - emp[e0:e0 + nk])[ok] / H[ok]))) if ok.any() else 1.0
+        assert B.K.curvature_scale(G, H, emp, e0, nk) == want
+    assert B.K.curvature_scale(np.array([0.1]), np.array([1.0]), np.zeros(1), 0, 1) == 1.0   # at least 1
+
+
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_scale_safeguard_takes_wapitis_scaled_newton_step_block_by_block(blocks):
+    """safeguard=scale: each block moves to s(kappa a h w - g, l1) / (kappa a h + l2) with a = max(1, max
+    |g / h|) per part (state, label pairs), taken without a trial, against the same formula on the block's
+    derivatives from the engine; the emission caches stay coherent (log Z is left stale for the driver)."""
+    X, Y, Bs, space, corpus = bigram_problem(11)
+    reg = Regularization(l1=0.01, l2=0.1)
+    obj, eng = engine_at(space, corpus, reg, np.random.default_rng(12).normal(0.0, 0.3, space.n_features), blocks)
+    stats = np.zeros(B.K.N_STATS)
+    order = block_order(4, 0, eng.n_blocks)
+    kappa = 1.5
+    ix = eng.index
+    moved = 0
+    for b in range(eng.n_blocks):
+        j = int(order[b])
+        ks, g, h = eng.block_derivatives(j, 0.0)          # the loss part: g = (G - emp) / n, h = H / n
+        nu = int(space.attr_ptr[ix.ua[j] + 1] - space.attr_ptr[ix.ua[j]]) if ix.ua[j] >= 0 else 0
+        want = eng.w[ks].copy()
+        for sl in (slice(0, nu), slice(nu, len(ks))):
+            gs, hs, x = g[sl], h[sl], eng.w[ks][sl]
+            ok = hs > 0
+            a = max(1.0, float(np.max(np.abs(gs[ok]) / hs[ok]))) if ok.any() else 1.0
+            hk = kappa * a * hs
+            z = hk * x - gs
+            want[sl] = np.sign(z) * np.maximum(np.abs(z) - reg.l1, 0.0) / (hk + reg.l2)
+        eng.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, stats, safeguard="scale")
+        if ix.ap[j + 1] > ix.ap[j]:
+            np.testing.assert_allclose(eng.w[ks], want, rtol=1e-12, atol=1e-14)
+            moved += 1
+    assert moved > 0 and stats[B.K.ST_TRIALS] == 0 and stats[B.K.ST_ACCEPT] > 0
+    E = eng.E.copy()
+    eng.refresh()
+    np.testing.assert_allclose(E, eng.E, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("blocks", ["separate", "joint"])
+def test_scale_safeguard_driver_reports_the_true_objective_and_resumes_bitwise(learnable, blocks):
+    X, Y, Bs = learnable
+    space, corpus = build(X, Y, B=Bs, support="all")
+    reg = Regularization(l1=0.01, l2=0.02)
+    obj = Objective(corpus, space, reg)
+    kw = dict(reg=reg, delta=0.0, seed=3, blocks=blocks, safeguard="scale", monitor=False)
+    recs = []
+    res = bcd(obj, None, max_iterations=6,
+              callback=lambda i: recs.append((i["x"].copy(), i["f"], i["trials"])), **kw)
+    for x, f, trials in recs:           # the caches' objective (log Z recomputed after the sweep) is the true one
+        assert f == pytest.approx(obj.value(x, count=False), rel=1e-11)
+    assert recs[-1][1] < recs[0][1]
+    first = bcd(Objective(corpus, space, reg), None, max_iterations=3, **kw)
+    assert first.state["settings"]["safeguard"] == "scale"
+    with pytest.raises(ValueError, match="other settings"):
+        bcd(Objective(corpus, space, reg), None, max_iterations=6, state=first.state,
+            **{**kw, "safeguard": "armijo"})
+    res2 = bcd(Objective(corpus, space, reg), None, max_iterations=6, state=first.state, **kw)
+    np.testing.assert_array_equal(res.x, res2.x)
+    with pytest.raises(ValueError, match="unknown safeguard"):
+        bcd(Objective(corpus, space, reg), None, reg=reg, max_iterations=1, safeguard="wolfe")
+
+
+def test_scale_safeguard_reaches_the_owlqn_optimum(learnable):
+    X, Y, Bs = learnable
+    space, corpus = build(X, Y, B=Bs, support="all")
+    reg = Regularization(l1=0.01, l2=0.02)
+    f_star, w_star = owlqn_optimum(space, corpus, reg)
+    res = bcd(Objective(corpus, space, reg), None, reg=reg, max_iterations=600, delta=1e-12, seed=1,
+              blocks="joint", safeguard="scale")
+    assert res.f == pytest.approx(f_star, rel=1e-6)
+    np.testing.assert_array_equal(res.x != 0, w_star != 0)

@@ -316,6 +316,22 @@ def newton_direction(w, k0, nk, G, H, emp, e0, inv_n, l1, l2, kappa, d):
 
 
 @njit(**_NOPY)
+def curvature_scale(G, H, emp, e0, nk):
+    """Wapiti's safeguard in place of a line search: the factor ``max(1, max_k |g_k / h_k|)`` on a block's
+    diagonal curvature (g = G - emp, h = H; the ratio does not depend on the 1/n scaling), so that no
+    coordinate's Newton step exceeds 1 / kappa in size before the penalties.  Coordinates with h = 0 are
+    left out of the maximum (Wapiti's would make it infinite)."""
+    a = 1.0
+    for kk in range(nk):
+        h = H[kk]
+        if h > 0.0:
+            r = abs(G[kk] - emp[e0 + kk]) / h
+            if r > a:
+                a = r
+    return a
+
+
+@njit(**_NOPY)
 def _pen_change(w, k0, nk, d, step, l1, l2):
     out = 0.0
     for kk in range(nk):
@@ -327,7 +343,7 @@ def _pen_change(w, k0, nk, d, step, l1, l2):
 
 @njit(**_NOPY)
 def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
-                 E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol,
+                 E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol,
                  max_skip, zrun, skip, alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur, nxt, es,
                  stats, sw):
     """One prox-Newton step with backtracking on each attribute block order[b0:b1], in turn.
@@ -368,7 +384,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
                    alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
-        delta = newton_direction(w, k0, nk, G, H, emp, k0, inv_n, l1, l2, kappa, d)
+        kap = kappa * curvature_scale(G, H, emp, k0, nk) if hscale else kappa
+        delta = newton_direction(w, k0, nk, G, H, emp, k0, inv_n, l1, l2, kap, d)
         if max_skip > 0:
             zero = True
             for kk in range(nk):
@@ -395,12 +412,26 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 dmax = abs(d[kk])
             gold += d[kk] * emp[k0 + kk]
         step = 1.0
-        if dmax > max_step:
+        if dmax > max_step and not hscale:
             step = max_step / dmax
         for j in range(L):
             dl[j] = 0.0
         for kk in range(nk):
             dl[feat_label[k0 + kk]] = d[kk]
+        if hscale:
+            # Wapiti's rule: the scaled model's step, no trial (lz goes stale: the driver recomputes it)
+            stats[ST_ACCEPT] += 1
+            for kk in range(nk):
+                w[k0 + kk] += d[kk]
+            for gi in range(ng):
+                g = ap[a] + gi
+                for o in range(gptr[g], gptr[g + 1]):
+                    r = otok[o]
+                    sv = oval[o]
+                    for j in range(L):
+                        E[r, j] += sv * dl[j]
+                    _exp_row(E, r, ES, EM)
+            continue
         accepted = False
         for _ in range(max_back + 1):
             s = 0.0
@@ -799,7 +830,7 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
 def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
                        btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, eptr, erel, evl,
                        ebuf, w, E, ES, EM,
-                       lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, skip_tol, max_skip, zrun, skip,
+                       lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol, max_skip, zrun, skip,
                        alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt, es,
                        M, EX, TM, kbuf, stats, sw):
     """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks ``order[b0:b1]``:
@@ -846,8 +877,13 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                 ebuf[kk] = 0.0
             for e in range(eptr[b], eptr[b + 1]):
                 ebuf[erel[e] - kp] = evl[e]
-        delta = newton_direction(w, ku, nku, G, H, emp, ku, inv_n, l1, l2, kappa, d) + \
-            newton_direction(w, kabs, nkp, G[nku:], H[nku:], ebuf, 0, inv_n, l1, l2, kappa, d[nku:])
+        ku_kappa = kappa
+        kp_kappa = kappa
+        if hscale:
+            ku_kappa = kappa * curvature_scale(G, H, emp, ku, nku)
+            kp_kappa = kappa * curvature_scale(G[nku:], H[nku:], ebuf, 0, nkp)
+        delta = newton_direction(w, ku, nku, G, H, emp, ku, inv_n, l1, l2, ku_kappa, d) + \
+            newton_direction(w, kabs, nkp, G[nku:], H[nku:], ebuf, 0, inv_n, l1, l2, kp_kappa, d[nku:])
         if max_skip > 0:
             zero = True
             for kk in range(nk):
@@ -875,12 +911,30 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                 dmax = abs(d[kk])
             gold += d[kk] * (emp[ku + kk] if kk < nku else ebuf[kk - nku])
         step = 1.0
-        if dmax > max_step:
+        if dmax > max_step and not hscale:
             step = max_step / dmax
         for jj in range(L):
             dl[jj] = 0.0
         for kk in range(nku):
             dl[feat_label[ku + kk]] = d[kk]
+        if hscale:
+            # Wapiti's rule: the step of the scaled model, taken without a trial (lz goes stale: the driver
+            # recomputes it after the sweep)
+            stats[ST_ACCEPT] += 1
+            for kk in range(nk):
+                k = ku + kk if kk < nku else kabs + kk - nku
+                w[k] += d[kk]
+            if nku > 0:
+                for gi in range(ng):
+                    g = ap[j] + gi
+                    for o in range(gptr[g], gptr[g + 1]):
+                        if okind[o] == 0:
+                            r = otok[o]
+                            sv = oval[o]
+                            for jj in range(L):
+                                E[r, jj] += sv * dl[jj]
+                            _exp_row(E, r, ES, EM)
+            continue
         nnzp = 0
         for kk in range(nkp):
             if d[nku + kk] != 0.0:

@@ -57,6 +57,21 @@ new ``log Z`` of the touched sequences only, and only over the window
 after it are unchanged and kept from the gradient pass).  A block whose
 predicted decrease is below rounding level is left alone.
 
+``safeguard="scale"`` replaces the line search by Wapiti's rule (Wapiti 1.5.0's
+BCD, the paper's tool): a block's curvatures are multiplied by ``a = max(1,
+max_k |g_k / h_k|)`` (per part: state features, label-pair features; ``h_k =
+0`` left out of the maximum, where Wapiti's would be infinite) before the step
+of eq. (10) is taken, whole, with no trial: no coordinate's Newton step
+exceeds ``1 / kappa`` before the penalties, and a block costs one
+forward-backward of its sequences instead of that plus at least one trial.
+The objective is not guaranteed to decrease block by block (no convergence
+proof), but on NETtalk it decreases much faster per sweep than the Armijo
+rule's: 3-grm in Wapiti's space, 5 sweeps, separate blocks 35,044 against
+44,680 (sum form; Wapiti 35,518), at about half the cost per sweep (README,
+"BCD with label-pair x observation features").  ``log Z`` of the touched
+sequences is not updated by such steps; the driver recomputes the caches
+after the sweep (one forward pass of the corpus, counted in the oracle calls).
+
 Defaults measured on the first 800 CoNLL-2000 training sentences (c1 = c2 = 1,
 gap to OWL-QN's objective after 12 sweeps): ``kappa`` 1.0 -> 3.2%, 1.5 -> 2.1%
 (with ``trans_steps=4``, ``max_step=100``; 2.5 -> 5.3%, 4.0 -> 11.6%): the
@@ -137,6 +152,7 @@ from .stochastic import StochasticResult, last_completed, notify, state_function
 DEFAULT_SWEEPS = 50
 ORDERS = ("random", "cyclic")
 BLOCKS = ("separate", "joint")
+SAFEGUARDS = ("armijo", "scale")
 CHUNK = 4096                 # blocks per numba call (Ctrl-C is seen between calls)
 SKIP_EPS = 1e-15             # a block's predicted decrease below this x |log Z| x (its sequences / n): left alone
 
@@ -475,17 +491,31 @@ class Engine:
         return (G - self.emp[ns:ns + len(G)]) * self.inv_n + l2 * wt, H * self.inv_n + l2
 
     # -------------------------------------------------------------- steps
-    def transition_step(self, reg, kappa, sigma, max_step, max_back, stats) -> None:
+    def transition_step(self, reg, kappa, sigma, max_step, max_back, stats, safeguard="armijo") -> None:
         nt = len(self.ti)
         if nt == 0:
             return
         ns, w = self.ns, self.w
         G, H = self._transition_sums()
         d = np.empty(nt)
+        if safeguard == "scale":
+            kappa = kappa * K.curvature_scale(G, H, self.emp, ns, nt)
         delta = K.newton_direction(w, ns, nt, G, H, self.emp, ns, self.inv_n, float(reg.l1), float(reg.l2),
                                    float(kappa), d)
         if not (-delta > SKIP_EPS * max(1.0, float(np.abs(self.lz).mean()))):
             stats[K.ST_SKIP] += 1
+            return
+        if safeguard == "scale":
+            # Wapiti's rule: the whole scaled step, no trial (log Z goes stale: the driver recomputes it after
+            # the sweep); refused only where the transitions would leave the scaled recursions' range
+            w0 = w[ns:ns + nt].copy()
+            w[ns:ns + nt] += d
+            if self._set_transitions(w):
+                stats[K.ST_ACCEPT] += 1
+            else:
+                w[ns:ns + nt] = w0
+                stats[K.ST_REJECT] += 1
+                self._set_transitions(w)
             return
         gold = float(np.dot(d, self.emp[ns:ns + nt]))
         dmax = float(np.abs(d).max())
@@ -521,7 +551,7 @@ class Engine:
         self._set_transitions(w)          # back to the unchanged transitions
 
     def attribute_blocks(self, order, b0, b1, reg, kappa, sigma, max_step, max_back, stats, shrink=0,
-                         zrun=None, skip=None) -> None:
+                         zrun=None, skip=None, safeguard="armijo") -> None:
         ix, c, s = self.index, self.c, self.s
         tol = SKIP_EPS * max(1.0, float(np.abs(self.lz).mean())) * self.inv_n
         if zrun is None:
@@ -536,17 +566,18 @@ class Engine:
                                  s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
                                  self.eptr, self.erel, self.evl, self.ebuf, self.w,
                                  self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
-                                 float(kappa), float(sigma), float(max_step), int(max_back), tol, int(shrink), zrun,
+                                 float(kappa), float(sigma), float(max_step), int(max_back), safeguard == "scale",
+                                 tol, int(shrink), zrun,
                                  skip, *sc[:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
             return
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
-                       int(max_back), tol, int(shrink), zrun, skip, *sc, stats, self.obj.sw)
+                       int(max_back), safeguard == "scale", tol, int(shrink), zrun, skip, *sc, stats, self.obj.sw)
 
 
 def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink,
-                  blocks="separate"):
+                  blocks="separate", safeguard="armijo"):
     def num(name, x):
         try:
             x = float(x)
@@ -565,6 +596,8 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
         raise ParameterError(f"bcd: unknown order {order!r}; one of {', '.join(ORDERS)}")
     if blocks not in BLOCKS:
         raise ParameterError(f"bcd: unknown blocks {blocks!r}; one of {', '.join(BLOCKS)}")
+    if safeguard not in SAFEGUARDS:
+        raise ParameterError(f"bcd: unknown safeguard {safeguard!r}; one of {', '.join(SAFEGUARDS)}")
     delta, kappa, sigma, max_step = num("delta", delta), num("kappa", kappa), num("sigma", sigma), \
         num("max_step", max_step)
     if delta < 0:
@@ -585,25 +618,31 @@ def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps,
 
 
 def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
-        delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.5, trans_steps: int = 4,
-        sigma: float = 1e-4, max_step: float = 100.0, max_back: int = 20, shrink: int = 8, monitor: bool = True,
-        blocks: str = "separate", state: dict | None = None) -> StochasticResult:
+        delta: float = 1e-5, period: int = 1, order: str = "random", kappa: float = 1.5,
+        trans_steps: int | None = None, sigma: float = 1e-4, max_step: float = 100.0, max_back: int = 20,
+        shrink: int = 8, monitor: bool = True, blocks: str = "separate", safeguard: str = "armijo",
+        state: dict | None = None) -> StochasticResult:
     """Block coordinate descent (one block per attribute + the transition block); see the module doc.
 
     ``max_iterations``: sweeps (default 50).  ``delta``/``period``: stop when the
     objective decreased by less than ``delta`` (relative) over ``period`` sweeps.
     ``order``: ``random`` (a permutation per sweep from ``seed``) or ``cyclic``.
     ``kappa``: factor on the diagonal curvature (> 1: shorter, safer steps).
-    ``trans_steps``: transition-block steps per sweep.  ``sigma``, ``max_step``,
-    ``max_back``: the Armijo safeguard.  ``shrink``: the most sweeps a block found
+    ``trans_steps``: transition-block steps per sweep (default 4; 1 with ``safeguard="scale"``: Wapiti's sweep
+    visits every block once, its transitions the bigram block of its ``*`` observation).  ``sigma``, ``max_step``,
+    ``max_back``: the Armijo safeguard; ``safeguard``: ``armijo`` (default) or ``scale`` (Wapiti's rule,
+    no line search; see the module doc).  ``shrink``: the most sweeps a block found
     at zero (and staying there) is left out of (0: never).  ``blocks`` (label-pair x observation features
     only): ``separate`` (a block per state attribute and one per bigram attribute) or ``joint`` (one per
     observation, as Wapiti).  ``monitor``: evaluate ``obj.value``
     for the callback's ``f`` (else the value held by the caches).  ``state``:
     resume from ``info['state']()`` of an earlier run with the same settings.
     """
+    if trans_steps is None:
+        trans_steps = 1 if safeguard == "scale" else 4
     delta, period, kappa, trans_steps, sigma, max_step, max_back, shrink = _check_params(
-        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink, blocks)
+        reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink, blocks,
+        safeguard)
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("bcd does not support dense features (its blocks are attribute rows)")
     sweeps = DEFAULT_SWEEPS if max_iterations is None else int(max_iterations)
@@ -614,6 +653,8 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                 "n": int(obj.n), "n_features": int(d)}
     if getattr(s, "n_bigram", 0) > 0:
         settings["blocks"] = blocks
+    if safeguard != "armijo":
+        settings["safeguard"] = safeguard
     if state is not None:
         bad = [k for k, v in settings.items() if state.get("settings", {}).get(k) != v]
         if bad:
@@ -662,11 +703,14 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
             eng.refresh()
             stats[:] = 0.0
             for _ in range(trans_steps):
-                eng.transition_step(reg, kappa, sigma, max_step, max_back, stats)
+                eng.transition_step(reg, kappa, sigma, max_step, max_back, stats, safeguard)
             blocks = block_order(seed, sweep, n_attr, order)
             for b0 in range(0, n_attr, CHUNK):
                 eng.attribute_blocks(blocks, b0, min(n_attr, b0 + CHUNK), reg, kappa, sigma, max_step, max_back,
-                                     stats, shrink, zrun, skip)
+                                     stats, shrink, zrun, skip, safeguard)
+            if safeguard == "scale":
+                eng.refresh()               # the blocks' steps took no trial: log Z of every sequence is stale
+                obj.n_oracle += obj.n
             obj.n_oracle += int(stats[K.ST_ORACLE])
             sweep += 1
             if not all_finite(w):            # no bool temporary of the candidate space's size
