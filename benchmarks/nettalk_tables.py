@@ -26,11 +26,13 @@ Cells (``--cells`` picks some by name; the default runs them all, in the order o
   computes the objective of its weights with crfkit in crfkit's space (the same data, patterns, rho1 and
   rho2; Wapiti's SGD-L1 steps leave rho2 out, the objective here keeps it); crfkit records its objective
   after every pass, and the report gives the time at which it first reaches Wapiti's final one;
-* ``wapiti-bcd:{1,3}-grm`` then ``bcd:{1,3}-grm`` and ``bcd-joint:{1,3}-grm``: BCD on both sides in Wapiti's
+* ``wapiti-bcd:{1,3}-grm`` then ``bcd[-joint][-scale]:{1,3}-grm``: BCD on both sides in Wapiti's
   feature space (``support all``): Wapiti ``train -a bcd -d dev -i S`` and crfkit ``-a bcd`` (its defaults:
   random order, kappa 1.5, Armijo safeguard, shrinking; ``bcd-joint``: ``blocks=joint``, one block per
-  observation as Wapiti) with the same number of sweeps S (``--bcd-sweeps``); Wapiti's BCD prints no
-  objective either: its model is read back and scored as for SGD-L1 (``--rescore`` too);
+  observation as Wapiti; ``bcd-scale`` / ``bcd-joint-scale``: Wapiti's step rule, ``safeguard=scale``, each
+  block's curvatures scaled by ``max(1, max|g/h|)`` and no line search, separate / joint blocks) with the
+  same number of sweeps S (``--bcd-sweeps``); Wapiti's BCD prints no objective either: its model is read
+  back and scored as for SGD-L1 (``--rescore`` too);
 * ``{full,inc}:{5,7}-grm:u:bcd`` and ``inc:5-grm:owlqn``: the incremental strategy
   (:mod:`crfkit.incremental`) against training the whole set;
 * ``t2:{1-grm,3-grm-,3-grm}:{l2,l1-sparse,l1}``: Table 2, sparse against standard forward-backward
@@ -40,7 +42,8 @@ Cells (``--cells`` picks some by name; the default runs them all, in the order o
 * ``t4:{1-grm,7-grm,5-grm+}:owlqn``: Table 4's OWL-QN rows, Wapiti's feature space (5-grm+ is 236.8M
   candidates: 19.5 GB peak with the dev stopping; 7-grm, about 310M, does not fit 24 GB);
   ``t4:5-grm+:sgd-l1``: the SGD-L1 row at 5-grm+ (the 1-grm SGD-L1 and BCD rows are the ``sgdl1`` /
-  ``bcd`` cells).
+  ``bcd`` cells); ``t4:{7-grm,5-grm+}:bcd``: BCD's rows, with Wapiti's blocks and step rule (``blocks=joint``,
+  ``safeguard=scale``) for ``--bcd-sweeps`` sweeps.
 
 OWL-QN cells stop on the dev fold (scored every ``--dev-every`` iterations, ``--dev-stop`` evaluations
 without improvement, the best model kept) or at ``--cap`` iterations.
@@ -125,6 +128,12 @@ for _n in ("1-grm", "3-grm"):
     # one block per observation (a state attribute and its label-pair twin together), as Wapiti
     _cell(f"bcd-joint:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
           algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}", bcd_params={"blocks": "joint"})
+    # Wapiti's step rule (curvature scaled by max(1, max|g/h|), no line search), separate and joint blocks
+    _cell(f"bcd-scale:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}", bcd_params={"safeguard": "scale"})
+    _cell(f"bcd-joint-scale:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2,
+          reg="en", algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}",
+          bcd_params={"blocks": "joint", "safeguard": "scale"})
 
 # Table 2: sparse vs standard forward-backward, Wapiti's feature space (every label pair with every observation:
 # the paper's M has L x L entries at every position), no dev scoring during training (the times are the
@@ -150,6 +159,11 @@ _cell("t5:3-grm:sgd-l1", table="sgdl1", features="nettalk:3-grm", support="all",
 # Table 4's SGD-L1 row at 5-grm+: as the sgdl1 cells (--sgd-passes passes, Wapiti's eta0 / alpha, no dev stopping)
 _cell("t4:5-grm+:sgd-l1", table="sgdl1", features="nettalk:5-grm+", support="all", rho1=RHO1, rho2=RHO2, reg="en",
       algorithm="sgd-l1", no_dev=True)
+# Table 4's BCD rows at 7-grm and 5-grm+: as the bcd cells (--bcd-sweeps sweeps, no dev stopping), with the paper's
+# tool's BCD: one block per observation and Wapiti's step rule (blocks=joint, safeguard=scale)
+for _n in ("7-grm", "5-grm+"):
+    _cell(f"t4:{_n}:bcd", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
+          algorithm="bcd", no_dev=True, bcd_params={"blocks": "joint", "safeguard": "scale"})
 
 # Table 3 again in Wapiti's feature space (every label pair with every observation, as the paper's counts: 71,604
 # features at 1-grm), to test the diagnosis of the observed-support misses (L2 lacks the label pairs an
@@ -657,7 +671,7 @@ def report(results: dict) -> str:
         if w and c:
             lines += ["", sgdl1_summary(n, w, c)]
     for n in ("1-grm", "3-grm"):
-        for cell in (f"bcd:{n}", f"bcd-joint:{n}"):
+        for cell in (f"bcd:{n}", f"bcd-joint:{n}", f"bcd-scale:{n}", f"bcd-joint-scale:{n}"):
             w, c = results.get(f"wapiti-bcd:{n}"), results.get(cell)
             if w and c:
                 lines += ["", f"[{cell}] " + bcd_summary(n, w, c)]
