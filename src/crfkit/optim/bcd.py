@@ -64,13 +64,19 @@ max_k |g_k / h_k|)`` (per part: state features, label-pair features; ``h_k =
 of eq. (10) is taken, whole, with no trial: no coordinate's Newton step
 exceeds ``1 / kappa`` before the penalties, and a block costs one
 forward-backward of its sequences instead of that plus at least one trial.
-The objective is not guaranteed to decrease block by block (no convergence
-proof), but on NETtalk it decreases much faster per sweep than the Armijo
-rule's: 3-grm in Wapiti's space, 5 sweeps, separate blocks 35,044 against
-44,680 (sum form; Wapiti 35,518), at about half the cost per sweep (README,
-"BCD with label-pair x observation features").  ``log Z`` of the touched
-sequences is not updated by such steps; the driver recomputes the caches
-after the sweep (one forward pass of the corpus, counted in the oracle calls).
+The transitions take one such step per sweep by default (``trans_steps=1``:
+Wapiti's transitions are the label-pair block of its ``*`` observation,
+visited once a sweep like every block).  The objective is not guaranteed to
+decrease block by block (no convergence proof).  Which rule lowers it faster
+depends on the problem: NETtalk in Wapiti's space, 5 sweeps, one thread (sum
+form; README, "BCD with label-pair x observation features"): at 3-grm the
+scaled rule reaches 35,573 (separate blocks) and 35,695 (joint) against the
+Armijo rule's 44,680 (Wapiti 35,518), at 0.69x / 0.42x its time; at 1-grm it
+stays with Wapiti's far-from-converged 91,383 (89,930 / 91,706) where the
+Armijo rule reaches 58,551.  Hence Armijo stays the default.  ``log Z`` of
+the touched sequences is not updated by scaled steps; the driver recomputes
+the caches after the sweep (one forward pass of the corpus, counted in the
+oracle calls).
 
 Defaults measured on the first 800 CoNLL-2000 training sentences (c1 = c2 = 1,
 gap to OWL-QN's objective after 12 sweeps): ``kappa`` 1.0 -> 3.2%, 1.5 -> 2.1%
