@@ -26,7 +26,7 @@ Cells (``--cells`` picks some by name; the default runs them all, in the order o
   computes the objective of its weights with crfkit in crfkit's space (the same data, patterns, rho1 and
   rho2; Wapiti's SGD-L1 steps leave rho2 out, the objective here keeps it); crfkit records its objective
   after every pass, and the report gives the time at which it first reaches Wapiti's final one;
-* ``wapiti-bcd:{1,3}-grm`` then ``bcd[-joint][-scale]:{1,3}-grm``: BCD on both sides in Wapiti's
+* ``wapiti-bcd:{1,3,5}-grm`` then ``bcd[-joint][-scale]:{1,3,5}-grm``: BCD on both sides in Wapiti's
   feature space (``support all``): Wapiti ``train -a bcd -d dev -i S`` and crfkit ``-a bcd`` (its defaults:
   random order, kappa 1.5, Armijo safeguard, shrinking; ``bcd-joint``: ``blocks=joint``, one block per
   observation as Wapiti; ``bcd-scale`` / ``bcd-joint-scale``: Wapiti's step rule, ``safeguard=scale``, each
@@ -121,7 +121,7 @@ for _n in ("1-grm", "3-grm", "5-grm"):
 
 # BCD against Wapiti's (``-a bcd``), Wapiti's feature space (every label pair with every observation), the same
 # number of sweeps on both sides (--bcd-sweeps); Table 4's BCD row at 1-grm
-for _n in ("1-grm", "3-grm"):
+for _n in ("1-grm", "3-grm", "5-grm"):
     _cell(f"wapiti-bcd:{_n}", table="bcd", features=f"nettalk:{_n}", peer=True, algorithm="bcd")
     _cell(f"bcd:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
           algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}")
@@ -670,7 +670,7 @@ def report(results: dict) -> str:
         w, c = results.get(f"wapiti-sgdl1:{n}"), results.get(f"sgdl1:{n}")
         if w and c:
             lines += ["", sgdl1_summary(n, w, c)]
-    for n in ("1-grm", "3-grm"):
+    for n in ("1-grm", "3-grm", "5-grm"):
         for cell in (f"bcd:{n}", f"bcd-joint:{n}", f"bcd-scale:{n}", f"bcd-joint-scale:{n}"):
             w, c = results.get(f"wapiti-bcd:{n}"), results.get(cell)
             if w and c:
