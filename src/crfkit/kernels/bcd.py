@@ -418,38 +418,27 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
             dl[j] = 0.0
         for kk in range(nk):
             dl[feat_label[k0 + kk]] = d[kk]
-        if hscale:
-            # Wapiti's rule: the scaled model's step, no trial (lz goes stale: the driver recomputes it)
-            stats[ST_ACCEPT] += 1
-            for kk in range(nk):
-                w[k0 + kk] += d[kk]
-            for gi in range(ng):
-                g = ap[a] + gi
-                for o in range(gptr[g], gptr[g + 1]):
-                    r = otok[o]
-                    sv = oval[o]
-                    for j in range(L):
-                        E[r, j] += sv * dl[j]
-                    _exp_row(E, r, ES, EM)
-            continue
-        accepted = False
-        for _ in range(max_back + 1):
-            s = 0.0
-            for gi in range(ng):
-                g = ap[a] + gi
-                NLZ[gi] = _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl, step,
-                                       A0, LA0, B1, LB1, cur, nxt, es)
-                if sw.shape[0] == 0:
-                    s += NLZ[gi] - LZ0[gi]
-                else:
-                    s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
-            stats[ST_TRIALS] += 1
-            stats[ST_ORACLE] += ng
-            dF = (s - step * gold) * inv_n + _pen_change(w, k0, nk, d, step, l1, l2)
-            if dF <= sigma * step * delta:
-                accepted = True
-                break
-            step *= 0.5
+        # hscale (Wapiti's rule): the scaled model's whole step, no trial; lz goes stale (the driver recomputes it)
+        accepted = hscale
+        dF = 0.0
+        if not hscale:
+            for _ in range(max_back + 1):
+                s = 0.0
+                for gi in range(ng):
+                    g = ap[a] + gi
+                    NLZ[gi] = _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl,
+                                           step, A0, LA0, B1, LB1, cur, nxt, es)
+                    if sw.shape[0] == 0:
+                        s += NLZ[gi] - LZ0[gi]
+                    else:
+                        s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
+                stats[ST_TRIALS] += 1
+                stats[ST_ORACLE] += ng
+                dF = (s - step * gold) * inv_n + _pen_change(w, k0, nk, d, step, l1, l2)
+                if dF <= sigma * step * delta:
+                    accepted = True
+                    break
+                step *= 0.5
         if not accepted:
             stats[ST_REJECT] += 1
             continue
@@ -459,7 +448,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
             w[k0 + kk] += step * d[kk]
         for gi in range(ng):
             g = ap[a] + gi
-            lz[gseq[g]] = NLZ[gi]
+            if not hscale:
+                lz[gseq[g]] = NLZ[gi]
             for o in range(gptr[g], gptr[g + 1]):
                 r = otok[o]
                 sv = step * oval[o]
@@ -917,54 +907,39 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             dl[jj] = 0.0
         for kk in range(nku):
             dl[feat_label[ku + kk]] = d[kk]
-        if hscale:
-            # Wapiti's rule: the step of the scaled model, taken without a trial (lz goes stale: the driver
-            # recomputes it after the sweep)
-            stats[ST_ACCEPT] += 1
-            for kk in range(nk):
-                k = ku + kk if kk < nku else kabs + kk - nku
-                w[k] += d[kk]
-            if nku > 0:
+        # hscale (Wapiti's rule): the scaled model's whole step, no trial; lz goes stale (the driver recomputes it)
+        accepted = hscale
+        dF = 0.0
+        if not hscale:
+            nnzp = 0
+            for kk in range(nkp):
+                if d[nku + kk] != 0.0:
+                    p = bfeat_pair[kp + kk]
+                    dp[p] = d[nku + kk]
+                    nzp[nnzp] = p
+                    nnzp += 1
+            for _ in range(max_back + 1):
+                s = 0.0
                 for gi in range(ng):
                     g = ap[j] + gi
-                    for o in range(gptr[g], gptr[g + 1]):
-                        if okind[o] == 0:
-                            r = otok[o]
-                            sv = oval[o]
-                            for jj in range(L):
-                                E[r, jj] += sv * dl[jj]
-                            _exp_row(E, r, ES, EM)
-            continue
-        nnzp = 0
-        for kk in range(nkp):
-            if d[nku + kk] != 0.0:
-                p = bfeat_pair[kp + kk]
-                dp[p] = d[nku + kk]
-                nzp[nnzp] = p
-                nnzp += 1
-        accepted = False
-        dF = 0.0
-        for _ in range(max_back + 1):
-            s = 0.0
-            for gi in range(ng):
-                g = ap[j] + gi
-                NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr,
-                                             battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, dl,
-                                             dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0], EX[0], kbuf)
-                if sw.shape[0] == 0:
-                    s += NLZ[gi] - LZ0[gi]
-                else:
-                    s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
-            stats[ST_TRIALS] += 1
-            stats[ST_ORACLE] += ng
-            dF = (s - step * gold) * inv_n + _pen_change(w, ku, nku, d, step, l1, l2) + \
-                _pen_change(w, kabs, nkp, d[nku:], step, l1, l2)
-            if dF <= sigma * step * delta:
-                accepted = True
-                break
-            step *= 0.5
-        for q in range(nnzp):
-            dp[nzp[q]] = 0.0
+                    NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
+                                                 btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0,
+                                                 tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0],
+                                                 EX[0], kbuf)
+                    if sw.shape[0] == 0:
+                        s += NLZ[gi] - LZ0[gi]
+                    else:
+                        s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
+                stats[ST_TRIALS] += 1
+                stats[ST_ORACLE] += ng
+                dF = (s - step * gold) * inv_n + _pen_change(w, ku, nku, d, step, l1, l2) + \
+                    _pen_change(w, kabs, nkp, d[nku:], step, l1, l2)
+                if dF <= sigma * step * delta:
+                    accepted = True
+                    break
+                step *= 0.5
+            for q in range(nnzp):
+                dp[nzp[q]] = 0.0
         if not accepted:
             stats[ST_REJECT] += 1
             continue
@@ -975,7 +950,8 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             w[k] += step * d[kk]
         for gi in range(ng):
             g = ap[j] + gi
-            lz[gseq[g]] = NLZ[gi]
+            if not hscale:
+                lz[gseq[g]] = NLZ[gi]
             if nku > 0:
                 for o in range(gptr[g], gptr[g + 1]):
                     if okind[o] == 0:
