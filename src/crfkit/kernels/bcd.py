@@ -356,6 +356,10 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
     below ``skip_tol`` (times its share of sequences) are left unchanged (already optimal to rounding).
     Accepted steps update w, E/ES/EM at the occurrences and lz of the touched sequences.
 
+    ``hscale`` (``safeguard="scale"``, Wapiti's rule): the block's curvatures are multiplied by
+    :func:`curvature_scale` and the whole step is taken with no trial and no ``max_step`` cap; ``lz`` is then
+    left stale (the driver recomputes it after the sweep).
+
     Shrinking (``max_skip > 0``): a block found at zero and staying there (``w = 0`` and ``d = 0``:
     ``|g| <= l1``) for the ``zrun[a]``-th time in a row is left out of the next
     ``min(2^(zrun[a]-1), max_skip)`` visits (``skip[a]`` counts them down).
@@ -827,7 +831,8 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
     block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair features of bigram
     attribute ``ub[j]`` (either may be -1), one observation's features as in Wapiti.  Its step is the
     diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with one Armijo backtracking on the
-    exact change of the objective (window log Z's).  The transitions of every position are built from the
+    exact change of the objective (window log Z's), or with ``hscale`` Wapiti's rule (each part's curvatures
+    scaled by :func:`curvature_scale`, the whole step, no trial, ``lz`` left stale).  The transitions of every position are built from the
     weights where a forward-backward or a trial needs them (nothing per position is cached); an accepted
     step updates ``w``, the emission caches at its state occurrences and ``lz``.  Empirical counts: ``emp``
     (dense) those of the features before ``boff`` (state and transition features), and those of the
