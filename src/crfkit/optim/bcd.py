@@ -702,11 +702,17 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     status, message = "max_iterations", f"{sweeps} sweeps"
     stats = np.zeros(K.N_STATS)
     try:
+        # fresh: the caches were just computed from the weights as they are (a refresh is a function of w, so
+        # a second one before the weights move would find the same values)
+        fresh = False
         if not fs:
             eng.refresh()
+            fresh = True
             fs.append(eng.objective())          # f at the start: the reference of the first sweeps' rule
         while sweep < sweeps:
-            eng.refresh()
+            if not fresh:
+                eng.refresh()
+            fresh = False
             stats[:] = 0.0
             for _ in range(trans_steps):
                 eng.transition_step(reg, kappa, sigma, max_step, max_back, stats, safeguard)
@@ -716,6 +722,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
                                      stats, shrink, zrun, skip, safeguard)
             if safeguard == "scale":
                 eng.refresh()               # the blocks' steps took no trial: log Z of every sequence is stale
+                fresh = True                # and the next sweep starts from these caches
                 obj.n_oracle += obj.n
             obj.n_oracle += int(stats[K.ST_ORACLE])
             sweep += 1
