@@ -409,15 +409,17 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         if not (-delta > skip_tol * ng):
             stats[ST_SKIP] += 1
             continue
-        dmax = 0.0
-        gold = 0.0
-        for kk in range(nk):
-            if abs(d[kk]) > dmax:
-                dmax = abs(d[kk])
-            gold += d[kk] * emp[k0 + kk]
         step = 1.0
-        if dmax > max_step and not hscale:
-            step = max_step / dmax
+        gold = 0.0
+        if not hscale:
+            # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the step cap
+            dmax = 0.0
+            for kk in range(nk):
+                if abs(d[kk]) > dmax:
+                    dmax = abs(d[kk])
+                gold += d[kk] * emp[k0 + kk]
+            if dmax > max_step:
+                step = max_step / dmax
         for j in range(L):
             dl[j] = 0.0
         for kk in range(nk):
@@ -899,15 +901,17 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         if not (-delta > skip_tol * ng):
             stats[ST_SKIP] += 1
             continue
-        dmax = 0.0
-        gold = 0.0
-        for kk in range(nk):
-            if abs(d[kk]) > dmax:
-                dmax = abs(d[kk])
-            gold += d[kk] * (emp[ku + kk] if kk < nku else ebuf[kk - nku])
         step = 1.0
-        if dmax > max_step and not hscale:
-            step = max_step / dmax
+        gold = 0.0
+        if not hscale:
+            # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the step cap
+            dmax = 0.0
+            for kk in range(nk):
+                if abs(d[kk]) > dmax:
+                    dmax = abs(d[kk])
+                gold += d[kk] * (emp[ku + kk] if kk < nku else ebuf[kk - nku])
+            if dmax > max_step:
+                step = max_step / dmax
         for jj in range(L):
             dl[jj] = 0.0
         for kk in range(nku):
