@@ -421,3 +421,35 @@ def test_scale_safeguard_steps_and_optimum(rand, small, optimum):
         assert f == pytest.approx(obj.value(x, count=False), rel=1e-11)
     assert res.f == pytest.approx(f_star, rel=1e-6)
     np.testing.assert_array_equal(res.x != 0, w_star != 0)
+
+
+@pytest.mark.parametrize("safeguard", ["armijo", "scale"])
+def test_kept_messages_give_the_weights_of_recursions_from_the_start(rand, safeguard):
+    """Each block reuses the forward and backward messages that earlier blocks left valid in its sequences
+    and recomputes only the stale part: block by block, the weights are those of an engine whose messages
+    are all marked stale before every block, to the bit; with the Armijo rule (log Z kept current), every
+    position where both kept messages are marked valid gives the sequence's log Z."""
+    X, Y, space, corpus = rand
+    reg = Regularization(l1=0.01, l2=0.1)
+    w0 = random_weights(space, 4, 0.3)
+    _, e1 = engine_at(space, corpus, reg, w0)
+    _, e2 = engine_at(space, corpus, reg, w0)
+    s1, s2 = np.zeros(B.K.N_STATS), np.zeros(B.K.N_STATS)
+    order = block_order(6, 0, space.n_attributes)
+    seq_ptr = corpus.seq_ptr
+    reused = 0
+    for b in range(space.n_attributes):
+        CA, CLA, CB, CLB, VA, VB = e1.msg
+        reused += int(((VA >= 0) | (VB < np.diff(seq_ptr))).sum())
+        e1.attribute_blocks(order, b, b + 1, reg, 1.0, 1e-4, 10.0, 20, s1, safeguard=safeguard)
+        e2._invalidate_messages()
+        e2.attribute_blocks(order, b, b + 1, reg, 1.0, 1e-4, 10.0, 20, s2, safeguard=safeguard)
+        assert np.array_equal(e1.w, e2.w), b
+        if safeguard == "armijo":
+            for i in range(len(seq_ptr) - 1):
+                s0 = seq_ptr[i]
+                for t in range(VB[i], VA[i] + 1):
+                    z = CLA[s0 + t] + CLB[s0 + t] + np.log(np.dot(CA[s0 + t], CB[s0 + t]))
+                    assert z == pytest.approx(e1.lz[i], rel=1e-12, abs=1e-12), (b, i, t)
+    assert reused > 0 and s1[B.K.ST_ACCEPT] > 5
+    np.testing.assert_array_equal(s1, s2)

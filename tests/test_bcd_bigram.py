@@ -546,3 +546,70 @@ def test_scale_safeguard_reaches_the_owlqn_optimum(learnable):
               blocks="joint", safeguard="scale")
     assert res.f == pytest.approx(f_star, rel=1e-6)
     np.testing.assert_array_equal(res.x != 0, w_star != 0)
+
+
+# ------------------------------------------------------------------ messages kept between blocks
+@pytest.mark.parametrize("blocks,safeguard", [("separate", "armijo"), ("joint", "armijo"), ("joint", "scale")])
+def test_kept_messages_give_the_weights_of_recursions_from_the_start(blocks, safeguard):
+    """Each block reuses the forward and backward messages that earlier blocks left valid in its sequences
+    and recomputes only the stale part: block by block, the weights are those of an engine whose messages
+    are all marked stale before every block, to the bit.  With the Armijo rule (log Z kept current), every
+    position where both kept messages are marked valid gives the sequence's log Z."""
+    X, Y, Bs, space, corpus = bigram_problem(11, n_seq=20, max_len=8)
+    reg = Regularization(l1=0.01, l2=0.1)
+    w0 = np.random.default_rng(12).normal(0.0, 0.3, space.n_features)
+    _, e1 = engine_at(space, corpus, reg, w0, blocks)
+    _, e2 = engine_at(space, corpus, reg, w0, blocks)
+    s1, s2 = np.zeros(B.K.N_STATS), np.zeros(B.K.N_STATS)
+    order = block_order(5, 0, e1.n_blocks)
+    seq_ptr = corpus.seq_ptr
+    reused = 0
+    for kappa in (1.0, 0.05):
+        for b in range(e1.n_blocks):
+            CA, CLA, CB, CLB, VA, VB = e1.msg
+            reused += int(((VA >= 0) | (VB < np.diff(seq_ptr))).sum())
+            e1.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s1, safeguard=safeguard)
+            e2._invalidate_messages()
+            e2.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s2, safeguard=safeguard)
+            assert np.array_equal(e1.w, e2.w), (kappa, b)
+            if safeguard == "armijo":
+                for i in range(len(seq_ptr) - 1):
+                    s0 = seq_ptr[i]
+                    for t in range(VB[i], VA[i] + 1):
+                        z = CLA[s0 + t] + CLB[s0 + t] + np.log(np.dot(CA[s0 + t], CB[s0 + t]))
+                        assert z == pytest.approx(e1.lz[i], rel=1e-12, abs=1e-12), (b, i, t)
+    assert reused > 0 and s1[B.K.ST_ACCEPT] > 10
+    np.testing.assert_array_equal(s1, s2)
+
+
+def test_full_label_pair_rows_are_added_as_vectors():
+    """In Wapiti's space (every label pair of every bigram attribute, in order) a position's transition row
+    adds each attribute's weights as one vector: the same rows, log Z and block steps as the feature-by-
+    feature route, to the bit."""
+    X, Y, Bs, space, corpus = bigram_problem(13, n_seq=16, max_len=7, support="all")
+    assert space.bigram_full_rows.all()
+    reg = Regularization(l1=0.01, l2=0.1)
+    w0 = np.random.default_rng(14).normal(0.0, 0.3, space.n_features)
+    w0[np.random.default_rng(15).random(space.n_features) < 0.5] = 0.0       # zero weights inside full rows
+    obj = Objective(corpus, space, reg)
+    e1 = Engine(obj, w0.copy(), "joint")
+    e2 = Engine(obj, w0.copy(), "joint")
+    e2.bfull = np.zeros_like(e2.bfull)
+    e1.refresh()
+    e2.refresh()
+    assert np.array_equal(e1.lz, e2.lz)
+    s1, s2 = np.zeros(B.K.N_STATS), np.zeros(B.K.N_STATS)
+    order = block_order(3, 0, e1.n_blocks)
+    for sg in ("armijo", "scale"):
+        e1.attribute_blocks(order, 0, e1.n_blocks, reg, 1.0, 1e-4, 10.0, 20, s1, safeguard=sg)
+        e2.attribute_blocks(order, 0, e2.n_blocks, reg, 1.0, 1e-4, 10.0, 20, s2, safeguard=sg)
+        assert np.array_equal(e1.w, e2.w)
+    e1.refresh()
+    e2.refresh()
+    assert np.array_equal(e1.lz, e2.lz)
+
+
+@pytest.mark.parametrize("n", list(range(1, 14)) + [2601])
+def test_range_of_is_max_and_min(n):
+    x = np.random.default_rng(n).normal(0.0, 5.0, n)
+    assert B.K._range_of(x) == (x.max(), x.min())

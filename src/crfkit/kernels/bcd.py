@@ -152,11 +152,20 @@ def _forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
 @njit(**_NOPY)
 def _backward(ES, EM, s0, T, tb, expM, tmax, beta, lb, tmp):
     """Normalised backward messages at positions T-1 down to tb."""
+    _backward_from(ES, EM, s0, T, T, tb, expM, tmax, beta, lb, tmp)
+
+
+@njit(**_NOPY)
+def _backward_from(ES, EM, s0, T, ts, tb, expM, tmax, beta, lb, tmp):
+    """Normalised backward messages at positions ts-1 down to tb, from beta[ts], lb[ts] (held; ``ts = T``:
+    from the end, beta[T-1] = 1 set here)."""
     L = expM.shape[0]
-    for j in range(L):
-        beta[T - 1, j] = 1.0
-    lb[T - 1] = 0.0
-    for t in range(T - 2, tb - 1, -1):
+    if ts >= T:
+        for j in range(L):
+            beta[T - 1, j] = 1.0
+        lb[T - 1] = 0.0
+        ts = T - 1
+    for t in range(ts - 1, tb - 1, -1):
         r = s0 + t + 1
         back_step(beta, t, expM, ES, r, 1.0, tmp)
         s = 0.0
@@ -180,11 +189,20 @@ def _logz_at(alpha, la, beta, lb, t):
 # ------------------------------------------------------------------ one attribute block
 @njit(**_NOPY)
 def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
-               alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
+               CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
     """Sums over the sequences containing attribute ``a`` of the expected counts of its features
     (``G[kk] = sum_occ v p_t(label_kk)``) and of the per-position variances (``H[kk] = sum_occ v^2 p (1-p)``),
     by truncated forward-backward; stores per group what a trial step needs (``A0``/``LA0`` the
-    forward message before the window, ``B1``/``LB1`` the backward one at its end, ``LZ0`` log Z)."""
+    forward message before the window, ``B1``/``LB1`` the backward one at its end, ``LZ0`` log Z).
+
+    Messages kept between blocks: ``CA``/``CLA`` and ``CB``/``CLB`` (tokens x L, tokens) hold every
+    sequence's last normalised forward and backward messages and their log-scales; ``VA[i]``: sequence
+    i's forward messages at positions ``<= VA[i]`` are those of the current weights, ``VB[i]``: its
+    backward ones at ``>= VB[i]`` (``VA = -1``, ``VB = T``: none).  A block runs the forward recursion
+    only over ``VA[i]+1..t2`` and the backward one only over ``VB[i]-1..t1``; the messages it reuses are
+    what a recursion from the start would give, to the bit (the same weights, the same operations).  The
+    caller lowers ``VA[i]`` to ``t1 - 1`` and raises ``VB[i]`` to ``t2`` when a step changes the block's
+    weights, and resets every marker when the transitions change."""
     k0, k1 = attr_ptr[a], attr_ptr[a + 1]
     nk = k1 - k0
     L = expM.shape[0]
@@ -200,8 +218,16 @@ def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES,
         o0, o1 = gptr[g], gptr[g + 1]
         t1 = otok[o0] - s0
         t2 = otok[o1 - 1] - s0
-        _forward(ES, EM, s0, 0, t2, expM, tmax, alpha, la)
-        _backward(ES, EM, s0, T, t1, expM, tmax, beta, lb, tmp)
+        alpha = CA[s0:s0 + T]
+        la = CLA[s0:s0 + T]
+        beta = CB[s0:s0 + T]
+        lb = CLB[s0:s0 + T]
+        if VA[i] < t2:
+            _forward(ES, EM, s0, VA[i] + 1, t2, expM, tmax, alpha, la)
+            VA[i] = t2
+        if VB[i] > t1:
+            _backward_from(ES, EM, s0, T, VB[i], t1, expM, tmax, beta, lb, tmp)
+            VB[i] = t1
         LZ0[gi] = _logz_at(alpha, la, beta, lb, t2)
         if t1 > 0:
             for j in range(L):
@@ -344,8 +370,8 @@ def _pen_change(w, k0, nk, d, step, l1, l2):
 @njit(**_NOPY)
 def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
                  E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol,
-                 max_skip, zrun, skip, alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur, nxt, es,
-                 stats, sw):
+                 max_skip, zrun, skip, CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur,
+                 nxt, es, stats, sw):
     """One prox-Newton step with backtracking on each attribute block order[b0:b1], in turn.
 
     A block with no occurrence gets its exact minimiser (0 when l1 or l2 > 0).  Otherwise: block
@@ -354,7 +380,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
     log Z's) is at most ``sigma * step * Delta`` (Tseng & Yun's Armijo rule) -- at most ``max_back``
     halvings, after which the block is left unchanged.  Blocks whose predicted decrease -Delta is
     below ``skip_tol`` (times its share of sequences) are left unchanged (already optimal to rounding).
-    Accepted steps update w, E/ES/EM at the occurrences and lz of the touched sequences.
+    Accepted steps update w, E/ES/EM at the occurrences, lz of the touched sequences and their message
+    markers (the messages are kept between blocks, see :func:`block_grad`).
 
     ``hscale`` (``safeguard="scale"``, Wapiti's rule): the block's curvatures are multiplied by
     :func:`curvature_scale` and the whole step is taken with no trial and no ``max_step`` cap; ``lz`` is then
@@ -386,7 +413,7 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 stats[ST_DF] += dF
             continue
         block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
-                   alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+                   CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
         kap = kappa * curvature_scale(G, H, emp, k0, nk) if hscale else kappa
         delta = newton_direction(w, k0, nk, G, H, emp, k0, inv_n, l1, l2, kap, d)
@@ -454,8 +481,14 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
             w[k0 + kk] += step * d[kk]
         for gi in range(ng):
             g = ap[a] + gi
+            i = gseq[g]
             if not hscale:
-                lz[gseq[g]] = NLZ[gi]
+                lz[i] = NLZ[gi]
+            # the sequence's messages from its first changed position on (forward) and before its last
+            # (backward) no longer hold
+            s0 = seq_ptr[i]
+            VA[i] = min(VA[i], otok[gptr[g]] - s0 - 1)
+            VB[i] = max(VB[i], otok[gptr[g + 1] - 1] - s0)
             for o in range(gptr[g], gptr[g + 1]):
                 r = otok[o]
                 sv = step * oval[o]
@@ -530,8 +563,40 @@ def all_logz(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, out):
 # made and on every trial step that changes transitions), so the scaled recursions hold.
 
 @njit(**_NOPY)
-def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, Mt, Et, kb):
-    """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt."""
+def _range_of(x):
+    """(max, min) of a non-empty 1-D array of finite values, in four independent chains (one chain is
+    bound by its latency; a max or min of finite values does not depend on the order)."""
+    n = x.shape[0]
+    a0 = a1 = a2 = a3 = x[0]
+    b0 = b1 = b2 = b3 = x[0]
+    n4 = n - n % 4
+    for q in range(0, n4, 4):
+        x0 = x[q]
+        x1 = x[q + 1]
+        x2 = x[q + 2]
+        x3 = x[q + 3]
+        a0 = max(a0, x0)
+        a1 = max(a1, x1)
+        a2 = max(a2, x2)
+        a3 = max(a3, x3)
+        b0 = min(b0, x0)
+        b1 = min(b1, x1)
+        b2 = min(b2, x2)
+        b3 = min(b3, x3)
+    mx = max(max(a0, a1), max(a2, a3))
+    mn = min(min(b0, b1), min(b2, b3))
+    for q in range(n4, n):
+        mx = max(mx, x[q])
+        mn = min(mn, x[q])
+    return mx, mn
+
+
+@njit(**_NOPY)
+def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, Mt, Et, kb):
+    """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt.  ``bfull``:
+    per bigram attribute, 1 when its features are every label pair in pair order
+    (:attr:`crfkit.model.FeatureSpace.bigram_full_rows`): its weights are added as one vector (adding the
+    zero weights changes nothing), the others feature by feature."""
     L = trans.shape[0]
     LL = L * L
     for i in range(L):
@@ -544,18 +609,21 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, 
         k0 = battr_ptr[b]
         k1 = battr_ptr[b + 1]
         wb = w[boff + k0:boff + k1]
-        pb = bfeat_pair[k0:k1]
-        for k in range(k1 - k0):
-            x = wb[k]
-            if x != 0.0:
-                Mt[pb[k]] += x * v
-                nnz += 1
-    mx = Mt[0]
-    mn = mx
-    for q in range(LL):
-        x = Mt[q]
-        mx = max(mx, x)
-        mn = min(mn, x)
+        if bfull[b]:
+            c = 0
+            for k in range(LL):
+                x = wb[k]
+                Mt[k] += x * v
+                c += 1 if x != 0.0 else 0
+            nnz += c
+        else:
+            pb = bfeat_pair[k0:k1]
+            for k in range(k1 - k0):
+                x = wb[k]
+                if x != 0.0:
+                    Mt[pb[k]] += x * v
+                    nnz += 1
+    mx, mn = _range_of(Mt)
     if 6 * nnz > LL or tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
         exp_shift_into(Mt, mx, Et, kb)
     else:
@@ -573,13 +641,13 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, 
 
 
 @njit(**_NOPY)
-def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
                M, EX, TM, kb):
     """M[t], EX[t], TM[t] for positions max(ta, 1)..tb of the sequence starting at token s0; returns the
     largest range (max - min) of those rows."""
     rng = 0.0
     for t in range(max(ta, 1), tb + 1):
-        mx, mn = _pos_trans(s0 + t, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+        mx, mn = _pos_trans(s0 + t, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
                             M[t], EX[t], kb)
         TM[t] = mx
         if mx - mn > rng:
@@ -625,11 +693,20 @@ def _forward_pd(ES, EM, s0, ta, tb, EX, TM, alpha, la):
 @njit(**_NOPY)
 def _backward_pd(ES, EM, s0, T, tb, EX, TM, beta, lb, tmp):
     """Normalised backward messages at T-1 down to tb with per-position transitions."""
+    _backward_pd_from(ES, EM, s0, T, T, tb, EX, TM, beta, lb, tmp)
+
+
+@njit(**_NOPY)
+def _backward_pd_from(ES, EM, s0, T, ts, tb, EX, TM, beta, lb, tmp):
+    """Normalised backward messages at ts-1 down to tb with per-position transitions, from beta[ts], lb[ts]
+    (held; ``ts = T``: from the end, beta[T-1] = 1 set here)."""
     L = ES.shape[1]
-    for j in range(L):
-        beta[T - 1, j] = 1.0
-    lb[T - 1] = 0.0
-    for t in range(T - 2, tb - 1, -1):
+    if ts >= T:
+        for j in range(L):
+            beta[T - 1, j] = 1.0
+        lb[T - 1] = 0.0
+        ts = T - 1
+    for t in range(ts - 1, tb - 1, -1):
         r = s0 + t + 1
         for j in range(L):
             tmp[j] = ES[r, j] * beta[t + 1, j]
@@ -668,15 +745,25 @@ def _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff):
 
 @njit(**_NOPY)
 def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
-                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
-                     alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
+                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
+                     CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
     """:func:`block_grad` for joint block ``j`` with position-dependent transitions: its state part (the
     features of attribute ``ua[j]``, if any) in ``G[:nku]``/``H[:nku]`` and its label-pair part (those of
     bigram attribute ``ub[j]``, if any) in ``G[nku:]``/``H[nku:]``: ``G[kk] = sum_occ v p_t(kk)``,
     ``H[kk] = sum_occ v^2 p (1 - p)``, with the node marginal of the feature's label at a state occurrence
     (``okind`` 0) and the edge marginal p(y_{t-1} = i, y_t = j) of its label pair at a label-pair one
     (``okind`` 1, never a first token).  One truncated forward-backward per sequence serves both parts;
-    stores per group what a trial step needs, as block_grad."""
+    stores per group what a trial step needs, as block_grad.
+
+    Messages kept between blocks: ``CA``/``CLA`` and ``CB``/``CLB`` (tokens x L, tokens) hold every
+    sequence's last normalised forward and backward messages and their log-scales; ``VA[i]``: sequence
+    i's forward messages at positions ``<= VA[i]`` are those of the current weights, ``VB[i]``: its
+    backward ones at ``>= VB[i]`` (``VA = -1``, ``VB = T``: none).  A block runs the forward recursion
+    only over ``VA[i]+1..t2`` and the backward one only over ``VB[i]-1..t1``, and builds the transition
+    rows of those positions only; the messages it reuses are what a recursion from the start would give,
+    to the bit (the same weights, the same operations).  The caller lowers ``VA[i]`` to ``t1 - 1`` and
+    raises ``VB[i]`` to ``t2`` when a step changes the block's weights, and resets every marker when the
+    transitions change."""
     ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
     L = ES.shape[1]
     for kk in range(nku + nkp):
@@ -691,11 +778,30 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
         o0, o1 = gptr[g], gptr[g + 1]
         t1 = otok[o0] - s0
         t2 = otok[o1 - 1] - s0
-        _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+        alpha = CA[s0:s0 + T]
+        la = CLA[s0:s0 + T]
+        beta = CB[s0:s0 + T]
+        lb = CLB[s0:s0 + T]
+        va = VA[i]
+        vb = VB[i]
+        # the transition rows the recursions and the block's label-pair occurrences read: t1..t2, and the
+        # positions the forward (va+1..t2) and backward (t1+1..vb) recursions still have to cross
+        lo = t1
+        hi = t2
+        if va < t2:
+            lo = min(lo, va + 1)
+        if vb > t1:
+            hi = max(hi, min(vb, T - 1))
+        _seq_trans(s0, lo, hi, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
                    M, EX, TM, kbuf)
-        _forward_pd(ES, EM, s0, 0, t2, EX, TM, alpha, la)
-        _backward_pd(ES, EM, s0, T, t1, EX, TM, beta, lb, tmp)
+        if va < t2:
+            _forward_pd(ES, EM, s0, va + 1, t2, EX, TM, alpha, la)
+            VA[i] = t2
+        if vb > t1:
+            _backward_pd_from(ES, EM, s0, T, vb, t1, EX, TM, beta, lb, tmp)
+            VB[i] = t1
         logz = _logz_at(alpha, la, beta, lb, t2)
+        PM = M[0]
         LZ0[gi] = logz
         if t1 > 0:
             for jj in range(L):
@@ -721,18 +827,27 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
+                # the edge marginals of every label pair (dense, L^2, in M[0]: no transition row is built at
+                # position 0), then gathered at the part's label pairs
+                for yi in range(L):
+                    ai = alpha[t - 1, yi]
+                    er = Et[yi * L:(yi + 1) * L]
+                    pr = PM[yi * L:(yi + 1) * L]
+                    for yj in range(L):
+                        pr[yj] = ai * er[yj] * ES[r, yj] * beta[t, yj] * f
+                pb = bfeat_pair[kp:kp + nkp]
+                Gp = G[nku:nku + nkp]
+                Hp = H[nku:nku + nkp]
+                v2 = v * oval[o]
                 for kk in range(nkp):
-                    q = bfeat_pair[kp + kk]
-                    yi = q // L
-                    yj = q - yi * L
-                    p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
-                    G[nku + kk] += v * p
-                    H[nku + kk] += v * oval[o] * p * (1.0 - p)
+                    p = PM[pb[kk]]
+                    Gp[kk] += v * p
+                    Hp[kk] += v2 * p * (1.0 - p)
 
 
 @njit(**_NOPY)
 def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
-                       bfeat_pair, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
+                       bfeat_pair, bfull, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
                        cur, nxt, es, Mt, Et, kbuf):
     """log Z of the sequence of group ``g`` after a trial step of its joint block, forward over the window
     t1..t2 only: the emissions at a state occurrence change by ``step * v * dl``, the transition scores
@@ -783,7 +898,7 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
                 nxt[j] = es[j]
             base = m
         else:
-            mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+            mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
                                 Mt, Et, kbuf)
             if hb and nnzp > 0:
                 for q in range(nnzp):
@@ -824,19 +939,21 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
 
 @njit(**_NOPY)
 def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
-                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, trans, expM0, tmax0, emp, eptr, erel, evl,
-                       ebuf, w, E, ES, EM,
+                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, boff, trans, expM0, tmax0, emp, eptr, erel,
+                       evl, ebuf, w, E, ES, EM,
                        lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol, max_skip, zrun, skip,
-                       alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt, es,
-                       M, EX, TM, kbuf, stats, sw):
+                       CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt,
+                       es, M, EX, TM, kbuf, stats, sw):
     """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks ``order[b0:b1]``:
     block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair features of bigram
     attribute ``ub[j]`` (either may be -1), one observation's features as in Wapiti.  Its step is the
     diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with one Armijo backtracking on the
     exact change of the objective (window log Z's), or with ``hscale`` Wapiti's rule (each part's curvatures
-    scaled by :func:`curvature_scale`, the whole step, no trial, ``lz`` left stale).  The transitions of every position are built from the
-    weights where a forward-backward or a trial needs them (nothing per position is cached); an accepted
-    step updates ``w``, the emission caches at its state occurrences and ``lz``.  Empirical counts: ``emp``
+    scaled by :func:`curvature_scale`, the whole step, no trial, ``lz`` left stale).  The transitions of a
+    position are built from the weights where a forward-backward or a trial needs them (no transition row is
+    cached); the forward and backward messages are kept between blocks (``CA`` ... ``VB``, see
+    :func:`block_grad_joint`).  An accepted step updates ``w``, the emission caches at its state occurrences,
+    ``lz`` and the message markers.  Empirical counts: ``emp``
     (dense) those of the features before ``boff`` (state and transition features), and those of the
     label-pair features by bigram attribute ``b``: its non-zero ones, ``evl[eptr[b]:eptr[b+1]]`` at the
     label-pair indices ``erel[...]`` (relative to ``boff``; most label pairs never fire with an
@@ -864,8 +981,8 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                 stats[ST_DF] += dF
             continue
         block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
-                         btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
-                         alpha, la, beta, lb, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+                         btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM,
+                         kbuf, CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
         # the label-pair part's empirical counts: the block's few non-zero ones scattered into ebuf
         if nkp > 0:
@@ -932,9 +1049,9 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                 for gi in range(ng):
                     g = ap[j] + gi
                     NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
-                                                 btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0,
-                                                 tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es, M[0],
-                                                 EX[0], kbuf)
+                                                 btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans,
+                                                 expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es,
+                                                 M[0], EX[0], kbuf)
                     if sw.shape[0] == 0:
                         s += NLZ[gi] - LZ0[gi]
                     else:
@@ -959,8 +1076,14 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             w[k] += step * d[kk]
         for gi in range(ng):
             g = ap[j] + gi
+            i = gseq[g]
             if not hscale:
-                lz[gseq[g]] = NLZ[gi]
+                lz[i] = NLZ[gi]
+            # the sequence's messages from its first changed position on (forward) and before its last
+            # (backward) no longer hold
+            s0 = seq_ptr[i]
+            VA[i] = min(VA[i], otok[gptr[g]] - s0 - 1)
+            VB[i] = max(VB[i], otok[gptr[g + 1] - 1] - s0)
             if nku > 0:
                 for o in range(gptr[g], gptr[g + 1]):
                     if okind[o] == 0:
@@ -972,7 +1095,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff,
+def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff,
                         trans, expM0, tmax0, lz, EC, SQ, sw):
     """:func:`transition_stats` with position-dependent transitions (built per sequence)."""
     L = ES.shape[1]
@@ -995,7 +1118,7 @@ def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, ba
         for s in range(bounds[c], bounds[c + 1]):
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
-            _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0, tmax0,
+            _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
                        M, EX, TM, kb)
             _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
             _backward_pd(ES, EM, s0, T, 0, EX, TM, beta, lb, tmp)
@@ -1017,7 +1140,7 @@ def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, ba
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans,
+def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans,
                 expM0, tmax0, out, rngs):
     """out[s] = log Z of every sequence with position-dependent transitions; rngs[c] = the largest range
     of a transition row in chunk c (the caller refuses weights where it exceeds the scaled limit)."""
@@ -1035,7 +1158,7 @@ def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr,
         for s in range(bounds[c], bounds[c + 1]):
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
-            r = _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, w, boff, trans, expM0,
+            r = _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0,
                            tmax0, M, EX, TM, kb)
             if r > rng:
                 rng = r

@@ -291,6 +291,8 @@ class Engine:
         self.w = w
         # label-pair x observation features: joint blocks (one per observation), position-dependent transitions
         self.bigram = s.n_bigram > 0
+        # per bigram attribute: 1 where its label-pair features are every pair in order (added as one vector)
+        self.bfull = s.bigram_full_rows if self.bigram else np.zeros(0, np.int8)
         self._set_empirical_counts(obj)
         self.index = joint_index(c, s, blocks) if self.bigram else inverted_index(c, s.n_attributes)
         self.n_blocks = len(self.index.ap) - 1
@@ -320,6 +322,10 @@ class Engine:
         ti, tj = np.nonzero(s.trans_index >= 0)
         korder = np.argsort(s.trans_index[ti, tj], kind="stable")
         self.ti, self.tj = ti[korder], tj[korder]
+        # every sequence's forward and backward messages, kept between blocks (block_grad, block_grad_joint):
+        # a block's recursions start where the last change to the sequence left them valid
+        self.msg = (np.zeros((nt, L)), np.zeros(nt), np.zeros((nt, L)), np.zeros(nt),
+                    np.full(self.n, -1, np.int64), np.diff(c.seq_ptr).astype(np.int64))
         nc = len(obj.bounds) - 1
         self.EC = np.zeros((nc, L, L))
         self.SQ = np.zeros((nc, L, L))
@@ -378,7 +384,13 @@ class Engine:
         return float(np.dot(w[:boff], self.emp)) + float(np.dot(w[boff + self.erel], self.evl))
 
     # -------------------------------------------------------------- caches
+    def _invalidate_messages(self) -> None:
+        """Mark every sequence's kept messages stale (the transitions, or all weights, change)."""
+        self.msg[4][:] = -1
+        self.msg[5][:] = np.diff(self.c.seq_ptr)
+
     def _set_transitions(self, wt_full: np.ndarray) -> bool:
+        self._invalidate_messages()
         tmax, tmin = K.transition_scores(wt_full, self.ns, self.s.trans_index, self.trans)
         if tmax - tmin > MAX_SCALED_TRANSITION_RANGE:
             return False
@@ -405,7 +417,8 @@ class Engine:
 
     def _bargs(self, w):
         c, s = self.c, self.s
-        return c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, w, s.bigram_offset, self.trans, self.expM, self.tmax)
+        return c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, self.bfull, w, s.bigram_offset, self.trans, self.expM,
+                                     self.tmax)
 
     def _all_logz_pd(self, w, out) -> bool:
         """out = log Z of every sequence at weights w (transitions as set); False when a position's
@@ -441,8 +454,8 @@ class Engine:
         G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
         if ix.ap[a + 1] > ix.ap[a]:
             K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
-                         self.ES, self.EM, self.expM, self.tmax, sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6],
-                         sc[7], sc[8], sc[9], G, H, self.obj.sw)
+                         self.ES, self.EM, self.expM, self.tmax, *self.msg, sc[4], sc[5], sc[6], sc[7], sc[8], sc[9],
+                         G, H, self.obj.sw)
         G, H = G[:k1 - k0], H[:k1 - k0]
         g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
         return g, H * self.inv_n + l2
@@ -460,8 +473,7 @@ class Engine:
         if ix.ap[j + 1] > ix.ap[j]:
             K.block_grad_joint(int(j), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub, s.attr_ptr,
                                s.feat_label, self.c.seq_ptr, self.ES, self.EM, *self._bargs(self.w), pd[2], pd[3],
-                               pd[4], pd[5], sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7], sc[8], sc[9],
-                               G, H, self.obj.sw)
+                               pd[4], pd[5], *self.msg, sc[4], sc[5], sc[6], sc[7], sc[8], sc[9], G, H, self.obj.sw)
         G, H = G[:len(ks)], H[:len(ks)]
         g = (G - self.empirical(ks)) * self.inv_n + l2 * self.w[ks]
         h = H * self.inv_n + l2
@@ -569,17 +581,18 @@ class Engine:
             btok_ptr, battr, bval = c.bigram_arrays()
             K.sweep_blocks_joint(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub,
                                  c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr, battr, bval, s.battr_ptr,
-                                 s.bfeat_pair, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
+                                 s.bfeat_pair, self.bfull, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
                                  self.eptr, self.erel, self.evl, self.ebuf, self.w,
                                  self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
                                  float(kappa), float(sigma), float(max_step), int(max_back), safeguard == "scale",
                                  tol, int(shrink), zrun,
-                                 skip, *sc[:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
+                                 skip, *self.msg, *sc[4:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
             return
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
-                       int(max_back), safeguard == "scale", tol, int(shrink), zrun, skip, *sc, stats, self.obj.sw)
+                       int(max_back), safeguard == "scale", tol, int(shrink), zrun, skip, *self.msg, *sc[4:], stats,
+                       self.obj.sw)
 
 
 def _check_params(reg, max_iterations, delta, period, order, kappa, trans_steps, sigma, max_step, max_back, shrink,
