@@ -631,8 +631,14 @@ def test_a_pass_holds_the_run_s_own_vectors_only(monkeypatch, algorithm):
         run(obj, None, reg=reg, max_iterations=4, callback=cb)
     finally:
         tracemalloc.stop()
-    vectors = held["current"] / (space.n_features * 8)
-    # measured: sgd-l1 2.54 (4.51 with the earlier copies), bcd 4.93 (6.01)
+    held_bytes = held["current"]
+    if algorithm == "bcd":
+        # BCD's kept forward and backward messages (2 x tokens x (labels + 1) doubles, two int64 markers per
+        # sequence) follow the corpus, not the candidate space: left out of the count (here 1.2 vectors of
+        # this small space; 0.1 of NETtalk 5-grm's)
+        held_bytes -= 8 * (2 * corpus.n_tokens * (space.n_labels + 1) + 2 * (len(corpus.seq_ptr) - 1))
+    vectors = held_bytes / (space.n_features * 8)
+    # measured: sgd-l1 2.54 (4.51 with the earlier copies), bcd 4.93 (6.01; 5.04 with the kept messages left out)
     limit = {"sgd-l1": 3.0, "bcd": 5.5}[algorithm]
     assert vectors < limit, f"{algorithm}: {vectors:.2f} vectors held"
 
