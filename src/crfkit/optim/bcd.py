@@ -326,9 +326,10 @@ class Engine:
         else:
             kmax = int(np.diff(s.attr_ptr).max()) if s.n_attributes else 0
         T = self.Tmax
-        self.scratch = (np.empty((T, L)), np.empty(T), np.empty((T, L)), np.empty(T), np.empty(L),
-                        np.empty((gmax, L)), np.empty(gmax), np.empty((gmax, L)), np.empty(gmax), np.empty(gmax),
-                        np.empty(gmax), np.empty(kmax), np.empty(kmax), np.empty(kmax), np.empty(L),
+        # the block kernels' scratch: tmp (L); per group A0, LA0, B1, LB1, LZ0, NLZ; per feature G, H, d; dl,
+        # cur, nxt, es (L)
+        self.scratch = (np.empty(L), np.empty((gmax, L)), np.empty(gmax), np.empty((gmax, L)), np.empty(gmax),
+                        np.empty(gmax), np.empty(gmax), np.empty(kmax), np.empty(kmax), np.empty(kmax), np.empty(L),
                         np.empty(L), np.empty(L), np.empty(L))
         # transition features in the order of their weights
         ti, tj = np.nonzero(s.trans_index >= 0)
@@ -466,8 +467,7 @@ class Engine:
         G, H = np.zeros(max(k1 - k0, 1)), np.zeros(max(k1 - k0, 1))
         if ix.ap[a + 1] > ix.ap[a]:
             K.block_grad(int(a), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr, s.feat_label,
-                         self.ES, self.EM, self.expM, self.tmax, *self.msg, sc[4], sc[5], sc[6], sc[7], sc[8], sc[9],
-                         G, H, self.obj.sw)
+                         self.ES, self.EM, self.expM, self.tmax, *self.msg, *sc[:6], G, H, self.obj.sw)
         G, H = G[:k1 - k0], H[:k1 - k0]
         g = (G - self.emp[k0:k1]) * self.inv_n + l2 * self.w[k0:k1]
         return g, H * self.inv_n + l2
@@ -485,7 +485,7 @@ class Engine:
         if ix.ap[j + 1] > ix.ap[j]:
             K.block_grad_joint(int(j), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub, s.attr_ptr,
                                s.feat_label, self.c.seq_ptr, self.ES, self.EM, *self._bargs(self.w), pd[2], pd[3],
-                               pd[4], pd[5], *self.msg, sc[4], sc[5], sc[6], sc[7], sc[8], sc[9], G, H, self.obj.sw)
+                               pd[4], pd[5], *self.msg, *sc[:6], G, H, self.obj.sw)
         G, H = G[:len(ks)], H[:len(ks)]
         g = (G - self.empirical(ks)) * self.inv_n + l2 * self.w[ks]
         h = H * self.inv_n + l2
@@ -598,12 +598,12 @@ class Engine:
                                  self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
                                  float(kappa), float(sigma), float(max_step), int(max_back), safeguard == "scale",
                                  tol, int(shrink), zrun,
-                                 skip, *self.msg, *sc[4:15], pd[0], pd[1], *sc[15:], *pd[2:], stats, self.obj.sw)
+                                 skip, *self.msg, *sc[:11], pd[0], pd[1], *sc[11:], *pd[2:], stats, self.obj.sw)
             return
         K.sweep_blocks(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, c.seq_ptr, s.attr_ptr,
                        s.feat_label, self.emp, self.w, self.E, self.ES, self.EM, self.lz, self.expM, self.tmax,
                        self.inv_n, float(reg.l1), float(reg.l2), float(kappa), float(sigma), float(max_step),
-                       int(max_back), safeguard == "scale", tol, int(shrink), zrun, skip, *self.msg, *sc[4:], stats,
+                       int(max_back), safeguard == "scale", tol, int(shrink), zrun, skip, *self.msg, *sc, stats,
                        self.obj.sw)
 
 
