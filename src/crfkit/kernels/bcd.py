@@ -827,22 +827,32 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
-                # the edge marginals of every label pair (dense, L^2, in M[0]: no transition row is built at
-                # position 0), then gathered at the part's label pairs
-                for yi in range(L):
-                    ai = alpha[t - 1, yi]
-                    er = Et[yi * L:(yi + 1) * L]
-                    pr = PM[yi * L:(yi + 1) * L]
-                    for yj in range(L):
-                        pr[yj] = ai * er[yj] * ES[r, yj] * beta[t, yj] * f
                 pb = bfeat_pair[kp:kp + nkp]
                 Gp = G[nku:nku + nkp]
                 Hp = H[nku:nku + nkp]
                 v2 = v * oval[o]
-                for kk in range(nkp):
-                    p = PM[pb[kk]]
-                    Gp[kk] += v * p
-                    Hp[kk] += v2 * p * (1.0 - p)
+                if 4 * nkp >= L * L:
+                    # most label pairs: the edge marginals of every pair (dense, vectorised, in M[0]: no
+                    # transition row is built at position 0), then gathered at the part's pairs
+                    for yi in range(L):
+                        ai = alpha[t - 1, yi]
+                        er = Et[yi * L:(yi + 1) * L]
+                        pr = PM[yi * L:(yi + 1) * L]
+                        for yj in range(L):
+                            pr[yj] = ai * er[yj] * ES[r, yj] * beta[t, yj] * f
+                    for kk in range(nkp):
+                        p = PM[pb[kk]]
+                        Gp[kk] += v * p
+                        Hp[kk] += v2 * p * (1.0 - p)
+                else:
+                    # a few label pairs (the observed support): each pair's edge marginal alone
+                    for kk in range(nkp):
+                        q = pb[kk]
+                        yi = q // L
+                        yj = q - yi * L
+                        p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
+                        Gp[kk] += v * p
+                        Hp[kk] += v2 * p * (1.0 - p)
 
 
 @njit(**_NOPY)
