@@ -188,9 +188,9 @@ def test_counters_count_full_evaluations_and_oracle_calls():
     assert obj.effective_passes == pytest.approx(2 + 6 / 4)
 
 
-@pytest.mark.parametrize("bigram", [False, True])
+@pytest.mark.parametrize("bigram, chunk", [(False, None), (True, None), (True, 50), (True, 7)])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, weighted):
+def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, chunk, weighted):
     """In a large candidate space the full-batch objective keeps the empirical counts sparse (the non-zero
     ones: most features never fire with their gold labels).  Forced on a small space (support all: most
     (attribute, label) pairs have a zero count), the gradient is the dense path's to the bit, the value to
@@ -207,6 +207,10 @@ def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, wei
     f0, g0 = dense.value_and_grad(w)
     assert dense._emp_sparse is False
     monkeypatch.setattr(Objective, "SPARSE_EMP_MIN", 0)
+    if chunk is not None:
+        # the label-pair counts made a chunk of bigram attributes at a time (36 features per attribute here:
+        # 50 puts one attribute in a chunk, 7 makes each attribute a chunk larger than the limit)
+        monkeypatch.setattr(Objective, "EMP_CHUNK", chunk)
     sp = Objective(corpus, space, Regularization(l2=0.1), threads=1, scales=scales)
     f1, g1 = sp.value_and_grad(w)
     assert sp._emp_sparse is not False and sp._emp is None               # the sparse path ran
@@ -215,4 +219,7 @@ def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, wei
     assert np.array_equal(g0, g1)
     assert f1 == pytest.approx(f0, rel=1e-13)
     np.testing.assert_array_equal(sp.empirical_counts, dense.empirical_counts)
+    nzd = np.flatnonzero(dense.empirical_counts)
+    np.testing.assert_array_equal(sp._emp_sparse[1], nzd)           # the non-zero counts, in order, exactly
+    np.testing.assert_array_equal(sp._emp_sparse[2], dense.empirical_counts[nzd])
     assert sp.value_and_grad(w)[1].tobytes() == g0.tobytes()

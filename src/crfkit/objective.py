@@ -308,16 +308,58 @@ class Objective:
         non-zero ones only (the dense vector is freed; :attr:`empirical_counts` makes it again on request),
         else the dense vector."""
         if self._emp_sparse is None:
-            emp = self.empirical_counts
-            nz = np.flatnonzero(emp)
-            if emp.shape[0] >= self.SPARSE_EMP_MIN and nz.shape[0] <= emp.shape[0] // 4:
-                self._emp_sparse = (np.empty(0), nz.astype(np.int64), emp[nz])
-                self._emp = None
+            if self._bigram and not self.space.n_dense and self._emp is None and \
+                    self.n_features >= self.SPARSE_EMP_MIN:
+                # the label-pair part a chunk of attributes at a time: no candidate-space vector, not even
+                # for a moment (989 MB at NETtalk 5-grm)
+                self._emp_sparse = self._sparse_empirical_counts()
             else:
-                self._emp_sparse = False
+                emp = self.empirical_counts
+                nz = np.flatnonzero(emp)
+                if emp.shape[0] >= self.SPARSE_EMP_MIN and nz.shape[0] <= emp.shape[0] // 4:
+                    self._emp_sparse = (np.empty(0), nz.astype(np.int64), emp[nz])
+                    self._emp = None
+                else:
+                    self._emp_sparse = False
         if self._emp_sparse is False:
             return self.empirical_counts, _NO_INDEX, _NO_VALUES
         return self._emp_sparse
+
+    # features per chunk of :meth:`_sparse_empirical_counts` (its buffer: 32 MB)
+    EMP_CHUNK = 1 << 22
+
+    def _sparse_empirical_counts(self):
+        """(empty, index, values) of the non-zero empirical counts, the label-pair part made a chunk of
+        bigram attributes at a time (:func:`crfkit.kernels.batch.bigram_empirical_counts_range`: the same
+        additions in the same order as the dense vector's, so the same values); False where more than a
+        quarter of the features have a non-zero count (the dense vector is then the smaller)."""
+        c, s = self.corpus, self.space
+        boff = s.bigram_offset
+        head = np.empty(boff)
+        batch.empirical_counts(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.y, s.attr_ptr, s.feat_label,
+                               s.trans_index, s.n_state, head, self.sw)
+        nz = np.flatnonzero(head)
+        idx, val = [nz], [head[nz]]
+        ptr = s.battr_ptr
+        nb = len(ptr) - 1
+        buf = np.empty(min(self.EMP_CHUNK, s.n_bigram))
+        b0 = 0
+        while b0 < nb:
+            b1 = max(int(np.searchsorted(ptr, ptr[b0] + self.EMP_CHUNK, side="right")) - 1, b0 + 1)
+            b1 = min(b1, nb)
+            k0, k1 = int(ptr[b0]), int(ptr[b1])
+            out = buf[:k1 - k0] if k1 - k0 <= buf.shape[0] else np.empty(k1 - k0)
+            out[:] = 0.0
+            batch.bigram_empirical_counts_range(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, ptr, s.bfeat_pair,
+                                                s.n_labels, b0, b1, out, self.sw)
+            nz = np.flatnonzero(out)
+            idx.append(boff + k0 + nz)
+            val.append(out[nz])
+            b0 = b1
+        idx = np.concatenate(idx).astype(np.int64)
+        if idx.shape[0] > self.n_features // 4:
+            return False
+        return np.empty(0), idx, np.concatenate(val)
 
     def _kernel_loss_grad(self, w, g, emp, exp_ok, gscale, l2, xs, pm):
         """One call of the full-batch kernel: (sum of -s_i log p(y_i|x_i), ||w||^2), ``g`` written.

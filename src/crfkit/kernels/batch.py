@@ -617,15 +617,27 @@ def bigram_empirical_counts(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_
     at every token t after the first of its sequence, ``bval`` (times the sequence's
     scale ``sw[s]``; empty ``sw``: 1) for each feature of its bigram attributes whose
     label pair is (y[t-1], y[t])."""
+    bigram_empirical_counts_range(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_pair, L, 0,
+                                  battr_ptr.shape[0] - 1, out[boff:], sw)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def bigram_empirical_counts_range(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, bfeat_pair, L, b0, b1, out, sw):
+    """:func:`bigram_empirical_counts` for the bigram attributes b0..b1-1 only, added into ``out[k -
+    battr_ptr[b0]]`` (a buffer of their features alone): the same additions in the same order, so a
+    candidate space's counts can be made a chunk of attributes at a time."""
+    k0 = battr_ptr[b0]
     for s in range(len(seq_ptr) - 1):
         ws = _seq_weight(sw, s)
         for t in range(seq_ptr[s] + 1, seq_ptr[s + 1]):
             p = y[t - 1] * L + y[t]
             for e in range(btok_ptr[t], btok_ptr[t + 1]):
                 b = battr[e]
+                if b < b0 or b >= b1:
+                    continue
                 for k in range(battr_ptr[b], battr_ptr[b + 1]):
                     if bfeat_pair[k] == p:
-                        out[boff + k] += ws * bval[e]
+                        out[k - k0] += ws * bval[e]
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
