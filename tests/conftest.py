@@ -345,3 +345,28 @@ def refined_grid_max(fn, grid, half_width: float = 1e-3, points: int = 2001):
     best = grid[vals.argmax()]
     fine = np.linspace(max(0.0, best - half_width), min(1.0, best + half_width), points)
     return fine, np.array([fn(g) for g in fine])
+
+
+def bcd_blocks_with_and_without_kept_messages(e1, e2, order, reg, kappas, safeguard, seq_ptr):
+    """BCD block by block on two engines at the same weights, ``e2``'s kept messages marked stale before
+    every block: asserts the same weights after each block, to the bit, and, with the Armijo rule (log Z
+    kept current), that every position where both of ``e1``'s kept messages are marked valid gives its
+    sequence's log Z.  Returns (positions found valid before the blocks, in total; e1's stats; e2's)."""
+    from crfkit.kernels import bcd as K
+    s1, s2 = np.zeros(K.N_STATS), np.zeros(K.N_STATS)
+    reused = 0
+    for kappa in kappas:
+        for b in range(len(order)):
+            CA, CLA, CB, CLB, VA, VB = e1.msg
+            reused += int(((VA >= 0) | (VB < np.diff(seq_ptr))).sum())
+            e1.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s1, safeguard=safeguard)
+            e2._invalidate_messages()
+            e2.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s2, safeguard=safeguard)
+            assert np.array_equal(e1.w, e2.w), (kappa, b)
+            if safeguard == "armijo":
+                for i in range(len(seq_ptr) - 1):
+                    s0 = seq_ptr[i]
+                    for t in range(VB[i], VA[i] + 1):
+                        z = CLA[s0 + t] + CLB[s0 + t] + np.log(np.dot(CA[s0 + t], CB[s0 + t]))
+                        assert z == pytest.approx(e1.lz[i], rel=1e-12, abs=1e-12), (b, i, t)
+    return reused, s1, s2

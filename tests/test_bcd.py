@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import markov_corpus, random_sequences
+from conftest import bcd_blocks_with_and_without_kept_messages, markov_corpus, random_sequences
 from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.objective import Objective, Regularization
@@ -434,22 +434,8 @@ def test_kept_messages_give_the_weights_of_recursions_from_the_start(rand, safeg
     w0 = random_weights(space, 4, 0.3)
     _, e1 = engine_at(space, corpus, reg, w0)
     _, e2 = engine_at(space, corpus, reg, w0)
-    s1, s2 = np.zeros(B.K.N_STATS), np.zeros(B.K.N_STATS)
     order = block_order(6, 0, space.n_attributes)
-    seq_ptr = corpus.seq_ptr
-    reused = 0
-    for b in range(space.n_attributes):
-        CA, CLA, CB, CLB, VA, VB = e1.msg
-        reused += int(((VA >= 0) | (VB < np.diff(seq_ptr))).sum())
-        e1.attribute_blocks(order, b, b + 1, reg, 1.0, 1e-4, 10.0, 20, s1, safeguard=safeguard)
-        e2._invalidate_messages()
-        e2.attribute_blocks(order, b, b + 1, reg, 1.0, 1e-4, 10.0, 20, s2, safeguard=safeguard)
-        assert np.array_equal(e1.w, e2.w), b
-        if safeguard == "armijo":
-            for i in range(len(seq_ptr) - 1):
-                s0 = seq_ptr[i]
-                for t in range(VB[i], VA[i] + 1):
-                    z = CLA[s0 + t] + CLB[s0 + t] + np.log(np.dot(CA[s0 + t], CB[s0 + t]))
-                    assert z == pytest.approx(e1.lz[i], rel=1e-12, abs=1e-12), (b, i, t)
+    reused, s1, s2 = bcd_blocks_with_and_without_kept_messages(e1, e2, order, reg, (1.0,), safeguard,
+                                                               corpus.seq_ptr)
     assert reused > 0 and s1[B.K.ST_ACCEPT] > 5
     np.testing.assert_array_equal(s1, s2)

@@ -149,6 +149,18 @@ def _forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
         la[t] = base + np.log(s)
 
 
+@njit(inline="always", **_NOPY)
+def _backward_start(T, ts, beta, lb):
+    """The backward recursion's start: ``ts`` itself when beta[ts], lb[ts] are held (ts < T), else (ts = T)
+    beta[T-1] = 1, lb[T-1] = 0 set here and T - 1."""
+    if ts < T:
+        return ts
+    for j in range(beta.shape[1]):
+        beta[T - 1, j] = 1.0
+    lb[T - 1] = 0.0
+    return T - 1
+
+
 @njit(**_NOPY)
 def _backward(ES, EM, s0, T, tb, expM, tmax, beta, lb, tmp):
     """Normalised backward messages at positions T-1 down to tb."""
@@ -160,11 +172,7 @@ def _backward_from(ES, EM, s0, T, ts, tb, expM, tmax, beta, lb, tmp):
     """Normalised backward messages at positions ts-1 down to tb, from beta[ts], lb[ts] (held; ``ts = T``:
     from the end, beta[T-1] = 1 set here)."""
     L = expM.shape[0]
-    if ts >= T:
-        for j in range(L):
-            beta[T - 1, j] = 1.0
-        lb[T - 1] = 0.0
-        ts = T - 1
+    ts = _backward_start(T, ts, beta, lb)
     for t in range(ts - 1, tb - 1, -1):
         r = s0 + t + 1
         back_step(beta, t, expM, ES, r, 1.0, tmp)
@@ -701,11 +709,7 @@ def _backward_pd_from(ES, EM, s0, T, ts, tb, EX, TM, beta, lb, tmp):
     """Normalised backward messages at ts-1 down to tb with per-position transitions, from beta[ts], lb[ts]
     (held; ``ts = T``: from the end, beta[T-1] = 1 set here)."""
     L = ES.shape[1]
-    if ts >= T:
-        for j in range(L):
-            beta[T - 1, j] = 1.0
-        lb[T - 1] = 0.0
-        ts = T - 1
+    ts = _backward_start(T, ts, beta, lb)
     for t in range(ts - 1, tb - 1, -1):
         r = s0 + t + 1
         for j in range(L):
