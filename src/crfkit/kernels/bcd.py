@@ -5,7 +5,9 @@ Caches (kept coherent by the kernels that change weights):
 * ``E`` (tokens x L): the state-feature emission scores of every token;
 * ``ES``, ``EM``: ``ES[t] = exp(E[t] - EM[t])`` with ``EM[t] = max(E[t])``, so
   forward-backward never calls ``exp`` on a row it did not change;
-* ``lz`` (n): ``log Z`` of every sequence.
+* ``lz`` (n): ``log Z`` of every sequence;
+* ``CA``/``CLA``, ``CB``/``CLB`` (tokens x L, tokens) with the markers ``VA``/``VB`` (n): every
+  sequence's last forward and backward messages and how far each still holds (:func:`block_grad`).
 
 Recursions (exp domain, every message normalised to sum 1, its log-scale kept
 apart): ``alpha~_t = alpha_t * exp(la_t)``, ``beta~_t = beta_t * exp(lb_t)``
@@ -21,7 +23,9 @@ backward one over ``T-1..t1`` (``T + (t2 - t1) + 1`` steps instead of ``2T``;
 one occurrence: about half the work).  Exact, no approximation.  A trial step
 changes the emissions at ``t1..t2`` only, so its ``log Z`` needs only the
 forward messages over the window ``t1..t2``, started from the stored
-``alpha_{t1-1}`` and closed with the stored ``beta_{t2}``.
+``alpha_{t1-1}`` and closed with the stored ``beta_{t2}``.  The messages are
+kept between blocks, so a block's recursions start where the last change to
+the sequence left them valid (``VA``/``VB``), not at its ends.
 
 Sample weights: ``block_grad``, ``sweep_blocks`` and ``transition_stats`` take ``sw``,
 the sequences' scales ``omega_i n / W`` (empty: all 1), by which each sequence's
