@@ -379,6 +379,29 @@ def _pen_change(w, k0, nk, d, step, l1, l2):
     return out
 
 
+@njit(inline="always", **_NOPY)
+def _capped_step(d, nk, max_step):
+    """The Armijo trials' first step: 1, or ``max_step / max|d|`` where that is smaller."""
+    dmax = 0.0
+    for kk in range(nk):
+        if abs(d[kk]) > dmax:
+            dmax = abs(d[kk])
+    return max_step / dmax if dmax > max_step else 1.0
+
+
+@njit(inline="always", **_NOPY)
+def _group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB):
+    """An accepted step changed group ``g``'s sequence at its occurrences: its log Z is the trial's
+    (``NLZ[gi]``; left stale under ``hscale``), and its kept messages from the first changed position on
+    (forward) and before the last (backward) no longer hold."""
+    i = gseq[g]
+    if not hscale:
+        lz[i] = NLZ[gi]
+    s0 = seq_ptr[i]
+    VA[i] = min(VA[i], otok[gptr[g]] - s0 - 1)
+    VB[i] = max(VB[i], otok[gptr[g + 1] - 1] - s0)
+
+
 @njit(**_NOPY)
 def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
                  E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol,
@@ -452,13 +475,9 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         gold = 0.0
         if not hscale:
             # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the step cap
-            dmax = 0.0
+            step = _capped_step(d, nk, max_step)
             for kk in range(nk):
-                if abs(d[kk]) > dmax:
-                    dmax = abs(d[kk])
                 gold += d[kk] * emp[k0 + kk]
-            if dmax > max_step:
-                step = max_step / dmax
         for j in range(L):
             dl[j] = 0.0
         for kk in range(nk):
@@ -493,14 +512,7 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
             w[k0 + kk] += step * d[kk]
         for gi in range(ng):
             g = ap[a] + gi
-            i = gseq[g]
-            if not hscale:
-                lz[i] = NLZ[gi]
-            # the sequence's messages from its first changed position on (forward) and before its last
-            # (backward) no longer hold
-            s0 = seq_ptr[i]
-            VA[i] = min(VA[i], otok[gptr[g]] - s0 - 1)
-            VB[i] = max(VB[i], otok[gptr[g + 1] - 1] - s0)
+            _group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB)
             for o in range(gptr[g], gptr[g + 1]):
                 r = otok[o]
                 sv = step * oval[o]
@@ -1040,13 +1052,9 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         gold = 0.0
         if not hscale:
             # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the step cap
-            dmax = 0.0
+            step = _capped_step(d, nk, max_step)
             for kk in range(nk):
-                if abs(d[kk]) > dmax:
-                    dmax = abs(d[kk])
                 gold += d[kk] * (emp[ku + kk] if kk < nku else ebuf[kk - nku])
-            if dmax > max_step:
-                step = max_step / dmax
         for jj in range(L):
             dl[jj] = 0.0
         for kk in range(nku):
@@ -1094,14 +1102,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             w[k] += step * d[kk]
         for gi in range(ng):
             g = ap[j] + gi
-            i = gseq[g]
-            if not hscale:
-                lz[i] = NLZ[gi]
-            # the sequence's messages from its first changed position on (forward) and before its last
-            # (backward) no longer hold
-            s0 = seq_ptr[i]
-            VA[i] = min(VA[i], otok[gptr[g]] - s0 - 1)
-            VB[i] = max(VB[i], otok[gptr[g + 1] - 1] - s0)
+            _group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB)
             if nku > 0:
                 for o in range(gptr[g], gptr[g + 1]):
                     if okind[o] == 0:
