@@ -112,16 +112,19 @@ _cell("full:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all"
 _cell("inc:7-grm:u:bcd", table="inc", features="nettalk:7-grm:u", support="all", rho1=RHO1, rho2=RHO2,
       reg="en", algorithm="bcd", incremental=True, max_it=2, stage_it=2)
 
+# the sets on which crfkit and Wapiti run side by side (SGD-L1 and BCD cells, their report)
+PEER_SETS = ("1-grm", "3-grm", "5-grm")
+
 # SGD-L1 against Wapiti's, Wapiti's feature space, the same eta0 / alpha / passes (Table 4's SGD-L1 row at 1-grm;
 # 5-grm: 123.6M features, the issue's second set for the comparison)
-for _n in ("1-grm", "3-grm", "5-grm"):
+for _n in PEER_SETS:
     _cell(f"wapiti-sgdl1:{_n}", table="sgdl1", features=f"nettalk:{_n}", peer=True, algorithm="sgd-l1")
     _cell(f"sgdl1:{_n}", table="sgdl1", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
           algorithm="sgd-l1", no_dev=True, peer_cell=f"wapiti-sgdl1:{_n}")
 
 # BCD against Wapiti's (``-a bcd``), Wapiti's feature space (every label pair with every observation), the same
 # number of sweeps on both sides (--bcd-sweeps); Table 4's BCD row at 1-grm
-for _n in ("1-grm", "3-grm", "5-grm"):
+for _n in PEER_SETS:
     _cell(f"wapiti-bcd:{_n}", table="bcd", features=f"nettalk:{_n}", peer=True, algorithm="bcd")
     _cell(f"bcd:{_n}", table="bcd", features=f"nettalk:{_n}", support="all", rho1=RHO1, rho2=RHO2, reg="en",
           algorithm="bcd", no_dev=True, peer_cell=f"wapiti-bcd:{_n}")
@@ -669,11 +672,11 @@ def report(results: dict) -> str:
                   f"RSS {c['peak_rss_mb']:.0f} MB against {w['peak_rss_mb']:.0f} MB "
                   f"({c['peak_rss_mb'] / w['peak_rss_mb']:.2f}x; target <= 1x), test error {c['test_error']:.2f}% "
                   f"against {w['test_error']:.2f}% (target within 0.2 points)"]
-    for n in ("1-grm", "3-grm", "5-grm"):
+    for n in PEER_SETS:
         w, c = results.get(f"wapiti-sgdl1:{n}"), results.get(f"sgdl1:{n}")
         if w and c:
             lines += ["", sgdl1_summary(n, w, c)]
-    for n in ("1-grm", "3-grm", "5-grm"):
+    for n in PEER_SETS:
         for cell in (f"bcd:{n}", f"bcd-joint:{n}", f"bcd-scale:{n}", f"bcd-joint-scale:{n}"):
             w, c = results.get(f"wapiti-bcd:{n}"), results.get(cell)
             if w and c:
