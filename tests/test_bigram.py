@@ -508,6 +508,45 @@ def test_checkpoint_fingerprint_covers_the_bigram_features():
     assert fingerprint(s0, c0) != fingerprint(s1, c1)
 
 
+def _space_with_pairs(L, pairs):
+    from crfkit.model import FeatureSpace
+    return FeatureSpace(labels=[f"y{j}" for j in range(L)], attributes=[], attr_ptr=[0], feat_label=[],
+                        trans_index=-np.ones((L, L), dtype=np.int32), battributes=["b"],
+                        battr_ptr=[0, len(pairs)], bfeat_pair=np.asarray(pairs, dtype=np.int64))
+
+
+def test_label_pairs_are_stored_in_the_narrowest_signed_type():
+    # int16 while every pair i*L + j fits (L <= 181), int32 beyond; the values kept exactly
+    X, Y, B = bigram_data(1)
+    for support in ("observed", "all"):
+        space, _ = build(X, Y, B=B, support=support)
+        assert space.bfeat_pair.dtype == np.int16
+    s = _space_with_pairs(181, [0, 181 * 181 - 1])
+    assert s.bfeat_pair.dtype == np.int16 and s.bfeat_pair.tolist() == [0, 32760]
+    s = _space_with_pairs(182, [0, 182 * 182 - 1])
+    assert s.bfeat_pair.dtype == np.int32 and s.bfeat_pair.tolist() == [0, 33123]
+    # out-of-range pairs are refused before the narrowing (70000 would wrap to 4464 in int16)
+    for L, bad in ((10, 100), (10, -1), (10, 70000), (181, 181 * 181)):
+        with pytest.raises(ValueError, match="outside L x L"):
+            _space_with_pairs(L, [0, bad])
+
+
+def test_int16_and_int32_label_pairs_give_the_same_objective_and_fingerprint():
+    # the kernels are generic in the pairs' type: the same value and gradient to the bit; the checkpoint
+    # fingerprint digests the pairs as int32, as before the narrowing, so older checkpoints still resume
+    from crfkit.checkpoint import fingerprint
+    X, Y, B = bigram_data(6, n_seq=8)
+    for support in ("observed", "all"):
+        space, corpus = build(X, Y, B=B, support=support)
+        w = np.random.default_rng(2).normal(0.0, 0.5, space.n_features)
+        f16, g16 = Objective(corpus, space, Regularization(l2=0.1)).value_and_grad(w)
+        fp16 = fingerprint(space, corpus)
+        space.bfeat_pair = space.bfeat_pair.astype(np.int32)      # as spaces were stored before
+        f32, g32 = Objective(corpus, space, Regularization(l2=0.1)).value_and_grad(w)
+        assert f16 == f32 and np.array_equal(g16, g32)
+        assert fingerprint(space, corpus) == fp16
+
+
 # ----------------------------------------------------------------------------- score building
 def test_bigram_transitions_against_numpy_both_exponential_paths():
     """M[t] and expM[t] = exp(M[t] - tmx[t]) from bigram_transitions against numpy, for tokens whose

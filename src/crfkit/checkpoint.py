@@ -60,10 +60,18 @@ def fingerprint(space, corpus) -> str:
     """SHA-256 of the encoded training corpus and the feature space (labels, attributes, layout)."""
     h = hashlib.sha256()
 
-    def arr(a):
+    def arr(a, as_dtype=None):
+        # the array's bytes through the buffer protocol (no copy of a candidate-space array); with
+        # ``as_dtype``, the digest of ``a.astype(as_dtype)``, converted a block at a time
         a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
+        dt = a.dtype if as_dtype is None else np.dtype(as_dtype)
+        h.update(f"{dt.str}{a.shape}".encode())
+        flat = a.reshape(-1)
+        if dt == a.dtype:
+            h.update(memoryview(flat).cast("B"))
+            return
+        for k in range(0, len(flat), 1 << 20):
+            h.update(memoryview(flat[k:k + (1 << 20)].astype(dt)).cast("B"))
 
     def strings(ss):
         h.update(len(ss).to_bytes(8, "little"))
@@ -93,7 +101,7 @@ def fingerprint(space, corpus) -> str:
     if getattr(space, "n_bigram", 0) or getattr(corpus, "has_bigram", False):
         strings(space.battributes)
         arr(space.battr_ptr)
-        arr(space.bfeat_pair)
+        arr(space.bfeat_pair, np.int32)   # its type became int16 for L <= 181; digests of older runs hold
         for a in corpus.bigram_arrays():
             arr(a)
     if space.n_dense or corpus.dense is not None:  # (fingerprints of models without one are unchanged)

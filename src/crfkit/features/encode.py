@@ -41,7 +41,7 @@ import numpy as np
 
 from ..corpus import MAX_FEATURE_VALUE, Corpus
 from ..errors import DataError
-from ..model import FeatureSpace
+from ..model import FeatureSpace, pair_dtype
 
 SUPPORTS = ("observed", "all")
 
@@ -244,7 +244,7 @@ def _ptr(counts: np.ndarray) -> np.ndarray:
 
 
 def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f_label: np.ndarray,
-                   support: str, width: int, dtype=np.int64):
+                   support: str, width: int, dtype=np.int64, label_dtype=np.int32):
     """The kept attributes and their features: ``(kept, remap, ptr, labels)``.
 
     New attribute ids go by decreasing frequency (ties: first occurrence): the kernels look up
@@ -252,7 +252,7 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
     frequencies this keeps the hot rows together in cache.  ``remap`` (of ``dtype``) maps an old id
     to its new one (-1: dropped).  With ``support="observed"`` the features are the pairs
     ``(f_attr, f_label)`` (sorted by new attribute, then label); otherwise every attribute has all
-    ``width`` labels (or label pairs)."""
+    ``width`` labels (or label pairs); ``labels`` are of ``label_dtype``."""
     kept = np.flatnonzero(keep_attr)
     kept = kept[np.argsort(-freq[kept], kind="stable")]
     remap = np.full(len(keep_attr), -1, dtype=dtype)
@@ -262,10 +262,10 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
         na = remap[f_attr]
         order = np.lexsort((f_label, na))
         ptr = _ptr(np.bincount(na[order], minlength=A))
-        labels = f_label[order]
+        labels = f_label[order].astype(label_dtype, copy=False)
     else:
         ptr = np.arange(A + 1, dtype=np.int64) * width
-        labels = np.tile(np.arange(width, dtype=np.int32), A)
+        labels = np.tile(np.arange(width, dtype=label_dtype), A)
     return kept, remap, ptr, labels
 
 
@@ -324,7 +324,7 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
         keys = ri * (L * L) + (y[ti - 1].astype(np.int64) * L + y[ti])
         keys, counts = np.unique(keys, return_counts=True)
         keys = keys[counts >= min_freq]
-        f_attr, f_pair = keys // (L * L), (keys % (L * L)).astype(np.int32)
+        f_attr, f_pair = keys // (L * L), (keys % (L * L)).astype(pair_dtype(L))
         keep_attr = np.zeros(A0, dtype=bool)
         keep_attr[f_attr] = True
     else:
@@ -332,7 +332,8 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
         keep_attr = (cnt >= min_freq) & (cnt > 0)
         f_attr = f_pair = None
     freq = np.bincount(ri, minlength=A0)
-    kept, remap, battr_ptr, bfeat_pair = _feature_table(keep_attr, freq, f_attr, f_pair, support, L * L)
+    kept, remap, battr_ptr, bfeat_pair = _feature_table(keep_attr, freq, f_attr, f_pair, support, L * L,
+                                                        label_dtype=pair_dtype(L))
     return ([all_names[k] for k in kept], battr_ptr, bfeat_pair,
             _bigram_arrays(btok_counts, remap[raw], values))
 
