@@ -10,7 +10,7 @@ the initialisation.  Then, on ``--sample`` sequences drawn uniformly, it calls t
 one from Python, as ``sdca_step`` does, and times each call (``perf_counter_ns``), minus the cost of
 dispatching an empty numba function with as many arguments (measured first):
 
-    scores      emission scores at w (``emissions_rows``) and the transition matrix
+    scores      emission scores at w (``occ_emissions``) and the transition matrix
     oracle      forward-backward marginals (``chain_marginals``): what sag-nus*'s step also pays
     gap         the sweep over the stored marginals, edge by edge, with a vectorised log per entry:
                 individual gap, f'(0), the end curvatures c0, c1, the transition direction, the line
@@ -71,7 +71,7 @@ def main(argv=None):
     c, s = corp, space
     L = s.n_labels
     LL = L * L
-    d0 = {k: dispatch_ns(k) for k in (4, 8, 11, 12, 13, 14, 15)}
+    d0 = {k: dispatch_ns(k) for k in (4, 8, 10, 11, 12, 13, 14, 15)}
     phases = ["scores", "oracle", "gap", "direction", "search", "update"]
     tot = dict.fromkeys(phases, 0.0)
     rng = np.random.default_rng(a.seed)
@@ -98,9 +98,8 @@ def main(argv=None):
         ns = time.perf_counter_ns
         t = ns()
         K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
-        K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, run.full, run.w, 1.0,
-                         run.score)
-        tot["scores"] += ns() - t - d0[4] - d0[12]
+        K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.w, 1.0, run.score)
+        tot["scores"] += ns() - t - d0[4] - d0[10]
         t = ns()
         K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
         tot["oracle"] += ns() - t - d0[8]
@@ -109,8 +108,8 @@ def main(argv=None):
                                                run.d_node, run.tdir, f[:3], run.kb, f[3], f[4], f[5])
         tot["gap"] += ns() - t - d0[15]
         t = ns()
-        na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, run.full,
-                                    run.d_node, run.acc, run.seen, run.alist)
+        na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.d_node,
+                                    run.acc, run.seen, run.alist)
         tot["direction"] += ns() - t - d0[12]
         isc = np.zeros(K.N_ISC, dtype=np.int64)
         t = ns()

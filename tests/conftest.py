@@ -304,7 +304,7 @@ def sdca_step_prefix(run, i, space, corp, rows):
     e0 = run.eptr[i]
     L = s.n_labels
     K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
-    K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0, run.score)
+    K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t1, run.w, 1.0, run.score)
     K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
     f = run.flat
     tdir = np.zeros((L, L))
@@ -314,8 +314,8 @@ def sdca_step_prefix(run, i, space, corp, rows):
     acc = np.zeros_like(run.w)
     seen = np.zeros_like(run.seen)
     alist = np.zeros_like(run.alist)
-    na = K.accumulate_direction(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full,
-                                rows(), acc, seen, alist)
+    na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, t0, t1, rows(), acc, seen,
+                                alist)
     return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, nc=nc, ncp=ncp, c0=c0, c1=c1, acc=acc,
                 seen=seen, alist=alist, na=na)
 

@@ -33,6 +33,7 @@ from numba import njit, prange
 
 from .chain import (FAST, _log_backward, add_full_row, emissions_rows, exp_minus, forward_backward, max_min,
                     pd_edge, pd_exp, pd_forward_backward, pd_node)
+from .occ import emissions as occ_emissions
 from .sag import rng_below, rng_uniform, tree_sample, tree_set
 
 # error_model="numpy": a float division is IEEE (no ZeroDivisionError branch), so that the loops over
@@ -1123,11 +1124,15 @@ def apply_direction_enet(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_st
 # then contiguous (a few kB), not scattered over a vector of all the features (3.6 MB on CoNLL-2000),
 # and the norm and the update read them as one array.
 @njit(**_NOPY)
-def accumulate_direction(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, dn, acc, seen, alist):
+def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t1, dn, acc, seen, alist):
     """(E_d F) of the state features over the attribute occurrences of tokens t0..t1-1 (dn: T x L) into
-    the local layout above: ``acc[o + q] += x * dn[t, label(attr_ptr[a] + q)]`` (o the offset of a's
-    row); the distinct attributes are listed in ``alist``; ``seen`` (an integer type wide enough for
-    the count of features) holds their offsets plus 1.  Returns their count."""
+    the local layout above: ``acc[o + q] += x * dn[t, label(k0 + q)]`` (o the offset of the attribute's
+    row, k0 its first feature); the distinct attributes are listed in ``alist``; ``seen`` (an integer
+    type wide enough for the count of features) holds their offsets plus 1.  Returns their count.
+    Reads the occurrences through the per-occurrence layout ``(ok0, onk, lab)`` of
+    :func:`crfkit.kernels.occ.layout` (the attribute's first feature and feature count, -1 for a full
+    row, read in order with the occurrence) instead of ``attr_ptr``, ``full`` and ``feat_label`` by
+    attribute: the same additions in the same order."""
     L = dn.shape[1]
     na = 0
     total = 0
@@ -1136,26 +1141,27 @@ def accumulate_direction(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full,
         part = False
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
             a = attr[e]
+            nk = onk[e]
             o = seen[a] - 1
             if o < 0:
                 o = total
                 seen[a] = o + 1
                 alist[na] = a
                 na += 1
-                total += attr_ptr[a + 1] - attr_ptr[a]
-            if full[a]:
+                total += L if nk < 0 else nk
+            if nk < 0:
                 add_full_row(acc[o:o + L], d, 0, val[e])
             else:
                 part = True
         if part:
             for e in range(tok_ptr[t], tok_ptr[t + 1]):
-                a = attr[e]
-                if not full[a]:
+                nk = onk[e]
+                if nk >= 0:
                     x = val[e]
-                    o = seen[a] - 1
-                    k0 = attr_ptr[a]
-                    for q in range(attr_ptr[a + 1] - k0):
-                        acc[o + q] += x * d[feat_label[k0 + q]]
+                    o = seen[attr[e]] - 1
+                    k0 = ok0[e]
+                    for q in range(nk):
+                        acc[o + q] += x * d[lab[k0 + q]]
     return na
 
 
@@ -1245,7 +1251,7 @@ def _store_slices(node_store, pair_store, t0, T, e0):
 
 
 @njit(**_NOPY)
-def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n, tol,
+def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n, tol,
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
               m_node, d_node, flat, kb, acc, seen, alist, tdir, isc, kappa, z, ez):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
@@ -1254,7 +1260,9 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
 
     One sweep over the stored marginals, edge by edge, gives the gap, f'(0), the transition part of the
     direction and the line search's compacted entries (:func:`load_gap`); the line search reads only
-    those; one sweep writes the mixed marginals back.
+    those; one sweep writes the mixed marginals back.  The emission scores and the direction read the
+    attribute occurrences through ``(ok0, onk, lab)`` (:func:`crfkit.kernels.occ.layout`; ``attr_ptr``
+    serves the per-attribute loops over the touched rows).
 
     ``kappa = l1 / l2 > 0`` (elastic net): ``z`` holds w_hat(mu) and ``w = S_kappa(z)`` (the scores are
     taken at w); the line search is :func:`line_search_enet` over the coordinates packed into ``ez``
@@ -1269,7 +1277,7 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
     pair2 = pair_store.reshape((pair_store.shape[0], LL))
     pn2 = pair_n.reshape((pair_n.shape[0], LL))
     _trans_into(w, n_state, trans_index, trans)
-    emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+    occ_emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, w, 1.0, score)
     chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
     ft, cm, cn = flat[3], flat[4], flat[5]
     gap, fp0, nc, ncp, c0, c1 = load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, flat[:3],
@@ -1279,8 +1287,7 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
     isc[I_NF] += nf
     isc[I_NC] += nc
     # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
-    na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, d_node, acc, seen,
-                              alist)
+    na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t0 + T, d_node, acc, seen, alist)
     if kappa > 0.0:
         nz = enet_pack(attr_ptr, acc, alist, na, tdir, trans_index, n_state, z, -1.0 / l2n, kappa, ez)
         gamma = line_search_enet(nc, ncp, cm, cn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
@@ -1306,7 +1313,7 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
 
 
 @njit(**_NOPY)
-def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n,
+def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n,
              w, node_store, pair_store, etas, trans, score, es, alpha, beta, scale, node_n, pair_n,
              m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, seen, alist, tdir, isc):
     """One online EG step on sequence i: mu_i <- the chain with potentials (1 - eta) theta_i + eta s_w,
@@ -1322,7 +1329,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, t
     e0 = eptr[i]
     ns, ps = _store_slices(node_store, pair_store, t0, T, e0)
     _trans_into(w, n_state, trans_index, trans)
-    emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+    occ_emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, w, 1.0, score)
     # theta: log-potentials of the stored chain (log pair_t - log node_t on edge t >= 1; T = 1: log node_0)
     for t in range(T):
         for l in range(L):
@@ -1372,8 +1379,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, t
                 for b in range(L):
                     d_pair[t, a, b] = m_pair[t, a, b] - pair_n[t, a, b]
         wu = scores_dot(T, score, trans, d_node, d_pair)
-        na = accumulate_direction(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, d_node, acc, seen,
-                                  alist)
+        na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t0 + T, d_node, acc, seen, alist)
         for a in range(L):
             for b in range(L):
                 tdir[a, b] = 0.0
@@ -1403,7 +1409,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, t
 
 
 @njit(**_NOPY)
-def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full,
+def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab,
              trans_index, n_state, l2n, tol, w, node_store, pair_store, gaps, etas, tsum, tmax, tmin, rng,
              trans, score, es, alpha, beta, scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, M, expM,
              theta, pot, acc, seen, alist, tdir, flat, kb, isc, fsc, kappa, z, ez):
@@ -1414,7 +1420,7 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
         i = _sample(n, sampling, mixing, tsum, rng)
         if method == SDCA:
             isc[I_EVALS] += 1
-            g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index,
+            g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index,
                                  n_state, l2n, tol, w, node_store, pair_store, trans, score, es, alpha, beta,
                                  scale, node_n, pair_n, m_node, d_node, flat, kb, acc, seen, alist, tdir, isc, kappa, z,
                                  ez)
@@ -1422,7 +1428,7 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
             if sampling == GAP:
                 _set_gap(tsum, tmax, tmin, gaps, i, g)
         else:
-            oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, l2n,
+            oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n,
                      w, node_store, pair_store, etas, trans, score, es, alpha, beta, scale, node_n, pair_n,
                      m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, seen, alist, tdir, isc)
         isc[I_STEPS] += 1

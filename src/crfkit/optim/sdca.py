@@ -93,6 +93,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..kernels import sdca as K
+from ..kernels.occ import layout as occ_layout
 from ..kernels.sag import tree_build, tree_size
 from .sag import seed_state
 from .stochastic import StochasticResult, notify
@@ -131,6 +132,8 @@ class _Dual:
         n_edges = int(self.eptr[-1])
         maxT = max(c.max_length, 1)
         self.full = obj.full_rows
+        # the per-occurrence layout the steps' walks read (6 bytes per attribute occurrence while the run lasts)
+        self.ok0, self.onk, self.lab = occ_layout(c.tok_ptr, c.attr, s.attr_ptr, s.feat_label, self.full, L)
         # scratch
         self.trans = np.empty((L, L))
         self.score = np.empty((maxT, L))
@@ -247,7 +250,7 @@ class _Dual:
     def run_until(self, method, sampling, mixing, tol, target) -> None:
         c, s = self.obj.corpus, self.obj.space
         K.dual_run(method, sampling, float(mixing), int(target), c.seq_ptr, self.eptr, c.tok_ptr, c.attr, c.val,
-                   s.attr_ptr, s.feat_label, self.full, s.trans_index, s.n_state, self.l2n, float(tol), self.w,
+                   s.attr_ptr, self.ok0, self.onk, self.lab, s.trans_index, s.n_state, self.l2n, float(tol), self.w,
                    self.node_store, self.pair_store, self.gaps, self.etas, self.tsum, self.tmax, self.tmin,
                    self.rng, self.trans, self.score, self.es, self.alpha, self.beta, self.scale, self.node_n,
                    self.pair_n, self.m_node, self.d_node, self.m_pair, self.d_pair, self.M, self.expM, self.theta,
