@@ -165,6 +165,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from crfkit.features.encode import build
     from crfkit.kernels import ngd as KN
+    from crfkit.kernels.occ import buffer_offsets
     from crfkit.kernels import online as KO
     from crfkit.objective import Objective, regularization
     from crfkit.optim import ngd as N
@@ -255,7 +256,7 @@ def main(argv=None) -> int:
         put(f"run_steps ngd {upd} table=65537", kernel_epoch(code, p, tab, 1.0))
     # transforms alone on the gradient values of a realistic epoch: how many and what they cost
     width = np.diff(s.attr_ptr).astype(np.int64)
-    nk = KN.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)[1].sum()
+    nk = buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)[1].sum()
     out["transforms_per_epoch"] = int(nk)
     print(f"  distinct state features summed over the sequences (transforms per epoch): {nk}")
     # the transforms alone: that many values, in buffers of 2,300 (a sequence's), in place (each

@@ -69,11 +69,11 @@ def main(argv=None):
         K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
         gap, fp0, nc, ncp, c0, c1 = K.load_gap(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node,
                                                run.d_node, run.tdir, f[:3], run.kb, f[3], f[4], f[5])
-        na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.d_node,
-                                    run.acc, run.seen, run.alist)
+        na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t0 + T,
+                                    run.d_node, run.acc, run.alist)
         q = K.direction_norm2(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index) / run.l2n
-        # clears acc and seen for the next sample (a step of 0 on a scratch copy of w)
-        K.apply_direction(s.attr_ptr, run.acc, run.seen, run.alist, na, run.tdir, s.trans_index, s.n_state, 0.0,
+        # clears acc for the next sample (a step of 0 on a scratch copy of w)
+        K.apply_direction(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state, 0.0,
                           wscr)
         if not (np.isfinite(fp0) and fp0 > 0.0 and q > 0.0):
             continue

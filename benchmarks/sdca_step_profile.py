@@ -108,8 +108,8 @@ def main(argv=None):
                                                run.d_node, run.tdir, f[:3], run.kb, f[3], f[4], f[5])
         tot["gap"] += ns() - t - d0[15]
         t = ns()
-        na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.d_node,
-                                    run.acc, run.seen, run.alist)
+        na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t0 + T,
+                                    run.d_node, run.acc, run.alist)
         tot["direction"] += ns() - t - d0[12]
         isc = np.zeros(K.N_ISC, dtype=np.int64)
         t = ns()
@@ -129,10 +129,10 @@ def main(argv=None):
         prows = pair2[e0:e0 + max(T - 1, 0)].copy()
         t = ns()
         if run.kappa > 0:
-            K.apply_direction_enet(s.attr_ptr, run.acc, run.seen, run.alist, na, run.tdir, s.trans_index, s.n_state,
+            K.apply_direction_enet(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state,
                                    -gamma / run.l2n, run.kappa, zcopy, wcopy)
         else:
-            K.apply_direction(s.attr_ptr, run.acc, run.seen, run.alist, na, run.tdir, s.trans_index, s.n_state,
+            K.apply_direction(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state,
                               -gamma / run.l2n, wcopy)
         _mix(nrows, prows, run.m_node, run.node_n, pn2, T, gamma)
         tot["update"] += ns() - t - d0[12] - d0[8]

@@ -312,12 +312,11 @@ def sdca_step_prefix(run, i, space, corp, rows):
                                            run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f[:3],
                                            run.kb, f[3], f[4], f[5])
     acc = np.zeros_like(run.w)
-    seen = np.zeros_like(run.seen)
     alist = np.zeros_like(run.alist)
-    na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, t0, t1, rows(), acc, seen,
+    na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t1, rows(), acc,
                                 alist)
     return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, nc=nc, ncp=ncp, c0=c0, c1=c1, acc=acc,
-                seen=seen, alist=alist, na=na)
+                alist=alist, na=na)
 
 
 def sdca_mean_divergence(run, n, space, corp):

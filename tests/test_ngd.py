@@ -12,6 +12,7 @@ from scipy.special import erf
 from crfkit.errors import CrfkitError, ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import ngd as K
+from crfkit.kernels import occ
 from crfkit.objective import Objective, Regularization, regularization
 from crfkit.optim import ngd as N
 from crfkit.optim.sgdl1 import pass_order
@@ -442,7 +443,7 @@ def test_buffer_offsets_against_python(problem):
     _, _, space, corp = problem
     rng = np.random.default_rng(3)
     width = rng.integers(1, 5, space.n_attributes)
-    bo, nbuf = K.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width)
+    bo, nbuf = occ.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width)
     assert bo.dtype == np.int32 and bo.shape[0] == corp.tok_ptr[-1] - corp.tok_ptr[0]
     for i in range(corp.n_sequences):
         where = {}

@@ -404,13 +404,13 @@ def _step_quantities(run, i, space, corp):
     p = sdca_step_prefix(run, i, s, c, ns_rows)
     T, e0, f, tdir_k = p["T"], p["e0"], p["f"], p["tdir"]
     gap, fp0, nc, ncp, c01 = p["gap"], p["fp0"], p["nc"], p["ncp"], (p["c0"], p["c1"])
-    acc, seen, alist, na = p["acc"], p["seen"], p["alist"], p["na"]
+    acc, alist, na = p["acc"], p["alist"], p["na"]
     ns, ps = run.node_store[t0:t0 + T], run.pair_store[e0:e0 + max(T - 1, 0)]
     tdir = (run.pair_n[:T - 1] - ps).sum(0) if T > 1 else np.zeros_like(run.tdir)
     assert np.allclose(tdir_k, tdir, rtol=0, atol=1e-12)          # the load sweep's transition direction
     q = K.direction_norm2(s.attr_ptr, acc, alist, na, tdir, s.trans_index) / run.l2n
     v = np.zeros_like(run.w)
-    K.apply_direction(s.attr_ptr, acc, seen, alist, na, tdir, s.trans_index, s.n_state, -1.0 / run.l2n, v)
+    K.apply_direction(s.attr_ptr, acc, alist, na, tdir, s.trans_index, s.n_state, -1.0 / run.l2n, v)
     nn, pn = run.node_n[:T].copy(), run.pair_n[:max(T - 1, 0)].copy()
 
     def dual1d(g):

@@ -51,13 +51,13 @@ def step_setup(run, i, space, corp):
     p = sdca_step_prefix(run, i, s, c, lambda: run.d_node[:c.seq_ptr[i + 1] - c.seq_ptr[i]].copy())
     t0, t1, T, e0, f, tdir = p["t0"], p["t1"], p["T"], p["e0"], p["f"], p["tdir"]
     gap, fp0, nc, ncp = p["gap"], p["fp0"], p["nc"], p["ncp"]
-    acc, seen, alist, na = p["acc"], p["seen"], p["alist"], p["na"]
+    acc, alist, na = p["acc"], p["alist"], p["na"]
     ez = np.zeros((3, run.p))
     nz = K.enet_pack(s.attr_ptr, acc, alist, na, tdir, s.trans_index, s.n_state, run.z, -1.0 / run.l2n, run.kappa,
                      ez)
     # the dense z direction: delta = -(E_d F) / (l2 n)
     delta = np.zeros_like(run.w)
-    K.apply_direction(s.attr_ptr, acc.copy(), seen.copy(), alist, na, tdir, s.trans_index, s.n_state,
+    K.apply_direction(s.attr_ptr, acc.copy(), alist, na, tdir, s.trans_index, s.n_state,
                       -1.0 / run.l2n, delta)
     ns, ps = run.node_store[t0:t1].copy(), run.pair_store[e0:e0 + max(T - 1, 0)].copy()
     nn, pn = run.node_n[:T].copy(), run.pair_n[:max(T - 1, 0)].copy()

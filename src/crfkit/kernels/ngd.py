@@ -16,7 +16,7 @@ first summed per feature (the net difference for the sequence) and ``T``
 applied once per distinct feature.  Each sequence has a buffer of its
 distinct state features, one block per distinct attribute in order of first
 occurrence; every attribute occurrence knows the offset of its attribute's
-block (:func:`buffer_offsets`, once before training: one int32 per
+block (:func:`crfkit.kernels.occ.buffer_offsets`, once before training: one int32 per
 occurrence).  The sum walks the sequence token by token, as ``l2sgd``'s
 gradient walk does (the occurrence layout read in order, the token's node row
 in cache), adding into the zeroed buffer (values and feature indices; the
@@ -169,7 +169,7 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
     ``scal`` = [z, t, sum of losses]: updated in place (``t`` and the loss sum
     carry on from their values).  ``tab``: the table of ``T`` (length >= 2)
     or an empty array for computing ``T``; ``r`` its half-width.  ``bo``,
-    ``nbuf``: :func:`buffer_offsets` of the corpus (read for ``T`` not the
+    ``nbuf``: :func:`crfkit.kernels.occ.buffer_offsets` of the corpus (read for ``T`` not the
     identity), ``gbuf``: scratch of the largest ``nbuf`` plus ``n_trans``,
     ``kbuf`` (int64) the same size for their feature indices,
     ``gscr`` float64 scratch of shape (4, that) (read for ``T`` not the identity).
@@ -264,29 +264,3 @@ def sample_loss(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, o
         total += wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
                              trans, expM, kb, score, es, bm, scale)
     return total
-
-
-@njit(**_NOPY)
-def buffer_offsets(seq_ptr, tok_ptr, attr, width):
-    """Per attribute occurrence ``e`` (counted from the first sequence's first occurrence), the offset
-    ``bo[e]`` of its attribute's block in its sequence's gradient buffer, the blocks in order of first
-    occurrence, ``width[a]`` entries for attribute ``a``; per sequence, the buffer's length ``nbuf[i]``.
-    Returns ``(bo, nbuf)`` (int32, int64)."""
-    n = seq_ptr.shape[0] - 1
-    na = width.shape[0]
-    slot = np.zeros(na, dtype=np.int64)
-    seen = np.full(na, -1, dtype=np.int64)
-    e0 = tok_ptr[seq_ptr[0]]
-    bo = np.empty(tok_ptr[seq_ptr[n]] - e0, dtype=np.int32)
-    nbuf = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        b = 0
-        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
-            a = attr[e]
-            if seen[a] != i:
-                seen[a] = i
-                slot[a] = b
-                b += width[a]
-            bo[e - e0] = slot[a]
-        nbuf[i] = b
-    return bo, nbuf

@@ -167,3 +167,34 @@ def apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state
                     for q in range(nk):
                         v[k0 + q] += c * pm[lab[k0 + q]]
     add_transition_gradient(v, n_state, trans_index, edge, y, t0, T, coef)
+
+
+@njit(**_NOPY)
+def buffer_offsets(seq_ptr, tok_ptr, attr, width):
+    """Per attribute occurrence ``e`` (counted from the first sequence's first occurrence), the offset
+    ``bo[e]`` of its attribute's block in its sequence's local buffer, the blocks in order of first
+    occurrence, ``width[a]`` entries for attribute ``a``; per sequence, the buffer's length ``nbuf[i]``.
+    Returns ``(bo, nbuf)`` (int32, int64).  The buffer of ``ngd``'s net gradient
+    (:func:`crfkit.kernels.ngd.run_steps`) and of the dual methods' primal direction
+    (:func:`crfkit.kernels.sdca.accumulate_direction`): 4 bytes per occurrence while a run lasts, in place
+    of a lookup by attribute (a random read in an array of the attributes) at every occurrence.  The first
+    occurrence of an attribute in its sequence is the one whose offset equals the sum of the widths of the
+    attributes met before it."""
+    n = seq_ptr.shape[0] - 1
+    na = width.shape[0]
+    slot = np.zeros(na, dtype=np.int64)
+    seen = np.full(na, -1, dtype=np.int64)
+    e0 = tok_ptr[seq_ptr[0]]
+    bo = np.empty(tok_ptr[seq_ptr[n]] - e0, dtype=np.int32)
+    nbuf = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        b = 0
+        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+            a = attr[e]
+            if seen[a] != i:
+                seen[a] = i
+                slot[a] = b
+                b += width[a]
+            bo[e - e0] = slot[a]
+        nbuf[i] = b
+    return bo, nbuf

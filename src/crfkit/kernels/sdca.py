@@ -1093,12 +1093,11 @@ def line_search_enet(nc, ncp, cm, cn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez,
 
 
 @njit(**_NOPY)
-def apply_direction_enet(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, c, kappa, z, w):
-    """z += c * (E_d F) and w = S_kappa(z) on the touched coordinates; clears ``acc`` and ``seen``."""
+def apply_direction_enet(attr_ptr, acc, alist, na, tdir, trans_index, n_state, c, kappa, z, w):
+    """z += c * (E_d F) and w = S_kappa(z) on the touched coordinates; clears ``acc``."""
     o = 0
     for j in range(na):
         a = alist[j]
-        seen[a] = 0
         k0 = attr_ptr[a]
         nk = attr_ptr[a + 1] - k0
         for q in range(nk):
@@ -1119,20 +1118,21 @@ def apply_direction_enet(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_st
 
 # ------------------------------------------------------------- sparse primal direction
 # The state part of the direction is gathered in a local layout: ``acc[0:total]`` holds the feature rows
-# of the sequence's distinct attributes one after the other, in the order of ``alist`` (``seen[a]`` =
-# the offset of attribute a's row plus 1, 0 for an attribute not met yet).  The rows of a step are
+# of the sequence's distinct attributes one after the other, in the order of ``alist`` (the order of
+# their first occurrences: :func:`crfkit.kernels.occ.buffer_offsets` gives each occurrence the offset
+# of its attribute's row, once before the run).  The rows of a step are
 # then contiguous (a few kB), not scattered over a vector of all the features (3.6 MB on CoNLL-2000),
 # and the norm and the update read them as one array.
 @njit(**_NOPY)
-def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t1, dn, acc, seen, alist):
+def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t1, dn, acc, alist):
     """(E_d F) of the state features over the attribute occurrences of tokens t0..t1-1 (dn: T x L) into
-    the local layout above: ``acc[o + q] += x * dn[t, label(k0 + q)]`` (o the offset of the attribute's
-    row, k0 its first feature); the distinct attributes are listed in ``alist``; ``seen`` (an integer
-    type wide enough for the count of features) holds their offsets plus 1.  Returns their count.
-    Reads the occurrences through the per-occurrence layout ``(ok0, onk, lab)`` of
-    :func:`crfkit.kernels.occ.layout` (the attribute's first feature and feature count, -1 for a full
-    row, read in order with the occurrence) instead of ``attr_ptr``, ``full`` and ``feat_label`` by
-    attribute: the same additions in the same order."""
+    the local layout above: ``acc[o + q] += x * dn[t, label(k0 + q)]`` (o = ``bo[e]`` the offset of the
+    attribute's row, :func:`crfkit.kernels.occ.buffer_offsets`; k0 its first feature); the distinct
+    attributes are listed in ``alist`` (an occurrence is its attribute's first where its offset is the
+    total width listed so far).  Returns their count.  Reads the occurrences through the per-occurrence
+    layout ``(ok0, onk, lab)`` of :func:`crfkit.kernels.occ.layout` (the attribute's first feature and
+    feature count, -1 for a full row, read in order with the occurrence) instead of ``attr_ptr``,
+    ``full`` and ``feat_label`` by attribute: the same additions in the same order."""
     L = dn.shape[1]
     na = 0
     total = 0
@@ -1140,13 +1140,10 @@ def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t1, dn, acc, see
         d = dn[t - t0]
         part = False
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
-            a = attr[e]
             nk = onk[e]
-            o = seen[a] - 1
-            if o < 0:
-                o = total
-                seen[a] = o + 1
-                alist[na] = a
+            o = bo[e]
+            if o == total:
+                alist[na] = attr[e]
                 na += 1
                 total += L if nk < 0 else nk
             if nk < 0:
@@ -1158,7 +1155,7 @@ def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t1, dn, acc, see
                 nk = onk[e]
                 if nk >= 0:
                     x = val[e]
-                    o = seen[attr[e]] - 1
+                    o = bo[e]
                     k0 = ok0[e]
                     for q in range(nk):
                         acc[o + q] += x * d[lab[k0 + q]]
@@ -1190,13 +1187,12 @@ def direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index):
 
 
 @njit(**_NOPY)
-def apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, c, w):
+def apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, c, w):
     """w += c * u (listed attributes, ``acc`` in the local layout of :func:`accumulate_direction`, and
-    transitions); clears ``acc`` and ``seen`` for the next step."""
+    transitions); clears ``acc`` for the next step."""
     o = 0
     for j in range(na):
         a = alist[j]
-        seen[a] = 0
         k0 = attr_ptr[a]
         nk = attr_ptr[a + 1] - k0
         wr = w[k0:k0 + nk]
@@ -1253,7 +1249,7 @@ def _store_slices(node_store, pair_store, t0, T, e0):
 @njit(**_NOPY)
 def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n, tol,
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
-              m_node, d_node, flat, kb, acc, seen, alist, tdir, isc, kappa, z, ez):
+              m_node, d_node, flat, kb, acc, bo, alist, tdir, isc, kappa, z, ez):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
     scratch (6 rows of at least (T-1) L^2 + T L entries and at least LS_BLOCK), ``kb`` int64 scratch of
     at least 2 max(L^2, LS_BLOCK) entries.
@@ -1287,17 +1283,17 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tra
     isc[I_NF] += nf
     isc[I_NC] += nc
     # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
-    na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t0 + T, d_node, acc, seen, alist)
+    na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t0 + T, d_node, acc, alist)
     if kappa > 0.0:
         nz = enet_pack(attr_ptr, acc, alist, na, tdir, trans_index, n_state, z, -1.0 / l2n, kappa, ez)
         gamma = line_search_enet(nc, ncp, cm, cn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
-        apply_direction_enet(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, kappa,
+        apply_direction_enet(attr_ptr, acc, alist, na, tdir, trans_index, n_state, -gamma / l2n, kappa,
                              z, w)
     else:
         q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
         gamma = line_search(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc)
         # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
-        apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
+        apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
     if gamma > 0.0:
         omg = 1.0 - gamma
         for t in range(T):
@@ -1315,7 +1311,7 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tra
 @njit(**_NOPY)
 def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n,
              w, node_store, pair_store, etas, trans, score, es, alpha, beta, scale, node_n, pair_n,
-             m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, seen, alist, tdir, isc):
+             m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, bo, alist, tdir, isc):
     """One online EG step on sequence i: mu_i <- the chain with potentials (1 - eta) theta_i + eta s_w,
     theta_i the log-potentials of the stored marginals, s_w the scores under w; the step is taken when
     it increases the dual, otherwise eta_i is halved and the step recomputed (each try one
@@ -1379,7 +1375,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
                 for b in range(L):
                     d_pair[t, a, b] = m_pair[t, a, b] - pair_n[t, a, b]
         wu = scores_dot(T, score, trans, d_node, d_pair)
-        na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, t0, t0 + T, d_node, acc, seen, alist)
+        na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t0 + T, d_node, acc, alist)
         for a in range(L):
             for b in range(L):
                 tdir[a, b] = 0.0
@@ -1390,7 +1386,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
         u2 = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index)
         gain = h_new - h_old - wu - 0.5 * u2 / l2n
         if gain > 0.0:
-            apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, 1.0 / l2n, w)
+            apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, 1.0 / l2n, w)
             for t in range(T):
                 for l in range(L):
                     ns[t, l] = node_n[t, l]
@@ -1401,7 +1397,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
             etas[i] = min(eta * OEG_GROW, OEG_ETA_MAX)
             dual_gain = gain
             break
-        apply_direction(attr_ptr, acc, seen, alist, na, tdir, trans_index, n_state, 0.0, w)
+        apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, 0.0, w)
         isc[I_REJECT] += 1
         eta *= 0.5
         etas[i] = eta
@@ -1412,7 +1408,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
 def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab,
              trans_index, n_state, l2n, tol, w, node_store, pair_store, gaps, etas, tsum, tmax, tmin, rng,
              trans, score, es, alpha, beta, scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, M, expM,
-             theta, pot, acc, seen, alist, tdir, flat, kb, isc, fsc, kappa, z, ez):
+             theta, pot, acc, bo, alist, tdir, flat, kb, isc, fsc, kappa, z, ez):
     """Steps of ``method`` (SDCA or OEG) until ``isc[I_EVALS]`` reaches ``target`` (``kappa``, ``z``,
     ``ez``: SDCA's elastic net, see :func:`sdca_step`)."""
     n = seq_ptr.shape[0] - 1
@@ -1422,7 +1418,7 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
             isc[I_EVALS] += 1
             g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index,
                                  n_state, l2n, tol, w, node_store, pair_store, trans, score, es, alpha, beta,
-                                 scale, node_n, pair_n, m_node, d_node, flat, kb, acc, seen, alist, tdir, isc, kappa, z,
+                                 scale, node_n, pair_n, m_node, d_node, flat, kb, acc, bo, alist, tdir, isc, kappa, z,
                                  ez)
             fsc[F_GAMMA] = gamma
             if sampling == GAP:
@@ -1430,7 +1426,7 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
         else:
             oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n,
                      w, node_store, pair_store, etas, trans, score, es, alpha, beta, scale, node_n, pair_n,
-                     m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, seen, alist, tdir, isc)
+                     m_node, d_node, m_pair, d_pair, M, expM, theta, pot, acc, bo, alist, tdir, isc)
         isc[I_STEPS] += 1
 
 

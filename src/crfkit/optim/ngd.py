@@ -104,7 +104,7 @@ class _Steps:
         if code != K.IDENTITY:
             width = np.diff(s.attr_ptr).astype(np.int64)
             width[np.asarray(full, dtype=bool)] = L
-            bo, nbuf = K.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)
+            bo, nbuf = O.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)
             most = max(int(nbuf.max()) if nbuf.shape[0] else 0, 0)
             most = max(most + int(s.n_trans), 1)          # and the transition features
             self.groups = (bo, nbuf, np.empty(most), np.empty(most, np.int64), np.empty((4, most)))

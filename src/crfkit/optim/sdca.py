@@ -93,6 +93,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..kernels import sdca as K
+from ..kernels.occ import buffer_offsets as occ_buffer_offsets
 from ..kernels.occ import layout as occ_layout
 from ..kernels.sag import tree_build, tree_size
 from .sag import seed_state
@@ -154,8 +155,11 @@ class _Dual:
         self.pot = np.zeros((1, L))
         self.acc = np.zeros(p)
         na = len(s.attr_ptr) - 1
-        # the offset of an attribute's row in the step's local layout, plus 1 (kernels.sdca.accumulate_direction)
-        self.seen = np.zeros(max(na, 1), dtype=np.int32 if p < 2 ** 31 - 1 else np.int64)
+        # per attribute occurrence, the offset of its attribute's row in its sequence's local layout
+        # (kernels.sdca.accumulate_direction; 4 bytes per occurrence while the run lasts)
+        if len(c.attr) and c.tok_ptr[c.seq_ptr[0]] != 0:
+            raise CrfkitError("sdca: the corpus's first occurrence must be its first entry")
+        self.bo = occ_buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr))[0]
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
         nflat = max(maxT - 1, 1) * L * L + maxT * L
@@ -254,7 +258,7 @@ class _Dual:
                    self.node_store, self.pair_store, self.gaps, self.etas, self.tsum, self.tmax, self.tmin,
                    self.rng, self.trans, self.score, self.es, self.alpha, self.beta, self.scale, self.node_n,
                    self.pair_n, self.m_node, self.d_node, self.m_pair, self.d_pair, self.M, self.expM, self.theta,
-                   self.pot, self.acc, self.seen, self.alist, self.tdir, self.flat, self.kb, self.isc, self.fsc,
+                   self.pot, self.acc, self.bo, self.alist, self.tdir, self.flat, self.kb, self.isc, self.fsc,
                    self.kappa, self.z, self.ez)
 
     def refresh(self) -> None:
