@@ -60,6 +60,8 @@ LOG_FLOOR = 1e-300
 OEG_RANGE = 190.0
 # OEG step sizes (Collins et al. 2008, per-example rates): start, growth after an accepted step, cap
 OEG_ETA0, OEG_GROW, OEG_ETA_MAX, OEG_MAX_HALVINGS = 0.5, 1.05, 1.0, 30
+# ... and floor: a step refused at this eta ends the example's visit without a step (see oeg_step)
+OEG_ETA_MIN = 1e-4
 LS_MAXIT = 60
 # the line search leaves out entries whose f' terms add up to less than this fraction of f'(0)
 LS_DROP = 1e-6
@@ -1315,7 +1317,15 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
     """One online EG step on sequence i: mu_i <- the chain with potentials (1 - eta) theta_i + eta s_w,
     theta_i the log-potentials of the stored marginals, s_w the scores under w; the step is taken when
     it increases the dual, otherwise eta_i is halved and the step recomputed (each try one
-    marginalisation, counted in ``isc[I_EVALS]``).  Returns the dual increase times n."""
+    marginalisation, counted in ``isc[I_EVALS]``), but not below ``OEG_ETA_MIN``: a step refused there
+    ends the visit without a step (eta_i stays at the floor).  Without the floor an example whose
+    steps cannot increase the dual at any eta was tried 31 times at every visit, its eta_i halved to
+    1e-100 and beyond: with the float32 store the chain of the stored marginals' log-potentials is not
+    exactly the stored marginals (they are rounded, so not exactly consistent), so even eta -> 0
+    moves them by that rounding, and the dual change of that move decides the test (measured on
+    CoNLL-2002 Dutch: 189 examples below eta 1e-6 after 10 epochs and 5,516 refused tries in the
+    10th, 35% of its oracle calls; with the float64 store none and 525).  Returns the dual increase
+    times n."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
@@ -1399,7 +1409,9 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
             break
         apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, 0.0, w)
         isc[I_REJECT] += 1
-        eta *= 0.5
+        if eta <= OEG_ETA_MIN:
+            break
+        eta = max(0.5 * eta, OEG_ETA_MIN)
         etas[i] = eta
     return dual_gain
 
