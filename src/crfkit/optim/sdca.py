@@ -43,8 +43,11 @@ every epoch (the trace's ``duality_gap``) and the run stops (status ``converged`
     the abstract (jmlr.org/papers/v9/collins08a.html) and first page, not its experimental section, and
     neither the SAG paper nor Le Priol et al. state the rule of the OEG they compare with; so the paper's
     rule is not stated here and the code was not changed to a guess.  The dense reference test
-    (tests/test_sdca.py, ``dense_oeg``) pins our rule step by step.  On CoNLL-2002 Dutch (lambda = 1/n)
-    half of its oracle calls were rejected tries (README, "Dual methods").  Examples are drawn uniformly
+    (tests/test_sdca.py, ``dense_oeg``) pins our rule step by step.  ``eta_i`` is not halved below
+    ``OEG_ETA_MIN`` (1e-4): a step refused there ends the visit without a step.  Without that floor, on
+    CoNLL-2002 Dutch (lambda = 1/n) half of the oracle calls were refused tries: examples that no step
+    could improve (converged, or made so by the float32 store's rounding) were tried 31 times a visit and
+    their eta_i halved past 1e-100, frozen for the rest of the run (README, "Dual methods").  Examples are drawn uniformly
     (an OEG step computes no individual gap to sample by).
 
 Initialisation (both; paper section 3, from Schmidt et al. 2015): the marginals of the chain whose
