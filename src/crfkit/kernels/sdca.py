@@ -1131,7 +1131,7 @@ def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t1, dn, acc,
     the local layout above: ``acc[o + q] += x * dn[t, label(k0 + q)]`` (o = ``bo[e]`` the offset of the
     attribute's row, :func:`crfkit.kernels.occ.buffer_offsets`; k0 its first feature); the distinct
     attributes are listed in ``alist`` (an occurrence is its attribute's first where its offset is the
-    total width listed so far).  Returns their count.  Reads the occurrences through the per-occurrence
+    total width listed so far and the attribute has features).  Returns their count.  Reads the occurrences through the per-occurrence
     layout ``(ok0, onk, lab)`` of :func:`crfkit.kernels.occ.layout` (the attribute's first feature and
     feature count, -1 for a full row, read in order with the occurrence) instead of ``attr_ptr``,
     ``full`` and ``feat_label`` by attribute: the same additions in the same order."""
@@ -1144,7 +1144,7 @@ def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t1, dn, acc,
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
             nk = onk[e]
             o = bo[e]
-            if o == total:
+            if o == total and nk != 0:         # (an attribute without features is not listed)
                 alist[na] = attr[e]
                 na += 1
                 total += L if nk < 0 else nk
