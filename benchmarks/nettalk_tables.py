@@ -162,7 +162,7 @@ _cell("t5:3-grm:sgd-l1", table="sgdl1", features="nettalk:3-grm", support="all",
 # and BCD with Wapiti's blocks and step rule, as Table 4's BCD cells (--bcd-sweeps sweeps)
 _cell("t5:3-grm:bcd", table="bcd", features="nettalk:3-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en",
       algorithm="bcd", no_dev=True, labels="joint", bcd_params={"blocks": "joint", "safeguard": "scale"})
-# 5-grm with BCD (stop 34, since the label pairs are int16: about 1.2G candidates, 10 GB of weights): the paper
+# 5-grm with BCD (stop 34, since the label pairs are int16: about 1.2G candidates, 9.7 GB of weights): the paper
 # has 5-grm for SGD only; SGD-L1 (weights and penalties, 20 GB) still does not fit
 _cell("t5:5-grm:bcd", table="bcd", features="nettalk:5-grm", support="all", rho1=RHO1, rho2=RHO2, reg="en",
       algorithm="bcd", no_dev=True, labels="joint", bcd_params={"blocks": "joint", "safeguard": "scale"})

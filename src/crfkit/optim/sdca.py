@@ -160,8 +160,6 @@ class _Dual:
         na = len(s.attr_ptr) - 1
         # per attribute occurrence, the offset of its attribute's row in its sequence's local layout
         # (kernels.sdca.accumulate_direction; 4 bytes per occurrence while the run lasts)
-        if len(c.attr) and c.tok_ptr[c.seq_ptr[0]] != 0:
-            raise CrfkitError("sdca: the corpus's first occurrence must be its first entry")
         self.bo = occ_buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr))[0]
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
