@@ -294,7 +294,8 @@ def random_bigram_attributes(rng, X, n_battr: int = 4, real: bool = True) -> lis
 def sdca_step_prefix(run, i, space, corp, rows):
     """What ``sdca_step`` computes on sequence ``i`` of a ``crfkit.optim.sdca._Dual`` run before its line
     search: the chain marginals at the run's point, the individual gap, f'(0), the end curvatures c0, c1
-    and the line search's entries (``load_gap``: mu, mu' in ``f[4]``, ``f[5]``), and the direction
+    and the line search's entries (``ent`` = ``ls_entries``: the cliques' mu, mu' and the separators'), and the
+    direction
     accumulated from ``rows()`` (called after the load, T x L node rows).  Returns a dict of what the
     tests of the step read."""
     from crfkit.kernels import sdca as K
@@ -308,15 +309,17 @@ def sdca_step_prefix(run, i, space, corp, rows):
     K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
     f = run.flat
     tdir = np.zeros((L, L))
-    gap, fp0, nc, ncp, c0, c1 = K.load_gap(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
-                                           run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f[:3],
-                                           run.kb, f[3], f[4], f[5])
+    gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
+                                  run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f, run.kb)
+    # the line search's entries (the cliques' mu, mu', then the separators'): copies of the views the step
+    # reads, so that a test may move the store and the scratch afterwards
+    ent = tuple(a.copy() for a in K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n))
     acc = np.zeros_like(run.w)
     alist = np.zeros_like(run.alist)
     na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t1, rows(), acc,
                                 alist)
-    return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, nc=nc, ncp=ncp, c0=c0, c1=c1, acc=acc,
-                alist=alist, na=na)
+    return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, c0=c0, c1=c1, acc=acc, alist=alist,
+                na=na, ent=ent)
 
 
 def sdca_mean_divergence(run, n, space, corp):

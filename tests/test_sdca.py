@@ -421,7 +421,7 @@ def _step_quantities(run, i, space, corp):
     ns_rows = lambda: run.node_n[:c.seq_ptr[i + 1] - t0] - run.node_store[t0:c.seq_ptr[i + 1]]  # noqa: E731
     p = sdca_step_prefix(run, i, s, c, ns_rows)
     T, e0, f, tdir_k = p["T"], p["e0"], p["f"], p["tdir"]
-    gap, fp0, nc, ncp, c01 = p["gap"], p["fp0"], p["nc"], p["ncp"], (p["c0"], p["c1"])
+    gap, fp0, ent, c01 = p["gap"], p["fp0"], p["ent"], (p["c0"], p["c1"])
     acc, alist, na = p["acc"], p["alist"], p["na"]
     ns, ps = run.node_store[t0:t0 + T], run.pair_store[e0:e0 + max(T - 1, 0)]
     tdir = (run.pair_n[:T - 1] - ps).sum(0) if T > 1 else np.zeros_like(run.tdir)
@@ -435,7 +435,7 @@ def _step_quantities(run, i, space, corp):
         return (K.chain_entropy(ns + g * (nn - ns), ps + g * (pn - ps), T)
                 - 0.5 * run.l2n * np.sum((run.w + g * v) ** 2))
 
-    return T, gap, fp0, (nc, ncp), q, dual1d, f, c01
+    return T, gap, fp0, ent, q, dual1d, f, c01
 
 
 def test_line_search_slopes_and_the_dense_grid(problem):
@@ -445,7 +445,7 @@ def test_line_search_slopes_and_the_dense_grid(problem):
     run.recompute_w()
     grid = np.linspace(0.0, 1.0, 2001)
     for i in range(0, run.n, 3):
-        T, gap, fp0, (nc, ncp), q, dual1d, f, (c0, c1) = _step_quantities(run, i, space, corp)
+        T, gap, fp0, ent, q, dual1d, f, (c0, c1) = _step_quantities(run, i, space, corp)
         # f'(0) = KL(mu||mu') + KL(mu'||mu), f'(1) = -l2 n ||v||^2 = -q, g = KL(mu||mu')
         t0, t1 = corp.seq_ptr[i], corp.seq_ptr[i + 1]
         e0 = run.eptr[i]
@@ -454,26 +454,26 @@ def test_line_search_slopes_and_the_dense_grid(problem):
         assert gap == pytest.approx(K.chain_kl(ns, ps, nn, pn, T), rel=1e-9, abs=1e-14)
         assert fp0 == pytest.approx(K.chain_kl(ns, ps, nn, pn, T) + K.chain_kl(nn, pn, ns, ps, T), rel=1e-9, abs=1e-14)
         assert fp0 > 0
-        f1, fpp1 = K.fprime(1.0, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
+        f1, fpp1 = K.fprime(1.0, *ent, q, f[0], f[1], run.kb)
         assert f1 == pytest.approx(-q, rel=1e-9, abs=1e-14)
         # the end curvatures of the first guess: f''(0) = -c0 - q, f''(1) = -c1 - q (the compacted
         # entries leave out terms below 1e-6 of f'(0), and as much of the curvature)
-        _, fpp0 = K.fprime(0.0, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
+        _, fpp0 = K.fprime(0.0, *ent, q, f[0], f[1], run.kb)
         assert -c0 - q == pytest.approx(fpp0, rel=1e-5)
         assert -c1 - q == pytest.approx(fpp1, rel=1e-5)
         # f' against a central difference inside (0, 1)
         for g in (0.2, 0.6):
-            fx, _ = K.fprime(g, nc, ncp, f[4], f[5], q, f[2], f[3], run.kb)
+            fx, _ = K.fprime(g, *ent, q, f[0], f[1], run.kb)
             h = 1e-5
             assert fx == pytest.approx((dual1d(g + h) - dual1d(g - h)) / (2 * h), rel=1e-4, abs=1e-8)
         # the line search's gamma against the best point of a dense grid
         isc = np.zeros(K.N_ISC, dtype=np.int64)
-        gm = K.line_search(nc, ncp, f[4], f[5], q, fp0, c0, c1, 1e-8, f[2], f[3], run.kb, isc)
+        gm = K.line_search(*ent, q, fp0, c0, c1, 1e-8, f[0], f[1], run.kb, isc)
         fine, fvals = refined_grid_max(dual1d, grid)
         assert dual1d(gm) >= fvals.max() - 1e-10 * max(1.0, abs(fvals.max()))
         assert abs(gm - fine[fvals.argmax()]) <= 1e-5
         # default tolerance: within 1e-3 of the maximiser and never below the start
-        gm3 = K.line_search(nc, ncp, f[4], f[5], q, fp0, c0, c1, 1e-3, f[2], f[3], run.kb, isc)
+        gm3 = K.line_search(*ent, q, fp0, c0, c1, 1e-3, f[0], f[1], run.kb, isc)
         assert abs(gm3 - gm) <= 1e-3 and dual1d(gm3) >= dual1d(0.0)
 
 
@@ -483,11 +483,15 @@ def test_line_search_with_a_vanishing_new_marginal_keeps_its_log():
     fn = np.array([2.7e-17, 1.0 - 2.7e-17])
     # a one-token chain with two labels: its node is its only clique
     z = lambda *shape: np.zeros(shape)                                              # noqa: E731
-    gap, fp0, nc, ncp, _, _ = K.load_gap(1, 0, 0, fm[None, :], z(0, 4), fn[None, :], z(1, 4), z(1, 2), z(1, 2),
-                                         z(2, 2), z(3, 4), np.zeros(8, dtype=np.int64), z(2), z(2), z(2))
-    assert nc == 2 and ncp == 2
+    gap, fp0, _, _ = K.load_gap(1, 0, 0, fm[None, :], z(0, 4), fn[None, :], z(1, 4), z(1, 2), z(1, 2), z(2, 2),
+                                z(3, 4), np.zeros(8, dtype=np.int64))
+    pm, pn, sm, sn = K.ls_entries(1, 0, 0, fm[None, :], z(0, 2, 2), fn[None, :], z(1, 2, 2))
+    assert np.array_equal(pm, fm) and np.array_equal(pn, fn) and sm.size == 0 and sn.size == 0
     assert gap == pytest.approx(kl(fm, fn), rel=1e-12)
     assert fp0 == pytest.approx(kl(fm, fn) + kl(fn, fm), rel=1e-12)
+    # the line search's f'(0) from the same entries (its fast log: 3e-9)
+    f0, _ = K.fprime(0.0, pm, pn, sm, sn, 0.0, z(4), z(4), np.zeros(8, dtype=np.int64))
+    assert f0 == pytest.approx(fp0, rel=1e-8)
 
 
 @pytest.mark.parametrize("b,c,q", [(0.0, 0.0, 1.0), (9.0, 0.0, 0.3), (4.0, 2.5, 2.0), (-0.5, -0.3, 0.05)])
@@ -530,7 +534,7 @@ def _taylor_case(seed, n, nsep, spread, offset, tol):
     root = brentq(lambda g: A(g) - g * q, 0.0, 1.0, xtol=1e-15, rtol=1e-15)
     x0 = min(max(root + offset, 1e-6), 1.0 - 1e-6)
     bu, bl, kb, mo = np.zeros(K.LS_BLOCK), np.zeros(K.LS_BLOCK), np.zeros(2 * K.LS_BLOCK, dtype=np.int64), np.zeros(7)
-    K.fprime_moments(x0, n, ncp, cm, cn, bu, bl, kb, mo)
+    K.fprime_moments(x0, cm[:ncp], cn[:ncp], cm[ncp:], cn[ncp:], bu, bl, kb, mo)
     fx = A(x0) - x0 * q
     assert mo[0] - x0 * q == pytest.approx(fx, rel=1e-7, abs=1e-8 * mo[6])        # mo[6]: the terms' scale
     lo, hi = (x0, 1.0) if fx > 0 else (0.0, x0)

@@ -50,7 +50,7 @@ def step_setup(run, i, space, corp):
     c, s = corp, space
     p = sdca_step_prefix(run, i, s, c, lambda: run.d_node[:c.seq_ptr[i + 1] - c.seq_ptr[i]].copy())
     t0, t1, T, e0, f, tdir = p["t0"], p["t1"], p["T"], p["e0"], p["f"], p["tdir"]
-    gap, fp0, nc, ncp = p["gap"], p["fp0"], p["nc"], p["ncp"]
+    gap, fp0, ent = p["gap"], p["fp0"], p["ent"]
     acc, alist, na = p["acc"], p["alist"], p["na"]
     ez = np.zeros((3, run.p))
     nz = K.enet_pack(s.attr_ptr, acc, alist, na, tdir, s.trans_index, s.n_state, run.z, -1.0 / run.l2n, run.kappa,
@@ -69,13 +69,13 @@ def step_setup(run, i, space, corp):
                 - 0.5 * run.l2n * np.sum(soft(z0 + g * delta, run.kappa) ** 2))
 
     def fprime(g):
-        s_, sp = K.fprime(g, nc, ncp, f[4], f[5], 0.0, f[2], f[3], run.kb)
+        s_, sp = K.fprime(g, *ent, 0.0, f[0], f[1], run.kb)
         h, hp = K.enet_h(g, nz, ez, run.kappa, run.l2n)
         return s_ - h, sp - hp
 
     def search(tol):
         isc = np.zeros(K.N_ISC, dtype=np.int64)
-        return K.line_search_enet(nc, ncp, f[4], f[5], fp0, p["c0"], p["c1"], tol, f[2], f[3], run.kb, isc, nz, ez,
+        return K.line_search_enet(*ent, fp0, p["c0"], p["c1"], tol, f[0], f[1], run.kb, isc, nz, ez,
                                   run.kappa, run.l2n)
 
     return dict(T=T, t0=t0, e0=e0, gap=gap, fp0=fp0, nz=nz, ez=ez, delta=delta, z0=z0, ns=ns, ps=ps, nn=nn, pn=pn,

@@ -63,8 +63,6 @@ OEG_ETA0, OEG_GROW, OEG_ETA_MAX, OEG_MAX_HALVINGS = 0.5, 1.05, 1.0, 30
 # ... and floor: a step refused at this eta ends the example's visit without a step (see oeg_step)
 OEG_ETA_MIN = 1e-4
 LS_MAXIT = 60
-# the line search leaves out entries whose f' terms add up to less than this fraction of f'(0)
-LS_DROP = 1e-6
 
 
 # ------------------------------------------------------------- a vectorisable log
@@ -585,29 +583,26 @@ def store_entropies(seq_ptr, eptr, node_store, pair_store, out):
 # (the same double subtraction every time).
 #
 # Both passes over the entries work in blocks whose scratch stays in L1 (an edge's L^2 entries for the
-# gap pass, LS_BLOCK entries for f'): the ratios and their logs are formed and used block by block, and
-# only mu, mu' (what the line search reads) and the terms that decide the compaction are written out at
-# full length.
+# gap pass, LS_BLOCK entries for f'): the ratios and their logs are formed and used block by block.
+# Nothing is written out at full length: the line search reads mu from the store's rows (float32 or
+# float64) and mu' from the new marginals where they are (:func:`ls_entries`).
+#
+# (Until 2026-11-29 the gap pass also copied mu and mu' out and, where at most 60% of the entries had an
+# f'(0) term above 1e-6 f'(0) / (their count), compacted those into the copies for the line search.  On
+# OCR folds 1-9, CoNLL-2000 and CoNLL-2002 Dutch a step was 0-5% faster without copies and compaction: a
+# step makes 1.1-1.2 evaluations of f', too few to repay a compaction's sequential stores.)
 LS_BLOCK = 512
 
 
-# the gap pass compacts the line search's entries only where it leaves out more than this share of them:
-# the compaction (a store per entry at a data-dependent index, about 1.5 ns an entry) costs about as much as
-# an evaluation of f' saves per entry left out (about 2 ns), and a step makes about two evaluations
-LS_COMPACT_KEEP = 0.6
-
-
 @njit(inline="always", **_NOPY)
-def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique, ft, cm, cn, k0):
+def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique):
     """The gap pass over one block of ``nb`` entries: stored marginals ``src`` (float32 or float64) and
     new ones ``xs``.  Forms the ratios ``bu = max(mu', floor) / mu`` (1 where mu = 0) and their logs
     ``bl`` (:func:`log_into`) in the L1 scratch; returns the block's sums of ``mu log(mu' / mu)`` (the
     gap's term), ``d log(mu' / mu)`` (f'(0)'s), the curvatures ``d^2 / mu`` and ``d^2 / mu'`` (from the
     ratios: ``d (bu - 1)`` and ``d (1 - 1 / bu)``; entries with mu = 0 add 0: they make f'(0) infinite
-    anyway) and the count of entries with mu <= 0 < d.  Writes the entries from ``k0`` on: ``cm`` = mu,
-    ``cn`` = mu', ``ft`` = the size of the entry's f'(0) term (inf where mu <= 0 and mu' != mu: kept
-    whatever the threshold; 0 where mu' = mu).  ``clique``: also adds d into ``td`` (the transition
-    direction)."""
+    anyway) and the count of entries with mu <= 0 < d.  ``clique``: also adds d into ``td`` (the
+    transition direction)."""
     for j in range(nb):
         m = np.float64(src[j])
         x = xs[j]
@@ -619,24 +614,17 @@ def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique, ft, cm, cn, k0):
     c0 = 0.0
     c1 = 0.0
     nbad = 0
-    om = cm[k0:k0 + nb]
-    on = cn[k0:k0 + nb]
-    ot = ft[k0:k0 + nb]
     for j in range(nb):
         m = bm[j]
         x = xs[j]
         d = x - m
         lr = bl[j]
-        t = d * lr
         g += m * lr
-        fp += t
+        fp += d * lr
         r = bu[j]
         c0 += d * (r - 1.0)
         c1 += d * (1.0 - 1.0 / r)
         nbad += 1 if (m <= 0.0 and d > 0.0) else 0
-        om[j] = m
-        on[j] = x
-        ot[j] = abs(t) if m > 0.0 else (np.inf if d != 0.0 else 0.0)
     if clique:
         for j in range(nb):
             td[j] += xs[j] - bm[j]
@@ -644,28 +632,17 @@ def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique, ft, cm, cn, k0):
 
 
 @njit(**_NOPY)
-def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, scratch, kb, ft, cm, cn):
+def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, scratch, kb):
     """One sweep over sequence i's stored marginals (node rows from ``t0`` of ``node_store``, pairwise rows
     of the flattened store ``pair2`` ((edges, L*L)) from ``e0``) and its new ones (``node_n``, ``pn2``:
-    (maxT, L*L)): the individual gap g = KL(mu || mu') (eq. 10), f'(0) = KL(mu || mu') + KL(mu' || mu),
-    the curvatures of the entropy part of f' at both ends, ``c0 = -(f''(0) + q) = sum_cliques d^2 / mu -
-    sum_separators (same)`` and ``c1 = -(f''(1) + q)`` (the same with mu'; the line search's first
-    guess), and the entries the line search needs, in cm (mu), cn (mu'), cliques first; also
-    m_node = the stored node marginals (float64), d_node = new - stored, and tdir (L x L) = the summed
-    pairwise differences sum_t (pair'_t - pair_t).  ``scratch``: (3, >= L^2) float64, ``kb`` int64 of
-    >= 2 L^2; ``ft``: float64 scratch of the entries' count.  Returns (g, f'(0), count, clique count, c0,
-    c1).
+    (maxT, L*L)): the individual gap g = KL(mu || mu') (eq. 10), f'(0) = KL(mu || mu') + KL(mu' || mu)
+    (inf where an entry has mu <= 0 < mu'), and the curvatures of the entropy part of f' at both ends,
+    ``c0 = -(f''(0) + q) = sum_cliques d^2 / mu - sum_separators (same)`` and ``c1 = -(f''(1) + q)`` (the
+    same with mu'; the line search's first guess); also m_node = the stored node marginals (float64),
+    d_node = new - stored, and tdir (L x L) = the summed pairwise differences sum_t (pair'_t - pair_t).
+    ``scratch``: (3, >= L^2) float64, ``kb`` int64 of >= 2 L^2.  Returns (g, f'(0), c0, c1).
 
-    The stored entries are read edge by edge: the ratios and their logs of an edge stay in L1.
-
-    Compaction: an entry's term of f' at any gamma, ``d log(mu' / mu_gamma)``, is at most its term at
-    0 in size (mu_gamma lies between mu and mu'), so leaving out the entries whose term at 0 is below
-    ``LS_DROP * f'(0) / nf`` (nf the count of entries) moves f' by less than ``LS_DROP * f'(0)`` (1e-6 of
-    it) everywhere on [0, 1]: the root moves by a millionth of the step, far inside the line search's
-    tolerance.  The threshold needs f'(0), known at the end of the sweep; the entries above it are then
-    counted, and kept alone (compacted in place, order kept) only where they are at most
-    ``LS_COMPACT_KEEP`` of all: otherwise the line search reads every entry (those with mu' = mu add 0,
-    the others their exact terms), which costs less than compacting them."""
+    The stored entries are read edge by edge: the ratios and their logs of an edge stay in L1."""
     L = node_store.shape[1]
     LL = L * L
     td = tdir.reshape(LL)
@@ -683,66 +660,62 @@ def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, sc
     gs = fps = c0s = c1s = 0.0
     nbad = 0
     if T == 1:
-        nf = L
-        npair = L
-        gp, fpp, c0p, c1p, nbad = _gap_block(m_node[0], node_n[0], L, bm, bu, bl, kb, td, False, ft, cm, cn, 0)
+        gp, fpp, c0p, c1p, nbad = _gap_block(m_node[0], node_n[0], L, bm, bu, bl, kb, td, False)
     else:
-        npair = (T - 1) * LL
-        nf = npair + (T - 2) * L
         for t in range(T - 1):
-            g_, f_, a_, b_, nb_ = _gap_block(pair2[e0 + t], pn2[t], LL, bm, bu, bl, kb, td, True, ft, cm, cn,
-                                             t * LL)
+            g_, f_, a_, b_, nb_ = _gap_block(pair2[e0 + t], pn2[t], LL, bm, bu, bl, kb, td, True)
             gp += g_
             fpp += f_
             c0p += a_
             c1p += b_
             nbad += nb_
         for t in range(1, T - 1):
-            g_, f_, a_, b_, nb_ = _gap_block(m_node[t], node_n[t], L, bm, bu, bl, kb, td, False, ft, cm, cn,
-                                             npair + (t - 1) * L)
+            g_, f_, a_, b_, nb_ = _gap_block(m_node[t], node_n[t], L, bm, bu, bl, kb, td, False)
             gs += g_
             fps += f_
             c0s += a_
             c1s += b_
             nbad += nb_
-    gap = gs - gp
     fp0 = fpp - fps
-    bad0 = nbad > 0
-    if bad0:
+    if nbad > 0:
         fp0 = np.inf
-    thr = 0.0 if bad0 else LS_DROP * abs(fp0) / max(nf, 1)
-    kept = 0
-    for k in range(nf):
-        kept += 1 if ft[k] > thr else 0
-    if kept > LS_COMPACT_KEEP * nf:
-        return gap, fp0, nf, npair, c0p - c0s, c1p - c1s
-    k2 = 0
-    for k in range(npair):
-        cm[k2] = cm[k]
-        cn[k2] = cn[k]
-        k2 += 1 if ft[k] > thr else 0
-    ncp = k2
-    for k in range(npair, nf):
-        cm[k2] = cm[k]
-        cn[k2] = cn[k]
-        k2 += 1 if ft[k] > thr else 0
-    return gap, fp0, k2, ncp, c0p - c0s, c1p - c1s
+    return gs - gp, fp0, c0p - c0s, c1p - c1s
 
 
 @njit(**_NOPY)
-def _fprime_range(g, lo, hi, cm, cn, bu, bl, kb):
-    """The sums of ``d log(mu' / mu_g)`` and ``d^2 / mu_g`` over the entries lo..hi-1, in blocks of
+def ls_entries(T, t0, e0, node_store, pair_store, node_n, pair_n):
+    """The line search's entries of sequence i where they are, as four flat views: the cliques' mu (the
+    store's rows, float32 or float64) and mu' (the new marginals), then the separators' (the interior
+    nodes' rows of the store and of ``node_n``).  The cliques are the T - 1 edges, or the node where T = 1
+    (then no separators)."""
+    L = node_store.shape[1]
+    LL = L * L
+    ns = node_store.reshape(node_store.shape[0] * L)
+    nn = node_n.reshape(node_n.shape[0] * L)
+    if T == 1:
+        return ns[t0 * L:(t0 + 1) * L], nn[:L], ns[:0], nn[:0]
+    npair = (T - 1) * LL
+    pm = pair_store.reshape(pair_store.shape[0] * LL)[e0 * LL:e0 * LL + npair]
+    pn = pair_n.reshape(pair_n.shape[0] * LL)[:npair]
+    return pm, pn, ns[(t0 + 1) * L:(t0 + T - 1) * L], nn[L:(T - 1) * L]
+
+
+@njit(**_NOPY)
+def _fprime_range(g, cm, cn, bu, bl, kb):
+    """The sums of ``d log(mu' / mu_g)`` and ``d^2 / mu_g`` over the entries (mu in ``cm``: float32 or
+    float64, mu' in ``cn``), in blocks of
     LS_BLOCK (the ratios and their logs in the L1 scratch ``bu``, ``bl``, ``kb``)."""
     omg = 1.0 - g
     s = 0.0
     s2 = 0.0
-    b = lo
+    b = 0
+    hi = cm.shape[0]
     while b < hi:
         nb = min(LS_BLOCK, hi - b)
         m_ = cm[b:b + nb]
         x_ = cn[b:b + nb]
         for j in range(nb):
-            m = m_[j]
+            m = np.float64(m_[j])
             x = x_[j]
             d = x - m
             r = 1.0 / max(omg * m + g * x, LOG_FLOOR)
@@ -750,13 +723,13 @@ def _fprime_range(g, lo, hi, cm, cn, bu, bl, kb):
             s2 += d * d * r
         log_fast_into(bu, bl, kb, nb)
         for j in range(nb):
-            s += (x_[j] - m_[j]) * bl[j]
+            s += (x_[j] - np.float64(m_[j])) * bl[j]
         b += nb
     return s, s2
 
 
 @njit(**_NOPY)
-def _fprime_range_m(g, lo, hi, cm, cn, bu, bl, kb):
+def _fprime_range_m(g, cm, cn, bu, bl, kb):
     """:func:`_fprime_range` and, in the same sweep, what the certified Taylor model of f' around g needs
     (:func:`_taylor_root`), with rho = d / mu_g per entry: the sums of ``d log(mu' / mu_g)``, ``d rho``
     (= d^2 / mu_g), ``d rho^2`` and ``d rho^3`` (three multiply-adds an entry more than f' alone; every
@@ -766,13 +739,14 @@ def _fprime_range_m(g, lo, hi, cm, cn, bu, bl, kb):
     s2 = 0.0
     m2 = 0.0
     m3 = 0.0
-    b = lo
+    b = 0
+    hi = cm.shape[0]
     while b < hi:
         nb = min(LS_BLOCK, hi - b)
         m_ = cm[b:b + nb]
         x_ = cn[b:b + nb]
         for j in range(nb):
-            m = m_[j]
+            m = np.float64(m_[j])
             x = x_[j]
             d = x - m
             r = 1.0 / max(omg * m + g * x, LOG_FLOOR)
@@ -784,13 +758,13 @@ def _fprime_range_m(g, lo, hi, cm, cn, bu, bl, kb):
             m3 += dp * (rho * rho)
         log_fast_into(bu, bl, kb, nb)
         for j in range(nb):
-            s += (x_[j] - m_[j]) * bl[j]
+            s += (x_[j] - np.float64(m_[j])) * bl[j]
         b += nb
     return s, s2, m2, m3
 
 
 @njit(**_NOPY)
-def fprime_moments(g, nc, ncp, cm, cn, bu, bl, kb, out):
+def fprime_moments(g, pm, pn, sm, sn, bu, bl, kb, out):
     """The entropy part of f' at g, A(g) = sum_cliques d log(mu' / mu_g) - sum_separators (same), and the
     Taylor data of A around g (:func:`_taylor_root`), written into ``out`` (float64, 7): A(g), a1 = -A'(g)
     = sum d rho (cliques minus separators), a2 = A''(g) = sum d rho^2, a3 = -A^(3)(g) / 2 = sum d rho^3,
@@ -802,8 +776,9 @@ def fprime_moments(g, nc, ncp, cm, cn, bu, bl, kb, out):
     |rho| <= rmax d rho^3 (d rho^3 >= 0), so b4 = rmax sum d rho^3 over all entries; the terms d log(mu' /
     mu_g) are >= 0 (the log has the sign of d), so sum |.| = |sum over cliques| + |sum over separators|,
     and |d| <= 1 gives sum |d| <= nc."""
-    sp, s2p, m2p, m3p = _fprime_range_m(g, 0, ncp, cm, cn, bu, bl, kb)
-    ss, s2s, m2s, m3s = _fprime_range_m(g, ncp, nc, cm, cn, bu, bl, kb)
+    sp, s2p, m2p, m3p = _fprime_range_m(g, pm, pn, bu, bl, kb)
+    ss, s2s, m2s, m3s = _fprime_range_m(g, sm, sn, bu, bl, kb)
+    nc = pm.shape[0] + sm.shape[0]
     rb = max(1.0 / g, 1.0 / (1.0 - g)) * (1.0 + 1e-12) if (g > 0.0 and g < 1.0) else np.inf
     out[0] = sp - ss
     out[1] = s2p - s2s
@@ -910,12 +885,13 @@ def _taylor_root(x0, mo, lo, hi, tol, q, nz, ez, kappa, l2n):
 
 
 @njit(**_NOPY)
-def fprime(g, nc, ncp, cm, cn, q, bu, bl, kb):
-    """(f'(g), f''(g)) of the line search over the compacted entries (module docstring; the first
-    ``ncp`` are clique entries, the others separators); ``bu``, ``bl``: float64 scratch of at least
-    LS_BLOCK entries, ``kb`` int64 of twice that."""
-    sp, s2p = _fprime_range(g, 0, ncp, cm, cn, bu, bl, kb)
-    ss, s2s = _fprime_range(g, ncp, nc, cm, cn, bu, bl, kb)
+def fprime(g, pm, pn, sm, sn, q, bu, bl, kb):
+    """(f'(g), f''(g)) of the line search over its entries (module docstring): the cliques' mu, mu' in
+    ``pm``, ``pn``, the separators' in ``sm``, ``sn`` (what :func:`sdca_step` passes: the packed entries
+    of :func:`load_gap` or :func:`ls_entries`); ``bu``, ``bl``: float64 scratch of at least LS_BLOCK
+    entries, ``kb`` int64 of twice that."""
+    sp, s2p = _fprime_range(g, pm, pn, bu, bl, kb)
+    ss, s2s = _fprime_range(g, sm, sn, bu, bl, kb)
     return (sp - ss) - g * q, -(s2p - s2s) - q
 
 
@@ -923,7 +899,7 @@ _NO_EZ = np.zeros((3, 0))    # the L2 line search's (empty) elastic-net coordina
 
 
 @njit(**_NOPY)
-def line_search(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc):
+def line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc):
     """argmax over [0, 1] of the 1-D dual f: the root of f', bracketed by f'(0) = fp0 > 0 > f'(1) = -q.
 
     Safeguarded Newton (as rtsafe): a Newton step on f' from the last point, replaced by bisection of
@@ -939,7 +915,7 @@ def line_search(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc):
     its error; where the cubic's root is certified inside a bracket at most ``tol`` wide (f' > 0 at its
     left end, < 0 at its right, each by more than the bound), the search returns the cubic's root without
     another evaluation.  Counts its f' evaluations into ``isc[I_LS]``."""
-    return _safeguarded_root(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc, 0, _NO_EZ, 0.0, 1.0)
+    return _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc, 0, _NO_EZ, 0.0, 1.0)
 
 
 @njit(**_NOPY)
@@ -971,7 +947,7 @@ def first_guess(a0, q, c0, c1):
 
 
 @njit(**_NOPY)
-def _safeguarded_root(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
+def _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
     """The root finder of :func:`line_search` (``kappa`` = 0: f' from :func:`fprime` with ``q``) and of
     :func:`line_search_enet` (``kappa`` > 0: f' = the entropy part minus :func:`enet_h`, and f'(1) =
     -h(1) in place of -q; the first guess takes h(1) for q)."""
@@ -992,7 +968,7 @@ def _safeguarded_root(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz,
     dxold = 1.0
     mo = np.empty(7)
     for _ in range(LS_MAXIT):
-        fprime_moments(x, nc, ncp, cm, cn, bu, bl, kb, mo)
+        fprime_moments(x, pm, pn, sm, sn, bu, bl, kb, mo)
         ox, opx = _other(x, q, nz, ez, kappa, l2n)
         fx = mo[0] - ox
         fpp = -mo[1] - opx
@@ -1086,12 +1062,12 @@ def enet_h(g, nz, ez, kappa, l2n):
 
 
 @njit(**_NOPY)
-def line_search_enet(nc, ncp, cm, cn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
+def line_search_enet(pm, pn, sm, sn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
     """:func:`line_search` for l1 > 0: the same safeguarded Newton / bisection on
     f'(g) = (entropy part, :func:`fprime` with q = 0) - h(g), bracketed by f'(0) = fp0 > 0 and
     f'(1) = -h(1) <= 0 (h(1) = 0: f' >= 0 on [0, 1], the step is 1).  f'' = -(entropy curvature) -
     h'(g); h' jumps where a coordinate crosses +-kappa, where the bisection safeguard takes over."""
-    return _safeguarded_root(nc, ncp, cm, cn, 0.0, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
+    return _safeguarded_root(pm, pn, sm, sn, 0.0, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
 
 
 @njit(**_NOPY)
@@ -1253,12 +1229,12 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tra
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
               m_node, d_node, flat, kb, acc, bo, alist, tdir, isc, kappa, z, ez):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
-    scratch (6 rows of at least (T-1) L^2 + T L entries and at least LS_BLOCK), ``kb`` int64 scratch of
-    at least 2 max(L^2, LS_BLOCK) entries.
+    scratch of shape (3, >= max(L^2, LS_BLOCK)), ``kb`` int64 scratch of at least 2 max(L^2, LS_BLOCK)
+    entries.
 
-    One sweep over the stored marginals, edge by edge, gives the gap, f'(0), the transition part of the
-    direction and the line search's compacted entries (:func:`load_gap`); the line search reads only
-    those; one sweep writes the mixed marginals back.  The emission scores and the direction read the
+    One sweep over the stored marginals, edge by edge, gives the gap, f'(0) and the transition part of
+    the direction (:func:`load_gap`); the line search reads the store's rows and the new marginals where
+    they are (:func:`ls_entries`); one sweep writes the mixed marginals back.  The emission scores and the direction read the
     attribute occurrences through ``(ok0, onk, lab)`` (:func:`crfkit.kernels.occ.layout`; ``attr_ptr``
     serves the per-attribute loops over the touched rows).
 
@@ -1277,23 +1253,21 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tra
     _trans_into(w, n_state, trans_index, trans)
     occ_emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, w, 1.0, score)
     chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
-    ft, cm, cn = flat[3], flat[4], flat[5]
-    gap, fp0, nc, ncp, c0, c1 = load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, flat[:3],
-                                         kb, ft, cm, cn)
+    gap, fp0, c0, c1 = load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, flat, kb)
     bu, bl = flat[0], flat[1]
-    nf = (T - 1) * LL + (T - 2) * L if T > 1 else L
-    isc[I_NF] += nf
-    isc[I_NC] += nc
+    pm, pn, sm, sn = ls_entries(T, t0, e0, node_store, pair_store, node_n, pair_n)
+    isc[I_NF] += pm.shape[0] + sm.shape[0]
+    isc[I_NC] += pm.shape[0] + sm.shape[0]
     # u = E_mu F - E_mu' F = -E_d F: the node part through the attributes, the pairwise through trans
     na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t0 + T, d_node, acc, alist)
     if kappa > 0.0:
         nz = enet_pack(attr_ptr, acc, alist, na, tdir, trans_index, n_state, z, -1.0 / l2n, kappa, ez)
-        gamma = line_search_enet(nc, ncp, cm, cn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
+        gamma = line_search_enet(pm, pn, sm, sn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
         apply_direction_enet(attr_ptr, acc, alist, na, tdir, trans_index, n_state, -gamma / l2n, kappa,
                              z, w)
     else:
         q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
-        gamma = line_search(nc, ncp, cm, cn, q, fp0, c0, c1, tol, bu, bl, kb, isc)
+        gamma = line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc)
         # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
         apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
     if gamma > 0.0:

@@ -163,8 +163,9 @@ class _Dual:
         self.bo = occ_buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr))[0]
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
-        nflat = max(maxT - 1, 1) * L * L + maxT * L
-        self.flat = np.zeros((6, nflat))
+        # the step's L1 scratch: an edge's L^2 entries in the gap pass, LS_BLOCK in the line search
+        nflat = max(L * L, K.LS_BLOCK)
+        self.flat = np.zeros((3, nflat))
         self.kb = np.zeros(2 * nflat, dtype=np.int64)
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.fsc = np.zeros(K.N_FSC)
