@@ -121,15 +121,14 @@ def test_chain_marginals_shared_and_position_dependent_are_brute_force(a):
     assert np.allclose(node, node_ref, atol=1e-12) and np.allclose(pair[:T - 1], pair_ref[:T - 1], atol=1e-12)
 
 
-@pytest.mark.parametrize("name, rtol", [("log_into", 4e-16), ("log_fast_into", 3e-9)])
 @settings(deadline=None)          # the first example compiles the kernel
 @given(xs=st.lists(st.floats(1e-300, 1e300), min_size=1, max_size=64))
-def test_vector_logs_are_libm_log(name, rtol, xs):
-    """log_into within a few ulp of libm's log, log_fast_into (the shorter series) within 3e-9."""
+def test_vector_log_is_libm_log(xs):
+    """log_fast_into within 3e-9 of libm's log."""
     x = np.array(xs)
     out = np.empty_like(x)
-    getattr(K, name)(x, out, np.empty(2 * len(x), dtype=np.int64), len(x))
-    assert np.allclose(out, np.log(x), rtol=rtol, atol=4e-16)
+    K.log_fast_into(x, out, np.empty(2 * len(x), dtype=np.int64), len(x))
+    assert np.allclose(out, np.log(x), rtol=3e-9, atol=4e-16)
 
 
 @given(st.floats(1e-12, 1e-3))
@@ -451,8 +450,9 @@ def test_line_search_slopes_and_the_dense_grid(problem):
         e0 = run.eptr[i]
         ns, ps = run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)]
         nn, pn = run.node_n[:T], run.pair_n[:max(T - 1, 0)]
-        assert gap == pytest.approx(K.chain_kl(ns, ps, nn, pn, T), rel=1e-9, abs=1e-14)
-        assert fp0 == pytest.approx(K.chain_kl(ns, ps, nn, pn, T) + K.chain_kl(nn, pn, ns, ps, T), rel=1e-9, abs=1e-14)
+        # the gap pass takes the fast log (relative error below 3e-9 a term, see kernels.sdca.log_fast_into)
+        assert gap == pytest.approx(K.chain_kl(ns, ps, nn, pn, T), rel=1e-8, abs=1e-14)
+        assert fp0 == pytest.approx(K.chain_kl(ns, ps, nn, pn, T) + K.chain_kl(nn, pn, ns, ps, T), rel=1e-8, abs=1e-14)
         assert fp0 > 0
         f1, fpp1 = K.fprime(1.0, *ent, q, f[0], f[1], run.kb)
         assert f1 == pytest.approx(-q, rel=1e-9, abs=1e-14)

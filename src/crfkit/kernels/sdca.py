@@ -67,9 +67,10 @@ LS_MAXIT = 60
 
 # ------------------------------------------------------------- a vectorisable log
 # The line search and the individual gaps take a log per clique-marginal entry (thousands per step):
-# libm's log one by one dominated an SDCA step (30 ns each).  log_into is a log that LLVM vectorises:
+# libm's log one by one dominated an SDCA step (30 ns each).  log_fast_into is a log that LLVM vectorises:
 # x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the exponent bits, log m = 2 atanh(s), s = (m-1)/(m+1),
-# |s| <= 0.172, by its series to s^21 (truncation below 1e-17), e ln 2 added in two parts.
+# |s| <= 0.172, by its series to s^9, e ln 2 added in two parts.  (A series to s^21, within a few ulp of
+# libm, served the gap pass until 2026-11-29.)
 _EXACT = dict(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")   # no reassociation
 _SQRT2 = 1.4142135623730951
 _LN2_HI = 6.93147180369123816490e-01
@@ -84,8 +85,7 @@ _TWO52_BIAS = 4503599627370496.0 + 1023.0
 @njit(inline="always", **_EXACT)
 def _mantissa_exponent(x, kb, n):
     """The mantissas of x[:n] as doubles in [1, 2) and their exponents as ``2^52 + e`` doubles, written
-    into ``kb`` (int64, length >= 2n) through the bits: the first loop of :func:`log_into` and
-    :func:`log_fast_into`."""
+    into ``kb`` (int64, length >= 2n) through the bits: the first loop of :func:`log_fast_into`."""
     xb = x[:n].view(np.int64)
     kbm = kb[:n]
     kbe = kb[n:2 * n]
@@ -109,35 +109,15 @@ def _atanh_argument(mi, eb):
 
 
 @njit(**_EXACT)
-def log_into(x, out, kb, n):
-    """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp); within a
-    few ulp of libm's log.  ``kb``: int64 scratch of length >= 2n.  The exponent reaches double
-    through its bits (``2^52 + e`` read as a double), not an int-to-double conversion, which AVX2
-    cannot vectorise."""
-    m, ebits = _mantissa_exponent(x, kb, n)
-    c = _ATANH_C
-    for i in range(n):
-        e, s, z = _atanh_argument(m[i], ebits[i])
-        p = c[10]
-        p = p * z + c[9]
-        p = p * z + c[8]
-        p = p * z + c[7]
-        p = p * z + c[6]
-        p = p * z + c[5]
-        p = p * z + c[4]
-        p = p * z + c[3]
-        p = p * z + c[2]
-        p = p * z + c[1]
-        p = p * z + 1.0
-        out[i] = e * _LN2_HI + (2.0 * s * p + e * _LN2_LO)
-
-
-@njit(**_EXACT)
 def log_fast_into(x, out, kb, n):
-    """:func:`log_into` with the atanh series cut after s^9: relative error below 3e-9 (the omitted
-    terms are at most s^10 / 11 of the result, |s| <= 0.172, and vanish as x nears a power of 2, so
-    the log of a ratio near 1 keeps full precision), about a third less time.  The line search's f'
-    takes it: f' is wanted to the tolerance of gamma (1e-3 by default), far above 3e-9 of its terms."""
+    """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp), by the atanh
+    series to s^9: relative error below 3e-9 (the omitted terms are at most s^10 / 11 of the result, |s|
+    <= 0.172, and vanish as x nears a power of 2, so the log of a ratio near 1 keeps full precision);
+    about a third less time than the series to s^21 (a few ulp).  ``kb``: int64 scratch of length >= 2n.
+    The exponent reaches double through its bits (``2^52 + e`` read as a double), not an int-to-double
+    conversion, which AVX2 cannot vectorise.  The line search's f' takes it: f' is wanted to the tolerance of gamma (1e-3 by default), far above 3e-9 of its terms; so
+    does the gap pass (:func:`load_gap`), whose gap only weighs the example's sampling and whose f'(0)
+    only starts the line search (2-4% of an OCR step, 2026-11-29)."""
     m, ebits = _mantissa_exponent(x, kb, n)
     c = _ATANH_C
     for i in range(n):
@@ -598,7 +578,8 @@ LS_BLOCK = 512
 def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique):
     """The gap pass over one block of ``nb`` entries: stored marginals ``src`` (float32 or float64) and
     new ones ``xs``.  Forms the ratios ``bu = max(mu', floor) / mu`` (1 where mu = 0) and their logs
-    ``bl`` (:func:`log_into`) in the L1 scratch; returns the block's sums of ``mu log(mu' / mu)`` (the
+    ``bl`` (:func:`log_fast_into`, as the line search: relative error below 3e-9, and none where the ratio
+    nears 1, so the gap of a converged example keeps its digits) in the L1 scratch; returns the block's sums of ``mu log(mu' / mu)`` (the
     gap's term), ``d log(mu' / mu)`` (f'(0)'s), the curvatures ``d^2 / mu`` and ``d^2 / mu'`` (from the
     ratios: ``d (bu - 1)`` and ``d (1 - 1 / bu)``; entries with mu = 0 add 0: they make f'(0) infinite
     anyway) and the count of entries with mu <= 0 < d.  ``clique``: also adds d into ``td`` (the
@@ -608,7 +589,7 @@ def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique):
         x = xs[j]
         bm[j] = m
         bu[j] = max(x, LOG_FLOOR) / m if m > 0.0 else 1.0
-    log_into(bu, bl, kb, nb)
+    log_fast_into(bu, bl, kb, nb)
     g = 0.0
     fp = 0.0
     c0 = 0.0
