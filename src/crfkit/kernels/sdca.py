@@ -684,8 +684,8 @@ def ls_entries(T, t0, e0, node_store, pair_store, node_n, pair_n):
 @njit(**_NOPY)
 def _fprime_range(g, cm, cn, bu, bl, kb):
     """The sums of ``d log(mu' / mu_g)`` and ``d^2 / mu_g`` over the entries (mu in ``cm``: float32 or
-    float64, mu' in ``cn``), in blocks of
-    LS_BLOCK (the ratios and their logs in the L1 scratch ``bu``, ``bl``, ``kb``)."""
+    float64, mu' in ``cn``), in blocks of LS_BLOCK (the ratios and their logs in the L1 scratch ``bu``,
+    ``bl``, ``kb``)."""
     omg = 1.0 - g
     s = 0.0
     s2 = 0.0
@@ -868,9 +868,8 @@ def _taylor_root(x0, mo, lo, hi, tol, q, nz, ez, kappa, l2n):
 @njit(**_NOPY)
 def fprime(g, pm, pn, sm, sn, q, bu, bl, kb):
     """(f'(g), f''(g)) of the line search over its entries (module docstring): the cliques' mu, mu' in
-    ``pm``, ``pn``, the separators' in ``sm``, ``sn`` (what :func:`sdca_step` passes: the packed entries
-    of :func:`load_gap` or :func:`ls_entries`); ``bu``, ``bl``: float64 scratch of at least LS_BLOCK
-    entries, ``kb`` int64 of twice that."""
+    ``pm``, ``pn``, the separators' in ``sm``, ``sn`` (:func:`ls_entries`); ``bu``, ``bl``: float64
+    scratch of at least LS_BLOCK entries, ``kb`` int64 of twice that."""
     sp, s2p = _fprime_range(g, pm, pn, bu, bl, kb)
     ss, s2s = _fprime_range(g, sm, sn, bu, bl, kb)
     return (sp - ss) - g * q, -(s2p - s2s) - q
