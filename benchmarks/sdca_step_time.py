@@ -18,7 +18,10 @@ CPU time much less so.  Then the CPU time per oracle call (per effective pass / 
 take more than one oracle call, an sdca step takes exactly one), and the CPU time per step over the
 epochs after the first, which leaves out the set-up (for the dual methods: the initial marginals of
 every sequence, one forward-backward each, and the store's allocation) and the first pass: with few
-passes the set-up weighs on the per-step figure.
+passes the set-up weighs on the per-step figure.  And the CPU time of the set-up alone, for reference:
+a run of 0 epochs of the same method made just before (the monitoring excluded; not subtracted from the
+per-step figures, since a separate run's set-up need not cost what the measured run's did: it also frees
+the previous run's store).
 """
 from __future__ import annotations
 
@@ -75,6 +78,15 @@ def timed(name, obj, passes, params):
     return (wall - mon), steps, obj.n_oracle, sb, (ls, ent), cpu, late
 
 
+def setup_cpu(name, obj, params):
+    """CPU seconds of a run of 0 epochs (the method's set-up alone: for the dual methods the initial
+    marginals, the store, w; for sag-nus* its state), the monitoring excluded."""
+    _CPU_MON[0] = 0.0
+    c0 = time.process_time()
+    resolve(name)(obj, None, reg=obj.reg, max_iterations=0, callback=None, seed=0, **params)
+    return time.process_time() - c0 - _CPU_MON[0]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", nargs="+", default=["ocr-large", "conll2000"])
@@ -104,6 +116,7 @@ def main(argv=None):
         for rep in range(a.repeat):
             base = None
             for alg, p in runs:
+                su = setup_cpu(alg, obj, p)
                 sec, steps, calls, sb, ls, cpu, late = timed(alg, obj, a.passes, p)
                 us = 1e6 * sec / steps
                 cus = 1e6 * cpu / steps
@@ -117,6 +130,7 @@ def main(argv=None):
                 print(f"  rep {rep}: {label:16s} {us:8.1f} us/step  ({us / base:.2f}x {runs[0][0]}); "
                       f"CPU {cus:8.1f} us/step ({cus / cbase:.2f}x)  "
                       f"CPU per oracle call {pus:7.1f} us ({pus / pbase:.2f}x); "
+                      f"set-up alone {1e3 * su:.0f} ms CPU; "
                       f"after epoch 1: CPU {lus:7.1f} us/step ({lus / lbase:.2f}x)  "
                       f"{steps / obj.n:.2f} updates/n, {calls / obj.n:.2f} oracle calls/n, "
                       f"state {sb / 2**20:.1f} MiB{extra}")
