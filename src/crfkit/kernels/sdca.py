@@ -115,9 +115,10 @@ def log_fast_into(x, out, kb, n):
     <= 0.172, and vanish as x nears a power of 2, so the log of a ratio near 1 keeps full precision);
     about a third less time than the series to s^21 (a few ulp).  ``kb``: int64 scratch of length >= 2n.
     The exponent reaches double through its bits (``2^52 + e`` read as a double), not an int-to-double
-    conversion, which AVX2 cannot vectorise.  The line search's f' takes it: f' is wanted to the tolerance of gamma (1e-3 by default), far above 3e-9 of its terms; so
-    does the gap pass (:func:`load_gap`), whose gap only weighs the example's sampling and whose f'(0)
-    only starts the line search (2-4% of an OCR step, 2026-11-29)."""
+    conversion, which AVX2 cannot vectorise.  The line search's f' takes it: f' is wanted to the
+    tolerance of gamma (1e-3 by default), far above 3e-9 of its terms; so does the gap pass
+    (:func:`load_gap`), whose gap only weighs the example's sampling and whose f'(0) only starts the line
+    search (2-4% of an OCR step, 2026-11-29)."""
     m, ebits = _mantissa_exponent(x, kb, n)
     c = _ATANH_C
     for i in range(n):
@@ -576,14 +577,13 @@ LS_BLOCK = 512
 
 @njit(inline="always", **_NOPY)
 def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique):
-    """The gap pass over one block of ``nb`` entries: stored marginals ``src`` (float32 or float64) and
-    new ones ``xs``.  Forms the ratios ``bu = max(mu', floor) / mu`` (1 where mu = 0) and their logs
-    ``bl`` (:func:`log_fast_into`, as the line search: relative error below 3e-9, and none where the ratio
-    nears 1, so the gap of a converged example keeps its digits) in the L1 scratch; returns the block's sums of ``mu log(mu' / mu)`` (the
-    gap's term), ``d log(mu' / mu)`` (f'(0)'s), the curvatures ``d^2 / mu`` and ``d^2 / mu'`` (from the
-    ratios: ``d (bu - 1)`` and ``d (1 - 1 / bu)``; entries with mu = 0 add 0: they make f'(0) infinite
-    anyway) and the count of entries with mu <= 0 < d.  ``clique``: also adds d into ``td`` (the
-    transition direction)."""
+    """The gap pass over one block of ``nb`` entries: stored marginals ``src`` (float32 or float64) and new ones
+    ``xs``.  Forms the ratios ``bu = max(mu', floor) / mu`` (1 where mu = 0) and their logs ``bl``
+    (:func:`log_fast_into`, as the line search: relative error below 3e-9, and none where the ratio nears 1, so the
+    gap of a converged example keeps its digits) in the L1 scratch; returns the block's sums of ``mu log(mu' / mu)``
+    (the gap's term), ``d log(mu' / mu)`` (f'(0)'s), the curvatures ``d^2 / mu`` and ``d^2 / mu'`` (from the ratios:
+    ``d (bu - 1)`` and ``d (1 - 1 / bu)``; entries with mu = 0 add 0: they make f'(0) infinite anyway) and the count
+    of entries with mu <= 0 < d.  ``clique``: also adds d into ``td`` (the transition direction)."""
     for j in range(nb):
         m = np.float64(src[j])
         x = xs[j]
@@ -1083,14 +1083,14 @@ def apply_direction_enet(attr_ptr, acc, alist, na, tdir, trans_index, n_state, c
 # and the norm and the update read them as one array.
 @njit(**_NOPY)
 def accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t1, dn, acc, alist):
-    """(E_d F) of the state features over the attribute occurrences of tokens t0..t1-1 (dn: T x L) into
-    the local layout above: ``acc[o + q] += x * dn[t, label(k0 + q)]`` (o = ``bo[e]`` the offset of the
-    attribute's row, :func:`crfkit.kernels.occ.buffer_offsets`; k0 its first feature); the distinct
-    attributes are listed in ``alist`` (an occurrence is its attribute's first where its offset is the
-    total width listed so far and the attribute has features).  Returns their count.  Reads the occurrences through the per-occurrence
-    layout ``(ok0, onk, lab)`` of :func:`crfkit.kernels.occ.layout` (the attribute's first feature and
-    feature count, -1 for a full row, read in order with the occurrence) instead of ``attr_ptr``,
-    ``full`` and ``feat_label`` by attribute: the same additions in the same order."""
+    """(E_d F) of the state features over the attribute occurrences of tokens t0..t1-1 (dn: T x L) into the local
+    layout above: ``acc[o + q] += x * dn[t, label(k0 + q)]`` (o = ``bo[e]`` the offset of the attribute's row,
+    :func:`crfkit.kernels.occ.buffer_offsets`; k0 its first feature); the distinct attributes are listed in
+    ``alist`` (an occurrence is its attribute's first where its offset is the total width listed so far and the
+    attribute has features).  Returns their count.  Reads the occurrences through the per-occurrence layout ``(ok0,
+    onk, lab)`` of :func:`crfkit.kernels.occ.layout` (the attribute's first feature and feature count, -1 for a full
+    row, read in order with the occurrence) instead of ``attr_ptr``, ``full`` and ``feat_label`` by attribute: the
+    same additions in the same order."""
     L = dn.shape[1]
     na = 0
     total = 0
@@ -1208,19 +1208,18 @@ def _store_slices(node_store, pair_store, t0, T, e0):
 def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n, tol,
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
               m_node, d_node, flat, kb, acc, bo, alist, tdir, isc, kappa, z, ez):
-    """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64
-    scratch of shape (3, >= max(L^2, LS_BLOCK)), ``kb`` int64 scratch of at least 2 max(L^2, LS_BLOCK)
-    entries.
+    """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64 scratch of shape
+    (3, >= max(L^2, LS_BLOCK)), ``kb`` int64 scratch of at least 2 max(L^2, LS_BLOCK) entries.
 
-    One sweep over the stored marginals, edge by edge, gives the gap, f'(0) and the transition part of
-    the direction (:func:`load_gap`); the line search reads the store's rows and the new marginals where
-    they are (:func:`ls_entries`); one sweep writes the mixed marginals back.  The emission scores and the direction read the
-    attribute occurrences through ``(ok0, onk, lab)`` (:func:`crfkit.kernels.occ.layout`; ``attr_ptr``
-    serves the per-attribute loops over the touched rows).
+    One sweep over the stored marginals, edge by edge, gives the gap, f'(0) and the transition part of the direction
+    (:func:`load_gap`); the line search reads the store's rows and the new marginals where they are
+    (:func:`ls_entries`); one sweep writes the mixed marginals back.  The emission scores and the direction read the
+    attribute occurrences through ``(ok0, onk, lab)`` (:func:`crfkit.kernels.occ.layout`; ``attr_ptr`` serves the
+    per-attribute loops over the touched rows).
 
-    ``kappa = l1 / l2 > 0`` (elastic net): ``z`` holds w_hat(mu) and ``w = S_kappa(z)`` (the scores are
-    taken at w); the line search is :func:`line_search_enet` over the coordinates packed into ``ez``
-    ((3, >= touched) float64 scratch).  ``kappa = 0``: ``z`` is unused (pass ``w``)."""
+    ``kappa = l1 / l2 > 0`` (elastic net): ``z`` holds w_hat(mu) and ``w = S_kappa(z)`` (the scores are taken at w);
+    the line search is :func:`line_search_enet` over the coordinates packed into ``ez`` ((3, >= touched) float64
+    scratch).  ``kappa = 0``: ``z`` is unused (pass ``w``)."""
     L = trans_index.shape[0]
     LL = L * L
     t0 = seq_ptr[i]

@@ -102,9 +102,8 @@ class _Steps:
         # per attribute occurrence, the offset of its attribute's block in its sequence's buffer of the net
         # gradient (for a transform T), and the buffers
         if code != K.IDENTITY:
-            width = np.diff(s.attr_ptr).astype(np.int64)
-            width[np.asarray(full, dtype=bool)] = L
-            bo, nbuf = O.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)
+            # an attribute's block is its feature count wide (a full row's count is L)
+            bo, nbuf = O.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr))
             most = max(int(nbuf.max()) if nbuf.shape[0] else 0, 0)
             most = max(most + int(s.n_trans), 1)          # and the transition features
             self.groups = (bo, nbuf, np.empty(most), np.empty(most, np.int64), np.empty((4, most)))

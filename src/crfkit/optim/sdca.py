@@ -47,8 +47,8 @@ every epoch (the trace's ``duality_gap``) and the run stops (status ``converged`
     ``OEG_ETA_MIN`` (1e-4): a step refused there ends the visit without a step.  Without that floor, on
     CoNLL-2002 Dutch (lambda = 1/n) half of the oracle calls were refused tries: examples that no step
     could improve (converged, or made so by the float32 store's rounding) were tried 31 times a visit and
-    their eta_i halved past 1e-100, frozen for the rest of the run (README, "Dual methods").  Examples are drawn uniformly
-    (an OEG step computes no individual gap to sample by).
+    their eta_i halved past 1e-100, frozen for the rest of the run (README, "Dual methods").  Examples are
+    drawn uniformly (an OEG step computes no individual gap to sample by).
 
 Initialisation (both; paper section 3, from Schmidt et al. 2015): the marginals of the chain whose
 gold node and gold transition scores are ``init_score`` (10) and all others 0, and ``w0 =
@@ -149,9 +149,10 @@ class _Dual:
         self.pair_n = np.empty((maxT, L, L))
         self.m_node = np.empty((maxT, L))
         self.d_node = np.empty((maxT, L))
-        self.m_pair = np.empty((maxT, L, L))
-        self.d_pair = np.empty((maxT, L, L))
         oeg = name == "oeg"
+        # OEG's copies of the stored and changed pairwise marginals (sdca reads the store in place)
+        self.m_pair = np.empty((maxT if oeg else 1, L, L))
+        self.d_pair = np.empty((maxT if oeg else 1, L, L))
         self.M = np.empty((maxT if oeg else 1, L, L))
         self.expM = np.empty((maxT if oeg else 1, L, L))
         self.theta = np.empty((maxT if oeg else 1, L, L))
