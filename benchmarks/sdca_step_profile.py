@@ -11,7 +11,8 @@ one from Python, as ``sdca_step`` does, and times each call (``perf_counter_ns``
 dispatching an empty numba function with as many arguments (measured first):
 
     scores      emission scores at w (``occ_emissions``) and the transition matrix
-    oracle      forward-backward marginals (``chain_marginals``): what sag-nus*'s step also pays
+    oracle      forward-backward marginals (``chain_marginals_pf``, as the step: prefetching the stored rows
+                that the gap pass reads): what sag-nus*'s step also pays, but for the prefetches
     gap         the sweep over the stored marginals, edge by edge, with a vectorised log per entry:
                 individual gap, f'(0), the end curvatures c0, c1, the transition direction, the line
                 search's entries and their compaction (``load_gap``)
@@ -79,6 +80,7 @@ def main(argv=None):
     pair2 = run.pair_store.reshape((run.pair_store.shape[0], LL))
     pn2 = run.pair_n.reshape((run.pair_n.shape[0], LL))
     f = run.flat
+    nflat, pflat = run.node_store.reshape(-1), run.pair_store.reshape(-1)
     wcopy = run.w.copy()
     zcopy = run.z.copy() if run.kappa > 0 else wcopy
     ls_evals = 0
@@ -101,8 +103,9 @@ def main(argv=None):
         K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.w, 1.0, run.score)
         tot["scores"] += ns() - t - d0[4] - d0[10]
         t = ns()
-        K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
-        tot["oracle"] += ns() - t - d0[8]
+        K.chain_marginals_pf(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n,
+                             run.pair_n, nflat, t0 * L, pflat, e0 * LL)
+        tot["oracle"] += ns() - t - d0[12]
         t = ns()
         gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node, run.d_node,
                                       run.tdir, f, run.kb)
