@@ -8,8 +8,9 @@ stored state.
 Each method runs ``--passes`` epochs from its own starting point (lambda = 1/n); the time of an epoch
 is its wall time minus the monitoring (the objective and dual evaluated only for the report), taken
 from the optimizers' ``monitor_s``; per step = that time / parameter updates.  The methods run one
-after the other and the whole comparison is repeated (``--repeat``): on a shared machine take the
-ratios of the same repetition.
+after the other (in the opposite order every other repetition) and the whole comparison is repeated
+(``--repeat``): on a shared machine take the ratios of the same repetition; the last line per data set
+gives their median, mean and range over the repetitions.
 
 Each line also gives the CPU time per step (``time.process_time`` of the run minus that of the
 monitoring, which is timed by wrapping ``Objective.value`` and the dual methods' ``dual``): on a
@@ -113,11 +114,18 @@ def main(argv=None):
         # warm-up: compile / load every kernel
         for alg, p in runs:
             timed(alg, obj, 1, p)
+        ratios = {}
         for rep in range(a.repeat):
-            base = None
-            for alg, p in runs:
+            res = {}
+            # the order alternates between repetitions, so that a drift of the machine's speed during a
+            # repetition does not favour one method
+            for j in (range(len(runs)) if rep % 2 == 0 else reversed(range(len(runs)))):
+                alg, p = runs[j]
                 su = setup_cpu(alg, obj, p)
-                sec, steps, calls, sb, ls, cpu, late = timed(alg, obj, a.passes, p)
+                res[j] = (su, timed(alg, obj, a.passes, p))
+            base = None
+            for j, (alg, p) in enumerate(runs):
+                su, (sec, steps, calls, sb, ls, cpu, late) = res[j]
                 us = 1e6 * sec / steps
                 cus = 1e6 * cpu / steps
                 pus = 1e6 * cpu / calls             # CPU per oracle call: per pass / n
@@ -125,6 +133,7 @@ def main(argv=None):
                 if base is None:
                     base, cbase, pbase, lbase = us, cus, pus, lus
                 label = alg + ("" if "sampling" not in p else f" ({p['sampling']})")
+                ratios.setdefault(label, []).append((cus / cbase, lus / lbase))
                 # (the search reads every entry since stop 35: the trace's ls_entries share is 1)
                 extra = (f", {ls[0]:.2f} line-search evaluations per step"
                          if alg == "sdca" else "")
@@ -135,6 +144,12 @@ def main(argv=None):
                       f"after epoch 1: CPU {lus:7.1f} us/step ({lus / lbase:.2f}x)  "
                       f"{steps / obj.n:.2f} updates/n, {calls / obj.n:.2f} oracle calls/n, "
                       f"state {sb / 2**20:.1f} MiB{extra}")
+        for label, rs in list(ratios.items())[1:]:
+            r = np.array(rs)
+            print(f"  {label} / {runs[0][0]}, CPU per step over {len(r)} repetitions: "
+                  f"median {np.median(r[:, 0]):.3f}x, mean {r[:, 0].mean():.3f}x, "
+                  f"range {r[:, 0].min():.2f}-{r[:, 0].max():.2f}x; after epoch 1: median "
+                  f"{np.nanmedian(r[:, 1]):.3f}x, mean {np.nanmean(r[:, 1]):.3f}x")
 
 
 if __name__ == "__main__":
