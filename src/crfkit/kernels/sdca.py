@@ -134,38 +134,10 @@ def log_fast_into(x, out, kb, n):
 @njit(**_NOPY)
 def chain_marginals(score, T, trans, es, alpha, beta, scale, node, pair):
     """Forward-backward on a chain with emission scores ``score[:T]`` and shared transition scores
-    ``trans``: node marginals into ``node[:T]``, pairwise marginals into ``pair[:T-1]``; returns log Z."""
-    L = trans.shape[0]
-    tmax = max_min(trans)[0]
-    expM = exp_minus(trans, tmax)
-    logz = forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale)
-    if scale[0] < 0.0:
-        # log domain: alpha holds the node marginals, es log-alpha
-        lb = np.empty((T, L))
-        _log_backward(score, T, trans, lb)
-        for t in range(T - 1):
-            for a in range(L):
-                for b in range(L):
-                    pair[t, a, b] = np.exp(es[t, a] + trans[a, b] + score[t + 1, b] + lb[t + 1, b] - logz)
-        for t in range(T):
-            for l in range(L):
-                node[t, l] = alpha[t, l]
-        return logz
-    tmp = np.empty(L)
-    for t in range(T - 1):
-        inv = 1.0 / scale[t + 1]
-        for b in range(L):
-            tmp[b] = es[t + 1, b] * beta[t + 1, b] * inv
-        for a in range(L):
-            x = alpha[t, a]
-            pr = pair[t, a]
-            er = expM[a]
-            for b in range(L):
-                pr[b] = x * er[b] * tmp[b]
-    for t in range(T):
-        for l in range(L):
-            node[t, l] = alpha[t, l] * beta[t, l]
-    return logz
+    ``trans``: node marginals into ``node[:T]``, pairwise marginals into ``pair[:T-1]``; returns log Z.
+    (:func:`chain_marginals_pf` with nothing else to prefetch: its prefetches go to its own outputs.)"""
+    return chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node, pair, node.reshape(node.size), 0,
+                              pair.reshape(pair.size), 0)
 
 
 @njit(**_NOPY)
@@ -173,10 +145,7 @@ def chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node, pair, nfla
     """:func:`chain_marginals`, prefetching on the way the stored marginals the caller sweeps next (SDCA's gap
     pass): the T node rows ``nflat[n0:n0 + T L]`` and the T - 1 pairwise rows ``pflat[p0:p0 + (T - 1) L^2]``
     (flat views of the stores).  The pairwise loop asks for the stored edge's row it is at, a label row (L
-    entries) at a time, so that the lines are requested spread over the loop (:mod:`crfkit.kernels.prefetch`).
-
-    The same computation as :func:`chain_marginals`, but not its code: the prefetches change how LLVM compiles
-    (and with fast-math reassociates) the loops, so the two can differ in the last bits (a test bounds it)."""
+    entries) at a time, so that the lines are requested spread over the loop (:mod:`crfkit.kernels.prefetch`)."""
     L = trans.shape[0]
     LL = L * L
     tmax = max_min(trans)[0]
@@ -1459,7 +1428,9 @@ def refresh_gaps(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
         if T > 0:
             e0 = eptr[i]
             emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
-            chain_marginals(score, T, trans, es, alpha, beta, scale, node_n, pair_n)
+            chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node_n, pair_n,
+                               node_store.reshape(node_store.size), t0 * node_store.shape[1],
+                               pair_store.reshape(pair_store.size), e0 * node_store.shape[1] ** 2)
             g = chain_kl(node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)], node_n, pair_n, T)
         _set_gap(tsum, tmax, tmin, gaps, i, g)
         total += gaps[i]
