@@ -77,3 +77,49 @@ def test_the_digest_covers_every_file_and_its_name(tmp_path):
     d2 = kernels.sources_digest(tmp_path)
     (tmp_path / "notes.txt").write_text("not a source")
     assert len({d0, d1, d2}) == 3 and kernels.sources_digest(tmp_path) == d2
+
+
+PROBE = """\
+import hashlib, sys
+import numpy as np
+from crfkit.kernels import chain, sdca
+rng = np.random.default_rng(3)
+T, L = 9, 26
+score = rng.standard_normal((T, L)) * 3
+trans = rng.standard_normal((L, L))
+work = lambda: (np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T))
+if sys.argv[1] == "callee-first":
+    # the callee's own library loaded before the caller's
+    es, al, be, sc = work()
+    tmax = trans.max()
+    chain.forward_backward(score.copy(), T, trans, np.exp(trans - tmax), tmax, es, al, be, sc)
+node, pair = np.zeros((T, L)), np.zeros((T - 1, L, L))
+sdca.chain_marginals(score.copy(), T, trans, *work(), node, pair)
+print(hashlib.sha256(node.tobytes() + pair.tobytes()).hexdigest(),
+      sum(sdca.chain_marginals.stats.cache_hits.values()))
+"""
+
+
+def test_a_kernel_gives_the_same_bits_compiled_or_loaded_from_the_cache(tmp_path):
+    """crfkit.kernels.self_contained_libraries: a caller runs its own copy of each callee, so the process that
+    compiles it, a process that loads it from the cache, and one that loaded the callee's own library first
+    get the same bits (before, the first and the others differed in the last bits of the pairwise marginals).
+    """
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), CRFKIT_QUIET_COMPILE="1")
+    env.pop("NUMBA_DISABLE_JIT", None)
+
+    def run(order):
+        out = subprocess.run([sys.executable, "-c", PROBE, order], env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    fresh, hits0 = run("caller-only")
+    cached, hits1 = run("caller-only")
+    callee_first, hits2 = run("callee-first")
+    assert (hits0, hits1, hits2) == ("0", "1", "1")
+    assert fresh == cached == callee_first
+
+
+def test_self_contained_libraries_is_installed():
+    assert kernels.self_contained_libraries() is True

@@ -22,6 +22,22 @@ runs (``sgdl1._penalize_run``) and the bigram score rows
 pass 2.8 -> 1.8 s, BCD's forward propagation a sweep 7-10% cheaper, with
 the same results to the bit (``benchmarks/sgdl1_pass_ab.py``).
 
+Self-contained libraries.  A kernel that calls another (``sdca_step`` calls ``chain_marginals_pf``)
+gets, in its own compiled library, a copy of the callee linked in with ``linkonce_odr`` linkage, and the
+callee has its own library as well.  The two copies are optimised in different modules, so with fast-math
+reassociation they can round differently.  Which one a call runs was left to the JIT's symbol
+resolution: the definition loaded first in the process wins.  A process that compiles the caller has
+loaded the callee's own library first (it compiled it on the way); a process that loads the caller
+from the cache often has not, and runs the caller's copy.  So a run that compiled the kernels and a
+run that loaded them gave other last bits, and so could two cache-loaded runs that called kernels in
+another order (a resume).  :func:`self_contained_libraries` makes every
+crfkit library use its own copies: before a library's module is optimised, the ``linkonce_odr``
+definitions linked into it become ``internal`` (private to the module, so no other definition can be
+picked).  Only crfkit's kernels are internalised, not numba's helpers (some are found by name at run
+time).  The machine code that runs is then the code compiled into the caller's library, whether it was
+just compiled or loaded from the cache, whatever was loaded before.  The same copies were compiled into
+every module before; only which one runs changes.
+
 Compile notice.  On a fresh install (or after an update) the first kernel
 calls compile for about a minute; instead of staying silent, crfkit prints
 once per process, on standard error, that it is compiling (see
@@ -35,7 +51,8 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["stamp_directory", "sources_digest", "install_compile_notice", "COMPILE_NOTICE"]
+__all__ = ["stamp_directory", "sources_digest", "install_compile_notice", "self_contained_libraries",
+           "COMPILE_NOTICE"]
 
 COMPILE_NOTICE = ("crfkit: compiling the numba kernels (once after installing or updating crfkit, about a "
                   "minute; cached in {where} for later runs)")
@@ -85,6 +102,43 @@ def stamp_directory(directory) -> bool:
     return True
 
 
+# the mangled names of crfkit's kernels (numba's Itanium-style mangling of crfkit.kernels.*)
+_OWN_PREFIX = "_ZN6crfkit7kernels"
+_SELF_CONTAINED = {"installed": False}
+
+
+def self_contained_libraries() -> bool:
+    """Make every numba library call its own copies of the crfkit kernels linked into it (see the module
+    docstring): wraps numba's ``CPUCodeLibrary._optimize_final_module`` so that the ``linkonce_odr`` definitions
+    of crfkit kernels (their mangled names start with :data:`_OWN_PREFIX`) become ``internal`` before the module
+    is optimised.  Numba's own helpers and the parallel loops' gufuncs keep their linkage: some are found by name
+    at run time (internalising every ``linkonce_odr`` definition crashed the parallel Viterbi).  Must run
+    before the kernels compile (module import).  Returns False when this numba has no such hook (nothing is
+    changed then)."""
+    if _SELF_CONTAINED["installed"]:
+        return True
+    try:
+        import llvmlite.binding as ll
+        from numba.core import codegen
+    except ImportError:   # pragma: no cover - numba is a dependency
+        return False
+    cls = getattr(codegen, "CPUCodeLibrary", None)
+    orig = getattr(cls, "_optimize_final_module", None)
+    if orig is None:     # pragma: no cover - another numba
+        return False
+    odr = ll.Linkage.linkonce_odr
+
+    def _optimize_final_module(self):
+        for fn in self._final_module.functions:
+            if fn.linkage == odr and not fn.is_declaration and fn.name.startswith(_OWN_PREFIX):
+                fn.linkage = "internal"
+        return orig(self)
+
+    cls._optimize_final_module = _optimize_final_module
+    _SELF_CONTAINED["installed"] = True
+    return True
+
+
 _NOTICE = {"installed": False, "shown": False}
 
 
@@ -129,4 +183,5 @@ def install_compile_notice() -> bool:
 
 
 stamp_directory(Path(__file__).parent)
+self_contained_libraries()
 install_compile_notice()
