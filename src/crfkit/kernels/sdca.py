@@ -1419,6 +1419,9 @@ def refresh_gaps(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
                  node_n, pair_n):
     """g_i = KL(mu_i || mu_i(w)) for every sequence (one marginalisation each); returns their sum."""
     n = seq_ptr.shape[0] - 1
+    L = trans_index.shape[0]
+    nflat = node_store.reshape(node_store.size)
+    pflat = pair_store.reshape(pair_store.size)
     _trans_into(w, n_state, trans_index, trans)
     total = 0.0
     for i in range(n):
@@ -1428,9 +1431,8 @@ def refresh_gaps(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, 
         if T > 0:
             e0 = eptr[i]
             emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
-            chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node_n, pair_n,
-                               node_store.reshape(node_store.size), t0 * node_store.shape[1],
-                               pair_store.reshape(pair_store.size), e0 * node_store.shape[1] ** 2)
+            chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node_n, pair_n, nflat, t0 * L, pflat,
+                               e0 * L * L)
             g = chain_kl(node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)], node_n, pair_n, T)
         _set_gap(tsum, tmax, tmin, gaps, i, g)
         total += gaps[i]
