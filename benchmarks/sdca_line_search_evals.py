@@ -68,7 +68,7 @@ def main(argv=None):
         K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.w, 1.0, run.score)
         K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
         gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node, run.d_node,
-                                      run.tdir, f, run.kb)
+                                      run.tdir, f)
         na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t0 + T,
                                     run.d_node, run.acc, run.alist)
         q = K.direction_norm2(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index) / run.l2n
@@ -79,9 +79,9 @@ def main(argv=None):
             continue
         isc = np.zeros(K.N_ISC, dtype=np.int64)
         ent = K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n)
-        g = K.line_search(*ent, q, fp0, c0, c1, a.tol, f[0], f[1], run.kb, isc)
+        g = K.line_search(*ent, q, fp0, c0, c1, a.tol, f[0], f[1], isc)
         evals.append(int(isc[K.I_LS]))
-        root = K.line_search(*ent, q, fp0, c0, c1, 1e-13, f[0], f[1], run.kb, isc)
+        root = K.line_search(*ent, q, fp0, c0, c1, 1e-13, f[0], f[1], isc)
         d_guess.append(abs(K.first_guess(fp0, q, c0, c1) - root))
         d_gamma.append(g - root)
     ev = np.array(evals)

@@ -108,7 +108,7 @@ def main(argv=None):
         tot["oracle"] += ns() - t - d0[12]
         t = ns()
         gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node, run.d_node,
-                                      run.tdir, f, run.kb)
+                                      run.tdir, f)
         tot["gap"] += ns() - t - d0[12]
         t = ns()
         na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t0 + T,
@@ -122,12 +122,12 @@ def main(argv=None):
         if run.kappa > 0:
             nz = K.enet_pack(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state, run.z,
                              -1.0 / run.l2n, run.kappa, run.ez)
-            gamma = K.line_search_enet(*ent, fp0, c0, c1, 1e-3, f[0], f[1], run.kb, isc, nz, run.ez,
+            gamma = K.line_search_enet(*ent, fp0, c0, c1, 1e-3, f[0], f[1], isc, nz, run.ez,
                                        run.kappa, run.l2n)
             tot["search"] += ns() - t - d0[11] - d0[14]
         else:
             q = K.direction_norm2(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index) / run.l2n
-            gamma = K.line_search(*ent, q, fp0, c0, c1, 1e-3, f[0], f[1], run.kb, isc)
+            gamma = K.line_search(*ent, q, fp0, c0, c1, 1e-3, f[0], f[1], isc)
             tot["search"] += ns() - t - d0[4] - d0[11]
         ls_evals += int(isc[K.I_LS])
         # the update into copies of w (z) and of the sequence's store rows

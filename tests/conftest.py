@@ -310,7 +310,7 @@ def sdca_step_prefix(run, i, space, corp, rows):
     f = run.flat
     tdir = np.zeros((L, L))
     gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
-                                  run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f, run.kb)
+                                  run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f)
     # the line search's entries (the cliques' mu, mu', then the separators'): copies of the views the step
     # reads, so that a test may move the store and the scratch afterwards
     ent = tuple(a.copy() for a in K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n))

@@ -69,13 +69,13 @@ def step_setup(run, i, space, corp):
                 - 0.5 * run.l2n * np.sum(soft(z0 + g * delta, run.kappa) ** 2))
 
     def fprime(g):
-        s_, sp = K.fprime(g, *ent, 0.0, f[0], f[1], run.kb)
+        s_, sp = K.fprime(g, *ent, 0.0, f[0], f[1])
         h, hp = K.enet_h(g, nz, ez, run.kappa, run.l2n)
         return s_ - h, sp - hp
 
     def search(tol):
         isc = np.zeros(K.N_ISC, dtype=np.int64)
-        return K.line_search_enet(*ent, fp0, p["c0"], p["c1"], tol, f[0], f[1], run.kb, isc, nz, ez,
+        return K.line_search_enet(*ent, fp0, p["c0"], p["c1"], tol, f[0], f[1], isc, nz, ez,
                                   run.kappa, run.l2n)
 
     return dict(T=T, t0=t0, e0=e0, gap=gap, fp0=fp0, nz=nz, ez=ez, delta=delta, z0=z0, ns=ns, ps=ps, nn=nn, pn=pn,

@@ -34,6 +34,7 @@ from numba import njit, prange
 from .chain import (FAST, _log_backward, add_full_row, emissions_rows, exp_minus, forward_backward, max_min,
                     pd_edge, pd_exp, pd_forward_backward, pd_node)
 from .occ import emissions as occ_emissions
+from .bitcast import bits_f64, f64_bits
 from .prefetch import prefetch_range
 from .sag import rng_below, rng_uniform, tree_sample, tree_set
 
@@ -84,20 +85,6 @@ _TWO52_BIAS = 4503599627370496.0 + 1023.0
 
 
 @njit(inline="always", **_EXACT)
-def _mantissa_exponent(x, kb, n):
-    """The mantissas of x[:n] as doubles in [1, 2) and their exponents as ``2^52 + e`` doubles, written
-    into ``kb`` (int64, length >= 2n) through the bits: the first loop of :func:`log_fast_into`."""
-    xb = x[:n].view(np.int64)
-    kbm = kb[:n]
-    kbe = kb[n:2 * n]
-    for i in range(n):
-        b = xb[i]
-        kbm[i] = (b & _MANT) | _ONE_BITS
-        kbe[i] = ((b >> 52) & 0x7FF) | _TWO52_BITS
-    return kbm.view(np.float64), kbe.view(np.float64)
-
-
-@njit(inline="always", **_EXACT)
 def _atanh_argument(mi, eb):
     """For x = 2^e' m' (``mi`` = m' in [1, 2), ``eb`` = 2^52 + e'): x = 2^e m with m in [sqrt(2)/2,
     sqrt(2)], and ``(e, s, s^2)`` with s = (m - 1) / (m + 1), so that log x = e log 2 + 2 atanh(s)."""
@@ -110,20 +97,22 @@ def _atanh_argument(mi, eb):
 
 
 @njit(**_EXACT)
-def log_fast_into(x, out, kb, n):
+def log_fast_into(x, out, n):
     """out[i] = log(x[i]) for i < n, x[i] a positive normal finite double (callers clamp), by the atanh
     series to s^9: relative error below 3e-9 (the omitted terms are at most s^10 / 11 of the result, |s|
     <= 0.172, and vanish as x nears a power of 2, so the log of a ratio near 1 keeps full precision);
-    about a third less time than the series to s^21 (a few ulp).  ``kb``: int64 scratch of length >= 2n.
-    The exponent reaches double through its bits (``2^52 + e`` read as a double), not an int-to-double
-    conversion, which AVX2 cannot vectorise.  The line search's f' takes it: f' is wanted to the
-    tolerance of gamma (1e-3 by default), far above 3e-9 of its terms; so does the gap pass
-    (:func:`load_gap`), whose gap only weighs the example's sampling and whose f'(0) only starts the line
-    search (2-4% of an OCR step, 2026-11-29)."""
-    m, ebits = _mantissa_exponent(x, kb, n)
+    about a third less time than the series to s^21 (a few ulp).  Mantissa and exponent come from the bits
+    (:mod:`crfkit.kernels.bitcast`), the exponent reaching double as the bits of ``2^52 + e``, not by an
+    int-to-double conversion, which AVX2 cannot vectorise.  (Until 2026-11-29 the bits went through int64
+    views of the arrays and an int64 scratch, in a loop of their own: the same values, but 30-90 ns a call
+    more, which on the gap pass's blocks of L and L^2 entries cost more than the logs.)  The line search's f'
+    takes it: f' is wanted to the tolerance of gamma (1e-3 by default), far above 3e-9 of its terms; so does
+    the gap pass (:func:`load_gap`), whose gap only weighs the example's sampling and whose f'(0) only starts
+    the line search (2-4% of an OCR step, 2026-11-29)."""
     c = _ATANH_C
     for i in range(n):
-        e, s, z = _atanh_argument(m[i], ebits[i])
+        b = f64_bits(x[i])
+        e, s, z = _atanh_argument(bits_f64((b & _MANT) | _ONE_BITS), bits_f64(((b >> 52) & 0x7FF) | _TWO52_BITS))
         # Estrin's scheme (two independent halves): 17% less time than Horner's chain here
         z2 = z * z
         p = (1.0 + c[1] * z) + ((c[2] + c[3] * z) + c[4] * z2) * z2
@@ -592,27 +581,30 @@ LS_BLOCK = 512
 
 
 @njit(inline="always", **_NOPY)
-def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique):
+def _gap_block(src, xs, nb, bu, bl, td, clique):
     """The gap pass over one block of ``nb`` entries: stored marginals ``src`` (float32 or float64) and new ones
     ``xs``.  Forms the ratios ``bu = max(mu', floor) / mu`` (1 where mu = 0) and their logs ``bl``
     (:func:`log_fast_into`, as the line search: relative error below 3e-9, and none where the ratio nears 1, so the
     gap of a converged example keeps its digits) in the L1 scratch; returns the block's sums of ``mu log(mu' / mu)``
     (the gap's term), ``d log(mu' / mu)`` (f'(0)'s), the curvatures ``d^2 / mu`` and ``d^2 / mu'`` (from the ratios:
     ``d (bu - 1)`` and ``d (1 - 1 / bu)``; entries with mu = 0 add 0: they make f'(0) infinite anyway) and the count
-    of entries with mu <= 0 < d.  ``clique``: also adds d into ``td`` (the transition direction)."""
+    of entries with mu <= 0 < d.  ``clique``: also adds d into ``td`` (the transition direction), in the loop that
+    forms the ratios.  ``src`` is read twice (converted again) rather than copied to float64 scratch: 6% less
+    time for the pass on OCR."""
     for j in range(nb):
         m = np.float64(src[j])
         x = xs[j]
-        bm[j] = m
         bu[j] = max(x, LOG_FLOOR) / m if m > 0.0 else 1.0
-    log_fast_into(bu, bl, kb, nb)
+        if clique:
+            td[j] += x - m
+    log_fast_into(bu, bl, nb)
     g = 0.0
     fp = 0.0
     c0 = 0.0
     c1 = 0.0
     nbad = 0
     for j in range(nb):
-        m = bm[j]
+        m = np.float64(src[j])
         x = xs[j]
         d = x - m
         lr = bl[j]
@@ -622,14 +614,11 @@ def _gap_block(src, xs, nb, bm, bu, bl, kb, td, clique):
         c0 += d * (r - 1.0)
         c1 += d * (1.0 - 1.0 / r)
         nbad += 1 if (m <= 0.0 and d > 0.0) else 0
-    if clique:
-        for j in range(nb):
-            td[j] += xs[j] - bm[j]
     return g, fp, c0, c1, nbad
 
 
 @njit(**_NOPY)
-def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, scratch, kb):
+def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, scratch):
     """One sweep over sequence i's stored marginals (node rows from ``t0`` of ``node_store``, pairwise rows
     of the flattened store ``pair2`` ((edges, L*L)) from ``e0``) and its new ones (``node_n``, ``pn2``:
     (maxT, L*L)): the individual gap g = KL(mu || mu') (eq. 10), f'(0) = KL(mu || mu') + KL(mu' || mu)
@@ -637,9 +626,11 @@ def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, sc
     ``c0 = -(f''(0) + q) = sum_cliques d^2 / mu - sum_separators (same)`` and ``c1 = -(f''(1) + q)`` (the
     same with mu'; the line search's first guess); also m_node = the stored node marginals (float64),
     d_node = new - stored, and tdir (L x L) = the summed pairwise differences sum_t (pair'_t - pair_t).
-    ``scratch``: (3, >= L^2) float64, ``kb`` int64 of >= 2 L^2.  Returns (g, f'(0), c0, c1).
+    ``scratch``: (2, >= L^2) float64.  Returns (g, f'(0), c0, c1).
 
-    The stored entries are read edge by edge: the ratios and their logs of an edge stay in L1."""
+    The stored pairwise entries are read edge by edge (the ratios and their logs of an edge stay in L1); the
+    separators (the interior nodes, rows 1 .. T-2 of ``m_node`` and ``node_n``, contiguous) in blocks of the
+    scratch's length, not row by row (L entries: a call's fixed cost outweighed its work)."""
     L = node_store.shape[1]
     LL = L * L
     td = tdir.reshape(LL)
@@ -652,22 +643,27 @@ def load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, sc
             m = np.float64(nr[l])
             m_node[t, l] = m
             d_node[t, l] = nn[l] - m
-    bm, bu, bl = scratch[0], scratch[1], scratch[2]
+    bu, bl = scratch[0], scratch[1]
     gp = fpp = c0p = c1p = 0.0
     gs = fps = c0s = c1s = 0.0
     nbad = 0
     if T == 1:
-        gp, fpp, c0p, c1p, nbad = _gap_block(m_node[0], node_n[0], L, bm, bu, bl, kb, td, False)
+        gp, fpp, c0p, c1p, nbad = _gap_block(m_node[0], node_n[0], L, bu, bl, td, False)
     else:
         for t in range(T - 1):
-            g_, f_, a_, b_, nb_ = _gap_block(pair2[e0 + t], pn2[t], LL, bm, bu, bl, kb, td, True)
+            g_, f_, a_, b_, nb_ = _gap_block(pair2[e0 + t], pn2[t], LL, bu, bl, td, True)
             gp += g_
             fpp += f_
             c0p += a_
             c1p += b_
             nbad += nb_
-        for t in range(1, T - 1):
-            g_, f_, a_, b_, nb_ = _gap_block(m_node[t], node_n[t], L, bm, bu, bl, kb, td, False)
+        mf = m_node.reshape(m_node.size)
+        nf = node_n.reshape(node_n.size)
+        hi = (T - 1) * L
+        blk = bu.shape[0]
+        for b in range(L, hi, blk):
+            nb = min(blk, hi - b)
+            g_, f_, a_, b_, nb_ = _gap_block(mf[b:b + nb], nf[b:b + nb], nb, bu, bl, td, False)
             gs += g_
             fps += f_
             c0s += a_
@@ -698,10 +694,10 @@ def ls_entries(T, t0, e0, node_store, pair_store, node_n, pair_n):
 
 
 @njit(**_NOPY)
-def _fprime_range(g, cm, cn, bu, bl, kb):
+def _fprime_range(g, cm, cn, bu, bl):
     """The sums of ``d log(mu' / mu_g)`` and ``d^2 / mu_g`` over the entries (mu in ``cm``: float32 or
     float64, mu' in ``cn``), in blocks of LS_BLOCK (the ratios and their logs in the L1 scratch ``bu``,
-    ``bl``, ``kb``)."""
+    ``bl``)."""
     omg = 1.0 - g
     s = 0.0
     s2 = 0.0
@@ -718,7 +714,7 @@ def _fprime_range(g, cm, cn, bu, bl, kb):
             r = 1.0 / max(omg * m + g * x, LOG_FLOOR)
             bu[j] = max(x, LOG_FLOOR) * r
             s2 += d * d * r
-        log_fast_into(bu, bl, kb, nb)
+        log_fast_into(bu, bl, nb)
         for j in range(nb):
             s += (x_[j] - np.float64(m_[j])) * bl[j]
         b += nb
@@ -726,7 +722,7 @@ def _fprime_range(g, cm, cn, bu, bl, kb):
 
 
 @njit(**_NOPY)
-def _fprime_range_m(g, cm, cn, bu, bl, kb):
+def _fprime_range_m(g, cm, cn, bu, bl):
     """:func:`_fprime_range` and, in the same sweep, what the certified Taylor model of f' around g needs
     (:func:`_taylor_root`), with rho = d / mu_g per entry: the sums of ``d log(mu' / mu_g)``, ``d rho``
     (= d^2 / mu_g), ``d rho^2`` and ``d rho^3`` (three multiply-adds an entry more than f' alone; every
@@ -753,7 +749,7 @@ def _fprime_range_m(g, cm, cn, bu, bl, kb):
             s2 += dp
             m2 += dp * rho
             m3 += dp * (rho * rho)
-        log_fast_into(bu, bl, kb, nb)
+        log_fast_into(bu, bl, nb)
         for j in range(nb):
             s += (x_[j] - np.float64(m_[j])) * bl[j]
         b += nb
@@ -761,7 +757,7 @@ def _fprime_range_m(g, cm, cn, bu, bl, kb):
 
 
 @njit(**_NOPY)
-def fprime_moments(g, pm, pn, sm, sn, bu, bl, kb, out):
+def fprime_moments(g, pm, pn, sm, sn, bu, bl, out):
     """The entropy part of f' at g, A(g) = sum_cliques d log(mu' / mu_g) - sum_separators (same), and the
     Taylor data of A around g (:func:`_taylor_root`), written into ``out`` (float64, 7): A(g), a1 = -A'(g)
     = sum d rho (cliques minus separators), a2 = A''(g) = sum d rho^2, a3 = -A^(3)(g) / 2 = sum d rho^3,
@@ -773,8 +769,8 @@ def fprime_moments(g, pm, pn, sm, sn, bu, bl, kb, out):
     |rho| <= rmax d rho^3 (d rho^3 >= 0), so b4 = rmax sum d rho^3 over all entries; the terms d log(mu' /
     mu_g) are >= 0 (the log has the sign of d), so sum |.| = |sum over cliques| + |sum over separators|,
     and |d| <= 1 gives sum |d| <= nc."""
-    sp, s2p, m2p, m3p = _fprime_range_m(g, pm, pn, bu, bl, kb)
-    ss, s2s, m2s, m3s = _fprime_range_m(g, sm, sn, bu, bl, kb)
+    sp, s2p, m2p, m3p = _fprime_range_m(g, pm, pn, bu, bl)
+    ss, s2s, m2s, m3s = _fprime_range_m(g, sm, sn, bu, bl)
     nc = pm.shape[0] + sm.shape[0]
     rb = max(1.0 / g, 1.0 / (1.0 - g)) * (1.0 + 1e-12) if (g > 0.0 and g < 1.0) else np.inf
     out[0] = sp - ss
@@ -882,12 +878,12 @@ def _taylor_root(x0, mo, lo, hi, tol, q, nz, ez, kappa, l2n):
 
 
 @njit(**_NOPY)
-def fprime(g, pm, pn, sm, sn, q, bu, bl, kb):
+def fprime(g, pm, pn, sm, sn, q, bu, bl):
     """(f'(g), f''(g)) of the line search over its entries (module docstring): the cliques' mu, mu' in
     ``pm``, ``pn``, the separators' in ``sm``, ``sn`` (:func:`ls_entries`); ``bu``, ``bl``: float64
-    scratch of at least LS_BLOCK entries, ``kb`` int64 of twice that."""
-    sp, s2p = _fprime_range(g, pm, pn, bu, bl, kb)
-    ss, s2s = _fprime_range(g, sm, sn, bu, bl, kb)
+    scratch of at least LS_BLOCK entries."""
+    sp, s2p = _fprime_range(g, pm, pn, bu, bl)
+    ss, s2s = _fprime_range(g, sm, sn, bu, bl)
     return (sp - ss) - g * q, -(s2p - s2s) - q
 
 
@@ -895,7 +891,7 @@ _NO_EZ = np.zeros((3, 0))    # the L2 line search's (empty) elastic-net coordina
 
 
 @njit(**_NOPY)
-def line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc):
+def line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, isc):
     """argmax over [0, 1] of the 1-D dual f: the root of f', bracketed by f'(0) = fp0 > 0 > f'(1) = -q.
 
     Safeguarded Newton (as rtsafe): a Newton step on f' from the last point, replaced by bisection of
@@ -911,7 +907,7 @@ def line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc):
     its error; where the cubic's root is certified inside a bracket at most ``tol`` wide (f' > 0 at its
     left end, < 0 at its right, each by more than the bound), the search returns the cubic's root without
     another evaluation.  Counts its f' evaluations into ``isc[I_LS]``."""
-    return _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc, 0, _NO_EZ, 0.0, 1.0)
+    return _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, isc, 0, _NO_EZ, 0.0, 1.0)
 
 
 @njit(**_NOPY)
@@ -943,7 +939,7 @@ def first_guess(a0, q, c0, c1):
 
 
 @njit(**_NOPY)
-def _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
+def _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, isc, nz, ez, kappa, l2n):
     """The root finder of :func:`line_search` (``kappa`` = 0: f' from :func:`fprime` with ``q``) and of
     :func:`line_search_enet` (``kappa`` > 0: f' = the entropy part minus :func:`enet_h`, and f'(1) =
     -h(1) in place of -q; the first guess takes h(1) for q)."""
@@ -964,7 +960,7 @@ def _safeguarded_root(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc, nz, 
     dxold = 1.0
     mo = np.empty(7)
     for _ in range(LS_MAXIT):
-        fprime_moments(x, pm, pn, sm, sn, bu, bl, kb, mo)
+        fprime_moments(x, pm, pn, sm, sn, bu, bl, mo)
         ox, opx = _other(x, q, nz, ez, kappa, l2n)
         fx = mo[0] - ox
         fpp = -mo[1] - opx
@@ -1058,12 +1054,12 @@ def enet_h(g, nz, ez, kappa, l2n):
 
 
 @njit(**_NOPY)
-def line_search_enet(pm, pn, sm, sn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n):
+def line_search_enet(pm, pn, sm, sn, fp0, c0, c1, tol, bu, bl, isc, nz, ez, kappa, l2n):
     """:func:`line_search` for l1 > 0: the same safeguarded Newton / bisection on
     f'(g) = (entropy part, :func:`fprime` with q = 0) - h(g), bracketed by f'(0) = fp0 > 0 and
     f'(1) = -h(1) <= 0 (h(1) = 0: f' >= 0 on [0, 1], the step is 1).  f'' = -(entropy curvature) -
     h'(g); h' jumps where a coordinate crosses +-kappa, where the bisection safeguard takes over."""
-    return _safeguarded_root(pm, pn, sm, sn, 0.0, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
+    return _safeguarded_root(pm, pn, sm, sn, 0.0, fp0, c0, c1, tol, bu, bl, isc, nz, ez, kappa, l2n)
 
 
 @njit(**_NOPY)
@@ -1223,9 +1219,9 @@ def _store_slices(node_store, pair_store, t0, T, e0):
 @njit(**_NOPY)
 def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index, n_state, l2n, tol,
               w, node_store, pair_store, trans, score, es, alpha, beta, scale, node_n, pair_n,
-              m_node, d_node, flat, kb, acc, bo, alist, tdir, isc, kappa, z, ez):
+              m_node, d_node, flat, acc, bo, alist, tdir, isc, kappa, z, ez):
     """One Prox-SDCA step on sequence i (Algorithm 1): returns (g_i, gamma).  ``flat``: float64 scratch of shape
-    (3, >= max(L^2, LS_BLOCK)), ``kb`` int64 scratch of at least 2 max(L^2, LS_BLOCK) entries.
+    (2, >= max(L^2, LS_BLOCK)).
 
     One sweep over the stored marginals, edge by edge, gives the gap, f'(0) and the transition part of the direction
     (:func:`load_gap`); the line search reads the store's rows and the new marginals where they are
@@ -1250,7 +1246,7 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tra
     # the forward-backward prefetches the stored rows the gap pass sweeps next (cold: 2 of its 8 us on OCR)
     chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node_n, pair_n, node_store.reshape(node_store.size),
                        t0 * L, pair_store.reshape(pair_store.size), e0 * LL)
-    gap, fp0, c0, c1 = load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, flat, kb)
+    gap, fp0, c0, c1 = load_gap(T, t0, e0, node_store, pair2, node_n, pn2, m_node, d_node, tdir, flat)
     bu, bl = flat[0], flat[1]
     pm, pn, sm, sn = ls_entries(T, t0, e0, node_store, pair_store, node_n, pair_n)
     isc[I_NF] += pm.shape[0] + sm.shape[0]
@@ -1259,12 +1255,12 @@ def sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tra
     na = accumulate_direction(tok_ptr, attr, ok0, onk, val, lab, bo, t0, t0 + T, d_node, acc, alist)
     if kappa > 0.0:
         nz = enet_pack(attr_ptr, acc, alist, na, tdir, trans_index, n_state, z, -1.0 / l2n, kappa, ez)
-        gamma = line_search_enet(pm, pn, sm, sn, fp0, c0, c1, tol, bu, bl, kb, isc, nz, ez, kappa, l2n)
+        gamma = line_search_enet(pm, pn, sm, sn, fp0, c0, c1, tol, bu, bl, isc, nz, ez, kappa, l2n)
         apply_direction_enet(attr_ptr, acc, alist, na, tdir, trans_index, n_state, -gamma / l2n, kappa,
                              z, w)
     else:
         q = direction_norm2(attr_ptr, acc, alist, na, tdir, trans_index) / l2n
-        gamma = line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, kb, isc)
+        gamma = line_search(pm, pn, sm, sn, q, fp0, c0, c1, tol, bu, bl, isc)
         # acc and tdir hold E_d F = -u: w += gamma u / (l2 n)
         apply_direction(attr_ptr, acc, alist, na, tdir, trans_index, n_state, -gamma / l2n, w)
     if gamma > 0.0:
@@ -1391,7 +1387,7 @@ def oeg_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, tran
 def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab,
              trans_index, n_state, l2n, tol, w, node_store, pair_store, gaps, etas, tsum, tmax, tmin, rng,
              trans, score, es, alpha, beta, scale, node_n, pair_n, m_node, d_node, m_pair, d_pair, M, expM,
-             theta, pot, acc, bo, alist, tdir, flat, kb, isc, fsc, kappa, z, ez):
+             theta, pot, acc, bo, alist, tdir, flat, isc, fsc, kappa, z, ez):
     """Steps of ``method`` (SDCA or OEG) until ``isc[I_EVALS]`` reaches ``target`` (``kappa``, ``z``,
     ``ez``: SDCA's elastic net, see :func:`sdca_step`)."""
     n = seq_ptr.shape[0] - 1
@@ -1401,7 +1397,7 @@ def dual_run(method, sampling, mixing, target, seq_ptr, eptr, tok_ptr, attr, val
             isc[I_EVALS] += 1
             g, gamma = sdca_step(i, seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, ok0, onk, lab, trans_index,
                                  n_state, l2n, tol, w, node_store, pair_store, trans, score, es, alpha, beta,
-                                 scale, node_n, pair_n, m_node, d_node, flat, kb, acc, bo, alist, tdir, isc, kappa, z,
+                                 scale, node_n, pair_n, m_node, d_node, flat, acc, bo, alist, tdir, isc, kappa, z,
                                  ez)
             fsc[F_GAMMA] = gamma
             if sampling == GAP:

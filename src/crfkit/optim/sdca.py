@@ -166,8 +166,7 @@ class _Dual:
         self.tdir = np.zeros((L, L))
         # the step's L1 scratch: an edge's L^2 entries in the gap pass, LS_BLOCK in the line search
         nflat = max(L * L, K.LS_BLOCK)
-        self.flat = np.zeros((3, nflat))
-        self.kb = np.zeros(2 * nflat, dtype=np.int64)
+        self.flat = np.zeros((2, nflat))
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.fsc = np.zeros(K.N_FSC)
         P = tree_size(n)
@@ -261,7 +260,7 @@ class _Dual:
                    self.node_store, self.pair_store, self.gaps, self.etas, self.tsum, self.tmax, self.tmin,
                    self.rng, self.trans, self.score, self.es, self.alpha, self.beta, self.scale, self.node_n,
                    self.pair_n, self.m_node, self.d_node, self.m_pair, self.d_pair, self.M, self.expM, self.theta,
-                   self.pot, self.acc, self.bo, self.alist, self.tdir, self.flat, self.kb, self.isc, self.fsc,
+                   self.pot, self.acc, self.bo, self.alist, self.tdir, self.flat, self.isc, self.fsc,
                    self.kappa, self.z, self.ez)
 
     def refresh(self) -> None:
