@@ -33,19 +33,19 @@ from crfkit.kernels.occ import apply_gradient, emissions, oracle, transitions  #
 
 # the stages read the occurrence layout (crfkit.kernels.occ) as the kernels do; work arrays preallocated
 @njit(nogil=True)
-def st_setup(seq_ptr, trans_index, n_state, order, v, trans, expM, kb):
+def st_setup(seq_ptr, trans_index, n_state, order, v, trans, expM):
     """Per sequence: the transition matrix and its exp."""
     acc = 0.0
     for s in range(order.shape[0]):
         transitions(v, 1.0, n_state, trans_index, trans)
         tmax = max_min(trans)[0]
-        exp_shift_into(trans.ravel(), tmax, expM.ravel(), kb)
+        exp_shift_into(trans.ravel(), tmax, expM.ravel())
         acc += expM[0, 0]
     return acc
 
 
 @njit(nogil=True)
-def st_emit(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order, v, trans, expM, kb, score):
+def st_emit(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order, v, trans, expM, score):
     """+ the emission scores (the walk over the attribute occurrences)."""
     acc = 0.0
     for s in range(order.shape[0]):
@@ -54,14 +54,14 @@ def st_emit(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order, v
         T = seq_ptr[i + 1] - t0
         transitions(v, 1.0, n_state, trans_index, trans)
         tmax = max_min(trans)[0]
-        exp_shift_into(trans.ravel(), tmax, expM.ravel(), kb)
+        exp_shift_into(trans.ravel(), tmax, expM.ravel())
         emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, v, 1.0, score)
         acc += expM[0, 0] + score[T - 1, 0]
     return acc
 
 
 @njit(nogil=True)
-def st_forward(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order, v, trans, expM, kb, score, es,
+def st_forward(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order, v, trans, expM, score, es,
                node, sc):
     """+ the scaled forward recursion (log Z)."""
     acc = 0.0
@@ -71,7 +71,7 @@ def st_forward(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order
         T = seq_ptr[i + 1] - t0
         transitions(v, 1.0, n_state, trans_index, trans)
         tmax = max_min(trans)[0]
-        exp_shift_into(trans.ravel(), tmax, expM.ravel(), kb)
+        exp_shift_into(trans.ravel(), tmax, expM.ravel())
         emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, v, 1.0, score)
         acc += scaled_forward(score, T, expM, tmax, es, node, sc)
     return acc
@@ -79,24 +79,24 @@ def st_forward(seq_ptr, tok_ptr, ok0, onk, val, lab, trans_index, n_state, order
 
 @njit(nogil=True)
 def st_oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, order, v, node, edge,
-              trans, expM, kb, score, es, bm, sc):
+              trans, expM, score, es, bm, sc):
     """+ the backward recursion with the edge marginals, the node marginals, the gold score (the oracle)."""
     acc = 0.0
     for s in range(order.shape[0]):
         acc += oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, 1.0, order[s], node, edge,
-                      trans, expM, kb, score, es, bm, sc)
+                      trans, expM, score, es, bm, sc)
     return acc
 
 
 @njit(nogil=True)
 def st_l2sgd(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, order, v, node, edge,
-             trans, expM, kb, score, es, bm, sc, pm):
+             trans, expM, score, es, bm, sc, pm):
     """+ the gradient's sparse application (coefficient 0: the same work, the weights unchanged)."""
     acc = 0.0
     for s in range(order.shape[0]):
         i = order[s]
         acc += oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, 1.0, i, node, edge,
-                      trans, expM, kb, score, es, bm, sc)
+                      trans, expM, score, es, bm, sc)
         apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, i, node, edge, 0.0, v, pm)
     return acc
 
@@ -198,9 +198,9 @@ def main(argv=None) -> int:
 
     from crfkit.kernels import occ as KOC
     ok0, onk, lab = KOC.layout(c.tok_ptr, c.attr, s.attr_ptr, s.feat_label, full, L)
-    trans, expM, kb, score, es, bm, sc, pm = KOC.Work(c.max_length, L).arrays()
+    trans, expM, score, es, bm, sc, pm = KOC.Work(c.max_length, L).arrays()
     a_occ = (c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, c.y, s.trans_index, s.n_state)
-    wk = (trans, expM, kb, score, es, bm, sc)
+    wk = (trans, expM, score, es, bm, sc)
     stages = out["stages"]
 
     def put(name, sec, note=""):
@@ -209,10 +209,10 @@ def main(argv=None) -> int:
 
     # warm up (compile)
     small = order[:50]
-    st_setup(c.seq_ptr, s.trans_index, s.n_state, small, w_sgd, trans, expM, kb)
-    st_emit(c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, s.trans_index, s.n_state, small, w_sgd, trans, expM, kb,
+    st_setup(c.seq_ptr, s.trans_index, s.n_state, small, w_sgd, trans, expM)
+    st_emit(c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, s.trans_index, s.n_state, small, w_sgd, trans, expM,
             score)
-    st_forward(c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, s.trans_index, s.n_state, small, w_sgd, trans, expM, kb,
+    st_forward(c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, s.trans_index, s.n_state, small, w_sgd, trans, expM,
                score, es, node, sc)
     st_oracle(*a_occ, small, w_sgd, node, edge, *wk)
     st_l2sgd(*a_occ, small, w_sgd.copy(), node, edge, *wk, pm)
@@ -223,11 +223,11 @@ def main(argv=None) -> int:
 
     print("l2sgd / ngd step (weights after one l2sgd epoch):")
     put("setup (transition matrix and its exp)",
-        cpu(lambda: st_setup(c.seq_ptr, s.trans_index, s.n_state, order, w_sgd, trans, expM, kb), R))
+        cpu(lambda: st_setup(c.seq_ptr, s.trans_index, s.n_state, order, w_sgd, trans, expM), R))
     put("+ emissions", cpu(lambda: st_emit(c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, s.trans_index, s.n_state,
-                                           order, w_sgd, trans, expM, kb, score), R))
+                                           order, w_sgd, trans, expM, score), R))
     put("+ scaled forward", cpu(lambda: st_forward(c.seq_ptr, c.tok_ptr, ok0, onk, c.val, lab, s.trans_index,
-                                                   s.n_state, order, w_sgd, trans, expM, kb, score, es, node, sc), R))
+                                                   s.n_state, order, w_sgd, trans, expM, score, es, node, sc), R))
     put("+ backward, edges, node marginals, gold (oracle)", cpu(lambda: st_oracle(*a_occ, order, w_sgd, node, edge,
                                                                                   *wk), R))
     wc = w_sgd.copy()

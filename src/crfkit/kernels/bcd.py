@@ -616,7 +616,7 @@ def _range_of(x):
 
 
 @njit(**_NOPY)
-def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, Mt, Et, kb):
+def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, Mt, Et):
     """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt.  ``bfull``:
     per bigram attribute, 1 when its features are every label pair in pair order
     (:attr:`crfkit.model.FeatureSpace.bigram_full_rows`): its weights are added as one vector (adding the
@@ -649,7 +649,7 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
                     nnz += 1
     mx, mn = _range_of(Mt)
     if 6 * nnz > LL or tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
-        exp_shift_into(Mt, mx, Et, kb)
+        exp_shift_into(Mt, mx, Et)
     else:
         c = np.exp(tmax0 - mx)
         for i in range(L):
@@ -666,13 +666,13 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
 
 @njit(**_NOPY)
 def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-               M, EX, TM, kb):
+               M, EX, TM):
     """M[t], EX[t], TM[t] for positions max(ta, 1)..tb of the sequence starting at token s0; returns the
     largest range (max - min) of those rows."""
     rng = 0.0
     for t in range(max(ta, 1), tb + 1):
         mx, mn = _pos_trans(s0 + t, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                            M[t], EX[t], kb)
+                            M[t], EX[t])
         TM[t] = mx
         if mx - mn > rng:
             rng = mx - mn
@@ -765,7 +765,7 @@ def _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff):
 
 @njit(**_NOPY)
 def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
-                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM, kbuf,
+                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM,
                      CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
     """:func:`block_grad` for joint block ``j`` with position-dependent transitions: its state part (the
     features of attribute ``ua[j]``, if any) in ``G[:nku]``/``H[:nku]`` and its label-pair part (those of
@@ -813,7 +813,7 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
         if vb > t1:
             hi = max(hi, min(vb, T - 1))
         _seq_trans(s0, lo, hi, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                   M, EX, TM, kbuf)
+                   M, EX, TM)
         if va < t2:
             _forward_pd(ES, EM, s0, va + 1, t2, EX, TM, alpha, la)
             VA[i] = t2
@@ -878,7 +878,7 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
 @njit(**_NOPY)
 def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
                        bfeat_pair, bfull, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
-                       cur, nxt, es, Mt, Et, kbuf):
+                       cur, nxt, es, Mt, Et):
     """log Z of the sequence of group ``g`` after a trial step of its joint block, forward over the window
     t1..t2 only: the emissions at a state occurrence change by ``step * v * dl``, the transition scores
     into a label-pair occurrence by ``step * v * dp`` (``dp`` dense L*L, non-zero at ``nzp[:nnzp]``).
@@ -929,7 +929,7 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
             base = m
         else:
             mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                                Mt, Et, kbuf)
+                                Mt, Et)
             if hb and nnzp > 0:
                 for q in range(nnzp):
                     p = nzp[q]
@@ -943,7 +943,7 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
                 if mx2 - mn > MAX_SCALED_TRANSITION_RANGE:
                     return np.nan
                 if 6 * nnzp > LL or abs(mx2 - mx) > MAX_SCALED_TRANSITION_RANGE:
-                    exp_shift_into(Mt, mx2, Et, kbuf)
+                    exp_shift_into(Mt, mx2, Et)
                 else:
                     c = np.exp(mx - mx2)
                     for q in range(LL):
@@ -973,7 +973,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                        evl, ebuf, w, E, ES, EM,
                        lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol, max_skip, zrun, skip,
                        CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt,
-                       es, M, EX, TM, kbuf, stats, sw):
+                       es, M, EX, TM, stats, sw):
     """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks ``order[b0:b1]``:
     block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair features of bigram
     attribute ``ub[j]`` (either may be -1), one observation's features as in Wapiti.  Its step is the
@@ -1012,7 +1012,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             continue
         block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
                          btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM,
-                         kbuf, CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+                         CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
         stats[ST_ORACLE] += ng
         # the label-pair part's empirical counts: the block's few non-zero ones scattered into ebuf
         if nkp > 0:
@@ -1077,7 +1077,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                     NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
                                                  btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans,
                                                  expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es,
-                                                 M[0], EX[0], kbuf)
+                                                 M[0], EX[0])
                     if sw.shape[0] == 0:
                         s += NLZ[gi] - LZ0[gi]
                     else:
@@ -1129,7 +1129,6 @@ def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, ba
         M = np.empty((Tmax, LL))
         EX = np.empty((Tmax, LL))
         TM = np.empty(Tmax)
-        kb = np.empty(LL, np.int64)
         for i in range(L):
             for j in range(L):
                 EC[c, i, j] = 0.0
@@ -1138,7 +1137,7 @@ def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, ba
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
             _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                       M, EX, TM, kb)
+                       M, EX, TM)
             _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
             _backward_pd(ES, EM, s0, T, 0, EX, TM, beta, lb, tmp)
             logz = _logz_at(alpha, la, beta, lb, T - 1)
@@ -1172,13 +1171,12 @@ def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr,
         M = np.empty((Tmax, LL))
         EX = np.empty((Tmax, LL))
         TM = np.empty(Tmax)
-        kb = np.empty(LL, np.int64)
         rng = 0.0
         for s in range(bounds[c], bounds[c + 1]):
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
             r = _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0,
-                           tmax0, M, EX, TM, kb)
+                           tmax0, M, EX, TM)
             if r > rng:
                 rng = r
             _forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)

@@ -158,7 +158,7 @@ def transform_into(code, buf, n, p, tab, r, scr):
 @njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
               order, start, stop, t0, lam, code, p, tab, r, v, scal, bo, nbuf, gbuf, kbuf,
-              gscr, node, edge, trans, expM, kb, score, es, bm, scale, pm, sw):
+              gscr, node, edge, trans, expM, score, es, bm, scale, pm, sw):
     """The steps for the sequences ``order[start:stop]`` (see the module docstring).
 
     ``ok0, onk, lab``: :func:`crfkit.kernels.occ.layout` of the corpus; ``trans`` ... ``pm``:
@@ -191,7 +191,7 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
         gain = eta / z
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
         loss = wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
-                           trans, expM, kb, score, es, bm, scale)
+                           trans, expM, score, es, bm, scale)
         if code == IDENTITY:
             apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, i, node, edge,
                            -gain * wi, v, pm)
@@ -255,12 +255,12 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
 
 @njit(**_NOPY)
 def sample_loss(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, order, start, stop,
-                v, z, node, edge, trans, expM, kb, score, es, bm, scale, sw):
+                v, z, node, edge, trans, expM, score, es, bm, scale, sw):
     """Sum of -sw_i log p(y_i|x_i) at w = z * v over the sequences order[start:stop] (``sw`` empty: all 1)."""
     total = 0.0
     for s in range(start, stop):
         i = order[s]
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
         total += wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
-                             trans, expM, kb, score, es, bm, scale)
+                             trans, expM, score, es, bm, scale)
     return total

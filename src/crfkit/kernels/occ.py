@@ -67,7 +67,6 @@ class Work:
         T = max(int(max_len), 1)
         self.trans = np.empty((L, L))
         self.expM = np.empty((L, L))
-        self.kb = np.empty(L * L, dtype=np.int64)
         self.score = np.empty((T, L))
         self.es = np.empty((T, L))
         self.bm = np.empty((T, L))
@@ -75,7 +74,7 @@ class Work:
         self.pm = np.empty(L)
 
     def arrays(self):
-        return self.trans, self.expM, self.kb, self.score, self.es, self.bm, self.scale, self.pm
+        return self.trans, self.expM, self.score, self.es, self.bm, self.scale, self.pm
 
 
 @njit(**_NOPY)
@@ -115,7 +114,7 @@ def transitions(v, beta, n_state, trans_index, trans):
 
 @njit(**_NOPY)
 def oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, beta, i, node, edge,
-           trans, expM, kb, score, es, bm, scale):
+           trans, expM, score, es, bm, scale):
     """:func:`crfkit.kernels.oracle.sequence_oracle` on the layout, with preallocated work arrays
     (:class:`Work`): the loss -log p(y_i|x_i) at w = beta v, node marginals into node[:T], summed
     edge marginals into edge (overwritten)."""
@@ -129,7 +128,7 @@ def oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, bet
         return 0.0
     transitions(v, beta, n_state, trans_index, trans)
     tmax = max_min(trans)[0]
-    exp_shift_into(trans.ravel(), tmax, expM.ravel(), kb)
+    exp_shift_into(trans.ravel(), tmax, expM.ravel())
     emissions(tok_ptr, ok0, onk, val, lab, t0, t0 + T, v, beta, score)
     logz = forward_backward_edges(score, T, trans, expM, tmax, es, node, bm, scale, edge)
     for t in range(T):

@@ -121,7 +121,6 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
     Mf = M.reshape((T, LL))
     Ef = expM.reshape((T, LL))
     tmx = np.zeros(T)
-    kb = np.empty(LL, np.int64)
     rng = 0.0
     some_full = bfull.shape[0] > 0
     for t in range(1, T):
@@ -143,7 +142,7 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
         tmx[t] = mx
         if mx - mn > rng:
             rng = mx - mn
-        exp_shift_into(row, mx, Ef[t], kb)
+        exp_shift_into(row, mx, Ef[t])
     emissions_rows(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, v, beta, score)
     return score, M, expM, tmx, rng
 

@@ -156,7 +156,6 @@ def hv_chain(score, sdir, T, trans, rdir, node, dnode, edge, dedge, force_log):
     es = np.empty((T, L))
     al = np.empty((T, L))
     A = np.empty((T, L))
-    kb = np.empty(L, dtype=np.int64)
     c = np.empty(T)
     u = np.empty(L)
     U = np.empty(L)
@@ -166,7 +165,7 @@ def hv_chain(score, sdir, T, trans, rdir, node, dnode, edge, dedge, force_log):
         m = sr[0]
         for j in range(1, L):
             m = sr[j] if sr[j] > m else m
-        exp_shift_into(sr, m, es[t], kb)
+        exp_shift_into(sr, m, es[t])
         logz += m
         if t == 0:
             for j in range(L):

@@ -348,7 +348,7 @@ class Engine:
             # per-call scratch of the position-dependent kernels: one sequence's transition rows (no cache
             # of every position: Tmax x L^2, not n_tokens x L^2), the label-pair direction
             self.pd_scratch = (np.zeros(LL), np.zeros(LL, np.int64), np.empty((T, LL)), np.empty((T, LL)),
-                               np.empty(T), np.empty(LL, np.int64))
+                               np.empty(T))
             self.rngs = np.zeros(nc)
 
     def _set_empirical_counts(self, obj) -> None:
@@ -486,7 +486,7 @@ class Engine:
         if ix.ap[j + 1] > ix.ap[j]:
             K.block_grad_joint(int(j), ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub, s.attr_ptr,
                                s.feat_label, self.c.seq_ptr, self.ES, self.EM, *self._bargs(self.w), pd[2], pd[3],
-                               pd[4], pd[5], *self.msg, *sc[:6], G, H, self.obj.sw)
+                               pd[4], *self.msg, *sc[:6], G, H, self.obj.sw)
         G, H = G[:len(ks)], H[:len(ks)]
         g = (G - self.empirical(ks)) * self.inv_n + l2 * self.w[ks]
         h = H * self.inv_n + l2

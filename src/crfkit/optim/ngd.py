@@ -121,7 +121,7 @@ class _Steps:
         return eta
 
     def loss(self, order, start, stop, v):
-        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, *self.work[:7],
+        return K.sample_loss(*self.loss_args, order, start, stop, v, 1.0, self.node, self.edge, *self.work[:6],
                              self.obj.sw)
 
 
