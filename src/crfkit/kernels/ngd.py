@@ -44,7 +44,7 @@ from numba import njit
 
 from .chain import FAST
 from .occ import apply_gradient, oracle
-from .vecmath import VEC, atan_nonneg, atan_split_into, erf_nonneg, erf_split_into, gd_nonneg, gd_split_into
+from .vecmath import VEC, atan_into, atan_nonneg, erf_nonneg, erf_split_into, gd_nonneg, gd_split_into
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -131,10 +131,10 @@ def fold(v, scal):
 @njit(**VEC)
 def transform_into(code, buf, n, p, tab, r, scr):
     """buf[:n] <- T(buf[:n]) in place: loops over the contiguous buffer that LLVM vectorises (compiled
-    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; arctan, erf and gd evaluate the
-    small-argument polynomial on every entry and the full formula only on the entries past its split point,
-    ``vecmath.atan_split_into`` etc., with ``scr``, float64 scratch of shape (4, >= n)); from the table
-    ``tab`` (nearest entry, computed outside ``[-r, r]``) when it has >= 2 entries.  The values are
+    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; arctan in one loop, ``vecmath.atan_into``;
+    erf and gd evaluate the small-argument polynomial on every entry and the full formula only on the entries
+    past its split point, ``vecmath.erf_split_into`` etc., with ``scr``, float64 scratch of shape (4, >= n));
+    from the table ``tab`` (nearest entry, computed outside ``[-r, r]``) when it has >= 2 entries.  The values are
     :func:`transform`'s, to the bit."""
     if tab.shape[0] >= 2:
         inv_h = (tab.shape[0] - 1) / (2.0 * r)
@@ -145,7 +145,7 @@ def transform_into(code, buf, n, p, tab, r, scr):
             x = buf[j]
             buf[j] = x / (x * x + p)
     elif code == ATAN:
-        atan_split_into(buf, n, p, scr)
+        atan_into(buf, n, p)
     elif code == ERF:
         erf_split_into(buf, n, p, scr)
     elif code == GD:
