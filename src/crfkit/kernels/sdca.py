@@ -31,10 +31,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .bitcast import bits_f64, f64_bits
 from .chain import (FAST, _log_backward, add_full_row, emissions_rows, exp_minus, forward_backward, max_min,
                     pd_edge, pd_exp, pd_forward_backward, pd_node)
 from .occ import emissions as occ_emissions
-from .bitcast import bits_f64, f64_bits
 from .prefetch import prefetch_range
 from .sag import rng_below, rng_uniform, tree_sample, tree_set
 
