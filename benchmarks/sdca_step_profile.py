@@ -8,14 +8,13 @@ The run first makes ``--warm`` epochs of sdca (gap sampling; lambda = the bench'
 ``--c1`` > 0 the elastic net, l1 = c1/n), so that the marginals are those of a run in progress, not of
 the initialisation.  Then, on ``--sample`` sequences drawn uniformly, it calls the step's phases one by
 one from Python, as ``sdca_step`` does, and times each call (``perf_counter_ns``), minus the cost of
-dispatching an empty numba function with as many arguments (measured first):
+dispatching an empty numba function with as many arguments (measured once per argument count, ``timed``):
 
     scores      emission scores at w (``occ_emissions``) and the transition matrix
     oracle      forward-backward marginals (``chain_marginals_pf``, as the step: prefetching the stored rows
                 that the gap pass reads): what sag-nus*'s step also pays, but for the prefetches
     gap         the sweep over the stored marginals, edge by edge, with a vectorised log per entry:
-                individual gap, f'(0), the end curvatures c0, c1, the transition direction, the line
-                search's entries and their compaction (``load_gap``)
+                individual gap, f'(0), the end curvatures c0, c1, the transition direction (``load_gap``)
     direction   the primal direction over the sequence's attributes (``accumulate_direction``)
     search      the exact line search (``line_search`` / ``line_search_enet`` with its packing)
     update      w += gamma u on the touched coordinates, and the store written back
@@ -52,6 +51,19 @@ def dispatch_ns(nargs, reps=20000):
     return (time.perf_counter_ns() - t) / reps
 
 
+_DISPATCH = {}
+
+
+def timed(fn, *args):
+    """(fn(*args), its ns less the dispatch of an empty function with as many arguments)."""
+    k = len(args)
+    if k not in _DISPATCH:
+        _DISPATCH[k] = dispatch_ns(k)
+    t = time.perf_counter_ns()
+    r = fn(*args)
+    return r, time.perf_counter_ns() - t - _DISPATCH[k]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="conll2000")
@@ -72,7 +84,6 @@ def main(argv=None):
     c, s = corp, space
     L = s.n_labels
     LL = L * L
-    d0 = {k: dispatch_ns(k) for k in (4, 8, 10, 11, 12, 13, 14, 15)}
     phases = ["scores", "oracle", "gap", "direction", "search", "update"]
     tot = dict.fromkeys(phases, 0.0)
     rng = np.random.default_rng(a.seed)
@@ -97,56 +108,50 @@ def main(argv=None):
             continue
         tokens += T
         e0 = int(run.eptr[i])
-        ns = time.perf_counter_ns
-        t = ns()
-        K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
-        K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.w, 1.0, run.score)
-        tot["scores"] += ns() - t - d0[4] - d0[10]
-        t = ns()
-        K.chain_marginals_pf(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n,
-                             run.pair_n, nflat, t0 * L, pflat, e0 * LL)
-        tot["oracle"] += ns() - t - d0[12]
-        t = ns()
-        gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node, run.d_node,
-                                      run.tdir, f)
-        tot["gap"] += ns() - t - d0[12]
-        t = ns()
-        na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t0 + T,
-                                    run.d_node, run.acc, run.alist)
-        tot["direction"] += ns() - t - d0[12]
+        _, d1 = timed(K._trans_into, run.w, s.n_state, s.trans_index, run.trans)
+        _, d2 = timed(K.occ_emissions, c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.w, 1.0,
+                      run.score)
+        tot["scores"] += d1 + d2
+        _, d = timed(K.chain_marginals_pf, run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale,
+                     run.node_n, run.pair_n, nflat, t0 * L, pflat, e0 * LL)
+        tot["oracle"] += d
+        (gap, fp0, c0, c1), d = timed(K.load_gap, T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node,
+                                      run.d_node, run.tdir, f)
+        tot["gap"] += d
+        na, d = timed(K.accumulate_direction, c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0,
+                      t0 + T, run.d_node, run.acc, run.alist)
+        tot["direction"] += d
         isc = np.zeros(K.N_ISC, dtype=np.int64)
         # the line search's entries where they are (views, taken outside the timing: in the kernel they
         # cost nothing next to the search)
         ent = K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n)
-        t = ns()
         if run.kappa > 0:
-            nz = K.enet_pack(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state, run.z,
-                             -1.0 / run.l2n, run.kappa, run.ez)
-            gamma = K.line_search_enet(*ent, fp0, c0, c1, 1e-3, f[0], f[1], isc, nz, run.ez,
-                                       run.kappa, run.l2n)
-            tot["search"] += ns() - t - d0[11] - d0[14]
+            nz, d1 = timed(K.enet_pack, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state,
+                           run.z, -1.0 / run.l2n, run.kappa, run.ez)
+            gamma, d2 = timed(K.line_search_enet, *ent, fp0, c0, c1, 1e-3, f[0], f[1], isc, nz, run.ez,
+                              run.kappa, run.l2n)
         else:
-            q = K.direction_norm2(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index) / run.l2n
-            gamma = K.line_search(*ent, q, fp0, c0, c1, 1e-3, f[0], f[1], isc)
-            tot["search"] += ns() - t - d0[4] - d0[11]
+            q, d1 = timed(K.direction_norm2, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index)
+            gamma, d2 = timed(K.line_search, *ent, q / run.l2n, fp0, c0, c1, 1e-3, f[0], f[1], isc)
+        tot["search"] += d1 + d2
         ls_evals += int(isc[K.I_LS])
         # the update into copies of w (z) and of the sequence's store rows
         nrows = run.node_store[t0:t0 + T].copy()
         prows = pair2[e0:e0 + max(T - 1, 0)].copy()
-        t = ns()
         if run.kappa > 0:
-            K.apply_direction_enet(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state,
-                                   -gamma / run.l2n, run.kappa, zcopy, wcopy)
+            _, d1 = timed(K.apply_direction_enet, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index,
+                          s.n_state, -gamma / run.l2n, run.kappa, zcopy, wcopy)
         else:
-            K.apply_direction(s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state,
-                              -gamma / run.l2n, wcopy)
-        _mix(nrows, prows, run.m_node, run.node_n, pn2, T, gamma)
-        tot["update"] += ns() - t - d0[12] - d0[8]
+            _, d1 = timed(K.apply_direction, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index,
+                          s.n_state, -gamma / run.l2n, wcopy)
+        _, d2 = timed(_mix, nrows, prows, run.m_node, run.node_n, pn2, T, gamma)
+        tot["update"] += d1 + d2
     total = sum(tot.values())
     m = len(idx)
     print(f"{a.data}: n={n}, labels={L}, features={s.n_features}, l2={reg.l2:.3g}, l1={reg.l1:.3g}; after {a.warm} "
           f"epochs of sdca (gap); {m} sampled steps, {tokens / m:.1f} tokens per step, {ls_evals / m:.2f} "
-          f"line-search evaluations per step; dispatch overhead subtracted ({d0[8]:.0f} ns per 8-argument call); "
+          f"line-search evaluations per step; dispatch overhead subtracted (per call, by its argument count: "
+          f"{min(_DISPATCH.values()):.0f}-{max(_DISPATCH.values()):.0f} ns); "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| phase | us/step | share |")
     print("|---|---|---|")
