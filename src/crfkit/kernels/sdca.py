@@ -694,39 +694,12 @@ def ls_entries(T, t0, e0, node_store, pair_store, node_n, pair_n):
 
 
 @njit(**_NOPY)
-def _fprime_range(g, cm, cn, bu, bl):
-    """The sums of ``d log(mu' / mu_g)`` and ``d^2 / mu_g`` over the entries (mu in ``cm``: float32 or
-    float64, mu' in ``cn``), in blocks of LS_BLOCK (the ratios and their logs in the L1 scratch ``bu``,
-    ``bl``)."""
-    omg = 1.0 - g
-    s = 0.0
-    s2 = 0.0
-    b = 0
-    hi = cm.shape[0]
-    while b < hi:
-        nb = min(LS_BLOCK, hi - b)
-        m_ = cm[b:b + nb]
-        x_ = cn[b:b + nb]
-        for j in range(nb):
-            m = np.float64(m_[j])
-            x = x_[j]
-            d = x - m
-            r = 1.0 / max(omg * m + g * x, LOG_FLOOR)
-            bu[j] = max(x, LOG_FLOOR) * r
-            s2 += d * d * r
-        log_fast_into(bu, bl, nb)
-        for j in range(nb):
-            s += (x_[j] - np.float64(m_[j])) * bl[j]
-        b += nb
-    return s, s2
-
-
-@njit(**_NOPY)
 def _fprime_range_m(g, cm, cn, bu, bl):
-    """:func:`_fprime_range` and, in the same sweep, what the certified Taylor model of f' around g needs
-    (:func:`_taylor_root`), with rho = d / mu_g per entry: the sums of ``d log(mu' / mu_g)``, ``d rho``
-    (= d^2 / mu_g), ``d rho^2`` and ``d rho^3`` (three multiply-adds an entry more than f' alone; every
-    ``d rho^k`` with k odd is >= 0, rho having the sign of d)."""
+    """Over the entries (mu in ``cm``: float32 or float64, mu' in ``cn``), in blocks of LS_BLOCK (the ratios and
+    their logs in the L1 scratch ``bu``, ``bl``), f'(g)'s terms and, in the same sweep, what the certified Taylor
+    model of f' around g needs (:func:`_taylor_root`), with rho = d / mu_g per entry: the sums of
+    ``d log(mu' / mu_g)``, ``d rho`` (= d^2 / mu_g), ``d rho^2`` and ``d rho^3`` (three multiply-adds an entry
+    more than f' alone; every ``d rho^k`` with k odd is >= 0, rho having the sign of d)."""
     omg = 1.0 - g
     s = 0.0
     s2 = 0.0
@@ -881,10 +854,11 @@ def _taylor_root(x0, mo, lo, hi, tol, q, nz, ez, kappa, l2n):
 def fprime(g, pm, pn, sm, sn, q, bu, bl):
     """(f'(g), f''(g)) of the line search over its entries (module docstring): the cliques' mu, mu' in
     ``pm``, ``pn``, the separators' in ``sm``, ``sn`` (:func:`ls_entries`); ``bu``, ``bl``: float64
-    scratch of at least LS_BLOCK entries."""
-    sp, s2p = _fprime_range(g, pm, pn, bu, bl)
-    ss, s2s = _fprime_range(g, sm, sn, bu, bl)
-    return (sp - ss) - g * q, -(s2p - s2s) - q
+    scratch of at least LS_BLOCK entries.  The values the search itself evaluates (:func:`fprime_moments`);
+    for the tests and benchmarks."""
+    mo = np.empty(7)
+    fprime_moments(g, pm, pn, sm, sn, bu, bl, mo)
+    return mo[0] - g * q, -mo[1] - q
 
 
 _NO_EZ = np.zeros((3, 0))    # the L2 line search's (empty) elastic-net coordinates
