@@ -282,6 +282,8 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     has the same layout: its weight column is dropped (dev scores are unweighted).
     """
     from .train import train
+    from .memtrim import release_code_pages
+    release_code_pages()    # LLVM's pages that importing numba touched: not held while the file is read
 
     dcols = parse_columns_spec(dense_columns) if dense_columns is not None else None
     wcol = parse_weight_column(weight_column) if weight_column is not None else None

@@ -25,6 +25,7 @@ from .features.encode import build
 from .model import CRFModel, FeatureSpace
 from .objective import Objective, Regularization, l1_norm, regularization
 from .parallel import set_threads, single_blas
+from . import memtrim
 
 from .optim import stochastic as _stochastic
 
@@ -446,6 +447,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     if params and not stochastic:
         raise ParameterError(f"{algorithm} takes no optimizer parameters (got {', '.join(sorted(params))})")
     set_threads(threads)
+    # numba's code generator initialised (and LLVM's pages it touched handed back) before the objective
+    # allocates its plan and buffers, not while they are held (crfkit.memtrim)
+    memtrim.warm_compiler()
     # OWL-QN takes the smooth part (loss + L2) and handles the L1 term itself
     smooth = Regularization(l1=0.0, l2=reg.l2) if algorithm == "owlqn" else reg
     if allowed is not None:
@@ -557,6 +561,9 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         return True
 
     def on_iter(info: dict):
+        # the kernels this run needs are loaded by now (and a dev evaluation may have loaded more): LLVM's
+        # code pages that loading touched go back to the kernel (crfkit.memtrim; 0.2 ms when none is left)
+        memtrim.release_code_pages()
         why = watch.check(info["f"], info["x"])
         rec = {
             "algorithm": algorithm, "iteration": info["iteration"],
@@ -949,8 +956,12 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     elif labels is not None:
         raise ParameterError("labels= names the label set of partially labelled data (? and A|B cells); these "
                              "label sequences are complete: their labels are the model's")
+    # LLVM's pages that importing numba touched go back before the data is read and encoded; the
+    # C heap's free memory (the encoding's temporaries) before the training allocates (crfkit.memtrim)
+    memtrim.release_code_pages()
     space, corpus = build(X, Y, support=support, transitions=transitions, min_freq=min_freq,
                           dense=dense, dense_names=dense_names, B=B)
+    memtrim.release_memory()
     if allowed_cells is not None:
         from .partial import allowed_matrix
         kwargs["allowed"] = allowed_matrix(allowed_cells, space.labels)
@@ -974,5 +985,4 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
         # the corpus, the gradient plan and the optimizer's buffers are free now: give that memory
         # back, so that what the process does next (predict) does not grow it past training's peak
         del corpus, dev
-        from .memtrim import release_memory
-        release_memory()
+        memtrim.release_memory()
