@@ -13,6 +13,7 @@ import pytest
 import crfkit
 import crfkit.train
 from crfkit.errors import DataError
+from crfkit.model import StringTable
 from crfkit.estimator import CRF, flat_accuracy_score, flat_f1_score, make_scorer, sequence_accuracy_score
 from crfkit.features.dicts import to_attributes
 
@@ -257,7 +258,13 @@ def test_pickle_round_trip(data, fitted):
     fitted.predict(Xt)
     blob = pickle.dumps(fitted)
     back = pickle.loads(blob)
-    assert "attr_index" not in back.model_.space.__dict__ and "attr_index" in fitted.model_.space.__dict__
+    # the lookup tables: the space's dict, or (attributes packed since training, crfkit.model.StringTable)
+    # the table's hashes / dict; none travels
+    def lookups(space):
+        t = space.attributes
+        return ("attr_index" in space.__dict__
+                or (isinstance(t, StringTable) and (t._dict is not None or t._hash is not None)))
+    assert lookups(fitted.model_.space) and not lookups(back.model_.space)
     assert back.get_params() == fitted.get_params()
     assert back.predict(Xt) == fitted.predict(Xt)
     assert back.predict_marginals(Xt) == fitted.predict_marginals(Xt)

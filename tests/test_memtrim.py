@@ -1,13 +1,17 @@
-"""crfkit.memtrim's code-page release (LLVM's pages handed back after kernels load)."""
+"""crfkit.memtrim's code-page release (LLVM's pages handed back after kernels load) and the packed attribute
+table training now keeps (StringTable.of, and the checkpoint fingerprint over it)."""
 from __future__ import annotations
 
 import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import random_sequences
 from crfkit import memtrim
+from crfkit.model import StringTable, _pack_strings
 
 linux_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc (Linux)")
 
@@ -83,3 +87,52 @@ def test_training_releases_code_pages_and_warms_the_compiler(monkeypatch):
     res = train_mod.train(X, Y, max_iterations=3)
     # before the data is encoded, before the objective allocates, after every iteration
     assert calls[:2] == ["pages", "warm"] and calls.count("pages") == 1 + res.model.meta["iterations"]
+
+
+# ----------------------------------------------------------------------------- the packed attribute table
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=6), max_size=40))
+def test_string_table_of_is_the_packed_list(names):
+    t = StringTable.of(names)
+    try:
+        want = _pack_strings(names)
+    except UnicodeEncodeError:
+        assert t is None
+        return
+    blob, lens = t.packed()
+    assert np.array_equal(blob, want[0]) and np.array_equal(lens, want[1])
+    assert list(t) == names and len(t) == len(names)
+
+
+def test_string_table_of_refuses_a_lone_surrogate():
+    assert StringTable.of(["ok", "bad\udcff"]) is None
+    assert list(StringTable.of([])) == []
+
+
+def test_build_keeps_the_attributes_packed():
+    from crfkit.features.encode import build
+    X = [[["w=a", "s=é"], ["w=b"]], [["w=中", "w=a"]]]
+    Y = [["x", "y"], ["y"]]
+    space, _ = build(X, Y)
+    assert isinstance(space.attributes, StringTable)
+    assert list(space.attributes) == ["w=a", "s=é", "w=b", "w=中"]
+    # names a model file cannot hold stay a list (the model cannot be saved, but it trains and tags)
+    space2, _ = build([[["w=\udcff"]]], [["x"]])
+    assert space2.attributes == ["w=\udcff"] and not isinstance(space2.attributes, StringTable)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=5), max_size=30),
+       st.integers(1, 7))
+def test_fingerprint_of_a_packed_table_is_the_lists(names, block):
+    """The checkpoint fingerprint digests a packed table without making its strings, block by block; the
+    digest is the one of the same names as a list (checkpoints written before still resume)."""
+    import hashlib
+    from crfkit import checkpoint
+
+    def digest(attrs, block=1 << 16):
+        h = hashlib.sha256()
+        checkpoint._digest_strings(h, attrs, block=block)
+        return h.hexdigest()
+    assert digest(StringTable.of(names), block) == digest(list(names))
+    assert digest(StringTable.of(names)) == digest(list(names))

@@ -56,6 +56,32 @@ class Checkpoint:
         return int(self.state["iteration"])
 
 
+def _digest_strings(h, ss, block: int = 1 << 16) -> None:
+    """Feed ``h`` the count of the strings ``ss``, then each one's UTF-8 byte length (8 bytes, little
+    endian) and bytes.  A packed table (:class:`crfkit.model.StringTable`) gives the same stream from its
+    bytes, ``block`` strings at a time, without making the strings."""
+    h.update(len(ss).to_bytes(8, "little"))
+    if not hasattr(ss, "packed"):
+        for s in ss:
+            b = s.encode("utf-8")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+        return
+    blob, lens = ss.packed()
+    ends = np.cumsum(lens)
+    for k in range(0, len(lens), block):
+        ln = np.asarray(lens[k:k + block], dtype="<i8")
+        body = blob[int(ends[k] - lens[k]):int(ends[k + len(ln) - 1])]
+        out = np.empty(8 * len(ln) + len(body), np.uint8)
+        at = (np.cumsum(ln) - ln) + 8 * np.arange(len(ln))      # where each length goes
+        pos = (at[:, None] + np.arange(8)).reshape(-1)
+        is_len = np.zeros(len(out), bool)
+        is_len[pos] = True
+        out[pos] = ln.view(np.uint8)
+        out[~is_len] = body
+        h.update(memoryview(out))
+
+
 def fingerprint(space, corpus) -> str:
     """SHA-256 of the encoded training corpus and the feature space (labels, attributes, layout)."""
     h = hashlib.sha256()
@@ -73,15 +99,8 @@ def fingerprint(space, corpus) -> str:
         for k in range(0, len(flat), 1 << 20):
             h.update(memoryview(flat[k:k + (1 << 20)].astype(dt)).cast("B"))
 
-    def strings(ss):
-        h.update(len(ss).to_bytes(8, "little"))
-        for s in ss:
-            b = s.encode("utf-8")
-            h.update(len(b).to_bytes(8, "little"))
-            h.update(b)
-
-    strings(space.labels)
-    strings(space.attributes)
+    _digest_strings(h, space.labels)
+    _digest_strings(h, space.attributes)
     def ones(n):
         # the digest of np.ones(n) (a corpus of ones that never made the array), fed a block at a time
         h.update(f"{np.dtype(np.float64).str}{(n,)}".encode())
@@ -99,13 +118,13 @@ def fingerprint(space, corpus) -> str:
         else:
             arr(corpus.val)
     if getattr(space, "n_bigram", 0) or getattr(corpus, "has_bigram", False):
-        strings(space.battributes)
+        _digest_strings(h, space.battributes)
         arr(space.battr_ptr)
         arr(space.bfeat_pair, np.int32)   # its type became int16 for L <= 181; digests of older runs hold
         for a in corpus.bigram_arrays():
             arr(a)
     if space.n_dense or corpus.dense is not None:  # (fingerprints of models without one are unchanged)
-        strings(space.dense_names)
+        _digest_strings(h, space.dense_names)
         arr(corpus.dense if corpus.dense is not None else np.zeros(0))
     if getattr(corpus, "is_weighted", False):  # sample weights (fingerprints of unweighted corpora are unchanged)
         h.update(b"sample weights")

@@ -367,6 +367,23 @@ class StringTable(Sequence):
         return StringTable._sliced(blob, lens)
 
     @classmethod
+    def of(cls, names: Sequence[str]) -> "StringTable | None":
+        """The table of a list of strings, packed without a bytes object per string (one join, one encode;
+        byte lengths from the character lengths when every character is ASCII), or None when a name
+        cannot be encoded as UTF-8 (a lone surrogate), which a model file could not hold either."""
+        text = "".join(names)
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        if len(raw) == len(text):
+            lens = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+        else:
+            lens = np.fromiter((len(s.encode("utf-8")) for s in names), dtype=np.int64, count=len(names))
+        del text
+        return cls._sliced(raw, lens)
+
+    @classmethod
     def _sliced(cls, raw: bytes, lens: np.ndarray) -> "StringTable":
         """A table of whole strings cut from a checked one (valid UTF-8 at string boundaries already)."""
         t = cls.__new__(cls)
@@ -392,6 +409,12 @@ class StringTable(Sequence):
         return NotImplemented
 
     __hash__ = None   # a mutable-looking sequence, as the list it stands for
+
+    def __add__(self, other):
+        return self._strings() + list(other)
+
+    def __radd__(self, other):
+        return list(other) + self._strings()
 
     def __repr__(self) -> str:
         return f"StringTable({len(self)} strings)"
