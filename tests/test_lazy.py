@@ -271,6 +271,31 @@ def test_train_columns_model_equals_eager(tmp_path):
     np.testing.assert_allclose(res.model.weights, ref.model.weights)
 
 
+@pytest.mark.parametrize("support", ["observed", "all"])
+def test_lazy_bigram_attributes_build_as_eager(tmp_path, small_chunks, support):
+    # label pair x observation attributes (a Wapiti * pattern) read lazily, a chunk of sentences at a
+    # time (crfkit train's path): the same bigram space and arrays as the lists given whole
+    from crfkit.features.templates import Templates
+    from crfkit.io.columns import read_columns_list
+    from crfkit.pipeline import attributes_of, bigram_attributes_of
+    sents = read_columns_list(str(_column_file(tmp_path, n=25, seed=4)))
+    tpl = Templates.parse("U00:%x[0,0]\n*01:%x[-1,0]/%x[0,1]\nB\n", name="t.pat")
+    Y = [s.labels for s in sents]
+    X, B = attributes_of(sents, tpl), bigram_attributes_of(sents, tpl)
+    Bl = bigram_attributes_of(sents, tpl, lazy=True, once=True)
+    assert isinstance(Bl, LazySequences)
+    (sa, ca), (sb, cb) = build(X, Y, B=B, support=support), build(X, Y, B=Bl, support=support)
+    _same_build((sa, ca), (sb, cb))
+    assert list(sa.battributes) == list(sb.battributes) and len(sa.battributes) > 3
+    for k in ("battr_ptr", "bfeat_pair"):
+        np.testing.assert_array_equal(getattr(sa, k), getattr(sb, k))
+    for a, b in zip(ca.bigram_arrays(), cb.bigram_arrays()):
+        np.testing.assert_array_equal(a, b)
+    assert Bl._items is None
+    with pytest.raises(DataError, match="bigram attributes"):     # a shape mismatch is still refused
+        build(X, Y, B=bigram_attributes_of(sents[:-1] + [sents[0]], tpl, lazy=True))
+
+
 # --------------------------------------------------------------------------- a corpus of ones stores no values
 def test_corpus_of_ones_stores_no_values():
     from crfkit.corpus import Corpus

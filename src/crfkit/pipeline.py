@@ -83,14 +83,21 @@ def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: b
 
 
 def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
-                         pad: bool = True) -> list[list[list[str]]] | None:
+                         pad: bool = True, lazy: bool = False, once: bool = False) -> list[list[list[str]]] | None:
     """Bigram-observation attribute sequences of ``sentences`` (CRF++ ``B`` lines with
     macros, Wapiti ``b``/``*`` patterns), or ``None`` when the templates have none.
-    Call :func:`attributes_of` first: it checks the column count."""
+    Call :func:`attributes_of` first: it checks the column count.  ``lazy``, ``once``: as
+    :func:`attributes_of` (training encodes a lazy ``B`` a chunk of sentences at a time)."""
     if not templates.bigram_observation:
         return None
     apply = templates.apply_bigram
-    return [apply(s.columns, pad=pad) for s in sentences]
+    if not lazy:
+        return [apply(s.columns, pad=pad) for s in sentences]
+    from .features.lazy import LazySequences
+
+    def convert(chunk, start):
+        return [apply(s.columns, pad=pad) for s in chunk]
+    return LazySequences(sentences, convert, once=once)
 
 
 def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
@@ -316,7 +323,8 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
             raise DataError(f"the dev data has {nd} observation columns but the training data has "
                             f"{n_columns}", _name_of(dev_path), dev_sents[0].line)
     if templates.bigram_observation:
-        train_kwargs["B"] = bigram_attributes_of(sentences, templates, pad=pad)
+        # lazy, as X: the label-pair x observation strings of the whole file never exist at once
+        train_kwargs["B"] = bigram_attributes_of(sentences, templates, pad=pad, lazy=True, once=True)
         if dev_path is not None:
             train_kwargs["B_dev"] = bigram_attributes_of(dev_sents, templates, pad=pad)
     meta = dict(train_kwargs.pop("meta", None) or {})

@@ -306,13 +306,13 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
 
     Returns (battributes, battr_ptr, bfeat_pair, (btok_ptr, battr, bval)).
     """
-    bseq_lens, btok_counts, names, values = _flatten(B, name)
+    # a chunk of sequences at a time, as the state attributes (B may be lazy: its strings never all exist)
+    index, lookup = _interner()
+    bseq_lens, btok_counts, raw, values = _flatten_ids(B, name, lookup)
     _check_shape(seq_lens, bseq_lens, btok_counts, name)
-    index = dict(zip(dict.fromkeys(names), itertools.count()))
     A0 = len(index)
-    raw = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
     all_names = list(index)
-    del index, names
+    del index
     n_tok = len(y)
     tok_of = np.repeat(np.arange(n_tok, dtype=np.int64), btok_counts)
     first = np.zeros(n_tok, dtype=bool)
