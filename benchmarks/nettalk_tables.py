@@ -323,17 +323,17 @@ def worker_crfkit(args) -> dict:
         from crfkit.train import train as train_fn
         from crfkit.pipeline import attributes_of, bigram_attributes_of
         templates = preset_templates(c["features"])
-        X = attributes_of(train, templates)
+        # the training attributes lazy, as crfkit train reads a file (train_columns): a chunk of words'
+        # strings at a time; the dev fold's only for the cells that score it
+        X = attributes_of(train, templates, lazy=True)
         Y = [s.labels for s in train]
-        B = bigram_attributes_of(train, templates)
-        Xd = attributes_of(dev, templates)
-        Bd = bigram_attributes_of(dev, templates)
+        B = bigram_attributes_of(train, templates, lazy=True)
         meta = {"templates": templates.source, "template_pad": True, "columns": 1}
         if B is not None:
             kw["B"] = B
             if not c.get("no_dev"):
-                kw["B_dev"] = Bd
-        dev_kw = {} if c.get("no_dev") else dict(X_dev=Xd, Y_dev=[s.labels for s in dev])
+                kw["B_dev"] = bigram_attributes_of(dev, templates)
+        dev_kw = {} if c.get("no_dev") else dict(X_dev=attributes_of(dev, templates), Y_dev=[s.labels for s in dev])
         if not templates.bigram:
             # N-grm- sets have no empty window, so no plain label-pair (transition) features, as in Wapiti's
             # space (train_columns / crfkit train decide the same way; this worker calls train() itself)
