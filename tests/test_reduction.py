@@ -159,3 +159,41 @@ def test_plan_memory_follows_the_corpus_not_the_candidate_space():
     entries = len(corpus.attr) + len(corpus.battr)
     assert plan.nbytes < 64 * (entries + corpus.n_tokens) + 1024
     assert plan.nbytes < space.n_features   # well under one byte per candidate feature
+
+
+def test_plan_indexes_tokens_in_two_bytes_unless_a_block_is_longer(monkeypatch):
+    rng = np.random.default_rng(8)
+    X, Y, B = _bigram_data(rng, 30, max_len=9)
+    space, corpus = build(X, Y, support="all", B=B)
+    sp = corpus.seq_ptr
+    plan = reduction.grad_plan(corpus, space, 2, budget=300, edge_budget=300, bigram=True)
+    for occ in (plan.state, plan.bigram):
+        assert occ.tok.dtype == np.uint16 and occ.run_ptr.dtype == np.int32
+    # a block longer than TOK16_TOKENS tokens (here: any of more than 3) and an index of more than
+    # RUN32_ENTRIES entries keep 4- and 8-byte ids: the same entries
+    monkeypatch.setattr(reduction, "TOK16_TOKENS", 3)
+    monkeypatch.setattr(reduction, "RUN32_ENTRIES", 5)
+    wide = reduction.grad_plan(corpus, space, 2, budget=300, edge_budget=300, bigram=True)
+    for a, b, nfeat, skip in ((plan.state, wide.state, np.diff(space.attr_ptr), False),
+                              (plan.bigram, wide.bigram, np.diff(space.battr_ptr), True)):
+        assert b.tok.dtype == np.int32 and b.run_ptr.dtype == np.int64
+        assert np.array_equal(a.tok, b.tok) and np.array_equal(a.run_ptr, b.run_ptr)
+        assert _plan_entries(wide, b, sp, 2, nfeat) == _entries(*((corpus.tok_ptr, corpus.attr, corpus.val) if not skip
+                                                                  else (corpus.btok_ptr, corpus.battr, corpus.bval)),
+                                                                sp, skip)
+
+
+@pytest.mark.slow
+def test_wide_token_ids_give_the_same_gradient_bits(restore_threads, monkeypatch):
+    """The 4- and 8-byte index (a block of more than 65,536 tokens) compiles the kernels for those types:
+    the same bits as the 2- and 4-byte one."""
+    rng = np.random.default_rng(9)
+    X, Y, B = _bigram_data(rng, 40, n_labels=3)
+    space, corpus = build(X, Y, support="all", B=B)
+    w = rng.normal(0, 0.5, space.n_features)
+    _, f0, g0 = _grad(corpus, space, w, 2, 1500, monkeypatch)
+    monkeypatch.setattr(reduction, "TOK16_TOKENS", 1)
+    monkeypatch.setattr(reduction, "RUN32_ENTRIES", 1)
+    obj, f, g = _grad(corpus, space, w, 2, 1500, monkeypatch)
+    assert obj._plan.state.tok.dtype == np.int32 and obj._plan.state.run_ptr.dtype == np.int64
+    assert f == f0 and np.array_equal(g, g0)

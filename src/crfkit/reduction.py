@@ -31,15 +31,18 @@ import numpy as np
 STORE_BUDGET = 1 << 20    # bytes of node marginals held per block: the reduction reads them in random
 #                           order, so they should stay in the core's cache
 EDGE_BUDGET = 16 << 20    # bytes of edge marginals per block (bigram features: each read is a whole L x L row)
+TOK16_TOKENS = 1 << 16    # blocks of at most this many tokens index them in 2 bytes (uint16), others in 4
+RUN32_ENTRIES = 1 << 31   # occurrence indexes of fewer entries point into them with int32, others int64
 
 
 @dataclass(frozen=True)
 class Occurrences:
     """(attribute, token) entries of a corpus, per block sorted by attribute then token."""
 
-    run_ptr: np.ndarray    # (n_runs + 1,) int64: run r covers tok[run_ptr[r]:run_ptr[r + 1]]
+    run_ptr: np.ndarray    # (n_runs + 1,) int32 (int64 from 2^31 entries): run r covers tok[run_ptr[r]:run_ptr[r + 1]]
     run_attr: np.ndarray   # (n_runs,) int32: the attribute of run r (one run per attribute and block)
-    tok: np.ndarray        # (nnz,) int32: token, relative to its block's first token
+    tok: np.ndarray        # (nnz,) uint16 (int32 when a block, i.e. a sequence, has more than 65,536 tokens):
+    #                        token, relative to its block's first token
     val: np.ndarray        # (nnz,) float64, or empty when every value is 1
     groups: np.ndarray     # (n_blocks, n_groups + 1) int64: the runs of block b, group j
 
@@ -94,7 +97,8 @@ def _split(weights_cum: np.ndarray, parts: int) -> np.ndarray:
 
 
 def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr: np.ndarray,
-                 blocks: np.ndarray, nfeat: np.ndarray, groups: int, skip_first: bool) -> Occurrences:
+                 blocks: np.ndarray, nfeat: np.ndarray, groups: int, skip_first: bool,
+                 tok_dtype=np.int32) -> Occurrences:
     """The occurrence index of one attribute table (state: ``attr``; bigram: ``battr``, whose entries at
     a sequence's first token are left out: they have no edge)."""
     n_blocks = len(blocks) - 1
@@ -107,7 +111,7 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
         t0, t1 = int(seq_ptr[blocks[b]]), int(seq_ptr[blocks[b + 1]])
         e0, e1 = int(tok_ptr[t0]), int(tok_ptr[t1])
         a = attr[e0:e1]
-        t = np.repeat(np.arange(t1 - t0, dtype=np.int32), np.diff(tok_ptr[t0:t1 + 1]))
+        t = np.repeat(np.arange(t1 - t0, dtype=tok_dtype), np.diff(tok_ptr[t0:t1 + 1]))
         v = val[e0:e1] if not binary else None
         if skip_first:
             first = np.zeros(t1 - t0, bool)
@@ -134,8 +138,8 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
         else:
             gcuts[b] = n_runs
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt))
-    return Occurrences(run_ptr=cat(run_ptr, np.int64), run_attr=cat(run_attr, np.int32),
-                       tok=cat(toks, np.int32), val=cat(vals, np.float64) if not binary else np.zeros(0),
+    return Occurrences(run_ptr=cat(run_ptr, np.int32 if pos < RUN32_ENTRIES else np.int64), run_attr=cat(run_attr, np.int32),
+                       tok=cat(toks, tok_dtype), val=cat(vals, np.float64) if not binary else np.zeros(0),
                        groups=gcuts)
 
 
@@ -166,10 +170,14 @@ def grad_plan(corpus, space, n_chunks: int, budget: int | None = None, bigram: b
         store = max(store, int(sp[-1] - sp[0]))
         cum = sp[1:] - sp[0]
         chunks[b] = s0 + _split(cum, nc)
+    # the index's token ids are relative to their block: 2 bytes each while a block has at most 65,536
+    # tokens (the store budget allows 1 MB / 8L rows: 5,957 on CoNLL-2000), which only a longer sequence
+    # (alone in its block) exceeds; CoNLL-2000's index went from 26 to 15 MB with the narrower run_ptr
+    tok_dtype = np.uint16 if store <= TOK16_TOKENS else np.int32
     state = _occurrences(corpus.tok_ptr, corpus.attr, corpus.raw_val, seq_ptr, blocks, np.diff(space.attr_ptr), nc,
-                         skip_first=False)
+                         skip_first=False, tok_dtype=tok_dtype)
     big = None
     if bigram:
         big = _occurrences(corpus.btok_ptr, corpus.battr, corpus.bval, seq_ptr, blocks, np.diff(space.battr_ptr),
-                           nc, skip_first=True)
+                           nc, skip_first=True, tok_dtype=tok_dtype)
     return GradPlan(blocks=blocks, chunks=chunks, store_tokens=store, state=state, bigram=big)
