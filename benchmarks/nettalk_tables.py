@@ -271,10 +271,11 @@ def worker_crfkit(args) -> dict:
         # Table 5: the joint phoneme + stress labels, straight from the data set's split
         from crfkit.datasets.nettalk import nettalk_split
         train, dev, test = nettalk_split(9, labels=c["labels"])
+        paths = None
     else:
+        # the training and dev folds as files, read by what reads them for crfkit train (train_columns)
         paths = export(args.work)
-        train = read_columns_list(paths["train"])
-        dev = read_columns_list(paths["dev"])
+        train = dev = None
         test = read_columns_list(paths["test"])
     kw = dict(algorithm=c.get("algorithm", "owlqn"), threads=args.threads, verbose=True,
               log=lambda s: print(s, file=sys.stderr, flush=True))
@@ -310,6 +311,8 @@ def worker_crfkit(args) -> dict:
                   max_iterations=args.max_iterations or c.get("max_it", args.cap))
     if c.get("incremental"):
         from crfkit.incremental import train_incremental
+        if train is None:
+            train, dev = read_columns_list(paths["train"]), read_columns_list(paths["dev"])
         kw.pop("log")
         its = c.get("stage_it", 10)
         r = train_incremental(train, features=c["features"], dev=dev, stage_iterations=its,
@@ -320,25 +323,30 @@ def worker_crfkit(args) -> dict:
         out["iterations"] = sum(st["iterations"] for st in r.stages)
         out["features"] = res.model.space.n_features
     else:
-        from crfkit.train import train as train_fn
-        from crfkit.pipeline import attributes_of, bigram_attributes_of
         templates = preset_templates(c["features"])
-        # the training attributes lazy, as crfkit train reads a file (train_columns): a chunk of words'
-        # strings at a time; the dev fold's only for the cells that score it
-        X = attributes_of(train, templates, lazy=True)
-        Y = [s.labels for s in train]
-        B = bigram_attributes_of(train, templates, lazy=True)
-        meta = {"templates": templates.source, "template_pad": True, "columns": 1}
-        if B is not None:
-            kw["B"] = B
-            if not c.get("no_dev"):
-                kw["B_dev"] = bigram_attributes_of(dev, templates)
-        dev_kw = {} if c.get("no_dev") else dict(X_dev=attributes_of(dev, templates), Y_dev=[s.labels for s in dev])
-        if not templates.bigram:
-            # N-grm- sets have no empty window, so no plain label-pair (transition) features, as in Wapiti's
-            # space (train_columns / crfkit train decide the same way; this worker calls train() itself)
-            kw["transitions"] = "none"
-        res = train_fn(X, Y, support=c["support"], trace=trace, meta=meta, **dev_kw, **kw)
+        if paths is not None:
+            # crfkit train's path: the file read, its templates applied a chunk of words at a time, the
+            # words dropped once encoded; N-grm- sets (no empty window) get no plain label-pair features,
+            # as in Wapiti's space
+            from crfkit.pipeline import train_columns
+            dev_kw = {} if c.get("no_dev") else dict(dev_path=paths["dev"])
+            res = train_columns(paths["train"], templates, support=c["support"], trace=trace, **dev_kw, **kw)
+        else:
+            from crfkit.train import train as train_fn
+            from crfkit.pipeline import attributes_of, bigram_attributes_of
+            X = attributes_of(train, templates, lazy=True)
+            Y = [s.labels for s in train]
+            B = bigram_attributes_of(train, templates, lazy=True)
+            meta = {"templates": templates.source, "template_pad": True, "columns": 1}
+            if B is not None:
+                kw["B"] = B
+                if not c.get("no_dev"):
+                    kw["B_dev"] = bigram_attributes_of(dev, templates)
+            dev_kw = {} if c.get("no_dev") else dict(X_dev=attributes_of(dev, templates),
+                                                     Y_dev=[s.labels for s in dev])
+            if not templates.bigram:
+                kw["transitions"] = "none"
+            res = train_fn(X, Y, support=c["support"], trace=trace, meta=meta, **dev_kw, **kw)
         out["n_transitions"] = res.model.space.n_trans
         out["iterations"] = res.iterations
         out["features"] = res.model.space.n_features
@@ -350,11 +358,11 @@ def worker_crfkit(args) -> dict:
             out["pair_zero_share"] = res.model.meta["pair_zero_share"]
             out["pair_zero_share_by_iteration"] = [r.get("pair_zero_share") for r in res.history]
         out["objective_by_iteration"] = [r["objective"] for r in res.history]
-        out["n_train"] = len(train)
+        out["n_train"] = res.model.meta.get("n_train")
         out["wall_s_by_iteration"] = [r["wall_s"] for r in res.history]
         out["monitor_s_by_iteration"] = [r.get("monitor_s") for r in res.history]
     out["train_s"] = time.perf_counter() - t0
-    out["objective_sum"] = res.objective * res.model.meta.get("n_train", len(train))
+    out["objective_sum"] = res.objective * res.model.meta["n_train"]
     out["status"] = res.status
     out["active"] = res.model.n_active
     if c.get("labels") == "joint":
