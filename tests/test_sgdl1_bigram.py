@@ -660,3 +660,34 @@ def test_l1_norm_needs_no_temporary_of_the_vector_s_size():
     finally:
         tracemalloc.stop()
     assert peak < 2 * objective.ABS_CHUNK * 8
+
+
+# ------------------------------------------------------------------ Wapiti's space: the label pairs implicit
+def test_every_pair_space_keeps_its_pairs_implicit_through_sgd_l1():
+    """support="all" builds the label-pair features with bfeat_pair implicit (ALL_PAIRS); SGD-L1 (its
+    steps and its per-pass objective read full rows as vectors) trains without making it, to the same
+    bits as the same space with the pairs stored, and reading it gives the stored layout."""
+    from crfkit.model import ALL_PAIRS, FeatureSpace
+    from crfkit.train import regularization
+    _, _, _, space, corpus = bigram_problem(seed=4, n_seq=20, L=4)
+    assert "bfeat_pair" not in space.__dict__ and space.n_bigram == space.n_battributes * 16 > 0
+    assert np.array_equal(space.bigram_full_rows, np.ones(space.n_battributes, np.int8))
+    assert len(space.pairs_for_full_rows) == 0 and "bfeat_pair" not in space.__dict__
+    reg = regularization(corpus.total_weight, rho1=0.5, rho2=0.1)
+    params = dict(penalty="cumulative", schedule="exponential", eta0=0.5, alpha=0.9)
+    res = train_corpus(space, corpus, algorithm="sgd-l1", reg=reg, max_iterations=3, params=params, seed=1)
+    assert "bfeat_pair" not in space.__dict__                       # trained without making the pairs
+    stored = FeatureSpace(labels=list(space.labels), attributes=list(space.attributes), attr_ptr=space.attr_ptr,
+                          feat_label=space.feat_label, trans_index=space.trans_index,
+                          battributes=list(space.battributes), battr_ptr=space.battr_ptr,
+                          bfeat_pair=np.tile(np.arange(16), space.n_battributes))
+    ref = train_corpus(stored, corpus, algorithm="sgd-l1", reg=reg, max_iterations=3, params=params, seed=1)
+    assert np.array_equal(res.model.weights, ref.model.weights) and res.objective == ref.objective
+    # read from Python (a model's pruning, its dump...): made once, the stored layout
+    assert np.array_equal(space.bfeat_pair, stored.bfeat_pair) and space.bfeat_pair.dtype == np.int16
+    assert space.__dict__["bfeat_pair"] is space.bfeat_pair
+    # the layout is checked: an attribute without its L^2 features is refused
+    with pytest.raises(ValueError, match="ALL_PAIRS"):
+        FeatureSpace(labels=list(space.labels), attributes=list(space.attributes), attr_ptr=space.attr_ptr,
+                     feat_label=space.feat_label, trans_index=space.trans_index,
+                     battributes=list(space.battributes), battr_ptr=space.battr_ptr - 1, bfeat_pair=ALL_PAIRS)

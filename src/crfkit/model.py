@@ -64,6 +64,22 @@ def pair_dtype(n_labels: int) -> np.dtype:
     return np.dtype(np.int16) if n_labels * n_labels <= np.iinfo(np.int16).max + 1 else np.dtype(np.int32)
 
 
+class AllPairs:
+    """``FeatureSpace(bfeat_pair=ALL_PAIRS)``: every bigram-observation attribute has a feature for every
+    label pair, in pair order (Wapiti's space; ``support="all"``), so ``bfeat_pair`` is implicit
+    (``k - battr_ptr[b]``) and is made only when Python code reads it.  The per-sequence kernels, which
+    take such rows as contiguous vectors (:attr:`FeatureSpace.bigram_full_rows`), never read it: SGD-L1
+    trains without it (2 bytes per candidate: 25 MB at NETtalk 3-grm, 247 MB at 5-grm)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ALL_PAIRS"
+
+
+ALL_PAIRS = AllPairs()
+
+
 @dataclass
 class FeatureSpace:
     labels: list[str]
@@ -98,6 +114,15 @@ class FeatureSpace:
         self.battributes = [] if self.battributes is None else [str(x) for x in self.battributes]
         self.battr_ptr = np.ascontiguousarray(np.zeros(1) if self.battr_ptr is None else self.battr_ptr,
                                               dtype=np.int64)
+        if isinstance(self.bfeat_pair, AllPairs):
+            # implicit: made on first read (__getattr__)
+            del self.bfeat_pair
+            self._all_pairs = True
+            if (len(self.battr_ptr) != len(self.battributes) + 1
+                    or np.any(self.battr_ptr != np.arange(len(self.battributes) + 1) * (L * L))):
+                raise ValueError("battr_ptr does not match battributes with every label pair (ALL_PAIRS)")
+            return
+        self._all_pairs = False
         pairs = np.asarray(np.zeros(0, dtype=np.int64) if self.bfeat_pair is None else self.bfeat_pair)
         if len(pairs) and (int(pairs.min()) < 0 or int(pairs.max()) >= L * L):
             raise ValueError("bfeat_pair holds a label pair outside L x L")
@@ -106,6 +131,24 @@ class FeatureSpace:
         if (len(self.battr_ptr) != len(self.battributes) + 1 or self.battr_ptr[0] != 0
                 or self.battr_ptr[-1] != len(self.bfeat_pair) or np.any(np.diff(self.battr_ptr) < 0)):
             raise ValueError("battr_ptr does not match battributes / bfeat_pair")
+
+    def __getattr__(self, name):
+        # only for attributes not found: the implicit bfeat_pair (ALL_PAIRS), made once when first read
+        if name == "bfeat_pair" and self.__dict__.get("_all_pairs"):
+            LL = len(self.labels) ** 2
+            pairs = np.tile(np.arange(LL, dtype=pair_dtype(len(self.labels))), len(self.battributes))
+            self.__dict__["bfeat_pair"] = pairs
+            return pairs
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def pairs_for_full_rows(self) -> np.ndarray:
+        """``bfeat_pair`` for the kernels that take full rows (:attr:`bigram_full_rows`) as vectors: an
+        empty array when every row is full (they never read it then), so that an implicit ``bfeat_pair``
+        (ALL_PAIRS) is not made for them."""
+        if self.n_bigram and bool(np.all(self.bigram_full_rows)):
+            return np.zeros(0, dtype=pair_dtype(len(self.labels)))
+        return self.bfeat_pair
 
     # pickling: the dataclass fields only, so every block (state, transition, bigram-observation, dense)
     # travels and none of the lookup tables built on first use (attr_index, full_rows...) does; unpickling
@@ -144,6 +187,8 @@ class FeatureSpace:
     def bigram_full_rows(self) -> np.ndarray:
         """Per bigram attribute, 1 when its features are every label pair in pair order (Wapiti's space): a
         contiguous row of L*L weights that the per-sequence kernels read and update as a vector."""
+        if self.__dict__.get("_all_pairs") and "bfeat_pair" not in self.__dict__:
+            return np.ones(len(self.battributes), dtype=np.int8)     # (what full_rows gives of ALL_PAIRS)
         from .kernels.chain import full_rows
         return full_rows(self.battr_ptr, self.bfeat_pair, self.n_labels * self.n_labels)
 
@@ -154,7 +199,7 @@ class FeatureSpace:
     @property
     def n_bigram(self) -> int:
         """Number of bigram-observation features."""
-        return len(self.bfeat_pair)
+        return int(self.battr_ptr[-1])
 
     @property
     def bigram_offset(self) -> int:
@@ -238,6 +283,12 @@ class FeatureSpace:
         # the dense block is kept whole: every token has a value in every dimension
         return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64), bw[bkeep],
                                       w[self.dense_offset:self.n_features]])
+
+
+# the dataclass keeps bfeat_pair's default (None) as a class attribute too, which an instance whose
+# bfeat_pair is implicit (ALL_PAIRS: no instance attribute until read) would find instead of reaching
+# __getattr__; __init__ has the default in its signature and does not read the class attribute
+del FeatureSpace.bfeat_pair
 
 
 def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -476,10 +476,14 @@ class Objective:
             r[np.arange(t1 - t0), c.y[t0:t1]] -= 1.0
             s.dense_weights(v)[:] += coef * (c.dense[t0:t1].T @ r)
 
-    def _bigram_args(self):
+    def _bigram_args(self, full_rows: bool = True):
+        """The arrays of the oracle's bigram kernels; ``full_rows``: the kernel is given
+        ``space.bigram_full_rows`` and reads no pair of a full row (then an implicit ``bfeat_pair`` is not
+        made, :attr:`crfkit.model.FeatureSpace.pairs_for_full_rows`)."""
         c, s = self.corpus, self.space
         return (c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, s.trans_index) \
-            + c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
+            + c.bigram_arrays() + (s.battr_ptr, s.pairs_for_full_rows if full_rows else s.bfeat_pair,
+                                   s.bigram_offset)
 
     def oracle_bigram(self, i: int, v: np.ndarray, beta: float = 1.0):
         """The per-example oracle of a feature space with bigram-observation features: (loss of sequence i
@@ -515,7 +519,7 @@ class Objective:
         transition and bigram-observation features of sequence i only."""
         L = self.space.n_labels
         eflat = np.ascontiguousarray(edges, dtype=np.float64).reshape(len(edges), L * L)
-        _oracle.apply_gradient_bigram(*self._bigram_args(), self.space.n_state, int(i),
+        _oracle.apply_gradient_bigram(*self._bigram_args(full_rows=False), self.space.n_state, int(i),
                                       np.ascontiguousarray(node, dtype=np.float64), eflat,
                                       np.ascontiguousarray(edge, dtype=np.float64),
                                       float(coef) * self.example_weight(i), v, self.full_rows)

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..corpus import MAX_FEATURE_VALUE, Corpus
 from ..errors import DataError
-from ..model import FeatureSpace, StringTable, pair_dtype
+from ..model import ALL_PAIRS, FeatureSpace, StringTable, pair_dtype
 
 SUPPORTS = ("observed", "all")
 
@@ -244,7 +244,7 @@ def _ptr(counts: np.ndarray) -> np.ndarray:
 
 
 def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f_label: np.ndarray,
-                   support: str, width: int, dtype=np.int64, label_dtype=np.int32):
+                   support: str, width: int, dtype=np.int64, label_dtype=np.int32, tile: bool = True):
     """The kept attributes and their features: ``(kept, remap, ptr, labels)``.
 
     New attribute ids go by decreasing frequency (ties: first occurrence): the kernels look up
@@ -252,7 +252,8 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
     frequencies this keeps the hot rows together in cache.  ``remap`` (of ``dtype``) maps an old id
     to its new one (-1: dropped).  With ``support="observed"`` the features are the pairs
     ``(f_attr, f_label)`` (sorted by new attribute, then label); otherwise every attribute has all
-    ``width`` labels (or label pairs); ``labels`` are of ``label_dtype``."""
+    ``width`` labels (or label pairs); ``labels`` are of ``label_dtype`` (with ``tile=False`` and that
+    support, None: the caller states the layout, :data:`crfkit.model.ALL_PAIRS`)."""
     kept = np.flatnonzero(keep_attr)
     kept = kept[np.argsort(-freq[kept], kind="stable")]
     remap = np.full(len(keep_attr), -1, dtype=dtype)
@@ -265,7 +266,7 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
         labels = f_label[order].astype(label_dtype, copy=False)
     else:
         ptr = np.arange(A + 1, dtype=np.int64) * width
-        labels = np.tile(np.arange(width, dtype=label_dtype), A)
+        labels = np.tile(np.arange(width, dtype=label_dtype), A) if tile else None
     return kept, remap, ptr, labels
 
 
@@ -332,8 +333,11 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
         keep_attr = (cnt >= min_freq) & (cnt > 0)
         f_attr = f_pair = None
     freq = np.bincount(ri, minlength=A0)
+    # support "all": every label pair of every kept attribute, in order; the pairs stay implicit
     kept, remap, battr_ptr, bfeat_pair = _feature_table(keep_attr, freq, f_attr, f_pair, support, L * L,
-                                                        label_dtype=pair_dtype(L))
+                                                        label_dtype=pair_dtype(L), tile=False)
+    if bfeat_pair is None:
+        bfeat_pair = ALL_PAIRS
     return ([all_names[k] for k in kept], battr_ptr, bfeat_pair,
             _bigram_arrays(btok_counts, remap[raw], values))
 

@@ -272,7 +272,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         # position-dependent transitions (bigram features after the transitions, which then end at
         # bigram_offset, also when this corpus has no bigram attribute): the per-position edge marginals
         edges = np.empty((max(Tmax, 1), L, L))
-        args += c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, s.bigram_offset)
+        args += c.bigram_arrays() + (s.battr_ptr, s.pairs_for_full_rows, s.bigram_offset)
         tb, bfull = bigram_step_arrays(obj)
     monitor_s = 0.0
 
