@@ -66,7 +66,7 @@ def test_release_code_pages_keeps_numba_working():
 
 
 def test_release_code_pages_without_madvise(monkeypatch):
-    monkeypatch.setattr(memtrim, "_madvise", False)
+    monkeypatch.setitem(memtrim._libc_fns, "madvise", False)
     assert memtrim.release_code_pages() == 0
 
 

@@ -26,8 +26,7 @@ import sys
 
 __all__ = ["release_memory", "release_code_pages", "release_after_compiles", "warm_compiler"]
 
-_trim = None
-_madvise = None
+_libc_fns: dict = {}
 _ranges: list = []
 _CODE_LIBRARIES = ("libllvmlite",)     # file names whose read-only mappings release_code_pages hands back
 # Linux's MADV_PAGEOUT (asm-generic/mman-common.h; Python's mmap module names it only when built against
@@ -35,43 +34,27 @@ _CODE_LIBRARIES = ("libllvmlite",)     # file names whose read-only mappings rel
 MADV_PAGEOUT = getattr(mmap, "MADV_PAGEOUT", 21)
 
 
-def _load():
-    global _trim
-    if _trim is None:
-        _trim = False
+def _libc(name: str, argtypes: list, restype=ctypes.c_int):
+    """glibc's function ``name`` with its ctypes signature, looked up once; False where there is none
+    (not Linux, or a C library without it: musl has no malloc_trim)."""
+    if name not in _libc_fns:
+        fn = False
         if sys.platform.startswith("linux"):
             try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                fn = libc.malloc_trim
-                fn.argtypes = [ctypes.c_size_t]
-                fn.restype = ctypes.c_int
-                _trim = fn
-            except (OSError, AttributeError):      # not glibc (musl has no malloc_trim)
-                _trim = False
-    return _trim
+                fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+                fn.argtypes = argtypes
+                fn.restype = restype
+            except (OSError, AttributeError):
+                fn = False
+        _libc_fns[name] = fn
+    return _libc_fns[name]
 
 
 def release_memory() -> bool:
     """Return the C heap's free memory to the operating system; ``True`` when some was released
     (glibc), ``False`` otherwise (nothing to release, or not glibc)."""
-    fn = _load()
+    fn = _libc("malloc_trim", [ctypes.c_size_t])
     return bool(fn(0)) if fn else False
-
-
-def _load_madvise():
-    global _madvise
-    if _madvise is None:
-        _madvise = False
-        if sys.platform.startswith("linux"):
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-                fn = libc.madvise
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-                fn.restype = ctypes.c_int
-                _madvise = fn
-            except (OSError, AttributeError):
-                _madvise = False
-    return _madvise
 
 
 def code_mappings(maps: str = "/proc/self/maps", libraries=_CODE_LIBRARIES) -> list[tuple[int, int]]:
@@ -98,7 +81,7 @@ def release_code_pages() -> int:
     docstring); the number of bytes of mappings advised (0 where ``MADV_PAGEOUT`` or ``/proc`` is
     missing).  Cheap when nothing is resident: call it after anything that may have loaded kernels."""
     global _ranges
-    fn = _load_madvise()
+    fn = _libc("madvise", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int])
     if not fn:
         return 0
     if not _ranges:
