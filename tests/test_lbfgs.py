@@ -103,6 +103,39 @@ def test_wolfe_line_search_returns_a_strong_wolfe_step(name, step):
     assert n == len(calls)
 
 
+@pytest.mark.parametrize("name", sorted(LINE_FUNCS))
+@pytest.mark.parametrize("step", [1e-6, 1.0, 1e4])
+@pytest.mark.parametrize("max_evals", [1, 2, 3, 40])
+def test_wolfe_line_search_holds_no_earlier_trial(name, step, max_evals):
+    """No trial's payload is alive while the next trial is evaluated (crfkit's payloads are two vectors of
+    the problem's size); when no Wolfe point is found, the best trial is evaluated again for its payload."""
+    import gc
+    import weakref
+    f, df = LINE_FUNCS[name]
+
+    class Payload:
+        def __init__(self, a):
+            self.a = a
+    alive, steps = [], []
+
+    def phi(a):
+        gc.collect()
+        assert not any(r() is not None for r in alive), "an earlier trial's payload is still held"
+        steps.append(a)
+        p = Payload(a)
+        alive.append(weakref.ref(p))
+        return f(a), df(a), p
+    f0, d0 = f(0.0), df(0.0)
+    a, fa, pl, n, ok = wolfe_line_search(phi, f0, d0, step, c1=1e-4, c2=0.9, max_evals=max_evals)
+    assert n == len(steps)
+    if pl is not None:
+        assert pl.a == a and fa == f(a)
+        if not ok:      # the best (lowest) trial below f0, evaluated once more
+            assert steps[-1] == a and n >= 2 and fa == min(f(x) for x in steps[:-1]) < f0
+    else:
+        assert not ok and a == 0.0 and all(not f(x) < f0 for x in steps)
+
+
 def test_wolfe_line_search_with_tight_curvature():
     f, df = LINE_FUNCS["wiggly"]
     phi, calls = _phi_factory(f, df)

@@ -232,16 +232,21 @@ def wolfe_line_search(phi, f0: float, d0: float, step: float, *, c1: float = 1e-
     ``phi(a)`` evaluates the objective at ``x + a*d`` and returns ``(f, dphi, payload)``.
     Returns ``(a, f, payload, n_evals, ok)``; when no Wolfe point is found but
     the objective decreased, the best point seen is returned with ok=False.
+
+    A trial's payload (crfkit's: the trial point and its gradient, two vectors of the problem's size) is
+    dropped before the next trial is evaluated: the best trial is remembered by its step alone and
+    evaluated again when no Wolfe point is found (rare; the same values, one evaluation more).  Keeping
+    it made a search of two or more trials hold two more vectors (CoNLL-2000's L-BFGS peak: 7 MB).
     """
     n = 0
-    best = None  # (f, a, payload)
+    best = None  # (f, a)
 
     def ev(a):
         nonlocal n, best
         n += 1
         f, dphi, pl = phi(a)
         if math.isfinite(f) and f < f0 and (best is None or f < best[0]):
-            best = (f, a, pl)
+            best = (f, a)
         return f, dphi, pl
 
     def zoom(lo, flo, dlo, hi, fhi, dhi):
@@ -260,24 +265,30 @@ def wolfe_line_search(phi, f0: float, d0: float, step: float, *, c1: float = 1e-
                 if dphi * (hi - lo) >= 0:
                     hi, fhi, dhi = lo, flo, dlo
                 lo, flo, dlo = a, f, dphi
+            pl = None           # not held through the next trial
             if abs(hi - lo) <= 1e-16 * max(1.0, abs(lo)):
                 break
         return None
 
     a_prev, f_prev, d_prev = 0.0, f0, d0
     a = step
+    pl = None
     while n < max_evals:
+        pl = None               # the previous trial's payload, not held through this one
         f, dphi, pl = ev(a)
         if not math.isfinite(f):
             # overshoot into overflow: shrink towards the last good point
+            pl = None
             r = zoom(a_prev, f_prev, d_prev, a, math.inf, math.nan)
             break
         if f > f0 + c1 * a * d0 or (n > 1 and f >= f_prev):
+            pl = None
             r = zoom(a_prev, f_prev, d_prev, a, f, dphi)
             break
         if abs(dphi) <= -c2 * d0:
             return a, f, pl, n, True
         if dphi >= 0:
+            pl = None
             r = zoom(a, f, dphi, a_prev, f_prev, d_prev)
             break
         a_prev, f_prev, d_prev = a, f, dphi
@@ -287,8 +298,11 @@ def wolfe_line_search(phi, f0: float, d0: float, step: float, *, c1: float = 1e-
     if r is not None:
         a, f, pl, ok = r
         return a, f, pl, n, ok
+    pl = None
     if best is not None:
-        f, a, pl = best
+        f, a = best
+        n += 1
+        _, _, pl = phi(a)       # the best trial again, for its payload
         return a, f, pl, n, False
     return 0.0, f0, None, n, False
 
