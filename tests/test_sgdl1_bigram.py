@@ -677,11 +677,14 @@ def test_every_pair_space_keeps_its_pairs_implicit_through_sgd_l1():
     params = dict(penalty="cumulative", schedule="exponential", eta0=0.5, alpha=0.9)
     res = train_corpus(space, corpus, algorithm="sgd-l1", reg=reg, max_iterations=3, params=params, seed=1)
     assert "bfeat_pair" not in space.__dict__                       # trained without making the pairs
+    from crfkit.checkpoint import fingerprint
     stored = FeatureSpace(labels=list(space.labels), attributes=list(space.attributes), attr_ptr=space.attr_ptr,
                           feat_label=space.feat_label, trans_index=space.trans_index,
                           battributes=list(space.battributes), battr_ptr=space.battr_ptr,
                           bfeat_pair=np.tile(np.arange(16), space.n_battributes))
     ref = train_corpus(stored, corpus, algorithm="sgd-l1", reg=reg, max_iterations=3, params=params, seed=1)
+    # a checkpoint's fingerprint digests the implicit pairs as the stored ones, without making them
+    assert fingerprint(space, corpus) == fingerprint(stored, corpus) and "bfeat_pair" not in space.__dict__
     assert np.array_equal(res.model.weights, ref.model.weights) and res.objective == ref.objective
     # read from Python (a model's pruning, its dump...): made once, the stored layout
     assert np.array_equal(space.bfeat_pair, stored.bfeat_pair) and space.bfeat_pair.dtype == np.int16

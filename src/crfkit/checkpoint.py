@@ -120,7 +120,17 @@ def fingerprint(space, corpus) -> str:
     if getattr(space, "n_bigram", 0) or getattr(corpus, "has_bigram", False):
         _digest_strings(h, space.battributes)
         arr(space.battr_ptr)
-        arr(space.bfeat_pair, np.int32)   # its type became int16 for L <= 181; digests of older runs hold
+        if space.__dict__.get("_all_pairs") and "bfeat_pair" not in space.__dict__:
+            # implicit pairs (crfkit.model.ALL_PAIRS): the digest of their int32 array, fed whole periods
+            # of L^2 pairs at a time, without making the array
+            LL, n = space.n_labels ** 2, space.n_bigram
+            h.update(f"{np.dtype(np.int32).str}{(n,)}".encode())
+            reps = max(1, (1 << 20) // max(LL, 1))
+            block = np.tile(np.arange(LL, dtype=np.int32), reps).tobytes()
+            for k in range(0, n, reps * LL):
+                h.update(block if n - k >= reps * LL else block[:4 * (n - k)])
+        else:
+            arr(space.bfeat_pair, np.int32)   # its type became int16 for L <= 181; digests of older runs hold
         for a in corpus.bigram_arrays():
             arr(a)
     if space.n_dense or corpus.dense is not None:  # (fingerprints of models without one are unchanged)
