@@ -673,6 +673,7 @@ def test_every_pair_space_keeps_its_pairs_implicit_through_sgd_l1():
     assert "bfeat_pair" not in space.__dict__ and space.n_bigram == space.n_battributes * 16 > 0
     assert np.array_equal(space.bigram_full_rows, np.ones(space.n_battributes, np.int8))
     assert len(space.pairs_for_full_rows) == 0 and "bfeat_pair" not in space.__dict__
+    assert "bfeat_pair=ALL_PAIRS" in repr(space) and "bfeat_pair" not in space.__dict__
     reg = regularization(corpus.total_weight, rho1=0.5, rho2=0.1)
     params = dict(penalty="cumulative", schedule="exponential", eta0=0.5, alpha=0.9)
     res = train_corpus(space, corpus, algorithm="sgd-l1", reg=reg, max_iterations=3, params=params, seed=1)
