@@ -129,7 +129,7 @@ def warm_compiler() -> None:
     and that touches most of what LLVM ever will: 48 MB of ``libllvmlite.so``'s pages, against about 10 MB
     for the six kernels of an L-BFGS run after it (measured with one numba version).  Done before a run
     allocates its gradient plan and buffers, that transient no longer adds to the run's peak; a process
-    that already loaded a kernel pays about a microsecond."""
+    that already loaded a kernel pays the release's 0.2 ms."""
     import numpy as np
     from .kernels.vec import all_finite
     release_after_compiles()
