@@ -70,16 +70,21 @@ def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: b
     if sentences:
         first = sentences[0]
         templates.check_columns(len(first.columns[0]), name, first.line)
-    apply = templates.apply
+    n = len(sentences)
+    return _applied(sentences, templates.apply, pad, lazy, once,
+                    None if progress is None else (lambda: progress("features", n)))
+
+
+def _applied(sentences, apply, pad: bool, lazy: bool, once: bool, progress=None):
+    """``apply(s.columns, pad=pad)`` for every sentence: a list, or with ``lazy`` a
+    :class:`crfkit.features.lazy.LazySequences` applying it a chunk of sentences at a time."""
     if not lazy:
         return [apply(s.columns, pad=pad) for s in sentences]
     from .features.lazy import LazySequences
 
     def convert(chunk, start):
         return [apply(s.columns, pad=pad) for s in chunk]
-    n = len(sentences)
-    return LazySequences(sentences, convert, once=once, progress=None if progress is None else
-                         (lambda: progress("features", n)))
+    return LazySequences(sentences, convert, once=once, progress=progress)
 
 
 def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
@@ -90,14 +95,7 @@ def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
     :func:`attributes_of` (training encodes a lazy ``B`` a chunk of sentences at a time)."""
     if not templates.bigram_observation:
         return None
-    apply = templates.apply_bigram
-    if not lazy:
-        return [apply(s.columns, pad=pad) for s in sentences]
-    from .features.lazy import LazySequences
-
-    def convert(chunk, start):
-        return [apply(s.columns, pad=pad) for s in chunk]
-    return LazySequences(sentences, convert, once=once)
+    return _applied(sentences, templates.apply_bigram, pad, lazy, once)
 
 
 def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
