@@ -272,7 +272,6 @@ def wolfe_line_search(phi, f0: float, d0: float, step: float, *, c1: float = 1e-
 
     a_prev, f_prev, d_prev = 0.0, f0, d0
     a = step
-    pl = None
     while n < max_evals:
         pl = None               # the previous trial's payload, not held through this one
         f, dphi, pl = ev(a)
