@@ -141,11 +141,11 @@ class FeatureSpace:
             return pairs
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    @property
+    @cached_property
     def pairs_for_full_rows(self) -> np.ndarray:
         """``bfeat_pair`` for the kernels that take full rows (:attr:`bigram_full_rows`) as vectors: an
         empty array when every row is full (they never read it then), so that an implicit ``bfeat_pair``
-        (ALL_PAIRS) is not made for them."""
+        (ALL_PAIRS) is not made for them.  Taken once (the layout does not change)."""
         if self.n_bigram and bool(np.all(self.bigram_full_rows)):
             return np.zeros(0, dtype=pair_dtype(len(self.labels)))
         return self.bfeat_pair
