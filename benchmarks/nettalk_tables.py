@@ -568,7 +568,6 @@ def run_cell(name: str, args, results: dict) -> dict | None:
             return None
         # crfkit's per-sequence objective = Wapiti's sum-form objective / n (rounded to 2 decimals by Wapiti:
         # aim at its upper end)
-        from crfkit.datasets.nettalk import nettalk_split_folds
         n = sum(1 for _ in open(os.path.join(args.work, "train.txt")) if not _.strip())
         cmd += ["--stop-value", repr((t["objective_sum"] + 0.005) / n)]
     if args.max_iterations:
@@ -615,7 +614,6 @@ def table3(results: dict, prefix: str, title: str, detail: bool = False) -> list
 
 
 def report(results: dict) -> str:
-    g = lambda k, f, d="-": (f.format(results[k]["test_error"]) if k in results else d)  # noqa: E731
     lines = ["Table 1 (OWL-QN, rho1 0.5, rho2 1e-5): test phoneme error / features, with and without label-pair "
              "x observation features", "| set | with (paper) | with (crfkit) | without (paper) | without (crfkit) |",
              "|---|---|---|---|---|"]

@@ -13,7 +13,7 @@ from crfkit.features.encode import build
 from crfkit.kernels import sgdl1 as K
 from crfkit.objective import Objective, Regularization
 from crfkit.optim import sgdl1
-from crfkit.optim.sgdl1 import pass_order, sgd_l1, step_bound
+from crfkit.optim.sgdl1 import sgd_l1, step_bound
 from crfkit.train import train, train_corpus
 
 

@@ -33,7 +33,6 @@ seen (after the first token); ``min_freq`` applies as for state features.
 """
 from __future__ import annotations
 
-import collections
 import itertools
 from typing import Sequence
 
