@@ -109,6 +109,77 @@ def test_training_releases_code_pages_and_warms_the_compiler(monkeypatch):
     assert calls[:2] == ["pages", "warm"] and calls.count("pages") >= 1 + res.model.meta["iterations"]
 
 
+_DEFER_SCRIPT = r"""
+import sys
+import numpy as np
+from crfkit.kernels.vec import all_finite            # crfkit.kernels registers crfkit.memtrim.defer_blas
+assert "numba.np.arraymath" not in sys.modules       # numba's target is not initialised at import
+assert all_finite(np.ones(3))                        # the first kernel load initialises it
+assert "scipy.linalg" not in sys.modules, "numba's target or the first kernel load imported scipy.linalg"
+import numba
+from numba.np import arraymath
+assert arraymath._HAVE_BLAS is True                  # what numba's own check would have found
+assert "scipy.linalg.cython_blas" not in sys.modules  # the blocking entry is gone
+
+@numba.njit
+def dot(a, b):
+    return np.dot(a, b)
+
+assert dot(np.arange(6.0).reshape(2, 3), np.ones(3)).tolist() == [3.0, 12.0]     # BLAS: loaded when used
+assert "scipy.linalg.cython_blas" in sys.modules
+print("ok")
+"""
+
+
+def test_first_kernel_load_does_not_import_scipy_linalg():
+    """A fresh process: numba's target initialises without scipy.linalg (13 MB), and a numba function
+    that uses BLAS still compiles and runs (numba imports it then)."""
+    import os
+    import subprocess
+    env = dict(os.environ, CRFKIT_QUIET_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", _DEFER_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+_FAILING_INIT_SCRIPT = r"""
+import sys
+from crfkit import memtrim
+from numba.core.registry import cpu_target
+ctx = cpu_target.target_context
+def broken():
+    raise RuntimeError("refresh failed")
+ctx.refresh = broken
+try:
+    memtrim.init_target_without_blas()
+except RuntimeError:
+    pass
+else:
+    raise AssertionError("the error was swallowed")
+assert "scipy.linalg.cython_blas" not in sys.modules    # the blocking entry never outlives the call
+import scipy.linalg.cython_blas
+print("ok")
+"""
+
+
+def test_a_failing_target_init_leaves_scipy_importable():
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", _FAILING_INIT_SCRIPT], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_target_init_is_a_no_op_once_done(monkeypatch):
+    from crfkit.kernels.vec import all_finite
+    all_finite(np.ones(2))
+    assert memtrim.defer_blas() is False                  # registered once per process (crfkit.kernels did)
+    assert memtrim.init_target_without_blas() is False    # numba's registries are loaded already
+    assert memtrim._blas_installed() is True
+    import importlib.util
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert memtrim._blas_installed() is False
+
+
 # ----------------------------------------------------------------------------- the packed attribute table
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(max_size=6), max_size=40))

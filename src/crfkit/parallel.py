@@ -49,9 +49,9 @@ def blas_threads(n: int = 1):
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         yield
         return
-    # scipy brings a BLAS library of its own, loaded on scipy.linalg's first import: load it now, so that
-    # the limit covers it when training imports it (threadpoolctl limits the libraries loaded at entry)
-    import scipy.linalg  # noqa: F401
+    # threadpoolctl limits the libraries loaded at entry.  scipy's own BLAS (scipy.linalg) is not one
+    # that training loads: numba's target is initialised without it (crfkit.memtrim.init_target_without_blas,
+    # 13 MB) and no crfkit kernel calls BLAS, so it is not imported here for the limit's sake either.
     with threadpool_limits(limits=n, user_api="blas"):
         yield
 

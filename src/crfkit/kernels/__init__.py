@@ -51,6 +51,8 @@ import os
 import sys
 from pathlib import Path
 
+from .. import memtrim as _memtrim
+
 __all__ = ["stamp_directory", "sources_digest", "install_compile_notice", "self_contained_libraries",
            "COMPILE_NOTICE"]
 
@@ -185,3 +187,4 @@ def install_compile_notice() -> bool:
 stamp_directory(Path(__file__).parent)
 self_contained_libraries()
 install_compile_notice()
+_memtrim.defer_blas()       # numba's first kernel load without scipy.linalg (crfkit.memtrim)
