@@ -328,3 +328,35 @@ def test_history_without_spare_row_matches_push_and_keeps_snapshots():
             a.clear()
             b.clear()
             ref.clear()
+
+
+@pytest.mark.parametrize("driver", ["lbfgs", "owlqn"])
+def test_adopted_start_is_the_first_iterate_and_gives_the_same_run(driver):
+    from crfkit.optim.owlqn import owlqn
+    fg0, _ = quadratic(seed=4)
+    firsts = []
+
+    def fg(x):
+        if not firsts:
+            firsts.append(x)
+        return fg0(x)
+
+    def run(x0, adopt):
+        firsts.clear()
+        if driver == "lbfgs":
+            res = lbfgs(fg, x0, max_iterations=12, delta=0.0, adopt_x0=adopt)
+        else:
+            res = owlqn(fg, x0, 0.05, max_iterations=12, delta=0.0, adopt_x0=adopt)
+        return res, firsts[0]
+    copied_from = np.zeros(20)
+    ref, first = run(copied_from, False)
+    assert first is not copied_from and not copied_from.any()    # copied: the caller's array is left alone
+    mine = np.zeros(20)
+    res, first = run(mine, True)
+    assert first is mine                                          # adopted: the iterate's buffer, no copy
+    assert res.iterations == ref.iterations and np.array_equal(res.x, ref.x) and res.f == ref.f
+    for other in (np.zeros(20, np.float32), np.zeros(40)[::2], np.zeros(20)):
+        if other.flags.c_contiguous and other.dtype == np.float64:
+            other.flags.writeable = False
+        res, first = run(other, True)                             # not adoptable: copied
+        assert first is not other and not other.any() and np.array_equal(res.x, ref.x)

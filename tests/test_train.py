@@ -10,7 +10,7 @@ from conftest import markov_corpus
 import crfkit.objective as objective_mod
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
-from crfkit.objective import Objective
+from crfkit.objective import Objective, Regularization
 from crfkit.train import train, train_corpus
 
 TRACE_KEYS = {"algorithm", "iteration", "effective_passes", "wall_s", "objective", "grad_inf_norm", "nnz"}
@@ -216,3 +216,18 @@ def test_training_runs_with_blas_on_one_thread_and_restores_it(algorithm):
     assert res.iterations == 3 and seen
     for s in seen:
         assert set(outer) <= set(s) and all(v == 1 for v in s.values())
+
+
+@pytest.mark.parametrize("algorithm", ["lbfgs", "owlqn"])
+def test_a_warm_start_leaves_the_callers_weights_alone(algorithm):
+    # train_corpus lets L-BFGS / OWL-QN write over the zeros it makes for a run, never over weights given
+    X, Y = learnable(5, 30)
+    space, corpus = build(X, Y)
+    c1 = 0.1 if algorithm == "owlqn" else 0.0
+    first = train_corpus(space, corpus, algorithm=algorithm, reg=Regularization(l1=c1 / len(X), l2=0.01),
+                         max_iterations=4, threads=1)
+    w0 = first.model.weights.copy()
+    given = first.model.weights
+    again = train_corpus(space, corpus, algorithm=algorithm, reg=Regularization(l1=c1 / len(X), l2=0.01),
+                         max_iterations=8, threads=1, w0=given)
+    assert np.array_equal(given, w0) and not np.array_equal(again.model.weights, w0)

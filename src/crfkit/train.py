@@ -544,6 +544,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         x0 = init_weights(init, space)
     else:
         x0 = np.zeros(space.n_features) if w0 is None else np.asarray(w0, dtype=np.float64)
+    # zeros made here for the run: L-BFGS / OWL-QN take them as their iterate's buffer (one vector less)
+    adopt = state is None and init is None and w0 is None
     watch = _DivergenceWatch(obj, reg, corpus, space, x0, f_start=f_start,
                              nan_ok=stochastic and params.get("monitor", True) is False)
     diverged: dict = {}
@@ -655,11 +657,12 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
             elif algorithm == "owlqn":
                 from .optim.owlqn import owlqn
                 res = owlqn(obj.value_and_grad, x0, reg.l1, fresh_gradients=getattr(obj, "fresh_gradients", False),
-                            history=hist_kind, fg_into=getattr(obj, "value_and_grad_into", None), **common)
+                            history=hist_kind, fg_into=getattr(obj, "value_and_grad_into", None),
+                            adopt_x0=adopt, **common)
             else:
                 from .optim.lbfgs import lbfgs
                 res = lbfgs(obj.value_and_grad, x0, fresh_gradients=getattr(obj, "fresh_gradients", False),
-                            history=hist_kind, **common)
+                            history=hist_kind, adopt_x0=adopt, **common)
         finally:
             tr.close()
         if not diverged:

@@ -389,11 +389,12 @@ def history_dtype(history: str):
 
 def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
               full: Callable[[float, np.ndarray], float] = lambda f, x: f, spare: bool = True,
-              history: str = "float64", sparse_steps: bool = False, fresh: bool = False) -> RunStart:
+              history: str = "float64", sparse_steps: bool = False, fresh: bool = False,
+              adopt_x0: bool = False) -> RunStart:
     """The common start of :func:`lbfgs` and OWL-QN; ``full(f, x)`` turns the smooth
     value into the minimised objective (identity for L-BFGS); ``spare``, ``sparse_steps``: see
     :class:`History`; ``history``: the precision of the stored pairs; ``fresh``: ``fg`` returns a new
-    gradient array (kept without a copy)."""
+    gradient array (kept without a copy); ``adopt_x0``: see :func:`lbfgs`."""
     dtype = history_dtype(history)
     t_start = time.perf_counter()
     if state is not None:
@@ -405,7 +406,9 @@ def start_run(fg: FG, x0, state: dict | None, m: int, period: int,
         ok = bool(state.get("linesearch_ok", True))
         t_start -= float(state.get("seconds", 0.0))
     else:
-        x = np.array(x0, dtype=np.float64, copy=True)
+        adopt = adopt_x0 and isinstance(x0, np.ndarray) and x0.dtype == np.float64 and x0.ndim == 1 \
+            and x0.flags.c_contiguous and x0.flags.writeable
+        x = x0 if adopt else np.array(x0, dtype=np.float64, copy=True)
         try:
             f, g = fg(x)
         except KeyboardInterrupt:
@@ -430,7 +433,7 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
           epsilon: float = 1e-5, delta: float = 1e-5, period: int = 10, gtol: float | None = None,
           stop_value: float | None = None, c1: float = 1e-4, c2: float = 0.9, max_linesearch: int = 20,
           callback: Callable[[dict], bool | None] | None = None, state: dict | None = None,
-          fresh_gradients: bool = False, history: str = "float64") -> LbfgsResult:
+          fresh_gradients: bool = False, history: str = "float64", adopt_x0: bool = False) -> LbfgsResult:
     """Minimise a smooth function with L-BFGS.
 
     ``callback(info)`` is called after every iteration with a dict holding
@@ -456,8 +459,13 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     vectors are most of the memory of a run in a large feature space, and single precision halves
     them (the products and sums of the two-loop recursion stay in double precision; the direction
     is that of the rounded pairs, an approximation of an approximation of the inverse Hessian).
+
+    ``adopt_x0``: ``x0`` (a writable, contiguous float64 vector the caller gives up) is the iterate's
+    buffer from the start and gets written over, instead of copied: one vector of the problem's size
+    less (``crfkit train`` starts from zeros it made for the run).  Any other ``x0`` is copied.
     """
-    st = start_run(fg, x0, state, m, period, spare=False, history=history, fresh=fresh_gradients)
+    st = start_run(fg, x0, state, m, period, spare=False, history=history, fresh=fresh_gradients,
+                   adopt_x0=adopt_x0)
     if st.interrupted is not None:
         return st.interrupted
     x, f, g, n_evals, it, ok = st.x, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok

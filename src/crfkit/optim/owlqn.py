@@ -63,7 +63,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
           callback: Callable[[dict], bool | None] | None = None, state: dict | None = None,
           fresh_gradients: bool = False, history: str = "float64",
           fg_into: Callable[[np.ndarray, np.ndarray], float] | None = None,
-          sparse_steps: bool | None = None) -> LbfgsResult:
+          sparse_steps: bool | None = None, adopt_x0: bool = False) -> LbfgsResult:
     """Minimise ``F(x) = f(x) + l1 * ||x||_1`` with OWL-QN; ``fg(x)`` returns the *smooth* ``(f, g)``.
 
     Returns an :class:`~crfkit.optim.lbfgs.LbfgsResult` whose ``f`` is ``F``
@@ -81,8 +81,8 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     with :func:`~crfkit.optim.lbfgs.lbfgs` (``f`` is ``F``, ``f_smooth`` the
     smooth part); a resumed run repeats the uninterrupted one bitwise.
 
-    ``fresh_gradients`` and ``history``: as with :func:`~crfkit.optim.lbfgs.lbfgs` (a gradient
-    kept without a copy; the precision of the stored pairs).
+    ``fresh_gradients``, ``history`` and ``adopt_x0``: as with :func:`~crfkit.optim.lbfgs.lbfgs` (a
+    gradient kept without a copy; the precision of the stored pairs; ``x0`` written over, not copied).
 
     ``fg_into(x, out)``: optional, the same function writing the gradient into ``out`` and returning f
     (``Objective.value_and_grad_into``); then the line search's gradients go to two buffers that take
@@ -111,7 +111,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
         sparse_steps = l1 > 0.0 and x0_size >= SPARSE_STEPS_MIN
     st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * l1_norm(x),
                    spare=False, history=history, sparse_steps=bool(sparse_steps),
-                   fresh=fresh_gradients)
+                   fresh=fresh_gradients, adopt_x0=adopt_x0)
     if st.interrupted is not None:
         return st.interrupted
     x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
