@@ -1,8 +1,12 @@
 """The objective f(w) = (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1: values, gradient, threads, conventions."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import Reference, enumerate_chain, path_score, random_sequences
 from crfkit.errors import DataError
@@ -223,3 +227,13 @@ def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, chu
     np.testing.assert_array_equal(sp._emp_sparse[1], nzd)           # the non-zero counts, in order, exactly
     np.testing.assert_array_equal(sp._emp_sparse[2], dense.empirical_counts[nzd])
     assert sp.value_and_grad(w)[1].tobytes() == g0.tobytes()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=30))
+def test_abs_max_is_numpys_without_the_temporary(xs):
+    from crfkit.objective import abs_max
+    w = np.array(xs, dtype=np.float64)
+    want = float(np.abs(w).max()) if w.size else 0.0
+    got = abs_max(w)
+    assert (got == want) or (math.isnan(got) and math.isnan(want))

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import CrfkitError, DataError
-from .objective import Objective
+from .objective import Objective, abs_max
 
 ANY = ("?",)
 
@@ -151,7 +151,7 @@ class PartialObjective(Objective):
         s, c = self.space, self.corpus
         L = s.n_labels
         ns = s.n_state
-        exp_ok = self._binary and ns > 0 and float(np.abs(w[:ns]).max()) * self._max_entries <= self.EXP_BOUND
+        exp_ok = self._binary and ns > 0 and abs_max(w[:ns]) * self._max_entries <= self.EXP_BOUND
         xs = self._dense_scores(w)
         pm1 = np.empty((c.n_tokens, L)) if s.n_dense else np.zeros((0, L))
         pm2 = np.empty((c.n_tokens, L)) if s.n_dense else np.zeros((0, L))

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from ..errors import CrfkitError, ParameterError
-from ..objective import Objective, Regularization
+from ..objective import Objective, Regularization, abs_max
 from .lbfgs import History
 from .sag import check_supported
 from .stochastic import StochasticResult, last_completed, notify
@@ -129,7 +129,7 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
         while obj.n_oracle / n < budget:
             fk = vsum / b + 0.5 * l2 * float(x @ x)
             g = gsum / b + l2 * x
-            ginf = float(np.abs(g).max()) if d else 0.0
+            ginf = abs_max(g) if d else 0.0
             if b == n and ginf <= gtol:
                 status, message = "converged", f"|g|_inf = {ginf:.3g} <= gtol on the whole set"
                 break

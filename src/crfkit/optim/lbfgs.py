@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..kernels import vec as _vec
+from ..objective import abs_max
 
 FG = Callable[[np.ndarray], tuple[float, np.ndarray]]
 
@@ -485,7 +486,7 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
     try:
         if state is not None:
             # the checks that ended the iteration the state was taken at (it may have been the last)
-            ginf = float(np.max(np.abs(g))) if g.size else 0.0
+            ginf = abs_max(g)
             stop = stopping_rule(f, gnorm, xnorm, ginf, past, epsilon=epsilon, delta=delta, period=period,
                                  gtol=gtol, stop_value=stop_value)
             if stop is not None:
@@ -524,7 +525,7 @@ def lbfgs(fg: FG, x0: np.ndarray | None = None, *, m: int = 6, max_iterations: i
             hist.commit()
             xnorm = float(np.linalg.norm(x))
             gnorm = float(np.linalg.norm(g))
-            ginf = float(np.max(np.abs(g))) if g.size else 0.0
+            ginf = abs_max(g)
             if callback is not None:
                 info = dict(iteration=it, f=f, gnorm=gnorm, gnorm_inf=ginf, xnorm=xnorm, step=a,
                             n_evals=n_evals, seconds=time.perf_counter() - t_start, x=x, g=g,
