@@ -580,6 +580,7 @@ def test_full_label_pair_rows_are_added_as_vectors():
     e1 = Engine(obj, w0.copy(), "joint")
     e2 = Engine(obj, w0.copy(), "joint")
     e2.bfull = np.zeros_like(e2.bfull)
+    e2.bpair = space.bfeat_pair            # (the feature-by-feature route reads the pairs: made here)
     e1.refresh()
     e2.refresh()
     assert np.array_equal(e1.lz, e2.lz)

@@ -695,3 +695,45 @@ def test_every_pair_space_keeps_its_pairs_implicit_through_sgd_l1():
         FeatureSpace(labels=list(space.labels), attributes=list(space.attributes), attr_ptr=space.attr_ptr,
                      feat_label=space.feat_label, trans_index=space.trans_index,
                      battributes=list(space.battributes), battr_ptr=space.battr_ptr - 1, bfeat_pair=ALL_PAIRS)
+
+
+def _stored_pairs_twin(space):
+    from crfkit.model import FeatureSpace
+    L2 = space.n_labels ** 2
+    return FeatureSpace(labels=list(space.labels), attributes=list(space.attributes), attr_ptr=space.attr_ptr,
+                        feat_label=space.feat_label, trans_index=space.trans_index,
+                        battributes=list(space.battributes), battr_ptr=space.battr_ptr,
+                        bfeat_pair=np.tile(np.arange(L2), space.n_battributes))
+
+
+@pytest.mark.parametrize("blocks,safeguard", [("joint", "scale"), ("joint", "armijo"), ("separate", "armijo")])
+def test_bcd_dev_scores_decoding_and_pruning_keep_the_pairs_implicit(blocks, safeguard):
+    """BCD (empirical counts, block gradients, trial steps, per-position transitions), its objective, the
+    dev set's decoding, sparse and dense marginals and the model's pruning read the implicit pairs through
+    kernels.chain.pair_of: nothing makes bfeat_pair, and every result has the stored layout's bits."""
+    from crfkit.train import regularization
+    _, _, _, space, corpus = bigram_problem(seed=7, n_seq=24, L=4)
+    _, _, _, dspace, dev = bigram_problem(seed=8, n_seq=10, L=4)
+    assert "bfeat_pair" not in space.__dict__
+    stored = _stored_pairs_twin(space)
+    reg = regularization(corpus.total_weight, rho1=0.3, rho2=0.1)
+    params = dict(blocks=blocks, safeguard=safeguard)
+    kw = dict(algorithm="bcd", reg=reg, max_iterations=4, params=params, seed=2)
+    res = train_corpus(space, corpus, dev=corpus, dev_labels=corpus.y, **kw)
+    assert "bfeat_pair" not in space.__dict__                       # trained and scored without the pairs
+    ref = train_corpus(stored, corpus, dev=corpus, dev_labels=corpus.y, **kw)
+    assert np.array_equal(res.model.weights, ref.model.weights) and res.objective == ref.objective
+    assert 0 < np.count_nonzero(res.model.weights[space.bigram_offset:]) < space.n_bigram   # some zeros (L1)
+    for kw2 in (dict(marginals=True, sparse=True), dict(marginals=True, sparse=False),
+                dict(marginals=True), dict(labels=corpus.y)):
+        got, want = res.model.decode(corpus, **kw2), ref.model.decode(corpus, **kw2)
+        assert set(got) == set(want) and "ids" in got
+        for key in want:
+            assert np.array_equal(got[key], want[key]), key
+    assert res.model.space is space and "bfeat_pair" not in space.__dict__
+    pruned, wp = space.prune(res.model.weights)
+    spruned, swp = stored.prune(ref.model.weights)
+    assert "bfeat_pair" not in space.__dict__
+    assert np.array_equal(wp, swp) and np.array_equal(pruned.bfeat_pair, spruned.bfeat_pair)
+    assert np.array_equal(pruned.battr_ptr, spruned.battr_ptr) and pruned.battributes == spruned.battributes
+    assert pruned.bfeat_pair.dtype == spruned.bfeat_pair.dtype

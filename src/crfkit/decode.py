@@ -265,7 +265,8 @@ def decode(model, corpus, *, allowed: np.ndarray | None = None, constraints: Con
         full = sp.full_rows
         b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
         decode_constrained(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, btok_ptr, battr, bval,
-                           sp.attr_ptr, sp.feat_label, sp.trans_index, sp.battr_ptr, sp.bfeat_pair, model.weights,
+                           sp.attr_ptr, sp.feat_label, sp.trans_index, sp.battr_ptr, sp.pairs_for_full_rows,
+                           model.weights,
                            sp.n_state, sp.bigram_offset, b, xs, full if full.any() else full[:0],
                            al, c.forbid.astype(np.uint8), c.start.astype(np.uint8), c.end.astype(np.uint8),
                            bool(posterior), ids, ps, marg, lz, lab, lsc, max(K, 1) if K else 1,

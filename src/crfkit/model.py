@@ -259,8 +259,10 @@ class FeatureSpace:
     def prune(self, w: np.ndarray) -> tuple["FeatureSpace", np.ndarray]:
         """The space restricted to features with non-zero weight (and attributes that keep one)."""
         ns = self.n_state
-        keep = w[:ns] != 0
-        fa = self.feature_attr()[keep]
+        # the kept features' attributes from their positions (no array of every feature's attribute, nor
+        # of every label pair: NETtalk 5-grm has 123.6M candidates, an implicit bfeat_pair among them)
+        keep = np.flatnonzero(w[:ns])
+        fa = np.searchsorted(self.attr_ptr, keep, side="right") - 1
         counts = np.bincount(fa, minlength=self.n_attributes)
         live = np.flatnonzero(counts)
         attr_ptr = np.zeros(len(live) + 1, np.int64)
@@ -276,8 +278,9 @@ class FeatureSpace:
                     tw.append(w[ns + k])
         bo = self.bigram_offset
         bw = w[bo:bo + self.n_bigram]
-        bkeep = bw != 0
-        bcounts = np.bincount(self.bfeature_attr()[bkeep], minlength=self.n_battributes)
+        bkeep = np.flatnonzero(bw)
+        bfa = np.searchsorted(self.battr_ptr, bkeep, side="right") - 1
+        bcounts = np.bincount(bfa, minlength=self.n_battributes)
         blive = np.flatnonzero(bcounts)
         battr_ptr = np.zeros(len(blive) + 1, np.int64)
         np.cumsum(bcounts[blive], out=battr_ptr[1:])
@@ -286,7 +289,8 @@ class FeatureSpace:
                              attr_ptr=attr_ptr, feat_label=self.feat_label[keep], trans_index=ti,
                              n_dense=self.n_dense, dense_names=list(self.dense_names),
                              battributes=[self.battributes[b] for b in blive], battr_ptr=battr_ptr,
-                             bfeat_pair=self.bfeat_pair[bkeep])
+                             bfeat_pair=(self.pairs_for_full_rows[bkeep] if len(self.pairs_for_full_rows) else
+                                         (bkeep - self.battr_ptr[bfa]).astype(pair_dtype(L))))
         # the dense block is kept whole: every token has a value in every dimension
         return space, np.concatenate([w[:ns][keep], np.asarray(tw, dtype=np.float64), bw[bkeep],
                                       w[self.dense_offset:self.n_features]])
@@ -724,7 +728,7 @@ class CRFModel:
                                                                self.pair_density(corpus) < 0.2))
                 args = (corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.btok_ptr,
                         corpus.battr, corpus.bval, sp.attr_ptr, sp.feat_label, sp.trans_index,
-                        sp.battr_ptr, sp.bfeat_pair, self.weights, sp.n_state, sp.bigram_offset, b)
+                        sp.battr_ptr, sp.pairs_for_full_rows, self.weights, sp.n_state, sp.bigram_offset, b)
                 if use_sparse:
                     from .kernels.sparse_fb import sparse_marginals_bigram
                     sparse_marginals_bigram(*args, marg, logz, xs, np.zeros((len(b) - 1, 2), np.int64))

@@ -274,7 +274,7 @@ class Objective:
                                    s.trans_index, s.n_state, self._emp, self.sw)
             if self._bigram:
                 batch.bigram_empirical_counts(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, s.battr_ptr,
-                                              s.bfeat_pair, s.n_labels, s.bigram_offset, self._emp, self.sw)
+                                              s.pairs_for_full_rows, s.n_labels, s.bigram_offset, self._emp, self.sw)
             if s.n_dense:
                 # sum over tokens of x_t for the gold label y_t: (onehot(y)^T X)^T, one BLAS-backed product
                 from scipy import sparse
@@ -361,7 +361,7 @@ class Objective:
             k0, k1 = int(ptr[b0]), int(ptr[b1])
             out = buf[:k1 - k0] if k1 - k0 <= buf.shape[0] else np.empty(k1 - k0)
             out[:] = 0.0
-            batch.bigram_empirical_counts_range(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, ptr, s.bfeat_pair,
+            batch.bigram_empirical_counts_range(c.seq_ptr, c.btok_ptr, c.battr, c.bval, c.y, ptr, s.pairs_for_full_rows,
                                                 s.n_labels, b0, b1, out, self.sw)
             nz = np.flatnonzero(out)
             idx.append(boff + k0 + nz)
@@ -415,7 +415,7 @@ class Objective:
             c, s = self.corpus, self.space
             return float(batch.loss_only_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.btok_ptr, c.battr, c.bval,
                                                 c.y, s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr,
-                                                s.bfeat_pair, w, s.n_state, s.bigram_offset, self.bounds,
+                                                s.pairs_for_full_rows, w, s.n_state, s.bigram_offset, self.bounds,
                                                 self._dense_scores(w), self.sw))
         return float(batch.loss_only(*self._batch_args(), w, self.space.n_state, self.bounds, self._dense_scores(w),
                                      self.sw))

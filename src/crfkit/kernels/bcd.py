@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp, row_sum
+from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, pair_of, propagate, row_exp, row_sum
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -657,9 +657,10 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
                 Et[i * L + j] = expM0[i, j] * c
         for e in range(btok_ptr[r], btok_ptr[r + 1]):
             b = battr[e]
-            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+            kb = battr_ptr[b]
+            for k in range(kb, battr_ptr[b + 1]):
                 if w[boff + k] != 0.0:
-                    p = bfeat_pair[k]
+                    p = pair_of(bfeat_pair, k, kb)
                     Et[p] = np.exp(Mt[p] - mx)
     return mx, mn
 
@@ -847,7 +848,6 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
-                pb = bfeat_pair[kp:kp + nkp]
                 Gp = G[nku:nku + nkp]
                 Hp = H[nku:nku + nkp]
                 v2 = v * oval[o]
@@ -861,13 +861,13 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                         for yj in range(L):
                             pr[yj] = ai * er[yj] * ES[r, yj] * beta[t, yj] * f
                     for kk in range(nkp):
-                        p = PM[pb[kk]]
+                        p = PM[pair_of(bfeat_pair, kp + kk, kp)]
                         Gp[kk] += v * p
                         Hp[kk] += v2 * p * (1.0 - p)
                 else:
                     # a few label pairs (the observed support): each pair's edge marginal alone
                     for kk in range(nkp):
-                        q = pb[kk]
+                        q = pair_of(bfeat_pair, kp + kk, kp)
                         yi = q // L
                         yj = q - yi * L
                         p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
@@ -1066,7 +1066,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             nnzp = 0
             for kk in range(nkp):
                 if d[nku + kk] != 0.0:
-                    p = bfeat_pair[kp + kk]
+                    p = pair_of(bfeat_pair, kp + kk, kp)
                     dp[p] = d[nku + kk]
                     nzp[nnzp] = p
                     nnzp += 1

@@ -661,6 +661,17 @@ def tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, s0, s1, attr_ptr, feat_lab
 # per position) or a scale under/overflows.
 
 
+@njit(inline="always", **_NOPY)
+def pair_of(bfeat_pair, k, k0):
+    """The label pair ``i*L + j`` of bigram-observation feature ``k``, of an attribute whose features start at
+    ``k0``: ``bfeat_pair[k]``, or, with an empty ``bfeat_pair`` (implicit pairs,
+    ``FeatureSpace(bfeat_pair=ALL_PAIRS)``: every attribute has its L^2 features in pair order, and
+    :attr:`~crfkit.model.FeatureSpace.pairs_for_full_rows` is empty), ``k - k0``.  The test is the same for
+    every feature of a call, so it costs a predictable branch; a candidate space of 123.6M label-pair
+    features (NETtalk 5-grm) then needs no 247 MB array of pairs."""
+    return k - k0 if bfeat_pair.shape[0] == 0 else np.int64(bfeat_pair[k])
+
+
 @njit(**_NOPY)
 def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
                        expM0, tmax0, expM):
@@ -697,10 +708,11 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
             b = battr[e]
             v = bval[e]
-            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+            k0 = battr_ptr[b]
+            for k in range(k0, battr_ptr[b + 1]):
                 x = w[boff + k]
                 if x != 0.0:
-                    Mt[bfeat_pair[k]] += x * v
+                    Mt[pair_of(bfeat_pair, k, k0)] += x * v
                     nnz += 1
         mx = Mt[0]
         mn = mx
@@ -726,9 +738,10 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
                     Et[i * L + j] = expM0[i, j] * c
             for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
                 b = battr[e]
-                for k in range(battr_ptr[b], battr_ptr[b + 1]):
+                k0 = battr_ptr[b]
+                for k in range(k0, battr_ptr[b + 1]):
                     if w[boff + k] != 0.0:
-                        p = bfeat_pair[k]
+                        p = pair_of(bfeat_pair, k, k0)
                         Et[p] = np.exp(Mt[p] - mx)
     return rng
 
@@ -757,10 +770,11 @@ def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
     q = 0
     ptr[0] = 0
     for b in range(nb):
-        for k in range(battr_ptr[b], battr_ptr[b + 1]):
+        k0 = battr_ptr[b]
+        for k in range(k0, battr_ptr[b + 1]):
             x = w[boff + k]
             if x != 0.0:
-                pair[q] = bfeat_pair[k]
+                pair[q] = pair_of(bfeat_pair, k, k0)
                 wz[boff + q] = x
                 q += 1
         ptr[b + 1] = q

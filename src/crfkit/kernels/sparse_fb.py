@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, pair_of,
                     pd_forward_backward, pd_node, row_exp, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -269,11 +269,12 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
             b = battr[e]
             v = bval[e]
-            for k in range(battr_ptr[b], battr_ptr[b + 1]):
+            kb = battr_ptr[b]
+            for k in range(kb, battr_ptr[b + 1]):
                 wk = w[boff + k]
                 if wk == 0.0:
                     continue
-                p = bfeat_pair[k]
+                p = pair_of(bfeat_pair, k, kb)
                 q = slot[p]
                 x = wk * v
                 if q < 0:

@@ -306,6 +306,9 @@ class Engine:
         self.bigram = s.n_bigram > 0
         # per bigram attribute: 1 where its label-pair features are every pair in order (added as one vector)
         self.bfull = s.bigram_full_rows if self.bigram else np.zeros(0, np.int8)
+        # the pairs the kernels read for rows not taken as vectors: none when every row is full (an implicit
+        # bfeat_pair, ALL_PAIRS, is then never made: kernels.chain.pair_of); bfull and bpair go together
+        self.bpair = s.pairs_for_full_rows if self.bigram else np.zeros(0, np.int16)
         self._set_empirical_counts(obj)
         self.index = joint_index(c, s, blocks) if self.bigram else inverted_index(c, s.n_attributes)
         self.n_blocks = len(self.index.ap) - 1
@@ -431,7 +434,7 @@ class Engine:
 
     def _bargs(self, w):
         c, s = self.c, self.s
-        return c.bigram_arrays() + (s.battr_ptr, s.bfeat_pair, self.bfull, w, s.bigram_offset, self.trans, self.expM,
+        return c.bigram_arrays() + (s.battr_ptr, self.bpair, self.bfull, w, s.bigram_offset, self.trans, self.expM,
                                      self.tmax)
 
     def _all_logz_pd(self, w, out) -> bool:
@@ -594,7 +597,7 @@ class Engine:
             btok_ptr, battr, bval = c.bigram_arrays()
             K.sweep_blocks_joint(order, b0, b1, ix.ap, ix.gseq, ix.gptr, ix.otok, ix.oval, ix.okind, ix.ua, ix.ub,
                                  c.seq_ptr, s.attr_ptr, s.feat_label, btok_ptr, battr, bval, s.battr_ptr,
-                                 s.bfeat_pair, self.bfull, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
+                                 self.bpair, self.bfull, s.bigram_offset, self.trans, self.expM, self.tmax, self.emp,
                                  self.eptr, self.erel, self.evl, self.ebuf, self.w,
                                  self.E, self.ES, self.EM, self.lz, self.inv_n, float(reg.l1), float(reg.l2),
                                  float(kappa), float(sigma), float(max_step), int(max_back), safeguard == "scale",
