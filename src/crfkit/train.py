@@ -563,9 +563,8 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
         return True
 
     def on_iter(info: dict):
-        # the kernels this run needs are loaded by now (and a dev evaluation may have loaded more): LLVM's
-        # code pages that loading touched go back to the kernel (crfkit.memtrim; 0.2 ms when none is left)
-        memtrim.release_code_pages()
+        # (LLVM's code pages that a kernel load touches, a dev evaluation's included, go back when the load
+        # ends: crfkit.memtrim.release_after_compiles, registered by warm_compiler above)
         why = watch.check(info["f"], info["x"])
         rec = {
             "algorithm": algorithm, "iteration": info["iteration"],
