@@ -23,7 +23,6 @@ import numpy as np
 from numba import njit, prange
 
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, row_sum, bigram_transitions, compact_bigram, emissions,
-                    pair_of,
                     emissions_rows, full_rows,
                     forward_backward, forward_backward_edges, gold_score, log_partition, pd_edge, pd_forward_backward,
                     pd_gold_score, pd_log_partition, pd_node, pd_viterbi, tag_codes_seqs, transition_matrix, viterbi)
@@ -637,11 +636,11 @@ def bigram_empirical_counts_range(seq_ptr, btok_ptr, battr, bval, y, battr_ptr, 
                 if b < b0 or b >= b1:
                     continue
                 kb = battr_ptr[b]
-                if bfeat_pair.shape[0] == 0:         # implicit pairs (chain.pair_of): pair p is feature kb + p
+                if bfeat_pair.shape[0] == 0:         # implicit pairs (kernels.chain): pair p is feature kb + p
                     out[kb + p - k0] += ws * bval[e]
                     continue
                 for k in range(kb, battr_ptr[b + 1]):
-                    if pair_of(bfeat_pair, k, kb) == p:
+                    if bfeat_pair[k] == p:
                         out[k - k0] += ws * bval[e]
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, pair_of, propagate, row_exp, row_sum
+from .chain import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp, row_sum
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -657,11 +657,19 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
                 Et[i * L + j] = expM0[i, j] * c
         for e in range(btok_ptr[r], btok_ptr[r + 1]):
             b = battr[e]
-            kb = battr_ptr[b]
-            for k in range(kb, battr_ptr[b + 1]):
-                if w[boff + k] != 0.0:
-                    p = pair_of(bfeat_pair, k, kb)
-                    Et[p] = np.exp(Mt[p] - mx)
+            k0 = battr_ptr[b]
+            k1 = battr_ptr[b + 1]
+            wb = w[boff + k0:boff + k1]
+            if bfull[b]:             # (pairs implicit or not: feature k0 + q is pair q)
+                for q in range(LL):
+                    if wb[q] != 0.0:
+                        Et[q] = np.exp(Mt[q] - mx)
+            else:
+                pb = bfeat_pair[k0:k1]
+                for q in range(k1 - k0):
+                    if wb[q] != 0.0:
+                        p = pb[q]
+                        Et[p] = np.exp(Mt[p] - mx)
     return mx, mn
 
 
@@ -848,6 +856,7 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
+                full = bfull[ub[j]] != 0
                 Gp = G[nku:nku + nkp]
                 Hp = H[nku:nku + nkp]
                 v2 = v * oval[o]
@@ -860,14 +869,21 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                         pr = PM[yi * L:(yi + 1) * L]
                         for yj in range(L):
                             pr[yj] = ai * er[yj] * ES[r, yj] * beta[t, yj] * f
-                    for kk in range(nkp):
-                        p = PM[pair_of(bfeat_pair, kp + kk, kp)]
-                        Gp[kk] += v * p
-                        Hp[kk] += v2 * p * (1.0 - p)
+                    if full:             # (pairs implicit or not: feature kp + kk is pair kk)
+                        for kk in range(nkp):
+                            p = PM[kk]
+                            Gp[kk] += v * p
+                            Hp[kk] += v2 * p * (1.0 - p)
+                    else:
+                        pb = bfeat_pair[kp:kp + nkp]
+                        for kk in range(nkp):
+                            p = PM[pb[kk]]
+                            Gp[kk] += v * p
+                            Hp[kk] += v2 * p * (1.0 - p)
                 else:
                     # a few label pairs (the observed support): each pair's edge marginal alone
                     for kk in range(nkp):
-                        q = pair_of(bfeat_pair, kp + kk, kp)
+                        q = kk if full else np.int64(bfeat_pair[kp + kk])
                         yi = q // L
                         yj = q - yi * L
                         p = alpha[t - 1, yi] * Et[q] * ES[r, yj] * beta[t, yj] * f
@@ -1064,9 +1080,10 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         dF = 0.0
         if not hscale:
             nnzp = 0
+            full = nkp > 0 and bfull[ub[j]] != 0
             for kk in range(nkp):
                 if d[nku + kk] != 0.0:
-                    p = pair_of(bfeat_pair, kp + kk, kp)
+                    p = kk if full else np.int64(bfeat_pair[kp + kk])
                     dp[p] = d[nku + kk]
                     nzp[nnzp] = p
                     nnzp += 1

@@ -661,15 +661,13 @@ def tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, s0, s1, attr_ptr, feat_lab
 # per position) or a scale under/overflows.
 
 
-@njit(inline="always", **_NOPY)
-def pair_of(bfeat_pair, k, k0):
-    """The label pair ``i*L + j`` of bigram-observation feature ``k``, of an attribute whose features start at
-    ``k0``: ``bfeat_pair[k]``, or, with an empty ``bfeat_pair`` (implicit pairs,
-    ``FeatureSpace(bfeat_pair=ALL_PAIRS)``: every attribute has its L^2 features in pair order, and
-    :attr:`~crfkit.model.FeatureSpace.pairs_for_full_rows` is empty), ``k - k0``.  The test is the same for
-    every feature of a call, so it costs a predictable branch; a candidate space of 123.6M label-pair
-    features (NETtalk 5-grm) then needs no 247 MB array of pairs."""
-    return k - k0 if bfeat_pair.shape[0] == 0 else np.int64(bfeat_pair[k])
+# Implicit label pairs.  An empty ``bfeat_pair`` beside bigram-observation features (what
+# FeatureSpace.pairs_for_full_rows gives for FeatureSpace(bfeat_pair=ALL_PAIRS): every attribute has its L^2
+# features in pair order) means feature ``k0 + q`` of an attribute whose features start at ``k0`` is label
+# pair ``q``: a candidate space of 123.6M label-pair features (NETtalk 5-grm) then needs no 247 MB array of
+# pairs.  The kernels that read pairs test it once per row and run one of two loops over the row's slice:
+# the test inside the loop over a row's weights kept LLVM from vectorising it (BCD sweeps 2-4x slower on
+# NETtalk with a helper called per feature).
 
 
 @njit(**_NOPY)
@@ -696,6 +694,7 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
     L = trans.shape[0]
     LL = L * L
     want_exp = expM.shape[0] > 0
+    implicit = bfeat_pair.shape[0] == 0         # the pairs implicit (see above): feature k0 + q is pair q
     Mf = M.reshape((M.shape[0], LL))
     Ef = expM.reshape((expM.shape[0], LL))
     rng = 0.0
@@ -709,11 +708,21 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
             b = battr[e]
             v = bval[e]
             k0 = battr_ptr[b]
-            for k in range(k0, battr_ptr[b + 1]):
-                x = w[boff + k]
-                if x != 0.0:
-                    Mt[pair_of(bfeat_pair, k, k0)] += x * v
-                    nnz += 1
+            nkb = battr_ptr[b + 1] - k0
+            wb = w[boff + k0:boff + k0 + nkb]
+            if implicit:
+                for q in range(nkb):
+                    x = wb[q]
+                    if x != 0.0:
+                        Mt[q] += x * v
+                        nnz += 1
+            else:
+                pb = bfeat_pair[k0:k0 + nkb]
+                for q in range(nkb):
+                    x = wb[q]
+                    if x != 0.0:
+                        Mt[pb[q]] += x * v
+                        nnz += 1
         mx = Mt[0]
         mn = mx
         for q in range(LL):
@@ -739,10 +748,18 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
             for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
                 b = battr[e]
                 k0 = battr_ptr[b]
-                for k in range(k0, battr_ptr[b + 1]):
-                    if w[boff + k] != 0.0:
-                        p = pair_of(bfeat_pair, k, k0)
-                        Et[p] = np.exp(Mt[p] - mx)
+                nkb = battr_ptr[b + 1] - k0
+                wb = w[boff + k0:boff + k0 + nkb]
+                if implicit:
+                    for q in range(nkb):
+                        if wb[q] != 0.0:
+                            Et[q] = np.exp(Mt[q] - mx)
+                else:
+                    pb = bfeat_pair[k0:k0 + nkb]
+                    for q in range(nkb):
+                        if wb[q] != 0.0:
+                            p = pb[q]
+                            Et[p] = np.exp(Mt[p] - mx)
     return rng
 
 
@@ -769,14 +786,26 @@ def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
         wz[k] = w[k]
     q = 0
     ptr[0] = 0
+    implicit = bfeat_pair.shape[0] == 0         # (see above)
     for b in range(nb):
         k0 = battr_ptr[b]
-        for k in range(k0, battr_ptr[b + 1]):
-            x = w[boff + k]
-            if x != 0.0:
-                pair[q] = pair_of(bfeat_pair, k, k0)
-                wz[boff + q] = x
-                q += 1
+        nkb = battr_ptr[b + 1] - k0
+        wb = w[boff + k0:boff + k0 + nkb]
+        if implicit:
+            for r in range(nkb):
+                x = wb[r]
+                if x != 0.0:
+                    pair[q] = r
+                    wz[boff + q] = x
+                    q += 1
+        else:
+            pb = bfeat_pair[k0:k0 + nkb]
+            for r in range(nkb):
+                x = wb[r]
+                if x != 0.0:
+                    pair[q] = pb[r]
+                    wz[boff + q] = x
+                    q += 1
         ptr[b + 1] = q
     return ptr, pair, wz
 

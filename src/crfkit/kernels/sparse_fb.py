@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, pair_of,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions,
                     pd_forward_backward, pd_node, row_exp, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -253,6 +253,7 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
     from the transitions' precomputed ``tr_e = exp(tr_s)`` times one
     exponential per bigram feature; returns the number of entries.
     """
+    implicit = bfeat_pair.shape[0] == 0         # the pairs implicit (kernels.chain)
     n = 0
     pair_ptr[0] = 0
     pair_ptr[1] = 0
@@ -274,7 +275,7 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
                 wk = w[boff + k]
                 if wk == 0.0:
                     continue
-                p = pair_of(bfeat_pair, k, kb)
+                p = k - kb if implicit else np.int64(bfeat_pair[k])
                 q = slot[p]
                 x = wk * v
                 if q < 0:
