@@ -665,9 +665,20 @@ def tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, s0, s1, attr_ptr, feat_lab
 # FeatureSpace.pairs_for_full_rows gives for FeatureSpace(bfeat_pair=ALL_PAIRS): every attribute has its L^2
 # features in pair order) means feature ``k0 + q`` of an attribute whose features start at ``k0`` is label
 # pair ``q``: a candidate space of 123.6M label-pair features (NETtalk 5-grm) then needs no 247 MB array of
-# pairs.  The kernels that read pairs test it once per row and run one of two loops over the row's slice:
-# the test inside the loop over a row's weights kept LLVM from vectorising it (BCD sweeps 2-4x slower on
-# NETtalk with a helper called per feature).
+# pairs.  The kernels read a row's pairs from a slice: of ``bfeat_pair``, or of :func:`row_pairs`'s
+# identity row (0 .. L^2 - 1), chosen once per row.  A test of the layout inside the loop over a row's
+# weights kept LLVM from vectorising it (BCD sweeps 2-4x slower on NETtalk with a helper called per feature).
+
+
+@njit(**_NOPY)
+def row_pairs(bfeat_pair, LL):
+    """The identity row ``0 .. LL - 1`` (``bfeat_pair``'s type) when ``bfeat_pair`` is empty (implicit pairs,
+    see above), else an empty array: a row's pairs are then ``ident[:n]`` or ``bfeat_pair[k0:k0 + n]``."""
+    n = LL if bfeat_pair.shape[0] == 0 else 0
+    ident = np.empty(n, bfeat_pair.dtype)
+    for q in range(n):
+        ident[q] = q
+    return ident
 
 
 @njit(**_NOPY)
@@ -694,7 +705,7 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
     L = trans.shape[0]
     LL = L * L
     want_exp = expM.shape[0] > 0
-    implicit = bfeat_pair.shape[0] == 0         # the pairs implicit (see above): feature k0 + q is pair q
+    ident = row_pairs(bfeat_pair, LL)           # (implicit pairs, see above)
     Mf = M.reshape((M.shape[0], LL))
     Ef = expM.reshape((expM.shape[0], LL))
     rng = 0.0
@@ -710,19 +721,12 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
             k0 = battr_ptr[b]
             nkb = battr_ptr[b + 1] - k0
             wb = w[boff + k0:boff + k0 + nkb]
-            if implicit:
-                for q in range(nkb):
-                    x = wb[q]
-                    if x != 0.0:
-                        Mt[q] += x * v
-                        nnz += 1
-            else:
-                pb = bfeat_pair[k0:k0 + nkb]
-                for q in range(nkb):
-                    x = wb[q]
-                    if x != 0.0:
-                        Mt[pb[q]] += x * v
-                        nnz += 1
+            pb = ident[:nkb] if ident.shape[0] else bfeat_pair[k0:k0 + nkb]
+            for q in range(nkb):
+                x = wb[q]
+                if x != 0.0:
+                    Mt[pb[q]] += x * v
+                    nnz += 1
         mx = Mt[0]
         mn = mx
         for q in range(LL):
@@ -750,16 +754,11 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
                 k0 = battr_ptr[b]
                 nkb = battr_ptr[b + 1] - k0
                 wb = w[boff + k0:boff + k0 + nkb]
-                if implicit:
-                    for q in range(nkb):
-                        if wb[q] != 0.0:
-                            Et[q] = np.exp(Mt[q] - mx)
-                else:
-                    pb = bfeat_pair[k0:k0 + nkb]
-                    for q in range(nkb):
-                        if wb[q] != 0.0:
-                            p = pb[q]
-                            Et[p] = np.exp(Mt[p] - mx)
+                pb = ident[:nkb] if ident.shape[0] else bfeat_pair[k0:k0 + nkb]
+                for q in range(nkb):
+                    if wb[q] != 0.0:
+                        p = pb[q]
+                        Et[p] = np.exp(Mt[p] - mx)
     return rng
 
 
@@ -786,26 +785,18 @@ def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
         wz[k] = w[k]
     q = 0
     ptr[0] = 0
-    implicit = bfeat_pair.shape[0] == 0         # (see above)
+    ident = row_pairs(bfeat_pair, battr_ptr[1] - battr_ptr[0] if nb > 0 else 0)   # (every row: L^2 pairs)
     for b in range(nb):
         k0 = battr_ptr[b]
         nkb = battr_ptr[b + 1] - k0
         wb = w[boff + k0:boff + k0 + nkb]
-        if implicit:
-            for r in range(nkb):
-                x = wb[r]
-                if x != 0.0:
-                    pair[q] = r
-                    wz[boff + q] = x
-                    q += 1
-        else:
-            pb = bfeat_pair[k0:k0 + nkb]
-            for r in range(nkb):
-                x = wb[r]
-                if x != 0.0:
-                    pair[q] = pb[r]
-                    wz[boff + q] = x
-                    q += 1
+        pb = ident[:nkb] if ident.shape[0] else bfeat_pair[k0:k0 + nkb]
+        for r in range(nkb):
+            x = wb[r]
+            if x != 0.0:
+                pair[q] = pb[r]
+                wz[boff + q] = x
+                q += 1
         ptr[b + 1] = q
     return ptr, pair, wz
 
