@@ -14,7 +14,7 @@ from conftest import markov_corpus
 from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.kernels import sag as K
-from crfkit.kernels.chain import emissions, transition_matrix
+from crfkit.kernels.chain import emissions, full_rows, transition_matrix
 from crfkit.objective import Objective, Regularization
 from crfkit.optim import sag as S
 from crfkit.optim.stochastic import resolve
@@ -680,7 +680,7 @@ def test_fused_example_kernel_equals_the_unfused_computation(support):
     X, Y = corpus(4, n_seq=8)
     space, corp = build(X, Y, support=support)
     obj = Objective(corp, space, Regularization(l2=L2), threads=1)
-    full = K.full_rows(space.attr_ptr, space.feat_label, space.n_labels)
+    full = full_rows(space.attr_ptr, space.feat_label, space.n_labels)
     assert (support == "all") == bool(full.all())
     assert support == "all" or not full.all()
     _fused_case(space, corp, obj, full, 0)

@@ -144,7 +144,6 @@ def _recode(path, encoding: str | None):
     if path is None or not encoding or encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig"):
         return path
     import codecs
-    import io
     try:
         codecs.lookup(encoding)
     except LookupError:

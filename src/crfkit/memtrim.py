@@ -17,10 +17,10 @@ them: it never changes what the memory holds (a page touched again is read back 
 any reclaim, and a written page is never dropped), so it is safe on any mapping, and a no-op where the
 call is not supported.
 
-:func:`init_target_without_blas` saves memory of a third kind: numba's first kernel load initialises its CPU target, and
-one of the modules that registers (``numba.np.arraymath``) imports ``scipy.linalg.cython_blas`` on import,
-only to record that BLAS is there; that imports all of ``scipy.linalg`` and its BLAS/LAPACK libraries
-(13 MB of the process, measured with numba 0.68 / scipy 1.17), which none of crfkit's kernels calls.
+:func:`init_target_without_blas` saves memory of a third kind: numba's first kernel load initialises its CPU
+target, and one of the modules that registers (``numba.np.arraymath``) imports ``scipy.linalg.cython_blas``
+on import, only to record that BLAS is there; that imports all of ``scipy.linalg`` and its BLAS/LAPACK
+libraries (13 MB of the process, measured with numba 0.68 / scipy 1.17), which none of crfkit's kernels calls.
 """
 from __future__ import annotations
 

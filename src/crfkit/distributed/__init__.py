@@ -27,7 +27,6 @@ Nothing here is imported by the single-process path (``import crfkit``, ``crfkit
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import CrfkitError, ParameterError
 

@@ -227,7 +227,6 @@ def _to_attributes(X, keep_zeros: bool, name: str, first: int = 0) -> list:
     seq_ptr = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), out=seq_ptr[1:])
     toks = list(chain.from_iterable(seqs))
-    n_tok = len(toks)
 
     def slow(t: int) -> list:
         out: list = []

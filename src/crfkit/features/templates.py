@@ -77,7 +77,7 @@ from __future__ import annotations
 import os
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
 from crfkit.errors import DataError, TemplateError

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scattered_rows, exp_minus, forward_backward_edges, full_rows, gold_score,
+from .chain import (FAST, add_full_row, add_scattered_rows, exp_minus, forward_backward_edges, gold_score,
                     log_partition, max_min, row_emissions, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)

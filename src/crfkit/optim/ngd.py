@@ -192,7 +192,7 @@ def _run(name, obj, x0, *, reg, max_iterations, callback, seed, state, update, t
         raise ParameterError(f"{name}: calibration_eta > 0, calibration_rate > 1, calibration_samples, "
                              "calibration_candidates and calibration_max_trials >= 1")
     code, p = update
-    c_, s = obj.corpus, obj.space
+    s = obj.space
     n, d = obj.n, s.n_features
     epochs = DEFAULT_EPOCHS if max_iterations is None else int(max_iterations)
     tab = K.make_table(code, p, table, table_range) if (table and code != K.IDENTITY) else np.empty(0)
