@@ -255,8 +255,9 @@ def warm_kernels(threads: int) -> None:
         X, Y, B = attributes_of(words, tp), [s.labels for s in words], bigram_attributes_of(words, tp)
         kw = {"B": B} if B is not None else {}
         for th in sorted({1, max(1, threads)}):
+            # (BCD's joint blocks with Wapiti's step rule are the bcd-joint-scale cells': other kernels)
             for alg, extra in (("owlqn", {}), ("lbfgs", {"l1": 0.0}), ("sgd-l1", {"params": {"penalty": "cumulative"}}),
-                               ("bcd", {})):
+                               ("bcd", {}), ("bcd", {"params": {"blocks": "joint", "safeguard": "scale"}})):
                 r1 = {} if "l1" in extra else {"rho1": RHO1}
                 res = train(X, Y, support="all", algorithm=alg, rho2=RHO2, max_iterations=1, threads=th,
                             **r1, **extra, **kw)
