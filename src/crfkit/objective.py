@@ -382,7 +382,7 @@ class Objective:
             counts = np.zeros((plan[1].shape[1] - 1, 2), np.int64)
             sparse = bool(self.sparse_fb) and self._sparse_now(w)
             out = batch.loss_grad_bigram(c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.btok_ptr, c.battr, c.bval,
-                                         s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.bfeat_pair,
+                                         s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.pairs_for_full_rows,
                                          w, s.n_state, s.bigram_offset, plan, g, emp, emp_idx, emp_val, gscale, l2,
                                          self._row, self._dense_attr, xs, pm, self.sw, sparse, counts)
             self.pair_counts += counts.sum(axis=0)

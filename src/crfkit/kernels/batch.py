@@ -352,7 +352,8 @@ def _scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
     """The attribute-partitioned reduction: for the runs r0..r1-1 of an occurrence index
     (:mod:`crfkit.reduction`), ``g[off + k] += store[t, col[k]] * value`` for every occurrence
     (t, value) of the run's attribute ``a`` and every feature ``k`` of ``a`` (``ptr[a]:ptr[a + 1]``).
-    ``val`` empty: every value is 1."""
+    ``val`` empty: every value is 1.  ``col`` empty (implicit label pairs, kernels.chain): every
+    attribute's features are the W columns in order."""
     has_val = val.shape[0] > 0
     W = store.shape[1]
     for r in range(r0, r1):
@@ -364,7 +365,7 @@ def _scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
         # an attribute with a feature for every column, in column order (support all): contiguous adds
         # that vectorise (the same sums in the same order as the gather below)
         full = k1 - k0 == W
-        if full:
+        if full and col.shape[0] > 0:
             for q in range(W):
                 if col[k0 + q] != q:
                     full = False

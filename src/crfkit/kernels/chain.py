@@ -75,12 +75,17 @@ def emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, scale, out):
 @njit(**_NOPY)
 def full_rows(attr_ptr, feat_label, n_labels):
     """1 for the attributes whose features are the labels 0..L-1 in this order (a contiguous row of L
-    weights, so that their loops are vector operations over the labels), 0 for the others."""
+    weights, so that their loops are vector operations over the labels), 0 for the others.  An empty
+    ``feat_label`` with attributes (implicit label pairs, see below): every row of ``n_labels`` features."""
     na = attr_ptr.shape[0] - 1
     out = np.zeros(na, dtype=np.int8)
+    implicit = feat_label.shape[0] == 0
     for a in range(na):
         k0 = attr_ptr[a]
         if attr_ptr[a + 1] - k0 != n_labels:
+            continue
+        if implicit:
+            out[a] = 1
             continue
         ok = 1
         for l in range(n_labels):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, row_pairs,
                     pd_forward_backward, pd_node, row_exp, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -253,7 +253,7 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
     from the transitions' precomputed ``tr_e = exp(tr_s)`` times one
     exponential per bigram feature; returns the number of entries.
     """
-    implicit = bfeat_pair.shape[0] == 0         # the pairs implicit (kernels.chain)
+    ident = row_pairs(bfeat_pair, L * L)        # implicit pairs (kernels.chain)
     n = 0
     pair_ptr[0] = 0
     pair_ptr[1] = 0
@@ -271,11 +271,14 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
             b = battr[e]
             v = bval[e]
             kb = battr_ptr[b]
-            for k in range(kb, battr_ptr[b + 1]):
-                wk = w[boff + k]
+            nkb = battr_ptr[b + 1] - kb
+            wb = w[boff + kb:boff + kb + nkb]
+            pb = ident[:nkb] if ident.shape[0] else bfeat_pair[kb:kb + nkb]
+            for r in range(nkb):
+                wk = wb[r]
                 if wk == 0.0:
                     continue
-                p = k - kb if implicit else np.int64(bfeat_pair[k])
+                p = np.int64(pb[r])
                 q = slot[p]
                 x = wk * v
                 if q < 0:
