@@ -794,6 +794,7 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
     raises ``VB[i]`` to ``t2`` when a step changes the block's weights, and resets every marker when the
     transitions change."""
     ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
+    full = nkp > 0 and bfull[ub[j]] != 0      # its label pairs every pair in order (feature kp + kk is pair kk)
     L = ES.shape[1]
     for kk in range(nku + nkp):
         G[kk] = 0.0
@@ -856,7 +857,6 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
-                full = bfull[ub[j]] != 0
                 Gp = G[nku:nku + nkp]
                 Hp = H[nku:nku + nkp]
                 v2 = v * oval[o]

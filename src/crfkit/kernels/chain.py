@@ -686,6 +686,15 @@ def row_pairs(bfeat_pair, LL):
     return ident
 
 
+@njit(inline="always", **_NOPY)
+def bigram_row(w, boff, battr_ptr, bfeat_pair, ident, b):
+    """``(weights, pairs)`` of bigram attribute ``b``'s features, as slices: ``w[boff + k0:...]`` and
+    ``bfeat_pair[k0:...]`` or, with implicit pairs, ``ident[:n]`` (:func:`row_pairs`)."""
+    k0 = battr_ptr[b]
+    n = battr_ptr[b + 1] - k0
+    return w[boff + k0:boff + k0 + n], (ident[:n] if ident.shape[0] else bfeat_pair[k0:k0 + n])
+
+
 @njit(**_NOPY)
 def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
                        expM0, tmax0, expM):
@@ -721,13 +730,9 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
                 Mt[i * L + j] = trans[i, j]
         nnz = 0
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
-            b = battr[e]
             v = bval[e]
-            k0 = battr_ptr[b]
-            nkb = battr_ptr[b + 1] - k0
-            wb = w[boff + k0:boff + k0 + nkb]
-            pb = ident[:nkb] if ident.shape[0] else bfeat_pair[k0:k0 + nkb]
-            for q in range(nkb):
+            wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, battr[e])
+            for q in range(wb.shape[0]):
                 x = wb[q]
                 if x != 0.0:
                     Mt[pb[q]] += x * v
@@ -755,12 +760,8 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
                 for j in range(L):
                     Et[i * L + j] = expM0[i, j] * c
             for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
-                b = battr[e]
-                k0 = battr_ptr[b]
-                nkb = battr_ptr[b + 1] - k0
-                wb = w[boff + k0:boff + k0 + nkb]
-                pb = ident[:nkb] if ident.shape[0] else bfeat_pair[k0:k0 + nkb]
-                for q in range(nkb):
+                wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, battr[e])
+                for q in range(wb.shape[0]):
                     if wb[q] != 0.0:
                         p = pb[q]
                         Et[p] = np.exp(Mt[p] - mx)
@@ -792,11 +793,8 @@ def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
     ptr[0] = 0
     ident = row_pairs(bfeat_pair, battr_ptr[1] - battr_ptr[0] if nb > 0 else 0)   # (every row: L^2 pairs)
     for b in range(nb):
-        k0 = battr_ptr[b]
-        nkb = battr_ptr[b + 1] - k0
-        wb = w[boff + k0:boff + k0 + nkb]
-        pb = ident[:nkb] if ident.shape[0] else bfeat_pair[k0:k0 + nkb]
-        for r in range(nkb):
+        wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, b)
+        for r in range(wb.shape[0]):
             x = wb[r]
             if x != 0.0:
                 pair[q] = pb[r]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_transitions, emissions, row_pairs,
+from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_row, bigram_transitions, emissions, row_pairs,
                     pd_forward_backward, pd_node, row_exp, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -268,13 +268,9 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
             pair_e[n] = tr_e[k]
             n += 1
         for e in range(btok_ptr[t0 + t], btok_ptr[t0 + t + 1]):
-            b = battr[e]
             v = bval[e]
-            kb = battr_ptr[b]
-            nkb = battr_ptr[b + 1] - kb
-            wb = w[boff + kb:boff + kb + nkb]
-            pb = ident[:nkb] if ident.shape[0] else bfeat_pair[kb:kb + nkb]
-            for r in range(nkb):
+            wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, battr[e])
+            for r in range(wb.shape[0]):
                 wk = wb[r]
                 if wk == 0.0:
                     continue
