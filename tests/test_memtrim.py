@@ -227,3 +227,62 @@ def test_fingerprint_of_a_packed_table_is_the_lists(names, block):
         return h.hexdigest()
     assert digest(StringTable.of(names), block) == digest(list(names))
     assert digest(StringTable.of(names)) == digest(list(names))
+
+
+_MMAP_SCRIPT = r"""
+import ctypes, os, sys
+import numpy as np
+from crfkit import memtrim
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL("libc.so.6")
+if not hasattr(libc, "mallinfo2"):
+    print("skip"); sys.exit(0)
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "fixed":
+    assert memtrim.fixed_mmap_threshold() is True
+big = np.ones(8 << 20, np.uint8)          # 8 MB: a mapping of its own; freeing it raises a dynamic threshold
+del big
+before = libc.mallinfo2().hblks
+a = np.ones(1 << 20, np.uint8)            # 1 MB: from the heap under the raised threshold, mapped if fixed
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_fixed_mmap_threshold_keeps_vectors_out_of_the_heap():
+    """After an 8 MB block is freed, glibc's dynamic threshold serves a 1 MB request from the heap; with
+    the threshold fixed at 128 KiB it gets a mapping of its own.  The environment variable wins."""
+    import os
+    import subprocess
+
+    def mapped(mode, **env):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+        e.update(env)
+        out = subprocess.run([sys.executable, "-c", _MMAP_SCRIPT, mode], env=e, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+    dynamic = mapped("dynamic")
+    if dynamic == "skip":
+        pytest.skip("no mallinfo2 (glibc < 2.33)")
+    assert dynamic == "0" and mapped("fixed") == "1"
+    assert memtrim.fixed_mmap_threshold.__defaults__ == (128 * 1024,)
+
+
+def test_fixed_mmap_threshold_leaves_the_users_setting(monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
+    assert memtrim.fixed_mmap_threshold() is False
+
+
+def test_crfkit_train_fixes_the_mmap_threshold(monkeypatch, tmp_path):
+    from crfkit import cli
+    calls = []
+    monkeypatch.setattr(memtrim, "fixed_mmap_threshold", lambda *a: calls.append(a) or True)
+    data = tmp_path / "train.txt"
+    data.write_text("a x B\nb y I\n\nb y B\na x I\n\n")
+    assert cli.main(["train", str(data), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2",
+                     "--quiet"]) == 0
+    assert calls == [()]
