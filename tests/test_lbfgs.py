@@ -360,3 +360,47 @@ def test_adopted_start_is_the_first_iterate_and_gives_the_same_run(driver):
             other.flags.writeable = False
         res, first = run(other, True)                             # not adoptable: copied
         assert first is not other and not other.any() and np.array_equal(res.x, ref.x)
+
+
+@pytest.mark.parametrize("driver", ["lbfgs", "owlqn"])
+def test_a_start_handed_over_in_a_list_is_freed_with_its_iterate(driver):
+    """``adopt_x0`` with a one-element list: the list is emptied, the run is the same, and neither the
+    start nor its gradient outlives the iterations that hold them (lbfgs kept both for the whole run: two
+    vectors of the problem's size).  OWL-QN reuses its buffers (the start's become the next trial's), so
+    only the run's identity is checked there."""
+    import gc
+    import weakref
+    from crfkit.optim.owlqn import owlqn
+    fg0, _ = quadratic(seed=4)
+    grads = []
+
+    def fg(x):
+        f, g = fg0(x)
+        g = np.array(g, copy=True)
+        if not grads:
+            grads.append(weakref.ref(g))
+        return f, g
+    alive = []
+
+    def run(x0, callback=None):
+        grads.clear()
+        if driver == "lbfgs":
+            return lbfgs(fg, x0, max_iterations=12, delta=0.0, adopt_x0=True, fresh_gradients=True,
+                         callback=callback)
+        return owlqn(fg, x0, 0.05, max_iterations=12, delta=0.0, adopt_x0=True, fresh_gradients=True,
+                     callback=callback)
+    ref = run(np.zeros(20))
+    x0 = np.zeros(20)
+    start = weakref.ref(x0)
+    box = [x0]
+    del x0
+
+    def cb(info):
+        if info["iteration"] == 3:
+            gc.collect()
+            alive.append((start() is not None, grads[0]() is not None))
+    res = run(box, cb)
+    assert box == []
+    assert res.iterations == ref.iterations and np.array_equal(res.x, ref.x) and res.f == ref.f
+    if driver == "lbfgs":
+        assert alive == [(False, False)]

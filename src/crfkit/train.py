@@ -655,12 +655,15 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                     raise
             elif algorithm == "owlqn":
                 from .optim.owlqn import owlqn
-                res = owlqn(obj.value_and_grad, x0, reg.l1, fresh_gradients=getattr(obj, "fresh_gradients", False),
+                # adopted zeros are handed over in a list, so that this frame holds no reference to them
+                x_in, x0 = ([x0] if adopt else x0), None
+                res = owlqn(obj.value_and_grad, x_in, reg.l1, fresh_gradients=getattr(obj, "fresh_gradients", False),
                             history=hist_kind, fg_into=getattr(obj, "value_and_grad_into", None),
                             adopt_x0=adopt, **common)
             else:
                 from .optim.lbfgs import lbfgs
-                res = lbfgs(obj.value_and_grad, x0, fresh_gradients=getattr(obj, "fresh_gradients", False),
+                x_in, x0 = ([x0] if adopt else x0), None
+                res = lbfgs(obj.value_and_grad, x_in, fresh_gradients=getattr(obj, "fresh_gradients", False),
                             history=hist_kind, adopt_x0=adopt, **common)
         finally:
             tr.close()

@@ -82,7 +82,8 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
     smooth part); a resumed run repeats the uninterrupted one bitwise.
 
     ``fresh_gradients``, ``history`` and ``adopt_x0``: as with :func:`~crfkit.optim.lbfgs.lbfgs` (a
-    gradient kept without a copy; the precision of the stored pairs; ``x0`` written over, not copied).
+    gradient kept without a copy; the precision of the stored pairs; ``x0`` written over, not copied,
+    and possibly handed over in a one-element list).
 
     ``fg_into(x, out)``: optional, the same function writing the gradient into ``out`` and returning f
     (``Objective.value_and_grad_into``); then the line search's gradients go to two buffers that take
@@ -106,7 +107,8 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
         raise ParameterError(f"l1 must be finite and non-negative, got {l1!r}")
     if not 0.0 < backtrack < 1.0:
         raise ParameterError(f"backtrack must be in (0, 1), got {backtrack!r}")
-    x0_size = (np.shape(state["x"]) if state is not None else np.shape(x0))[0]
+    x0_size = (np.shape(state["x"]) if state is not None
+               else np.shape(x0[0] if isinstance(x0, list) else x0))[0]      # (adopt_x0's list: see lbfgs)
     if sparse_steps is None:
         sparse_steps = l1 > 0.0 and x0_size >= SPARSE_STEPS_MIN
     st = start_run(fg, x0, state, m, period, full=lambda f, x: f + l1 * l1_norm(x),
@@ -116,6 +118,7 @@ def owlqn(fg: FG, x0: np.ndarray | None, l1: float, *, m: int = 6, max_iteration
         return st.interrupted
     x, f, F, g, n_evals, it, ok = st.x, st.f_smooth, st.f, st.g, st.n_evals, st.iteration, st.linesearch_ok
     hist, past, t_start = st.hist, st.past, st.t_start
+    del st, x0         # (as lbfgs: nothing here holds the start's vectors but the iterate)
     # one buffer, rewritten every iteration (a fresh array of the problem's size costs its page faults:
     # 0.2-0.4 s at 13M features), holds the pseudo-gradient between iterations and then, in place, the
     # direction computed from it; the kernels that need the pseudo-gradient again (the direction's
