@@ -473,7 +473,8 @@ def test_owlqn_gradients_into_reused_buffers_is_the_same_run():
 def test_train_history_auto_choice_meta_and_errors(monkeypatch):
     from crfkit import train as train_mod
     from crfkit.errors import ParameterError
-    assert train_mod.lbfgs_history("auto", 6, 9_000_000) == "float64"     # 2 * 7 * 8 * 9M < 1 GiB
+    assert train_mod.lbfgs_history("auto", 6, 299_000) == "float64"       # 2 * 7 * 8 * 299k < 32 MiB
+    assert train_mod.lbfgs_history("auto", 6, 300_000) == "float32"
     assert train_mod.lbfgs_history("auto", 6, 10_000_000) == "float32"
     assert train_mod.lbfgs_history("float64", 6, 10 ** 9) == "float64"
     with pytest.raises(ParameterError, match="history"):

@@ -1241,7 +1241,7 @@ def _add_train_parser(sub) -> None:
                         "auto: when there is an L1 term (default off: the standard L x L recursions)")
     t.add_argument("--lbfgs-history", choices=("auto", "float64", "float32"), default="auto",
                    help="precision of the (s, y) pairs lbfgs/owlqn keep (default auto: float32 when the float64 "
-                        "pairs would pass 1 GiB, about 10M features, where they are most of the memory)")
+                        "pairs would pass 32 MiB, about 300k features, where they are most of the memory)")
     t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
                    help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
                         "labels are chunks)")

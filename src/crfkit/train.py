@@ -364,7 +364,7 @@ def _sparse_fb_wanted(sparse_fb, reg: Regularization) -> bool | str:
     return True if sparse_fb == "on" else ("auto" if sparse_fb == "auto" and reg.l1 > 0 else False)
 
 
-HISTORY_AUTO_BYTES = 1 << 30   # history="auto": float32 pairs above this size of the float64 ones
+HISTORY_AUTO_BYTES = 1 << 25   # history="auto": float32 pairs above this size of the float64 ones (32 MiB)
 
 
 def lbfgs_history(history: str, m: int, n_features: int) -> str:
@@ -406,8 +406,12 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
     record (NaN if none), and the model's meta the share over the whole run and ``sparse_evaluations``.
     ``history``: ``"float64"``, ``"float32"`` or ``"auto"``, the precision of the (s, y) pairs lbfgs/owlqn
     store: ``auto`` is float32 when the 2(m+1) pairs in double precision would take more than
-    :data:`HISTORY_AUTO_BYTES` (1 GiB: 10M features with m = 6), where they are most of a run's memory,
-    and float64 below (the model meta records the choice as ``lbfgs_history``)."""
+    :data:`HISTORY_AUTO_BYTES` (32 MiB: 300k features with m = 6; CoNLL-2000's 0.45M are above), where
+    they are the largest part of a run's memory, and float64 below, where the memory does not matter (the
+    model meta records the choice as ``lbfgs_history``).  Measured on CoNLL-2000 (L-BFGS, c2 = 1,
+    CRFsuite's delta rule): the same objective to 4e-7 relative (158 iterations against 161); run on,
+    within 1e-10 of the optimum after 294 iterations against 298, the same final objective; ``crfkit
+    train``'s peak RSS 232 -> 209 MB, below python-crfsuite's 212 MB (README, issue 18)."""
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {algorithm!r}; available: {', '.join(ALGORITHMS)}")
     reg = reg or regularization(corpus.total_weight)
