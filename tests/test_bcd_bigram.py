@@ -599,3 +599,27 @@ def test_full_label_pair_rows_are_added_as_vectors():
 def test_range_of_is_max_and_min(n):
     x = np.random.default_rng(n).normal(0.0, 5.0, n)
     assert B.K._range_of(x) == (x.max(), x.min())
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="/proc/self/smaps")
+@pytest.mark.parametrize("blocks,safeguard", [("separate", "armijo"), ("joint", "scale")])
+def test_bcd_writes_only_the_weights_that_move(blocks, safeguard):
+    """BCD's weights are lazy zeros (crfkit.memtrim.lazy_zeros) and its kernels write only the entries a
+    step changes: after training in a candidate space of 24 labels (a label-pair block spans two or
+    three 4 KB pages) with a strong L1 term, the weights' resident pages are the pages that hold a
+    non-zero weight, not every page of a block that moved, nor the whole vector (a copy of the start)."""
+    from test_memtrim import mapping_rss_kb
+    rng = np.random.default_rng(7)
+    X, Y = random_sequences(rng, 300, n_labels=24, min_len=2, max_len=8, n_attr=150, max_attrs=3)
+    Bs = random_bigram_attributes(rng, X, 150, real=False)
+    space, corpus = build(X, Y, B=Bs, support="all")
+    reg = Regularization(l1=0.005, l2=1e-4)
+    res = bcd(Objective(corpus, space, reg), np.zeros(space.n_features), reg=reg, max_iterations=3,
+              blocks=blocks, safeguard=safeguard)
+    w = res.x
+    nz = np.flatnonzero(w)
+    assert 0 < len(nz) < space.n_features // 20
+    start = w.ctypes.data
+    pages = {(start + 8 * int(k)) >> 12 for k in nz}
+    resident = mapping_rss_kb(w) // 4
+    assert resident <= len(pages) + 1, (resident, len(pages), w.nbytes >> 12)

@@ -286,3 +286,36 @@ def test_crfkit_train_fixes_the_mmap_threshold(monkeypatch, tmp_path):
     assert cli.main(["train", str(data), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2",
                      "--quiet"]) == 0
     assert calls == [()]
+
+
+def mapping_rss_kb(arr) -> int:
+    """Resident KB of the mappings that hold ``arr``'s memory (Linux ``/proc/self/smaps``; numpy's
+    ``MADV_HUGEPAGE`` splits a block into several)."""
+    a0 = arr.ctypes.data
+    a1 = a0 + max(arr.nbytes, 1)
+    total, inside, seen = 0, False, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo < a1 and a0 < hi
+                seen = seen or inside
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    assert seen, "no mapping holds the array"
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps")
+def test_lazy_zeros_take_memory_only_where_written():
+    n = 8 << 20                                            # 64 MB of float64
+    z = memtrim.lazy_zeros(n)
+    assert z.dtype == np.float64 and z.shape == (n,) and z.flags.writeable and z.flags.c_contiguous
+    assert float(np.abs(z).max()) == 0.0                   # read all of it: no page becomes resident
+    assert mapping_rss_kb(z) <= 64
+    z[::1 << 18] = 1.0                                     # 32 entries, 2 MB apart
+    assert mapping_rss_kb(z) <= 32 * 4 + 64                # their 4 KB pages, not 2 MB huge pages
+    assert z.sum() == 32.0
+    assert memtrim.lazy_zeros(5, np.int32).tolist() == [0] * 5
+    assert memtrim.lazy_zeros(0).shape == (0,)

@@ -444,7 +444,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 for kk in range(nk):
                     x = w[k0 + kk]
                     dF -= 0.5 * l2 * x * x + l1 * abs(x)
-                    w[k0 + kk] = 0.0
+                    if x != 0.0:        # (an entry is written only when it changes: see the step below)
+                        w[k0 + kk] = 0.0
                 stats[ST_DF] += dF
             continue
         block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
@@ -509,7 +510,11 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         stats[ST_ACCEPT] += 1
         stats[ST_DF] += dF
         for kk in range(nk):
-            w[k0 + kk] += step * d[kk]
+            # only the entries that move are written: a weight that stays at zero leaves its memory page
+            # untouched (the weights of a large candidate space are crfkit.memtrim.lazy_zeros, whose pages
+            # count only once written; with L1 most of a block's step is zero)
+            if d[kk] != 0.0:
+                w[k0 + kk] += step * d[kk]
         for gi in range(ng):
             g = ap[a] + gi
             _group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB)
@@ -1023,7 +1028,8 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                     k = ku + kk if kk < nku else kabs + kk - nku
                     x = w[k]
                     dF -= 0.5 * l2 * x * x + l1 * abs(x)
-                    w[k] = 0.0
+                    if x != 0.0:
+                        w[k] = 0.0
                 stats[ST_DF] += dF
             continue
         block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
@@ -1115,8 +1121,9 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         stats[ST_ACCEPT] += 1
         stats[ST_DF] += dF
         for kk in range(nk):
-            k = ku + kk if kk < nku else kabs + kk - nku
-            w[k] += step * d[kk]
+            if d[kk] != 0.0:    # (only the entries that move are written, as in sweep_blocks)
+                k = ku + kk if kk < nku else kabs + kk - nku
+                w[k] += step * d[kk]
         for gi in range(ng):
             g = ap[j] + gi
             _group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB)

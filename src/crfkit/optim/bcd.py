@@ -165,6 +165,7 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
 from ..kernels.vec import all_finite
+from ..memtrim import lazy_zeros
 from ..objective import l1_norm
 from .stochastic import StochasticResult, last_completed, notify, state_function
 
@@ -701,7 +702,15 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         fs = [float(x) for x in state["fs"]]
         sweep0 = int(state["iteration"])
     else:
-        w = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
+        # zeros whose pages count once written: the kernels write only the weights that move, so a large
+        # candidate space of which few weights become non-zero takes their pages, not the vector's size
+        w = lazy_zeros(d)
+        if x0 is not None:
+            x0 = np.asarray(x0, dtype=np.float64)
+            if x0.shape != (d,):
+                raise ParameterError(f"x0 has shape {x0.shape}; the feature space has {d} features")
+            nz = np.flatnonzero(x0)
+            w[nz] = x0[nz]
         if w.shape != (d,):
             raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []
