@@ -83,10 +83,41 @@ def _positional(name):
     return call
 
 
+def _sparse(rng, where, fill):
+    """The sparse forward-backward (crfkit.kernels.sparse_fb, Lavergne et al.'s listed pair scores): each
+    position lists a random subset of the L x L pairs, some positions all of them or none."""
+    from crfkit.kernels import sparse_fb
+    L, T, score, _, _, _ = _chain(rng)
+    lists = []
+    for t in range(T):
+        if t == 0:
+            lists.append([])
+            continue
+        share = float(rng.choice([0.0, 0.3, 0.7, 1.0]))
+        lists.append([(i, j) for i in range(L) for j in range(L) if rng.random() < share])
+    pair_ptr = np.zeros(T + 1, np.int64)
+    pair_ptr[1:] = np.cumsum([len(x) for x in lists])
+    flat = [p for x in lists for p in x]
+    n = max(len(flat), 1)
+    pf = np.array([p[0] for p in flat] + [0] * (n - len(flat)), np.int32)
+    pt = np.array([p[1] for p in flat] + [0] * (n - len(flat)), np.int32)
+    ps = rng.normal(0, 1.5, n)
+    node, alpha, beta, es, sc = (_placed((T, L), where, fill) for _ in range(5))
+    sc[:] = score
+    scale = _placed((2 * T,), where, fill)
+    em1, enz = _placed((n,), where, fill), _placed((n,), where, fill)
+    acc, mark = _placed((L,), where, fill), _placed((L,), where, fill)
+    cnt = np.zeros(L, np.int64)
+    z = sparse_fb.sparse_forward_backward(sc, T, pair_ptr, pf, pt, ps, node, enz, alpha, beta, es, scale, em1,
+                                          acc, mark, cnt)
+    return z, node[:T], enz[:len(flat)], alpha[:T], beta[:T], scale[:T]
+
+
 KERNELS = {name: _standard(name) for name in ("scaled_forward", "log_partition", "forward_backward",
                                                "forward_backward_edges", "exp_domain_forward_backward")}
 KERNELS.update({name: _positional(name) for name in ("pd_scaled_forward", "pd_log_partition",
                                                      "pd_forward_backward")})
+KERNELS["sparse_forward_backward"] = _sparse
 
 
 def _bits(out):

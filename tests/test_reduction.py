@@ -78,11 +78,11 @@ def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
         _entries(corpus.btok_ptr, corpus.battr, corpus.bval, sp, True)
 
 
-def _grad(corpus, space, w, threads, budget, monkeypatch):
+def _grad(corpus, space, w, threads, budget, monkeypatch, sparse=False):
     monkeypatch.setattr(reduction, "STORE_BUDGET", budget)
     monkeypatch.setattr(reduction, "EDGE_BUDGET", budget)
     set_threads(threads)
-    obj = Objective(corpus, space, Regularization(l2=0.1), threads=threads)
+    obj = Objective(corpus, space, Regularization(l2=0.1), threads=threads, sparse_fb=sparse)
     f, g = obj.value_and_grad(w)
     return obj, f, g.copy()
 
@@ -111,20 +111,26 @@ def test_gradient_matches_the_per_sequence_oracle(restore_threads, monkeypatch, 
             np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("support", ["all", "observed"])
+@pytest.mark.parametrize("support,sparse", [("all", False), ("observed", False), ("all", True)])
 def test_state_and_bigram_gradients_are_the_same_bits_for_any_threads_and_blocks(restore_threads, monkeypatch,
-                                                                                 support):
+                                                                                 support, sparse):
     """One thread adds each sequence's bigram part at once (loss_grad_bigram's direct path), several
-    threads through the attribute-partitioned reduction: the same bits either way."""
+    threads through the attribute-partitioned reduction: the same bits either way, with the standard or
+    the sparse recursions (whose sums over labels moved in the last bit with the work arrays' addresses
+    until stop 40)."""
     rng = np.random.default_rng(11)
     X, Y, B = _bigram_data(rng, 80, n_labels=4)
     space, corpus = build(X, Y, support=support, B=B)
     w = rng.normal(0, 0.5, space.n_features)
+    if sparse:
+        w[space.bigram_offset:] *= rng.random(space.n_bigram) < 0.3     # listed pairs: a third
     ns, nt, bo = space.n_state, space.n_trans, space.bigram_offset
-    _, f0, g0 = _grad(corpus, space, w, 1, 1 << 22, monkeypatch)
+    _, f0, g0 = _grad(corpus, space, w, 1, 1 << 22, monkeypatch, sparse)
+    junk = []
     for threads, budget in ((2, 1 << 22), (1, 1), (2, 1), (2, 1500)):
-        for _ in range(5):          # repeated: the per-thread work arrays land at other addresses each time
-            obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch)
+        for k in range(5):          # repeated: the per-thread work arrays land at other addresses each time
+            junk.append(np.empty(1 + 37 * k))       # (and the heap moves between repetitions)
+            obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch, sparse)
             assert len(obj.bounds) - 1 == threads
             # per weight, the expected counts are summed over the tokens in corpus order, whatever the split;
             # the recursions' sums do not depend on where their arrays lie (tests/test_kernel_addresses.py)

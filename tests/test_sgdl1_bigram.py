@@ -752,10 +752,6 @@ def test_owlqn_keeps_the_pairs_implicit(threads, sparse):
     res = train_corpus(space, corpus, **kw)
     ref = train_corpus(stored, corpus, **kw)
     assert "bfeat_pair" not in space.__dict__
-    if threads > 1 and sparse:
-        # the sparse recursions over several chunks move in the last bit between two runs of the same
-        # stored space in one process (8.9e-16 after other cases ran, scratch check): not the layout's doing
-        np.testing.assert_allclose(res.model.weights, ref.model.weights, rtol=0, atol=1e-12)
-        assert res.objective == pytest.approx(ref.objective, rel=1e-13)
-    else:
-        assert np.array_equal(res.model.weights, ref.model.weights) and res.objective == ref.objective
+    # bitwise also with the sparse recursions over several chunks: their sums over labels are in index
+    # order since stop 40 (they moved in the last bit with the per-thread arrays' addresses before)
+    assert np.array_equal(res.model.weights, ref.model.weights) and res.objective == ref.objective

@@ -33,9 +33,14 @@ import numpy as np
 from numba import njit, prange
 
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_row, bigram_transitions, emissions, row_pairs,
-                    pd_forward_backward, pd_node, row_exp, transition_matrix)
+                    pd_forward_backward, pd_node, row_exp, row_sum, transition_matrix)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
+# the recursions' sums over labels are added in index order (chain.row_sum, and these flags for the masked
+# sums): re-associated, LLVM compiled them into code whose result depended on where the work arrays lie
+# (a vectorised loop behind a run-time check of the arrays' addresses), so that two runs with threads
+# (per-thread arrays at addresses that vary with the timing) gave other last bits
+_EXACT = dict(cache=True, nogil=True, fastmath={"contract"})
 _EXACT_BELOW = 1e-6
 
 
@@ -65,10 +70,9 @@ def _exp_rows(score, T, es, shift):
 def _first_position(es, alpha, scale, shift):
     """alpha[0] = es[0] normalised; returns its log scale (the start of log Z)."""
     L = es.shape[1]
-    s0 = 0.0
+    s0 = row_sum(es, 0)
     for j in range(L):
         alpha[0, j] = es[0, j]
-        s0 += es[0, j]
     scale[0] = s0
     for j in range(L):
         alpha[0, j] /= s0
@@ -105,9 +109,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
     for t in range(1, T):
         k0 = pair_ptr[t]
         k1 = pair_ptr[t + 1]
-        S = 0.0
-        for i in range(L):
-            S += alpha[t - 1, i]
+        S = row_sum(alpha, t - 1)
         for j in range(L):
             acc[j] = 0.0     # alpha mass of the listed pairs into j
             mark[j] = 0.0    # sum over listed pairs into j of alpha * exp(s)
@@ -117,7 +119,6 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
             acc[pair_to[k]] += a
             mark[pair_to[k]] += a * em1[k]
             cnt[pair_to[k]] += 1
-        tot = 0.0
         for j in range(L):
             if cnt[j] == L:
                 rest = 0.0   # every pair into j is listed
@@ -125,9 +126,8 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
                 rest = S - acc[j]
                 if rest < _EXACT_BELOW * S:
                     rest = _complement_in(alpha, t - 1, pair_from, pair_to, k0, k1, j, L)
-            v = (rest + mark[j]) * es[t, j]
-            alpha[t, j] = v
-            tot += v
+            alpha[t, j] = (rest + mark[j]) * es[t, j]
+        tot = row_sum(alpha, t)
         scale[t] = tot
         logz += np.log(tot) + shift[t]
         for j in range(L):
@@ -139,10 +139,9 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
         k0 = pair_ptr[t]
         k1 = pair_ptr[t + 1]
         inv = 1.0 / scale[t]
-        V = 0.0
         for j in range(L):
             acc[j] = es[t, j] * beta[t, j] * inv   # v_t(j)
-            V += acc[j]
+        V = _sum(acc)
         for i in range(L):
             mark[i] = 0.0
             cnt[i] = 0
@@ -168,7 +167,16 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
     return logz
 
 
-@njit(**_NOPY)
+@njit(**_EXACT)
+def _sum(x):
+    """sum of a vector, added in index order (see _EXACT)."""
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += x[j]
+    return s
+
+
+@njit(**_EXACT)
 def _complement_in(alpha, t, pair_from, pair_to, k0, k1, j, L):
     """sum of alpha[t, i] over the i with no listed pair (i, j): exactly, without cancellation."""
     listed = np.zeros(L, dtype=np.bool_)
@@ -182,7 +190,7 @@ def _complement_in(alpha, t, pair_from, pair_to, k0, k1, j, L):
     return s
 
 
-@njit(**_NOPY)
+@njit(**_EXACT)
 def _complement_out(v, pair_from, pair_to, k0, k1, i, L):
     """sum of v[j] over the j with no listed pair (i, j)."""
     listed = np.zeros(L, dtype=np.bool_)
