@@ -90,7 +90,7 @@ def main(argv=None) -> int:
             for name, src in trees.items():
                 res = run_tree(src, args, os.path.join(tmp, f"{name}{r}.json"))
                 print(f"round {r + 1} {name}: " + ", ".join(
-                    f"p={x['density']:g} {x['cpu']:.2f}s" for x in res["rows"]) + f"  (load average "
+                    f"p={x['density']:g} {x['cpu']:.2f}s" for x in res["rows"]) + "  (load average "
                     + ", ".join(f"{v:.2f}" for v in os.getloadavg()) + ")", flush=True)
                 for x in res["rows"]:
                     k = (name, x["density"])

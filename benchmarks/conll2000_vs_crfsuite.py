@@ -146,7 +146,6 @@ def worker_crfsuite(args) -> dict:
 
 
 def worker_crfkit(args) -> dict:
-    import numpy as np
     from crfkit.features.encode import build
     from crfkit.model import CRFModel
     from crfkit.objective import regularization

@@ -8,7 +8,7 @@ c1 = c2 = 0.1, ``argv[1]`` iterations, default 5; the first iteration also loads
 
 Usage:  PYTHONPATH=src python benchmarks/fit_memory_phases.py [ITERATIONS]   (data: ../shared/data)
 """
-import os, sys, time, gc
+import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def vm(k):
     for line in open('/proc/self/status'):
@@ -16,7 +16,7 @@ def vm(k):
 def mark(what):
     print(f"{what:40s} RSS {vm('VmRSS'):8.1f}  HWM {vm('VmHWM'):8.1f}", flush=True)
 mark('start')
-import numpy as np
+import numpy as np  # noqa: F401  (its memory counts in the imports' phase)
 from sklearn_crfsuite_port import load
 import crfkit
 mark('imports')
@@ -26,7 +26,7 @@ from crfkit.features.dicts import LazyAttributes
 from crfkit.features.encode import build
 space, corpus = build(LazyAttributes(X, name='X'), Y, support='observed', transitions='all')
 mark('build (space+corpus, lazy input)')
-import crfkit.train
+import crfkit.train  # noqa: F401  (the phase measures this import: numba)
 mark('import crfkit.train (numba)')
 print('features', space.n_features, 'attrs', space.n_attributes, 'entries', len(corpus.attr), 'tokens', corpus.n_tokens)
 from crfkit.train import train_corpus

@@ -154,7 +154,6 @@ def main() -> None:
     subprocess.run(py + ["tag", "-m", str(ck_model), str(test), "-n", "2", "-o", str(work / "warm.txt"),
                          "--threads", str(a.threads)], check=True, env=env)
 
-    from crfkit import decode_cli
     from crfkit.io.columns import read_columns_list
     from crfkit.model import CRFModel
     from crfkit.parallel import set_threads

@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 
 def letter_error(pred, gold) -> float:

@@ -15,7 +15,6 @@ Usage:  python benchmarks/sgdl1_pass_ab.py TREE [TREE ...] [--set 3-grm] [--pass
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys

@@ -141,7 +141,6 @@ def test_block_gradient_and_diagonal(fixture, request):
     reg = Regularization(l1=0.0, l2=0.3)
     w = random_weights(space, 1)
     obj, eng = engine_at(space, corpus, reg, w)
-    ix = eng.index
     marg = [brute_marginals(space, corpus, w, s) for s in range(corpus.n_sequences)]
     ref = plain_index(corpus)
     n = corpus.n_sequences

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import attr_value, model_from_scores, random_sequences
+from conftest import model_from_scores
 from crfkit import decode as D
 from crfkit.errors import CrfkitError, DataError
 from crfkit.features.encode import build
@@ -81,7 +81,6 @@ def _constraints(p, rng, L, T):
 
 
 def _run(model, X, mask, forbid, start, end, **kw):
-    L = model.space.n_labels
     c = D.Constraints(model.labels, forbid, start, end)
     corpus = model.encode(X)
     return D.decode(model, corpus, allowed=None if mask is None else mask.astype(np.uint8), constraints=c,

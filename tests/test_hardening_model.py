@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import crfkit
 from crfkit import CRF, cli
-from crfkit.errors import CrfkitError, ModelError, TemplateError
+from crfkit.errors import ModelError, TemplateError
 from crfkit.features.encode import build
 from crfkit.features.templates import MAX_ROW_OFFSET, Templates
 from crfkit.model import MAGIC, MAX_HEADER_BYTES, CRFModel, FeatureSpace

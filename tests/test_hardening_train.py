@@ -464,7 +464,7 @@ def test_the_model_saved_after_a_failure_can_be_written_from_the_checkpoint(data
                           errno=errno.ENOSPC)
     monkeypatch.setattr(CRFModel, "save", fail)
     rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "3", "--checkpoint", ck, "-q")
-    assert rc == cli.EXIT_ERROR and f"--resume it" in err and str(ck) in err
+    assert rc == cli.EXIT_ERROR and "--resume it" in err and str(ck) in err
     monkeypatch.setattr(CRFModel, "save", real)
     rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "3", "--resume", ck, "-q")
     assert rc == 0 and "3 iterations" in out

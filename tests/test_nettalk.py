@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 
 import numpy as np
@@ -330,7 +329,6 @@ def test_train_incremental_stages_follow_the_rule(tmp_path):
     m = r.model
     tri = [a for a in m.space.attributes + m.space.battributes if a.startswith("*w-1+1:")]
     assert tri
-    letters_active = {a for a in tri}  # noqa: F841
     # re-derive stage 0's active letters from a stage-0-only run with the same settings
     r0 = train_incremental(sents, features="nettalk:1-grm", final_iterations=15,
                            algorithm="owlqn", rho1=0.5, rho2=1e-3, threads=1)

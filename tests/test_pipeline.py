@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from crfkit.datasets import synthetic
-from crfkit.errors import CrfkitError, DataError, TemplateError
+from crfkit.errors import CrfkitError, DataError
 from crfkit.features.templates import Templates, default_chunking_templates
 from crfkit.model import CRFModel
 from crfkit.pipeline import load_columns, tag_columns, tagger_from_model, train_columns

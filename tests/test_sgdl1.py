@@ -2,7 +2,6 @@
 Figure 2, schedules, sparsity, resume, interrupts, bad parameters, the tuning helper."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

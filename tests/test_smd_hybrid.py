@@ -34,7 +34,7 @@ def objective(problem):
 def test_reaches_the_lbfgs_optimum(problem):
     ref = problem[4]
     obj = objective(problem)
-    passes, batches = [], []
+    passes = []
     res = hybrid(obj, None, reg=obj.reg, max_iterations=300, gtol=1e-9,
                  callback=lambda info: passes.append(obj.effective_passes))
     assert res.status == "converged"

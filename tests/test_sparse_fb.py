@@ -268,6 +268,11 @@ def test_owlqn_training_with_sparse_and_standard_forward_backward_agrees(tmp_pat
     assert 0.0 < b.model.meta["pair_zero_share"] < 1.0
     assert c.model.meta.get("sparse_fb") == "auto"                     # auto with an L1 term: per evaluation
     assert c.iterations == a.iterations and c.objective == pytest.approx(a.objective, rel=1e-9)
+    # auto: every record says the share (NaN when no evaluation since the previous one was sparse); at
+    # w = 0 every label-pair score is zero, so it starts sparse, and switches once the scores fill in
+    assert len(tc) == c.iterations and all("pair_zero_share" in r for r in tc)
+    assert tc[0]["pair_zero_share"] == 1.0
+    assert 1 <= c.model.meta["sparse_evaluations"] < c.iterations
     assert b.model.meta["sparse_evaluations"] >= b.iterations
     with pytest.raises(Exception, match="sparse_fb"):
         train(X, Y, B=B, support="all", l1=0.05, algorithm="owlqn", max_iterations=2, sparse_fb="maybe")

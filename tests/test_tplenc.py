@@ -11,8 +11,7 @@ from crfkit.datasets import synthetic
 from crfkit.features.templates import Templates
 from crfkit.features.tplenc import TemplateIds, TooWide
 from crfkit.model import CRFModel
-from crfkit.pipeline import attributes_of, inputs_of_rows
-from crfkit.io.columns import Sentence
+from crfkit.pipeline import inputs_of_rows
 
 MACROS = ["%x[{r},{c}]", "%X[{r},{c}]", '%t[{r},{c},"^a"]', '%m[{r},{c},"[a-c]+"]']
 

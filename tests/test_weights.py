@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-import math
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from crfkit.errors import DataError, ParameterError
 from crfkit.features.encode import build, encode
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, regularization
-from crfkit.train import NO_SAMPLE_WEIGHTS, train, train_corpus
+from crfkit.train import NO_SAMPLE_WEIGHTS, train
 
 
 def _data(seed=0, n=10, real=True, L=3, max_len=5):
