@@ -296,7 +296,13 @@ def test_keyboard_interrupt_returns_the_last_sweep(small):
     assert res.state["iteration"] == 2
 
 
-def test_resume_equals_the_uninterrupted_run(small):
+@pytest.mark.parametrize("lazy", [False, True])
+def test_resume_equals_the_uninterrupted_run(small, lazy, monkeypatch):
+    """``lazy``: every vector counts as large (crfkit.memtrim.LAZY_MIN = 1), so the weights, the kept state
+    and the resumed weights are lazy zeros with the non-zeros copied in: the same bits."""
+    from crfkit import memtrim
+    if lazy:
+        monkeypatch.setattr(memtrim, "LAZY_MIN", 1)
     X, Y, space, corpus = small
     reg = Regularization(l1=0.01, l2=0.02)
     kw = dict(reg=reg, delta=0.0, seed=7, kappa=0.5)

@@ -211,6 +211,55 @@ def test_any_optimizer_state_round_trips_exactly(tmp_path):
         ckpt.save(p, dict(state, bad=object()), fingerprint="fp", settings={})
 
 
+def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
+    """A vector of 2M float64 of which 6 are non-zero (a -0.0 and a NaN among them: non-zero as bits) is
+    stored as indices and values (a checkpoint of kilobytes, not 16 MB), comes back with the same bits in
+    lazy zeros (its untouched pages not resident), beside a dense vector of the same size and a small one
+    stored whole; a state without such a vector is still written as version 2."""
+    import json
+    import sys
+
+    from crfkit import checkpoint as ckpt
+    n = 2 << 20
+    x = np.zeros(n)
+    x[[0, 5, 77, n // 2, n - 1]] = [1.5, -0.0, np.nan, -3.25, 7.0]
+    x32 = np.zeros(n, np.float32)
+    x32[[3, n - 2]] = [2.0, -1.0]
+    dense = np.random.default_rng(0).normal(size=n // 4)
+    state = {"iteration": 3, "x": x, "x32": x32, "dense": dense, "small": np.zeros(10)}
+    p = tmp_path / "sparse.ckpt"
+    ckpt.save(p, state, fingerprint="fp", settings={})
+    assert os.path.getsize(p) < dense.nbytes + (1 << 16)
+    with np.load(p, allow_pickle=False) as z:
+        assert {"z.x.idx", "z.x.val", "z.x32.idx", "z.x32.val", "s.dense", "s.small"} <= set(z.files)
+        assert "s.x" not in z.files
+        header = json.loads(bytes(z["header"]).decode())
+        assert header["version"] == 3 and header["sparse_arrays"]["x"] == [n, x.dtype.str]
+    back = ckpt.load(p).state
+    for k in ("x", "x32", "dense", "small"):
+        assert back[k].dtype == state[k].dtype and back[k].tobytes() == state[k].tobytes()
+    if sys.platform.startswith("linux"):
+        from test_memtrim import mapping_rss_kb
+        assert mapping_rss_kb(back["x"]) <= 5 * 4 + 16          # the pages of its non-zeros
+    ckpt.save(p, {"iteration": 1, "x": np.ones(n)}, fingerprint="fp", settings={})
+    with np.load(p, allow_pickle=False) as z:
+        assert json.loads(bytes(z["header"]).decode())["version"] == 2 and "s.x" in z.files
+
+
+def test_a_broken_sparse_member_is_a_checkpoint_error(tmp_path):
+    import json
+
+    from crfkit import checkpoint as ckpt
+    header = {"format": "crfkit-checkpoint", "version": 3, "settings": {}, "fingerprint": "fp", "iteration": 1,
+              "n_evals": 0, "state_scalars": {}, "history": [], "extra": {}, "sparse_arrays": {"x": [10, "<f8"]}}
+    p = tmp_path / "bad.ckpt"
+    with open(p, "wb") as f:
+        np.savez(f, **{"z.x.idx": np.array([3, 12]), "z.x.val": np.array([1.0, 2.0]),
+                       "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)})
+    with pytest.raises(ckpt.CheckpointError, match="cannot read the checkpoint"):
+        ckpt.load(p)
+
+
 def test_version_1_checkpoints_are_still_read(tmp_path):
     import json
 

@@ -319,3 +319,22 @@ def test_lazy_zeros_take_memory_only_where_written():
     assert z.sum() == 32.0
     assert memtrim.lazy_zeros(5, np.int32).tolist() == [0] * 5
     assert memtrim.lazy_zeros(0).shape == (0,)
+
+
+def test_lazy_copy_keeps_every_bit_and_takes_the_pages_of_the_non_zeros():
+    n = 2 << 20
+    x = np.zeros(n)
+    x[[1, 9, n - 1]] = [-0.0, np.nan, 2.5]
+    c = memtrim.lazy_copy(x)
+    assert c is not x and c.dtype == x.dtype and c.tobytes() == x.tobytes()
+    c[0] = 1.0
+    assert x[0] == 0.0                                      # a copy, not a view
+    if sys.platform.startswith("linux"):
+        from test_memtrim import mapping_rss_kb
+        assert mapping_rss_kb(c) <= 3 * 4 + 16
+    # plain copies: dense, small, not float, not 1-D, not contiguous
+    for a in (np.ones(n), np.zeros(10), np.zeros(n, np.int64), np.zeros((2, n // 2)), np.zeros(2 * n)[::2]):
+        b = memtrim.lazy_copy(a)
+        assert b is not a and b.dtype == a.dtype and b.shape == a.shape and np.array_equal(b, a)
+        assert b.flags.owndata
+    assert memtrim.lazy_copy(x, min_size=n + 1).flags.owndata

@@ -33,7 +33,8 @@ import os
 import sys
 
 __all__ = ["release_memory", "release_code_pages", "release_after_compiles", "warm_compiler",
-           "init_target_without_blas", "defer_blas", "fixed_mmap_threshold", "lazy_zeros"]
+           "init_target_without_blas", "defer_blas", "fixed_mmap_threshold", "lazy_zeros", "lazy_copy",
+           "LAZY_MIN"]
 
 _libc_fns: dict = {}
 _ranges: list = []
@@ -108,6 +109,30 @@ def lazy_zeros(n: int, dtype=None):
         except OSError:
             pass
     return np.frombuffer(buf, dtype=dt, count=n)
+
+
+#: vectors of at least this many entries are copied by lazy_copy as their non-zeros (8 MB of float64)
+LAZY_MIN = 1 << 20
+
+
+def lazy_copy(a, min_size: int | None = None):
+    """A copy of the vector ``a`` (same dtype, shape and bits): when it is a contiguous 1-D float vector of at
+    least ``min_size`` entries (default :data:`LAZY_MIN`) of which at most a quarter are non-zero (as bits:
+    a -0.0 is copied as such), its non-zeros written into :func:`lazy_zeros`, so that the copy takes the
+    pages of its non-zeros only (a plain copy writes, so makes resident, every page: 1.9 GB for BCD's weights
+    at NETtalk 5-grm+, of which 46,570 are non-zero); otherwise a plain copy."""
+    import numpy as np
+    a = np.asarray(a)
+    lim = LAZY_MIN if min_size is None else int(min_size)
+    if a.ndim != 1 or a.size < lim or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8) \
+            or not a.flags.c_contiguous:
+        return np.array(a, copy=True)
+    nz = np.flatnonzero(a.view(f"u{a.dtype.itemsize}"))
+    if 4 * nz.shape[0] > a.size:
+        return a.copy()
+    out = lazy_zeros(a.size, a.dtype)
+    out[nz] = a[nz]
+    return out
 
 
 def release_memory() -> bool:

@@ -165,7 +165,7 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.chain import MAX_SCALED_TRANSITION_RANGE, emissions
 from ..kernels.vec import all_finite
-from ..memtrim import lazy_zeros
+from ..memtrim import lazy_copy, lazy_zeros
 from ..objective import l1_norm
 from .stochastic import StochasticResult, last_completed, notify, state_function
 
@@ -696,7 +696,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
         if bad:
             raise ParameterError("bcd: the state was made with other settings: " + ", ".join(
                 f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now" for k in bad))
-        w = np.array(state["x"], dtype=np.float64, copy=True)
+        w = lazy_copy(np.asarray(state["x"], dtype=np.float64), min_size=0)     # (sparse: its non-zeros)
         if w.shape != (d,):
             raise ParameterError(f"bcd: the state's weights have shape {w.shape}; the feature space has {d} features")
         fs = [float(x) for x in state["fs"]]
@@ -704,13 +704,7 @@ def bcd(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, c
     else:
         # zeros whose pages count once written: the kernels write only the weights that move, so a large
         # candidate space of which few weights become non-zero takes their pages, not the vector's size
-        w = lazy_zeros(d)
-        if x0 is not None:
-            x0 = np.asarray(x0, dtype=np.float64)
-            if x0.shape != (d,):
-                raise ParameterError(f"x0 has shape {x0.shape}; the feature space has {d} features")
-            nz = np.flatnonzero(x0)
-            w[nz] = x0[nz]
+        w = lazy_zeros(d) if x0 is None else lazy_copy(np.asarray(x0, dtype=np.float64), min_size=0)
         if w.shape != (d,):
             raise ParameterError(f"x0 has shape {w.shape}; the feature space has {d} features")
         fs = []

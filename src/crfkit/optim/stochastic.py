@@ -127,7 +127,11 @@ class Kept:
         if self.file is not None:
             self.file.seek(0)
             return np.lib.format.read_array(self.file, allow_pickle=False)
-        out = np.zeros(self.shape, dtype=self.dtype)
+        # lazy zeros for a large vector: the non-zeros' pages only (np.zeros' huge pages would make most of a
+        # sparse 10^8-entry vector resident; crfkit.memtrim.lazy_zeros)
+        from ..memtrim import LAZY_MIN, lazy_zeros
+        n = int(np.prod(self.shape))
+        out = (lazy_zeros(n, self.dtype) if n >= LAZY_MIN else np.zeros(n, dtype=self.dtype)).reshape(self.shape)
         out.reshape(-1)[self.idx] = self.vals
         return out
 
@@ -147,7 +151,8 @@ def state_function(arrays: dict, values: dict, *, keep: bool, nnz: dict | None =
         nnz = nnz or {}
         held = {k: Kept(a, nnz=nnz.get(k)) for k, a in arrays.items()}
         return lambda: {**copy.deepcopy(values), **{k: h.get() for k, h in held.items()}}
-    return lambda: {**copy.deepcopy(values), **{k: np.array(a, copy=True) for k, a in arrays.items()}}
+    from ..memtrim import lazy_copy      # (a large sparse vector copied as its non-zeros)
+    return lambda: {**copy.deepcopy(values), **{k: lazy_copy(a) for k, a in arrays.items()}}
 
 
 def notify(callback: Callable[[dict], bool | None] | None, **info) -> bool:
