@@ -277,15 +277,29 @@ def test_fixed_mmap_threshold_leaves_the_users_setting(monkeypatch):
     assert memtrim.fixed_mmap_threshold() is False
 
 
-def test_crfkit_train_fixes_the_mmap_threshold(monkeypatch, tmp_path):
+@pytest.mark.parametrize("algorithm,fixed", [("lbfgs", True), ("owlqn", True), ("sgd-l1", False), ("l2sgd", False)])
+def test_crfkit_train_fixes_the_mmap_threshold_for_full_batch_runs(monkeypatch, tmp_path, algorithm, fixed):
+    """crfkit train fixes the threshold at 128 KiB for L-BFGS / OWL-QN, not for a per-sequence optimizer
+    (whose scratch arrays would each get a mapping); a library call never touches it; a run whose vectors
+    pass 32 MB (mapped anyway) raises it to glibc's maximum, where the dynamic threshold ends up."""
     from crfkit import cli
+    from crfkit.train import train
     calls = []
     monkeypatch.setattr(memtrim, "fixed_mmap_threshold", lambda *a: calls.append(a) or True)
+    monkeypatch.setattr(memtrim, "_mmap_opt_in", False)
     data = tmp_path / "train.txt"
     data.write_text("a x B\nb y I\n\nb y B\na x I\n\n")
-    assert cli.main(["train", str(data), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2",
-                     "--quiet"]) == 0
-    assert calls == [()]
+    train([[["a"], ["b"]]], [["B", "I"]], algorithm=algorithm, max_iterations=2)
+    assert calls == []                                   # the library alone: never
+    assert cli.main(["train", str(data), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2", "-a",
+                     algorithm, "--quiet"]) == 0
+    assert calls == ([()] if fixed else [])              # (its vectors are small: nothing more)
+    if fixed:
+        assert memtrim.full_batch_vectors(memtrim.MMAP_THRESHOLD_MAX) is False
+        assert memtrim.full_batch_vectors(memtrim.MMAP_THRESHOLD_MAX + 8) is True
+        assert calls == [(), (memtrim.MMAP_THRESHOLD_MAX,)]
+    else:
+        assert memtrim.full_batch_vectors(memtrim.MMAP_THRESHOLD_MAX + 8) is False and calls == []
 
 
 def mapping_rss_kb(arr) -> int:

@@ -332,10 +332,11 @@ def cmd_train(args) -> int:
     # place, a dangling symlink): crfkit.io.atomic.check_writable creates and removes a probe file there
     from .io.atomic import check_writable
     check_writable(args.model, "the model")
-    # the vectors that training allocates and frees at every evaluation get mappings of their own, not
-    # holes in the C heap (crfkit.memtrim.fixed_mmap_threshold: 10-13 MB of CoNLL-2000's peak)
-    from .memtrim import fixed_mmap_threshold
-    fixed_mmap_threshold()
+    # the vectors that a full-batch run allocates and frees at every evaluation get mappings of their own,
+    # not holes in the C heap (crfkit.memtrim.opt_in_mmap_threshold: 10-13 MB of CoNLL-2000's peak)
+    if args.algorithm in ("lbfgs", "owlqn"):
+        from .memtrim import opt_in_mmap_threshold
+        opt_in_mmap_threshold()
     if args.checkpoint is not None:
         check_writable(args.checkpoint, "the checkpoint")
     enc = getattr(args, "encoding", None)

@@ -33,8 +33,8 @@ import os
 import sys
 
 __all__ = ["release_memory", "release_code_pages", "release_after_compiles", "warm_compiler",
-           "init_target_without_blas", "defer_blas", "fixed_mmap_threshold", "lazy_zeros", "lazy_copy",
-           "LAZY_MIN"]
+           "init_target_without_blas", "defer_blas", "fixed_mmap_threshold", "opt_in_mmap_threshold",
+           "full_batch_vectors", "lazy_zeros", "lazy_copy", "LAZY_MIN"]
 
 _libc_fns: dict = {}
 _ranges: list = []
@@ -76,11 +76,41 @@ def fixed_mmap_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
     different lifetimes between them leave holes that the heap cannot hand back: 10-13 MB of ``crfkit
     train``'s peak on CoNLL-2000 (238.5-241.2 MB with the dynamic threshold, 228.1-229.8 MB fixed at 128
     KiB; the cost, a fresh mapping per vector, is a few hundred microseconds an evaluation).  A process
-    setting: the CLI fixes it for its own process, the library leaves it to its caller."""
+    setting: ``crfkit train`` fixes it for the full-batch optimizers (:func:`opt_in_mmap_threshold`); the
+    library leaves it to its caller."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     fn = _libc("mallopt", [ctypes.c_int, ctypes.c_int])
     return bool(fn(M_MMAP_THRESHOLD, int(nbytes))) if fn else False
+
+
+# glibc's largest dynamic mmap threshold on 64-bit systems (DEFAULT_MMAP_THRESHOLD_MAX): blocks above it are
+# always mapped, whatever the threshold did
+MMAP_THRESHOLD_MAX = 32 << 20
+_mmap_opt_in = False
+
+
+def opt_in_mmap_threshold() -> bool:
+    """Fix glibc's mmap threshold at 128 KiB now (:func:`fixed_mmap_threshold`), before a full-batch run
+    (L-BFGS, OWL-QN) reads its data, and let :func:`full_batch_vectors` adjust it once the run's vector size
+    is known.  ``crfkit train`` calls it for those optimizers (a process setting, which a library call
+    leaves to its caller).  Not for the per-sequence optimizers: their scratch arrays of a few hundred KB,
+    allocated per sequence, would each get a mapping (SGD-L1 on NETtalk 3-grm took twice as long).
+    Returns whether the threshold was fixed."""
+    global _mmap_opt_in
+    _mmap_opt_in = fixed_mmap_threshold()
+    return _mmap_opt_in
+
+
+def full_batch_vectors(nbytes: int) -> bool:
+    """Called before a full-batch run whose vectors take ``nbytes`` each.  In a process that opted in
+    (:func:`opt_in_mmap_threshold`), vectors above :data:`MMAP_THRESHOLD_MAX` are mapped whatever the
+    threshold, and a threshold of 128 KiB would only map the run's medium blocks too (3-5% of an OWL-QN run
+    at NETtalk 3-grm): the threshold is then raised to that maximum, where glibc's dynamic threshold ends
+    up anyway.  Returns whether it was changed."""
+    if not _mmap_opt_in or int(nbytes) <= MMAP_THRESHOLD_MAX:
+        return False
+    return fixed_mmap_threshold(MMAP_THRESHOLD_MAX)
 
 
 def lazy_zeros(n: int, dtype=None):
