@@ -657,20 +657,20 @@ def train_corpus(space: FeatureSpace, corpus: Corpus, *, algorithm: str = "lbfgs
                     if "unexpected keyword" in str(e):
                         raise ParameterError(f"{algorithm}: {e}") from None
                     raise
-            elif algorithm == "owlqn":
-                from .optim.owlqn import owlqn
+            else:
+                # L-BFGS / OWL-QN: the full-batch drivers
                 memtrim.full_batch_vectors(8 * space.n_features)       # (a no-op unless the process opted in)
                 # adopted zeros are handed over in a list, so that this frame holds no reference to them
                 x_in, x0 = ([x0] if adopt else x0), None
-                res = owlqn(obj.value_and_grad, x_in, reg.l1, fresh_gradients=getattr(obj, "fresh_gradients", False),
-                            history=hist_kind, fg_into=getattr(obj, "value_and_grad_into", None),
-                            adopt_x0=adopt, **common)
-            else:
-                from .optim.lbfgs import lbfgs
-                memtrim.full_batch_vectors(8 * space.n_features)
-                x_in, x0 = ([x0] if adopt else x0), None
-                res = lbfgs(obj.value_and_grad, x_in, fresh_gradients=getattr(obj, "fresh_gradients", False),
-                            history=hist_kind, adopt_x0=adopt, **common)
+                common.update(fresh_gradients=getattr(obj, "fresh_gradients", False), history=hist_kind,
+                              adopt_x0=adopt)
+                if algorithm == "owlqn":
+                    from .optim.owlqn import owlqn
+                    res = owlqn(obj.value_and_grad, x_in, reg.l1, fg_into=getattr(obj, "value_and_grad_into", None),
+                                **common)
+                else:
+                    from .optim.lbfgs import lbfgs
+                    res = lbfgs(obj.value_and_grad, x_in, **common)
         finally:
             tr.close()
         if not diverged:
