@@ -41,6 +41,7 @@ import numpy as np
 
 from .errors import CrfkitError
 from .io.atomic import atomic_file
+from .memtrim import lazy_zeros, sparse_bits
 
 FORMAT = "crfkit-checkpoint"
 VERSION = 3             # the newest this crfkit writes and reads: 3 with sparse members, else 2
@@ -176,11 +177,12 @@ def save(path: str | os.PathLike, state: dict, *, fingerprint: str, settings: di
         if isinstance(v, np.ndarray):
             if v.dtype == object:
                 raise TypeError(f"checkpoint state {k!r}: object arrays cannot be stored")
-            nz = _sparse_entries(v)
+            nz = sparse_bits(v)         # (a large vector that is mostly zero: its non-zeros)
             if nz is None:
                 arrays[f"s.{k}"] = np.ascontiguousarray(v)
             else:
-                arrays[f"z.{k}.idx"], arrays[f"z.{k}.val"] = nz, v[nz]
+                arrays[f"z.{k}.val"] = v[nz]
+                arrays[f"z.{k}.idx"] = nz.astype(np.int32 if v.shape[0] < 2 ** 31 else np.int64)
                 sparse[k] = [int(v.shape[0]), v.dtype.str]
         else:
             scalars[k] = _plain(v, k)
@@ -195,22 +197,8 @@ def save(path: str | os.PathLike, state: dict, *, fingerprint: str, settings: di
         np.savez(f, **arrays)
 
 
-def _sparse_entries(v: np.ndarray):
-    """The indices of the non-zero bits of ``v`` when it is stored as its non-zeros (see the module doc),
-    else None."""
-    from .memtrim import LAZY_MIN
-    if v.ndim != 1 or v.shape[0] < LAZY_MIN or v.dtype.kind != "f" or v.dtype.itemsize not in (4, 8) \
-            or not v.flags.c_contiguous:
-        return None
-    nz = np.flatnonzero(v.view(f"u{v.dtype.itemsize}"))
-    if 4 * nz.shape[0] > v.shape[0]:
-        return None
-    return nz.astype(np.int32 if v.shape[0] < 2 ** 31 else np.int64)
-
-
 def _sparse_state(z, sparse: dict) -> dict:
     """The vectors stored as their non-zeros, each made whole in lazy zeros."""
-    from .memtrim import lazy_zeros
     out = {}
     for k, (n, dtype) in sparse.items():
         idx, val = z[f"z.{k}.idx"], z[f"z.{k}.val"]

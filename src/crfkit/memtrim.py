@@ -34,7 +34,7 @@ import sys
 
 __all__ = ["release_memory", "release_code_pages", "release_after_compiles", "warm_compiler",
            "init_target_without_blas", "defer_blas", "fixed_mmap_threshold", "opt_in_mmap_threshold",
-           "full_batch_vectors", "lazy_zeros", "lazy_copy", "LAZY_MIN"]
+           "full_batch_vectors", "lazy_zeros", "lazy_copy", "sparse_bits", "LAZY_MIN"]
 
 _libc_fns: dict = {}
 _ranges: list = []
@@ -145,21 +145,30 @@ def lazy_zeros(n: int, dtype=None):
 LAZY_MIN = 1 << 20
 
 
+def sparse_bits(a, min_size: int | None = None):
+    """The indices (ascending) of the entries of ``a`` whose bits are not zero (a -0.0 counts), when ``a`` is
+    a contiguous 1-D float vector of at least ``min_size`` entries (default :data:`LAZY_MIN`) of which at
+    most a quarter are non-zero; else None.  What :func:`lazy_copy` copies and what a checkpoint stores of
+    such a vector (:mod:`crfkit.checkpoint`)."""
+    import numpy as np
+    lim = LAZY_MIN if min_size is None else int(min_size)
+    if not isinstance(a, np.ndarray) or a.ndim != 1 or a.size < lim or a.dtype.kind != "f" \
+            or a.dtype.itemsize not in (4, 8) or not a.flags.c_contiguous:
+        return None
+    nz = np.flatnonzero(a.view(f"u{a.dtype.itemsize}"))
+    return None if 4 * nz.shape[0] > a.size else nz
+
+
 def lazy_copy(a, min_size: int | None = None):
-    """A copy of the vector ``a`` (same dtype, shape and bits): when it is a contiguous 1-D float vector of at
-    least ``min_size`` entries (default :data:`LAZY_MIN`) of which at most a quarter are non-zero (as bits:
-    a -0.0 is copied as such), its non-zeros written into :func:`lazy_zeros`, so that the copy takes the
-    pages of its non-zeros only (a plain copy writes, so makes resident, every page: 1.9 GB for BCD's weights
-    at NETtalk 5-grm+, of which 46,570 are non-zero); otherwise a plain copy."""
+    """A copy of the vector ``a`` (same dtype, shape and bits): when it is sparse in :func:`sparse_bits`'s
+    sense, its non-zeros written into :func:`lazy_zeros`, so that the copy takes the pages of its non-zeros
+    only (a plain copy writes, so makes resident, every page: 1.9 GB for BCD's weights at NETtalk 5-grm+,
+    of which 46,570 are non-zero); otherwise a plain copy."""
     import numpy as np
     a = np.asarray(a)
-    lim = LAZY_MIN if min_size is None else int(min_size)
-    if a.ndim != 1 or a.size < lim or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8) \
-            or not a.flags.c_contiguous:
+    nz = sparse_bits(a, min_size)
+    if nz is None:
         return np.array(a, copy=True)
-    nz = np.flatnonzero(a.view(f"u{a.dtype.itemsize}"))
-    if 4 * nz.shape[0] > a.size:
-        return a.copy()
     out = lazy_zeros(a.size, a.dtype)
     out[nz] = a[nz]
     return out
