@@ -161,10 +161,12 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
-_EXACT = dict(cache=True, nogil=True, fastmath={"contract"})   # no reassociation: it would undo the reduction
+# no reassociation: it would undo exp's argument reduction, and make short sums depend on where their arrays
+# lie (row_sum); the flags of every kernel that needs its additions in the order written
+EXACT = dict(cache=True, nogil=True, fastmath={"contract"})
 
 
-@njit(**_EXACT)
+@njit(**EXACT)
 def row_sum(x, t):
     """``sum_j x[t, j]`` added in index order.  Without re-association on purpose: with it, LLVM compiles
     such a short reduction into code whose summation order depends on where the arrays lie (their
@@ -176,7 +178,16 @@ def row_sum(x, t):
     return s
 
 
-@njit(**_EXACT)
+@njit(**EXACT)
+def vec_sum(x):
+    """``sum_j x[j]`` of a vector, added in index order (see :func:`row_sum`)."""
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += x[j]
+    return s
+
+
+@njit(**EXACT)
 def exp_shift_into(x, shift, o):
     """o[i] = exp(x[i] - shift) for 1-D contiguous ``x`` and ``o`` (distinct arrays; see :func:`exp_minus` for
     the method and accuracy).  2^k is built from its bits (:mod:`crfkit.kernels.bitcast`) in the same loop.
@@ -206,7 +217,7 @@ def exp_shift_into(x, shift, o):
         o[i] = 0.0 if xs < -708.0 else (np.inf if xs > 709.0 else v)
 
 
-@njit(**_EXACT)
+@njit(**EXACT)
 def exp_minus(m, shift):
     """exp(m - shift) elementwise for a C-contiguous array ``m`` (a new array of its shape)."""
     out = np.empty_like(m)

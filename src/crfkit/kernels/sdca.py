@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from .bitcast import bits_f64, f64_bits
-from .chain import (FAST, _log_backward, add_full_row, emissions_rows, exp_minus, forward_backward, max_min,
+from .chain import (EXACT, FAST, _log_backward, add_full_row, emissions_rows, exp_minus, forward_backward, max_min,
                     pd_edge, pd_exp, pd_forward_backward, pd_node)
 from .occ import emissions as occ_emissions
 from .prefetch import prefetch_range
@@ -73,7 +73,7 @@ LS_MAXIT = 60
 # x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the exponent bits, log m = 2 atanh(s), s = (m-1)/(m+1),
 # |s| <= 0.172, by its series to s^9, e ln 2 added in two parts.  (A series to s^21, within a few ulp of
 # libm, served the gap pass until 2026-11-29.)
-_EXACT = dict(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")   # no reassociation
+_EXACT = dict(EXACT, error_model="numpy")   # no reassociation (chain.EXACT), numpy's division
 _SQRT2 = 1.4142135623730951
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10

@@ -32,15 +32,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_row, bigram_transitions, emissions, row_pairs,
-                    pd_forward_backward, pd_node, row_exp, row_sum, transition_matrix)
+from .chain import (EXACT, FAST, MAX_SCALED_TRANSITION_RANGE, add_scores, bigram_row, bigram_transitions, emissions,
+                    row_pairs, pd_forward_backward, pd_node, row_exp, row_sum, transition_matrix, vec_sum)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
-# the recursions' sums over labels are added in index order (chain.row_sum, and these flags for the masked
-# sums): re-associated, LLVM compiled them into code whose result depended on where the work arrays lie
-# (a vectorised loop behind a run-time check of the arrays' addresses), so that two runs with threads
-# (per-thread arrays at addresses that vary with the timing) gave other last bits
-_EXACT = dict(cache=True, nogil=True, fastmath={"contract"})
+# the recursions' sums over labels are added in index order (chain.row_sum / vec_sum, and chain.EXACT's flags
+# for the masked sums): re-associated, LLVM compiled them into code whose result depended on where the work
+# arrays lie (a vectorised loop behind a run-time check of the arrays' addresses), so that two runs with
+# threads (per-thread arrays at addresses that vary with the timing) gave other last bits
 _EXACT_BELOW = 1e-6
 
 
@@ -141,7 +140,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
         inv = 1.0 / scale[t]
         for j in range(L):
             acc[j] = es[t, j] * beta[t, j] * inv   # v_t(j)
-        V = _sum(acc)
+        V = vec_sum(acc)
         for i in range(L):
             mark[i] = 0.0
             cnt[i] = 0
@@ -167,16 +166,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
     return logz
 
 
-@njit(**_EXACT)
-def _sum(x):
-    """sum of a vector, added in index order (see _EXACT)."""
-    s = 0.0
-    for j in range(x.shape[0]):
-        s += x[j]
-    return s
-
-
-@njit(**_EXACT)
+@njit(**EXACT)
 def _complement_in(alpha, t, pair_from, pair_to, k0, k1, j, L):
     """sum of alpha[t, i] over the i with no listed pair (i, j): exactly, without cancellation."""
     listed = np.zeros(L, dtype=np.bool_)
@@ -190,7 +180,7 @@ def _complement_in(alpha, t, pair_from, pair_to, k0, k1, j, L):
     return s
 
 
-@njit(**_EXACT)
+@njit(**EXACT)
 def _complement_out(v, pair_from, pair_to, k0, k1, i, L):
     """sum of v[j] over the j with no listed pair (i, j)."""
     listed = np.zeros(L, dtype=np.bool_)
