@@ -755,3 +755,38 @@ def test_owlqn_keeps_the_pairs_implicit(threads, sparse):
     # bitwise also with the sparse recursions over several chunks: their sums over labels are in index
     # order since stop 40 (they moved in the last bit with the per-thread arrays' addresses before)
     assert np.array_equal(res.model.weights, ref.model.weights) and res.objective == ref.objective
+
+
+def test_every_pair_space_pickles_its_pairs_as_implicit():
+    """A space whose label pairs are every pair pickles them as ALL_PAIRS (made or not): the pickle holds no
+    array of one entry per label-pair feature, unpickling does not make it, and the copy reads the same
+    layout.  A model saved with pickle (or a space sent to Dask's workers) at NETtalk 5-grm would otherwise
+    carry 247 MB of pair indices."""
+    import copy
+    import pickle
+    from crfkit.model import ALL_PAIRS
+    _, _, _, space, corpus = bigram_problem(seed=4, n_seq=20, L=4)
+    n_pairs = space.n_bigram
+    assert n_pairs == space.n_battributes * 16 > 0 and "bfeat_pair" not in space.__dict__
+    blob = pickle.dumps(space)
+    assert "bfeat_pair" not in space.__dict__                   # pickling did not make them
+    back = pickle.loads(blob)
+    assert "bfeat_pair" not in back.__dict__ and back.__dict__["_all_pairs"]
+    assert pickle.loads(pickle.dumps(ALL_PAIRS)) is ALL_PAIRS
+    # once made (read from Python), they still travel implicit: the pickle is no larger
+    made = space.bfeat_pair
+    assert len(pickle.dumps(space)) == len(blob)
+    again = pickle.loads(pickle.dumps(space))
+    assert "bfeat_pair" not in again.__dict__
+    assert np.array_equal(again.bfeat_pair, made) and again.bfeat_pair.dtype == made.dtype
+    assert np.array_equal(copy.deepcopy(space).battr_ptr, space.battr_ptr)
+    # a stored (not every-pair) layout travels as its array, unchanged
+    from crfkit.model import FeatureSpace
+    part = FeatureSpace(labels=list(space.labels), attributes=list(space.attributes), attr_ptr=space.attr_ptr,
+                        feat_label=space.feat_label, trans_index=space.trans_index,
+                        battributes=list(space.battributes[:1]), battr_ptr=np.array([0, 3]),
+                        bfeat_pair=np.array([0, 5, 15]))
+    back = pickle.loads(pickle.dumps(part))
+    assert not back.__dict__["_all_pairs"] and np.array_equal(back.bfeat_pair, [0, 5, 15])
+    # the pickle of the every-pair space is smaller than its pairs alone would be
+    assert len(blob) < len(pickle.dumps(space.__getstate__() | {"bfeat_pair": made}))
