@@ -256,9 +256,14 @@ def main(argv=None) -> int:
         put(f"run_steps ngd {upd} table=65537", kernel_epoch(code, p, tab, 1.0))
     # transforms alone on the gradient values of a realistic epoch: how many and what they cost
     width = np.diff(s.attr_ptr).astype(np.int64)
-    nk = buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)[1].sum()
-    out["transforms_per_epoch"] = int(nk)
-    print(f"  distinct state features summed over the sequences (transforms per epoch): {nk}")
+    n_single = int(buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)[1].sum())
+    bo, nbuf = KN.direct_offsets(c.seq_ptr, c.tok_ptr, c.attr, c.val, width)
+    nk = int(nbuf.sum()) + c.n_tokens * L + int(s.n_trans) * n
+    out["transforms_per_epoch"] = nk
+    out["direct_occurrences"] = int((bo < 0).sum())
+    print(f"  transforms per epoch: {nk} (buffered {int(nbuf.sum())}, the gradient's factor {c.n_tokens * L}, "
+          f"transitions {int(s.n_trans) * n}; {int((bo < 0).sum())} of {bo.shape[0]} occurrences direct); "
+          f"one buffer of every attribute would take {n_single + int(s.n_trans) * n}")
     # the transforms alone: that many values, in buffers of 2,300 (a sequence's), in place (each
     # figure includes refilling the buffer)
     B = 2300

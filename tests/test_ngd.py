@@ -218,6 +218,61 @@ def test_kernel_matches_dense_reference(problem, update):
     assert scal[K.LOSS] == pytest.approx(loss_ref, rel=1e-10)
 
 
+@pytest.mark.parametrize("update", UPDATES)
+def test_kernel_matches_dense_reference_with_sample_weights(problem, update):
+    """Sequence scales s_i != 1: the step is T(s_i g), where g is the sequence's net gradient, on both of
+    the kernel's routes (an attribute that occurs once with value 1 takes T of its token's row; the others
+    are summed in the buffer first)."""
+    _, _, space, corp = problem
+    sw = np.random.default_rng(7).uniform(0.3, 2.5, corp.n_sequences)
+    obj = Objective(corp, space, Regularization(l2=0.02), threads=1, scales=sw)
+    n = obj.n
+    order = np.concatenate([pass_order(5, 0, n), pass_order(5, 1, n)])
+    t0 = 1.0 / (obj.reg.l2 * 0.3)
+    w_ref, loss_ref = dense_reference(obj, order, t0, update)
+    code, p = code_p(update)
+    steps = N._Steps(obj, obj.reg.l2, code, p, np.empty(0), 1.0)
+    v = np.zeros(obj.n_features)
+    scal = np.array([1.0, 0.0, 0.0])
+    steps.run(order, 0, 2 * n, t0, v, scal)
+    np.testing.assert_allclose(scal[K.Z] * v, w_ref, rtol=1e-9, atol=1e-12)
+    assert scal[K.LOSS] == pytest.approx(loss_ref, rel=1e-10)
+
+
+def test_direct_offsets_against_python(problem):
+    """Per occurrence: -1 when it is its attribute's only occurrence in the sequence and its value is 1 (the
+    direct route), else the offset of its attribute's block in the sequence's buffer (blocks in order of
+    first occurrence among the buffered attributes, width entries each); per sequence, the buffer's length.
+    The fixture has attributes repeated within a token and across tokens, and real-valued ones."""
+    _, _, space, corp = problem
+    width = np.random.default_rng(3).integers(1, 5, space.n_attributes)
+    bo, nbuf = K.direct_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, corp.val, width)
+    e0 = corp.tok_ptr[0]
+    assert bo.dtype == np.int32 and bo.shape[0] == corp.tok_ptr[-1] - e0
+    kinds = set()
+    for i in range(corp.n_sequences):
+        es = range(corp.tok_ptr[corp.seq_ptr[i]], corp.tok_ptr[corp.seq_ptr[i + 1]])
+        count, unit = {}, {}
+        for e in es:
+            a = int(corp.attr[e])
+            count[a] = count.get(a, 0) + 1
+            unit[a] = unit.get(a, True) and corp.val[e] == 1.0
+        where, b = {}, 0
+        for e in es:
+            a = int(corp.attr[e])
+            if count[a] == 1 and unit[a]:
+                assert bo[e - e0] == -1
+                kinds.add("direct")
+                continue
+            kinds.add("repeated" if count[a] > 1 else "valued")
+            if a not in where:
+                where[a] = b
+                b += int(width[a])
+            assert bo[e - e0] == where[a]
+        assert nbuf[i] == b
+    assert kinds == {"direct", "repeated", "valued"}
+
+
 def test_net_gradient_is_per_feature_not_per_occurrence():
     """An attribute occurring twice on a token: T applies once to the summed difference."""
     X = [[["a", "a"], ["b"]]]

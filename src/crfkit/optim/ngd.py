@@ -102,14 +102,17 @@ class _Steps:
         # per attribute occurrence, the offset of its attribute's block in its sequence's buffer of the net
         # gradient (for a transform T), and the buffers
         if code != K.IDENTITY:
-            # an attribute's block is its feature count wide (a full row's count is L)
-            bo, nbuf = O.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr))
+            # an attribute's block is its feature count wide (a full row's count is L); an attribute that
+            # occurs once in its sequence with value 1 takes no block (its step reads T of its token's row)
+            bo, nbuf = K.direct_offsets(c.seq_ptr, c.tok_ptr, c.attr, c.val, np.diff(s.attr_ptr))
             most = max(int(nbuf.max()) if nbuf.shape[0] else 0, 0)
             most = max(most + int(s.n_trans), 1)          # and the transition features
-            self.groups = (bo, nbuf, np.empty(most), np.empty(most, np.int64), np.empty((4, most)))
+            rows = max(int(c.max_length), 1) * L          # T of every token's row
+            self.groups = (bo, nbuf, np.empty(most), np.empty(most, np.int64), np.empty((4, max(most, rows))),
+                           np.empty(rows))
         else:
             self.groups = (np.zeros(0, np.int32), np.zeros(1, np.int64), np.empty(1), np.empty(1, np.int64),
-                           np.empty((4, 1)))
+                           np.empty((4, 1)), np.empty(1))
         self.node = np.empty((max(int(c.max_length), 1), L))
         self.edge = np.empty((L, L))
         self.work = O.Work(c.max_length, L).arrays()
