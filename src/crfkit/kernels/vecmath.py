@@ -287,7 +287,18 @@ def gd_into(buf, n, p, scr):
 @njit(inline="always", **_VEC)
 def _list_large(buf, n, p, split, idx, sv):
     """The positions and values of the entries with ``|p x| > split`` into ``idx[:k]``, ``sv[:k]``;
-    returns ``k`` (branch-free: every entry is written, the count advances on the large ones)."""
+    returns ``k`` (branch-free: every entry is written, the count advances on the large ones).  A
+    vectorised count first: large entries are rare (CoNLL-2000, ngd's buffers: 0.2-2% of the entries, none
+    in about half of the factor buffers), and a buffer without one skips the serial listing.  Measured on
+    1.9M entries of real buffers, 5 repeats (2026-11-29, scratch ``/work/s41/ttime.py``): erf 11.8 -> 10.8 ms,
+    gd 12.3 -> 11.7 ms per 9.5M entries.  (Counting per chunk of 32 and listing only the chunks with a
+    large entry was slower, 13.8 ms: with 2% large entries half the chunks have one, an unpredictable
+    branch.)"""
+    big = 0
+    for j in range(n):
+        big += 1 if abs(p * buf[j]) > split else 0
+    if big == 0:
+        return 0
     cnt = 0
     for j in range(n):
         x = buf[j]
