@@ -41,7 +41,7 @@ import numpy as np
 
 from .errors import CrfkitError
 from .io.atomic import atomic_file
-from .memtrim import lazy_zeros, sparse_bits
+from .memtrim import from_nonzeros, sparse_bits
 
 FORMAT = "crfkit-checkpoint"
 VERSION = 3             # the newest this crfkit writes and reads: 3 with sparse members, else 2
@@ -204,9 +204,7 @@ def _sparse_state(z, sparse: dict) -> dict:
         idx, val = z[f"z.{k}.idx"], z[f"z.{k}.val"]
         if idx.shape != val.shape or idx.ndim != 1 or (idx.shape[0] and (idx.min() < 0 or idx.max() >= n)):
             raise ValueError(f"the sparse member {k!r} is inconsistent")
-        v = lazy_zeros(int(n), np.dtype(dtype))
-        v[idx] = val
-        out[k] = v
+        out[k] = from_nonzeros(n, dtype, idx, val, lazy=True)
     return out
 
 

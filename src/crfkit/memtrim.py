@@ -34,7 +34,7 @@ import sys
 
 __all__ = ["release_memory", "release_code_pages", "release_after_compiles", "warm_compiler",
            "init_target_without_blas", "defer_blas", "fixed_mmap_threshold", "opt_in_mmap_threshold",
-           "full_batch_vectors", "lazy_zeros", "lazy_copy", "sparse_bits", "LAZY_MIN"]
+           "full_batch_vectors", "lazy_zeros", "lazy_copy", "sparse_bits", "from_nonzeros", "LAZY_MIN"]
 
 _libc_fns: dict = {}
 _ranges: list = []
@@ -159,6 +159,19 @@ def sparse_bits(a, min_size: int | None = None):
     return None if 4 * nz.shape[0] > a.size else nz
 
 
+def from_nonzeros(n: int, dtype, idx, vals, lazy: bool | None = None):
+    """A vector of ``n`` entries of ``dtype``, ``vals`` at the indices ``idx`` and zeros elsewhere, its zeros
+    :func:`lazy_zeros` (``lazy``; default: from :data:`LAZY_MIN` entries) so that it takes the pages of its
+    non-zeros only, else ``np.zeros``.  How a sparse vector is made whole again: :func:`lazy_copy`, a kept
+    state (:class:`crfkit.optim.stochastic.Kept`), a checkpoint's sparse member."""
+    import numpy as np
+    n = int(n)
+    dt = np.dtype(dtype)
+    out = lazy_zeros(n, dt) if (n >= LAZY_MIN if lazy is None else lazy) else np.zeros(n, dt)
+    out[idx] = vals
+    return out
+
+
 def lazy_copy(a, min_size: int | None = None):
     """A copy of the vector ``a`` (same dtype, shape and bits): when it is sparse in :func:`sparse_bits`'s
     sense, its non-zeros written into :func:`lazy_zeros`, so that the copy takes the pages of its non-zeros
@@ -169,9 +182,7 @@ def lazy_copy(a, min_size: int | None = None):
     nz = sparse_bits(a, min_size)
     if nz is None:
         return np.array(a, copy=True)
-    out = lazy_zeros(a.size, a.dtype)
-    out[nz] = a[nz]
-    return out
+    return from_nonzeros(a.size, a.dtype, nz, a[nz], lazy=True)
 
 
 def release_memory() -> bool:

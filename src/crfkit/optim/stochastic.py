@@ -129,11 +129,8 @@ class Kept:
             return np.lib.format.read_array(self.file, allow_pickle=False)
         # lazy zeros for a large vector: the non-zeros' pages only (np.zeros' huge pages would make most of a
         # sparse 10^8-entry vector resident; crfkit.memtrim.lazy_zeros)
-        from ..memtrim import LAZY_MIN, lazy_zeros
-        n = int(np.prod(self.shape))
-        out = (lazy_zeros(n, self.dtype) if n >= LAZY_MIN else np.zeros(n, dtype=self.dtype)).reshape(self.shape)
-        out.reshape(-1)[self.idx] = self.vals
-        return out
+        from ..memtrim import from_nonzeros
+        return from_nonzeros(int(np.prod(self.shape)), self.dtype, self.idx, self.vals).reshape(self.shape)
 
 
 def state_function(arrays: dict, values: dict, *, keep: bool, nnz: dict | None = None) -> Callable[[], dict]:
