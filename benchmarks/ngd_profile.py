@@ -256,8 +256,8 @@ def main(argv=None) -> int:
         put(f"run_steps ngd {upd} table=65537", kernel_epoch(code, p, tab, 1.0))
     # transforms alone on the gradient values of a realistic epoch: how many and what they cost
     width = np.diff(s.attr_ptr).astype(np.int64)
-    n_single = int(buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width)[1].sum())
-    bo, nbuf = KN.direct_offsets(c.seq_ptr, c.tok_ptr, c.attr, c.val, width)
+    n_single = int(buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width, c.val, False)[1].sum())
+    bo, nbuf = buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, width, c.val, True)
     nk = int(nbuf.sum()) + c.n_tokens * L + int(s.n_trans) * n
     out["transforms_per_epoch"] = nk
     out["direct_occurrences"] = int((bo < 0).sum())

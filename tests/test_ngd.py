@@ -246,7 +246,7 @@ def test_direct_offsets_against_python(problem):
     The fixture has attributes repeated within a token and across tokens, and real-valued ones."""
     _, _, space, corp = problem
     width = np.random.default_rng(3).integers(1, 5, space.n_attributes)
-    bo, nbuf = K.direct_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, corp.val, width)
+    bo, nbuf = occ.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width, corp.val, True)
     e0 = corp.tok_ptr[0]
     assert bo.dtype == np.int32 and bo.shape[0] == corp.tok_ptr[-1] - e0
     kinds = set()
@@ -498,7 +498,7 @@ def test_buffer_offsets_against_python(problem):
     _, _, space, corp = problem
     rng = np.random.default_rng(3)
     width = rng.integers(1, 5, space.n_attributes)
-    bo, nbuf = occ.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width)
+    bo, nbuf = occ.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width, corp.val, False)
     assert bo.dtype == np.int32 and bo.shape[0] == corp.tok_ptr[-1] - corp.tok_ptr[0]
     for i in range(corp.n_sequences):
         where = {}

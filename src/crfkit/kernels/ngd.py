@@ -14,7 +14,7 @@ walked, as CRFsuite does) and one of Cao's transforms otherwise; a nonlinear
 ``T`` does not distribute over the occurrences of an attribute, so ``T`` is
 applied once per distinct feature, to its net gradient over the sequence.
 Two routes, chosen per occurrence once before training
-(:func:`direct_offsets`: one int32 per occurrence):
+(:func:`crfkit.kernels.occ.buffer_offsets` with ``direct``: one int32 per occurrence):
 
 * **direct**: an attribute that occurs once in the sequence, with value 1
   (on CoNLL-2000 with CRFsuite's attributes, 2.65M of the 3.81M occurrences
@@ -165,44 +165,6 @@ def transform_into(code, buf, n, p, tab, r, scr):
 
 
 @njit(**_NOPY)
-def direct_offsets(seq_ptr, tok_ptr, attr, val, width):
-    """:func:`crfkit.kernels.occ.buffer_offsets` for :func:`run_steps`: per attribute occurrence ``e``, -1
-    when it is its attribute's only occurrence in its sequence and its value is 1 (its net gradient is its
-    token's row of the gradient's factor: the step takes ``T`` of that row, no buffer), else the offset of
-    its attribute's block in the sequence's buffer, the blocks (``width[a]`` entries) in order of first
-    occurrence among these attributes; per sequence, the buffer's length.  Returns ``(bo, nbuf)`` (int32,
-    int64)."""
-    n = seq_ptr.shape[0] - 1
-    na = width.shape[0]
-    slot = np.zeros(na, dtype=np.int64)
-    seen = np.full(na, -1, dtype=np.int64)
-    many = np.zeros(na, dtype=np.int64)        # per attribute of the sequence: occurrences (2 for a value != 1)
-    e0 = tok_ptr[seq_ptr[0]]
-    bo = np.empty(tok_ptr[seq_ptr[n]] - e0, dtype=np.int32)
-    nbuf = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        e1 = tok_ptr[seq_ptr[i]]
-        e2 = tok_ptr[seq_ptr[i + 1]]
-        for e in range(e1, e2):
-            many[attr[e]] += 1 if val[e] == 1.0 else 2
-        b = 0
-        for e in range(e1, e2):
-            a = attr[e]
-            if many[a] == 1:
-                bo[e - e0] = -1
-                continue
-            if seen[a] != i:
-                seen[a] = i
-                slot[a] = b
-                b += width[a]
-            bo[e - e0] = slot[a]
-        for e in range(e1, e2):
-            many[attr[e]] = 0
-        nbuf[i] = b
-    return bo, nbuf
-
-
-@njit(**_NOPY)
 def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
               order, start, stop, t0, lam, code, p, tab, r, v, scal, bo, nbuf, gbuf, kbuf,
               gscr, tn, node, edge, trans, expM, score, es, bm, scale, pm, sw):
@@ -216,7 +178,7 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
     ``scal`` = [z, t, sum of losses]: updated in place (``t`` and the loss sum
     carry on from their values).  ``tab``: the table of ``T`` (length >= 2)
     or an empty array for computing ``T``; ``r`` its half-width.  ``bo``,
-    ``nbuf``: :func:`direct_offsets` of the corpus (read for ``T`` not the
+    ``nbuf``: :func:`crfkit.kernels.occ.buffer_offsets` (``direct``) of the corpus (read for ``T`` not the
     identity), ``gbuf``: scratch of the largest ``nbuf`` plus ``n_trans``,
     ``kbuf`` (int64) the same size for their feature indices, ``tn``: scratch of
     (longest sequence) x L entries, ``gscr`` float64 scratch of shape (4, the larger of

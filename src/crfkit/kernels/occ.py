@@ -169,7 +169,7 @@ def apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state
 
 
 @njit(**_NOPY)
-def buffer_offsets(seq_ptr, tok_ptr, attr, width):
+def buffer_offsets(seq_ptr, tok_ptr, attr, width, val, direct):
     """Per attribute occurrence ``e`` (counted from the first sequence's first occurrence), the offset
     ``bo[e]`` of its attribute's block in its sequence's local buffer, the blocks in order of first
     occurrence, ``width[a]`` entries for attribute ``a``; per sequence, the buffer's length ``nbuf[i]``.
@@ -178,22 +178,38 @@ def buffer_offsets(seq_ptr, tok_ptr, attr, width):
     (:func:`crfkit.kernels.sdca.accumulate_direction`): 4 bytes per occurrence while a run lasts, in place
     of a lookup by attribute (a random read in an array of the attributes) at every occurrence.  The first
     occurrence of an attribute in its sequence is the one whose offset equals the sum of the widths of the
-    attributes met before it."""
+    attributes met before it.
+
+    ``direct`` (``ngd``'s direct route): an attribute that occurs once in its sequence with value 1
+    (``val``, read only then) takes no block; its occurrence gets -1, and the blocks are those of the other
+    attributes."""
     n = seq_ptr.shape[0] - 1
     na = width.shape[0]
     slot = np.zeros(na, dtype=np.int64)
     seen = np.full(na, -1, dtype=np.int64)
+    many = np.zeros(na if direct else 0, dtype=np.int64)   # occurrences in the sequence (2 for a value != 1)
     e0 = tok_ptr[seq_ptr[0]]
     bo = np.empty(tok_ptr[seq_ptr[n]] - e0, dtype=np.int32)
     nbuf = np.zeros(n, dtype=np.int64)
     for i in range(n):
+        e1 = tok_ptr[seq_ptr[i]]
+        e2 = tok_ptr[seq_ptr[i + 1]]
+        if direct:
+            for e in range(e1, e2):
+                many[attr[e]] += 1 if val[e] == 1.0 else 2
         b = 0
-        for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
+        for e in range(e1, e2):
             a = attr[e]
+            if direct and many[a] == 1:
+                bo[e - e0] = -1
+                continue
             if seen[a] != i:
                 seen[a] = i
                 slot[a] = b
                 b += width[a]
             bo[e - e0] = slot[a]
+        if direct:
+            for e in range(e1, e2):
+                many[attr[e]] = 0
         nbuf[i] = b
     return bo, nbuf

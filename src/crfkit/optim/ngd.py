@@ -104,7 +104,7 @@ class _Steps:
         if code != K.IDENTITY:
             # an attribute's block is its feature count wide (a full row's count is L); an attribute that
             # occurs once in its sequence with value 1 takes no block (its step reads T of its token's row)
-            bo, nbuf = K.direct_offsets(c.seq_ptr, c.tok_ptr, c.attr, c.val, np.diff(s.attr_ptr))
+            bo, nbuf = O.buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr), c.val, True)
             most = max(int(nbuf.max()) if nbuf.shape[0] else 0, 0)
             most = max(most + int(s.n_trans), 1)          # and the transition features
             rows = max(int(c.max_length), 1) * L          # T of every token's row

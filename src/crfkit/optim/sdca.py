@@ -161,7 +161,7 @@ class _Dual:
         na = len(s.attr_ptr) - 1
         # per attribute occurrence, the offset of its attribute's row in its sequence's local layout
         # (kernels.sdca.accumulate_direction; 4 bytes per occurrence while the run lasts)
-        self.bo = occ_buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr))[0]
+        self.bo = occ_buffer_offsets(c.seq_ptr, c.tok_ptr, c.attr, np.diff(s.attr_ptr), c.val, False)[0]
         self.alist = np.zeros(max(na, 1), dtype=np.int64)
         self.tdir = np.zeros((L, L))
         # the step's L1 scratch: an edge's L^2 entries in the gap pass, LS_BLOCK in the line search
