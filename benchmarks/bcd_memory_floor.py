@@ -28,23 +28,15 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WAPITI_RECORDS = os.path.join(HERE, "nettalk_bcd_results_2026-11-25.jsonl")
-
-
-def _status() -> tuple[float, float]:
-    d = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                k, v = line.split(":")
-                d[k] = int(v.split()[0]) / 1024.0
-    return d["VmRSS"], d["VmHWM"]
+sys.path.insert(0, HERE)
+from memory_scale import vm  # noqa: E402  (VmRSS / VmHWM in MB; that module imports the standard library only)
 
 
 def child(train_path: str, features: str, sweeps: int) -> None:
     rows = []
 
     def mark(stage):
-        rss, hwm = _status()
+        rss, hwm = vm("VmRSS"), vm("VmHWM")
         rows.append({"stage": stage, "rss_mb": rss, "hwm_mb": hwm})
         print(json.dumps(rows[-1]), flush=True)
 
