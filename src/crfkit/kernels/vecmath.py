@@ -32,6 +32,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .compress import list_above
+
 # no reassociation (it would undo the argument reductions); numpy's error model (see the docstring)
 VEC = dict(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy")
 _VEC = VEC
@@ -278,35 +280,13 @@ def gd_into(buf, n, p, scr):
 
 # ---------------------------------------------------------------- buffers split by argument size
 # Most entries of a sequence's gradient are small (CoNLL-2000, after two epochs: 96-98% have |p g| below
-# every split point), so the buffer loops of erf and gd below evaluate the small-argument polynomial on every entry
-# (one vectorised loop, no argument reduction, no exp), list the entries past the split point on the
-# way (a branch-free compaction), and evaluate the full formula on the listed ones only, in a vectorised
-# loop over the list.  Every entry gets the bits the one-loop forms give (the small branch is the same
-# expression; the tests compare them bitwise).
-
-@njit(inline="always", **_VEC)
-def _list_large(buf, n, p, split, idx, sv):
-    """The positions and values of the entries with ``|p x| > split`` into ``idx[:k]``, ``sv[:k]``;
-    returns ``k`` (branch-free: every entry is written, the count advances on the large ones).  A
-    vectorised count first: large entries are rare (CoNLL-2000, ngd's buffers: 0.2-2% of the entries, none
-    in about half of the factor buffers), and a buffer without one skips the serial listing.  Measured on
-    1.9M entries of real buffers, 5 repeats (2026-11-29, scratch ``/work/s41/ttime.py``): erf 11.8 -> 10.8 ms,
-    gd 12.3 -> 11.7 ms per 9.5M entries.  (Counting per chunk of 32 and listing only the chunks with a
-    large entry was slower, 13.8 ms: with 2% large entries half the chunks have one, an unpredictable
-    branch.)"""
-    big = 0
-    for j in range(n):
-        big += 1 if abs(p * buf[j]) > split else 0
-    if big == 0:
-        return 0
-    cnt = 0
-    for j in range(n):
-        x = buf[j]
-        idx[cnt] = j
-        sv[cnt] = x
-        cnt += 1 if abs(p * x) > split else 0
-    return cnt
-
+# every split point), so the buffer loops of erf and gd below list the entries past the split point
+# (:func:`crfkit.kernels.compress.list_above`: AVX-512's compress where there is one), evaluate the
+# small-argument polynomial on every entry (one vectorised loop, no argument reduction, no exp), and the full
+# formula on the listed ones only, in a vectorised loop over the list.  Every entry gets the bits the one-loop
+# forms give (the tests compare them bitwise): the small branch is ``x P(x^2)``, which is the one-loop form's
+# ``copysign(|x| P(x^2), x)`` to the bit, since ``P > 0`` on the small range and rounding is symmetric
+# (without the sign handling: 3% less time in that loop).
 
 @njit(inline="always", **_VEC)
 def atan_into(buf, n, p):
@@ -326,11 +306,10 @@ def erf_split_into(buf, n, p, scr):
     (4, >= n)."""
     sv = scr[0]
     idx = scr[1].view(np.int64)
-    cnt = _list_large(buf, n, p, _ERF_SPLIT, idx, sv)
+    cnt = list_above(buf, n, p, _ERF_SPLIT, idx, sv)
     for j in range(n):
         x = p * buf[j]
-        ax = abs(x)
-        buf[j] = math.copysign(ax * _erf_small_poly(ax * ax), x)
+        buf[j] = x * _erf_small_poly(x * x)
     if cnt:
         erf_into(sv, cnt, p, scr[2:4])
         for k in range(cnt):
@@ -343,11 +322,10 @@ def gd_split_into(buf, n, p, scr):
     (4, >= n)."""
     sv = scr[0]
     idx = scr[1].view(np.int64)
-    cnt = _list_large(buf, n, p, _GD_SPLIT, idx, sv)
+    cnt = list_above(buf, n, p, _GD_SPLIT, idx, sv)
     for j in range(n):
         x = p * buf[j]
-        ax = abs(x)
-        buf[j] = math.copysign(ax * _gd_small_poly(ax * ax), x)
+        buf[j] = x * _gd_small_poly(x * x)
     if cnt:
         gd_into(sv, cnt, p, scr[2:4])
         for k in range(cnt):
