@@ -16,7 +16,8 @@ after an l2sgd run of its own (the same eta0) and is reported against that one.
 
 ``--rounds R`` repeats each (l2sgd, ngd variant) pair R times in turn and reports, per pair, the
 ratio of the two minima over the rounds (the minimum is the figure least disturbed by other jobs on a
-shared machine); ``--variants computed`` leaves out the libm and table variants.
+shared machine), and each round's own ratio beside it (their spread is the machine's);
+``--variants computed`` leaves out the libm and table variants.
 
 Usage:  python benchmarks/ngd_speed.py [--epochs 5] [--data-dir DIR] [--features small|large] [--json OUT]
                                        [--algorithms l2sgd,pa,ap] [--rounds 1] [--variants all|computed]
@@ -156,9 +157,13 @@ def main(argv=None) -> int:
                     rows[key] = min(runs, key=lambda r: r["per_epoch"])
                     rows[key]["l2sgd_adjacent"] = min(refs)
                     rows[key]["rounds"] = {"ngd": [r["per_epoch"] for r in runs], "l2sgd": refs}
+                    # each round's own pair too: how far the machine's load moved the ratio between rounds
+                    pairs = [r["per_epoch"] / q for r, q in zip(runs, refs)]
+                    rows[key]["round_ratios"] = pairs
                     ref = {"per_epoch": min(refs)}
+                    each = f" (each round's pair: {', '.join(f'{x:.3f}' for x in pairs)})" if len(pairs) > 1 else ""
                     print(f"  ngd {upd}{variant:6s}: {rows[key]['per_epoch']:.3f} s/epoch CPU, l2sgd just before "
-                          f"{ref['per_epoch']:.3f}: {rows[key]['per_epoch'] / ref['per_epoch']:.3f} x", flush=True)
+                          f"{ref['per_epoch']:.3f}: {rows[key]['per_epoch'] / ref['per_epoch']:.3f} x{each}", flush=True)
     # the l2sgd reference again at the end (load drift)
     if "l2sgd" in algs:
         rows["crfkit l2sgd (again)"] = crfkit_epochs(obj, "l2sgd", args.epochs)
