@@ -15,8 +15,8 @@ the comparison's mask), the last ``n mod 8`` one at a time as above.  Measured o
 ``/work/s41/tparts.py``), per 9.5M entries: 3.7 ms listed one at a time (with a vectorised count first that
 skips buffers with nothing to list), 1.9 ms compressed (with no count first: cheaper without).  Without
 AVX-512 LLVM would expand the intrinsic into a branch per lane, so the one-at-a-time listing is used there; the
-choice follows the CPU numba compiles for (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` when set, else the host),
-and numba's cache keeps code per CPU, so a cache built on one machine is not loaded on another.
+choice follows the features numba compiles for (``NUMBA_CPU_FEATURES``, empty under ``NUMBA_CPU_NAME=generic``,
+else the host's), which numba's cache keys its code on, so a cache built on one machine is not loaded on another.
 
 Both forms list the same entries, in the same order (``tests/test_compress.py``; NaN entries are not listed).
 """
@@ -32,14 +32,17 @@ _KERNEL = dict(cache=True, nogil=True, error_model="numpy")
 
 
 def _target_has_avx512f() -> bool:
-    """Whether the CPU numba compiles for has AVX-512F."""
-    if config.CPU_NAME:
-        return "+avx512f" in (config.CPU_FEATURES or "")
-    try:
-        from llvmlite import binding as ll
-        return bool(ll.get_host_cpu_features().get("avx512f", False))
-    except Exception:  # pragma: no cover - a platform where llvmlite cannot tell
-        return False
+    """Whether the code numba compiles has AVX-512F: the features numba's JIT gives LLVM, which are
+    ``NUMBA_CPU_FEATURES`` when set (numba sets them empty for ``NUMBA_CPU_NAME=generic``), else the host's
+    (without the AVX ones under ``NUMBA_ENABLE_AVX=0``)."""
+    features = config.CPU_FEATURES
+    if features is None:
+        try:
+            from numba.core.codegen import get_host_cpu_features
+            features = get_host_cpu_features()
+        except Exception:  # pragma: no cover - a platform where llvmlite cannot tell
+            return False
+    return "+avx512f" in str(features).split(",")
 
 
 HAVE_COMPRESS = _target_has_avx512f()
@@ -149,8 +152,8 @@ def list_above(buf, n, p, split, idx, sv):
 
 @njit(**_KERNEL)
 def list_above_array(buf, p, split, compress):
-    """For tests: :func:`list_above` on all of ``buf`` through the compressing (``compress``, AVX-512 only) or
-    the one-at-a-time form; returns ``(positions, values)``."""
+    """For tests: :func:`list_above` on all of ``buf`` through the compressing form (``compress``; without
+    AVX-512, LLVM's lane-by-lane expansion of it) or the one-at-a-time form; returns ``(positions, values)``."""
     n = buf.shape[0]
     idx = np.empty(n + 1, np.int64)
     sv = np.empty(n + 1)
