@@ -8,13 +8,16 @@ Listed one entry at a time (a branch-free compaction: every entry written at the
 advanced on the listed ones) the listing cost as much as the polynomial itself: 0.35 ns an entry on ngd's
 buffers, a loop that cannot vectorise since each store's address depends on the count before it.
 
-With AVX-512 (``avx512f``) the entries go 8 at a time through LLVM's ``llvm.masked.compressstore`` (one
-``vcompresspd`` for the values and one ``vpcompressq`` for the positions, the count advanced by the popcount of
-the comparison's mask), the last ``n mod 8`` one at a time as above.  Measured on 1.9M entries of ngd's buffers
+With AVX-512 (``avx512f``) the entries go 8 at a time through AVX-512's compress (LLVM's
+``llvm.x86.avx512.mask.compress``: one ``vcompresspd`` for the values and one ``vpcompressq`` for the positions,
+into registers, each stored whole at the count, which advances by the popcount of the comparison's mask), the
+last ``n mod 8`` one at a time as above.  Measured on 1.9M entries of ngd's buffers
 (CoNLL-2000 after two epochs; this project's 2-core AMD EPYC, znver5, 2026-11-29, scratch
-``/work/s41/tparts.py``), per 9.5M entries: 3.7 ms listed one at a time (with a vectorised count first that
-skips buffers with nothing to list), 1.9 ms compressed (with no count first: cheaper without).  Without
-AVX-512 LLVM would expand the intrinsic into a branch per lane, so the one-at-a-time listing is used there; the
+``/work/s41/tparts.py``, ``/work/s42/cmpt.py``), per 9.5M entries: 3.7 ms listed one at a time (with a
+vectorised count first that skips buffers with nothing to list), 1.9 ms with the memory form of the compress
+(``llvm.masked.compressstore``; reported to be microcoded on AMD's Zen 4, not measured here), 1.2 ms with the
+register form and a whole-vector store (no count first: cheaper without).  The intrinsic exists only for AVX-512, so the
+one-at-a-time listing is used elsewhere; the
 choice follows the features numba compiles for (``NUMBA_CPU_FEATURES``, empty under ``NUMBA_CPU_NAME=generic``,
 else the host's), which numba's cache keys its code on, so a cache built on one machine is not loaded on another.
 
@@ -58,7 +61,9 @@ def _splat(builder, value, vty):
 @intrinsic
 def compress8_above(typingctx, buf, j, p, split, idx, sv, cnt):
     """List the entries ``j .. j+7`` of ``buf`` with ``|p x| > split`` at ``sv[cnt:]`` / ``idx[cnt:]`` (values,
-    positions; only the listed ones are written) and return the new count.  No bounds check."""
+    positions) and return the new count.  Writes 8 entries of each from ``cnt`` (the listed ones first): with
+    ``cnt <= j``, as when listing from the start, that stays below ``j + 8``.  AVX-512 only (an x86 intrinsic:
+    compiled for another CPU it fails); no bounds check."""
     if not (isinstance(buf, types.Array) and buf.dtype == types.float64 and buf.ndim == 1
             and isinstance(sv, types.Array) and sv.dtype == types.float64 and sv.ndim == 1
             and isinstance(idx, types.Array) and idx.dtype == types.int64 and idx.ndim == 1
@@ -88,15 +93,17 @@ def compress8_above(typingctx, buf, j, p, split, idx, sv, cnt):
         fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8d, [v8d]), "llvm.fabs.v8f64")
         ax = builder.call(fabs, [builder.fmul(x, _splat(builder, pv, v8d))])
         mask = builder.fcmp_ordered(">", ax, _splat(builder, sp, v8d))
-        st_d = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [v8d, f64.as_pointer(), v8b]),
-            "llvm.masked.compressstore.v8f64")
-        st_i = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [v8i, i64.as_pointer(), v8b]),
-            "llvm.masked.compressstore.v8i64")
-        builder.call(st_d, [x, builder.gep(a_sv.data, [cv]), mask])
+        # the compress into a register, then a whole-vector store at the count (faster here than the memory form
+        # of vcompresspd, see the module docstring); lanes past the popcount are zero and overwritten later
+        cp_d = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8d, [v8d, v8d, v8b]),
+                                              "llvm.x86.avx512.mask.compress.v8f64")
+        cp_i = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8i, [v8i, v8i, v8b]),
+                                              "llvm.x86.avx512.mask.compress.v8i64")
+        vals = builder.call(cp_d, [x, ir.Constant(v8d, None), mask])
+        builder.store(vals, builder.bitcast(builder.gep(a_sv.data, [cv]), v8d.as_pointer()), align=8)
         pos = builder.add(_splat(builder, jv, v8i), ir.Constant(v8i, list(range(LANES))))
-        builder.call(st_i, [pos, builder.gep(a_idx.data, [cv]), mask])
+        poss = builder.call(cp_i, [pos, ir.Constant(v8i, None), mask])
+        builder.store(poss, builder.bitcast(builder.gep(a_idx.data, [cv]), v8i.as_pointer()), align=8)
         i8 = ir.IntType(8)
         ctpop = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i8, [i8]), "llvm.ctpop.i8")
         listed = builder.zext(builder.call(ctpop, [builder.bitcast(mask, i8)]), i64)
@@ -140,22 +147,35 @@ def list_above_compress(buf, n, p, split, idx, sv):
     return _list_tail(buf, n8, n, p, split, idx, sv, cnt)
 
 
-@njit(inline="always", **_KERNEL)
-def list_above(buf, n, p, split, idx, sv):
-    """The positions (``idx``, int64) and values (``sv``) of the entries of ``buf[:n]`` with ``|p x| > split``, in
-    order; returns their count.  ``idx`` and ``sv`` hold at least ``n`` entries (beyond the count they may be
-    overwritten).  The form is chosen when the kernel is compiled (``HAVE_COMPRESS``)."""
-    if HAVE_COMPRESS:
-        return list_above_compress(buf, n, p, split, idx, sv)
-    return list_above_serial(buf, n, p, split, idx, sv)
+#: The positions (``idx``, int64) and values (``sv``) of the entries of ``buf[:n]`` with ``|p x| > split``, in
+#: order; ``list_above(buf, n, p, split, idx, sv)`` returns their count.  ``idx`` and ``sv`` hold at least ``n``
+#: entries (beyond the count they may be overwritten).  The compress form where numba compiles for AVX-512, the
+#: serial one elsewhere (chosen here, so that the other is never compiled).
+list_above = list_above_compress if HAVE_COMPRESS else list_above_serial
 
 
 @njit(**_KERNEL)
-def list_above_array(buf, p, split, compress):
-    """For tests: :func:`list_above` on all of ``buf`` through the compressing form (``compress``; without
-    AVX-512, LLVM's lane-by-lane expansion of it) or the one-at-a-time form; returns ``(positions, values)``."""
+def _array_serial(buf, p, split):
     n = buf.shape[0]
-    idx = np.empty(n + 1, np.int64)
-    sv = np.empty(n + 1)
-    cnt = list_above_compress(buf, n, p, split, idx, sv) if compress else list_above_serial(buf, n, p, split, idx, sv)
+    idx = np.empty(n, np.int64)
+    sv = np.empty(n)
+    cnt = list_above_serial(buf, n, p, split, idx, sv)
     return idx[:cnt].copy(), sv[:cnt].copy()
+
+
+@njit(**_KERNEL)
+def _array_compress(buf, p, split):
+    n = buf.shape[0]
+    idx = np.empty(n, np.int64)
+    sv = np.empty(n)
+    cnt = list_above_compress(buf, n, p, split, idx, sv)
+    return idx[:cnt].copy(), sv[:cnt].copy()
+
+
+def list_above_array(buf, p, split, compress):
+    """For tests: the listing of all of ``buf`` through the compress form (``compress``; AVX-512 only) or the
+    serial one; returns ``(positions, values)``."""
+    if compress and not HAVE_COMPRESS:
+        raise RuntimeError("the compress form needs AVX-512 in the code numba compiles")
+    return (_array_compress if compress else _array_serial)(np.ascontiguousarray(buf, dtype=np.float64), float(p),
+                                                             float(split))
