@@ -155,20 +155,12 @@ list_above = list_above_compress if HAVE_COMPRESS else list_above_serial
 
 
 @njit(**_KERNEL)
-def _array_serial(buf, p, split):
+def _as_arrays(listing, buf, p, split):
+    """``listing`` (one of the two forms) over all of ``buf``, as ``(positions, values)``."""
     n = buf.shape[0]
     idx = np.empty(n, np.int64)
     sv = np.empty(n)
-    cnt = list_above_serial(buf, n, p, split, idx, sv)
-    return idx[:cnt].copy(), sv[:cnt].copy()
-
-
-@njit(**_KERNEL)
-def _array_compress(buf, p, split):
-    n = buf.shape[0]
-    idx = np.empty(n, np.int64)
-    sv = np.empty(n)
-    cnt = list_above_compress(buf, n, p, split, idx, sv)
+    cnt = listing(buf, n, p, split, idx, sv)
     return idx[:cnt].copy(), sv[:cnt].copy()
 
 
@@ -177,5 +169,5 @@ def list_above_array(buf, p, split, compress):
     serial one; returns ``(positions, values)``."""
     if compress and not HAVE_COMPRESS:
         raise RuntimeError("the compress form needs AVX-512 in the code numba compiles")
-    return (_array_compress if compress else _array_serial)(np.ascontiguousarray(buf, dtype=np.float64), float(p),
-                                                             float(split))
+    listing = list_above_compress if compress else list_above_serial
+    return _as_arrays(listing, np.ascontiguousarray(buf, dtype=np.float64), float(p), float(split))
