@@ -11,15 +11,15 @@ buffers, a loop that cannot vectorise since each store's address depends on the 
 With AVX-512 (``avx512f``) the entries go 8 at a time through AVX-512's compress (LLVM's
 ``llvm.x86.avx512.mask.compress``: one ``vcompresspd`` for the values and one ``vpcompressq`` for the positions,
 into registers, each stored whole at the count, which advances by the popcount of the comparison's mask), the
-last ``n mod 8`` one at a time as above.  Measured on 1.9M entries of ngd's buffers
-(CoNLL-2000 after two epochs; this project's 2-core AMD EPYC, znver5, 2026-11-29, scratch
-``/work/s41/tparts.py``, ``/work/s42/cmpt.py``), per 9.5M entries: 3.7 ms listed one at a time (with a
-vectorised count first that skips buffers with nothing to list), 1.9 ms with the memory form of the compress
-(``llvm.masked.compressstore``; reported to be microcoded on AMD's Zen 4, not measured here), 1.2 ms with the
-register form and a whole-vector store (no count first: cheaper without).  The intrinsic exists only for AVX-512, so the
-one-at-a-time listing is used elsewhere; the
-choice follows the features numba compiles for (``NUMBA_CPU_FEATURES``, empty under ``NUMBA_CPU_NAME=generic``,
-else the host's), which numba's cache keys its code on, so a cache built on one machine is not loaded on another.
+last ``n mod 8`` one at a time as above.  Measured on 1.9M entries of ngd's buffers (CoNLL-2000 after two
+epochs; this project's 2-core AMD EPYC, znver5, 2026-11-29, scratch ``/work/s41/tparts.py``,
+``/work/s42/cmpt.py``), per 9.5M entries: 3.7 ms listed one at a time (with a vectorised count first that
+skips buffers with nothing to list), 1.9 ms with the memory form of the compress (``llvm.masked.compressstore``;
+reported to be microcoded on AMD's Zen 4, not measured here), 1.2 ms with the register form and a whole-vector
+store (no count first: cheaper without).  The intrinsic exists only for AVX-512, so the one-at-a-time listing
+is used elsewhere; the choice follows the features numba compiles for (``NUMBA_CPU_FEATURES``, empty under
+``NUMBA_CPU_NAME=generic``, else the host's), which numba's cache keys its code on, so a cache built on one
+machine is not loaded on another.
 
 Both forms list the same entries, in the same order (``tests/test_compress.py``; NaN entries are not listed).
 """
