@@ -556,51 +556,73 @@ def gold_score(score, y, t0, T, trans):
     return s
 
 
-@njit(**_NOPY)
-def _backtrace(delta, back, T, out, o0):
-    """The best last label of the Viterbi table ``delta`` and the path to it through ``back``,
-    written to out[o0:o0+T]; returns the best score."""
-    L = delta.shape[1]
-    best = -np.inf
-    arg = 0
+@njit(inline="always", **_NOPY)
+def _viterbi_max(delta, raw, t, trans, score):
+    """raw[t, j] = max_i (delta[t-1, i] + trans[i, j]) and delta[t, j] = raw[t, j] + score[t, j]: the maxima
+    only, with i outside and j inside (one loop over a contiguous row of ``trans`` per i, which LLVM
+    vectorises); the arg max is found afterwards for the path's labels alone (:func:`_viterbi_arg`).  Against
+    a running arg max per (t, j) (a scalar loop), a whole decode of 24 tokens took 2.89 against 5.07 us at
+    L = 22 and 8.16 against 22.88 at L = 45, 0.40 against 0.26 at L = 3 (``benchmarks/viterbi_step.py``,
+    2026-11-30)."""
+    L = trans.shape[0]
+    prev = delta[t - 1]
+    cur = raw[t]
     for j in range(L):
-        if delta[T - 1, j] > best:
-            best = delta[T - 1, j]
-            arg = j
-    out[o0 + T - 1] = arg
-    for t in range(T - 1, 0, -1):
-        arg = back[t, arg]
-        out[o0 + t - 1] = arg
-    return best
+        cur[j] = -np.inf
+    for i in range(L):
+        a = prev[i]
+        tr = trans[i]
+        for j in range(L):
+            x = a + tr[j]
+            cur[j] = x if x > cur[j] else cur[j]
+    for j in range(L):
+        delta[t, j] = cur[j] + score[t, j]
 
 
 @njit(inline="always", **_NOPY)
-def _viterbi_step(delta, back, t, trans, score):
-    """delta[t, j] = max_i (delta[t-1, i] + trans[i, j]) + score[t, j], the arg max in back[t, j]."""
-    L = trans.shape[0]
-    for j in range(L):
-        best = -np.inf
-        arg = 0
-        for i in range(L):
-            v = delta[t - 1, i] + trans[i, j]
-            if v > best:
-                best = v
-                arg = i
-        delta[t, j] = best + score[t, j]
-        back[t, j] = arg
+def _viterbi_arg(delta, raw, t, trans, j):
+    """The predecessor of label j at t on the best path: the first i whose ``delta[t-1, i] + trans[i, j]``
+    equals the maximum ``raw[t, j]`` (the same sum as :func:`_viterbi_max`'s, so the equality is exact), which
+    is the i that a running arg max with ``>`` keeps; 0 when the maximum is -inf (no predecessor above
+    -inf), as that running arg max leaves it."""
+    target = raw[t, j]
+    if target == -np.inf:
+        return 0
+    for i in range(trans.shape[0]):
+        if delta[t - 1, i] + trans[i, j] == target:
+            return i
+    return 0
+
+
+@njit(inline="always", **_NOPY)
+def _viterbi_last(delta, T):
+    """The best last label of the Viterbi table (the first maximum of its last row) and its score."""
+    best = -np.inf
+    arg = 0
+    for j in range(delta.shape[1]):
+        if delta[T - 1, j] > best:
+            best = delta[T - 1, j]
+            arg = j
+    return best, arg
 
 
 @njit(**_NOPY)
 def viterbi(score, T, trans, out, o0):
-    """Best label path of the first T rows of ``score``; written to out[o0:o0+T]. Returns its score."""
+    """Best label path of the first T rows of ``score``; written to out[o0:o0+T]. Returns its score.  Ties go
+    to the lowest label, at the end and for every predecessor."""
     L = trans.shape[0]
     delta = np.empty((T, L))
-    back = np.empty((T, L), dtype=np.int32)
+    raw = np.empty((T, L))
     for j in range(L):
         delta[0, j] = score[0, j]
     for t in range(1, T):
-        _viterbi_step(delta, back, t, trans, score)
-    return _backtrace(delta, back, T, out, o0)
+        _viterbi_max(delta, raw, t, trans, score)
+    best, arg = _viterbi_last(delta, T)
+    out[o0 + T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = _viterbi_arg(delta, raw, t, trans, arg)
+        out[o0 + t - 1] = arg
+    return best
 
 
 @njit(**_NOPY)
@@ -962,9 +984,14 @@ def pd_viterbi(score, T, M, out, o0):
     """Best label path with position-dependent transitions; written to out[o0:o0+T]. Returns its score."""
     L = score.shape[1]
     delta = np.empty((T, L))
-    back = np.empty((T, L), dtype=np.int32)
+    raw = np.empty((T, L))
     for j in range(L):
         delta[0, j] = score[0, j]
     for t in range(1, T):
-        _viterbi_step(delta, back, t, M[t], score)
-    return _backtrace(delta, back, T, out, o0)
+        _viterbi_max(delta, raw, t, M[t], score)
+    best, arg = _viterbi_last(delta, T)
+    out[o0 + T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = _viterbi_arg(delta, raw, t, M[t], arg)
+        out[o0 + t - 1] = arg
+    return best
