@@ -14,9 +14,10 @@ machine shared with other jobs) and wall time.  The crfkit / crfsuite pairs run 
 crfkit, per algorithm) so that drifts in the machine's load hit both; likewise each ngd variant runs right
 after an l2sgd run of its own (the same eta0) and is reported against that one.
 
-``--rounds R`` repeats each (l2sgd, ngd variant) pair R times in turn and reports, per pair, the
-ratio of the two minima over the rounds (the minimum is the figure least disturbed by other jobs on a
-shared machine), and each round's own ratio beside it (their spread is the machine's);
+``--rounds R`` repeats each (l2sgd, ngd variant) pair R times in turn, and likewise each (crfsuite,
+crfkit) pair of l2sgd, pa, ap, and reports, per pair, the ratio of the two minima over the rounds (the
+minimum is the figure least disturbed by other jobs on a shared machine), and each round's own ratio
+beside it (their spread is the machine's);
 ``--variants computed`` leaves out the libm and table variants.
 
 ``--interleave`` says how finely a pair is interleaved.  ``runs`` (the default): the l2sgd run, then the
@@ -171,7 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--algorithms", default="l2sgd,pa,ap",
                     help="which of l2sgd (with the ngd rows), pa, ap to run (comma list; default all)")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="run each (l2sgd, ngd variant) pair this many times in turn; report the minima's ratio")
+                    help="run each (l2sgd, ngd variant) and each (crfsuite, crfkit) pair this many times in turn; "
+                         "report the minima's ratio")
     ap.add_argument("--variants", choices=("all", "computed"), default="all")
     ap.add_argument("--interleave", choices=("runs", "epochs"), default="runs",
                     help="a pair's l2sgd and ngd runs one after the other (runs), or their epochs in turn (epochs)")
@@ -209,12 +211,21 @@ def main(argv=None) -> int:
     rows = out["rows"]
     possible = args.features == "large"
     for alg in algs:
-        rows["crfsuite " + alg] = crfsuite_epochs(X, Y, alg, args.epochs, tmp, possible)
-        rows["crfkit " + alg] = crfkit_epochs(obj, alg, args.epochs)
+        # crfsuite then crfkit, --rounds times in turn; each side's least disturbed round (the minimum)
+        sides = {"crfsuite": [], "crfkit": []}
+        for _ in range(max(1, args.rounds)):
+            sides["crfsuite"].append(crfsuite_epochs(X, Y, alg, args.epochs, tmp, possible))
+            sides["crfkit"].append(crfkit_epochs(obj, alg, args.epochs))
+        for side, got in sides.items():
+            rows[f"{side} {alg}"] = min(got, key=lambda r: r["per_epoch"])
+            rows[f"{side} {alg}"]["rounds"] = [r["per_epoch"] for r in got]
         a, b = rows['crfkit ' + alg], rows['crfsuite ' + alg]
+        pairs = [k["per_epoch"] / c["per_epoch"] for k, c in zip(sides["crfkit"], sides["crfsuite"])]
+        a["round_ratios"] = pairs
+        each = f" (each round's pair: {', '.join(f'{x:.3f}' for x in pairs)})" if len(pairs) > 1 else ""
         print(f"{alg:>6s}: crfkit {a['per_epoch']:.3f} s/epoch CPU ({a['per_epoch_wall']:.3f} wall), "
               f"crfsuite {b['per_epoch']:.3f} ({b['per_epoch_wall']:.3f} wall), ratio CPU "
-              f"{a['per_epoch'] / b['per_epoch']:.3f}, wall {a['per_epoch_wall'] / b['per_epoch_wall']:.3f}",
+              f"{a['per_epoch'] / b['per_epoch']:.3f}, wall {a['per_epoch_wall'] / b['per_epoch_wall']:.3f}{each}",
               flush=True)
         if alg == "l2sgd":
             eta0 = float(rows["crfkit l2sgd"]["message"].split("eta0=")[1].split()[0])
