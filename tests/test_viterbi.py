@@ -1,7 +1,8 @@
-"""The Viterbi kernels (``chain.viterbi``, ``chain.pd_viterbi``) against a plain running-arg-max reference,
-to the bit, on tables full of ties and of -inf entries (forbidden transitions), where the tie rule shows:
-the lowest label wins, for the last label and for every predecessor.  (Their scores against brute-force
-enumeration on random chains are in ``test_kernels.py`` and ``test_bigram.py``.)"""
+"""The Viterbi kernels (``chain.viterbi``, ``chain.pd_viterbi``, and ``chain.viterbi_m``, the constrained
+decoder's) against a plain running-arg-max reference, to the bit, on tables full of ties and of -inf entries
+(forbidden transitions), where the tie rule shows: the lowest label wins, for the last label and for every
+predecessor.  (Their scores against brute-force enumeration on random chains are in ``test_kernels.py`` and
+``test_bigram.py``; constrained decoding against enumeration in ``test_decode.py``.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -76,6 +77,18 @@ def test_pd_viterbi_matches_the_running_arg_max_with_ties_and_forbidden_pairs(ta
     out = np.zeros(T, dtype=np.int64)
     got = chain.pd_viterbi(score, T, M, out, 0)
     want, path = reference(score, M)
+    assert got == want
+    assert out.tolist() == path
+
+
+@settings(max_examples=200, deadline=None)
+@given(tables(position_dependent=True), st.booleans())
+def test_viterbi_m_with_and_without_position_dependent_tables(tab, pd):
+    score, M = tab
+    T = score.shape[0]
+    out = np.zeros(T, dtype=np.int64)
+    got = chain.viterbi_m(score, T, M, pd, out, 0)
+    want, path = reference(score, M if pd else np.broadcast_to(M[0], M.shape))
     assert got == want
     assert out.tolist() == path
 

@@ -980,18 +980,25 @@ def pd_gold_score(score, y, t0, T, M):
 
 
 @njit(**_NOPY)
-def pd_viterbi(score, T, M, out, o0):
-    """Best label path with position-dependent transitions; written to out[o0:o0+T]. Returns its score."""
+def viterbi_m(score, T, M, pd, out, o0):
+    """:func:`viterbi` with the transitions into position t in ``M[t]`` (``pd``) or ``M[0]`` for every t (the
+    same ties; -inf when no path is finite)."""
     L = score.shape[1]
     delta = np.empty((T, L))
     raw = np.empty((T, L))
     for j in range(L):
         delta[0, j] = score[0, j]
     for t in range(1, T):
-        _viterbi_max(delta, raw, t, M[t], score)
+        _viterbi_max(delta, raw, t, M[t] if pd else M[0], score)
     best, arg = _viterbi_last(delta, T)
     out[o0 + T - 1] = arg
     for t in range(T - 1, 0, -1):
-        arg = _viterbi_arg(delta, raw, t, M[t], arg)
+        arg = _viterbi_arg(delta, raw, t, M[t] if pd else M[0], arg)
         out[o0 + t - 1] = arg
     return best
+
+
+@njit(**_NOPY)
+def pd_viterbi(score, T, M, out, o0):
+    """Best label path with position-dependent transitions; written to out[o0:o0+T]. Returns its score."""
+    return viterbi_m(score, T, M, True, out, o0)

@@ -28,7 +28,7 @@ from numba import njit, prange
 from .batch import _max_len
 from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, _forward_backward_log, add_scores, back_step,
                     bigram_transitions, emissions, emissions_rows, pd_forward_backward,
-                    pd_log_partition, pd_node, scaled_forward, transition_matrix)
+                    pd_log_partition, pd_node, scaled_forward, transition_matrix, viterbi_m)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 NEG = -np.inf
@@ -142,40 +142,6 @@ def _kbest(score, T, M, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr, hv,
         for t in range(T):
             out[o0 + t, k] = -1
     return n
-
-
-@njit(**_NOPY)
-def _viterbi_m(score, T, M, pd, out, o0):
-    """Viterbi path of score with transitions M[t] (pd) or M[0]; -inf score when no path is finite.
-    Ties as chain.viterbi (first best previous label, first best last label)."""
-    L = score.shape[1]
-    delta = np.empty((T, L))
-    back = np.zeros((T, L), dtype=np.int32)
-    for j in range(L):
-        delta[0, j] = score[0, j]
-    for t in range(1, T):
-        Mt = M[t] if pd else M[0]
-        for j in range(L):
-            best = NEG
-            arg = 0
-            for i in range(L):
-                v = delta[t - 1, i] + Mt[i, j]
-                if v > best:
-                    best = v
-                    arg = i
-            delta[t, j] = best + score[t, j]
-            back[t, j] = arg
-    best = NEG
-    arg = 0
-    for j in range(L):
-        if delta[T - 1, j] > best:
-            best = delta[T - 1, j]
-            arg = j
-    out[o0 + T - 1] = arg
-    for t in range(T - 1, 0, -1):
-        arg = back[t, arg]
-        out[o0 + t - 1] = arg
-    return best
 
 
 @njit(**_NOPY)
@@ -374,10 +340,10 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
                     for t in range(T):
                         for l in range(L):
                             pscore[t, l] = alpha[t, l] if score[t, l] > NEG else NEG
-                    _viterbi_m(pscore, T, Mpost, False, ids, t0)
+                    viterbi_m(pscore, T, Mpost, False, ids, t0)
                     path_score[s] = _path_score(score, T, MM, pd, ids, t0)
                 else:
-                    path_score[s] = _viterbi_m(score, T, MM, pd, ids, t0)
+                    path_score[s] = viterbi_m(score, T, MM, pd, ids, t0)
             if want_nb:
                 if feasible:
                     nb_count[s] = _kbest(score, T, MM, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr,
