@@ -135,6 +135,24 @@ def _lse(x, axis=None):
     return np.squeeze(r, axis=axis) if axis is not None else float(r.reshape(()))
 
 
+def viterbi_reference(score: np.ndarray, M: np.ndarray) -> tuple[float, list[int]]:
+    """The best label path of ``score`` (T x L) and its score, with the transitions into position t in
+    ``M[t]`` (T x L x L; ``M[0]`` unused), by a running arg max per label that keeps the first maximum
+    (numpy's ``argmax``): ties go to the lowest label, for the last label and every predecessor, and a
+    label with no predecessor above -inf gets predecessor 0, as the kernels have it."""
+    T, L = score.shape
+    delta = np.array(score[0], dtype=float)
+    back = np.zeros((T, L), dtype=int)
+    for t in range(1, T):
+        m = delta[:, None] + M[t]
+        back[t] = np.argmax(m, axis=0)
+        delta = m[back[t], np.arange(L)] + score[t]
+    path = [int(np.argmax(delta))]
+    for t in range(T - 1, 0, -1):
+        path.append(int(back[t, path[-1]]))
+    return float(np.max(delta)), path[::-1]
+
+
 def enumerate_chain(score: np.ndarray, trans: np.ndarray) -> dict:
     """Everything about a chain by enumerating all L^T label paths."""
     T, L = score.shape

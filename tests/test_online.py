@@ -18,7 +18,7 @@ from crfkit.optim.sgdl1 import pass_order
 from crfkit.optim.stochastic import available, resolve
 from crfkit.train import train
 
-from conftest import markov_corpus
+from conftest import markov_corpus, viterbi_reference
 
 
 def strings(X):
@@ -70,16 +70,8 @@ def np_viterbi(space, x, w):
             k = space.trans_index[a, b]
             if k >= 0:
                 tr[a, b] = w[space.n_state + k]
-    delta = E[0].copy()
-    back = np.zeros((T, L), dtype=int)
-    for t in range(1, T):
-        m = delta[:, None] + tr
-        back[t] = np.argmax(m, axis=0)
-        delta = m[back[t], np.arange(L)] + E[t]
-    path = [int(np.argmax(delta))]
-    for t in range(T - 1, 0, -1):
-        path.append(int(back[t, path[-1]]))
-    return path[::-1], float(np.max(delta))
+    best, path = viterbi_reference(E, np.broadcast_to(tr, (T, L, L)))
+    return path, best
 
 
 def _state_ids(space, tok, l):

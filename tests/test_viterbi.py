@@ -1,43 +1,16 @@
 """The Viterbi kernels (``chain.viterbi``, ``chain.pd_viterbi``, and ``chain.viterbi_m``, the constrained
-decoder's) against a plain running-arg-max reference, to the bit, on tables full of ties and of -inf entries
-(forbidden transitions), where the tie rule shows: the lowest label wins, for the last label and for every
-predecessor.  (Their scores against brute-force enumeration on random chains are in ``test_kernels.py`` and
-``test_bigram.py``; constrained decoding against enumeration in ``test_decode.py``.)"""
+decoder's) against a plain running-arg-max reference (``conftest.viterbi_reference``), to the bit, on tables
+full of ties and of -inf entries (forbidden transitions), where the tie rule shows: the lowest label wins, for
+the last label and for every predecessor.  (Their scores against brute-force enumeration on random chains are
+in ``test_kernels.py`` and ``test_bigram.py``; constrained decoding against enumeration in ``test_decode.py``.)"""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from conftest import viterbi_reference as reference
 from crfkit.kernels import chain
-
-
-def reference(score, M):
-    """Viterbi with a running arg max per label (``>``: the first maximum kept), as the scan form
-    computes it; ``M[t]`` the transitions into position t (t >= 1)."""
-    T, L = score.shape
-    delta = [float(x) for x in score[0]]
-    back = np.zeros((T, L), dtype=np.int64)
-    for t in range(1, T):
-        new = []
-        for j in range(L):
-            best, arg = -np.inf, 0
-            for i in range(L):
-                v = delta[i] + float(M[t][i, j])
-                if v > best:
-                    best, arg = v, i
-            new.append(best + float(score[t, j]))
-            back[t, j] = arg
-        delta = new
-    best, arg = -np.inf, 0
-    for j in range(L):
-        if delta[j] > best:
-            best, arg = delta[j], j
-    path = [arg]
-    for t in range(T - 1, 0, -1):
-        arg = int(back[t, arg])
-        path.append(arg)
-    return best, path[::-1]
 
 
 @st.composite
