@@ -92,6 +92,11 @@ def crfsuite_epochs(X, Y, algorithm, epochs, tmp, possible=False):
     return out
 
 
+def _each_round(pairs):
+    """' (each round's pair: r1, r2, ...)' when there are several rounds, else ''."""
+    return f" (each round's pair: {', '.join(f'{x:.3f}' for x in pairs)})" if len(pairs) > 1 else ""
+
+
 def crfkit_epochs(obj, algorithm, epochs, **params):
     from crfkit.optim.stochastic import resolve
     stamps = []
@@ -222,11 +227,10 @@ def main(argv=None) -> int:
         a, b = rows['crfkit ' + alg], rows['crfsuite ' + alg]
         pairs = [k["per_epoch"] / c["per_epoch"] for k, c in zip(sides["crfkit"], sides["crfsuite"])]
         a["round_ratios"] = pairs
-        each = f" (each round's pair: {', '.join(f'{x:.3f}' for x in pairs)})" if len(pairs) > 1 else ""
         print(f"{alg:>6s}: crfkit {a['per_epoch']:.3f} s/epoch CPU ({a['per_epoch_wall']:.3f} wall), "
               f"crfsuite {b['per_epoch']:.3f} ({b['per_epoch_wall']:.3f} wall), ratio CPU "
-              f"{a['per_epoch'] / b['per_epoch']:.3f}, wall {a['per_epoch_wall'] / b['per_epoch_wall']:.3f}{each}",
-              flush=True)
+              f"{a['per_epoch'] / b['per_epoch']:.3f}, wall {a['per_epoch_wall'] / b['per_epoch_wall']:.3f}"
+              f"{_each_round(pairs)}", flush=True)
         if alg == "l2sgd":
             eta0 = float(rows["crfkit l2sgd"]["message"].split("eta0=")[1].split()[0])
             for upd in ("u1g1", "u2g1", "u2g1b", "u2g2", "u2g3"):
@@ -257,11 +261,9 @@ def main(argv=None) -> int:
                     # each round's own pair too: how far the machine's load moved the ratio between rounds
                     pairs = [r["per_epoch"] / q for r, q in zip(runs, refs)]
                     rows[key]["round_ratios"] = pairs
-                    ref = {"per_epoch": min(refs)}
                     where = "in turn" if args.interleave == "epochs" else "just before"
-                    each = f" (each round's pair: {', '.join(f'{x:.3f}' for x in pairs)})" if len(pairs) > 1 else ""
                     print(f"  ngd {upd}{variant:6s}: {rows[key]['per_epoch']:.3f} s/epoch CPU, l2sgd {where} "
-                          f"{ref['per_epoch']:.3f}: {rows[key]['per_epoch'] / ref['per_epoch']:.3f} x{each}", flush=True)
+                          f"{min(refs):.3f}: {rows[key]['per_epoch'] / min(refs):.3f} x{_each_round(pairs)}", flush=True)
     # the l2sgd reference again at the end (load drift)
     if "l2sgd" in algs:
         rows["crfkit l2sgd (again)"] = crfkit_epochs(obj, "l2sgd", args.epochs)
