@@ -21,7 +21,7 @@ def _import_cli():
     src = os.path.normpath(os.path.join(here, "..", "..", "src"))
     if os.path.isdir(src) and src not in sys.path:
         sys.path.insert(0, src)
-    import crfkit.cli as cli
+    from crfkit import cli
     return cli
 
 
@@ -109,8 +109,7 @@ def _render(parser: argparse.ArgumentParser, path: list[str], summary: str, out:
         out.append(_cell(text).replace("\\|", "|"))
         out.append("")
     usage = " ".join(parser.format_usage().split())
-    if usage.startswith("usage: "):
-        usage = usage[len("usage: "):]
+    usage = usage.removeprefix("usage: ")
     out.append("```text")
     out.append(usage)
     out.append("```")
@@ -144,7 +143,7 @@ def render_cli_reference() -> str:
     return "\n".join(out) + "\n"
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (MkDocs' hook signature)
+def on_page_markdown(markdown: str, page, config, files) -> str:  # MkDocs' hook signature
     if MARKER in markdown:
         return markdown.replace(MARKER, render_cli_reference())
     return markdown
