@@ -5,7 +5,7 @@ marker is replaced by :func:`render_cli_reference`, which walks ``crfkit.cli.bui
 subparser below it (``crfkit data fetch``, ``crfkit bench run``, ...) and writes one section per command with
 its usage line and a table of its options.  Only ``crfkit.cli.build_parser`` and ``crfkit.cli.COMMANDS`` are
 used, so the reference follows whatever module layout the CLI has, and it cannot drift from the parsers.
-``tests/test_docs.py`` checks that every option string of every parser appears in the output.
+``test_docs.py`` checks that every option string of every parser appears in the output.
 """
 from __future__ import annotations
 
