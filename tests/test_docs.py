@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").exists())   # survives a move into tests/x/
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
