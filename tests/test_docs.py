@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").exists())   # survives a move into tests/x/
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").exists())  # also from tests/x/
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
