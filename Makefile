@@ -3,6 +3,7 @@
 #                  dependencies only: numpy, scipy, numba)
 #   make test      run the tests (adds the test extra: pytest, hypothesis, scikit-learn, ...)
 #   make bench     crfkit vs CRFsuite on CoNLL-2000 (adds the bench extra: python-crfsuite, ...)
+#   make docs      build the documentation site into build/site/ (adds the docs extra: mkdocs-material, mkdocstrings)
 #
 # PY picks the interpreter the virtualenv is built from: python3.11 when it is
 # on the PATH, else python3; it must be Python >= 3.11 (make PY=/path/to/python).
@@ -16,12 +17,13 @@ DEMO_ARGS ?=
 BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help chunker test bench
+.PHONY: help chunker test bench docs
 
 help:
 	@echo "make chunker   train + evaluate a chunker on CoNLL-2000 (DEMO_ARGS='--threads 4 ...')"
 	@echo "make test      run the tests"
 	@echo "make bench     crfkit vs CRFsuite on CoNLL-2000"
+	@echo "make docs      build the documentation site (build/site/)"
 
 $(VENV)/.installed: pyproject.toml
 	@command -v "$(PY)" >/dev/null 2>&1 || { \
@@ -33,9 +35,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -e .
 	touch $@
 
-# the test extra on top of the core install (make test only: make chunker needs none of it)
+# the test and docs extras on top of the core install (make test only: make chunker needs none of it)
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,docs]'
 	touch $@
 
 chunker: $(VENV)/.installed
@@ -43,6 +45,14 @@ chunker: $(VENV)/.installed
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m mkdocs build --strict -q
+
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PIP) install -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/python -m mkdocs build --strict
 
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PIP) install -e '.[bench]'
