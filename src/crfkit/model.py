@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import DataError
-from .features.rows import encode_template_rows, row_inputs, template_ids
 from .features.space import (ALL_PAIRS, AllPairs, FeatureSpace, StringTable, pack_strings, pair_density,
                              pair_dtype, unpack_strings)
 from .modelfile import (EXPANSION_ALLOWANCE, FORMAT_VERSION, MAGIC, MAX_COUNT, MAX_EXPANSION, MAX_HEADER_BYTES,
@@ -66,9 +65,11 @@ class CRFModel:
         kept with the model)."""
         tids = self.__dict__.get("_template_ids", False)
         if tids is False:
+            from .features.rows import template_ids
             tids = self.__dict__["_template_ids"] = template_ids(self.meta, self.space)
         if tids is None:
             return None
+        from .features.rows import encode_template_rows
         return encode_template_rows(tids, sentences)
 
     def tag_dicts(self, X, threads: int | None = None) -> list[list[str]] | None:
@@ -287,6 +288,7 @@ class CRFModel:
         each the list of its column values (``[["He", "PRP"], ["runs", "VBZ"]]``; a string is split
         on whitespace), run through the model's templates.  ``kw``: as :meth:`tag` (``allowed``,
         ``constraints``, ``method``...)."""
+        from .features.rows import row_inputs
         X, B, dense = row_inputs(self.meta, sentences)
         return self.tag(X, threads, dense=dense, B=B, **kw) if X else []
 
