@@ -663,7 +663,7 @@ def test_fuzz_reaches_past_the_checksum(work):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=6), max_size=12))
 def test_string_table_round_trip(strings):
-    from crfkit.model import _pack_strings, _unpack_strings
+    from crfkit.features.space import pack_strings as _pack_strings, unpack_strings as _unpack_strings
     blob, lens = _pack_strings(strings)
     assert _unpack_strings(blob, lens) == strings
 

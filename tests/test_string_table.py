@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crfkit import model as M
-from crfkit.model import CRFModel, FeatureSpace, StringTable, _pack_strings
+from crfkit.features import space as M
+from crfkit.features.space import StringTable, pack_strings as _pack_strings
+from crfkit.model import CRFModel, FeatureSpace
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 

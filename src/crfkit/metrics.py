@@ -54,6 +54,7 @@ __all__ = [
     "conlleval_lines",
     "token_accuracy",
     "label_table",
+    "ConllCounter",
 ]
 
 
@@ -245,7 +246,7 @@ class ChunkReport:
         return self.format()
 
 
-class _ConllCounter:
+class ConllCounter:
     """A line-by-line port of conlleval.pl's main loop.
 
     ``feed(gold_tag, guessed_tag)`` processes one token; ``boundary()`` one
@@ -326,6 +327,9 @@ class _ConllCounter:
         )
 
 
+_ConllCounter = ConllCounter  # alias until the merge
+
+
 # ---------------------------------------------------------------------------
 # public entry points
 # ---------------------------------------------------------------------------
@@ -363,7 +367,7 @@ def conlleval(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
     Raises :class:`~crfkit.errors.DataError` when the sentence counts or the
     lengths of a sentence differ.
     """
-    counter = _ConllCounter(iobes=iobes)
+    counter = ConllCounter(iobes=iobes)
     feed = counter.feed
     for g, p in _paired(gold, pred):
         for gt, pt in zip(g, p):
@@ -483,7 +487,7 @@ def conlleval_lines(lines: Iterable[str], delimiter: str | None = None, boundary
     """
     if docstart not in ("token", "boundary"):
         raise ValueError(f"docstart must be 'token' or 'boundary', not {docstart!r}")
-    counter = _ConllCounter(iobes=iobes)
+    counter = ConllCounter(iobes=iobes)
     feed = counter.feed
     ncols = -1
     first_line = 0

@@ -26,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .corpus import MAX_FEATURE_VALUE
-from .errors import CrfkitError, DataError, TemplateError
+from .errors import DataError, TemplateError
+from .features.rows import attributes_of, bigram_attributes_of, dense_of, row_inputs, tagger_of
 from .features.templates import Templates
 from .io.columns import Sentence, read_columns, read_columns_list
 from .model import CRFModel
@@ -45,57 +45,20 @@ __all__ = [
     "attributes_of",
     "bigram_attributes_of",
     "inputs_of_rows",
+    "dense_of",
+    "name_of",
 ]
 
 
-def _name_of(source) -> str:
+def name_of(source) -> str:
+    """The name of a path or stream in messages (``"-"``: ``<stdin>``)."""
     if isinstance(source, (str, os.PathLike)):
         p = os.fspath(source)
         return "<stdin>" if p == "-" else p
     return str(getattr(source, "name", "<stream>"))
 
 
-def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: bool = True,
-                  name: str = "<data>", lazy: bool = False, progress=None, once: bool = False) -> list[list[list[str]]]:
-    """Attribute sequences of ``sentences`` (one list of strings per token).
-
-    The column count is checked against the templates once, on the first
-    sentence, so that a template reaching past the data's columns is reported
-    as ``file:line`` of the data.  ``lazy``: a
-    :class:`crfkit.features.lazy.LazySequences` applying the templates as it is
-    read, a chunk of sentences at a time (``progress``: a factory as
-    :func:`load_columns` takes, whose "features" bar advances per chunk read;
-    ``once``: the lazy sequence drops ``sentences`` after one complete pass).
-    """
-    if sentences:
-        first = sentences[0]
-        templates.check_columns(len(first.columns[0]), name, first.line)
-    n = len(sentences)
-    return _applied(sentences, templates.apply, pad, lazy, once,
-                    None if progress is None else (lambda: progress("features", n)))
-
-
-def _applied(sentences, apply, pad: bool, lazy: bool, once: bool, progress=None):
-    """``apply(s.columns, pad=pad)`` for every sentence: a list, or with ``lazy`` a
-    :class:`crfkit.features.lazy.LazySequences` applying it a chunk of sentences at a time."""
-    if not lazy:
-        return [apply(s.columns, pad=pad) for s in sentences]
-    from .features.lazy import LazySequences
-
-    def convert(chunk, start):
-        return [apply(s.columns, pad=pad) for s in chunk]
-    return LazySequences(sentences, convert, once=once, progress=progress)
-
-
-def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
-                         pad: bool = True, lazy: bool = False, once: bool = False) -> list[list[list[str]]] | None:
-    """Bigram-observation attribute sequences of ``sentences`` (CRF++ ``B`` lines with
-    macros, Wapiti ``b``/``*`` patterns), or ``None`` when the templates have none.
-    Call :func:`attributes_of` first: it checks the column count.  ``lazy``, ``once``: as
-    :func:`attributes_of` (training encodes a lazy ``B`` a chunk of sentences at a time)."""
-    if not templates.bigram_observation:
-        return None
-    return _applied(sentences, templates.apply_bigram, pad, lazy, once)
+_name_of = name_of  # alias until the merge
 
 
 def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
@@ -119,7 +82,7 @@ def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bo
     file never exist at once); with ``progress``, the feature bar advances as it is read; ``once``:
     ``X`` drops the sentences after its first complete pass.
     """
-    label = name if name is not None else _name_of(path)
+    label = name if name is not None else name_of(path)
     if progress is None:
         sentences = read_columns_list(path, has_labels=has_labels, docstart=docstart, name=label)
         X = attributes_of(sentences, templates, pad=pad, name=label, lazy=lazy, once=once)
@@ -165,35 +128,6 @@ def parse_columns_spec(spec) -> list[int]:
     if len(set(cols)) != len(cols):
         raise ValueError(f"column list {spec!r} names a column twice")
     return [c - 1 for c in cols]
-
-
-def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str = "<data>") -> list[np.ndarray]:
-    """The dense feature matrices (tokens x len(columns)) of ``sentences``: the given
-    (0-based) observation columns read as real numbers; a value that is not a finite
-    number is a :class:`DataError` naming its file and line."""
-    cols = list(columns)
-    out = []
-    for s in sentences:
-        m = np.empty((len(s.columns), len(cols)))
-        for t, tok in enumerate(s.columns):
-            for j, c in enumerate(cols):
-                if c >= len(tok):
-                    raise DataError(f"dense column {c + 1} is missing: the token has {len(tok)} observation "
-                                    "columns", name, s.line + t)
-                try:
-                    v = float(tok[c])
-                except ValueError:
-                    raise DataError(f"dense column {c + 1} holds {tok[c]!r}, not a number", name, s.line + t) from None
-                if not np.isfinite(v):
-                    raise DataError(f"dense column {c + 1} holds {tok[c]!r}: values must be finite",
-                                    name, s.line + t)
-                if abs(v) > MAX_FEATURE_VALUE:
-                    raise DataError(f"dense column {c + 1} holds {tok[c]}, beyond crfkit's bound on feature "
-                                    f"values, |value| <= {MAX_FEATURE_VALUE:g}; scale the values to about "
-                                    "[-1, 1] or take their logarithm", name, s.line + t)
-                m[t, j] = v
-        out.append(m)
-    return out
 
 
 def parse_weight_column(spec) -> int:
@@ -298,7 +232,7 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
                                        lazy=True, once=True)
         Y = _own_labels(Y)
     else:
-        label = _name_of(train_path)
+        label = name_of(train_path)
         sentences = read_columns_list(train_path, has_labels=True, docstart=docstart, name=label)
         Y = [s.labels for s in sentences]
         train_kwargs["weights"], sentences = take_weight_column(sentences, wcol, name=label)
@@ -312,14 +246,14 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
         if wcol is None:
             X_dev, Y_dev, dev_sents = load_columns(dev_path, templates, pad=pad, docstart=docstart)
         else:
-            dev_sents = read_columns_list(dev_path, has_labels=True, docstart=docstart, name=_name_of(dev_path))
+            dev_sents = read_columns_list(dev_path, has_labels=True, docstart=docstart, name=name_of(dev_path))
             Y_dev = [s.labels for s in dev_sents]
-            _, dev_sents = take_weight_column(dev_sents, wcol, name=_name_of(dev_path))
-            X_dev = attributes_of(dev_sents, templates, pad=pad, name=_name_of(dev_path))
+            _, dev_sents = take_weight_column(dev_sents, wcol, name=name_of(dev_path))
+            X_dev = attributes_of(dev_sents, templates, pad=pad, name=name_of(dev_path))
         nd = len(dev_sents[0].columns[0])
         if nd != n_columns:
             raise DataError(f"the dev data has {nd} observation columns but the training data has "
-                            f"{n_columns}", _name_of(dev_path), dev_sents[0].line)
+                            f"{n_columns}", name_of(dev_path), dev_sents[0].line)
     if templates.bigram_observation:
         # lazy, as X: the label-pair x observation strings of the whole file never exist at once
         train_kwargs["B"] = bigram_attributes_of(sentences, templates, pad=pad, lazy=True, once=True)
@@ -327,7 +261,7 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
             train_kwargs["B_dev"] = bigram_attributes_of(dev_sents, templates, pad=pad)
     meta = dict(train_kwargs.pop("meta", None) or {})
     meta.update({"templates": templates.source, "template_pad": bool(pad), "columns": n_columns,
-                 "train_file": _name_of(train_path)})
+                 "train_file": name_of(train_path)})
     if wcol is not None:
         meta["weight_column"] = wcol + 1   # (taken out of the tokens: "columns" counts the others)
     if not templates.bigram:
@@ -335,10 +269,10 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
         # CRF++ and Wapiti; bigram-observation lines alone test label pairs only with an observation
         train_kwargs["transitions"] = "none"
     if dcols is not None:
-        train_kwargs["dense"] = dense_of(sentences, dcols, name=_name_of(train_path))
+        train_kwargs["dense"] = dense_of(sentences, dcols, name=name_of(train_path))
         train_kwargs["dense_names"] = [f"column {c + 1}" for c in dcols]
         if dev_path is not None:
-            train_kwargs["dense_dev"] = dense_of(dev_sents, dcols, name=_name_of(dev_path))
+            train_kwargs["dense_dev"] = dense_of(dev_sents, dcols, name=name_of(dev_path))
         meta["dense_columns"] = [c + 1 for c in dcols]
     # The sentences go once the features are built (X, lazy, drops them after its one pass; Y holds
     # its own lists): on CoNLL-2000 they are 66 MB, a quarter of the training's peak RSS.
@@ -356,17 +290,9 @@ def _own_labels(Y: list) -> list:
 
 
 def tagger_from_model(model: CRFModel) -> tuple[Templates, bool]:
-    """The templates and the padding flag a model was trained with (from ``model.meta``).
-
-    Raises :class:`~crfkit.errors.CrfkitError` when the model carries no
-    templates (it was trained from attribute lists, not from a column file).
-    """
-    src = model.meta.get("templates") if isinstance(model.meta, dict) else None
-    if not src:
-        raise CrfkitError("this model has no feature templates (it was trained from attribute lists, "
-                          "not from a column file), so it cannot tag column files; "
-                          "use CRFModel.tag() with attribute lists instead")
-    return Templates.parse(src, name="<model templates>"), bool(model.meta.get("template_pad", True))
+    """The templates and the padding flag a model was trained with: :func:`crfkit.features.rows.tagger_of`
+    of ``model.meta`` (a :class:`~crfkit.errors.CrfkitError` when the model carries no templates)."""
+    return tagger_of(model.meta)
 
 
 @dataclass
@@ -436,7 +362,7 @@ def tag_column_batches(model: CRFModel, path_or_stream, *, has_labels: bool | No
     batches before it were yielded.
     """
     templates, pad = tagger_from_model(model)
-    label = name if name is not None else _name_of(path_or_stream)
+    label = name if name is not None else name_of(path_or_stream)
     trained = model.meta.get("columns")
     dcols = model.meta.get("dense_columns")
     names = list(model.space.labels) if all_marginals else None
@@ -526,25 +452,6 @@ def split_marginals(model: CRFModel, pred: list[list[str]], marg: np.ndarray, co
 
 
 def inputs_of_rows(model: CRFModel, sentences, *, name: str = "<rows>"):
-    """``(X, B, dense)`` for :meth:`CRFModel.tag` & co. from token rows: per sentence a list of tokens,
-    each the list of its observation column values (a column file's lines split, without the label),
-    through the templates the model was trained with (a model from :func:`train_columns` / ``crfkit
-    train``)."""
-    templates, pad = tagger_from_model(model)
-    sents = []
-    for i, rows in enumerate(sentences):
-        rows = [list(map(str, r)) if not isinstance(r, str) else r.split() for r in rows]
-        if rows and any(len(r) != len(rows[0]) for r in rows):
-            raise DataError(f"sentence {i + 1}: tokens with different numbers of columns", name)
-        sents.append(Sentence(rows, None, i + 1))
-    trained = model.meta.get("columns")
-    if trained is not None:
-        for s in sents:
-            if s.columns and len(s.columns[0]) != trained:
-                raise DataError(f"sentence {s.line}: {len(s.columns[0])} columns per token, but the model was "
-                                f"trained on {trained} observation columns", name)
-    X = attributes_of(sents, templates, pad=pad, name=name) if sents else []
-    B = bigram_attributes_of(sents, templates, pad=pad)
-    dcols = model.meta.get("dense_columns")
-    dense = dense_of(sents, [c - 1 for c in dcols], name=name) if dcols else None
-    return X, B, dense
+    """``(X, B, dense)`` for :meth:`CRFModel.tag` & co. from token rows, through the templates the model was
+    trained with: :func:`crfkit.features.rows.row_inputs` of ``model.meta``."""
+    return row_inputs(model.meta, sentences, name=name)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..corpus import Corpus
 from ..errors import CrfkitError, DataError
-from ..features.encode import _flatten, _label_ids, _ptr, encode
+from ..features.encode import encode, flatten as _flatten, label_ids as _label_ids, offsets as _ptr
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def read_shard(src: Source):
     if src.format != "columns":
         raise CrfkitError(f"unknown shard format {src.format!r} (columns or crfsuite)")
     from ..io.columns import read_columns_list
-    from ..pipeline import attributes_of
+    from ..features.rows import attributes_of
     templates = _templates(src.templates)
     sentences = read_columns_list(src.path, docstart=src.docstart, name=src.path)
     X = attributes_of(sentences, templates, pad=src.pad, name=src.path)
@@ -156,7 +156,7 @@ def space_layout(space) -> tuple[dict, int, str]:
 def packed_names(space):
     """The space's attribute names as a :class:`crfkit.model.StringTable` (UTF-8 bytes and lengths: about
     a tenth of the memory of millions of Python strings and their list)."""
-    from ..model import StringTable, _pack_strings
+    from ..features.space import StringTable, pack_strings as _pack_strings
     return StringTable(*_pack_strings(space.attributes))
 
 

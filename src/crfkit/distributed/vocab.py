@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from ..features.encode import SUPPORTS, _feature_table
-from ..model import FeatureSpace
+from ..features.encode import SUPPORTS, feature_table as _feature_table
+from ..features.space import FeatureSpace
 
 
 def merge_counts(counts, *, support: str = "observed", transitions: str | None = None,

@@ -35,7 +35,7 @@ from itertools import chain, repeat
 import numpy as np
 
 from ..corpus import MAX_FEATURE_VALUE, Corpus
-from .encode import _assemble, _ptr
+from .encode import assemble, offsets
 
 __all__ = ["DictEncoder", "MAX_MEMO"]
 
@@ -61,7 +61,7 @@ class _Fallback(Exception):
 
 
 class DictEncoder:
-    """Encodes flat feature dicts against a :class:`crfkit.model.FeatureSpace` (see the module docstring).
+    """Encodes flat feature dicts against a :class:`crfkit.features.space.FeatureSpace` (see the module docstring).
     Calls from several threads take turns (a lock around each call)."""
 
     def __init__(self, space):
@@ -135,8 +135,8 @@ class DictEncoder:
     def corpus(X, a, cnt, v) -> Corpus:
         """The corpus of ``X`` from its :meth:`codes`: what the generic path does with looked-up ids
         (the unknown, -1, dropped; the pointers built)."""
-        seq_ptr = _ptr(np.fromiter(map(len, X), dtype=np.int64, count=len(X)))
-        return _assemble(seq_ptr, cnt, a, v if len(v) else None, np.full(int(seq_ptr[-1]), -1, dtype=np.int32))
+        seq_ptr = offsets(np.fromiter(map(len, X), dtype=np.int64, count=len(X)))
+        return assemble(seq_ptr, cnt, a, v if len(v) else None, np.full(int(seq_ptr[-1]), -1, dtype=np.int32))
 
     def codes(self, X):
         """``(codes, counts, values)`` of ``X`` (see :meth:`encode`): the attribute id of every entry of

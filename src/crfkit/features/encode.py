@@ -40,7 +40,7 @@ import numpy as np
 
 from ..corpus import MAX_FEATURE_VALUE, Corpus
 from ..errors import DataError
-from ..model import ALL_PAIRS, FeatureSpace, StringTable, pair_dtype
+from .space import ALL_PAIRS, FeatureSpace, StringTable, pair_dtype
 
 SUPPORTS = ("observed", "all")
 
@@ -55,7 +55,7 @@ def _too_large(what: str, seq: int, tok: int, name: str) -> DataError:
     return e
 
 
-def _flatten(X, name: str = "<data>", first: int = 0):
+def flatten(X, name: str = "<data>", first: int = 0):
     """Flatten attribute lists: (seq_lens, tok_counts, names, values or None).  ``first``: the index of
     ``X[0]`` in the whole data, for the error messages of a chunk (:func:`_flatten_ids`)."""
     seq_lens = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
@@ -102,7 +102,7 @@ CHUNK = 4096       # sequences per chunk of :func:`_flatten_ids`
 
 
 def _flatten_ids(X, name: str, lookup):
-    """:func:`_flatten` and the attribute ids in one pass over ``X``, a chunk of sequences at a time:
+    """:func:`flatten` and the attribute ids in one pass over ``X``, a chunk of sequences at a time:
     (seq_lens, tok_counts, ids, values or None).
 
     ``lookup(names, transient)`` gives the ids of a chunk's flat list of names, and may return a
@@ -120,7 +120,7 @@ def _flatten_ids(X, name: str, lookup):
     lens, counts, ids, vals = [], [], [], []
     n = 0
     for block in chunks:
-        seq_lens, tok_counts, names, values = _flatten(block, name, first=n)
+        seq_lens, tok_counts, names, values = flatten(block, name, first=n)
         n += len(block)
         del block
         lens.append(seq_lens)
@@ -236,13 +236,14 @@ def _no_attributes(dense) -> list:
     return [[empty] * len(d) for d in dense]
 
 
-def _ptr(counts: np.ndarray) -> np.ndarray:
+def offsets(counts: np.ndarray) -> np.ndarray:
+    """CSR offsets of ``counts`` (int64, one longer: 0, then the running sums)."""
     p = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=p[1:])
     return p
 
 
-def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f_label: np.ndarray,
+def feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f_label: np.ndarray,
                    support: str, width: int, dtype=np.int64, label_dtype=np.int32, tile: bool = True):
     """The kept attributes and their features: ``(kept, remap, ptr, labels)``.
 
@@ -252,7 +253,7 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
     to its new one (-1: dropped).  With ``support="observed"`` the features are the pairs
     ``(f_attr, f_label)`` (sorted by new attribute, then label); otherwise every attribute has all
     ``width`` labels (or label pairs); ``labels`` are of ``label_dtype`` (with ``tile=False`` and that
-    support, None: the caller states the layout, :data:`crfkit.model.ALL_PAIRS`)."""
+    support, None: the caller states the layout, :data:`crfkit.features.space.ALL_PAIRS`)."""
     kept = np.flatnonzero(keep_attr)
     kept = kept[np.argsort(-freq[kept], kind="stable")]
     remap = np.full(len(keep_attr), -1, dtype=dtype)
@@ -261,7 +262,7 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
     if support == "observed":
         na = remap[f_attr]
         order = np.lexsort((f_label, na))
-        ptr = _ptr(np.bincount(na[order], minlength=A))
+        ptr = offsets(np.bincount(na[order], minlength=A))
         labels = f_label[order].astype(label_dtype, copy=False)
     else:
         ptr = np.arange(A + 1, dtype=np.int64) * width
@@ -269,7 +270,7 @@ def _feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, 
     return kept, remap, ptr, labels
 
 
-def _label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndarray:
+def label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndarray:
     flat = [lab for ys in Y for lab in ys]
     if len(Y) != len(seq_lens):
         raise DataError(f"{len(seq_lens)} sequences but {len(Y)} label sequences", name)
@@ -287,7 +288,7 @@ def _bigram_arrays(tok_counts, ent, values):
     """(btok_ptr, battr, bval) of the entries with a known bigram attribute (``ent >= 0``)."""
     keep = ent >= 0
     tok_of = np.repeat(np.arange(len(tok_counts)), tok_counts)
-    btok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
+    btok_ptr = offsets(np.bincount(tok_of[keep], minlength=len(tok_counts)))
     bval = values[keep] if values is not None else np.ones(int(keep.sum()))
     return btok_ptr, ent[keep].astype(np.int32), bval
 
@@ -333,7 +334,7 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
         f_attr = f_pair = None
     freq = np.bincount(ri, minlength=A0)
     # support "all": every label pair of every kept attribute, in order; the pairs stay implicit
-    kept, remap, battr_ptr, bfeat_pair = _feature_table(keep_attr, freq, f_attr, f_pair, support, L * L,
+    kept, remap, battr_ptr, bfeat_pair = feature_table(keep_attr, freq, f_attr, f_pair, support, L * L,
                                                         label_dtype=pair_dtype(L), tile=False)
     if bfeat_pair is None:
         bfeat_pair = ALL_PAIRS
@@ -378,7 +379,7 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
         raise DataError(f"training sequence {i} is empty ({int((seq_lens == 0).sum())} empty in all): "
                         "a sequence needs at least one token", name)
     label_index: dict[str, int] = {}
-    y = _label_ids(Y, seq_lens, label_index, grow=True, name=name)
+    y = label_ids(Y, seq_lens, label_index, grow=True, name=name)
     L = len(label_index)
     # ids in first-occurrence order (_interner).  Temporaries are dropped as soon as they are used: on
     # CoNLL-2000 they are the largest allocations of the whole training run.
@@ -403,14 +404,14 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
         keep_attr = np.bincount(raw, minlength=A0) >= min_freq
         f_attr = f_label = None       # support "all": every label of a kept attribute
     freq = np.bincount(raw, minlength=A0)
-    kept, remap, attr_ptr, feat_label = _feature_table(keep_attr, freq, f_attr, f_label, support, L, np.int32)
+    kept, remap, attr_ptr, feat_label = feature_table(keep_attr, freq, f_attr, f_label, support, L, np.int32)
     attributes = [attributes_all[k] for k in kept]
     del attributes_all
     # the names packed (their UTF-8 bytes and lengths, as a model file holds them): on CoNLL-2000 the
     # 338,551 strings were 20 MB held through the whole training, the packed table is 4 MB
     attributes = StringTable.of(attributes) or attributes
 
-    seq_ptr = _ptr(seq_lens)
+    seq_ptr = offsets(seq_lens)
     if transitions == "all":
         trans_index = np.arange(L * L, dtype=np.int32).reshape(L, L)
     elif transitions == "none":  # a CRF++ template set without a B line
@@ -438,19 +439,22 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
                          dense_names=None if dense_names is None or D is None else list(dense_names), **bigram)
     ent = remap[raw]
     del raw
-    corpus = _assemble(seq_ptr, tok_counts, ent, values, y, D, bcorp)
+    corpus = assemble(seq_ptr, tok_counts, ent, values, y, D, bcorp)
     return space, corpus
 
 
-def _assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None, bigram=None) -> Corpus:
+def assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None, bigram=None) -> Corpus:
+    """The :class:`~crfkit.corpus.Corpus` of flat entries: attribute ids ``ent_attr`` (-1: dropped) with their
+    ``values`` (None: all ones), ``tok_counts`` entries per token, ``seq_ptr`` tokens per sequence, labels ``y``,
+    and the optional dense block and bigram-observation arrays ``(btok_ptr, battr, bval)``."""
     keep = ent_attr >= 0
     if keep.all():
-        tok_ptr = _ptr(tok_counts)
+        tok_ptr = offsets(tok_counts)
         attr = ent_attr
         val = values        # None: all ones, not stored (Corpus.raw_val)
     else:
         tok_of = np.repeat(np.arange(len(tok_counts)), tok_counts)
-        tok_ptr = _ptr(np.bincount(tok_of[keep], minlength=len(tok_counts)))
+        tok_ptr = offsets(np.bincount(tok_of[keep], minlength=len(tok_counts)))
         attr = ent_attr[keep]
         val = values[keep] if values is not None else None
     btok_ptr, battr, bval = bigram if bigram is not None else (None, None, None)
@@ -484,14 +488,14 @@ def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *
     seq_lens, tok_counts, ent, values = _flatten_ids(X, name, _known(space.attribute_ids))
     D = _dense_block(dense, seq_lens, name, expect=space.n_dense) if dense is not None else None
     if Y is not None:
-        y = _label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
+        y = label_ids(Y, seq_lens, dict(space.label_index), grow=False, name=name)
     else:
         y = np.full(int(seq_lens.sum()), -1, dtype=np.int32)
     bcorp = None
     if B is not None:
-        bseq_lens, btok_counts, bnames, bvalues = _flatten(B, name)
+        bseq_lens, btok_counts, bnames, bvalues = flatten(B, name)
         _check_shape(seq_lens, bseq_lens, btok_counts, name)
         bent = np.fromiter(map(space.battr_index.get, bnames, itertools.repeat(-1)), dtype=np.int64,
                            count=len(bnames))
         bcorp = _bigram_arrays(btok_counts, bent, bvalues)
-    return _assemble(_ptr(seq_lens), tok_counts, ent, values, y, D, bcorp)
+    return assemble(offsets(seq_lens), tok_counts, ent, values, y, D, bcorp)

@@ -494,7 +494,7 @@ class Templates:
 # code generation
 
 
-def _fstring(pieces: Sequence[Piece], var: Callable[[Macro], str]) -> str:
+def fstring(pieces: Sequence[Piece], var: Callable[[Macro], str]) -> str:
     """Source of an f-string expression concatenating ``pieces``; literal text
     is written through ``repr`` with braces doubled, so any text is safe."""
     if not pieces:
@@ -544,7 +544,7 @@ def _compile(unigram: Sequence[Template], name: str):
         "_BOS": tuple(f"_B-{k}" for k in range(K, 0, -1)) if inline else (),
         "_EOS": tuple(f"_B+{k}" for k in range(1, K + 1)) if inline else (),
         "_window": _window,
-        "_column_error": lambda columns: _column_error(columns, unigram, name),
+        "_column_error": lambda columns: column_error(columns, unigram, name),
     }
     # what a macro reads: the column tuple c<col> for %x, a derived tuple d<i> (case-folded, regex test
     # or match of each token) otherwise; padded (P) or not (U)
@@ -573,7 +573,7 @@ def _compile(unigram: Sequence[Template], name: str):
                            else f"    {var} = tuple(map(_f{var}, t[{c}]))")
         return pro
 
-    row_all = "[" + ", ".join(_fstring(t.pieces, lambda m: var_of[m]) for t in unigram) + "]"
+    row_all = "[" + ", ".join(fstring(t.pieces, lambda m: var_of[m]) for t in unigram) + "]"
     if macros:
         targets = ", ".join(var_of[m] for m in macros) + ("," if len(macros) == 1 else "")
         loop = f"for {targets} in zip({{}})"
@@ -612,7 +612,7 @@ def _compile(unigram: Sequence[Template], name: str):
             "    r = []",
         ]
         for t in unigram:
-            expr = _fstring(t.pieces, lambda m: f"{srcvar(m)}[i + {m.row}]")
+            expr = fstring(t.pieces, lambda m: f"{srcvar(m)}[i + {m.row}]")
             if t.macros:
                 src.append(f"    if {-t.min_row} <= i < n - {t.max_row}:")
                 src.append(f"        r.append({expr})")
@@ -625,7 +625,7 @@ def _compile(unigram: Sequence[Template], name: str):
     return env["_apply_pad"], env["_apply_nopad"]
 
 
-def _column_error(columns, unigram: Sequence[Template], name: str) -> DataError:
+def column_error(columns, unigram: Sequence[Template], name: str) -> DataError:
     """The DataError for a sentence with a token that has too few columns."""
     need = {}
     for t in unigram:

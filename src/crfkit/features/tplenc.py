@@ -29,7 +29,7 @@ import threading
 
 import numpy as np
 
-from .templates import Macro, Templates, _fstring
+from .templates import Macro, Templates, fstring
 
 #: entries of all the memos together before they are emptied (about 100 bytes each)
 MEMO_LIMIT = 2_000_000
@@ -43,7 +43,7 @@ class TooWide(Exception):
 class TemplateIds:
     """Attribute ids of sentences (lists of token rows) through ``templates``' unigram templates,
     padded as :meth:`Templates.apply` with ``pad``; ``lookup(names)`` gives the ids of a list of
-    attribute strings (int64, -1 for an unknown one), e.g. :meth:`crfkit.model.FeatureSpace.attribute_ids`."""
+    attribute strings (int64, -1 for an unknown one), e.g. :meth:`crfkit.features.space.FeatureSpace.attribute_ids`."""
 
     def __init__(self, templates: Templates, lookup, pad: bool = True, limit: int = MEMO_LIMIT):
         self.templates = templates
@@ -63,7 +63,7 @@ class TemplateIds:
             ms = list(t.macros)
             self.reads.append(tuple((slot[m.source()], m.row) for m in ms))
             pos = {m: i for i, m in enumerate(ms)}
-            src = f"lambda k: {_fstring(t.pieces, lambda m: f'k[{pos[m]}]')}"
+            src = f"lambda k: {fstring(t.pieces, lambda m: f'k[{pos[m]}]')}"
             self.builders.append(eval(src))   # noqa: S307 (source generated here from parsed templates)
         self.bits = [62 // max(len(r), 1) for r in self.reads]
         self._lock = threading.Lock()
@@ -132,8 +132,8 @@ class TemplateIds:
                 continue
             t = list(zip(*cols))
             if len(t) <= maxcol:
-                from .templates import _column_error
-                raise _column_error(cols, self.templates.unigram, self.templates.name)
+                from .templates import column_error
+                raise column_error(cols, self.templates.unigram, self.templates.name)
             for col, f, ext in plan:
                 ext(t[col] if f is None else map(f, t[col]))
         codes = [self._codes(s, v) for s, v in enumerate(vals)]
