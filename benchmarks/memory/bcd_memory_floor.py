@@ -9,7 +9,7 @@ file is written first, by the parent (not measured); the child then reports VmRS
 LLVM shared library numba compiles and loads kernels with); ``import numba``; crfkit's modules; the training
 file read and encoded (BCD's engine about to be built); the engine built, before any cache page is touched
 (its caches are ``np.zeros``: untouched pages are not resident); each sweep; the end.  Wapiti's figure is its
-record in ``benchmarks/nettalk_bcd_results_2026-11-25.jsonl`` (``ru_maxrss`` of ``wapiti train``, measured
+record in ``benchmarks/results/nettalk_bcd_2026-11-25.jsonl`` (``ru_maxrss`` of ``wapiti train``, measured
 by ``nettalk_tables.py`` on this machine).
 
 The engine stages are taken by wrapping ``crfkit.optim.bcd.Engine.__init__`` in the child (a measurement
@@ -27,9 +27,12 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WAPITI_RECORDS = os.path.join(HERE, "nettalk_bcd_results_2026-11-25.jsonl")
+BENCHMARKS = os.path.dirname(HERE)
+WAPITI_RECORDS = os.path.join(BENCHMARKS, "results", "nettalk_bcd_2026-11-25.jsonl")
 sys.path.insert(0, HERE)
+sys.path.insert(0, BENCHMARKS)
 from memory_scale import vm  # noqa: E402  (VmRSS / VmHWM in MB; that module imports the standard library only)
+from _results import figures  # noqa: E402  (a results record's figures; standard library only)
 
 
 def child(train_path: str, features: str, sweeps: int) -> None:
@@ -98,7 +101,7 @@ def main(argv=None) -> int:
     if os.path.exists(WAPITI_RECORDS):
         with open(WAPITI_RECORDS) as f:
             for line in f:
-                r = json.loads(line)
+                r = figures(json.loads(line))
                 if r.get("cell") == cell:
                     wapiti = r.get("peak_rss_mb")       # the last record of the cell
     print(f"crfkit BCD ({args.features}, Wapiti's space, joint blocks, Wapiti's step rule, {args.sweeps} sweeps, "

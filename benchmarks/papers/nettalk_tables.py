@@ -72,6 +72,8 @@ import time
 
 RHO1, RHO2 = 0.5, 1e-5
 WAPITI = os.environ.get("WAPITI", "/work/peers/bin/wapiti")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _results  # noqa: E402  (benchmarks/_results.py: the results schema; standard library only)
 
 # name -> settings of a crfkit cell
 CELLS: dict[str, dict] = {}
@@ -548,7 +550,7 @@ def read_results(path: str) -> dict:
         with open(path) as f:
             for line in f:
                 if line.strip():
-                    r = json.loads(line)
+                    r = _results.figures(json.loads(line))  # a flat record, or one of benchmarks/results/
                     out[r["cell"]] = r
     return out
 
@@ -588,6 +590,8 @@ def run_cell(name: str, args, results: dict) -> dict | None:
     rec.update(load_before=before, load_after=load_average(), wall_total_s=time.time() - t0)
     with open(args.out, "a") as f:
         f.write(json.dumps(rec) + "\n")
+    if args.results:
+        _results.record(rec, args.results)
     print(f"{time.strftime('%H:%M:%S')} {name}: error {rec['test_error']:.2f}%, {rec.get('iterations')} iterations, "
           f"{rec['train_s']:.1f}s, peak RSS {rec['peak_rss_mb']:.0f} MB", flush=True)
     return rec
@@ -751,6 +755,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", default=None, help="comma-separated cell names (default: all, in order)")
     ap.add_argument("--redo", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append each cell's record to FILE.jsonl in the benchmarks/results/ schema "
+                    "(benchmarks/_results.py); --out also reads such files")
     ap.add_argument("--max-iterations", type=int, default=None, help="iteration limit of every cell (and of Wapiti)")
     ap.add_argument("--cap", type=int, default=60, help="iteration limit of the cells that set none (default 60)")
     ap.add_argument("--dev-every", type=int, default=5, help="dev evaluations every N iterations (default 5)")

@@ -51,6 +51,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "peers"))
 from conll2000_vs_crfsuite import data_dir, load  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _results  # noqa: E402  (benchmarks/_results.py: the results schema; standard library only)
 
 METHODS = [("SGD", "l2sgd", {}), ("PA", "pa", {}), ("L-BFGS", "lbfgs", {}),
            ("U1*.G1", "ngd", {"update": "u1g1"}), ("U2*.G1 arctan.1", "ngd", {"update": "u2g1"}),
@@ -152,7 +154,7 @@ def restore(out, path, sets):
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             if line.strip():
-                r = json.loads(line)
+                r = _results.figures(json.loads(line))  # a flat line, or a benchmarks/results/ record
                 if r["set"] in sets:
                     runs.setdefault((r["set"], r.get("dir", f"seed{r['seed']}")), []).append(r)
     for (fs, sub), rs in sorted(runs.items()):
@@ -285,8 +287,8 @@ def export(out, path, sets):
                               "epochs": man.get("epochs"), "status": m.get("status"),
                               "iterations": m.get("iterations"), "seconds": m.get("seconds"), "curve": curve})
     with open(path + ".tmp", "w") as f:
-        for x in lines:
-            f.write(json.dumps(x, separators=(",", ":")) + "\n")
+        for x in lines:  # one benchmarks/results/ record per run
+            f.write(json.dumps(_results.make(x), separators=(",", ":")) + "\n")
     os.replace(path + ".tmp", path)
     print(f"wrote {len(lines)} runs to {path}")
 
