@@ -32,7 +32,9 @@ WAPITI_RECORDS = os.path.join(BENCHMARKS, "results", "nettalk_bcd_2026-11-25.jso
 sys.path.insert(0, HERE)
 sys.path.insert(0, BENCHMARKS)
 from memory_scale import vm  # noqa: E402  (VmRSS / VmHWM in MB; that module imports the standard library only)
-from _results import figures  # noqa: E402  (a results record's figures; standard library only)
+
+# a results record's figures (benchmarks/_results.py; standard library only)
+from _results import figures
 
 
 def child(train_path: str, features: str, sweeps: int) -> None:

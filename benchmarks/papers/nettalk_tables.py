@@ -73,7 +73,7 @@ import time
 RHO1, RHO2 = 0.5, 1e-5
 WAPITI = os.environ.get("WAPITI", "/work/peers/bin/wapiti")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import _results  # noqa: E402  (benchmarks/_results.py: the results schema; standard library only)
+import _results  # benchmarks/_results.py: the results schema (standard library only)
 
 # name -> settings of a crfkit cell
 CELLS: dict[str, dict] = {}

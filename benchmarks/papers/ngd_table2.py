@@ -50,9 +50,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "peers"))
-from conll2000_vs_crfsuite import data_dir, load  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import _results  # noqa: E402  (benchmarks/_results.py: the results schema; standard library only)
+from conll2000_vs_crfsuite import data_dir, load  # noqa: E402
+
+import _results  # benchmarks/_results.py: the results schema (standard library only)
 
 METHODS = [("SGD", "l2sgd", {}), ("PA", "pa", {}), ("L-BFGS", "lbfgs", {}),
            ("U1*.G1", "ngd", {"update": "u1g1"}), ("U2*.G1 arctan.1", "ngd", {"update": "u2g1"}),
