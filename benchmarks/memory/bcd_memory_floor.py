@@ -31,10 +31,9 @@ BENCHMARKS = os.path.dirname(HERE)
 WAPITI_RECORDS = os.path.join(BENCHMARKS, "results", "nettalk_bcd_2026-11-25.jsonl")
 sys.path.insert(0, HERE)
 sys.path.insert(0, BENCHMARKS)
-from memory_scale import vm  # noqa: E402  (VmRSS / VmHWM in MB; that module imports the standard library only)
-
 # a results record's figures (benchmarks/_results.py; standard library only)
 from _results import figures
+from memory_scale import vm  # noqa: E402  (VmRSS / VmHWM in MB; that module imports the standard library only)
 
 
 def child(train_path: str, features: str, sweeps: int) -> None:

@@ -191,6 +191,8 @@ def main() -> None:
     ap.add_argument("--max-gb", type=float, default=10.0)
     ap.add_argument("--baseline-src", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--algorithm", help=argparse.SUPPRESS)
@@ -223,6 +225,10 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(results, args.results)
 
 
 if __name__ == "__main__":

@@ -135,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--src", default=None, help="crfkit source tree to measure (default: this checkout's src; "
                     "e.g. a worktree of an older revision, for a before/after comparison)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -183,10 +185,15 @@ def main(argv=None) -> int:
             print(f"{s:10s} peak RSS: {pn} {p['peak_rss_mb']:.1f} MB ({p['wall_s']:.1f} s wall), "
                   f"{on} {o['peak_rss_mb']:.1f} MB ({o['wall_s']:.1f} s wall): {ratio:.3f}x "
                   f"({'met' if ratio <= 1.0 else 'MISSED'}: target <= 1)", flush=True)
+    figures = {"iterations": args.iterations, "results": results}
     if args.json:
         with open(args.json + ".tmp", "w") as f:
-            json.dump({"iterations": args.iterations, "results": results}, f, indent=1)
+            json.dump(figures, f, indent=1)
         os.replace(args.json + ".tmp", args.json)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(figures, args.results)
     return 0
 
 

@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     a = ap.parse_args(argv)
 
     import threadpoolctl
@@ -79,6 +81,10 @@ def main(argv=None) -> int:
         with open(tmp, "w") as f:
             json.dump(rows, f, indent=1)
         os.replace(tmp, a.json)
+    if a.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(rows, a.results)
     return 0
 
 

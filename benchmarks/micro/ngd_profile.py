@@ -161,6 +161,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--updates", default="u1g1,u2g1,u2g1b,u2g2,u2g3")
     args = ap.parse_args(argv)
     from crfkit.features.encode import build
@@ -325,6 +327,10 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(out, args.results)
     return 0
 
 

@@ -49,6 +49,8 @@ def main(argv=None) -> int:
                     help="a BCD parameter (delta, kappa, trans_steps, max_step, shrink, ...)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     args = ap.parse_args(argv)
     ddir = base.data_dir(args.data_dir)
     if not os.path.exists(os.path.join(ddir, "conll2000", "train.txt.gz")):
@@ -121,13 +123,18 @@ def main(argv=None) -> int:
     else:
         print(f"BCD within {args.target:.2%} of OWL-QN: FAIL (not reached): after sweep {last['sweep']}, "
               f"{last['wall_s']:.1f} s, gap {last['gap']:+.4%} ({res.status})" if last else "BCD: no sweep")
+    figures = {"c1": args.c1, "c2": args.c2, "params": params, "owlqn": {
+        "objective": f_owl, "seconds": owl_s, "iterations": ref.iterations, "nnz": owl_nnz},
+        "bcd": rows, "reached": reached[0], "status": res.status}
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"c1": args.c1, "c2": args.c2, "params": params, "owlqn": {
-                "objective": f_owl, "seconds": owl_s, "iterations": ref.iterations, "nnz": owl_nnz},
-                "bcd": rows, "reached": reached[0], "status": res.status}, f, indent=1)
+            json.dump(figures, f, indent=1)
         os.replace(tmp, args.json)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(figures, args.results)
     return 0
 
 

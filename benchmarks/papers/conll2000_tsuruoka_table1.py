@@ -167,6 +167,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     args = ap.parse_args(argv)
     args.c_grid = [float(c) for c in args.c_grid.split(",") if c.strip()]
     rows = [r for r in ROWS if r[0] in args.rows.split(",")]
@@ -280,12 +282,17 @@ def main(argv=None) -> int:
         for text, ok, fig in checks:
             print(f"  {'PASS' if ok else 'FAIL'}  {text} ({fig})")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    figures = {"C": args.C, "c_trials": c_trials, "tuning": tuning, "results": results,
+               "args": {k: v for k, v in vars(args).items()}}
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"C": args.C, "c_trials": c_trials, "tuning": tuning, "results": results,
-                       "args": {k: v for k, v in vars(args).items()}}, f, indent=1)
+            json.dump(figures, f, indent=1)
         os.replace(tmp, args.json)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(figures, args.results)
     return 0
 
 

@@ -51,9 +51,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "peers"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from conll2000_vs_crfsuite import data_dir, load  # noqa: E402
-
 import _results  # benchmarks/_results.py: the results schema (standard library only)
+from conll2000_vs_crfsuite import data_dir, load  # noqa: E402
 
 METHODS = [("SGD", "l2sgd", {}), ("PA", "pa", {}), ("L-BFGS", "lbfgs", {}),
            ("U1*.G1", "ngd", {"update": "u1g1"}), ("U2*.G1 arctan.1", "ngd", {"update": "u2g1"}),

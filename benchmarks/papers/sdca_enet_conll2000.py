@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -84,6 +85,8 @@ def main(argv=None):
     ap.add_argument("--owlqn-iterations", type=int, default=300)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     a = ap.parse_args(argv)
     bd = D.load("conll2000", a.data_dir)
     space, corpus, _ = bd.encoded()
@@ -125,10 +128,14 @@ def main(argv=None):
           f"gap={sd[-1]['gap']:.3e}, nnz={sd[-1]['nnz']:,}")
     print(f"owlqn: {len(ow)} iterations, {ow[-1]['passes']:.0f} passes in {ow[-1]['s']:.1f}s, "
           f"final F={ow[-1]['f']:.10f}, nnz={ow[-1]['nnz']:,}")
+    figures = {"c1": a.c1, "c2": a.c2, "n": n, "f_best": f_best, "dual_lower": lower, "sdca": sd, "owlqn": ow}
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"c1": a.c1, "c2": a.c2, "n": n, "f_best": f_best, "dual_lower": lower, "sdca": sd,
-                       "owlqn": ow}, fh)
+            json.dump(figures, fh)
+    if a.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(figures, a.results)
 
 
 if __name__ == "__main__":

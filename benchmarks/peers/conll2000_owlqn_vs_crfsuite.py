@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", default=None, help="also write all figures to this JSON file")
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     args = ap.parse_args(argv)
     if not args.c1 > 0:
         ap.error("--c1 must be > 0 (this benchmark is about L1)")
@@ -109,12 +111,16 @@ def main(argv=None) -> int:
     print("load (uptime) before / after CRFsuite / after crfkit:")
     for line in loads:
         print(f"  {line}")
+    figures = {"c1": args.c1, "crfsuite": cs, "crfkit": ck, "check": chk, "objective_rel_diff": rel, "load": loads}
     if args.json:
         tmpf = args.json + ".tmp"
         with open(tmpf, "w") as f:
-            json.dump({"c1": args.c1, "crfsuite": cs, "crfkit": ck, "check": chk, "objective_rel_diff": rel,
-                       "load": loads}, f, indent=1)
+            json.dump(figures, f, indent=1)
         os.replace(tmpf, args.json)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(figures, args.results)
     return 0
 
 

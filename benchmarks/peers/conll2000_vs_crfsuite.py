@@ -276,6 +276,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", default=None, help="also write all figures to this JSON file")
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--worker", choices=["crfsuite", "crfkit", "check"], help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -339,11 +341,16 @@ def main(argv=None) -> int:
           f"({ck['tag_tokens_per_s'] / cs['tag_tokens_per_s']:.2f}x)")
     print(f"  peak RSS <= 1.5x CRFsuite's: {'PASS' if ck['peak_rss_mb'] <= 1.5 * cs['peak_rss_mb'] else 'FAIL'} "
           f"({ck['peak_rss_mb'] / cs['peak_rss_mb']:.2f}x)")
+    figures = {"crfsuite": cs, "crfkit": ck, "check": chk, "objective_rel_diff": rel}
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"crfsuite": cs, "crfkit": ck, "check": chk, "objective_rel_diff": rel}, f, indent=1)
+            json.dump(figures, f, indent=1)
         os.replace(tmp, args.json)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(figures, args.results)
     return 0
 
 

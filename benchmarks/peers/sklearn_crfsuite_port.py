@@ -98,6 +98,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--results", metavar="FILE.jsonl", default=None,
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--worker", choices=["sklearn_crfsuite", "crfkit"], help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -141,6 +143,10 @@ def main(argv=None) -> int:
         with open(args.json + ".tmp", "w") as f:
             json.dump(res, f, indent=1)
         os.replace(args.json + ".tmp", args.json)
+    if args.results:  # one record in the benchmarks/results/ schema
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import _results
+        _results.record(res, args.results)
     return 0
 
 
