@@ -7,7 +7,7 @@ Every file under ``benchmarks/results/`` holds lines of this shape::
      "date": "2026-12-02",                                        # UTC date of the run (ISO 8601)
      "commit": "3d9e17c...",                                      # git HEAD of the tree measured, or null
      "machine": {"cpu": "...", "cores": 2, ...},                  # or null when not recorded
-     "figures": {...},                                            # what the script measured, as it reports it
+     "figures": {...},                                            # what the script measured, as it reports it (JSON)
      "notes": "..."}                                              # optional: load, what the run was for
 
 :func:`make` builds such a record for the running script, :func:`record` appends it as one line (atomically: the whole line in one ``write`` on a file opened for
