@@ -10,11 +10,11 @@ Every file under ``benchmarks/results/`` holds lines of this shape::
      "figures": {...},                                            # what the script measured, as it reports it (JSON)
      "notes": "..."}                                              # optional: load, what the run was for
 
-:func:`make` builds such a record for the running script, :func:`record` appends it as one line (atomically: the whole line in one ``write`` on a file opened for
-appending) with the current commit, date, machine and command line; :func:`load` reads a results file
-back and :func:`figures` gives each record's figures (a line in the older flat form, without
-``"figures"``, is its own figures).  This module imports the standard library only, so a script can use it
-before numpy or crfkit is imported.
+:func:`make` builds such a record for the running script, :func:`record` appends it as one line (atomically:
+the whole line in one ``write`` on a file opened for appending) with the current commit, date, machine and
+command line; :func:`load` reads a results file back and :func:`figures` gives each record's figures (a line
+in the older flat form, without ``"figures"``, is its own figures). This module imports the standard library
+only, so a script can use it before numpy or crfkit is imported.
 """
 
 from __future__ import annotations

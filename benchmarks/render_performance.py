@@ -146,7 +146,8 @@ def render(table: dict, have_plot: bool) -> str:
         first = len(runs)
         for task, rows in tasks.items():
             peer = rows[0][1]["figures"].get("peer") or fam
-            out += [f"### {task[:1].upper() + task[1:]}", "", f"| measurement | {cell(peer)} | crfkit | ratio | run |", "|---|---|---|---|---|"]
+            out += [f"### {task[:1].upper() + task[1:]}", "",
+                    f"| measurement | {cell(peer)} | crfkit | ratio | run |", "|---|---|---|---|---|"]
             for row, r in rows:
                 out.append(f"| {cell(row['measure'])} | {cell(row.get('peer'))} | {cell(row.get('crfkit'))} | "
                            f"{cell(row.get('ratio'))} | {run_no(r)} |")
@@ -155,9 +156,10 @@ def render(table: dict, have_plot: bool) -> str:
         for i, r in enumerate(runs[first:], first + 1):
             commit = f", commit {r['commit']}" if r.get("commit") else ""
             notes = f"; {r['notes'].rstrip('.')}" if r.get("notes") else ""
-            bench = f" (`{r['benchmark']}`)" if r.get("benchmark") and r["benchmark"] not in (r.get("command") or "") else ""
-            out.append(f"{i}. {r.get('date') or 'date not recorded'}{commit}: `{r.get('command') or 'command not recorded'}`"
-                       f"{bench}{notes}.")
+            bench = r.get("benchmark")
+            bench = f" (`{bench}`)" if bench and bench not in (r.get("command") or "") else ""
+            date, command = r.get("date") or "date not recorded", r.get("command") or "command not recorded"
+            out.append(f"{i}. {date}{commit}: `{command}`{bench}{notes}.")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
