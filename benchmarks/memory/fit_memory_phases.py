@@ -20,7 +20,9 @@ import numpy as np  # noqa: F401  (its memory counts in the imports' phase)
 from sklearn_crfsuite_port import load
 import crfkit
 mark('imports')
-X, Y = load(os.environ.get('CRFKIT_DATA') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared', 'data'), 'train')
+DATA = os.environ.get('CRFKIT_DATA') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..',
+                                                     'shared', 'data')
+X, Y = load(DATA, 'train')
 mark('X_train loaded (dicts)')
 from crfkit.features.dicts import LazyAttributes
 from crfkit.features.encode import build

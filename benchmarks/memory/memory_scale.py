@@ -192,7 +192,8 @@ def main() -> None:
     ap.add_argument("--baseline-src", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--results", metavar="FILE.jsonl", default=None,
-                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, "
+                    "commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--algorithm", help=argparse.SUPPRESS)

@@ -136,7 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--results", metavar="FILE.jsonl", default=None,
-                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, "
+                    "commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--src", default=None, help="crfkit source tree to measure (default: this checkout's src; "
                     "e.g. a worktree of an older revision, for a before/after comparison)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

@@ -86,7 +86,8 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--results", metavar="FILE.jsonl", default=None,
-                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, "
+                    "commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     a = ap.parse_args(argv)
     bd = D.load("conll2000", a.data_dir)
     space, corpus, _ = bd.encoded()

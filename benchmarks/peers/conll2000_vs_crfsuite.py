@@ -277,7 +277,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", default=None, help="also write all figures to this JSON file")
     ap.add_argument("--results", metavar="FILE.jsonl", default=None,
-                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, "
+                    "commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--worker", choices=["crfsuite", "crfkit", "check"], help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)

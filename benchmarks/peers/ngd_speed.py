@@ -175,7 +175,8 @@ def main(argv=None) -> int:
     ap.add_argument("--features", choices=("small", "large"), default="small")
     ap.add_argument("--json", default=None)
     ap.add_argument("--results", metavar="FILE.jsonl", default=None,
-                    help="also append the figures as one record (benchmarks/_results.py: command, date, commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
+                    help="also append the figures as one record (benchmarks/_results.py: command, date, "
+                    "commit, machine, figures) to FILE.jsonl, e.g. benchmarks/results/NAME.jsonl")
     ap.add_argument("--algorithms", default="l2sgd,pa,ap",
                     help="which of l2sgd (with the ngd rows), pa, ap to run (comma list; default all)")
     ap.add_argument("--rounds", type=int, default=1,
