@@ -59,4 +59,4 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	touch $@
 
 bench: $(VENV)/.bench-installed
-	$(BIN)/python benchmarks/conll2000_vs_crfsuite.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/peers/conll2000_vs_crfsuite.py $(BENCH_ARGS)

@@ -69,7 +69,7 @@ def test_unknown_data_set_and_bad_options():
 
 def test_chunking_attributes_are_the_core_benchmarks():
     """The bench's CoNLL-2000 attributes are benchmarks/conll2000_vs_crfsuite.py's (names aside)."""
-    path = REPO / "benchmarks" / "conll2000_vs_crfsuite.py"
+    path = REPO / "benchmarks" / "peers" / "conll2000_vs_crfsuite.py"
     if not path.is_file():
         pytest.skip("benchmarks/conll2000_vs_crfsuite.py not in this checkout")
     spec = importlib.util.spec_from_file_location("_core_bench", path)
