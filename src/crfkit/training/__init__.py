@@ -28,7 +28,6 @@ _EXPORTS = {
 __all__ = ["ALGORITHMS", "BATCH_ALGORITHMS", "DIVERGENCE_FACTOR", "EXTRA_TRACE_KEYS", "HISTORY_AUTO_BYTES",
            "NO_SAMPLE_WEIGHTS", "CheckpointError", "IncrementalResult", "TrainConfig", "TrainResult", "dev_scores",
            "init_weights", "lbfgs_history", "train_corpus", "train_incremental", "train_score_labels", "train_sequences"]
-assert set(__all__) == set(_EXPORTS)
 
 
 def __getattr__(name: str):

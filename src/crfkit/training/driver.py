@@ -47,6 +47,10 @@ from .warm import start_weights
 
 @dataclass
 class TrainResult:
+    """A finished run: the ``model``, why it stopped (``status``, ``message``), ``iterations``, effective passes,
+    ``seconds``, the final objective in crfkit's and CRFsuite's units, the regularisation ``reg`` and the trace
+    records (``history``)."""
+
     model: CRFModel
     status: str
     message: str
