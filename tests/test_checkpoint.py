@@ -118,7 +118,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from crfkit import checkpoint as ckpt  # noqa: E402
+from crfkit.training import checkpoint as ckpt  # noqa: E402
 from crfkit.errors import CrfkitError  # noqa: E402
 from crfkit.train import train  # noqa: E402
 
@@ -191,7 +191,7 @@ def test_checkpoint_file_has_no_pickle(tmp_path):
 
 
 def test_any_optimizer_state_round_trips_exactly(tmp_path):
-    from crfkit import checkpoint as ckpt
+    from crfkit.training import checkpoint as ckpt
     rng = np.random.default_rng(0)
     state = {"iteration": 7, "x": rng.normal(size=5), "seen": np.array([True, False]),
              "order": np.arange(4, dtype=np.int32), "L": 0.1 + 0.2, "eta": float("inf"), "name": "sag-nus*",
@@ -219,7 +219,7 @@ def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
     import json
     import sys
 
-    from crfkit import checkpoint as ckpt
+    from crfkit.training import checkpoint as ckpt
     n = 2 << 20
     x = np.zeros(n)
     x[[0, 5, 77, n // 2, n - 1]] = [1.5, -0.0, np.nan, -3.25, 7.0]
@@ -249,7 +249,7 @@ def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
 def test_a_broken_sparse_member_is_a_checkpoint_error(tmp_path):
     import json
 
-    from crfkit import checkpoint as ckpt
+    from crfkit.training import checkpoint as ckpt
     header = {"format": "crfkit-checkpoint", "version": 3, "settings": {}, "fingerprint": "fp", "iteration": 1,
               "n_evals": 0, "state_scalars": {}, "history": [], "extra": {}, "sparse_arrays": {"x": [10, "<f8"]}}
     p = tmp_path / "bad.ckpt"
@@ -263,7 +263,7 @@ def test_a_broken_sparse_member_is_a_checkpoint_error(tmp_path):
 def test_version_1_checkpoints_are_still_read(tmp_path):
     import json
 
-    from crfkit import checkpoint as ckpt
+    from crfkit.training import checkpoint as ckpt
     header = {"format": "crfkit-checkpoint", "version": 1, "settings": {}, "fingerprint": "fp", "iteration": 4,
               "n_evals": 5, "m": 6, "linesearch_ok": True, "history": [], "extra": {}}
     arrays = {k: np.arange(3.0) for k in ckpt.STATE_ARRAYS}

@@ -10,7 +10,8 @@ from test_train import learnable
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
-from crfkit.train import train, train_corpus
+from crfkit.train import train
+from crfkit.training import train_corpus
 
 
 def test_dev_stop_keeps_the_best_model_and_stops_after_the_window(tmp_path):

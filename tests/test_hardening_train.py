@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import crfkit.train as train_mod
-from crfkit import checkpoint as ckpt
+from crfkit.training import checkpoint as ckpt
 from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.errors import CrfkitError, DataError, OutputError, TrainingDiverged
@@ -31,7 +31,8 @@ from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
 from crfkit.optim import stochastic as stoch
 from crfkit.optim.stochastic import StochasticResult
-from crfkit.train import DIVERGENCE_FACTOR, train
+from crfkit.train import train
+from crfkit.training.monitor import DIVERGENCE_FACTOR
 
 from conftest import markov_corpus
 

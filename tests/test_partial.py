@@ -13,7 +13,7 @@ from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
-from crfkit.partial import PartialObjective, allowed_matrix, parse_cell, placeholders
+from crfkit.training.partial import PartialObjective, allowed_matrix, parse_cell, placeholders
 from crfkit.train import train
 
 
@@ -140,7 +140,7 @@ def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
     reports the conlleval F1 of that model's tags."""
     from crfkit.features.templates import default_chunking_templates
     from crfkit.metrics import conlleval
-    from crfkit.partial import parse_cells
+    from crfkit.training.partial import parse_cells
     from crfkit.pipeline import load_columns
     rng = np.random.default_rng(7)
     kinds = ["B-NP", "I-NP", "B-VP", "O"]

@@ -11,7 +11,8 @@ import crfkit.objective as objective_mod
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
-from crfkit.train import train, train_corpus
+from crfkit.train import train
+from crfkit.training import train_corpus
 
 TRACE_KEYS = {"algorithm", "iteration", "effective_passes", "wall_s", "objective", "grad_inf_norm", "nnz"}
 LABELS = ["A", "B", "C"]
@@ -173,7 +174,7 @@ def test_stochastic_registry_offers_only_present_modules():
     import importlib.util
 
     from crfkit.optim import stochastic
-    from crfkit.train import ALGORITHMS
+    from crfkit.training import ALGORITHMS
     for name, (mod, fn) in stochastic.REGISTRY.items():
         present = importlib.util.find_spec(mod) is not None
         assert (name in stochastic.available()) == present

@@ -6,7 +6,8 @@ import pytest
 
 from crfkit.estimator import CRF
 from crfkit.features.encode import build
-from crfkit.train import init_weights, train
+from crfkit.train import train
+from crfkit.training.warm import init_weights
 
 from test_checkpoint import data
 

@@ -19,7 +19,8 @@ from crfkit.errors import DataError, ParameterError
 from crfkit.features.encode import build, encode
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, regularization
-from crfkit.train import NO_SAMPLE_WEIGHTS, train
+from crfkit.train import train
+from crfkit.training.config import NO_SAMPLE_WEIGHTS
 
 
 def _data(seed=0, n=10, real=True, L=3, max_len=5):
@@ -164,7 +165,7 @@ def test_bigram_observation_features_are_weighted():
 
 
 def test_partial_labels_are_weighted():
-    from crfkit.partial import PartialObjective
+    from crfkit.training.partial import PartialObjective
     space, cw, dup, k, X, Y = _pair(real=False, support="all")
     rng = np.random.default_rng(2)
     L = space.n_labels
@@ -227,7 +228,7 @@ def test_train_rejects_bad_weights():
 
 @pytest.mark.parametrize("algorithm", NO_SAMPLE_WEIGHTS)
 def test_methods_without_weights_refuse_them_by_name(algorithm):
-    from crfkit.train import ALGORITHMS
+    from crfkit.training import ALGORITHMS
     if algorithm not in ALGORITHMS:
         pytest.skip(f"{algorithm} is not in this build")
     _, X, Y = _data(0, n=6)
@@ -316,7 +317,7 @@ def test_stochastic_methods_approach_the_duplicated_run(algorithm, params, weigh
     """Uniform draws with gradients scaled by omega_i n / W: the weighted run reaches the optimum of the
     weighted (= duplicated) objective about as closely as the run on the duplicated data, and far more
     closely than the unweighted optimum lies to it."""
-    from crfkit.train import ALGORITHMS
+    from crfkit.training import ALGORITHMS
     if algorithm not in ALGORITHMS:
         pytest.skip(f"{algorithm} is not in this build")
     X, Y, k, l2, fstar, gap_unweighted = weighted_problem

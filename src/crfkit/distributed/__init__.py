@@ -108,7 +108,7 @@ def train_files(client, paths, *, templates=None, format: str = "auto", pad: boo
     """
     from ..features.encode import encode
     from ..objective import regularization
-    from ..train import train_corpus
+    from ..training.driver import train_corpus
     for k in ("dense", "B", "partial_labels", "allowed"):
         if kwargs.get(k):
             raise ParameterError(f"{k} is not supported on a Dask cluster yet")
