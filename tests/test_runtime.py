@@ -296,3 +296,37 @@ def test_only_runtime_imports_numba_llvm_or_libc_internals():
             if m.group(1) not in _ALLOWED.get(rel.parts[0] if len(rel.parts) > 1 else "", ()):
                 found.append(f"{rel}: {m.group(0).strip()}")
     assert found == []
+
+
+# ----------------------------------------------------------------------------- another numba: no hook, no error
+def test_each_hook_does_nothing_where_numbas_private_names_are_missing(no_switches, tmp_path):
+    """A numba without the private names a hook uses: the hook reports False and changes nothing (crfkit then
+    works as numba alone would)."""
+    from numba.core import caching, codegen, event
+    from numba.core.registry import cpu_target
+
+    from crfkit.kernels.vec import all_finite
+    assert all_finite(np.ones(2))
+    mp = no_switches
+    mp.setattr(numba_cache, "STAMPED", dict(numba_cache.STAMPED))
+    mp.setattr(caching, "CacheImpl", type("CacheImpl", (), {}))
+    mp.setattr(caching, "_CacheImpl", None, raising=False)
+    assert numba_cache.stamp_directory(tmp_path) is False and tmp_path.resolve() not in numba_cache.STAMPED
+    mp.setattr(codegen, "CPUCodeLibrary", None)
+    mp.setitem(linkage._SELF_CONTAINED, "installed", False)
+    assert linkage.self_contained_libraries() is False
+    mp.delattr(event, "register")
+    mp.setitem(compile_notice._NOTICE, "installed", False)
+    mp.setattr(blas, "_deferring", None)
+    mp.setattr(code_pages, "_hook", None)
+    assert compile_notice.install_compile_notice() is False
+    assert blas.defer_blas() is False and code_pages.release_after_compiles() is False
+    mp.setattr(cpu_target.target_context, "refresh", None)
+    mp.delitem(sys.modules, "numba.np.arraymath")
+    mp.delitem(sys.modules, blas.BLAS_MODULE, raising=False)
+    assert blas.init_target_without_blas() is False
+    mp.setitem(libc.LIBC_FUNCTIONS, "malloc_trim", False)       # (musl, or not Linux)
+    mp.setitem(libc.LIBC_FUNCTIONS, "mallopt", False)
+    mp.setitem(libc.LIBC_FUNCTIONS, "madvise", False)
+    assert malloc.release_memory() is False and malloc.fixed_mmap_threshold() is False
+    assert code_pages.release_code_pages() == 0
