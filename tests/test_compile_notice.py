@@ -1,9 +1,11 @@
-"""The once-per-process notice that the numba kernels are compiling (crfkit.kernels.install_compile_notice)."""
+"""The once-per-process notice that the numba kernels are compiling (crfkit.kernels.install_compile_notice, from
+crfkit._runtime.compile_notice)."""
 from __future__ import annotations
 
 import numba
 
 import crfkit.kernels as K
+from crfkit._runtime import compile_notice as N
 
 
 def _fresh_kernel(module: str, name: str):
@@ -14,7 +16,7 @@ def _fresh_kernel(module: str, name: str):
 
 
 def test_notice_printed_once_for_crfkit_kernels(capsys, monkeypatch):
-    monkeypatch.setitem(K._NOTICE, "shown", False)
+    monkeypatch.setitem(N._NOTICE, "shown", False)
     monkeypatch.delenv("CRFKIT_QUIET_COMPILE", raising=False)
     assert K.install_compile_notice()
     # a function of another module compiling says nothing
@@ -29,7 +31,7 @@ def test_notice_printed_once_for_crfkit_kernels(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
     # a call of an already compiled kernel: silent as well
     assert K.install_compile_notice()     # installing twice registers one listener
-    monkeypatch.setitem(K._NOTICE, "shown", False)
+    monkeypatch.setitem(N._NOTICE, "shown", False)
     f = _fresh_kernel("crfkit.kernels._probe", "k")
     f(1)
     assert capsys.readouterr().err.count("compiling") == 1
@@ -38,7 +40,7 @@ def test_notice_printed_once_for_crfkit_kernels(capsys, monkeypatch):
 
 
 def test_notice_can_be_silenced(capsys, monkeypatch):
-    monkeypatch.setitem(K._NOTICE, "shown", False)
+    monkeypatch.setitem(N._NOTICE, "shown", False)
     monkeypatch.setenv("CRFKIT_QUIET_COMPILE", "1")
     assert _fresh_kernel("crfkit.kernels._probe", "q")(0) == 1
     assert capsys.readouterr().err == ""

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import random_sequences
 from crfkit import memtrim
+from crfkit._runtime import blas, code_pages, libc, malloc
 from crfkit.model import StringTable, _pack_strings
 
 linux_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc (Linux)")
@@ -66,7 +67,7 @@ def test_release_code_pages_keeps_numba_working():
 
 
 def test_release_code_pages_without_madvise(monkeypatch):
-    monkeypatch.setitem(memtrim._libc_fns, "madvise", False)
+    monkeypatch.setitem(libc.LIBC_FUNCTIONS, "madvise", False)
     assert memtrim.release_code_pages() == 0
 
 
@@ -83,7 +84,7 @@ def test_pages_released_after_each_outermost_compilation(monkeypatch):
     memtrim.release_after_compiles()
     assert memtrim.release_after_compiles() is False            # registered once per process
     calls = []
-    monkeypatch.setattr(memtrim, "release_code_pages", lambda: calls.append(1) or 0)
+    monkeypatch.setattr(code_pages, "release_code_pages", lambda: calls.append(1) or 0)    # (what the hook calls)
 
     @numba.njit
     def inner(x):
@@ -145,6 +146,7 @@ def test_first_kernel_load_does_not_import_scipy_linalg():
 _FAILING_INIT_SCRIPT = r"""
 import sys
 from crfkit import memtrim
+from crfkit._runtime import blas, code_pages, libc, malloc
 from numba.core.registry import cpu_target
 ctx = cpu_target.target_context
 def broken():
@@ -174,10 +176,10 @@ def test_target_init_is_a_no_op_once_done(monkeypatch):
     all_finite(np.ones(2))
     assert memtrim.defer_blas() is False                  # registered once per process (crfkit.kernels did)
     assert memtrim.init_target_without_blas() is False    # numba's registries are loaded already
-    assert memtrim._blas_installed() is True
+    assert blas.blas_installed() is True
     import importlib.util
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert memtrim._blas_installed() is False
+    assert blas.blas_installed() is False
 
 
 # ----------------------------------------------------------------------------- the packed attribute table
@@ -233,6 +235,7 @@ _MMAP_SCRIPT = r"""
 import ctypes, os, sys
 import numpy as np
 from crfkit import memtrim
+from crfkit._runtime import blas, code_pages, libc, malloc
 
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
@@ -285,8 +288,8 @@ def test_crfkit_train_fixes_the_mmap_threshold_for_full_batch_runs(monkeypatch, 
     from crfkit import cli
     from crfkit.train import train
     calls = []
-    monkeypatch.setattr(memtrim, "fixed_mmap_threshold", lambda *a: calls.append(a) or True)
-    monkeypatch.setattr(memtrim, "_mmap_opt_in", False)
+    monkeypatch.setattr(malloc, "fixed_mmap_threshold", lambda *a: calls.append(a) or True)
+    monkeypatch.setattr(malloc, "_mmap_opt_in", False)
     data = tmp_path / "train.txt"
     data.write_text("a x B\nb y I\n\nb y B\na x I\n\n")
     train([[["a"], ["b"]]], [["B", "I"]], algorithm=algorithm, max_iterations=2)

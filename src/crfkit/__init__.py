@@ -2,11 +2,15 @@
 
 The main entry points (imported lazily, so ``import crfkit`` stays cheap):
 
+* :class:`crfkit.CRF` — the sklearn-crfsuite-style estimator (``fit``, ``predict``, ``score``);
 * ``crfkit.train.train`` — train on attribute sequences (lists of strings per token);
 * :class:`crfkit.CRFModel` — tag, marginals, save/load;
 * :class:`crfkit.Templates` — CRF++ feature templates;
 * :func:`crfkit.read_columns` — CoNLL / CRF++ column files;
 * :func:`crfkit.conlleval` — conlleval-identical chunk scores.
+
+The numba/LLVM/glibc hooks crfkit installs (and the environment switches that turn them off) are documented
+in :mod:`crfkit._runtime`.
 """
 __version__ = "0.1.0"
 

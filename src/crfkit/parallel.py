@@ -50,7 +50,7 @@ def blas_threads(n: int = 1):
         yield
         return
     # threadpoolctl limits the libraries loaded at entry.  scipy's own BLAS (scipy.linalg) is not one
-    # that training loads: numba's target is initialised without it (crfkit.memtrim.init_target_without_blas,
+    # that training loads: numba's target is initialised without it (crfkit._runtime.blas.init_target_without_blas,
     # 13 MB) and no crfkit kernel calls BLAS, so it is not imported here for the limit's sake either.
     with threadpool_limits(limits=n, user_api="blas"):
         yield
