@@ -10,10 +10,8 @@ nor numba.  :func:`argv_of` turns such query parameters back into ``crfkit tag``
 from __future__ import annotations
 
 import sys
-from urllib.parse import unquote, urlsplit
 
 from ..errors import CrfkitError
-from ..serving import FLAG_FALSE, FLAG_TRUE, BadRequest
 from ..tagging import SCHEMES, TagOptions, run_tag
 from .common import EXIT_ERROR, FORMATS, Output, nonneg_int, pos_int, root_parser
 
@@ -142,6 +140,7 @@ def query_of(args) -> list[tuple[str, str]]:
 
 def argv_of(params: list[tuple[str, str]], actions=None) -> list[str]:
     """Query parameters -> ``crfkit tag`` arguments (``--name=value``; a flag for ``name=1``)."""
+    from ..serving import FLAG_FALSE, FLAG_TRUE, BadRequest
     actions = tag_actions() if actions is None else actions
     argv = []
     for name, value in params:
@@ -167,6 +166,7 @@ def client_tag(args) -> int:
     """``crfkit tag --server URL``: send the input and the options, write the answer as ``crfkit tag``
     would, print its standard-error part, return its exit status."""
     import http.client
+    from urllib.parse import unquote, urlsplit
 
     from ..errors import DataError
 
