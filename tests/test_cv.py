@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crfkit import cli
-from crfkit.cv import folds, read_blocks
+from crfkit.cli.cv import folds, read_blocks
 from crfkit.datasets import synthetic
 from crfkit.errors import CrfkitError
 

@@ -8,7 +8,7 @@ import pytest
 
 from crfkit import cli
 from crfkit.datasets import synthetic
-from crfkit.dump import prune
+from crfkit.cli.info import prune
 from crfkit.model import CRFModel
 
 

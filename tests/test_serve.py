@@ -17,7 +17,8 @@ from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.io.columns import read_columns_list
 from crfkit.model import CRFModel
-from crfkit.serve import TagService, argv_of, make_server, query_of
+from crfkit.cli.tag import argv_of, query_of
+from crfkit.serving import TagService, make_server
 
 from conftest import run_cli as run
 
@@ -223,7 +224,8 @@ def test_crfkit_serve_process(served, tmp_path):
 
 
 def test_the_parser_schemes_are_the_decoders():
-    from crfkit import decode, decode_cli
+    from crfkit import decode
+    from crfkit import tagging as decode_cli
     assert decode_cli.SCHEMES == decode.SCHEMES
 
 

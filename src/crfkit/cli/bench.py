@@ -1,4 +1,4 @@
-"""``crfkit bench``: the optimizer benchmark harness on the command line.
+"""``crfkit bench``: the optimizer benchmark harness (:mod:`crfkit.bench`) on the command line.
 
 ::
 
@@ -18,8 +18,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..cli import _nonneg_float, _pos_float, _pos_int  # the CLI's argument checks
 from ..errors import CrfkitError
+from .common import nonneg_float, pos_float, pos_int
 
 __all__ = ["add_parser", "parse_etas"]
 
@@ -58,7 +58,7 @@ def _marks(text: str) -> list[float]:
 
 
 def _data_args(p: argparse.ArgumentParser, *, required: bool = True, many: bool = False) -> None:
-    from .data import dataset_names
+    from ..bench.data import dataset_names
     names = ", ".join(dataset_names())
     if many:
         p.add_argument("--data", action="append", default=[], metavar="NAME",
@@ -66,7 +66,7 @@ def _data_args(p: argparse.ArgumentParser, *, required: bool = True, many: bool 
     else:
         p.add_argument("--data", required=required, metavar="NAME", help=f"benchmark data set: {names}")
     p.add_argument("--data-dir", metavar="DIR", help="data directory (default: $CRFKIT_DATA or ../shared/data)")
-    p.add_argument("--limit", type=_pos_int, metavar="N",
+    p.add_argument("--limit", type=pos_int, metavar="N",
                    help="use only the first N training sequences (smoke runs; l2 = 1/N then)")
     p.add_argument("--support", choices=("observed", "all"), default="observed",
                    help="feature support: observed (attribute-label pairs seen in training, CRFsuite's default "
@@ -75,15 +75,15 @@ def _data_args(p: argparse.ArgumentParser, *, required: bool = True, many: bool 
 
 
 def _fstar_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gtol", type=_pos_float, default=1e-7,
+    p.add_argument("--gtol", type=pos_float, default=1e-7,
                    help="f*: L-BFGS runs until ||grad||_inf <= GTOL (default 1e-7) ...")
-    p.add_argument("--fstar-iterations", type=_pos_int, default=1000, metavar="N",
+    p.add_argument("--fstar-iterations", type=pos_int, default=1000, metavar="N",
                    help="... or N iterations (default 1000)")
     p.add_argument("--recompute", action="store_true", help="compute f* again even if it is cached")
 
 
 def _load(args):
-    from .data import load
+    from ..bench.data import load
     return load(args.data, args.data_dir, limit=args.limit, support=args.support)
 
 
@@ -97,7 +97,7 @@ def _fstar_line(e: dict) -> str:
 # --------------------------------------------------------------------------- commands
 
 def cmd_list(args) -> int:
-    from .data import DATASETS
+    from ..bench.data import DATASETS
     from .. import datasets as ds
     doc = {
         "conll2000": "CoNLL-2000 chunking, train / test; CRFsuite chunking attributes",
@@ -114,7 +114,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_fstar(args) -> int:
-    from .fstar import get_fstar
+    from ..bench.fstar import get_fstar
     data = _load(args)
     log = None if args.quiet else (lambda s: _err(s))
     e = get_fstar(data, l2=args.l2, gtol=args.gtol, max_iterations=args.fstar_iterations, threads=args.threads,
@@ -130,8 +130,8 @@ def cmd_fstar(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .fstar import get_fstar
-    from .runner import DEFAULT_ETAS, parse_spec, run_benchmark, _check_specs
+    from ..bench.fstar import get_fstar
+    from ..bench.runner import DEFAULT_ETAS, parse_spec, run_benchmark, _check_specs
     specs = [parse_spec(a) for a in args.algorithm]
     _check_specs(specs)           # before any data is read or f* computed
     data = _load(args)
@@ -157,8 +157,8 @@ def cmd_run(args) -> int:
 def _after_run(out: Path, data, args, log) -> None:
     """Figures (when matplotlib is there), the summary and the memory table of a finished run."""
     from ..io.atomic import atomic_file
-    from .memory import format_memory_table, measured_memory, state_memory
-    from .plots import format_summary, load_runs, plot_figures, summary
+    from ..bench.memory import format_memory_table, measured_memory, state_memory
+    from ..bench.plots import format_summary, load_runs, plot_figures, summary
     if not args.no_plot:
         try:
             for p in plot_figures(out):
@@ -179,7 +179,7 @@ def _after_run(out: Path, data, args, log) -> None:
 
 
 def cmd_plot(args) -> int:
-    from .plots import plot_figures
+    from ..bench.plots import plot_figures
     for p in plot_figures(args.dir, out=args.out, fstar=args.fstar, title=args.title, show_all=args.all):
         print(p)
     return 0
@@ -194,7 +194,7 @@ def _label_arg(text: str) -> tuple[str, str]:
 
 
 def cmd_scores(args) -> int:
-    from .scores import format_score_summary, plot_scores, score_summary, write_summary_json
+    from ..bench.scores import format_score_summary, plot_scores, score_summary, write_summary_json
     labels = dict(args.label or [])
     if args.out:
         path, s = plot_scores(args.dirs, args.out, metric=args.metric, epochs=args.epochs, baseline=args.baseline,
@@ -215,7 +215,7 @@ def cmd_scores(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .plots import format_summary, summary
+    from ..bench.plots import format_summary, summary
     s = summary(args.dir, at=args.at, rel_tol=args.rel_tol, fstar=args.fstar, show_all=args.all)
     if args.json:
         print(json.dumps(s, indent=1))
@@ -225,12 +225,12 @@ def cmd_report(args) -> int:
 
 
 def cmd_memory(args) -> int:
-    from .memory import format_memory_table, measured_memory, state_memory
-    from .plots import load_runs
+    from ..bench.memory import format_memory_table, measured_memory, state_memory
+    from ..bench.plots import load_runs
     if not args.data and not args.dirs:
         raise CrfkitError("crfkit bench memory: give --data NAME (the analytic table) and/or run directories "
                           "(what the optimizers reported)")
-    from .data import load
+    from ..bench.data import load
     rows = []
     for name in args.data:
         d = load(name, args.data_dir, limit=args.limit, support=args.support)
@@ -256,7 +256,7 @@ def cmd_memory(args) -> int:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add ``bench`` and its subcommands to the ``crfkit`` subparsers ``sub``."""
-    from .runner import STEP_SEARCH
+    from ..bench.runner import STEP_SEARCH
     b = sub.add_parser(
         "bench", help="optimizer benchmark: f*, runs, figures (the SAG paper's Figures 1-2), memory table",
         description="Reproducible optimizer comparisons on the benchmark data sets (l2 = 1/n by default, the SAG "
@@ -273,9 +273,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                      "~/.cache/crfkit/fstar) f* = min f(w) by L-BFGS to ||grad||_inf <= GTOL "
                                      "or N iterations, and the test error at w*.")
     _data_args(fs)
-    fs.add_argument("--l2", type=_nonneg_float, help="L2 strength in crfkit's form (default 1/n)")
+    fs.add_argument("--l2", type=nonneg_float, help="L2 strength in crfkit's form (default 1/n)")
     _fstar_args(fs)
-    fs.add_argument("--threads", type=_pos_int, metavar="N", help="threads (default: all cores)")
+    fs.add_argument("--threads", type=pos_int, metavar="N", help="threads (default: all cores)")
     fs.add_argument("--json", action="store_true", help="print the cache entry as JSON")
     fs.add_argument("-q", "--quiet", action="store_true", help="no L-BFGS progress lines")
     fs.set_defaults(func=cmd_fstar)
@@ -294,9 +294,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     _data_args(r)
     r.add_argument("-a", "--algorithm", action="append", required=True, metavar="SPEC",
                    help="an optimizer to run, NAME[:key=value,...] (repeatable)")
-    r.add_argument("--passes", type=_pos_float, default=30.0, metavar="K",
+    r.add_argument("--passes", type=pos_float, default=30.0, metavar="K",
                    help="effective passes per run (default 30)")
-    r.add_argument("--epochs", type=_pos_int, metavar="N",
+    r.add_argument("--epochs", type=pos_int, metavar="N",
                    help="run exactly N epochs (iterations of a batch method) instead of --passes effective "
                         "passes (a step-size calibration counts as passes, so --passes K would stop earlier)")
     r.add_argument("--train-scores", action="store_true",
@@ -306,12 +306,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="keep the runs DIR/bench.json lists as finished (same data, l2, seed, passes/epochs) and "
                         "run only the others: a stopped benchmark starts again where it stopped")
     r.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    r.add_argument("--l2", type=_nonneg_float, help="L2 strength in crfkit's form (default 1/n)")
+    r.add_argument("--l2", type=nonneg_float, help="L2 strength in crfkit's form (default 1/n)")
     r.add_argument("--seed", type=int, default=0, help="seed of the stochastic optimizers (default 0)")
     r.add_argument("--etas", type=parse_etas, metavar="LO:HI|LIST",
                    help="step sizes tried for the classic methods without eta: LO:HI are the powers 10^LO..10^HI, "
                         "or a comma list (default -4:1; a negative LO needs the = form: --etas=-2:0)")
-    r.add_argument("--threads", type=_pos_int, metavar="N",
+    r.add_argument("--threads", type=pos_int, metavar="N",
                    help="threads of the full-batch work (L-BFGS, f*, test scoring) (default: all cores)")
     r.add_argument("--no-fstar", action="store_true",
                    help="do not compute f* (figures then use the lowest objective seen)")
@@ -339,7 +339,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     rp.add_argument("dir", metavar="DIR", help="directory of traces")
     rp.add_argument("--at", type=_marks, default=[10.0, 20.0, 30.0], metavar="LIST",
                     help="pass marks (default 10,20,30)")
-    rp.add_argument("--rel-tol", type=_pos_float, default=1e-4, help="relative tolerance (default 1e-4)")
+    rp.add_argument("--rel-tol", type=pos_float, default=1e-4, help="relative tolerance (default 1e-4)")
     rp.add_argument("--fstar", type=float, help="f* (default: DIR/fstar.json)")
     rp.add_argument("--all", action="store_true", help="also the other step sizes tried")
     rp.add_argument("--json", action="store_true", help="JSON instead of a table")
@@ -355,7 +355,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "mean test score is at or above --baseline's. Traces without training scores are read too.")
     sc.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, one per seed")
     sc.add_argument("--metric", choices=("accuracy", "f1"), default="accuracy", help="score (default accuracy)")
-    sc.add_argument("--epochs", type=_pos_int, default=50, metavar="N", help="the first N epochs (default 50)")
+    sc.add_argument("--epochs", type=pos_int, default=50, metavar="N", help="the first N epochs (default 50)")
     sc.add_argument("--baseline", metavar="RUN",
                     help="the run to compare with: a trace name, a label, a spec (l2sgd:period=0) or an "
                          "optimizer name only one run has (l2sgd)")

@@ -1,4 +1,8 @@
-"""``crfkit dump`` (a model as text or JSON) and ``crfkit prune`` (a smaller model).
+"""``crfkit info`` (describe a model), ``crfkit dump`` (a model as text or JSON), ``crfkit prune`` (a smaller
+model) and ``crfkit patterns`` (the template lines of a window feature set).
+
+``crfkit info -m MODEL`` prints the labels, the feature counts, the training metadata, the transition
+weights and the strongest state features.
 
 ``crfkit dump -m MODEL`` writes, like ``crfsuite dump`` / ``wapiti dump``, every part of a model, one
 feature a line, tab-separated, under a header line per section::
@@ -29,18 +33,19 @@ set to 0.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 
-import numpy as np
-
-from .errors import CrfkitError
+from ..errors import CrfkitError
+from .common import human_bytes, nonneg_float, nonneg_int, open_out
 
 SECTIONS = ("labels", "transitions", "state", "bigram", "dense")
 
 
 def _records(model):
     """Per section: (names as a list of tuples, weights array)."""
+    import numpy as np
     s = model.space
     w = model.weights
     L = s.n_labels
@@ -68,6 +73,7 @@ def select(model, *, attribute: str | None = None, label: str | None = None, sor
            top: int | None = None, sections=SECTIONS) -> dict:
     """The dump's content: {"labels": [...], section: [(names..., weight), ...]} after filtering,
     sorting and --top (see the module docstring)."""
+    import numpy as np
     try:
         a_re = re.compile(attribute) if attribute else None
         l_re = re.compile(label) if label else None
@@ -139,7 +145,8 @@ def prune(model, *, threshold: float | None = None, top: int | None = None):
     """A model with the state and label-pair x observation features dropped whose |weight| is below
     ``threshold``, or all but the ``top`` largest |weight| (ties: the first stored); transitions and
     dense weights kept.  Returns (new model, number of features dropped)."""
-    from .model import CRFModel
+    import numpy as np
+    from ..model import CRFModel
     if (threshold is None) == (top is None):
         raise CrfkitError("prune: give one of --threshold or --top")
     s = model.space
@@ -163,8 +170,7 @@ def prune(model, *, threshold: float | None = None, top: int | None = None):
 
 
 def cmd_dump(args) -> int:
-    from .cli import _open_out
-    from .model import CRFModel
+    from ..model import CRFModel
     model = CRFModel.load(args.model)
     sections = tuple(args.section.split(",")) if args.section else SECTIONS
     bad = [x for x in sections if x not in SECTIONS]
@@ -172,7 +178,7 @@ def cmd_dump(args) -> int:
         raise CrfkitError(f"unknown section {bad[0]!r}; sections: {', '.join(SECTIONS)}")
     content = select(model, attribute=args.attribute, label=args.label, sort=args.sort, top=args.top,
                      sections=sections)
-    f, owned = _open_out(args.output)
+    f, owned = open_out(args.output)
     try:
         if args.json:
             json.dump(to_json(model, content, args.model), f, ensure_ascii=False)
@@ -188,7 +194,7 @@ def cmd_dump(args) -> int:
 
 def cmd_prune(args) -> int:
     import os
-    from .model import CRFModel
+    from ..model import CRFModel
     model = CRFModel.load(args.model)
     new, dropped = prune(model, threshold=args.threshold, top=args.top)
     size = new.save(args.output)
@@ -199,8 +205,151 @@ def cmd_prune(args) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
-    from .cli import _nonneg_float, _nonneg_int
+# --------------------------------------------------------------------------- info
+
+def _fmt_table(labels: list[str], trans: dict) -> list[str]:
+    w = max([len(lab) for lab in labels] + [7])
+    lines = [" " * w + "  " + " ".join(f"{lab:>{w}}" for lab in labels)]
+    for a in labels:
+        cells = []
+        for b in labels:
+            v = trans.get((a, b))
+            cells.append(f"{'.':>{w}}" if v is None else f"{v:>{w}.3f}")
+        lines.append(f"{a:>{w}}  " + " ".join(cells))
+    return lines
+
+
+def _ranges(cols) -> str:
+    """[3, 4, 5, 9] -> '3-5,9'."""
+    parts = []
+    for c in cols:
+        if parts and parts[-1][1] == c - 1:
+            parts[-1][1] = c
+        else:
+            parts.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in parts)
+
+
+def cmd_info(args) -> int:
+    from ..model import CRFModel
+
+    model = CRFModel.load(args.model)
+    s = model.space
+    meta = model.meta if isinstance(model.meta, dict) else {}
+    out = []
+    size = os.path.getsize(args.model)
+    out.append(f"model: {args.model} ({human_bytes(size)}, {size} bytes)")
+    out.append(f"labels ({s.n_labels}): {' '.join(s.labels)}")
+    out.append(f"attributes: {s.n_attributes}")
+    out.append(f"state features: {s.n_state}")
+    out.append(f"transition features: {s.n_trans}")
+    if s.n_bigram:
+        out.append(f"label-pair x observation features: {s.n_bigram} ({s.n_battributes} observations)")
+    if s.n_dense:
+        cols = meta.get("dense_columns")
+        where = f" (columns {_ranges(cols)})" if cols else ""
+        out.append(f"dense features: {s.n_dense} dimensions{where} x {s.n_labels} labels = "
+                   f"{s.n_dense * s.n_labels} weights")
+    out.append(f"non-zero weights: {model.n_active}")
+    cand = meta.get("n_candidates")
+    if isinstance(cand, int) and cand > 0:
+        out.append(f"features: {model.n_active} active of {cand} candidates in training "
+                   f"({100.0 * model.n_active / cand:.3g}%; the file holds the active ones only)")
+    if meta.get("templates"):
+        from ..features.templates import Templates
+        try:
+            t = Templates.parse(meta["templates"], name="<model templates>")
+            out.append(f"templates: {len(t.unigram)} unigram, {'B' if t.has_transitions else 'no B'} "
+                       f"(padding {'on' if meta.get('template_pad', True) else 'off'}); "
+                       f"observation columns: {meta.get('columns', '?')}")
+        except CrfkitError:
+            out.append("templates: (unreadable)")
+    else:
+        src = "a CRFsuite attribute file" if meta.get("input_format") == "crfsuite" else "attribute lists"
+        out.append(f"templates: none (trained from {src}; `crfkit tag --format crfsuite` tags attribute files)")
+    tr = []
+    for key in ("algorithm", "l2", "l1", "n_train", "train_weight", "iterations", "status", "support", "transitions",
+                "min_freq", "train_file"):
+        if key in meta:
+            v = meta[key]
+            tr.append(f"{key}={v:.6g}" if isinstance(v, float) else f"{key}={v}")
+    if "l2" in meta and "n_train" in meta:
+        tr.append(f"(CRFsuite c2={meta['l2'] * meta.get('train_weight', meta['n_train']) / 2:.6g})")
+    out.append("training: " + (" ".join(tr) if tr else "(no metadata)"))
+    trans = model.transition_features()
+    out.append("")
+    out.append("transition weights (row: from, column: to; '.' = no feature):")
+    out += _fmt_table(list(s.labels), trans)
+    out.append("")
+    top = model.top_features(args.top)
+    out.append(f"top {len(top)} state features by |weight|:")
+    for attr, lab, w in top:
+        out.append(f"  {w:+10.4f}  {lab:<10} {attr}")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- patterns
+
+def cmd_patterns(args) -> int:
+    """`crfkit patterns nettalk:5-grm+`: write the template/pattern lines of a window feature set."""
+    from ..features.windows import candidate_counts, parse_preset, pattern_text
+    try:
+        spec = parse_preset(args.preset)
+    except ValueError as e:
+        raise CrfkitError(str(e)) from None
+    text = pattern_text(spec, args.format)
+    if args.output and args.output != "-":
+        from ..io.atomic import atomic_file
+        with atomic_file(args.output, what="the pattern file") as f:
+            f.write(text.encode("utf-8"))
+    else:
+        sys.stdout.write(text)
+    if args.count is not None:
+        from ..io.columns import read_columns_list
+        sents = read_columns_list(args.count)
+        words = [[tok[spec.col] for tok in snt.columns] for snt in sents]
+        L = len({y for snt in sents for y in snt.labels})
+        c = candidate_counts(spec, words, L)
+        print(f"{spec.name} on {args.count}: {len(sents)} sequences, {L} labels: {c['total']} candidate features "
+              f"as Wapiti counts them ({c['unigram']} label-unigram, {c['pair']} label-pair); crfkit --support all: "
+              f"{c['total_crfkit']} (no label-pair features for values seen only at a first letter); distinct "
+              "values per window: "
+              + ", ".join(f"{k} {v}" for k, v in c["values"].items()), file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- parsers
+
+def add_info_parser(sub) -> None:
+    """Add ``info`` to the ``crfkit`` subparsers ``sub``."""
+    i = sub.add_parser("info", help="describe a model", description="Labels, feature counts, training "
+                       "metadata, transition weights and the strongest state features of a model.")
+    i.add_argument("-m", "--model", required=True, help="model file")
+    i.add_argument("--top", type=nonneg_int, default=20, metavar="N", help="state features to list (default 20)")
+    i.set_defaults(func=cmd_info)
+
+
+def add_patterns_parser(sub) -> None:
+    """Add ``patterns`` to the ``crfkit`` subparsers ``sub``."""
+    pt = sub.add_parser("patterns", help="write the template lines of a window feature set (nettalk:5-grm+)",
+                        description="Write the Wapiti pattern file (or CRF++ template file) of a generated "
+                                    "window feature set of Lavergne et al. (2010), 5.1.1: nettalk:N-grm (centred "
+                                    "windows of size 1, 3, ..., N and the label bias/transitions), N-grm- (the "
+                                    "N-window only), N-grm+ (plus the most centred even windows), N-grm++ (every "
+                                    "letter sequence in the N-window); a :u suffix: no label-pair x observation "
+                                    "features.")
+    pt.add_argument("preset", metavar="PRESET", help="e.g. nettalk:5-grm+")
+    pt.add_argument("--format", choices=("wapiti", "crfpp"), default="wapiti",
+                    help="wapiti (* and u patterns; crfkit reads it too) or crfpp (U and B lines) (default wapiti)")
+    pt.add_argument("-o", "--output", metavar="PATH", help="write there (default: standard output)")
+    pt.add_argument("--count", metavar="TRAIN_FILE",
+                    help="also print (to stderr) the candidate feature count on this labelled column file, as "
+                         "Wapiti and crfkit --support all count them")
+    pt.set_defaults(func=cmd_patterns)
+
+def add_dump_parsers(sub) -> None:
+    """Add ``dump`` and ``prune`` to the ``crfkit`` subparsers ``sub``."""
     d = sub.add_parser("dump", help="write a model as text or JSON (labels, transitions, features)",
                        description="Every part of a model, one feature a line, tab-separated, under a "
                                    "[section] line (labels, transitions, state, bigram, dense), like crfsuite "
@@ -211,7 +360,7 @@ def add_parsers(sub) -> None:
     d.add_argument("--sort", choices=("weight", "abs", "name"),
                    help="order within a section: descending weight, descending |weight|, or by name "
                         "(default: as stored; with --top: abs)")
-    d.add_argument("--top", type=_nonneg_int, metavar="N", help="the first N features of each section")
+    d.add_argument("--top", type=nonneg_int, metavar="N", help="the first N features of each section")
     d.add_argument("--section", metavar="LIST", help=f"comma-separated sections to write ({','.join(SECTIONS)})")
     d.add_argument("--json", action="store_true", help="one JSON object instead of text")
     d.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
@@ -223,6 +372,6 @@ def add_parsers(sub) -> None:
     p.add_argument("-m", "--model", required=True, help="model file")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the pruned model")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--threshold", type=_nonneg_float, metavar="T", help="drop features with |w| < T")
-    g.add_argument("--top", type=_nonneg_int, metavar="K", help="keep the K features of largest |w|")
+    g.add_argument("--threshold", type=nonneg_float, metavar="T", help="drop features with |w| < T")
+    g.add_argument("--top", type=nonneg_int, metavar="K", help="keep the K features of largest |w|")
     p.set_defaults(func=cmd_prune)

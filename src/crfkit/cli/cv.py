@@ -7,12 +7,13 @@ training folds; the held-out fold is scored unweighted.
 
 The sequences of the file (column file or CRFsuite attribute file: blank-line separated blocks;
 ``-DOCSTART-`` blocks left out) are shuffled with ``--fold-seed`` and cut into k folds of sizes that
-differ by at most one; fold i is tagged by a model trained on the other k-1 (``crfkit train`` with the
-options given, run as is), and scored: token accuracy, and conlleval chunk precision / recall / F1
-when the labels follow a chunk scheme (``B-``/``I-``/``E-``/``S-`` plus a type, or ``O``; see
-:func:`crfkit.decode.label_scheme`).  It prints a line per fold, then the mean and the sample
-standard deviation over the folds.  ``--jobs N`` trains N folds at a time in separate processes (each
-with about cores/N threads unless ``--threads`` is given).
+differ by at most one; fold i is tagged by a model trained on the other k-1 (the train command's
+:func:`crfkit.cli.train.cmd_train`, with the options given, parsed once by its parser), and scored:
+token accuracy, and conlleval chunk precision / recall / F1 when the labels follow a chunk scheme
+(``B-``/``I-``/``E-``/``S-`` plus a type, or ``O``; see :func:`crfkit.decode.label_scheme`).  It
+prints a line per fold, then the mean and the sample standard deviation over the folds.  ``--jobs N``
+trains N folds at a time in separate processes (each with about cores/N threads unless ``--threads``
+is given).
 """
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ import time
 
 import numpy as np
 
-from .errors import CrfkitError, DataError
+from ..errors import CrfkitError, DataError
+from .common import detect_format, nonneg_int, pos_int, root_parser, run_command
+from .train import add_parser as add_train_parser
+from .train import cmd_train
 
 
 def folds(n: int, k: int, seed: int = 0) -> list[np.ndarray]:
@@ -39,7 +43,7 @@ def folds(n: int, k: int, seed: int = 0) -> list[np.ndarray]:
 
 def read_blocks(path: str) -> list[str]:
     """The blank-line separated blocks of a text file (one per sequence; ``-DOCSTART-`` blocks dropped)."""
-    from .io.columns import open_text
+    from ..io.columns import open_text
     f = open_text(path)
     try:
         try:
@@ -73,30 +77,34 @@ def _drop_column(block: str, column: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def _fold_job(i: int, train_path: str, test_path: str, model_path: str, argv: list[str], fmt: str) -> dict:
-    """Train on ``train_path`` with ``crfkit train`` options ``argv``, tag ``test_path``, score it."""
+def _fold_job(i: int, train_path: str, test_path: str, model_path: str, train_args: argparse.Namespace,
+              fmt: str) -> dict:
+    """Train on ``train_path`` with ``crfkit train``'s parsed options ``train_args`` (quiet, writing
+    ``model_path``), tag ``test_path``, score it."""
     import contextlib
     import io
 
-    from . import cli
-    from .metrics import conlleval, token_accuracy
-    from .model import CRFModel
+    from ..metrics import conlleval, token_accuracy
+    from ..model import CRFModel
 
     t = time.perf_counter()
+    args = argparse.Namespace(**vars(train_args))
+    args.train_file = [train_path, *train_args.train_file[1:]]
+    args.model, args.format, args.quiet = model_path, fmt, True
     buf_out, buf_err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
-        rc = cli.main(["train", train_path, "-m", model_path, "--format", fmt, "-q", *argv])
+        rc = run_command(cmd_train, args)
     if rc != 0:
         raise CrfkitError(f"fold {i + 1}: training failed: {buf_err.getvalue().strip()}")
     train_s = time.perf_counter() - t
     model = CRFModel.load(model_path)
     if fmt == "crfsuite":
-        from .io.crfsuite import read_crfsuite_list
+        from ..io.crfsuite import read_crfsuite_list
         seqs = read_crfsuite_list(test_path)
         gold = [s.labels for s in seqs]
         pred = model.tag([s.attributes for s in seqs])
     else:
-        from .pipeline import tag_columns
+        from ..pipeline import tag_columns
         res = tag_columns(model, test_path, has_labels=True)
         gold, pred = res.gold, res.labels
     rep = conlleval(gold, pred)
@@ -106,16 +114,15 @@ def _fold_job(i: int, train_path: str, test_path: str, model_path: str, argv: li
 
 
 def cmd_cv(args) -> int:
-    from . import cli
-    from .decode import label_scheme
-    from .parallel import cpu_count
+    from ..decode import label_scheme
+    from ..parallel import cpu_count
 
     mini = argparse.ArgumentParser(prog="crfkit cv", add_help=False)
-    mini.add_argument("-k", "--folds", type=cli._pos_int)
-    mini.add_argument("--jobs", type=cli._pos_int)
-    mini.add_argument("--fold-seed", type=cli._nonneg_int)
+    mini.add_argument("-k", "--folds", type=pos_int)
+    mini.add_argument("--jobs", type=pos_int)
+    mini.add_argument("--fold-seed", type=nonneg_int)
     mini.add_argument("-f", "--format", choices=("columns", "crfsuite", "auto"))
-    mini.add_argument("--weight-column", type=cli._pos_int)
+    mini.add_argument("--weight-column", type=pos_int)
     if args.file == "-":
         raise CrfkitError("crfkit cv needs a file (it is read once per fold)")
     known, rest = mini.parse_known_args(args.rest)
@@ -130,11 +137,13 @@ def cmd_cv(args) -> int:
         if bad in rest:
             raise CrfkitError(f"crfkit cv: {bad} does not apply (each fold trains its own model in a "
                               "temporary directory)")
-    # the train options are checked once, here, by the train command's own parser
-    cli.build_parser().parse_args(["train", args.file, "-m", os.devnull, *rest])
+    # the train options are read once, here, by the train command's own parser; each fold trains with them
+    parser, sub = root_parser()
+    add_train_parser(sub)
+    train_args = parser.parse_args(["train", args.file, "-m", os.devnull, *rest])
     if jobs > 1 and "--threads" not in rest:
-        rest = rest + ["--threads", str(max(1, cpu_count() // jobs))]
-    fmt, _ = cli._detect_format(fmt, args.file)
+        train_args.threads = max(1, cpu_count() // jobs)
+    fmt, _ = detect_format(fmt, args.file)
     blocks = read_blocks(args.file)
     parts = folds(len(blocks), k, seed)
     if fmt == "columns":
@@ -159,7 +168,7 @@ def cmd_cv(args) -> int:
             with open(te, "w", encoding="utf-8") as f:
                 f.write("\n".join(blocks[j] if wcol is None or fmt != "columns" else _drop_column(blocks[j], wcol)
                                   for j in test_idx.tolist()))
-            jobs_args.append((i, tr, te, mp, rest, fmt))
+            jobs_args.append((i, tr, te, mp, train_args, fmt))
 
         def report(r):
             line = (f"fold {r['fold'] + 1}/{k}: {r['n_test']} sequences, {r['tokens']} tokens; "
@@ -199,7 +208,7 @@ def cmd_cv(args) -> int:
 
 
 def add_parser(sub) -> None:
-    from . import cli
+    """Add ``cv`` to the ``crfkit`` subparsers ``sub``."""
     c = sub.add_parser("cv", help="k-fold cross-validation (as crfsuite learn -x)",
                        description="Cut the sequences of a labelled file into k folds (shuffled, seeded), "
                                    "train on k-1 and score the held-out one, for each fold; print per-fold and "
@@ -207,9 +216,9 @@ def add_parser(sub) -> None:
                                    "option is a `crfkit train` option (-t, -a, --c1, --c2, --max-iterations, ...).",
                        usage="crfkit cv FILE [-k K] [--jobs N] [--fold-seed S] [crfkit train options]")
     c.add_argument("file", metavar="FILE", help="labelled column file or CRFsuite attribute file (.gz ok)")
-    c.add_argument("-k", "--folds", type=cli._pos_int, default=10, help="number of folds (default 10)")
-    c.add_argument("--jobs", type=cli._pos_int, default=1, help="folds trained at a time, in separate processes")
-    c.add_argument("--fold-seed", type=cli._nonneg_int, default=0, help="seed of the fold assignment (default 0)")
+    c.add_argument("-k", "--folds", type=pos_int, default=10, help="number of folds (default 10)")
+    c.add_argument("--jobs", type=pos_int, default=1, help="folds trained at a time, in separate processes")
+    c.add_argument("--fold-seed", type=nonneg_int, default=0, help="seed of the fold assignment (default 0)")
     c.add_argument("-f", "--format", choices=("columns", "crfsuite", "auto"), default="columns",
                    help="input format, as for train (default columns)")
     c.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
