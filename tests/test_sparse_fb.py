@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crfkit.kernels.sparse_fb import dense_forward_backward, pair_scores_ok, sparse_forward_backward
+from crfkit.features.space import pair_density
 
 
 def random_pairs(rng, T, L, density, scale=1.0, negative=False):
@@ -146,6 +147,24 @@ def test_pair_density_counts_nonzero_pairs():
     assert model.pair_density(corpus) == 0.0
     w[sp.n_state:sp.n_state + sp.n_trans] = 1.0
     assert model.pair_density(corpus) == pytest.approx(sp.n_trans / (L * L))
+
+
+def test_pair_density_with_empty_bigram_attributes_at_the_end():
+    """A bigram attribute with no features, last in the table (battr_ptr ends on a repeated offset), as a
+    loaded model may have: the density is that of the same space without it (np.add.reduceat raised
+    IndexError on the offset equal to the number of features)."""
+    from dataclasses import replace
+
+    from test_bigram import random_model
+    model, X, Y, B, corpus = random_model(8)
+    sp = model.space
+    wider = replace(sp, battributes=list(sp.battributes) + ["empty-1", "empty-2"],
+                    battr_ptr=np.concatenate((sp.battr_ptr, sp.battr_ptr[-1:], sp.battr_ptr[-1:])),
+                    bfeat_pair=sp.bfeat_pair)
+    assert wider.battr_ptr[-1] == wider.n_bigram
+    before = model.pair_density(corpus)
+    assert 0.0 < before <= 1.0
+    assert pair_density(wider, corpus, model.weights) == before
 
 
 # ------------------------------------------------------------- the training gradient (Objective(sparse_fb=True))

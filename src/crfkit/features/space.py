@@ -542,8 +542,10 @@ def pair_density(sp: "FeatureSpace", corpus, w: np.ndarray) -> float:
     if not sp.n_bigram or not corpus.has_bigram or positions <= 0:
         return tr / (L * L)
     wb = w[sp.bigram_offset:sp.bigram_offset + sp.n_bigram]
-    nz = np.add.reduceat(wb != 0, sp.battr_ptr[:-1]) if len(wb) else np.zeros(0)
-    nz = np.where(np.diff(sp.battr_ptr) > 0, nz, 0)
+    # non-zeros per bigram attribute from a running count: np.add.reduceat fails on an empty last row
+    # (an offset equal to len(wb), which a loaded model may have)
+    cnz = np.concatenate(([0], np.cumsum(wb != 0)))
+    nz = cnz[sp.battr_ptr[1:]] - cnz[sp.battr_ptr[:-1]]
     btok_ptr, battr, _ = corpus.bigram_arrays()
     c = np.concatenate(([0], np.cumsum(nz[battr])))
     per_token = c[btok_ptr[1:]] - c[btok_ptr[:-1]]
