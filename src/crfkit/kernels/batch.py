@@ -1,8 +1,11 @@
 """Numba kernels over a whole corpus: objective and gradient, Viterbi, marginals.
 
 Corpora with bigram-observation attributes (position-dependent transition
-scores, see ``chain.bigram_transitions``) go through the ``*_bigram``
-kernels at the end of this file; the others are untouched by them.
+scores, see ``chain_pd.bigram_transitions``) go through the ``*_bigram``
+kernels of :mod:`crfkit.kernels.batch_bigram` (re-exported here); the others are untouched by them.
+What both kinds share (chunking, sample weights, the block gradient's scatter) is in
+:mod:`crfkit.kernels.batch_common`; the exp-domain forward-backward of ``loss_grad`` is
+:func:`crfkit.kernels.chain.forward_backward_exp`.
 
 Work is split over sequences into chunks (see ``chunk_bounds``) that run on
 numba's thread pool.  The full-batch gradient (``loss_grad``, ``loss_grad_bigram``) goes block by

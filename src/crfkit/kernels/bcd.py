@@ -39,6 +39,11 @@ Inverted index (``build_index``): for attribute ``a``, its groups
 ``ap[a]:ap[a+1]``, one per sequence that contains it (``gseq[g]``), each with
 its occurrences ``gptr[g]:gptr[g+1]`` (token ``otok``, value ``oval``; entries
 of one attribute in one token are merged, their values added), in token order.
+
+Where it lives: the windowed recursions in :mod:`crfkit.kernels.chain_window` (beside the other
+forward-backward forms), the attribute blocks and the transition block in :mod:`crfkit.kernels.bcd_block`,
+the label-pair x observation kernels in :mod:`crfkit.kernels.bcd_joint`; this module re-exports them
+(``__all__``, the names it held before the split).
 """
 from __future__ import annotations
 

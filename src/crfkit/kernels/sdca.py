@@ -25,6 +25,12 @@ well-conditioned ``log1p`` of a relative change,
 (the ``w . v`` term is folded in through ``log mu' = w . F - log Z``), gives ``f'(0) = KL(mu||mu') +
 KL(mu'||mu) > 0`` and ``f'(1) = -q = -l2 n ||v||^2 < 0``: the root is bracketed, and a safeguarded
 Newton (``f''(g) = -sum_cliques d^2 / mu_g + sum_separators d^2 / mu_g - q``) with bisection finds it.
+
+Where it lives: this module holds the sparse primal direction, the SDCA and OEG steps and the runs;
+:mod:`crfkit.kernels.sdca_store` the constants and the dual store (gold and warm marginals, ``w_hat``,
+the projection, entropies and divergences); :mod:`crfkit.kernels.sdca_linesearch` the line search and the
+elastic net's thresholding; the clique marginals come from :mod:`crfkit.kernels.chain_pairs`.  The names
+this module held before that split are re-exported here (``__all__``).
 """
 from __future__ import annotations
 

@@ -50,6 +50,9 @@ gain, weight and ``v`` recursions of an untouched coordinate are coupled and
 nonlinear (the gain factor depends on ``w_j v_j``), with no closed form for
 a run of skipped steps; so a step costs O(features) on top of the two
 sparse walks over the example's features (gradient and ``H d``).
+
+The forward-backward with tangent messages (``hv_chain``) lives with the other recursions, in
+:mod:`crfkit.kernels.chain_hv`.
 """
 from __future__ import annotations
 

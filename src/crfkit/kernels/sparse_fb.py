@@ -18,6 +18,10 @@ non-zero pair scores of the transition into ``t`` as a list: entries
 pair may appear once per position).  The recursions are scaled as in
 :mod:`crfkit.kernels.chain` (alpha renormalised at every position).
 
+The recursions themselves (``sparse_forward_backward`` and its dense reference) are in
+:mod:`crfkit.kernels.chain_sparse`, beside the other forward-backward forms; this module builds the
+pair lists from the weights and runs them over a corpus (and re-exports them).
+
 Numerics: ``1 + M`` can cancel when a strongly negative score sits on a pair
 that carries most of the mass; the "all pairs" part is therefore computed as
 the sum over the pairs *not* listed (``S - sum over listed``), and when that
