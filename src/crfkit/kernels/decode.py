@@ -8,8 +8,8 @@ sequences the constraints allow (p(y | x, y allowed) = p(y | x) / p(allowed | x)
 log Z, node marginals and n-best list.  A sequence no label path satisfies gets log Z = -inf, path
 score -inf and no n-best entry; the callers (:mod:`crfkit.decode`) report it.
 
-n-best (``_kbest``): a K-best Viterbi.  For every token t and label j it keeps the K best partial
-paths ending in (t, j), sorted; the candidates of (t, j) are the L sorted lists of (t-1, i) shifted by
+n-best (:func:`crfkit.kernels.chain_nbest.kbest`): a K-best Viterbi.  For every token t and label j
+it keeps the K best partial paths ending in (t, j), sorted; the candidates of (t, j) are the L sorted lists of (t-1, i) shifted by
 the transition score i -> j, merged by K rounds of a scan over the L list heads (O(K L) per (t, j), so
 O(T K L^2) a sequence; for the K of n-best lists, up to a few tens, faster than a heap of the heads,
 which was 2x slower at K = 1 and 1.2x at K = 5 on 22 labels).  Exact: every path of the K best ending
@@ -25,152 +25,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .batch import _max_len
-from .chain import (FAST, MAX_SCALED_TRANSITION_RANGE, _forward_backward_log, add_scores, back_step,
-                    bigram_transitions, emissions, emissions_rows, pd_forward_backward,
-                    pd_log_partition, pd_node, scaled_forward, transition_matrix, viterbi_m)
+from .batch_common import max_len
+from .chain import forward_backward_ranged, gold_score
+from .chain_emit import add_scores, emissions, emissions_rows, transition_matrix
+from .chain_exp import FAST
+from .chain_nbest import NEG, kbest
+from .chain_pd import bigram_transitions, pd_forward_backward, pd_gold_score, pd_log_partition, pd_node
+from .chain_viterbi import viterbi_m
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
-NEG = -np.inf
-
-
-@njit(inline="always", **_NOPY)
-def _merge_top(delta, cnt, t, tr, add, K, ov, oi, orr, hv, hi, hr):
-    """The K best of the candidates delta[t, r, i] + tr[i] (+ add), r < cnt[t, i], -inf ones left out,
-    in rank order (score, then i, then r), into ov / oi / orr; returns how many.
-
-    Each list i is sorted, so its head is its best candidate, and only the lists whose heads are among
-    the K best heads (in the same order) can hold one of the K best: every other candidate ranks below
-    those K heads.  So one pass over the L heads keeps the K best in a small sorted buffer (hi), and the
-    K rounds of the merge scan those lists only (taken by ascending i, so that equal scores go to the
-    smaller i as in the rank order): L + K * min(K, L) steps instead of K * L."""
-    L = delta.shape[2]
-    m = 0
-    for i in range(L):
-        v = delta[t, 0, i] + tr[i] if cnt[t, i] > 0 else NEG
-        hv[i] = v
-        if not (v > NEG):
-            continue
-        if m == K and not (v > hv[hi[m - 1]]):   # a later i loses a tie
-            continue
-        p = m if m < K else K - 1
-        while p > 0 and v > hv[hi[p - 1]]:
-            hi[p] = hi[p - 1]
-            p -= 1
-        hi[p] = i
-        if m < K:
-            m += 1
-    # the kept lists by ascending i (insertion sort of at most K entries)
-    for a in range(1, m):
-        x = hi[a]
-        b = a
-        while b > 0 and hi[b - 1] > x:
-            hi[b] = hi[b - 1]
-            b -= 1
-        hi[b] = x
-    for q in range(m):
-        hr[hi[q]] = 0
-    k = 0
-    while k < K:
-        best = NEG
-        arg = -1
-        for q in range(m):
-            i = hi[q]
-            v = hv[i]
-            if v > best:
-                best = v
-                arg = i
-        if arg < 0:
-            break
-        r = hr[arg]
-        ov[k] = best + add
-        oi[k] = arg
-        orr[k] = r
-        k += 1
-        r += 1
-        hr[arg] = r
-        hv[arg] = delta[t, r, arg] + tr[arg] if r < cnt[t, arg] else NEG
-    return k
-
-
-@njit(**_NOPY)
-def _kbest(score, T, M, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr, hv, hi, hr,
-           out, o0, out_score, s):
-    """The K best label paths of the first T rows of ``score`` (transition scores M[t] into token t
-    when ``pd``, else M[0]): path k into out[o0:o0+T, k], its score into out_score[s, k]; returns how
-    many there are (fewer than K when fewer paths have a finite score).  Work arrays: delta (>=T x K x
-    L: delta[t, r, j] the score of the r-th best path ending in (t, j)), bi / br (same, int32: its
-    previous label and that one's rank), cnt (>=T x L, int32), trcol (L), zero (L, zeros), ov / oi / orr
-    (K), hv / hi / hr (L)."""
-    L = score.shape[1]
-    for j in range(L):
-        v = score[0, j]
-        if v > NEG:
-            delta[0, 0, j] = v
-            bi[0, 0, j] = -1
-            br[0, 0, j] = 0
-            cnt[0, j] = 1
-        else:
-            cnt[0, j] = 0
-    for t in range(1, T):
-        Mt = M[t] if pd else M[0]
-        for j in range(L):
-            if not (score[t, j] > NEG):
-                cnt[t, j] = 0
-                continue
-            for i in range(L):
-                trcol[i] = Mt[i, j]
-            n = _merge_top(delta, cnt, t - 1, trcol, score[t, j], K, ov, oi, orr, hv, hi, hr)
-            for k in range(n):
-                delta[t, k, j] = ov[k]
-                bi[t, k, j] = oi[k]
-                br[t, k, j] = orr[k]
-            cnt[t, j] = n
-    n = _merge_top(delta, cnt, T - 1, zero, 0.0, K, ov, oi, orr, hv, hi, hr)
-    for k in range(n):
-        out_score[s, k] = ov[k]
-        j = oi[k]
-        r = orr[k]
-        for t in range(T - 1, -1, -1):
-            out[o0 + t, k] = j
-            if t > 0:
-                j2 = bi[t, r, j]
-                r = br[t, r, j]
-                j = j2
-    for k in range(n, K):
-        out_score[s, k] = NEG
-        for t in range(T):
-            out[o0 + t, k] = -1
-    return n
 
 
 @njit(**_NOPY)
 def _path_score(score, T, M, pd, y, t0):
-    s = 0.0
-    for t in range(T):
-        s += score[t, y[t0 + t]]
-        if t > 0:
-            s += (M[t] if pd else M[0])[y[t0 + t - 1], y[t0 + t]]
-    return s
-
-
-@njit(**_NOPY)
-def _fb(score, T, trans, expM, tmax, rng, es, alpha, beta, scale, backward):
-    """Forward(-backward) with one transition matrix whose forbidden pairs are -inf in ``trans`` and 0
-    in ``expM`` (``tmax``/``rng``: max and range over the finite pairs).  Returns log Z; the node
-    marginals are alpha * beta when ``backward``."""
-    L = trans.shape[0]
-    if rng <= MAX_SCALED_TRANSITION_RANGE:
-        logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
-        if np.isfinite(logz):
-            if backward:
-                for j in range(L):
-                    beta[T - 1, j] = 1.0
-                tmp = np.empty(L)
-                for t in range(T - 2, -1, -1):
-                    back_step(beta, t, expM, es, t + 1, 1.0 / scale[t + 1], tmp)
-            return logz
-    return _forward_backward_log(score, T, trans, es, alpha, beta, scale)
+    """The score of path y[t0:t0+T]: the family's gold_score / pd_gold_score (the same additions in the
+    same order as the loop this kernel kept before)."""
+    if pd:
+        return pd_gold_score(score, y, t0, T, M)
+    return gold_score(score, y, t0, T, M[0])
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
@@ -233,7 +105,7 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
     for c in prange(n_chunks):
         s0 = bounds[c]
         s1 = bounds[c + 1]
-        maxT = max(_max_len(seq_ptr, s0, s1), 1)
+        maxT = max(max_len(seq_ptr, s0, s1), 1)
         score = np.empty((maxT, L))
         es = np.empty((maxT, L))
         alpha = np.empty((maxT, L))
@@ -317,7 +189,8 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
                     else:
                         lz = pd_log_partition(score, T, M, tmx, rngp, expM, es, alpha, scale)
                 else:
-                    lz = _fb(score, T, tc, expMc, tmax, rng, es, alpha, beta, scale, want_marg or posterior)
+                    lz = forward_backward_ranged(score, T, tc, expMc, tmax, rng, es, alpha, beta, scale,
+                                                 want_marg or posterior)
                     if want_marg or posterior:
                         for t in range(T):
                             for l in range(L):
@@ -346,7 +219,7 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
                     path_score[s] = viterbi_m(score, T, MM, pd, ids, t0)
             if want_nb:
                 if feasible:
-                    nb_count[s] = _kbest(score, T, MM, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr,
+                    nb_count[s] = kbest(score, T, MM, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr,
                                          hv, hi, hr, nb_ids, t0, nb_score, s)
                 else:
                     nb_count[s] = 0

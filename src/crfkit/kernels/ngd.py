@@ -51,7 +51,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .chain import FAST, add_full_row
+from .chain_emit import add_full_row
+from .chain_exp import FAST
 from .occ import apply_gradient, oracle
 from .vecmath import VEC, atan_into, atan_nonneg, erf_nonneg, erf_split_into, gd_nonneg, gd_split_into
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_transition_gradient, exp_shift_into, forward_backward_edges, gold_score,
-                    max_min)
+from .chain import add_transition_gradient, forward_backward_edges, gold_score
+from .chain_emit import add_full_row
+from .chain_exp import FAST, exp_shift_into, max_min
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 

@@ -27,7 +27,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .chain import FAST, gold_score, viterbi
+from .chain import gold_score
+from .chain_exp import FAST
+from .chain_viterbi import viterbi
 from .occ import emissions, transitions
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)

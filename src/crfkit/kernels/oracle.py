@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .batch import bigram_sequence_marginals
-from .chain import (FAST, add_full_row, add_scores, add_transition_gradient, emissions_rows, exp_minus,
-                    exp_shift_into, forward_backward_edges, gold_score, max_min, pd_gold_score, pd_log_partition,
-                    transition_matrix)
+from .batch_bigram import bigram_sequence_marginals
+from .chain import add_transition_gradient, forward_backward_edges, gold_score
+from .chain_emit import add_full_row, add_scores, emissions_rows, transition_matrix
+from .chain_exp import FAST, exp_minus, exp_shift_into, max_min
+from .chain_pd import pd_gold_score, pd_log_partition
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 

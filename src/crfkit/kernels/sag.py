@@ -44,8 +44,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import (FAST, add_full_row, add_scattered_rows, exp_minus, forward_backward_edges, gold_score,
-                    log_partition, max_min, row_emissions, transition_matrix)
+from .chain import forward_backward_edges, gold_score, log_partition
+from .chain_emit import add_full_row, add_scattered_rows, row_emissions, transition_matrix
+from .chain_exp import FAST, exp_minus, max_min
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 

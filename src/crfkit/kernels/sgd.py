@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import FAST
+from .chain_exp import FAST
 from .oracle import apply_gradient, sequence_oracle
 from .sag import rng_below
 

@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .chain import FAST
+from .chain_exp import FAST
 from .oracle import add_bigram_gradient, apply_gradient, sequence_oracle, sequence_oracle_bigram
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
