@@ -322,7 +322,7 @@ def sdca_step_prefix(run, i, space, corp, rows):
     T = t1 - t0
     e0 = run.eptr[i]
     L = s.n_labels
-    K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
+    K.trans_into(run.w, s.n_state, s.trans_index, run.trans)
     K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t1, run.w, 1.0, run.score)
     K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
     f = run.flat
@@ -345,7 +345,7 @@ def sdca_mean_divergence(run, n, space, corp):
     gap of an SDCA run recomputed from its dual store (Le Priol et al., eq. 5)."""
     from crfkit.kernels import sdca as K
     c, s = corp, space
-    K._trans_into(run.w, s.n_state, s.trans_index, run.trans)
+    K.trans_into(run.w, s.n_state, s.trans_index, run.trans)
     tot = 0.0
     for i in range(n):
         t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]

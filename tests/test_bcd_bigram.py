@@ -598,7 +598,7 @@ def test_full_label_pair_rows_are_added_as_vectors():
 @pytest.mark.parametrize("n", list(range(1, 14)) + [2601])
 def test_range_of_is_max_and_min(n):
     x = np.random.default_rng(n).normal(0.0, 5.0, n)
-    assert B.K._range_of(x) == (x.max(), x.min())
+    assert B.K.range_of(x) == (x.max(), x.min())
 
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="/proc/self/smaps")

@@ -157,7 +157,7 @@ def test_specs_and_trace_names_round_trip():
     for name, params in (("sag-nus*", {}), ("sg", {"eta": 0.01}), ("lbfgs", {})):
         stem = brunner.trace_stem(name, params)
         assert "*" not in stem
-        n, p = bplots._parse_stem(stem)
+        n, p = bplots.parse_stem(stem)
         assert n == name and p == {k: f"{v:g}" for k, v in params.items()}
     with pytest.raises(CrfkitError, match="key=value"):
         brunner.parse_spec("sg:eta")

@@ -153,7 +153,7 @@ def test_objective_at_zero_is_the_uniform_log_partition_whatever_n():
         obj = Objective(corpus, space, Regularization(l2=0.5))
         f0 = obj.value(np.zeros(space.n_features), count=False)
         assert f0 == pytest.approx(corpus.n_tokens / k * math.log(space.n_labels), rel=1e-12)
-        w = train_mod._DivergenceWatch(obj, obj.reg, corpus, space, None)
+        w = train_mod.DivergenceWatch(obj, obj.reg, corpus, space, None)
         assert w.f_uniform == pytest.approx(f0, rel=1e-12)
         # observed transitions only: missing transitions have weight 0, not -inf, so f(0) is the same
         space2, corpus2 = build(X[:k], Y[:k])
@@ -181,7 +181,9 @@ class _Scripted:
 @pytest.fixture
 def scripted(monkeypatch):
     def install(fn):
+        import crfkit.training.config as config_mod   # where the driver checks the name
         monkeypatch.setattr(train_mod, "ALGORITHMS", train_mod.ALGORITHMS + ("scripted",))
+        monkeypatch.setattr(config_mod, "ALGORITHMS", train_mod.ALGORITHMS)
         real = stoch.resolve
         monkeypatch.setattr(stoch, "resolve", lambda name: fn if name == "scripted" else real(name))
     return install
@@ -241,7 +243,7 @@ def test_checkpoint_keeps_the_divergence_reference_for_resume(tmp_path, scripted
     train(X, Y, max_iterations=2, checkpoint=tmp_path / "zero.ckpt")
     assert ckpt.load(tmp_path / "zero.ckpt").extra["f_start"] == 0.0
     # a resumed run judges by the same reference: f(x0) of the warm start, not f(0)
-    watch = train_mod._DivergenceWatch(None, None, corpus, space, None, f_start=f_x0)
+    watch = train_mod.DivergenceWatch(None, None, corpus, space, None, f_start=f_x0)
     assert watch.check(0.9 * DIVERGENCE_FACTOR * f_x0, None) is None
     assert "more than 1000 times" in watch.check(1.1 * DIVERGENCE_FACTOR * f_x0, None)
 

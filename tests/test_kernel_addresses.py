@@ -52,7 +52,7 @@ def _standard(name):
             tmp = _placed((L,), where, fill)
             acc = _placed((L, L), where, 0.0)
             acc[:] = 0.0
-            z = batch._fb_exp(T, es, expM, expM.T.copy(), tmax, alpha, beta, scale, tmp, acc)
+            z = batch.forward_backward_exp(T, es, expM, expM.T.copy(), tmax, alpha, beta, scale, tmp, acc)
             return z, alpha, beta, scale, acc
         if name == "forward_backward":
             return chain.forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale), es, alpha, beta, scale

@@ -211,7 +211,8 @@ def test_fit_reads_the_input_lazily(monkeypatch):
     def spy(X, Y, **kw):
         seen["type"] = type(X)
         return real_build(X, Y, **kw)
-    monkeypatch.setattr(train_mod, "build", spy)
+    import crfkit.training.driver as driver_mod   # where the driver reads build
+    monkeypatch.setattr(driver_mod, "build", spy)
     X, Y = _dicts(np.random.default_rng(4), 20)
     crf = CRF(max_iterations=3).fit(X, Y)
     assert seen["type"] is LazySequences

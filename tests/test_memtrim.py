@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from conftest import random_sequences
 from crfkit import memtrim
 from crfkit._runtime import blas, code_pages, libc, malloc
-from crfkit.model import StringTable, _pack_strings
+from crfkit.features.space import StringTable, pack_strings
 
 linux_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc (Linux)")
 
@@ -188,7 +188,7 @@ def test_target_init_is_a_no_op_once_done(monkeypatch):
 def test_string_table_of_is_the_packed_list(names):
     t = StringTable.of(names)
     try:
-        want = _pack_strings(names)
+        want = pack_strings(names)
     except UnicodeEncodeError:
         assert t is None
         return
@@ -221,11 +221,11 @@ def test_fingerprint_of_a_packed_table_is_the_lists(names, block):
     """The checkpoint fingerprint digests a packed table without making its strings, block by block; the
     digest is the one of the same names as a list (checkpoints written before still resume)."""
     import hashlib
-    from crfkit import checkpoint
+    from crfkit.training import checkpoint
 
     def digest(attrs, block=1 << 16):
         h = hashlib.sha256()
-        checkpoint._digest_strings(h, attrs, block=block)
+        checkpoint.digest_strings(h, attrs, block=block)
         return h.hexdigest()
     assert digest(StringTable.of(names), block) == digest(list(names))
     assert digest(StringTable.of(names)) == digest(list(names))

@@ -266,12 +266,12 @@ def test_counts_on_the_training_folds_next_to_the_paper():
 # --------------------------------------------------------------------------- incremental
 
 def test_gate_keeps_a_window_only_where_its_parent_is_active():
-    from crfkit.incremental import _Gated
+    from crfkit.training.incremental import Gated
     spec = parse_preset("nettalk:5-grm")
     templates = preset_templates(spec)
     words = ["abcab", "ba", "cabbage", "a"]
     sents = [Sentence([[c] for c in w], ["x"] * len(w), 1) for w in words]
-    g = _Gated(templates, sents, stages(spec))
+    g = Gated(templates, sents, stages(spec))
     g.open_stage(0, None)
     X, XB = g.attributes()
     assert all(set(a[:3] for a in tok) <= {"*", "*w+"} for s in X for tok in s)

@@ -484,7 +484,8 @@ def test_train_history_auto_choice_meta_and_errors(monkeypatch):
     assert r64.model.meta["lbfgs_history"] == "float64"
     r32 = train(X, Y, c1=0.1, max_iterations=8, threads=1, history="float32")
     assert r32.model.meta["lbfgs_history"] == "float32"
-    monkeypatch.setattr(train_mod, "HISTORY_AUTO_BYTES", 1)                # every space is "large"
+    import crfkit.training.config as config_mod
+    monkeypatch.setattr(config_mod, "HISTORY_AUTO_BYTES", 1)               # every space is "large"
     ra = train(X, Y, c1=0.1, max_iterations=8, threads=1)
     assert ra.model.meta["lbfgs_history"] == "float32"
     assert np.array_equal(ra.model.weights, r32.model.weights)

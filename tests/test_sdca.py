@@ -578,7 +578,7 @@ def _taylor_case(seed, n, nsep, spread, offset, tol):
     fx = A(x0) - x0 * q
     assert mo[0] - x0 * q == pytest.approx(fx, rel=1e-7, abs=1e-8 * mo[6])        # mo[6]: the terms' scale
     lo, hi = (x0, 1.0) if fx > 0 else (0.0, x0)
-    xc = K._taylor_root(x0, mo, lo, hi, tol, q, 0, np.zeros((3, 0)), 0.0, 1.0)
+    xc = K.taylor_root(x0, mo, lo, hi, tol, q, 0, np.zeros((3, 0)), 0.0, 1.0)
     return x0, xc, root, (lo, hi), (lambda g: A(g) - g * q)
 
 

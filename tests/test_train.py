@@ -186,7 +186,7 @@ def test_stochastic_registry_offers_only_present_modules():
 def test_cli_param_values_are_typed():
     import argparse
 
-    from crfkit.cli import _param
+    from crfkit.cli.common import param as _param
     assert _param("eta0=0.1") == ("eta0", 0.1)
     assert _param("epochs = 3") == ("epochs", 3)
     assert _param("averaging=true") == ("averaging", True)

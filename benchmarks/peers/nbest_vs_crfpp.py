@@ -11,7 +11,7 @@ crfkit is timed three ways:
 
 * ``cli``: a ``python -m crfkit tag -n K`` process (start-up, model load, reading, templates, decoding,
   writing: what ``crf_test`` does);
-* ``in-process``: the same work (:func:`crfkit.decode_cli.run`) in this warm process, without the
+* ``in-process``: the same work (:func:`crfkit.tagging.run_decoding`) in this warm process, without the
   interpreter start-up and imports;
 * ``kernel``: the n-best decoding itself over the encoded corpus (``CRFModel.nbest`` on attribute
   lists built once), threads as given.
@@ -183,7 +183,7 @@ def main() -> None:
 
 
 def _time_all(a, ks, py, env, work, bindir, ck_model, pp_model, test, n_sent, model, X, servers, cpu_rows):
-    from crfkit import decode_cli
+    from crfkit.tagging import run_decoding
     from crfkit.model import CRFModel
     for k in ks:
         tag = ["tag", "-m", str(ck_model), str(test), "-n", str(k), "--threads", str(a.threads)]
@@ -205,7 +205,7 @@ def _time_all(a, ks, py, env, work, bindir, ck_model, pp_model, test, n_sent, mo
                                  output=str(work / f"crfkit-inproc.n{k}.txt"), marginals=False, probability=False,
                                  all_marginals=False, eval=False)
             t = time.perf_counter()
-            decode_cli.run(args, CRFModel.load(ck_model), "columns", str(test))
+            run_decoding(args, CRFModel.load(ck_model), "columns", str(test))
             best_in = min(best_in, time.perf_counter() - t)
         best_k = float("inf")
         for _ in range(a.repeats):

@@ -5,4 +5,3 @@ from .training.checkpoint import (FORMAT, STATE_ARRAYS, VERSION, Checkpoint, Che
 __all__ = ["FORMAT", "STATE_ARRAYS", "VERSION", "Checkpoint", "CheckpointError", "check", "digest_strings",
            "fingerprint", "load", "save"]
 
-_digest_strings = digest_strings  # alias until the merge

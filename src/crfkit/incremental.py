@@ -3,4 +3,3 @@ from .training.incremental import Gated, IncrementalResult, active_attributes, t
 
 __all__ = ["IncrementalResult", "active_attributes", "train_incremental"]
 
-_Gated = Gated  # alias until the merge

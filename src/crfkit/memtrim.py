@@ -98,7 +98,7 @@ def sparse_bits(a, min_size: int | None = None):
     """The indices (ascending) of the entries of ``a`` whose bits are not zero (a -0.0 counts), when ``a`` is
     a contiguous 1-D float vector of at least ``min_size`` entries (default :data:`LAZY_MIN`) of which at
     most a quarter are non-zero; else None.  What :func:`lazy_copy` copies and what a checkpoint stores of
-    such a vector (:mod:`crfkit.checkpoint`)."""
+    such a vector (:mod:`crfkit.training.checkpoint`)."""
     import numpy as np
     lim = LAZY_MIN if min_size is None else int(min_size)
     if not isinstance(a, np.ndarray) or a.ndim != 1 or a.size < lim or a.dtype.kind != "f" \

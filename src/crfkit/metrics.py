@@ -327,7 +327,6 @@ class ConllCounter:
         )
 
 
-_ConllCounter = ConllCounter  # alias until the merge
 
 
 # ---------------------------------------------------------------------------

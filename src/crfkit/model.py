@@ -26,7 +26,6 @@ __all__ = ["ALL_PAIRS", "AllPairs", "CRFModel", "EXPANSION_ALLOWANCE", "FORMAT_V
            "MAX_COUNT", "MAX_EXPANSION", "MAX_HEADER_BYTES", "MAX_LABELS", "StringTable", "check_meta",
            "pack_strings", "pair_density", "pair_dtype", "unpack_strings"]
 
-_pack_strings = pack_strings  # alias until the merge
 
 
 @dataclass

@@ -58,7 +58,6 @@ def name_of(source) -> str:
     return str(getattr(source, "name", "<stream>"))
 
 
-_name_of = name_of  # alias until the merge
 
 
 def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
@@ -237,8 +236,8 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
         Y = [s.labels for s in sentences]
         train_kwargs["weights"], sentences = take_weight_column(sentences, wcol, name=label)
         X = attributes_of(sentences, templates, pad=pad, name=label)
-    if train_kwargs.pop("partial_labels", False):   # label cells ? (any) and A|B (a set): crfkit.partial
-        from .partial import parse_cells
+    if train_kwargs.pop("partial_labels", False):   # label cells ? (any) and A|B (a set): crfkit.training.partial
+        from .training.partial import parse_cells
         Y = parse_cells(Y)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None

@@ -255,12 +255,12 @@ class EvalReport:
     def __init__(self, model, raw: bool = False):
         from collections import Counter
 
-        from .metrics import _ConllCounter
+        from .metrics import ConllCounter
         self.known = set(model.labels)
         self.raw = bool(raw)
         self.unseen: Counter = Counter()
         self.gold_labels: set = set()
-        self.counter = _ConllCounter()
+        self.counter = ConllCounter()
         self.n_tokens = 0
         self.n_correct = 0
         self.n_sequences = 0
@@ -571,10 +571,10 @@ def run_decoding(args, model, fmt: str, src) -> int:
 def _read(args, model, src):
     """(sentences to write back, X, B, dense, gold labels or None, allowed or None, name)."""
     from .io.columns import Sentence, read_columns_list
-    from .pipeline import _name_of, attributes_of, bigram_attributes_of, dense_of, tagger_from_model
+    from .pipeline import attributes_of, name_of, bigram_attributes_of, dense_of, tagger_from_model
 
     templates, pad = tagger_from_model(model)
-    name = _name_of(src)
+    name = name_of(src)
     sentences = read_columns_list(src, has_labels=False, name=name)
     if not sentences:
         return [], [], None, None, None, None, name

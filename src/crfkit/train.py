@@ -4,20 +4,14 @@ process (the driver, :mod:`crfkit.training`) or on a Dask cluster when ``client=
 
 The driver's public names are re-exported here (``TrainResult``, ``train_corpus``, ``ALGORITHMS``,
 ``dev_scores``, ``init_weights``...), so that ``from crfkit.train import ...`` keeps working; new code imports
-them from :mod:`crfkit.training`.  Setting one of the driver's tunables on this module
-(``crfkit.train.ALGORITHMS``, ``HISTORY_AUTO_BYTES``, ``build``), as older code and tests do, sets it where
-the driver reads it.
+them from :mod:`crfkit.training` (the driver reads its tunables, such as ``HISTORY_AUTO_BYTES``, from
+:mod:`crfkit.training.config`).
 """
 from __future__ import annotations
-
-import sys
-import types
 
 from .errors import ParameterError
 from .features.encode import build
 from .objective import Regularization, regularization
-from .training import config as _config
-from .training import driver as _driver
 from .training.config import (ALGORITHMS, BATCH_ALGORITHMS, EXTRA_TRACE_KEYS, HISTORY_AUTO_BYTES, NO_SAMPLE_WEIGHTS,
                               TrainConfig, lbfgs_history)
 from .training.driver import TrainResult, train_corpus, train_sequences
@@ -28,7 +22,6 @@ __all__ = ["ALGORITHMS", "BATCH_ALGORITHMS", "DIVERGENCE_FACTOR", "EXTRA_TRACE_K
            "NO_SAMPLE_WEIGHTS", "Regularization", "TrainConfig", "TrainResult", "build", "dev_scores", "init_weights",
            "lbfgs_history", "regularization", "train", "train_corpus", "train_score_labels", "train_sequences"]
 
-_DivergenceWatch = DivergenceWatch  # alias until the merge (tests/test_hardening_train.py reads it)
 
 
 def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
@@ -121,18 +114,3 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
                            c1=c1, c2=c2, rho1=rho1, rho2=rho2, X_dev=X_dev, Y_dev=Y_dev, dense=dense,
                            dense_dev=dense_dev, dense_names=dense_names, B=B, B_dev=B_dev, weights=weights,
                            **kwargs)
-
-
-# names whose setting here changes the driver: set where the driver reads them too
-_FORWARDED = {"ALGORITHMS": _config, "HISTORY_AUTO_BYTES": _config, "build": _driver}
-
-
-class _TrainModule(types.ModuleType):
-    def __setattr__(self, name, value):
-        target = _FORWARDED.get(name)
-        if target is not None:
-            setattr(target, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _TrainModule

@@ -9,7 +9,7 @@ stopping rules switched off.  The entry also holds the test error at ``w*``
 The cache is ``$CRFKIT_CACHE/fstar`` (else ``$XDG_CACHE_HOME/crfkit/fstar``,
 else ``~/.cache/crfkit/fstar``), one ``<key>.json`` (and ``<key>.npy``, the
 weights ``w*``) per entry, written atomically.  ``key`` is a SHA-256 of the
-encoded training corpus and feature space (:func:`crfkit.checkpoint.fingerprint`:
+encoded training corpus and feature space (:func:`crfkit.training.checkpoint.fingerprint`:
 attribute strings, labels, layout, every token), the feature set id and the
 regularisation; so a change of data, attributes or ``l2`` is a different entry.
 An entry is reused when it was computed at least as tightly as asked (its
@@ -45,7 +45,7 @@ def fstar_cache_dir() -> Path:
 
 def fstar_key(space, corpus, *, features: str, l2: float, l1: float = 0.0) -> str:
     """The cache key of (training data + feature space, feature set id, l1, l2)."""
-    from ..checkpoint import fingerprint
+    from ..training.checkpoint import fingerprint
     h = hashlib.sha256()
     h.update(f"crfkit-fstar-v{CACHE_VERSION}\0{features}\0{float(l2)!r}\0{float(l1)!r}\0".encode())
     h.update(fingerprint(space, corpus).encode())

@@ -96,7 +96,7 @@ def read_trace(path) -> list[dict]:
     return out
 
 
-def _parse_stem(stem: str) -> tuple[str, dict]:
+def parse_stem(stem: str) -> tuple[str, dict]:
     name, _, rest = stem.partition("__")
     name = name.replace("_star", "*")
     params = {}
@@ -116,7 +116,7 @@ def load_runs(directory) -> list[TraceRun]:
         recs = read_trace(p)
         if not recs:
             continue
-        name, params = _parse_stem(p.stem)
+        name, params = parse_stem(p.stem)
         runs.append(TraceRun(p.stem, name, params, recs))
     if not runs:
         raise CrfkitError(f"{d}: no traces (*.jsonl with records) to read")

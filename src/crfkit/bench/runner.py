@@ -112,7 +112,7 @@ def trace_stem(name: str, params: dict) -> str:
     return stem
 
 
-def _check_specs(specs: Sequence[Spec]) -> None:
+def check_specs(specs: Sequence[Spec]) -> None:
     from ..train import ALGORITHMS, BATCH_ALGORITHMS
     if not specs:
         raise CrfkitError("no optimizers to run (give at least one -a NAME)")
@@ -282,7 +282,7 @@ def run_benchmark(data, specs: Sequence[Spec], *, passes: float, out, l2: float 
     the same data, l2, seed, passes/epochs and train_scores; otherwise a
     :class:`CrfkitError`) and whose trace is there are kept, not run again, so
     that a stopped benchmark can be started again.  Returns the manifest."""
-    _check_specs(specs)
+    check_specs(specs)
     if not passes or passes <= 0:
         raise CrfkitError(f"passes must be positive, got {passes}")
     if epochs is not None and int(epochs) < 1:

@@ -82,7 +82,7 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
     bench.json lists as finished (a run still going, or stopped by Ctrl-C, left out; a directory
     without bench.json is a :class:`CrfkitError` then).  A :class:`CrfkitError` when no directory is
     given, one holds no traces, or no trace holds a test score for ``metric``."""
-    from .plots import _parse_stem, load_runs
+    from .plots import parse_stem, load_runs
     if metric not in METRICS:
         raise CrfkitError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     if not dirs:
@@ -99,7 +99,7 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
         for r in load_runs(d):
             if keep is not None and r.stem + ".jsonl" not in keep:
                 continue
-            name, params = _parse_stem(r.stem)
+            name, params = parse_stem(r.stem)
             g = groups.setdefault(r.stem, ScoreGroup(r.stem, name, params))
             tr, te = {}, {}
             for rec in r.records:

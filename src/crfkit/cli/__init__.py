@@ -38,7 +38,6 @@ from .common import EXIT_ERROR, EXIT_INTERRUPTED, param, quiet_interrupts, root_
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INTERRUPTED", "build_parser", "main", "quiet_interrupts"]
 
-_param = param  # alias until the merge (tests/test_train.py imports crfkit.cli._param)
 
 #: the command registry, in the order ``crfkit --help`` lists the commands: (the commands one call adds,
 #: the module of :mod:`crfkit.cli` that holds them, its function that adds their subparsers)

@@ -131,9 +131,9 @@ def cmd_fstar(args) -> int:
 
 def cmd_run(args) -> int:
     from ..bench.fstar import get_fstar
-    from ..bench.runner import DEFAULT_ETAS, parse_spec, run_benchmark, _check_specs
+    from ..bench.runner import DEFAULT_ETAS, parse_spec, run_benchmark, check_specs
     specs = [parse_spec(a) for a in args.algorithm]
-    _check_specs(specs)           # before any data is read or f* computed
+    check_specs(specs)           # before any data is read or f* computed
     data = _load(args)
     log = None if args.quiet else (lambda s: _err(s))
     fstar = None

@@ -3,7 +3,7 @@
 One column file (``-f columns``, CRF++ templates or ``--features``), one CRFsuite attribute file
 (``-f crfsuite``), or, with ``--dask ADDRESS|local:N``, several files (shards) read and encoded by the
 workers of a Dask cluster (:func:`crfkit.distributed.train_files`; the single-process path never imports
-dask).  ``--incremental`` grows a window feature set stage by stage (:mod:`crfkit.incremental`).  The
+dask).  ``--incremental`` grows a window feature set stage by stage (:mod:`crfkit.training.incremental`).  The
 progress bars (:class:`Bars`) are drawn on a terminal only.  ``crfkit cv`` trains each fold through
 :func:`cmd_train` too.
 """
@@ -304,8 +304,8 @@ def cmd_train(args) -> int:
 
 
 def _train_incremental(args, features: str, kwargs: dict):
-    """`crfkit train --features nettalk:... --incremental`: crfkit.incremental.train_incremental."""
-    from ..incremental import train_incremental
+    """`crfkit train --features nettalk:... --incremental`: crfkit.training.incremental.train_incremental."""
+    from ..training.incremental import train_incremental
     from ..io.columns import read_columns_list
     sents = read_columns_list(args.train_source)
     dev = read_columns_list(args.dev_source) if args.dev_source is not None else None

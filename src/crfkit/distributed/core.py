@@ -426,6 +426,6 @@ class DistributedObjective:
 
 
 def _shard_empirical(shard, threads):
-    S._threads(threads)
+    S.set_shard_threads(threads)
     with shard._lock:
         return np.array(shard.objective(threads).empirical_counts, copy=True)

@@ -117,8 +117,8 @@ def _check(algorithm, reg, params):
         if params.get("eta0") == "auto" or params.get("alpha") == "auto":
             raise ParameterError("sgd-l1 with parameter mixing: eta0=auto / alpha=auto tune on a sample of the "
                                  "corpus, which the client does not hold; give eta0 (and alpha) as numbers")
-        from ..optim.sgdl1 import _check_params
-        _check_params(params.get("penalty", "cumulative"), params.get("schedule", "exponential"),
+        from ..optim.sgdl1 import check_params
+        check_params(params.get("penalty", "cumulative"), params.get("schedule", "exponential"),
                       params.get("eta0", 0.1), params.get("alpha", 0.85), reg, None)
     else:
         if reg.l1 > 0:

@@ -146,7 +146,7 @@ def space_layout(space) -> tuple[dict, int, str]:
     space (the checkpoints' key, computed here, where the names are strings already).  The names come
     to the client packed (:func:`packed_names`) when something reads them: at the end of training."""
     from dataclasses import fields
-    from ..checkpoint import fingerprint
+    from ..training.checkpoint import fingerprint
     empty = Corpus(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0),
                    np.zeros(0, np.int32))
     rest = {f.name: getattr(space, f.name) for f in fields(space) if f.name != "attributes"}
@@ -227,7 +227,7 @@ def concat_shards(*shards: Shard) -> Shard:
 
 def shard_info(shard: Shard, space) -> dict:
     """Sizes, the largest feature value and a digest of the encoded shard (for checkpoints)."""
-    from ..checkpoint import fingerprint
+    from ..training.checkpoint import fingerprint
     c = shard.corpus
     k = int(np.argmax(np.abs(c.val))) if len(c.val) else -1
     return {"n_sequences": c.n_sequences, "n_tokens": c.n_tokens, "nnz": len(c.attr),
@@ -235,14 +235,14 @@ def shard_info(shard: Shard, space) -> dict:
             "digest": fingerprint(space, c)}
 
 
-def _threads(threads):
+def set_shard_threads(threads):
     from ..parallel import set_threads
     set_threads(threads)
 
 
 def loss_grad(shard: Shard, w: np.ndarray, threads: int | None):
     """``(sum of nll, gradient of it)`` over the shard at ``w`` (no regulariser, not normalised)."""
-    _threads(threads)
+    set_shard_threads(threads)
     with shard._lock:
         v, g = shard.objective(threads).nll_sum_grad(w)
     return float(v), g
@@ -250,7 +250,7 @@ def loss_grad(shard: Shard, w: np.ndarray, threads: int | None):
 
 def loss_only(shard: Shard, w: np.ndarray, threads: int | None) -> float:
     """Sum of nll over the shard at ``w`` (forward passes only)."""
-    _threads(threads)
+    set_shard_threads(threads)
     with shard._lock:
         return shard.objective(threads).nll_sum(w)
 
@@ -298,7 +298,7 @@ def mix_epoch(shard: Shard, w: np.ndarray, algorithm: str, epoch: int, seed: int
     continues its learning-rate schedule from step ``epoch * n_s`` (the state passed in has the
     global epoch), with the cumulative-penalty bookkeeping restarted from the mixed weights."""
     from ..objective import Regularization
-    _threads(threads)
+    set_shard_threads(threads)
     reg = Regularization(l1=l1, l2=l2)
     ns = shard.n_sequences
     sub_seed = int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(epoch), int(shard_seed(shard.path))])

@@ -40,7 +40,7 @@ Structured (incremental) feature sets, section 5.4: :func:`stages` splits a feat
 it with radius ``s - 1`` (:func:`parent_window`: ``[a, b]`` clipped to ``[-(s-1), s-1]``; ``[-2, 2]``
 -> ``[-1, 1]``, ``[-1, 0]`` -> ``[0, 0]``); a value of a stage-``s`` window joins the model only where
 its parent's value is active (has a non-zero weight) after stage ``s - 1``
-(:mod:`crfkit.incremental`).  A ``++`` window that clips to nothing (``[-2, -2]``) has no parent and
+(:mod:`crfkit.training.incremental`).  A ``++`` window that clips to nothing (``[-2, -2]``) has no parent and
 is always added.
 """
 from __future__ import annotations

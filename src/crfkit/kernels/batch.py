@@ -64,7 +64,7 @@ from .chain_viterbi import pd_viterbi, tag_codes_seqs, viterbi
 from .sparse_fb import nonzero_transitions, pair_capacity, pair_scores_ok, sequence_pairs
 
 # the names this module held before it was split keep working from here
-__all__ = ["_fb_exp", "add_scores", "bigram_empirical_counts", "bigram_empirical_counts_range",
+__all__ = ["forward_backward_exp", "add_scores", "bigram_empirical_counts", "bigram_empirical_counts_range",
            "bigram_sequence_marginals", "bigram_transitions", "chunk_bounds", "compact_bigram", "COMPACT_SHARE",
            "decode_all", "decode_all_bigram", "dense_rows", "emissions", "emissions_rows", "empirical_counts", "FAST",
            "forward_backward", "forward_backward_edges", "full_rows", "gold_score", "log_partition", "loss_grad",
@@ -73,7 +73,6 @@ __all__ = ["_fb_exp", "add_scores", "bigram_empirical_counts", "bigram_empirical
            "pd_node", "pd_viterbi", "row_sum", "sequence_pairs", "sparse_forward_backward", "tag_codes_all",
            "tag_codes_seqs", "transition_matrix", "viterbi"]
 
-_fb_exp = forward_backward_exp  # alias until the merge: tests use the old private name
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)

@@ -70,11 +70,10 @@ from .bcd_joint import all_logz_pd, block_grad_joint, range_of, sweep_blocks_joi
 from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp, row_sum
 
 # the names this module held before it was split keep working from here
-__all__ = ["_range_of", "all_logz", "all_logz_pd", "back_step", "block_grad", "block_grad_joint", "build_index",
+__all__ = ["range_of", "all_logz", "all_logz_pd", "back_step", "block_grad", "block_grad_joint", "build_index",
            "curvature_scale", "exp_rows", "exp_shift_into", "FAST", "MAX_SCALED_TRANSITION_RANGE", "N_STATS",
            "newton_direction", "propagate", "row_exp", "row_sum", "ST_ACCEPT", "ST_DF", "ST_ORACLE", "ST_REJECT",
            "ST_SHRUNK", "ST_SKIP", "ST_TRIALS", "sweep_blocks", "sweep_blocks_joint", "transition_scores",
            "transition_stats", "transition_stats_pd"]
 
-_range_of = range_of  # alias until the merge: tests use the old private name
 

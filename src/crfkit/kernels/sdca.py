@@ -103,7 +103,7 @@ from .sdca_store import (
 )
 
 # the names this module held before it was split keep working from here
-__all__ = ["_taylor_root", "_trans_into", "accumulate_direction", "add_full_row", "apply_direction",
+__all__ = ["taylor_root", "trans_into", "accumulate_direction", "add_full_row", "apply_direction",
            "apply_direction_enet", "bits_f64", "chain_entropy", "chain_kl", "chain_marginals", "chain_marginals_pf",
            "direction_norm2", "dual_run", "emissions_rows", "enet_h", "enet_pack", "EXACT", "exp_minus", "f64_bits",
            "F_GAMMA", "F_GAPSUM", "FAST", "first_guess", "forward_backward", "fprime", "fprime_moments", "GAP",
@@ -116,8 +116,6 @@ __all__ = ["_taylor_root", "_trans_into", "accumulate_direction", "add_full_row"
            "soft_threshold", "store_entropies", "TAYLOR_LOG_ERR", "TAYLOR_ROUND", "TAYLOR_ULP", "tree_sample",
            "tree_set", "UNIFORM", "w_hat", "warm_store"]
 
-_taylor_root = taylor_root  # alias until the merge: tests use the old private name
-_trans_into = trans_into  # alias until the merge: tests use the old private name
 
 
 # error_model="numpy": a float division is IEEE (no ZeroDivisionError branch), so that the loops over

@@ -136,7 +136,7 @@ def bigram_step_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
     return np.empty((max(most, 1), 3), np.int64), s.bigram_full_rows
 
 
-def _check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
+def check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
     if penalty not in PENALTIES:
         raise ParameterError(f"sgd-l1: unknown penalty {penalty!r}; one of {', '.join(PENALTIES)}")
     if schedule not in SCHEDULES:
@@ -182,7 +182,7 @@ def _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, 
     if sample < 1 or passes < 1:
         raise ParameterError("sgd-l1: tune_sample and tune_passes must be >= 1")
     if not auto_eta:
-        _check_params(penalty, schedule, eta0, 0.85, reg, None)
+        check_params(penalty, schedule, eta0, 0.85, reg, None)
     out = tune_sgd_l1(obj, reg=reg, sample_size=sample, passes=passes, penalty=penalty, schedule=schedule,
                       eta0_grid=ETA0_GRID if auto_eta else (float(eta0),),
                       alpha_grid=ALPHA_GRID if auto_alpha else (),
@@ -221,10 +221,10 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError("sgd-l1 does not support dense features yet")
     if penalty not in PENALTIES or schedule not in SCHEDULES:
-        _check_params(penalty, schedule, 0.1, 0.85, reg, max_iterations)
+        check_params(penalty, schedule, 0.1, 0.85, reg, max_iterations)
     eta0, alpha, tuned = _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, tune_sample,
                                      tune_passes, state)
-    eta0, alpha = _check_params(penalty, schedule, eta0, alpha, reg, max_iterations)
+    eta0, alpha = check_params(penalty, schedule, eta0, alpha, reg, max_iterations)
     picked = "" if tuned is None else (
         f"; eta0={eta0:g}" + (f", alpha={alpha:g}" if schedule == "exponential" else "")
         + f" picked on {tuned['sample_size']} sequences (objective after {tuned['passes']} passes: "
