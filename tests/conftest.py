@@ -18,6 +18,8 @@ import pytest
 
 from crfkit.model import CRFModel, FeatureSpace
 from crfkit.parallel import set_threads
+from crfkit.features.encode import build
+from crfkit.kernels import chain
 
 
 # --------------------------------------------------------------------------- data
@@ -390,3 +392,48 @@ def bcd_blocks_with_and_without_kept_messages(e1, e2, order, reg, kappas, safegu
                         z = CLA[s0 + t] + CLB[s0 + t] + np.log(np.dot(CA[s0 + t], CB[s0 + t]))
                         assert z == pytest.approx(e1.lz[i], rel=1e-12, abs=1e-12), (b, i, t)
     return reused, s1, s2
+
+
+# ---------------------------------------------------------------- shared by several test folders
+def mapping_rss_kb(arr) -> int:
+    """Resident KB of the mappings that hold ``arr``'s memory (Linux ``/proc/self/smaps``; numpy's
+    ``MADV_HUGEPAGE`` splits a block into several)."""
+    a0 = arr.ctypes.data
+    a1 = a0 + max(arr.nbytes, 1)
+    total, inside, seen = 0, False, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo < a1 and a0 < hi
+                seen = seen or inside
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    assert seen, "no mapping holds the array"
+    return total
+
+
+def bigram_data(seed: int, n_seq: int = 6, *, max_len: int = 5, n_labels: int = 3, real: bool = True,
+                n_battr: int = 4):
+    """(X, Y, B): a random labelled corpus with random bigram attributes (some real-valued)."""
+    rng = np.random.default_rng(seed)
+    X, Y = random_sequences(rng, n_seq, max_len=max_len, n_labels=n_labels)
+    return X, Y, random_bigram_attributes(rng, X, n_battr, real)
+
+
+def random_model(seed: int, support: str = "all", scale: float = 1.0, zero_share: float = 0.0, **kw):
+    """A random model; ``zero_share``: that share of its bigram weights set to 0 (an L1-trained model's
+    shape: the kernels then build the scores from the non-zero ones only, ``chain.compact_bigram``)."""
+    X, Y, B = bigram_data(seed, **kw)
+    space, corpus = build(X, Y, B=B, support=support)
+    rng = np.random.default_rng(seed + 100)
+    w = rng.normal(scale=scale, size=space.n_features)
+    if zero_share:
+        b = slice(space.bigram_offset, space.dense_offset)
+        keep = np.zeros(space.n_bigram, bool)
+        keep[rng.choice(space.n_bigram, size=max(1, int((1 - zero_share) * space.n_bigram)), replace=False)] = True
+        w[b] *= keep
+        ptr, _, _ = chain.compact_bigram(w, space.bigram_offset, space.battr_ptr, space.bfeat_pair, 0.3)
+        assert ptr.shape[0] > 0 and np.count_nonzero(w[b]) > 0      # the compact path is the one tested
+    return CRFModel(space, w), X, Y, B, corpus

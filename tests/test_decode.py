@@ -302,7 +302,7 @@ def test_constrained_sequence_probability():
 
 # --------------------------------------------------------------------------- bigram models
 def test_bigram_model_nbest_and_constraints_are_consistent():
-    from test_bigram import bigram_data
+    from conftest import bigram_data
     X, Y, B = bigram_data(21, n_seq=12, max_len=5, n_labels=3)
     space, corpus = build(X, Y, B=B, support="all")
     model = CRFModel(space, np.random.default_rng(0).normal(size=space.n_features))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import random_sequences
+from conftest import mapping_rss_kb, random_sequences
 from crfkit import memtrim
 from crfkit._runtime import blas, code_pages, libc, malloc
 from crfkit.features.space import StringTable, pack_strings
@@ -303,25 +303,6 @@ def test_crfkit_train_fixes_the_mmap_threshold_for_full_batch_runs(monkeypatch, 
         assert calls == [(), (memtrim.MMAP_THRESHOLD_MAX,)]
     else:
         assert memtrim.full_batch_vectors(memtrim.MMAP_THRESHOLD_MAX + 8) is False and calls == []
-
-
-def mapping_rss_kb(arr) -> int:
-    """Resident KB of the mappings that hold ``arr``'s memory (Linux ``/proc/self/smaps``; numpy's
-    ``MADV_HUGEPAGE`` splits a block into several)."""
-    a0 = arr.ctypes.data
-    a1 = a0 + max(arr.nbytes, 1)
-    total, inside, seen = 0, False, False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            head = line.split()[0]
-            if "-" in head and ":" not in head:
-                lo, hi = (int(x, 16) for x in head.split("-"))
-                inside = lo < a1 and a0 < hi
-                seen = seen or inside
-            elif inside and line.startswith("Rss:"):
-                total += int(line.split()[1])
-    assert seen, "no mapping holds the array"
-    return total
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps")

@@ -124,7 +124,7 @@ def test_range_check():
 
 @pytest.mark.parametrize("zero_share", [0.0, 0.5, 0.95])
 def test_model_decode_sparse_equals_dense_on_bigram_models(zero_share):
-    from test_bigram import random_model
+    from conftest import random_model
     model, X, Y, B, corpus = random_model(7, scale=2.0)
     rng = np.random.default_rng(1)
     model.weights[rng.random(len(model.weights)) < zero_share] = 0.0
@@ -138,7 +138,7 @@ def test_model_decode_sparse_equals_dense_on_bigram_models(zero_share):
 
 
 def test_pair_density_counts_nonzero_pairs():
-    from test_bigram import random_model
+    from conftest import random_model
     model, X, Y, B, corpus = random_model(8)
     L = model.space.n_labels
     sp = model.space
@@ -155,7 +155,7 @@ def test_pair_density_with_empty_bigram_attributes_at_the_end():
     IndexError on the offset equal to the number of features)."""
     from dataclasses import replace
 
-    from test_bigram import random_model
+    from conftest import random_model
     model, X, Y, B, corpus = random_model(8)
     sp = model.space
     wider = replace(sp, battributes=list(sp.battributes) + ["empty-1", "empty-2"],
@@ -198,7 +198,7 @@ def _listed_pairs(model, corpus) -> tuple[int, int]:
 @pytest.mark.parametrize("support", ["all", "observed"])
 def test_sparse_gradient_equals_the_standard_one(zero_share, support):
     from crfkit.objective import Objective, Regularization
-    from test_bigram import random_model
+    from conftest import random_model
     model, X, Y, B, corpus = random_model(5, support=support, scale=1.5, n_seq=30, max_len=9, n_labels=5,
                                           n_battr=6)
     sp = model.space
@@ -228,7 +228,7 @@ def test_sparse_gradient_with_sample_weights_and_finite_differences():
     import dataclasses
     from crfkit.features.encode import build
     from crfkit.objective import Objective, Regularization
-    from test_bigram import bigram_data
+    from conftest import bigram_data
     X, Y, B = bigram_data(9, n_seq=12, max_len=6, n_labels=4)
     weights = np.random.default_rng(0).integers(0, 3, size=len(X)).astype(float)
     weights[0] = 1.0
@@ -254,7 +254,7 @@ def test_sparse_gradient_with_sample_weights_and_finite_differences():
 def test_sparse_gradient_falls_back_outside_the_scaled_range():
     """Pair scores spanning more than MAX_SCALED_TRANSITION_RANGE: that sequence takes the dense path."""
     from crfkit.objective import Objective, Regularization
-    from test_bigram import random_model
+    from conftest import random_model
     model, X, Y, B, corpus = random_model(13, scale=1.0, n_seq=10, max_len=6, n_labels=3)
     sp = model.space
     w = model.weights
@@ -270,7 +270,7 @@ def test_sparse_gradient_falls_back_outside_the_scaled_range():
 def test_owlqn_training_with_sparse_and_standard_forward_backward_agrees(tmp_path):
     import json
     from crfkit.train import train
-    from test_bigram import bigram_data
+    from conftest import bigram_data
     X, Y, B = bigram_data(21, n_seq=40, max_len=8, n_labels=4, real=False)
     runs = {}
     for mode in ("off", "on", "auto"):
@@ -324,7 +324,7 @@ def test_cli_train_sparse_fb(tmp_path):
 
 def test_auto_picks_the_recursion_by_estimated_density():
     from crfkit.objective import Objective, Regularization
-    from test_bigram import random_model
+    from conftest import random_model
     model, X, Y, B, corpus = random_model(6, support="all", scale=1.0, n_seq=20, max_len=7, n_labels=4)
     sp = model.space
     dense_w = model.weights.copy()

@@ -239,7 +239,7 @@ def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
     for k in ("x", "x32", "dense", "small"):
         assert back[k].dtype == state[k].dtype and back[k].tobytes() == state[k].tobytes()
     if sys.platform.startswith("linux"):
-        from test_memtrim import mapping_rss_kb
+        from conftest import mapping_rss_kb
         assert mapping_rss_kb(back["x"]) <= 5 * 4 + 16          # the pages of its non-zeros
     ckpt.save(p, {"iteration": 1, "x": np.ones(n)}, fingerprint="fp", settings={})
     with np.load(p, allow_pickle=False) as z:

@@ -190,7 +190,7 @@ def test_benchmark_hides_whole_chunks_to_the_token_budget():
     import sys
     from pathlib import Path
     from crfkit.metrics import chunks
-    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "papers" / "partial_labels.py"
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "papers" / "partial_labels.py"
     if not bench.exists():
         pytest.skip("benchmarks/partial_labels.py not in this checkout")
     sys.path.insert(0, str(bench.parent))

@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import Reference, attr_value, random_sequences, random_bigram_attributes
+from conftest import bigram_data, random_model, Reference, attr_value, random_sequences, random_bigram_attributes
 
 from crfkit.errors import CrfkitError, DataError, TemplateError
 from crfkit.features.encode import build, encode
@@ -24,12 +24,6 @@ from crfkit.objective import Objective, Regularization
 
 
 # ----------------------------------------------------------------------------- helpers
-def bigram_data(seed: int, n_seq: int = 6, *, max_len: int = 5, n_labels: int = 3, real: bool = True,
-                n_battr: int = 4):
-    """(X, Y, B): a random labelled corpus with random bigram attributes (some real-valued)."""
-    rng = np.random.default_rng(seed)
-    X, Y = random_sequences(rng, n_seq, max_len=max_len, n_labels=n_labels)
-    return X, Y, random_bigram_attributes(rng, X, n_battr, real)
 
 
 def transitions_of(model: CRFModel, b) -> np.ndarray:
@@ -67,23 +61,6 @@ def enumerate_pd(score: np.ndarray, M: np.ndarray) -> dict:
         np.add.at(xi[t], (paths[:, t - 1], paths[:, t]), p)
     best = int(np.argmax(s))
     return dict(logz=logz, node=node, xi=xi, best=paths[best], best_score=float(s[best]), scores=s, paths=paths)
-
-
-def random_model(seed: int, support: str = "all", scale: float = 1.0, zero_share: float = 0.0, **kw):
-    """A random model; ``zero_share``: that share of its bigram weights set to 0 (an L1-trained model's
-    shape: the kernels then build the scores from the non-zero ones only, ``chain.compact_bigram``)."""
-    X, Y, B = bigram_data(seed, **kw)
-    space, corpus = build(X, Y, B=B, support=support)
-    rng = np.random.default_rng(seed + 100)
-    w = rng.normal(scale=scale, size=space.n_features)
-    if zero_share:
-        b = slice(space.bigram_offset, space.dense_offset)
-        keep = np.zeros(space.n_bigram, bool)
-        keep[rng.choice(space.n_bigram, size=max(1, int((1 - zero_share) * space.n_bigram)), replace=False)] = True
-        w[b] *= keep
-        ptr, _, _ = chain.compact_bigram(w, space.bigram_offset, space.battr_ptr, space.bfeat_pair, 0.3)
-        assert ptr.shape[0] > 0 and np.count_nonzero(w[b]) > 0      # the compact path is the one tested
-    return CRFModel(space, w), X, Y, B, corpus
 
 
 # ----------------------------------------------------------------------------- layout

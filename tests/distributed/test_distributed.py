@@ -22,7 +22,7 @@ from crfkit.features.templates import default_chunking_templates  # noqa: E402
 from crfkit.objective import Objective, regularization  # noqa: E402
 from crfkit.pipeline import load_columns, train_columns  # noqa: E402
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
 
 
 def _corpus(rng, n_sent, vocab=60):

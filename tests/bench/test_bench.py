@@ -16,7 +16,7 @@ from crfkit.bench import plots as bplots
 from crfkit.bench import runner as brunner
 from crfkit.errors import CrfkitError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRACE_KEYS = {"algorithm", "iteration", "effective_passes", "wall_s", "objective", "grad_inf_norm", "nnz",
               "dev_accuracy"}

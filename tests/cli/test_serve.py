@@ -22,7 +22,7 @@ from crfkit.serving import TagService, make_server
 
 from conftest import run_cli as run
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 @pytest.fixture(scope="module")

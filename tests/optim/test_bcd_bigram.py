@@ -608,7 +608,7 @@ def test_bcd_writes_only_the_weights_that_move(blocks, safeguard):
     step changes: after training in a candidate space of 24 labels (a label-pair block spans two or
     three 4 KB pages) with a strong L1 term, the weights' resident pages are the pages that hold a
     non-zero weight, not every page of a block that moved, nor the whole vector (a copy of the start)."""
-    from test_memtrim import mapping_rss_kb
+    from conftest import mapping_rss_kb
     rng = np.random.default_rng(7)
     X, Y = random_sequences(rng, 300, n_labels=24, min_len=2, max_len=8, n_attr=150, max_attrs=3)
     Bs = random_bigram_attributes(rng, X, 150, real=False)
