@@ -10,11 +10,12 @@ Every file under ``benchmarks/results/`` holds lines of this shape::
      "figures": {...},                                            # what the script measured, as it reports it (JSON)
      "notes": "..."}                                              # optional: load, what the run was for
 
-:func:`make` builds such a record for the running script, :func:`record` appends it as one line (atomically:
-the whole line in one ``write`` on a file opened for appending) with the current commit, date, machine and
-command line; :func:`load` reads a results file back and :func:`figures` gives each record's figures (a line
-in the older flat form, without ``"figures"``, is its own figures). This module imports the standard library
-only, so a script can use it before numpy or crfkit is imported.
+:func:`make` builds such a record for the running script, :func:`record` appends it as one line
+(atomically: the whole line in one ``write`` on a file opened for appending) with the current
+commit, date, machine and command line; :func:`load` reads a results file back and :func:`figures`
+gives each record's figures (a line in the older flat form, without ``"figures"``, is its own
+figures). This module imports the standard library only, so a script can use it before numpy or
+crfkit is imported.
 """
 
 from __future__ import annotations
@@ -36,17 +37,28 @@ KEYS = ("benchmark", "command", "date", "commit", "machine", "figures")
 def git_commit(root: str = ROOT) -> str | None:
     """The commit checked out at ``root`` (with ``+dirty`` when tracked files differ), or None."""
     try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                               check=False, capture_output=True, text=True, timeout=30).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", root, "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+dirty" if dirty else "") if head else None
 
 
 def machine() -> dict:
-    """CPU model, logical cores, memory and OS of this machine (what a reader needs to compare figures)."""
+    """CPU model, logical cores, memory and OS of this machine (what a reader needs to compare
+    figures)."""
     cpu = platform.processor() or None
     try:
         with open("/proc/cpuinfo") as f:
@@ -65,12 +77,18 @@ def machine() -> dict:
                     break
     except (OSError, ValueError):
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb, "system": platform.platform(),
-            "python": platform.python_version()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": mem_gb,
+        "system": platform.platform(),
+        "python": platform.python_version(),
+    }
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command that ran this script, the script's path relative to the repository root when inside it."""
+    """The command that ran this script, the script's path relative to the repository root when
+    inside it."""
     argv = list(sys.argv if argv is None else argv)
     if argv:
         path = os.path.abspath(argv[0])
@@ -79,19 +97,33 @@ def command_line(argv: list[str] | None = None) -> str:
     return "python " + shlex.join(argv)
 
 
-def make(figures: dict, *, benchmark: str | None = None, command: str | None = None, notes: str | None = None,
-         **extra) -> dict:
-    """One record of this run (not written): ``figures`` with the benchmark, command, date, commit and machine.
+def make(
+    figures: dict,
+    *,
+    benchmark: str | None = None,
+    command: str | None = None,
+    notes: str | None = None,
+    **extra,
+) -> dict:
+    """One record of this run (not written): ``figures`` with the benchmark, command, date, commit
+    and machine.
 
     ``benchmark`` defaults to the running script (``sys.argv[0]``, relative to the repository root),
     ``command`` to its command line, the date to today's (UTC).
     """
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if benchmark is None:
-        benchmark = os.path.relpath(script, ROOT) if script.startswith(ROOT + os.sep) else (script or None)
-    rec = {"benchmark": benchmark, "command": command or command_line(),
-           "date": _dt.datetime.now(_dt.UTC).date().isoformat(), "commit": git_commit(),
-           "machine": machine(), "figures": figures}
+        benchmark = (
+            os.path.relpath(script, ROOT) if script.startswith(ROOT + os.sep) else (script or None)
+        )
+    rec = {
+        "benchmark": benchmark,
+        "command": command or command_line(),
+        "date": _dt.datetime.now(_dt.UTC).date().isoformat(),
+        "commit": git_commit(),
+        "machine": machine(),
+        "figures": figures,
+    }
     if notes:
         rec["notes"] = notes
     rec.update(extra)
@@ -102,7 +134,8 @@ def record(figures: dict, path: str | None = None, **kw) -> dict:
     """Append one run's record (:func:`make`; ``kw`` goes there) to ``path`` and return it.
 
     ``path`` defaults to ``benchmarks/results/<script name>.jsonl``.  The line is written with one
-    ``os.write`` on a descriptor opened with ``O_APPEND``, so concurrent runs do not interleave lines.
+    ``os.write`` on a descriptor opened with ``O_APPEND``, so concurrent runs do not interleave
+    lines.
     """
     rec = make(figures, **kw)
     if path is None:
@@ -125,7 +158,8 @@ def load(path: str) -> list[dict]:
 
 
 def figures(rec: dict) -> dict:
-    """A record's figures: ``rec["figures"]`` in the schema above, the line itself in the older flat form."""
+    """A record's figures: ``rec["figures"]`` in the schema above, the line itself in the older flat
+    form."""
     if isinstance(rec.get("figures"), dict) and "benchmark" in rec:
         return rec["figures"]
     return rec

@@ -1,4 +1,5 @@
-"""Peak memory and time of loading hostile model files and templates, for one or more crfkit checkouts.
+"""Peak memory and time of loading hostile model files and templates, for one or more crfkit
+checkouts.
 
 Issue 13 (model files are untrusted input).  Every case runs in a fresh child
 process; its peak RSS comes from ``os.wait4`` (the child's own ``ru_maxrss``)
@@ -32,6 +33,7 @@ Usage (before/after in the same run, e.g. main's code against a worktree's)::
 
     python benchmarks/memory/model_hardening.py --src /work/main/src --src src --model conll.crfkit
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +56,7 @@ MAGIC = b"CRFKIT\x00M"
 def _split(data: bytes):
     (hl,) = struct.unpack_from("<I", data, len(MAGIC))
     h0 = len(MAGIC) + 4
-    return json.loads(data[h0:h0 + hl].decode()), data[h0 + hl:-32]
+    return json.loads(data[h0 : h0 + hl].decode()), data[h0 + hl : -32]
 
 
 def _assemble(header: dict, payload: bytes) -> bytes:
@@ -93,27 +95,33 @@ def make_small(src: str, path: str, meta: dict) -> None:
 
 
 def make_bomb(src: str, path: str, gib: float) -> None:
-    """A valid small model (saved by the checkout ``src``) with its weights replaced by a zeros bomb."""
+    """A valid small model (saved by the checkout ``src``) with its weights replaced by a zeros
+    bomb."""
     small = path + ".small"
     make_small(src, small, {"note": "small"})
     with open(small, "rb") as f:
         header, payload = _split(f.read())
     os.unlink(small)
     bomb = zeros_member(int(gib * (1 << 30)))
-    header["arrays"]["weights"] = dict(header["arrays"]["weights"], offset=len(payload), nbytes=len(bomb))
+    header["arrays"]["weights"] = dict(
+        header["arrays"]["weights"], offset=len(payload), nbytes=len(bomb)
+    )
     with open(path, "wb") as f:
         f.write(_assemble(header, payload + bomb))
 
 
 def run_child(argv: list[str], src: str, as_limit_gib: float, timeout: float) -> dict:
-    """Run ``argv`` with PYTHONPATH=src; its peak RSS (MiB), wall time, exit status and last stderr line."""
+    """Run ``argv`` with PYTHONPATH=src; its peak RSS (MiB), wall time, exit status and last stderr
+    line."""
     limit = int(as_limit_gib * (1 << 30))
 
     def pre():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         os.setsid()
 
-    env = dict(os.environ, PYTHONPATH=src, NUMBA_DISABLE_JIT=os.environ.get("NUMBA_DISABLE_JIT", "0"))
+    env = dict(
+        os.environ, PYTHONPATH=src, NUMBA_DISABLE_JIT=os.environ.get("NUMBA_DISABLE_JIT", "0")
+    )
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=pre)
@@ -136,8 +144,13 @@ def run_child(argv: list[str], src: str, as_limit_gib: float, timeout: float) ->
         lines = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
     rc = os.waitstatus_to_exitcode(status) if status is not None else None
-    return {"rss_mib": ru.ru_maxrss / 1024, "wall_s": wall, "rc": "timeout" if killed else rc,
-            "stderr": last[:240], "traceback": any(ln.startswith("Traceback") for ln in lines)}
+    return {
+        "rss_mib": ru.ru_maxrss / 1024,
+        "wall_s": wall,
+        "rc": "timeout" if killed else rc,
+        "stderr": last[:240],
+        "traceback": any(ln.startswith("Traceback") for ln in lines),
+    }
 
 
 def _py(code: str) -> list[str]:
@@ -145,16 +158,29 @@ def _py(code: str) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--src", action="append", required=True, help="a checkout's src directory (repeatable)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--src", action="append", required=True, help="a checkout's src directory (repeatable)"
+    )
     ap.add_argument("--model", help="a real model file to time loading (e.g. a CoNLL-2000 chunker)")
-    ap.add_argument("--conll", help="a column file (word POS chunk) to time template application on")
-    ap.add_argument("--repeat", type=int, default=7, help="loads of --model per child (median reported)")
+    ap.add_argument(
+        "--conll", help="a column file (word POS chunk) to time template application on"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=7, help="loads of --model per child (median reported)"
+    )
     ap.add_argument("--bomb-gib", type=float, default=2.0)
-    ap.add_argument("--as-limit", type=float, default=8.0, help="address-space limit of a child, GiB")
+    ap.add_argument(
+        "--as-limit", type=float, default=8.0, help="address-space limit of a child, GiB"
+    )
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before a child is killed")
-    ap.add_argument("--cases", default="bomb,info-bomb,info-devzero,offset-30M,offset-20digits,"
-                                       "offset-5000digits,info-offset-model,tag-columns-two,conll-load,conll-templates")
+    ap.add_argument(
+        "--cases",
+        default="bomb,info-bomb,info-devzero,offset-30M,offset-20digits,"
+        "offset-5000digits,info-offset-model,tag-columns-two,conll-load,conll-templates",
+    )
     ap.add_argument("--workdir", default=None, help="where crafted files go (default: a temp dir)")
     args = ap.parse_args()
     work = args.workdir or tempfile.mkdtemp(prefix="crfkit-hardening-")
@@ -164,22 +190,31 @@ def main() -> None:
     if any(c in cases for c in ("bomb", "info-bomb")) and not os.path.exists(bomb):
         make_bomb(os.path.abspath(args.src[-1]), bomb, args.bomb_gib)
     tpl = {}
-    for name, offset in (("offset-30M", "30000000"), ("offset-20digits", "99999999999999999999"),
-                         ("offset-5000digits", "1" * 5000)):
+    for name, offset in (
+        ("offset-30M", "30000000"),
+        ("offset-20digits", "99999999999999999999"),
+        ("offset-5000digits", "1" * 5000),
+    ):
         tpl[name] = os.path.join(work, f"{name}.tpl")
         with open(tpl[name], "w") as f:
             f.write(f"U00:%x[{offset},0]\nB\n")
     data = os.path.join(work, "small.txt")
     with open(data, "w") as f:
         f.write("a x A\nb y B\n\nc x A\n\nb y B\na x A\n\n")
-    for name, meta in (("info-offset-model", {"templates": "U00:%x[30000000,0]\nB\n", "columns": 2}),
-                       ("tag-columns-two", {"templates": "U00:%x[0,0]\nB\n", "columns": "two"})):
+    for name, meta in (
+        ("info-offset-model", {"templates": "U00:%x[30000000,0]\nB\n", "columns": 2}),
+        ("tag-columns-two", {"templates": "U00:%x[0,0]\nB\n", "columns": "two"}),
+    ):
         target = os.path.join(work, f"{name}.crfkit")
         if name in cases and not os.path.exists(target):
             make_small(os.path.abspath(args.src[0]), target, meta)
-    print(f"# bomb file: {bomb} ({os.path.getsize(bomb) if os.path.exists(bomb) else 0} bytes); "
-          f"child address-space limit {args.as_limit:g} GiB, timeout {args.timeout:g} s")
-    print(f"{'case':<18} {'src':<28} {'peak RSS MiB':>12} {'wall s':>8} {'exit':>8}  traceback  last stderr line")
+    print(
+        f"# bomb file: {bomb} ({os.path.getsize(bomb) if os.path.exists(bomb) else 0} bytes); "
+        f"child address-space limit {args.as_limit:g} GiB, timeout {args.timeout:g} s"
+    )
+    print(
+        f"{'case':<18} {'src':<28} {'peak RSS MiB':>12} {'wall s':>8} {'exit':>8}  traceback  last stderr line"
+    )
     for case in cases:
         for src in args.src:
             src = os.path.abspath(src)
@@ -198,12 +233,39 @@ def main() -> None:
             elif case == "info-devzero":
                 argv = [sys.executable, "-m", "crfkit", "info", "-m", "/dev/zero"]
             elif case in tpl:
-                argv = [sys.executable, "-m", "crfkit", "train", data, "-t", tpl[case], "-q",
-                        "-m", os.path.join(work, "offset-out.crfkit"), "--max-iterations", "5"]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "crfkit",
+                    "train",
+                    data,
+                    "-t",
+                    tpl[case],
+                    "-q",
+                    "-m",
+                    os.path.join(work, "offset-out.crfkit"),
+                    "--max-iterations",
+                    "5",
+                ]
             elif case == "info-offset-model":
-                argv = [sys.executable, "-m", "crfkit", "info", "-m", os.path.join(work, f"{case}.crfkit")]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "crfkit",
+                    "info",
+                    "-m",
+                    os.path.join(work, f"{case}.crfkit"),
+                ]
             elif case == "tag-columns-two":
-                argv = [sys.executable, "-m", "crfkit", "tag", "-m", os.path.join(work, f"{case}.crfkit"), data]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "crfkit",
+                    "tag",
+                    "-m",
+                    os.path.join(work, f"{case}.crfkit"),
+                    data,
+                ]
             elif case == "conll-load":
                 if not args.model:
                     continue
@@ -249,8 +311,11 @@ def main() -> None:
             else:
                 raise SystemExit(f"unknown case {case}")
             r = run_child(argv, src, args.as_limit, args.timeout)
-            print(f"{case:<18} {src[-28:]:<28} {r['rss_mib']:>12.0f} {r['wall_s']:>8.2f} {str(r['rc']):>8}  "
-                  f"{'yes' if r['traceback'] else 'no':<9}  {r['stderr']}", flush=True)
+            print(
+                f"{case:<18} {src[-28:]:<28} {r['rss_mib']:>12.0f} {r['wall_s']:>8.2f} {str(r['rc']):>8}  "
+                f"{'yes' if r['traceback'] else 'no':<9}  {r['stderr']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

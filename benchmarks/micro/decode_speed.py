@@ -1,4 +1,5 @@
-"""Tagging speed: Viterbi and marginals over a whole corpus, label rows as vectors against the scatter.
+"""Tagging speed: Viterbi and marginals over a whole corpus, label rows as vectors against the
+scatter.
 
 ``CRFModel.decode`` computes each token's emission scores either through the
 plain scatter over ``feat_label`` or, when the model has attributes whose
@@ -17,6 +18,7 @@ The machine may be shared: compare figures from the same run only.
 
     .venv/bin/python benchmarks/micro/decode_speed.py [--repeats 5] [--sets ocr,conll2000/all,conll2000/observed]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +41,26 @@ def timed_decode(model, corpus, full, marginals, repeats):
     ps = np.zeros(0 if marginals else ns)
     marg = np.zeros((nt, L) if marginals else (0, L))
     logz = np.zeros(ns if marginals else 0)
-    args = (corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, s.attr_ptr, s.feat_label, s.trans_index,
-            model.weights, s.n_state, b, ids, ps, marg, logz, np.zeros(0, dtype=np.int32), np.zeros(0),
-            np.zeros((0, L)), full)
+    args = (
+        corpus.seq_ptr,
+        corpus.tok_ptr,
+        corpus.attr,
+        corpus.val,
+        s.attr_ptr,
+        s.feat_label,
+        s.trans_index,
+        model.weights,
+        s.n_state,
+        b,
+        ids,
+        ps,
+        marg,
+        logz,
+        np.zeros(0, dtype=np.int32),
+        np.zeros(0),
+        np.zeros((0, L)),
+        full,
+    )
     decode_all(*args)
     best = np.inf
     for _ in range(repeats):
@@ -63,15 +82,22 @@ def main(argv=None):
         model = CRFModel(space, np.random.default_rng(0).normal(0.0, 0.1, space.n_features))
         full = full_rows(space.attr_ptr, space.feat_label, space.n_labels)
         rows = full if full.any() else full[:0]
-        print(f"{item:20s} tokens={corpus.n_tokens} features={space.n_features} full rows="
-              f"{int(full.sum())}/{len(full)}", flush=True)
+        print(
+            f"{item:20s} tokens={corpus.n_tokens} features={space.n_features} full rows="
+            f"{int(full.sum())}/{len(full)}",
+            flush=True,
+        )
         for what, marginals in (("viterbi", False), ("marginals", True)):
             t_sc, r_sc = timed_decode(model, corpus, full[:0], marginals, a.repeats)
             t_rw, r_rw = timed_decode(model, corpus, rows, marginals, a.repeats)
-            same = np.array_equal(r_sc, r_rw) if not marginals else float(np.max(np.abs(r_sc - r_rw)))
-            print(f"    {what:9s}: scatter {t_sc * 1e3:8.2f} ms, rows {t_rw * 1e3:8.2f} ms "
-                  f"({t_sc / t_rw:4.2f}x); {'same paths' if same is True else ('paths differ' if same is False else f'max marginal difference {same:.1e}')}",
-                  flush=True)
+            same = (
+                np.array_equal(r_sc, r_rw) if not marginals else float(np.max(np.abs(r_sc - r_rw)))
+            )
+            print(
+                f"    {what:9s}: scatter {t_sc * 1e3:8.2f} ms, rows {t_rw * 1e3:8.2f} ms "
+                f"({t_sc / t_rw:4.2f}x); {'same paths' if same is True else ('paths differ' if same is False else f'max marginal difference {same:.1e}')}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

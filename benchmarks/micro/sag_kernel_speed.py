@@ -22,6 +22,7 @@ The machine may be shared: compare figures from the same run only.
     .venv/bin/python benchmarks/micro/sag_kernel_speed.py [--passes 5] [--repeats 3] [--sets ocr,conll2000]
         [--baselines sg,asg,adagrad,pegasos]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,22 @@ from crfkit.optim import sag as S
 
 
 def per_pass(corpus, space, reg, passes, repeats):
-    S.sag_nus_star(Objective(corpus, space, reg), None, reg=reg, max_iterations=1, delta=0.0)   # compile
+    S.sag_nus_star(
+        Objective(corpus, space, reg), None, reg=reg, max_iterations=1, delta=0.0
+    )  # compile
     best = np.inf
     for _ in range(repeats):
         obj = Objective(corpus, space, reg)
         mon = [0.0]
         t = time.perf_counter()
-        S.sag_nus_star(obj, None, reg=reg, max_iterations=passes, delta=0.0,
-                       callback=lambda info: mon.__setitem__(0, info["monitor_s"]))
+        S.sag_nus_star(
+            obj,
+            None,
+            reg=reg,
+            max_iterations=passes,
+            delta=0.0,
+            callback=lambda info: mon.__setitem__(0, info["monitor_s"]),
+        )
         best = min(best, (time.perf_counter() - t - mon[0]) / passes)
     return best
 
@@ -50,6 +59,7 @@ def per_pass(corpus, space, reg, passes, repeats):
 def per_pass_kernel(corpus, space, reg, passes, repeats):
     """The passes timed around the kernel calls only (``_Run.run_until`` and the window close)."""
     from crfkit.kernels import sag as K
+
     best = np.inf
     for _ in range(repeats):
         obj = Objective(corpus, space, reg)
@@ -66,16 +76,25 @@ def per_pass_kernel(corpus, space, reg, passes, repeats):
 def per_pass_baseline(method, corpus, space, reg, passes, repeats):
     """Seconds per pass of a classic stochastic baseline (eta 0.1, or 1 for pegasos), one thread."""
     from crfkit.optim import sgd as G
+
     fn = getattr(G, method)
     eta = 1.0 if method == "pegasos" else 0.1
-    fn(Objective(corpus, space, reg, threads=1), None, reg=reg, max_iterations=1, eta=eta)   # compile
+    fn(
+        Objective(corpus, space, reg, threads=1), None, reg=reg, max_iterations=1, eta=eta
+    )  # compile
     best = np.inf
     for _ in range(repeats):
         obj = Objective(corpus, space, reg, threads=1)
         mon = [0.0]
         t = time.perf_counter()
-        fn(obj, None, reg=reg, max_iterations=passes, eta=eta,
-           callback=lambda info: mon.__setitem__(0, info["monitor_s"]))
+        fn(
+            obj,
+            None,
+            reg=reg,
+            max_iterations=passes,
+            eta=eta,
+            callback=lambda info: mon.__setitem__(0, info["monitor_s"]),
+        )
         best = min(best, (time.perf_counter() - t - mon[0]) / passes)
     return best
 
@@ -107,12 +126,17 @@ def main(argv=None):
         sp = per_pass(corpus, space, reg, a.passes, a.repeats)
         sk = per_pass_kernel(corpus, space, reg, a.passes, a.repeats)
         fg = full_grad(corpus, space, reg, a.repeats)
-        print(f"{name:10s} n={corpus.n_sequences} features={space.n_features}: sag-nus* pass {sp * 1e3:8.2f} ms, "
-              f"kernel {sk * 1e3:8.2f} ms; full gradient {fg * 1e3:8.2f} ms; "
-              f"ratios {sp / fg:6.2f} {sk / fg:6.2f}", flush=True)
+        print(
+            f"{name:10s} n={corpus.n_sequences} features={space.n_features}: sag-nus* pass {sp * 1e3:8.2f} ms, "
+            f"kernel {sk * 1e3:8.2f} ms; full gradient {fg * 1e3:8.2f} ms; "
+            f"ratios {sp / fg:6.2f} {sk / fg:6.2f}",
+            flush=True,
+        )
         for m in filter(None, a.baselines.split(",")):
             bp = per_pass_baseline(m, corpus, space, reg, a.passes, a.repeats)
-            print(f"{name:10s} {m:8s} pass {bp * 1e3:8.2f} ms ({bp / sp:5.2f}x sag-nus*)", flush=True)
+            print(
+                f"{name:10s} {m:8s} pass {bp * 1e3:8.2f} ms ({bp / sp:5.2f}x sag-nus*)", flush=True
+            )
 
 
 if __name__ == "__main__":

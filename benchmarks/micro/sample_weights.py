@@ -16,6 +16,7 @@ An integer weight must equal repeating the sentence, so this script
 
 Usage: python benchmarks/micro/sample_weights.py [--data-dir DIR] [--threads 1] [--iterations 100]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,14 +26,25 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "peers"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "peers")
+)
 from conll2000_owlqn_vs_crfsuite import load_average  # noqa: E402  (the same `uptime` line)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("CRFKIT_DATA", os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data")))
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--data-dir",
+        default=os.environ.get(
+            "CRFKIT_DATA",
+            os.path.join(
+                os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data"
+            ),
+        ),
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--c2", type=float, default=1.0)
@@ -55,7 +67,7 @@ def main(argv=None) -> int:
     tpl = default_chunking_templates()
     X, Y, _ = load_columns(train_path, tpl)
     Xt, Yt, _ = load_columns(test_path, tpl)
-    k = np.where(np.arange(len(X)) % 2 == 0, 2.0, 1.0)       # weight 2 on every other sentence
+    k = np.where(np.arange(len(X)) % 2 == 0, 2.0, 1.0)  # weight 2 on every other sentence
     Xd = [x for x, c in zip(X, k) for _ in range(int(c))]
     Yd = [y for y, c in zip(Y, k) for _ in range(int(c))]
     space, dup = build(Xd, Yd)
@@ -63,18 +75,27 @@ def main(argv=None) -> int:
     cw.weight = k
     W = float(k.sum())
     reg = regularization(W, c2=args.c2)
-    print(f"CoNLL-2000 train: {len(X)} sentences, weights 2 on {int((k == 2).sum())} of them (W = {W:g}); "
-          f"duplicated: {dup.n_sequences} sentences; {space.n_features} features; c2 = {args.c2:g} -> "
-          f"l2 = 2 c2 / W = {reg.l2:.6g}; threads {args.threads}", flush=True)
-    ow, od = Objective(cw, space, reg, threads=args.threads), Objective(dup, space, reg, threads=args.threads)
+    print(
+        f"CoNLL-2000 train: {len(X)} sentences, weights 2 on {int((k == 2).sum())} of them (W = {W:g}); "
+        f"duplicated: {dup.n_sequences} sentences; {space.n_features} features; c2 = {args.c2:g} -> "
+        f"l2 = 2 c2 / W = {reg.l2:.6g}; threads {args.threads}",
+        flush=True,
+    )
+    ow, od = (
+        Objective(cw, space, reg, threads=args.threads),
+        Objective(dup, space, reg, threads=args.threads),
+    )
 
     def compare(w, what):
         fw, gw = ow.value_and_grad(w)
         fd, gd = od.value_and_grad(w)
         rel_f = abs(fw - fd) / abs(fd)
         rel_g = float(np.abs(gw - gd).max() / max(np.abs(gd).max(), 1e-300))
-        print(f"  at {what}: f weighted {fw:.15g}, duplicated {fd:.15g} (relative difference {rel_f:.1e}); "
-              f"max |g_w - g_d| / max |g_d| = {rel_g:.1e}", flush=True)
+        print(
+            f"  at {what}: f weighted {fw:.15g}, duplicated {fd:.15g} (relative difference {rel_f:.1e}); "
+            f"max |g_w - g_d| / max |g_d| = {rel_g:.1e}",
+            flush=True,
+        )
         return rel_f, rel_g
 
     print("objective and gradient at the same weights:")
@@ -82,25 +103,44 @@ def main(argv=None) -> int:
     results = {}
     for name, corpus in (("weighted", cw), ("duplicated", dup)):
         t = time.perf_counter()
-        res = train_corpus(space, corpus, reg=reg, max_iterations=args.iterations, epsilon=0.0, delta=0.0,
-                           threads=args.threads, verbose=False)
+        res = train_corpus(
+            space,
+            corpus,
+            reg=reg,
+            max_iterations=args.iterations,
+            epsilon=0.0,
+            delta=0.0,
+            threads=args.threads,
+            verbose=False,
+        )
         secs = time.perf_counter() - t
         pred = res.model.tag(Xt)
         rep = conlleval(Yt, pred)
         results[name] = (res, secs, rep, pred)
-        print(f"{name}: {res.iterations} L-BFGS iterations ({res.status}), {secs:.1f} s "
-              f"({secs / max(res.iterations, 1):.3f} s/iteration), objective {res.objective:.12g} "
-              f"(CRFsuite units {res.objective_crfsuite:.6f}); test chunk F1 {rep.f1:.4f}", flush=True)
+        print(
+            f"{name}: {res.iterations} L-BFGS iterations ({res.status}), {secs:.1f} s "
+            f"({secs / max(res.iterations, 1):.3f} s/iteration), objective {res.objective:.12g} "
+            f"(CRFsuite units {res.objective_crfsuite:.6f}); test chunk F1 {rep.f1:.4f}",
+            flush=True,
+        )
     rw, rd = results["weighted"][0], results["duplicated"][0]
     compare(rw.model.weights, "the weighted model's weights")
-    same = sum(a == b for pa, pb in zip(results["weighted"][3], results["duplicated"][3]) for a, b in zip(pa, pb))
+    same = sum(
+        a == b
+        for pa, pb in zip(results["weighted"][3], results["duplicated"][3])
+        for a, b in zip(pa, pb)
+    )
     total = sum(map(len, Yt))
-    print(f"final objectives: relative difference {abs(rw.objective - rd.objective) / abs(rd.objective):.1e}; "
-          f"max |w_weighted - w_duplicated| = {float(np.abs(rw.model.weights - rd.model.weights).max()):.2e}; "
-          f"test F1 {results['weighted'][2].f1:.4f} vs {results['duplicated'][2].f1:.4f}; "
-          f"{same} of {total} test tokens tagged alike")
-    print(f"time per iteration, weighted / duplicated: "
-          f"{(results['weighted'][1] / max(rw.iterations, 1)) / (results['duplicated'][1] / max(rd.iterations, 1)):.2f}")
+    print(
+        f"final objectives: relative difference {abs(rw.objective - rd.objective) / abs(rd.objective):.1e}; "
+        f"max |w_weighted - w_duplicated| = {float(np.abs(rw.model.weights - rd.model.weights).max()):.2e}; "
+        f"test F1 {results['weighted'][2].f1:.4f} vs {results['duplicated'][2].f1:.4f}; "
+        f"{same} of {total} test tokens tagged alike"
+    )
+    print(
+        f"time per iteration, weighted / duplicated: "
+        f"{(results['weighted'][1] / max(rw.iterations, 1)) / (results['duplicated'][1] / max(rd.iterations, 1)):.2f}"
+    )
     print(f"after: {load_average()}")
     return 0
 

@@ -4,14 +4,15 @@
     PYTHONPATH=src:DIR python benchmarks/micro/sdca_step_ab.py --other PKG [--data conll2000] [--warm 2]
         [--chunk 400] [--chunks 10]
 
-``PKG`` is another copy of crfkit importable under that name (e.g. the code before a change, copied to
-DIR/crfkit_base with its absolute ``crfkit.`` imports renamed ``crfkit_base.``).  Both codes build their
-own sdca run (gap sampling, mixing 0.2, float32 store, lambda = 1/n) on the same encoded corpus, make
-``--warm`` epochs untimed, then take turns: ``--chunk`` steps of one, the same of the other, ``--chunks``
-times each, every chunk timed with ``time.process_time``.  On a machine shared with other jobs the
-alternation puts both codes under the same load, which separate runs do not.  Prints the CPU us per step
-of each code, their ratio, and the line-search evaluations per step.
+``PKG`` is another copy of crfkit importable under that name (e.g. the code before a change, copied
+to DIR/crfkit_base with its absolute ``crfkit.`` imports renamed ``crfkit_base.``).  Both codes
+build their own sdca run (gap sampling, mixing 0.2, float32 store, lambda = 1/n) on the same encoded
+corpus, make ``--warm`` epochs untimed, then take turns: ``--chunk`` steps of one, the same of the
+other, ``--chunks`` times each, every chunk timed with ``time.process_time``.  On a machine shared
+with other jobs the alternation puts both codes under the same load, which separate runs do not.
+Prints the CPU us per step of each code, their ratio, and the line-search evaluations per step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,9 @@ def make_run(pkg, corp, space, l2):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--other", required=True)
     ap.add_argument("--data", default="conll2000")
     ap.add_argument("--data-dir", default=None)
@@ -61,10 +64,14 @@ def main(argv=None):
             steps[k] += int(run.isc[K.I_EVALS]) - s0
             ls[k] += int(run.isc[K.I_LS]) - l0
     us = [1e6 * cpu[k] / steps[k] for k in range(2)]
-    print(f"{a.data}: after {a.warm} epochs, {a.chunks} chunks of {a.chunk} steps each, alternated; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{a.data}: after {a.warm} epochs, {a.chunks} chunks of {a.chunk} steps each, alternated; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     for k in range(2):
-        print(f"  {names[k]:12s} CPU {us[k]:7.1f} us/step  {ls[k] / steps[k]:.2f} line-search evaluations per step")
+        print(
+            f"  {names[k]:12s} CPU {us[k]:7.1f} us/step  {ls[k] / steps[k]:.2f} line-search evaluations per step"
+        )
     print(f"  ratio {names[0]} / {names[1]}: {us[0] / us[1]:.3f}")
 
 

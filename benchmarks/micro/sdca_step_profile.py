@@ -5,10 +5,11 @@
         [--c1 0]
 
 The run first makes ``--warm`` epochs of sdca (gap sampling; lambda = the bench's 1/n, and with
-``--c1`` > 0 the elastic net, l1 = c1/n), so that the marginals are those of a run in progress, not of
-the initialisation.  Then, on ``--sample`` sequences drawn uniformly, it calls the step's phases one by
-one from Python, as ``sdca_step`` does, and times each call (``perf_counter_ns``), minus the cost of
-dispatching an empty numba function with as many arguments (measured once per argument count, ``timed``):
+``--c1`` > 0 the elastic net, l1 = c1/n), so that the marginals are those of a run in progress, not
+of the initialisation.  Then, on ``--sample`` sequences drawn uniformly, it calls the step's phases
+one by one from Python, as ``sdca_step`` does, and times each call (``perf_counter_ns``), minus the
+cost of dispatching an empty numba function with as many arguments (measured once per argument
+count, ``timed``):
 
     scores      emission scores at w (``occ_emissions``) and the transition matrix
     oracle      forward-backward marginals (``chain_marginals_pf``, as the step: prefetching the stored rows
@@ -19,9 +20,11 @@ dispatching an empty numba function with as many arguments (measured once per ar
     search      the exact line search (``line_search`` / ``line_search_enet`` with its packing)
     update      w += gamma u on the touched coordinates, and the store written back
 
-The phases run on the same data as the step but the store is left unchanged (the last two phases write
-into copies), so every sampled step starts from the same point.  Shares are of the sum of the phases.
+The phases run on the same data as the step but the store is left unchanged (the last two phases
+write into copies), so every sampled step starts from the same point.  Shares are of the sum of the
+phases.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,7 +68,9 @@ def timed(fn, *args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", default="conll2000")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--warm", type=int, default=2)
@@ -96,7 +101,7 @@ def main(argv=None):
     zcopy = run.z.copy() if run.kappa > 0 else wcopy
     ls_evals = 0
     tokens = 0
-    warm = rng.integers(0, n, 50)      # first calls compile / load every function: not timed
+    warm = rng.integers(0, n, 50)  # first calls compile / load every function: not timed
     for k, i in enumerate(np.concatenate((warm, idx))):
         if k == len(warm):
             tot = dict.fromkeys(phases, 0.0)
@@ -109,50 +114,151 @@ def main(argv=None):
         tokens += T
         e0 = int(run.eptr[i])
         _, d1 = timed(K._trans_into, run.w, s.n_state, s.trans_index, run.trans)
-        _, d2 = timed(K.occ_emissions, c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t0 + T, run.w, 1.0,
-                      run.score)
+        _, d2 = timed(
+            K.occ_emissions,
+            c.tok_ptr,
+            run.ok0,
+            run.onk,
+            c.val,
+            run.lab,
+            t0,
+            t0 + T,
+            run.w,
+            1.0,
+            run.score,
+        )
         tot["scores"] += d1 + d2
-        _, d = timed(K.chain_marginals_pf, run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale,
-                     run.node_n, run.pair_n, nflat, t0 * L, pflat, e0 * LL)
+        _, d = timed(
+            K.chain_marginals_pf,
+            run.score,
+            T,
+            run.trans,
+            run.es,
+            run.alpha,
+            run.beta,
+            run.scale,
+            run.node_n,
+            run.pair_n,
+            nflat,
+            t0 * L,
+            pflat,
+            e0 * LL,
+        )
         tot["oracle"] += d
-        (gap, fp0, c0, c1), d = timed(K.load_gap, T, t0, e0, run.node_store, pair2, run.node_n, pn2, run.m_node,
-                                      run.d_node, run.tdir, f)
+        (gap, fp0, c0, c1), d = timed(
+            K.load_gap,
+            T,
+            t0,
+            e0,
+            run.node_store,
+            pair2,
+            run.node_n,
+            pn2,
+            run.m_node,
+            run.d_node,
+            run.tdir,
+            f,
+        )
         tot["gap"] += d
-        na, d = timed(K.accumulate_direction, c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0,
-                      t0 + T, run.d_node, run.acc, run.alist)
+        na, d = timed(
+            K.accumulate_direction,
+            c.tok_ptr,
+            c.attr,
+            run.ok0,
+            run.onk,
+            c.val,
+            run.lab,
+            run.bo,
+            t0,
+            t0 + T,
+            run.d_node,
+            run.acc,
+            run.alist,
+        )
         tot["direction"] += d
         isc = np.zeros(K.N_ISC, dtype=np.int64)
-        # the line search's entries where they are (views, taken outside the timing: in the kernel they
-        # cost nothing next to the search)
+        # the line search's entries where they are (views, taken outside the timing: in the kernel
+        # they cost nothing next to the search)
         ent = K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n)
         if run.kappa > 0:
-            nz, d1 = timed(K.enet_pack, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index, s.n_state,
-                           run.z, -1.0 / run.l2n, run.kappa, run.ez)
-            gamma, d2 = timed(K.line_search_enet, *ent, fp0, c0, c1, 1e-3, f[0], f[1], isc, nz, run.ez,
-                              run.kappa, run.l2n)
+            nz, d1 = timed(
+                K.enet_pack,
+                s.attr_ptr,
+                run.acc,
+                run.alist,
+                na,
+                run.tdir,
+                s.trans_index,
+                s.n_state,
+                run.z,
+                -1.0 / run.l2n,
+                run.kappa,
+                run.ez,
+            )
+            gamma, d2 = timed(
+                K.line_search_enet,
+                *ent,
+                fp0,
+                c0,
+                c1,
+                1e-3,
+                f[0],
+                f[1],
+                isc,
+                nz,
+                run.ez,
+                run.kappa,
+                run.l2n,
+            )
         else:
-            q, d1 = timed(K.direction_norm2, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index)
+            q, d1 = timed(
+                K.direction_norm2, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index
+            )
             gamma, d2 = timed(K.line_search, *ent, q / run.l2n, fp0, c0, c1, 1e-3, f[0], f[1], isc)
         tot["search"] += d1 + d2
         ls_evals += int(isc[K.I_LS])
         # the update into copies of w (z) and of the sequence's store rows
-        nrows = run.node_store[t0:t0 + T].copy()
-        prows = pair2[e0:e0 + max(T - 1, 0)].copy()
+        nrows = run.node_store[t0 : t0 + T].copy()
+        prows = pair2[e0 : e0 + max(T - 1, 0)].copy()
         if run.kappa > 0:
-            _, d1 = timed(K.apply_direction_enet, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index,
-                          s.n_state, -gamma / run.l2n, run.kappa, zcopy, wcopy)
+            _, d1 = timed(
+                K.apply_direction_enet,
+                s.attr_ptr,
+                run.acc,
+                run.alist,
+                na,
+                run.tdir,
+                s.trans_index,
+                s.n_state,
+                -gamma / run.l2n,
+                run.kappa,
+                zcopy,
+                wcopy,
+            )
         else:
-            _, d1 = timed(K.apply_direction, s.attr_ptr, run.acc, run.alist, na, run.tdir, s.trans_index,
-                          s.n_state, -gamma / run.l2n, wcopy)
+            _, d1 = timed(
+                K.apply_direction,
+                s.attr_ptr,
+                run.acc,
+                run.alist,
+                na,
+                run.tdir,
+                s.trans_index,
+                s.n_state,
+                -gamma / run.l2n,
+                wcopy,
+            )
         _, d2 = timed(_mix, nrows, prows, run.m_node, run.node_n, pn2, T, gamma)
         tot["update"] += d1 + d2
     total = sum(tot.values())
     m = len(idx)
-    print(f"{a.data}: n={n}, labels={L}, features={s.n_features}, l2={reg.l2:.3g}, l1={reg.l1:.3g}; after {a.warm} "
-          f"epochs of sdca (gap); {m} sampled steps, {tokens / m:.1f} tokens per step, {ls_evals / m:.2f} "
-          f"line-search evaluations per step; dispatch overhead subtracted (per call, by its argument count: "
-          f"{min(_DISPATCH.values()):.0f}-{max(_DISPATCH.values()):.0f} ns); "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{a.data}: n={n}, labels={L}, features={s.n_features}, l2={reg.l2:.3g}, l1={reg.l1:.3g}; after {a.warm} "
+        f"epochs of sdca (gap); {m} sampled steps, {tokens / m:.1f} tokens per step, {ls_evals / m:.2f} "
+        f"line-search evaluations per step; dispatch overhead subtracted (per call, by its argument count: "
+        f"{min(_DISPATCH.values()):.0f}-{max(_DISPATCH.values()):.0f} ns); "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print("| phase | us/step | share |")
     print("|---|---|---|")
     for p in phases:

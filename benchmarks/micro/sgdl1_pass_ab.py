@@ -1,17 +1,19 @@
 #!/usr/bin/env python
-"""CPU seconds per SGD-L1 pass on NETtalk in Wapiti's feature space, for one or more source trees in turns
-(an A/B of a kernel change), and whether the trees end on the same weights.
+"""CPU seconds per SGD-L1 pass on NETtalk in Wapiti's feature space, for one or more source trees in
+turns (an A/B of a kernel change), and whether the trees end on the same weights.
 
-Each tree runs in its own process (``PYTHONPATH=<tree>/src``, one numba thread): the NETtalk split, the
-``nettalk:N-grm`` patterns with every label pair (``support="all"``), rho1 = 0.5, rho2 = 1e-5, Wapiti's
-eta0 = 0.8 and alpha = 0.85, no per-pass objective (``monitor=False``; the last pass scores it), one
-warm-up pass first (kernels loaded or compiled outside the count).  It prints, per round and tree, the CPU
-seconds of each pass (``time.process_time`` between the driver's end-of-pass callbacks) and the number of
-non-zero weights, then whether every tree's final weights are the same bits as the first tree's (the
-weights of the last round).  Run on a quiet machine; compare trees within a round.
+Each tree runs in its own process (``PYTHONPATH=<tree>/src``, one numba thread): the NETtalk split,
+the ``nettalk:N-grm`` patterns with every label pair (``support="all"``), rho1 = 0.5, rho2 = 1e-5,
+Wapiti's eta0 = 0.8 and alpha = 0.85, no per-pass objective (``monitor=False``; the last pass scores
+it), one warm-up pass first (kernels loaded or compiled outside the count).  It prints, per round
+and tree, the CPU seconds of each pass (``time.process_time`` between the driver's end-of-pass
+callbacks) and the number of non-zero weights, then whether every tree's final weights are the same
+bits as the first tree's (the weights of the last round).  Run on a quiet machine; compare trees
+within a round.
 
 Usage:  python benchmarks/micro/sgdl1_pass_ab.py TREE [TREE ...] [--set 3-grm] [--passes 3] [--rounds 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,34 +51,50 @@ print(json.dumps({"pass_cpu": [round(c, 3) for c in cpu], "nnz": int(np.count_no
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("trees", nargs="+", help="source trees (each with a src/ directory)")
     ap.add_argument("--set", default="3-grm", help="NETtalk feature set (default 3-grm)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
     env0 = dict(os.environ, NUMBA_NUM_THREADS="1")
-    env0.setdefault("CRFKIT_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                                "shared", "data"))
+    env0.setdefault(
+        "CRFKIT_DATA",
+        os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data"
+        ),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         outs = {}
         for r in range(args.rounds):
             for k, tree in enumerate(args.trees):
                 outs[tree] = os.path.join(tmp, f"w{k}.npy")
                 env = dict(env0, PYTHONPATH=os.path.join(os.path.abspath(tree), "src"))
-                p = subprocess.run([sys.executable, "-c", WORKER, args.set, str(args.passes), outs[tree]], env=env,
-                                   capture_output=True, text=True)
-                line = p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else \
-                    "failed: " + p.stderr.strip()[-800:]
+                p = subprocess.run(
+                    [sys.executable, "-c", WORKER, args.set, str(args.passes), outs[tree]],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                line = (
+                    p.stdout.strip().splitlines()[-1]
+                    if p.returncode == 0 and p.stdout.strip()
+                    else "failed: " + p.stderr.strip()[-800:]
+                )
                 print(f"round {r + 1}  {tree}: {line}", flush=True)
         import numpy as np
+
         first = np.load(outs[args.trees[0]])
         for tree in args.trees[1:]:
             w = np.load(outs[tree])
             same = w.tobytes() == first.tobytes()
             diff = float(np.max(np.abs(w - first))) if w.shape == first.shape else float("nan")
-            print(f"{tree}: {'the same weights, to the bit' if same else f'weights differ (max {diff:.3g})'} "
-                  f"as {args.trees[0]}")
+            print(
+                f"{tree}: {'the same weights, to the bit' if same else f'weights differ (max {diff:.3g})'} "
+                f"as {args.trees[0]}"
+            )
     return 0
 
 

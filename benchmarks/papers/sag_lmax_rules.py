@@ -1,4 +1,5 @@
-"""The two rules for the ``L`` of sag-nus*'s step ``0.5 (1/(L + l2) + 1/(Lbar + l2))``, pass by pass.
+"""The two rules for the ``L`` of sag-nus*'s step ``0.5 (1/(L + l2) + 1/(Lbar + l2))``, pass by
+pass.
 
 Runs sag-nus* with ``lmax=decayed`` (the default: the largest ``L_i`` the
 visits returned, multiplied by ``2^(-1/n)`` per step, as the 2013 SAG code
@@ -11,6 +12,7 @@ rules are and how much of the step the ``L`` half is.
 
     PYTHONPATH=src .venv/bin/python benchmarks/papers/sag_lmax_rules.py --data ocr-large --support all --passes 30
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +38,9 @@ def main() -> None:
     fstar = entry["fstar"] if entry else None
     shown = "not cached (crfkit bench fstar)" if fstar is None else f"{fstar:.10g}"
     print(f"{d.name} ({d.feature_set}): n = {obj.n}, l2 = {l2:.4g}, f* = {shown}")
-    print("pass  Lmax(decayed)  max_i L_i    Lbar   step  0.5/(Lmax+l2)  0.5/(Lbar+l2)  step(max_i L_i)  f - f*")
+    print(
+        "pass  Lmax(decayed)  max_i L_i    Lbar   step  0.5/(Lmax+l2)  0.5/(Lbar+l2)  step(max_i L_i)  f - f*"
+    )
 
     def cb(info):
         st = info["state"]()
@@ -44,11 +48,16 @@ def main() -> None:
         lbar = Li[Li > 0].mean()
         lcur = Li.max()
         sub = info["f"] - fstar if fstar is not None else float("nan")
-        print(f"{info['iteration']:4d}  {st['Lmax']:13.2f}  {lcur:9.2f}  {lbar:6.2f}  {info['step']:.4f}  "
-              f"{0.5 / (st['Lmax'] + l2):13.4f}  {0.5 / (lbar + l2):13.4f}  "
-              f"{0.5 / (lcur + l2) + 0.5 / (lbar + l2):15.4f}  {sub:.4g}", flush=True)
+        print(
+            f"{info['iteration']:4d}  {st['Lmax']:13.2f}  {lcur:9.2f}  {lbar:6.2f}  {info['step']:.4f}  "
+            f"{0.5 / (st['Lmax'] + l2):13.4f}  {0.5 / (lbar + l2):13.4f}  "
+            f"{0.5 / (lcur + l2) + 0.5 / (lbar + l2):15.4f}  {sub:.4g}",
+            flush=True,
+        )
 
-    S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=args.passes, delta=0.0, seed=args.seed, callback=cb)
+    S.sag_nus_star(
+        obj, None, reg=obj.reg, max_iterations=args.passes, delta=0.0, seed=args.seed, callback=cb
+    )
 
 
 if __name__ == "__main__":

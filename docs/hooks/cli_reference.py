@@ -1,12 +1,14 @@
 """MkDocs hook: the command-line reference, generated from crfkit's argparse parsers at build time.
 
-``docs/reference/cli.md`` holds the marker ``<!-- cli-reference -->``; when MkDocs renders that page, the
-marker is replaced by :func:`render_cli_reference`, which walks ``crfkit.cli.build_parser()`` and every
-subparser below it (``crfkit data fetch``, ``crfkit bench run``, ...) and writes one section per command with
-its usage line and a table of its options.  Only ``crfkit.cli.build_parser`` and ``crfkit.cli.COMMANDS`` are
-used, so the reference follows whatever module layout the CLI has, and it cannot drift from the parsers.
-``test_docs.py`` checks that every option string of every parser appears in the output.
+``docs/reference/cli.md`` holds the marker ``<!-- cli-reference -->``; when MkDocs renders that
+page, the marker is replaced by :func:`render_cli_reference`, which walks
+``crfkit.cli.build_parser()`` and every subparser below it (``crfkit data fetch``,
+``crfkit bench run``, ...) and writes one section per command with its usage line and a table of its
+options.  Only ``crfkit.cli.build_parser`` and ``crfkit.cli.COMMANDS`` are used, so the reference
+follows whatever module layout the CLI has, and it cannot drift from the parsers.  ``test_docs.py``
+checks that every option string of every parser appears in the output.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,19 +24,20 @@ def _import_cli():
     if os.path.isdir(src) and src not in sys.path:
         sys.path.insert(0, src)
     from crfkit import cli
+
     return cli
 
 
 def _cell(text: str) -> str:
-    """Text made safe for a Markdown table cell: one line, ``|`` escaped, and outside `code spans` the
-    characters Markdown would read as markup (``*``, ``_``, ``[``, ``<``, ...) escaped."""
+    """Text made safe for a Markdown table cell: one line, ``|`` escaped, and outside `code spans`
+    the characters Markdown would read as markup (``*``, ``_``, ``[``, ``<``, ...) escaped."""
     parts = " ".join(str(text).split()).split("`")
-    for i in range(0, len(parts), 2):          # the even parts are outside code spans
+    for i in range(0, len(parts), 2):  # the even parts are outside code spans
         part = parts[i].replace("\\", "\\\\")
         for ch in "*_[]":
             part = part.replace(ch, "\\" + ch)
         parts[i] = part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    if len(parts) % 2 == 0:                    # an unmatched backtick: no code span after all
+    if len(parts) % 2 == 0:  # an unmatched backtick: no code span after all
         parts[-2] += "\\`" + parts.pop()
     return "`".join(parts).replace("|", "\\|")
 
@@ -62,7 +65,9 @@ def _metavar(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     formatter = parser._get_formatter()
     try:
         if action.option_strings:
-            return formatter._format_args(action, formatter._get_default_metavar_for_optional(action))
+            return formatter._format_args(
+                action, formatter._get_default_metavar_for_optional(action)
+            )
         return formatter._format_args(action, formatter._get_default_metavar_for_positional(action))
     except (TypeError, ValueError):
         return ""
@@ -74,7 +79,7 @@ def _subparsers(parser: argparse.ArgumentParser):
             helps = {a.dest: a.help for a in action._choices_actions}
             seen = set()
             for name, sub in action.choices.items():
-                if id(sub) in seen:       # an alias of a command already listed
+                if id(sub) in seen:  # an alias of a command already listed
                     continue
                 seen.add(id(sub))
                 yield name, sub, helps.get(name) or ""
@@ -87,14 +92,22 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
             continue
         if action.help == argparse.SUPPRESS:
             continue
-        names = ", ".join(_code(s) for s in action.option_strings) if action.option_strings \
+        names = (
+            ", ".join(_code(s) for s in action.option_strings)
+            if action.option_strings
             else _code(action.metavar or action.dest)
+        )
         meta = _metavar(parser, action)
         default = ""
-        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) \
-                and action.nargs != 0:
+        if (
+            action.option_strings
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and action.nargs != 0
+        ):
             default = _code(action.default)
-        rows.append(f"| {names} | {_code(meta) if meta else ''} | {default} | {_cell(_help(parser, action))} |")
+        rows.append(
+            f"| {names} | {_code(meta) if meta else ''} | {default} | {_cell(_help(parser, action))} |"
+        )
     if not rows:
         return []
     return ["| option | value | default | meaning |", "|---|---|---|---|", *rows, ""]

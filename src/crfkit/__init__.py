@@ -9,9 +9,10 @@ The main entry points (imported lazily, so ``import crfkit`` stays cheap):
 * :func:`crfkit.read_columns` — CoNLL / CRF++ column files;
 * :func:`crfkit.conlleval` — conlleval-identical chunk scores.
 
-The numba/LLVM/glibc hooks crfkit installs (and the environment switches that turn them off) are documented
-in :mod:`crfkit._runtime`.
+The numba/LLVM/glibc hooks crfkit installs (and the environment switches that turn them off) are
+documented in :mod:`crfkit._runtime`.
 """
+
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -34,6 +35,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 def __getattr__(name):
     if name in _EXPORTS:
         import importlib
+
         mod, attr = _EXPORTS[name]
         return getattr(importlib.import_module(mod), attr)
     raise AttributeError(f"module 'crfkit' has no attribute {name!r}")

@@ -4,6 +4,7 @@ Ctrl-C while the interpreter is still importing crfkit, numpy and numba
 exits with status 130 and no traceback: the handler is installed before
 anything slow is imported (the console script ``crfkit`` enters here too).
 """
+
 import signal
 import sys
 
@@ -19,6 +20,7 @@ def main(argv=None) -> int:
     except ValueError:  # not the main thread
         pass
     from .cli import main as cli_main
+
     return cli_main(argv)
 
 

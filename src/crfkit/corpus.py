@@ -42,6 +42,7 @@ recommendation: values far above 1 (measured: from about 1e2) already slow
 every optimizer down badly, which training reports as a warning; scale such
 values to about [-1, 1] (or take their logarithm).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,10 +65,12 @@ class Corpus:
     block, bigram-observation entries and sample weights.
 
     ``val=None``: every value is 1 (CRFsuite's usual case: attribute strings without values).  The
-    corpus then stores no values; :attr:`val` makes the array of ones on first use (and keeps it), and
-    :attr:`raw_val` is empty: the full-batch objective (L-BFGS, OWL-QN) reads that and never makes
-    the array (an 8-byte value per entry: 26-32 MB on the sklearn-crfsuite tutorial and CoNLL-2000).
+    corpus then stores no values; :attr:`val` makes the array of ones on first use (and keeps it),
+    and :attr:`raw_val` is empty: the full-batch objective (L-BFGS, OWL-QN) reads that and never
+    makes the array (an 8-byte value per entry: 26-32 MB on the sklearn-crfsuite tutorial and
+    CoNLL-2000).
     """
+
     seq_ptr: np.ndarray
     tok_ptr: np.ndarray
     attr: np.ndarray
@@ -84,18 +87,22 @@ class Corpus:
         self.tok_ptr = np.ascontiguousarray(self.tok_ptr, dtype=np.int64)
         self.attr = np.ascontiguousarray(self.attr, dtype=np.int32)
         if self.val is None:
-            del self.val             # all ones, made on first use (__getattr__)
+            del self.val  # all ones, made on first use (__getattr__)
         else:
             self.val = np.ascontiguousarray(self.val, dtype=np.float64)
         self.y = np.ascontiguousarray(self.y, dtype=np.int32)
-        if self.tok_ptr[-1] != len(self.attr) or ("val" in self.__dict__ and len(self.attr) != len(self.val)):
+        if self.tok_ptr[-1] != len(self.attr) or (
+            "val" in self.__dict__ and len(self.attr) != len(self.val)
+        ):
             raise ValueError("corpus arrays are inconsistent (tok_ptr / attr / val)")
         if self.seq_ptr[-1] != len(self.y) or len(self.tok_ptr) != len(self.y) + 1:
             raise ValueError("corpus arrays are inconsistent (seq_ptr / tok_ptr / y)")
         if self.dense is not None:
             self.dense = np.ascontiguousarray(self.dense, dtype=np.float64)
             if self.dense.ndim != 2 or self.dense.shape[0] != len(self.y):
-                raise ValueError(f"dense block has shape {self.dense.shape}; expected ({len(self.y)}, D)")
+                raise ValueError(
+                    f"dense block has shape {self.dense.shape}; expected ({len(self.y)}, D)"
+                )
         given = [a is not None for a in (self.btok_ptr, self.battr, self.bval)]
         if any(given) and not all(given):
             raise ValueError("btok_ptr, battr and bval go together")
@@ -103,8 +110,11 @@ class Corpus:
             self.btok_ptr = np.ascontiguousarray(self.btok_ptr, dtype=np.int64)
             self.battr = np.ascontiguousarray(self.battr, dtype=np.int32)
             self.bval = np.ascontiguousarray(self.bval, dtype=np.float64)
-            if (len(self.btok_ptr) != len(self.y) + 1 or self.btok_ptr[-1] != len(self.battr)
-                    or len(self.battr) != len(self.bval)):
+            if (
+                len(self.btok_ptr) != len(self.y) + 1
+                or self.btok_ptr[-1] != len(self.battr)
+                or len(self.battr) != len(self.bval)
+            ):
                 raise ValueError("corpus arrays are inconsistent (btok_ptr / battr / bval)")
         if self.weight is not None:
             self.weight = check_weights(self.weight, len(self.seq_ptr) - 1)
@@ -118,8 +128,8 @@ class Corpus:
 
     @property
     def raw_val(self) -> np.ndarray:
-        """The values as stored: :attr:`val`, or an empty array when every value is 1 and the array of
-        ones was never made (the kernels that take it read empty as all ones)."""
+        """The values as stored: :attr:`val`, or an empty array when every value is 1 and the array
+        of ones was never made (the kernels that take it read empty as all ones)."""
         return self.__dict__.get("val", _NO_VALUES)
 
     @property
@@ -172,18 +182,26 @@ class Corpus:
     def lengths(self) -> np.ndarray:
         return np.diff(self.seq_ptr)
 
-    def subset(self, indices) -> "Corpus":
+    def subset(self, indices) -> Corpus:
         """A new corpus holding the given sequences, in the given order."""
         idx = np.asarray(indices, dtype=np.int64)
         starts, ends = self.seq_ptr[idx], self.seq_ptr[idx + 1]
         lens = ends - starts
         seq_ptr = np.zeros(len(idx) + 1, np.int64)
         np.cumsum(lens, out=seq_ptr[1:])
-        toks = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(idx) else np.zeros(0, np.int64)
+        toks = (
+            np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])
+            if len(idx)
+            else np.zeros(0, np.int64)
+        )
         a0, a1 = self.tok_ptr[toks], self.tok_ptr[toks + 1]
         tok_ptr = np.zeros(len(toks) + 1, np.int64)
         np.cumsum(a1 - a0, out=tok_ptr[1:])
-        ents = np.concatenate([np.arange(s, e) for s, e in zip(a0, a1)]) if len(toks) else np.zeros(0, np.int64)
+        ents = (
+            np.concatenate([np.arange(s, e) for s, e in zip(a0, a1)])
+            if len(toks)
+            else np.zeros(0, np.int64)
+        )
         ents = ents.astype(np.int64)
         dense = None if self.dense is None else self.dense[toks]
         bigram = {}
@@ -191,26 +209,44 @@ class Corpus:
             b0, b1 = self.btok_ptr[toks], self.btok_ptr[toks + 1]
             btok_ptr = np.zeros(len(toks) + 1, np.int64)
             np.cumsum(b1 - b0, out=btok_ptr[1:])
-            bents = (np.concatenate([np.arange(s, e) for s, e in zip(b0, b1)]) if len(toks)
-                     else np.zeros(0, np.int64)).astype(np.int64)
+            bents = (
+                np.concatenate([np.arange(s, e) for s, e in zip(b0, b1)])
+                if len(toks)
+                else np.zeros(0, np.int64)
+            ).astype(np.int64)
             bigram = dict(btok_ptr=btok_ptr, battr=self.battr[bents], bval=self.bval[bents])
         weight = None if self.weight is None else self.weight[idx]
-        return Corpus(seq_ptr, tok_ptr, self.attr[ents], self.val[ents], self.y[toks], dense, **bigram,
-                      weight=weight)
+        return Corpus(
+            seq_ptr,
+            tok_ptr,
+            self.attr[ents],
+            self.val[ents],
+            self.y[toks],
+            dense,
+            **bigram,
+            weight=weight,
+        )
 
     def sequence_labels(self, i: int) -> np.ndarray:
-        return self.y[self.seq_ptr[i]:self.seq_ptr[i + 1]]
+        return self.y[self.seq_ptr[i] : self.seq_ptr[i + 1]]
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y)) + \
-            (0 if self.dense is None else self.dense.nbytes) + \
-            (0 if self.battr is None else self.btok_ptr.nbytes + self.battr.nbytes + self.bval.nbytes) + \
-            (0 if self.weight is None else self.weight.nbytes)
+        return (
+            sum(a.nbytes for a in (self.seq_ptr, self.tok_ptr, self.attr, self.val, self.y))
+            + (0 if self.dense is None else self.dense.nbytes)
+            + (
+                0
+                if self.battr is None
+                else self.btok_ptr.nbytes + self.battr.nbytes + self.bval.nbytes
+            )
+            + (0 if self.weight is None else self.weight.nbytes)
+        )
 
 
 def check_weights(weight, n: int, what: str = "sample weights") -> np.ndarray:
-    """``weight`` as a float64 array of ``n`` finite, non-negative numbers, or a ValueError saying what is wrong
-    (the readers name the file and line themselves; the estimator turns this into scikit-learn's messages)."""
+    """``weight`` as a float64 array of ``n`` finite, non-negative numbers, or a ValueError saying
+    what is wrong (the readers name the file and line themselves; the estimator turns this into
+    scikit-learn's messages)."""
     try:
         w = np.array(weight, dtype=np.float64, copy=True).reshape(-1) if np.ndim(weight) else None
     except (TypeError, ValueError) as e:
@@ -224,6 +260,8 @@ def check_weights(weight, n: int, what: str = "sample weights") -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if len(bad):
         i = int(bad[0])
-        raise ValueError(f"{what} must be finite and non-negative: sequence {i} has {w[i]!r}"
-                         + (f" ({len(bad)} such)" if len(bad) > 1 else ""))
+        raise ValueError(
+            f"{what} must be finite and non-negative: sequence {i} has {w[i]!r}"
+            + (f" ({len(bad)} such)" if len(bad) > 1 else "")
+        )
     return w

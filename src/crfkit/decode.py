@@ -16,25 +16,38 @@ Constraints restrict the label sequences a sentence may take:
 
 Under constraints every result is that of the model's distribution restricted to the allowed
 sequences and renormalised, p(y | x, y allowed): the best allowed path, its probability among the
-allowed ones, the marginals, log Z and the n-best list of the allowed paths.  A sentence that no label
-sequence satisfies raises :class:`~crfkit.errors.DataError`.
+allowed ones, the marginals, log Z and the n-best list of the allowed paths.  A sentence that no
+label sequence satisfies raises :class:`~crfkit.errors.DataError`.
 
 n-best order: by score (probability), paths of equal score by their label ids read from the last
 token to the first (so the first of an n-best list is the Viterbi path).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from .errors import CrfkitError, DataError
 from .metrics import label_scheme
 
-__all__ = ["Constraints", "NBest", "decode", "allowed_mask", "nbest", "tag", "marginals",
-           "sequence_probability", "label_scheme", "parse_label", "SCHEMES", "invalid_sequences"]
+__all__ = [
+    "Constraints",
+    "NBest",
+    "decode",
+    "allowed_mask",
+    "nbest",
+    "tag",
+    "marginals",
+    "sequence_probability",
+    "label_scheme",
+    "parse_label",
+    "SCHEMES",
+    "invalid_sequences",
+]
 
 SCHEMES = ("bio", "iob2", "iobes", "bilou")
 _PREFIXES = {"bio": "BI", "iob2": "BI", "iobes": "BIES", "bilou": "BILU"}
@@ -56,8 +69,8 @@ def parse_label(label: str) -> tuple[str, str]:
 
 @dataclass
 class Constraints:
-    """Label-pair constraints: ``forbid[i, j]`` (pair i -> j may not occur), ``start[l]`` / ``end[l]``
-    (label l may come first / last), over the label list ``labels``."""
+    """Label-pair constraints: ``forbid[i, j]`` (pair i -> j may not occur),
+    ``start[l]`` / ``end[l]`` (label l may come first / last), over the label list ``labels``."""
 
     labels: list[str]
     forbid: np.ndarray = None
@@ -68,14 +81,18 @@ class Constraints:
     def __post_init__(self):
         L = len(self.labels)
         self.labels = list(self.labels)
-        self.forbid = (np.zeros((L, L), bool) if self.forbid is None else np.asarray(self.forbid, bool)).copy()
-        self.start = (np.ones(L, bool) if self.start is None else np.asarray(self.start, bool)).copy()
+        self.forbid = (
+            np.zeros((L, L), bool) if self.forbid is None else np.asarray(self.forbid, bool)
+        ).copy()
+        self.start = (
+            np.ones(L, bool) if self.start is None else np.asarray(self.start, bool)
+        ).copy()
         self.end = (np.ones(L, bool) if self.end is None else np.asarray(self.end, bool)).copy()
         if self.forbid.shape != (L, L) or self.start.shape != (L,) or self.end.shape != (L,):
             raise ValueError("constraint arrays do not match the label list")
 
     @classmethod
-    def scheme(cls, labels: Sequence[str], scheme: str) -> "Constraints":
+    def scheme(cls, labels: Sequence[str], scheme: str) -> Constraints:
         """The transitions a chunk scheme forbids: ``bio`` (= ``iob2``: a chunk starts with ``B-``;
         ``I-X`` only after ``B-X`` or ``I-X``, never first) or ``iobes`` / ``bilou`` (``B-X`` and
         ``I-X`` go on with ``I-X`` or ``E-X``; ``E-X``, ``S-X`` and ``O`` are followed by ``O``,
@@ -86,18 +103,24 @@ class Constraints:
             raise CrfkitError(f"unknown constraint scheme {scheme!r}; known: {', '.join(SCHEMES)}")
         allowed_prefixes = _PREFIXES[scheme]
         parsed = [parse_label(lab) for lab in labels]
-        bad = [lab for lab, (p, _) in zip(labels, parsed) if not (p == "O" or (p and p in allowed_prefixes))]
+        bad = [
+            lab
+            for lab, (p, _) in zip(labels, parsed)
+            if not (p == "O" or (p and p in allowed_prefixes))
+        ]
         if bad:
-            raise CrfkitError(f"--constraints {scheme}: the labels {', '.join(map(repr, bad[:8]))}"
-                              f"{' ...' if len(bad) > 8 else ''} are not O or {'/'.join(allowed_prefixes)}-TYPE")
-        if scheme == "bilou":   # the same rules under other letters
+            raise CrfkitError(
+                f"--constraints {scheme}: the labels {', '.join(map(repr, bad[:8]))}"
+                f"{' ...' if len(bad) > 8 else ''} are not O or {'/'.join(allowed_prefixes)}-TYPE"
+            )
+        if scheme == "bilou":  # the same rules under other letters
             parsed = [({"L": "E", "U": "S"}.get(p, p), t) for p, t in parsed]
         L = len(labels)
         forbid = np.zeros((L, L), bool)
         start = np.ones(L, bool)
         end = np.ones(L, bool)
         for j, (pj, tj) in enumerate(parsed):
-            inside = pj in ("I", "E")          # continues a chunk
+            inside = pj in ("I", "E")  # continues a chunk
             if inside:
                 start[j] = False
             if scheme in ("iobes", "bilou") and pj in ("B", "I"):
@@ -106,20 +129,22 @@ class Constraints:
                 if scheme in ("bio", "iob2"):
                     ok = not inside or (pi in ("B", "I") and ti == tj)
                 else:
-                    opened = pi in ("B", "I")   # a chunk is open after i
+                    opened = pi in ("B", "I")  # a chunk is open after i
                     ok = (inside and ti == tj) if opened else not inside
                 forbid[i, j] = not ok
         return cls(list(labels), forbid, start, end, name=scheme)
 
-    def forbid_pairs(self, pairs: Iterable[tuple[str, str]]) -> "Constraints":
+    def forbid_pairs(self, pairs: Iterable[tuple[str, str]]) -> Constraints:
         """A copy that also forbids the given (previous label, label) pairs."""
         index = {lab: i for i, lab in enumerate(self.labels)}
         out = Constraints(self.labels, self.forbid, self.start, self.end, name=self.name)
         for a, b in pairs:
             for x in (a, b):
                 if x not in index:
-                    raise CrfkitError(f"forbidden pair {a} {b}: {x!r} is not a label of the model "
-                                      f"({' '.join(self.labels[:20])}{' ...' if len(self.labels) > 20 else ''})")
+                    raise CrfkitError(
+                        f"forbidden pair {a} {b}: {x!r} is not a label of the model "
+                        f"({' '.join(self.labels[:20])}{' ...' if len(self.labels) > 20 else ''})"
+                    )
             out.forbid[index[a], index[b]] = True
         return out
 
@@ -136,8 +161,9 @@ class Constraints:
             return False
         return not any(self.forbid[a, b] for a, b in zip(ids, ids[1:]))
 
-    def for_labels(self, labels: Sequence[str]) -> "Constraints":
-        """The same constraints over another label order (a model's); labels unknown here are free."""
+    def for_labels(self, labels: Sequence[str]) -> Constraints:
+        """The same constraints over another label order (a model's); labels unknown here are
+        free."""
         if list(labels) == self.labels:
             return self
         index = {lab: i for i, lab in enumerate(self.labels)}
@@ -158,8 +184,8 @@ class Constraints:
 
 
 def make_constraints(labels: Sequence[str], constraints=None, forbid=None) -> Constraints | None:
-    """A :class:`Constraints` from a scheme name (``"bio"``...), a Constraints, or None; plus forbidden
-    pairs.  None when nothing is constrained."""
+    """A :class:`Constraints` from a scheme name (``"bio"``...), a Constraints, or None; plus
+    forbidden pairs.  None when nothing is constrained."""
     if isinstance(constraints, str):
         c = None if constraints.lower() in ("none", "") else Constraints.scheme(labels, constraints)
     elif constraints is None:
@@ -167,7 +193,9 @@ def make_constraints(labels: Sequence[str], constraints=None, forbid=None) -> Co
     elif isinstance(constraints, Constraints):
         c = constraints.for_labels(labels)
     else:
-        raise TypeError(f"constraints must be a scheme name or a Constraints, not {type(constraints).__name__}")
+        raise TypeError(
+            f"constraints must be a scheme name or a Constraints, not {type(constraints).__name__}"
+        )
     if forbid:
         c = (c or Constraints(list(labels))).forbid_pairs(forbid)
     return c
@@ -178,29 +206,39 @@ def invalid_sequences(seqs: Iterable[Sequence[str]], scheme: str = "bio") -> int
     breaking them)."""
     seqs = list(seqs)
     labels = sorted({lab for s in seqs for lab in s})
-    parsed_ok = [lab for lab in labels if parse_label(lab)[0] == "O" or parse_label(lab)[0] in _PREFIXES[scheme]]
+    parsed_ok = [
+        lab
+        for lab in labels
+        if parse_label(lab)[0] == "O" or parse_label(lab)[0] in _PREFIXES[scheme]
+    ]
     c = Constraints.scheme(parsed_ok, scheme) if parsed_ok else Constraints([])
     return sum(1 for s in seqs if not c.valid(s))
 
 
-def allowed_mask(allowed, labels: Sequence[str], lengths: Sequence[int], *, name: str = "<data>") -> np.ndarray:
+def allowed_mask(
+    allowed, labels: Sequence[str], lengths: Sequence[int], *, name: str = "<data>"
+) -> np.ndarray:
     """The (n_tokens x L) uint8 mask of per-token label sets.
 
-    ``allowed``: per sequence, per token: ``None`` (any label), a label name (forced), or a collection
-    of label names; a whole sequence may be ``None``.  A name that is not a label of the model is a
-    DataError."""
+    ``allowed``: per sequence, per token: ``None`` (any label), a label name (forced), or a
+    collection of label names; a whole sequence may be ``None``.  A name that is not a label of the
+    model is a DataError."""
     index = {lab: i for i, lab in enumerate(labels)}
     L = len(labels)
     n = int(sum(lengths))
     mask = np.ones((n, L), np.uint8)
     if len(allowed) != len(lengths):
-        raise DataError(f"allowed labels given for {len(allowed)} sequences, but there are {len(lengths)}", name)
+        raise DataError(
+            f"allowed labels given for {len(allowed)} sequences, but there are {len(lengths)}", name
+        )
     t0 = 0
     for s, (seq, T) in enumerate(zip(allowed, lengths)):
         if seq is not None:
             seq = list(seq)
             if len(seq) != T:
-                raise DataError(f"sequence {s + 1}: allowed labels for {len(seq)} tokens, but it has {T}", name)
+                raise DataError(
+                    f"sequence {s + 1}: allowed labels for {len(seq)} tokens, but it has {T}", name
+                )
             for t, cell in enumerate(seq):
                 if cell is None:
                     continue
@@ -210,18 +248,33 @@ def allowed_mask(allowed, labels: Sequence[str], lengths: Sequence[int], *, name
                 for lab in names:
                     k = index.get(lab)
                     if k is None:
-                        raise DataError(f"sequence {s + 1}, token {t + 1}: {lab!r} is not a label of the model",
-                                        name)
+                        raise DataError(
+                            f"sequence {s + 1}, token {t + 1}: {lab!r} is not a label of the model",
+                            name,
+                        )
                     row[k] = 1
         t0 += T
     return mask
 
 
-def decode(model, corpus, *, allowed: np.ndarray | None = None, constraints: Constraints | None = None,
-           path: bool = True, marginals: bool = False, logz: bool = False, labels: np.ndarray | None = None,
-           posterior: bool = False, nbest: int = 0, threads: int | None = None, name: str = "<data>",
-           check: bool = True) -> dict:
-    """One constrained pass over an encoded corpus (see :func:`crfkit.kernels.decode.decode_constrained`).
+def decode(
+    model,
+    corpus,
+    *,
+    allowed: np.ndarray | None = None,
+    constraints: Constraints | None = None,
+    path: bool = True,
+    marginals: bool = False,
+    logz: bool = False,
+    labels: np.ndarray | None = None,
+    posterior: bool = False,
+    nbest: int = 0,
+    threads: int | None = None,
+    name: str = "<data>",
+    check: bool = True,
+) -> dict:
+    """One constrained pass over an encoded corpus (see
+    :func:`crfkit.kernels.decode.decode_constrained`).
 
     Returns a dict with ``ids``/``path_score`` (``path``; with ``posterior`` the posterior path),
     ``marginals`` and ``logz`` (``marginals``; ``logz`` alone with ``logz``), ``label_score`` (given
@@ -236,10 +289,16 @@ def decode(model, corpus, *, allowed: np.ndarray | None = None, constraints: Con
     L = sp.n_labels
     nt, ns = corpus.n_tokens, corpus.n_sequences
     if corpus.n_dense != sp.n_dense:
-        raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
+        raise DataError(
+            f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}"
+        )
     c = constraints if constraints is not None else Constraints(list(sp.labels))
     c = c.for_labels(sp.labels)
-    al = np.zeros((0, L), np.uint8) if allowed is None else np.ascontiguousarray(allowed, dtype=np.uint8)
+    al = (
+        np.zeros((0, L), np.uint8)
+        if allowed is None
+        else np.ascontiguousarray(allowed, dtype=np.uint8)
+    )
     if al.shape[0] and al.shape != (nt, L):
         raise ValueError(f"allowed mask of shape {al.shape}; expected ({nt}, {L})")
     K = int(nbest)
@@ -264,13 +323,41 @@ def decode(model, corpus, *, allowed: np.ndarray | None = None, constraints: Con
     if nt:
         full = sp.full_rows
         b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
-        decode_constrained(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, btok_ptr, battr, bval,
-                           sp.attr_ptr, sp.feat_label, sp.trans_index, sp.battr_ptr, sp.pairs_for_full_rows,
-                           model.weights,
-                           sp.n_state, sp.bigram_offset, b, xs, full if full.any() else full[:0],
-                           al, c.forbid.astype(np.uint8), c.start.astype(np.uint8), c.end.astype(np.uint8),
-                           bool(posterior), ids, ps, marg, lz, lab, lsc, max(K, 1) if K else 1,
-                           nb_ids, nb_score, nb_count)
+        decode_constrained(
+            corpus.seq_ptr,
+            corpus.tok_ptr,
+            corpus.attr,
+            corpus.val,
+            btok_ptr,
+            battr,
+            bval,
+            sp.attr_ptr,
+            sp.feat_label,
+            sp.trans_index,
+            sp.battr_ptr,
+            sp.pairs_for_full_rows,
+            model.weights,
+            sp.n_state,
+            sp.bigram_offset,
+            b,
+            xs,
+            full if full.any() else full[:0],
+            al,
+            c.forbid.astype(np.uint8),
+            c.start.astype(np.uint8),
+            c.end.astype(np.uint8),
+            bool(posterior),
+            ids,
+            ps,
+            marg,
+            lz,
+            lab,
+            lsc,
+            max(K, 1) if K else 1,
+            nb_ids,
+            nb_score,
+            nb_count,
+        )
     elif K:
         nb_count[:] = 1
         nb_score[:, 1:] = -np.inf
@@ -281,9 +368,12 @@ def decode(model, corpus, *, allowed: np.ndarray | None = None, constraints: Con
         elif want_path and len(ps):
             bad = np.flatnonzero(~(ps > -np.inf))
         if bad is not None and len(bad):
-            raise DataError(f"sequence {int(bad[0]) + 1}{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}: "
-                            "no label sequence satisfies the constraints (allowed labels per token and "
-                            "forbidden transitions)", name)
+            raise DataError(
+                f"sequence {int(bad[0]) + 1}{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}: "
+                "no label sequence satisfies the constraints (allowed labels per token and "
+                "forbidden transitions)",
+                name,
+            )
     out = {}
     if want_path:
         out.update(ids=ids, path_score=ps)
@@ -342,14 +432,24 @@ def nbest_from(model, corpus, r: dict) -> list[NBest]:
     out = []
     for s in range(len(ptr) - 1):
         n = int(counts[s])
-        out.append(NBest(lab[:n, ptr[s]:ptr[s + 1]].tolist(), prob[s][:n], scores[s][:n]))
+        out.append(NBest(lab[:n, ptr[s] : ptr[s + 1]].tolist(), prob[s][:n], scores[s][:n]))
     return out
 
 
-def nbest(model, X, k: int, *, allowed=None, constraints=None, forbid=None, threads: int | None = None,
-          dense=None, B=None) -> list[NBest]:
-    """The ``k`` most probable label sequences of every sequence of ``X`` (attribute sequences), with
-    their probabilities (see the module docstring for constraints and the order of ties)."""
+def nbest(
+    model,
+    X,
+    k: int,
+    *,
+    allowed=None,
+    constraints=None,
+    forbid=None,
+    threads: int | None = None,
+    dense=None,
+    B=None,
+) -> list[NBest]:
+    """The ``k`` most probable label sequences of every sequence of ``X`` (attribute sequences),
+    with their probabilities (see the module docstring for constraints and the order of ties)."""
     k = int(k)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -363,21 +463,39 @@ def _split(model, corpus, ids):
     labels = model.space.labels
     names = [labels[i] for i in ids.tolist()]
     p = corpus.seq_ptr.tolist()
-    return [names[p[i]:p[i + 1]] for i in range(len(p) - 1)]
+    return [names[p[i] : p[i + 1]] for i in range(len(p) - 1)]
 
 
-def tag(model, X, *, allowed=None, constraints=None, forbid=None, method: str = "viterbi",
-        probability: bool = False, threads: int | None = None, dense=None, B=None):
+def tag(
+    model,
+    X,
+    *,
+    allowed=None,
+    constraints=None,
+    forbid=None,
+    method: str = "viterbi",
+    probability: bool = False,
+    threads: int | None = None,
+    dense=None,
+    B=None,
+):
     """Labels of every sequence of ``X`` under the constraints; ``method``: ``"viterbi"`` (the most
-    probable allowed sequence) or ``"posterior"`` (per token the label of highest marginal, among the
-    allowed sequences the one with the largest sum of marginals when pairs are forbidden).  With
+    probable allowed sequence) or ``"posterior"`` (per token the label of highest marginal, among
+    the allowed sequences the one with the largest sum of marginals when pairs are forbidden).  With
     ``probability``: ``(labels, p(labels | x), node marginals (n_tokens x L), corpus)``."""
     if method not in ("viterbi", "posterior"):
         raise CrfkitError(f"unknown decoding method {method!r}; use viterbi or posterior")
     corpus = _encode(model, X, dense, B)
     mask, c = _prepare(model, corpus, allowed, constraints, forbid)
-    r = decode(model, corpus, allowed=mask, constraints=c, marginals=probability,
-               posterior=method == "posterior", threads=threads)
+    r = decode(
+        model,
+        corpus,
+        allowed=mask,
+        constraints=c,
+        marginals=probability,
+        posterior=method == "posterior",
+        threads=threads,
+    )
     pred = _split(model, corpus, r["ids"])
     if not probability:
         return pred
@@ -385,15 +503,18 @@ def tag(model, X, *, allowed=None, constraints=None, forbid=None, method: str = 
 
 
 def marginals(model, corpus, *, allowed=None, constraints=None, forbid=None, threads=None):
-    """Node marginals (n_tokens x L) and log Z per sequence of an encoded corpus under the constraints
-    (``allowed``: the per-token label sets, see :func:`allowed_mask`)."""
+    """Node marginals (n_tokens x L) and log Z per sequence of an encoded corpus under the
+    constraints (``allowed``: the per-token label sets, see :func:`allowed_mask`)."""
     mask, c = _prepare(model, corpus, allowed, constraints, forbid)
-    r = decode(model, corpus, allowed=mask, constraints=c, path=False, marginals=True, threads=threads)
+    r = decode(
+        model, corpus, allowed=mask, constraints=c, path=False, marginals=True, threads=threads
+    )
     return r["marginals"], r["logz"]
 
 
-def sequence_probability(model, X, Y, *, allowed=None, constraints=None, forbid=None, threads=None,
-                         dense=None, B=None) -> np.ndarray:
+def sequence_probability(
+    model, X, Y, *, allowed=None, constraints=None, forbid=None, threads=None, dense=None, B=None
+) -> np.ndarray:
     """p(Y | X, constraints): 0 for a sequence that breaks them."""
     corpus = model.encode(X, Y, dense=dense, B=B)
     if (corpus.y < 0).any():
@@ -401,6 +522,14 @@ def sequence_probability(model, X, Y, *, allowed=None, constraints=None, forbid=
         lab = [lab for ys in Y for lab in ys][bad]
         raise DataError(f"label {lab!r} is not a label of this model ({len(model.labels)} labels)")
     mask, c = _prepare(model, corpus, allowed, constraints, forbid)
-    r = decode(model, corpus, allowed=mask, constraints=c, path=False, logz=True, labels=corpus.y,
-               threads=threads)
+    r = decode(
+        model,
+        corpus,
+        allowed=mask,
+        constraints=c,
+        path=False,
+        logz=True,
+        labels=corpus.y,
+        threads=threads,
+    )
     return np.exp(r["label_score"] - r["logz"])

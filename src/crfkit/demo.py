@@ -27,6 +27,7 @@ boundary), so the feature set is CRFsuite's example features plus boundary
 features, rather than CRFsuite's minus them.  ``pad=False`` would give exactly
 CRFsuite's features without ``__BOS__``/``__EOS__``.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,9 +44,16 @@ def _say(out: TextIO, msg: str = "") -> None:
     out.flush()
 
 
-def run(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike = "runs", *,
-        threads: int | None = None, max_iterations: int | None = None, synthetic: bool = False,
-        synthetic_sentences: int = 2000, out: TextIO | None = None) -> dict:
+def run(
+    data_dir: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike = "runs",
+    *,
+    threads: int | None = None,
+    max_iterations: int | None = None,
+    synthetic: bool = False,
+    synthetic_sentences: int = 2000,
+    out: TextIO | None = None,
+) -> dict:
     """Run the demo; returns its figures (``dataset``, ``f1``, ``accuracy``,
     ``iterations``, ``train_seconds``, ``status``, ``model_path``,
     ``model_bytes``, ``tokens_per_second``...)."""
@@ -64,13 +72,19 @@ def run(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike = 
     if paths is not None:
         name = "CoNLL-2000"
         train_path, test_path = paths
-        _say(out, f"crfkit demo: data set: CoNLL-2000 chunking (train {train_path}, test {test_path})")
+        _say(
+            out,
+            f"crfkit demo: data set: CoNLL-2000 chunking (train {train_path}, test {test_path})",
+        )
         stem = "conll2000"
     else:
         name = "SYNTHETIC"
         stem = "synthetic"
-        why = ("--synthetic was given" if synthetic else
-               f"CoNLL-2000 was NOT found in {base / 'conll2000'} (set CRFKIT_DATA or --data-dir)")
+        why = (
+            "--synthetic was given"
+            if synthetic
+            else f"CoNLL-2000 was NOT found in {base / 'conll2000'} (set CRFKIT_DATA or --data-dir)"
+        )
         _say(out, f"crfkit demo: data set: SYNTHETIC chunking corpus, NOT CoNLL-2000: {why}")
         banner = "!" * 78
         _say(out, banner)
@@ -78,29 +92,56 @@ def run(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike = 
         _say(out, "!! below say how well crfkit learns that corpus, not CoNLL-2000 figures.")
         _say(out, banner)
         if out is not sys.stderr:
-            print(f"crfkit demo: WARNING: {why}; using the synthetic corpus", file=sys.stderr, flush=True)
+            print(
+                f"crfkit demo: WARNING: {why}; using the synthetic corpus",
+                file=sys.stderr,
+                flush=True,
+            )
         syn_dir = out_path / "synthetic"
         n_test = max(1, synthetic_sentences // 4)
         train_path, test_path = syn_dir / "train.txt.gz", syn_dir / "test.txt.gz"
         ntr = syn.write(train_path, synthetic_sentences, seed=1)
         nte = syn.write(test_path, n_test, seed=2)
-        _say(out, f"generated {train_path} ({synthetic_sentences} sentences, {ntr} tokens) and "
-                  f"{test_path} ({n_test} sentences, {nte} tokens)")
+        _say(
+            out,
+            f"generated {train_path} ({synthetic_sentences} sentences, {ntr} tokens) and "
+            f"{test_path} ({n_test} sentences, {nte} tokens)",
+        )
 
     templates = default_chunking_templates()
-    _say(out, f"features: built-in chunking templates ({len(templates.unigram)} unigram templates over "
-              "word and POS, label bigrams), CRF++ padding")
-    _say(out, "training: L-BFGS, CRFsuite defaults (c2=1, delta=1e-5 over 10 iterations, epsilon=1e-5)"
-              + (f", at most {max_iterations} iterations" if max_iterations else ""))
+    _say(
+        out,
+        f"features: built-in chunking templates ({len(templates.unigram)} unigram templates over "
+        "word and POS, label bigrams), CRF++ padding",
+    )
+    _say(
+        out,
+        "training: L-BFGS, CRFsuite defaults (c2=1, delta=1e-5 over 10 iterations, epsilon=1e-5)"
+        + (f", at most {max_iterations} iterations" if max_iterations else ""),
+    )
     trace = out_path / f"{stem}-trace.jsonl"
-    res = train_columns(train_path, templates, pad=True, c2=1.0, delta=1e-5, period=10, epsilon=1e-5,
-                        max_iterations=max_iterations, threads=threads, trace=trace, verbose=True,
-                        log=lambda s: _say(out, s))
+    res = train_columns(
+        train_path,
+        templates,
+        pad=True,
+        c2=1.0,
+        delta=1e-5,
+        period=10,
+        epsilon=1e-5,
+        max_iterations=max_iterations,
+        threads=threads,
+        trace=trace,
+        verbose=True,
+        log=lambda s: _say(out, s),
+    )
     model = res.model
     model_path = out_path / f"{stem}-chunker.crfkit"
     size = model.save(model_path)
-    _say(out, f"model: {model_path}: {size} bytes ({size / 1024:.1f} KiB), {model.n_active} non-zero weights "
-              f"of {model.space.n_features} features")
+    _say(
+        out,
+        f"model: {model_path}: {size} bytes ({size / 1024:.1f} KiB), {model.n_active} non-zero weights "
+        f"of {model.space.n_features} features",
+    )
 
     # tagging the test set, timed: reading + templates + encoding, then Viterbi
     t0 = time.perf_counter()
@@ -125,18 +166,33 @@ def run(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike = 
     _say(out, f"token accuracy: {acc:.2f}%")
     _say(out, "conlleval:")
     out.write(rep.format())
-    _say(out, f"tagging speed: {n_tok / t_all:,.0f} tokens/s end to end (read {t1 - t0:.2f} s, "
-              f"encode {t2 - t1:.2f} s, Viterbi {t4 - t3:.3f} s = {n_tok / max(t4 - t3, 1e-9):,.0f} tokens/s)")
+    _say(
+        out,
+        f"tagging speed: {n_tok / t_all:,.0f} tokens/s end to end (read {t1 - t0:.2f} s, "
+        f"encode {t2 - t1:.2f} s, Viterbi {t4 - t3:.3f} s = {n_tok / max(t4 - t3, 1e-9):,.0f} tokens/s)",
+    )
     _say(out, f"tagged test set: {tagged} (score it again with: crfkit eval {tagged})")
     _say(out, f"trace: {trace}")
     interrupted = res.status == "interrupted"
-    _say(out, f"crfkit demo: data set: {name}; {res.iterations} iterations in {res.seconds:.1f} s "
-              f"({res.status}{', INTERRUPTED' if interrupted else ''}); token accuracy {acc:.2f}%; "
-              f"chunk F1 {rep.f1:.2f}; model {size / 1024:.1f} KiB")
+    _say(
+        out,
+        f"crfkit demo: data set: {name}; {res.iterations} iterations in {res.seconds:.1f} s "
+        f"({res.status}{', INTERRUPTED' if interrupted else ''}); token accuracy {acc:.2f}%; "
+        f"chunk F1 {rep.f1:.2f}; model {size / 1024:.1f} KiB",
+    )
     return {
-        "dataset": name, "train_path": str(train_path), "test_path": str(test_path),
-        "f1": rep.f1, "accuracy": acc, "iterations": res.iterations, "train_seconds": res.seconds,
-        "status": res.status, "objective": res.objective, "model_path": str(model_path),
-        "model_bytes": size, "tokens_per_second": n_tok / t_all, "test_tokens": n_tok,
+        "dataset": name,
+        "train_path": str(train_path),
+        "test_path": str(test_path),
+        "f1": rep.f1,
+        "accuracy": acc,
+        "iterations": res.iterations,
+        "train_seconds": res.seconds,
+        "status": res.status,
+        "objective": res.objective,
+        "model_path": str(model_path),
+        "model_bytes": size,
+        "tokens_per_second": n_tok / t_all,
+        "test_tokens": n_tok,
         "tagged_path": str(tagged),
     }

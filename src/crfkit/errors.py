@@ -4,6 +4,7 @@ Every problem with user input is raised as a :class:`CrfkitError` (or a
 subclass) whose message names where the problem is (file and line when there
 is one) and what is wrong, so the CLI can print it without a traceback.
 """
+
 from __future__ import annotations
 
 
@@ -63,9 +64,19 @@ class TrainingDiverged(CrfkitError):
 
     status = "diverged"
 
-    def __init__(self, message: str, *, algorithm: str = "", iteration: int = 0, objective: float = float("nan"),
-                 limit: float = float("nan"), hint: str = "", history: list | None = None,
-                 effective_passes: float = 0.0, seconds: float = 0.0):
+    def __init__(
+        self,
+        message: str,
+        *,
+        algorithm: str = "",
+        iteration: int = 0,
+        objective: float = float("nan"),
+        limit: float = float("nan"),
+        hint: str = "",
+        history: list | None = None,
+        effective_passes: float = 0.0,
+        seconds: float = 0.0,
+    ):
         super().__init__(message)
         self.algorithm = algorithm
         self.iteration = iteration

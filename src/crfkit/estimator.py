@@ -36,6 +36,7 @@ unchanged as an attribute of the same name), so ``sklearn.base.clone``,
 installed.  Sequence-level scorers: :mod:`crfkit.sk_metrics` (re-exported
 here).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -47,13 +48,30 @@ import numpy as np
 
 from .errors import DataError
 from .features.dicts import LazyAttributes, to_attributes
-from .sk_metrics import (conll_f1_score, flat_accuracy_score, flat_classification_report, flat_f1_score,
-                         flat_fbeta_score, flat_precision_score, flat_recall_score, flatten, make_scorer,
-                         sequence_accuracy_score)
+from .sk_metrics import (
+    conll_f1_score,
+    flat_accuracy_score,
+    flat_classification_report,
+    flat_f1_score,
+    flat_fbeta_score,
+    flat_precision_score,
+    flat_recall_score,
+    flatten,
+    make_scorer,
+    sequence_accuracy_score,
+)
 
 __all__ = [
-    "CRF", "make_scorer", "flatten", "flat_accuracy_score", "flat_precision_score", "flat_recall_score",
-    "flat_f1_score", "flat_fbeta_score", "flat_classification_report", "sequence_accuracy_score",
+    "CRF",
+    "make_scorer",
+    "flatten",
+    "flat_accuracy_score",
+    "flat_precision_score",
+    "flat_recall_score",
+    "flat_f1_score",
+    "flat_fbeta_score",
+    "flat_classification_report",
+    "sequence_accuracy_score",
     "conll_f1_score",
 ]
 
@@ -92,12 +110,16 @@ def _split_dense(X, name: str):
         return seqs, None
     if not all(kinds):
         i, j = kinds.index(True), kinds.index(False)
-        raise DataError(f"{name}: sequence {i} has a dense feature matrix but sequence {j} has none; "
-                        "with dense features every sequence needs its (tokens x dims) matrix")
+        raise DataError(
+            f"{name}: sequence {i} has a dense feature matrix but sequence {j} has none; "
+            "with dense features every sequence needs its (tokens x dims) matrix"
+        )
     for i, (f, d) in enumerate(zip(feats, dense)):
         if len(f) != len(d):
-            raise DataError(f"{name}: sequence {i} has {len(f)} tokens of features but {len(d)} rows "
-                            "in its dense matrix")
+            raise DataError(
+                f"{name}: sequence {i} has {len(f)} tokens of features but {len(d)} rows "
+                "in its dense matrix"
+            )
     return feats, dense
 
 
@@ -110,8 +132,10 @@ def _not_fitted(what: str):
         from sklearn.exceptions import NotFittedError
     except ImportError:  # pragma: no cover - scikit-learn is optional
         NotFittedError = _NotFittedError
-    return NotFittedError(f"This CRF instance is not fitted yet: call fit() before {what} "
-                          "(or give model_filename= of a saved crfkit model)")
+    return NotFittedError(
+        f"This CRF instance is not fitted yet: call fit() before {what} "
+        "(or give model_filename= of a saved crfkit model)"
+    )
 
 
 def _label_sequences(y, name: str) -> list:
@@ -121,16 +145,23 @@ def _label_sequences(y, name: str) -> list:
     try:
         seqs = list(y)
     except TypeError:
-        raise DataError(f"expected a list of label sequences, got a {type(y).__name__}", name) from None
+        raise DataError(
+            f"expected a list of label sequences, got a {type(y).__name__}", name
+        ) from None
     for i, s in enumerate(seqs):
         if isinstance(s, (str, bytes)):
-            raise DataError(f"sequence {i} is a string ({s[:40]!r}); the labels of a sequence must be a "
-                            "list of strings", name)
+            raise DataError(
+                f"sequence {i} is a string ({s[:40]!r}); the labels of a sequence must be a "
+                "list of strings",
+                name,
+            )
         if type(s) is not list:
             try:
                 seqs[i] = list(s)
             except TypeError:
-                raise DataError(f"sequence {i} is a {type(s).__name__}, not a list of labels", name) from None
+                raise DataError(
+                    f"sequence {i} is a {type(s).__name__}, not a list of labels", name
+                ) from None
     if set(map(type, chain.from_iterable(seqs))) <= {str}:
         return seqs
     out = []
@@ -138,17 +169,20 @@ def _label_sequences(y, name: str) -> list:
         row = []
         for j, lab in enumerate(s):
             if not isinstance(lab, str):
-                raise DataError(f"sequence {i}, token {j}: label {lab!r} is a {type(lab).__name__}; "
-                                "labels must be strings", name)
+                raise DataError(
+                    f"sequence {i}, token {j}: label {lab!r} is a {type(lab).__name__}; "
+                    "labels must be strings",
+                    name,
+                )
             row.append(str(lab))
         out.append(row)
     return out
 
 
-
 def _check_sample_weight(sample_weight, n: int) -> np.ndarray:
-    """``sample_weight`` as scikit-learn's ``_check_sample_weight`` takes it (a scalar for every sequence, or
-    one number per sequence), with its messages; the weights must also be finite, non-negative and not all 0."""
+    """``sample_weight`` as scikit-learn's ``_check_sample_weight`` takes it (a scalar for every
+    sequence, or one number per sequence), with its messages; the weights must also be finite,
+    non-negative and not all 0."""
     if isinstance(sample_weight, (str, bytes)):
         raise ValueError(f"sample_weight must be numbers, got {sample_weight!r}")
     if np.ndim(sample_weight) == 0:
@@ -173,6 +207,7 @@ def _check_sample_weight(sample_weight, n: int) -> np.ndarray:
     if n and not w.sum() > 0:
         raise ValueError("sample_weight: every weight is zero: nothing to train on")
     return w
+
 
 class CRF:
     """A linear-chain CRF trained by crfkit, with sklearn-crfsuite's ``CRF`` interface.
@@ -257,11 +292,30 @@ class CRF:
         size in bytes of the saved model).
     """
 
-    def __init__(self, algorithm=None, min_freq=None, all_possible_states=None, all_possible_transitions=None,
-                 c1=None, c2=None, max_iterations=None, num_memories=None, epsilon=None, period=None,
-                 delta=None, verbose=False, model_filename=None, keep_tempfiles=False,
-                 threads=None, trace=None, train_params=None, warm_start=False, algorithm_params=None,
-                 random_state=None, dask_client=None):
+    def __init__(
+        self,
+        algorithm=None,
+        min_freq=None,
+        all_possible_states=None,
+        all_possible_transitions=None,
+        c1=None,
+        c2=None,
+        max_iterations=None,
+        num_memories=None,
+        epsilon=None,
+        period=None,
+        delta=None,
+        verbose=False,
+        model_filename=None,
+        keep_tempfiles=False,
+        threads=None,
+        trace=None,
+        train_params=None,
+        warm_start=False,
+        algorithm_params=None,
+        random_state=None,
+        dask_client=None,
+    ):
         self.algorithm = algorithm
         self.dask_client = dask_client
         self.algorithm_params = algorithm_params
@@ -301,13 +355,15 @@ class CRF:
         """The constructor arguments, ``{name: value}`` (as scikit-learn's ``BaseEstimator``)."""
         return {name: getattr(self, name) for name in self._get_param_names()}
 
-    def set_params(self, **params) -> "CRF":
+    def set_params(self, **params) -> CRF:
         """Set constructor arguments by name; unknown names raise ``ValueError``."""
         valid = self._get_param_names()
         for key, value in params.items():
             if key not in valid:
-                raise ValueError(f"Invalid parameter {key!r} for estimator {type(self).__name__}. "
-                                 f"Valid parameters are: {valid!r}.")
+                raise ValueError(
+                    f"Invalid parameter {key!r} for estimator {type(self).__name__}. "
+                    f"Valid parameters are: {valid!r}."
+                )
             setattr(self, key, value)
         return self
 
@@ -316,8 +372,13 @@ class CRF:
 
     def __sklearn_tags__(self):
         from sklearn.utils import InputTags, Tags, TargetTags
-        return Tags(estimator_type=None, target_tags=TargetTags(required=True),
-                    input_tags=InputTags(two_d_array=False, dict=True), no_validation=True)
+
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=True),
+            input_tags=InputTags(two_d_array=False, dict=True),
+            no_validation=True,
+        )
 
     def __repr__(self) -> str:
         sig = inspect.signature(type(self).__init__)
@@ -337,8 +398,8 @@ class CRF:
 
     def __getstate__(self) -> dict:
         # the model pickles as its own parts: FeatureSpace.__getstate__ keeps every block (state,
-        # transition, label-pair x observation, dense) and drops the lookup tables built on first use;
-        # a Dask client (a live connection) does not pickle: it comes back as None
+        # transition, label-pair x observation, dense) and drops the lookup tables built on first
+        # use; a Dask client (a live connection) does not pickle: it comes back as None
         state = self.__dict__.copy()
         if state.get("dask_client") is not None:
             state["dask_client"] = None
@@ -350,10 +411,13 @@ class CRF:
     # ------------------------------------------------------------------ training
     def _algorithm(self) -> str:
         from .train import ALGORITHMS
+
         alg = "lbfgs" if self.algorithm is None else self.algorithm
         alg = _CRFSUITE_ALIASES.get(str(alg).lower(), alg)
         if alg not in ALGORITHMS:
-            raise ValueError(f"algorithm {self.algorithm!r} is not available; crfkit has: {', '.join(ALGORITHMS)}")
+            raise ValueError(
+                f"algorithm {self.algorithm!r} is not available; crfkit has: {', '.join(ALGORITHMS)}"
+            )
         return alg
 
     def _train_kwargs(self) -> dict:
@@ -370,8 +434,12 @@ class CRF:
             "verbose": bool(self.verbose),
             "trace": self.trace,
         }
-        for name, key in (("epsilon", "epsilon"), ("delta", "delta"), ("period", "period"),
-                          ("num_memories", "m")):
+        for name, key in (
+            ("epsilon", "epsilon"),
+            ("delta", "delta"),
+            ("period", "period"),
+            ("num_memories", "m"),
+        ):
             v = getattr(self, name)
             if v is not None:
                 kw[key] = v
@@ -383,7 +451,7 @@ class CRF:
             kw.update(self.train_params)
         return kw
 
-    def fit(self, X, y, X_dev=None, y_dev=None, sample_weight=None) -> "CRF":
+    def fit(self, X, y, X_dev=None, y_dev=None, sample_weight=None) -> CRF:
         """Train on ``X`` (one list of token features per sequence) and ``y`` (label lists).
 
         ``X_dev`` / ``y_dev``: a development set scored after every iteration
@@ -406,13 +474,14 @@ class CRF:
         :class:`crfkit.errors.OutputError` before training starts.
         """
         from .train import train
+
         kw = self._train_kwargs()  # bad parameters fail before any data is converted
         if self.dask_client is not None:
             if sample_weight is not None:
                 raise ValueError("sample_weight is not supported with dask_client yet")
             return self._fit_dask(X, y, X_dev, y_dev, kw)
         F, dense = _split_dense(X, "X")
-        A = LazyAttributes(F, name="X")   # converted chunk by chunk as the feature space is built
+        A = LazyAttributes(F, name="X")  # converted chunk by chunk as the feature space is built
         Y = _label_sequences(y, "y")
         if len(A) != len(Y):
             raise DataError(f"X has {len(A)} sequences but y has {len(Y)} label sequences")
@@ -427,43 +496,53 @@ class CRF:
             A_dev = LazyAttributes(F_dev, name="X_dev")
             Y_dev = _label_sequences(y_dev, "y_dev")
             if len(A_dev) != len(Y_dev):
-                raise DataError(f"X_dev has {len(A_dev)} sequences but y_dev has {len(Y_dev)} label sequences")
+                raise DataError(
+                    f"X_dev has {len(A_dev)} sequences but y_dev has {len(Y_dev)} label sequences"
+                )
             kw.update(X_dev=A_dev, Y_dev=Y_dev, dense_dev=dense_dev)
         if self.warm_start and "model_" in self.__dict__:
             kw["init"] = self.model_
         if self.model_filename:
             # a model file that cannot be written is refused before training, not after it
             from .io.atomic import check_writable
+
             check_writable(self.model_filename, "the model")
-        # a run that diverges raises TrainingDiverged: the estimator (and model_filename) keep what they had
+        # a run that diverges raises TrainingDiverged: the estimator (and model_filename) keep what
+        # they had
         res = train(A, Y, dense=dense, **kw)
-        n = float(kw["weights"].sum()) if "weights" in kw else len(A)   # CRFsuite units: W * f
+        n = float(kw["weights"].sum()) if "weights" in kw else len(A)  # CRFsuite units: W * f
         return self._store(res, n)
 
-    def _fit_dask(self, X, y, X_dev, y_dev, kw) -> "CRF":
-        """``fit`` on the Dask cluster of ``dask_client`` (:mod:`crfkit.distributed`): ``X`` is a list of
-        training files (column files, read with the templates ``train_params={"templates": ...}``,
-        default the chunking templates; or CRFsuite attribute files; globs and ``.gz`` ok) read and
-        encoded by the workers; ``y`` is None (the labels are in the files).  A development set:
-        ``X_dev`` a file path (``y_dev`` None)."""
+    def _fit_dask(self, X, y, X_dev, y_dev, kw) -> CRF:
+        """``fit`` on the Dask cluster of ``dask_client`` (:mod:`crfkit.distributed`): ``X`` is a
+        list of training files (column files, read with the templates
+        ``train_params={"templates": ...}``, default the chunking templates; or CRFsuite attribute
+        files; globs and ``.gz`` ok) read and encoded by the workers; ``y`` is None (the labels are
+        in the files).  A development set: ``X_dev`` a file path (``y_dev`` None)."""
         from .train import train
+
         if y is not None:
-            raise ValueError("with dask_client, X is a list of training files holding the labels: give y=None")
+            raise ValueError(
+                "with dask_client, X is a list of training files holding the labels: give y=None"
+            )
         if isinstance(X, (str, os.PathLike)):
             X = [X]
         if X_dev is not None:
             if y_dev is not None or not isinstance(X_dev, (str, os.PathLike)):
-                raise ValueError("with dask_client, X_dev is a file path (labels inside) and y_dev is None")
+                raise ValueError(
+                    "with dask_client, X_dev is a file path (labels inside) and y_dev is None"
+                )
             kw["dev_path"] = X_dev
         if self.warm_start and "model_" in self.__dict__:
             raise ValueError("warm_start is not supported with dask_client yet")
         if self.model_filename:
             from .io.atomic import check_writable
+
             check_writable(self.model_filename, "the model")
         res = train(list(X), None, client=self.dask_client, **kw)
         return self._store(res, int(res.model.meta.get("n_train", 1)))
 
-    def _store(self, res, n: float) -> "CRF":
+    def _store(self, res, n: float) -> CRF:
         """Keep a training result (``model_``, ``history_``, ...); write ``model_filename``."""
         self.model_ = res.model
         self.history_ = [self._record(r, n) for r in res.history]
@@ -503,12 +582,15 @@ class CRF:
         if m is None:
             if self.model_filename and os.path.exists(self.model_filename):
                 from .model import CRFModel
+
                 m = self.model_ = CRFModel.load(self.model_filename)
             else:
                 raise _not_fitted(what)
         return m
 
-    def predict(self, X, *, allowed=None, constraints=None, forbid=None, method: str = "viterbi") -> list[list[str]]:
+    def predict(
+        self, X, *, allowed=None, constraints=None, forbid=None, method: str = "viterbi"
+    ) -> list[list[str]]:
         """The most likely label sequence of every sequence in ``X``.
 
         Optionally under constraints (see :mod:`crfkit.decode`): ``allowed``, per sequence per token
@@ -517,25 +599,43 @@ class CRF:
         ``method="posterior"``: per token the label of highest marginal."""
         model = self._model()
         if allowed is None and constraints is None and not forbid and method == "viterbi":
-            out = model.tag_dicts(X, self.threads)     # flat feature dicts: no attribute strings built
+            out = model.tag_dicts(X, self.threads)  # flat feature dicts: no attribute strings built
             if out is not None:
                 return out
         F, dense = _split_dense(X, "X")
         A = to_attributes(F, name="X")
-        return model.tag(A, threads=self.threads, dense=dense, allowed=allowed, constraints=constraints,
-                         forbid=forbid, method=method) if A else []
+        return (
+            model.tag(
+                A,
+                threads=self.threads,
+                dense=dense,
+                allowed=allowed,
+                constraints=constraints,
+                forbid=forbid,
+                method=method,
+            )
+            if A
+            else []
+        )
 
     def predict_nbest(self, X, k: int, *, allowed=None, constraints=None, forbid=None):
-        """The ``k`` most probable label sequences of every sequence in ``X`` with their probabilities:
-        per sequence a list of ``(labels, probability)`` pairs, best first (exact; constraints as in
-        :meth:`predict`)."""
+        """The ``k`` most probable label sequences of every sequence in ``X`` with their
+        probabilities: per sequence a list of ``(labels, probability)`` pairs, best first (exact;
+        constraints as in :meth:`predict`)."""
         model = self._model()
         F, dense = _split_dense(X, "X")
         A = to_attributes(F, name="X")
         if not A:
             return []
-        lists = model.nbest(A, k, threads=self.threads, dense=dense, allowed=allowed, constraints=constraints,
-                            forbid=forbid)
+        lists = model.nbest(
+            A,
+            k,
+            threads=self.threads,
+            dense=dense,
+            allowed=allowed,
+            constraints=constraints,
+            forbid=forbid,
+        )
         return [list(nb) for nb in lists]
 
     def predict_single(self, xseq) -> list[str]:
@@ -553,7 +653,7 @@ class CRF:
         marg, _ = model.marginals(corpus, self.threads)
         toks = list(map(dict, map(zip, repeat(model.labels), marg.tolist())))
         p = corpus.seq_ptr.tolist()
-        return [toks[p[i]:p[i + 1]] for i in range(len(p) - 1)]
+        return [toks[p[i] : p[i + 1]] for i in range(len(p) - 1)]
 
     def predict_marginals_single(self, xseq) -> list[dict[str, float]]:
         """``predict_marginals`` for one sequence."""
@@ -572,13 +672,20 @@ class CRF:
     @property
     def state_features_(self) -> dict[tuple[str, str], float]:
         """``{(attribute, label): weight}`` for every state feature with a non-zero weight."""
-        return {k: w for k, w in self._model("reading state_features_").state_features().items() if w != 0}
+        return {
+            k: w
+            for k, w in self._model("reading state_features_").state_features().items()
+            if w != 0
+        }
 
     @property
     def transition_features_(self) -> dict[tuple[str, str], float]:
         """``{(label_from, label_to): weight}`` for every transition with a non-zero weight."""
-        return {k: w for k, w in self._model("reading transition_features_").transition_features().items()
-                if w != 0}
+        return {
+            k: w
+            for k, w in self._model("reading transition_features_").transition_features().items()
+            if w != 0
+        }
 
     @property
     def attributes_(self) -> list[str]:

@@ -34,13 +34,14 @@ every input without them the results are those of conlleval.pl to the last
 digit; on IOBES input they are those of conlleval.pl run on the same chunks
 written in IOB2.  ``iobes=False`` gives conlleval.pl's rules verbatim.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from .errors import DataError
 
@@ -62,6 +63,7 @@ __all__ = [
 # tags and chunk boundaries
 # ---------------------------------------------------------------------------
 
+
 def split_tag(tag: str) -> tuple[str, str]:
     """Split a chunk tag into (prefix, type) the way conlleval.pl does.
 
@@ -80,14 +82,28 @@ def split_tag(tag: str) -> tuple[str, str]:
 
 # conlleval's rules depend on the types only through "prevType ne type", so
 # each rule is a function of (prev prefix, prefix, type changed).
-_END_PAIRS = frozenset({
-    ("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"),
-    ("E", "E"), ("E", "I"), ("E", "O"),
-})
-_START_PAIRS = frozenset({
-    ("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"),
-    ("E", "E"), ("E", "I"), ("O", "E"),
-})
+_END_PAIRS = frozenset(
+    {
+        ("B", "B"),
+        ("B", "O"),
+        ("I", "B"),
+        ("I", "O"),
+        ("E", "E"),
+        ("E", "I"),
+        ("E", "O"),
+    }
+)
+_START_PAIRS = frozenset(
+    {
+        ("B", "B"),
+        ("I", "B"),
+        ("O", "B"),
+        ("O", "I"),
+        ("E", "E"),
+        ("E", "I"),
+        ("O", "E"),
+    }
+)
 
 
 def _end_of_chunk(prev: str, cur: str, type_changed: bool, iobes: bool) -> bool:
@@ -137,8 +153,10 @@ class _Rules:
         key = (prev, cur, prev_type != ctype)
         res = self._memo.get(key)
         if res is None:
-            res = (_end_of_chunk(prev, cur, key[2], self.iobes),
-                   _start_of_chunk(prev, cur, key[2], self.iobes))
+            res = (
+                _end_of_chunk(prev, cur, key[2], self.iobes),
+                _start_of_chunk(prev, cur, key[2], self.iobes),
+            )
             self._memo[key] = res
         return res
 
@@ -178,6 +196,7 @@ def chunks(tags: Sequence[str], *, iobes: bool = True) -> list[tuple[str, int, i
 # reports
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class TypeScore:
     """Chunk scores of one chunk type (percentages, as conlleval prints them)."""
@@ -186,9 +205,9 @@ class TypeScore:
     precision: float
     recall: float
     f1: float
-    found: int     # guessed chunks of this type
-    gold: int      # gold chunks of this type
-    correct: int   # guessed chunks equal to a gold chunk (same start, end, type)
+    found: int  # guessed chunks of this type
+    gold: int  # gold chunks of this type
+    correct: int  # guessed chunks equal to a gold chunk (same start, end, type)
 
 
 def _prf(correct: int, found: int, gold: int) -> tuple[float, float, float]:
@@ -236,7 +255,12 @@ class ChunkReport:
         for name in sorted(self.per_type):
             s = self.per_type[name]
             line = "%17s: precision: %6.2f%%; recall: %6.2f%%; FB1: %6.2f  %d\n" % (
-                name, s.precision, s.recall, s.f1, s.found)
+                name,
+                s.precision,
+                s.recall,
+                s.f1,
+                s.found,
+            )
             lines.append(line)
             if name == "" and s.found > 0 and s.gold > 0:
                 lines.append(line)
@@ -310,7 +334,11 @@ class ConllCounter:
         accuracy = 100 * self.correct_tags / self.tokens if self.tokens > 0 else 0.0
         per_type = {}
         for name in sorted(set(self.gold_by_type) | set(self.guessed_by_type)):
-            c, f, g = self.correct_by_type[name], self.guessed_by_type[name], self.gold_by_type[name]
+            c, f, g = (
+                self.correct_by_type[name],
+                self.guessed_by_type[name],
+                self.gold_by_type[name],
+            )
             p, r, fb = _prf(c, f, g)
             per_type[name] = TypeScore(name, p, r, fb, found=f, gold=g, correct=c)
         return ChunkReport(
@@ -327,11 +355,10 @@ class ConllCounter:
         )
 
 
-
-
 # ---------------------------------------------------------------------------
 # public entry points
 # ---------------------------------------------------------------------------
+
 
 def _as_sentences(seqs) -> list:
     """A list of sentences; a flat sequence of tag strings is one sentence."""
@@ -352,13 +379,15 @@ def _paired(gold, pred) -> list[tuple[Sequence[str], Sequence[str]]]:
             raise DataError(f"sentence {i}: expected a sequence of tags, got a string")
         if len(g) != len(p):
             raise DataError(
-                f"sentence {i}: gold has {len(g)} tokens but the prediction has {len(p)}")
+                f"sentence {i}: gold has {len(g)} tokens but the prediction has {len(p)}"
+            )
         pairs.append((g, p))
     return pairs
 
 
-def conlleval(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
-              *, iobes: bool = True) -> ChunkReport:
+def conlleval(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], *, iobes: bool = True
+) -> ChunkReport:
     """conlleval's chunk scores for gold and guessed tags, one list per sentence.
 
     Equivalent to writing the sentences as conlleval input (one token per
@@ -375,14 +404,17 @@ def conlleval(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
     return counter.report()
 
 
-def conlleval_ids(gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: bool = True) -> ChunkReport:
+def conlleval_ids(
+    gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: bool = True
+) -> ChunkReport:
     """:func:`conlleval` on label ids: ``gold_ids`` and ``pred_ids`` (one id per token, indices into
     ``labels``) of the sentences ``seq_ptr`` delimits (``seq_ptr[i]:seq_ptr[i+1]``, as in an encoded
-    corpus).  The same report, counts and scores as ``conlleval(gold, pred)`` on the label strings, computed
-    with numpy (no Python loop over tokens): the rules are tabulated once per label pair, and conlleval's
-    one bit of state ("inside a chunk that is correct so far") is recovered from the last token that sets or
-    clears it.  For scoring a whole training set at every epoch."""
+    corpus).  The same report, counts and scores as ``conlleval(gold, pred)`` on the label strings,
+    computed with numpy (no Python loop over tokens): the rules are tabulated once per label pair,
+    and conlleval's one bit of state ("inside a chunk that is correct so far") is recovered from the
+    last token that sets or clears it.  For scoring a whole training set at every epoch."""
     import numpy as np
+
     g = np.asarray(gold_ids, dtype=np.int64).ravel()
     p = np.asarray(pred_ids, dtype=np.int64).ravel()
     ptr = np.asarray(seq_ptr, dtype=np.int64).ravel()
@@ -406,7 +438,9 @@ def conlleval_ids(gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: 
             end[a, b], start[a, b] = rules(prefixes[a], prefixes[b], split[a][1], split[b][1])
     # the stream conlleval reads: each sentence's tokens, then a boundary step
     n_seq = ptr.size - 1
-    pos = np.arange(g.size) + np.repeat(np.arange(n_seq), np.diff(ptr))   # token k's place in the stream
+    pos = np.arange(g.size) + np.repeat(
+        np.arange(n_seq), np.diff(ptr)
+    )  # token k's place in the stream
     M = g.size + n_seq
     gs = np.full(M, L, dtype=np.int64)
     ps = np.full(M, L, dtype=np.int64)
@@ -417,10 +451,11 @@ def conlleval_ids(gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: 
     end_g, start_g = end[pprev, ps], start[pprev, ps]
     same_type = type_id[gs] == type_id[ps]
     same_last_type = type_id[gprev] == type_id[pprev]
-    close = end_c & end_g & same_last_type              # a correct chunk ends before this step ...
-    clear = ~close & ((end_c != end_g) | ~same_type)    # ... or the chunk so far is not correct
+    close = end_c & end_g & same_last_type  # a correct chunk ends before this step ...
+    clear = ~close & ((end_c != end_g) | ~same_type)  # ... or the chunk so far is not correct
     opened = start_c & start_g & same_type
-    # inside-a-correct-chunk after step k: set by `opened`, cleared by `close` or `clear`, kept otherwise
+    # inside-a-correct-chunk after step k: set by `opened`, cleared by `close` or `clear`, kept
+    # otherwise
     event = opened | close | clear
     last = np.maximum.accumulate(np.where(event, np.arange(M), -1))
     inside = np.where(last >= 0, opened[np.maximum(last, 0)], False)
@@ -429,10 +464,14 @@ def conlleval_ids(gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: 
     n_types = len(type_names)
     correct_by = np.bincount(type_id[gprev[counted]], minlength=n_types)
     if M and inside[-1]:
-        correct_by[type_id[gs[-1]]] += 1               # still inside at the end: conlleval counts it
+        correct_by[type_id[gs[-1]]] += 1  # still inside at the end: conlleval counts it
     gold_by = np.bincount(type_id[gs[start_c]], minlength=n_types)
     guessed_by = np.bincount(type_id[ps[start_g]], minlength=n_types)
-    correct_chunks, found_gold, found_guessed = int(correct_by.sum()), int(gold_by.sum()), int(guessed_by.sum())
+    correct_chunks, found_gold, found_guessed = (
+        int(correct_by.sum()),
+        int(gold_by.sum()),
+        int(guessed_by.sum()),
+    )
     pre_id = np.array([sorted(set(prefixes)).index(x) for x in prefixes], dtype=np.int64)
     correct_tags = int(np.count_nonzero((pre_id[g] == pre_id[p]) & (type_id[g] == type_id[p])))
     precision, recall, f1 = _prf(correct_chunks, found_guessed, found_gold)
@@ -443,9 +482,18 @@ def conlleval_ids(gold_ids, pred_ids, seq_ptr, labels: Sequence[str], *, iobes: 
         if f_ or gg:
             pr, rc, fb = _prf(c, f_, gg)
             per_type[name] = TypeScore(name, pr, rc, fb, found=f_, gold=gg, correct=c)
-    return ChunkReport(tokens=int(g.size), gold_chunks=found_gold, found_chunks=found_guessed,
-                       correct_chunks=correct_chunks, correct_tags=correct_tags, accuracy=accuracy,
-                       precision=precision, recall=recall, f1=f1, per_type=per_type)
+    return ChunkReport(
+        tokens=int(g.size),
+        gold_chunks=found_gold,
+        found_chunks=found_guessed,
+        correct_chunks=correct_chunks,
+        correct_tags=correct_tags,
+        accuracy=accuracy,
+        precision=precision,
+        recall=recall,
+        f1=f1,
+        per_type=per_type,
+    )
 
 
 def _split_fields(line: str, delimiter: str | None) -> list[str]:
@@ -459,9 +507,17 @@ def _split_fields(line: str, delimiter: str | None) -> list[str]:
     return fields
 
 
-def conlleval_lines(lines: Iterable[str], delimiter: str | None = None, boundary: str = "-X-",
-                    *, raw: bool = False, otag: str = "O", name: str | None = None,
-                    docstart: str = "token", iobes: bool = True) -> ChunkReport:
+def conlleval_lines(
+    lines: Iterable[str],
+    delimiter: str | None = None,
+    boundary: str = "-X-",
+    *,
+    raw: bool = False,
+    otag: str = "O",
+    name: str | None = None,
+    docstart: str = "token",
+    iobes: bool = True,
+) -> ChunkReport:
     """Score conlleval input: one token a line, gold and guessed tag last.
 
     ``lines`` is any iterable of lines (an open file works); line ends are
@@ -503,13 +559,17 @@ def conlleval_lines(lines: Iterable[str], delimiter: str | None = None, boundary
         if n < 2:
             raise DataError(
                 f"expected at least 2 columns (... gold guessed), found {n}: {line!r}",
-                path=name, line=lineno)
+                path=name,
+                line=lineno,
+            )
         if ncols < 0:
             ncols, first_line = n, lineno
         elif n != ncols:
             raise DataError(
                 f"expected {ncols} columns as on line {first_line}, found {n}",
-                path=name, line=lineno)
+                path=name,
+                line=lineno,
+            )
         gold_tag, guessed_tag = fields[-2], fields[-1]
         if raw:
             if guessed_tag == otag:
@@ -568,22 +628,32 @@ def label_table(gold, pred, *, labels: Sequence[str] | None = None, digits: int 
         rows.append((lab, p, r, f, n_gold[lab]))
 
     width = max([len(lab) for lab in labels] + [len("weighted avg"), digits])
-    head = f"{'':>{width}s} " + "".join(f" {h:>9}" for h in ("precision", "recall", "f1-score", "support"))
+    head = f"{'':>{width}s} " + "".join(
+        f" {h:>9}" for h in ("precision", "recall", "f1-score", "support")
+    )
     out = [head, ""]
     for lab, p, r, f, s in rows:
-        out.append(f"{lab:>{width}s} " + "".join(f" {v:>9.{digits}f}" for v in (p, r, f)) + f" {s:>9}")
+        out.append(
+            f"{lab:>{width}s} " + "".join(f" {v:>9.{digits}f}" for v in (p, r, f)) + f" {s:>9}"
+        )
     out.append("")
     acc = sum(tp.values()) / total if total else 0.0
-    out.append(f"{'accuracy':>{width}s} " + f" {'':>9} {'':>9}" + f" {acc:>9.{digits}f}" + f" {total:>9}")
+    out.append(
+        f"{'accuracy':>{width}s} " + f" {'':>9} {'':>9}" + f" {acc:>9.{digits}f}" + f" {total:>9}"
+    )
     support = sum(s for *_, s in rows)
     if rows:
         macro = [math.fsum(row[k] for row in rows) / len(rows) for k in (1, 2, 3)]
-        weighted = [math.fsum(row[k] * row[4] for row in rows) / support if support else 0.0
-                    for k in (1, 2, 3)]
+        weighted = [
+            math.fsum(row[k] * row[4] for row in rows) / support if support else 0.0
+            for k in (1, 2, 3)
+        ]
     else:
         macro = weighted = [0.0, 0.0, 0.0]
     for title, vals in (("macro avg", macro), ("weighted avg", weighted)):
-        out.append(f"{title:>{width}s} " + "".join(f" {v:>9.{digits}f}" for v in vals) + f" {support:>9}")
+        out.append(
+            f"{title:>{width}s} " + "".join(f" {v:>9.{digits}f}" for v in vals) + f" {support:>9}"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -591,10 +661,11 @@ _CHUNK_LABEL = re.compile(r"^([A-Z])-(.+)$")
 
 
 def label_scheme(labels: Sequence[str]) -> str | None:
-    """The chunk scheme the labels follow, or None: ``"iobes"`` when every label is ``O`` or a prefix
-    of B/I/E/S then ``-`` and a type and some use E- or S-, ``"bilou"`` likewise with L/U, ``"bio"``
-    when every label is ``O``, ``B-X`` or ``I-X``.  Single letters without a type (NETtalk's phoneme
-    classes ``I``, ``E``, ``O``, ``S``...) are not chunk tags, nor is a set of ``O`` alone."""
+    """The chunk scheme the labels follow, or None: ``"iobes"`` when every label is ``O`` or a
+    prefix of B/I/E/S then ``-`` and a type and some use E- or S-, ``"bilou"`` likewise with L/U,
+    ``"bio"`` when every label is ``O``, ``B-X`` or ``I-X``.  Single letters without a type
+    (NETtalk's phoneme classes ``I``, ``E``, ``O``, ``S``...) are not chunk tags, nor is a set of
+    ``O`` alone."""
     prefixes = set()
     for lab in labels:
         if lab == "O":

@@ -1,4 +1,5 @@
-"""The trained model: :class:`CRFModel`, a feature space with its weights and metadata, and its tagging API.
+"""The trained model: :class:`CRFModel`, a feature space with its weights and metadata, and its
+tagging API.
 
 Viterbi labels, marginals, path and sequence probabilities, n-best lists and constrained decoding of
 attribute sequences, feature dicts and token rows (the constrained and n-best paths are
@@ -9,6 +10,7 @@ here call it); token rows go through the templates by :mod:`crfkit.features.rows
 those modules that used to live here (``FeatureSpace``, ``StringTable``, ``ALL_PAIRS``, ``MAGIC``,
 ``check_meta``...) are re-exported.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,15 +19,48 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import DataError
-from .features.space import (ALL_PAIRS, AllPairs, FeatureSpace, StringTable, pack_strings, pair_density,
-                             pair_dtype, unpack_strings)
-from .modelfile import (EXPANSION_ALLOWANCE, FORMAT_VERSION, MAGIC, MAX_COUNT, MAX_EXPANSION, MAX_HEADER_BYTES,
-                        MAX_LABELS, check_meta, load_model, save_model)
+from .features.space import (
+    ALL_PAIRS,
+    AllPairs,
+    FeatureSpace,
+    StringTable,
+    pack_strings,
+    pair_density,
+    pair_dtype,
+    unpack_strings,
+)
+from .modelfile import (
+    EXPANSION_ALLOWANCE,
+    FORMAT_VERSION,
+    MAGIC,
+    MAX_COUNT,
+    MAX_EXPANSION,
+    MAX_HEADER_BYTES,
+    MAX_LABELS,
+    check_meta,
+    load_model,
+    save_model,
+)
 
-__all__ = ["ALL_PAIRS", "AllPairs", "CRFModel", "EXPANSION_ALLOWANCE", "FORMAT_VERSION", "FeatureSpace", "MAGIC",
-           "MAX_COUNT", "MAX_EXPANSION", "MAX_HEADER_BYTES", "MAX_LABELS", "StringTable", "check_meta",
-           "pack_strings", "pair_density", "pair_dtype", "unpack_strings"]
-
+__all__ = [
+    "ALL_PAIRS",
+    "AllPairs",
+    "CRFModel",
+    "EXPANSION_ALLOWANCE",
+    "FORMAT_VERSION",
+    "FeatureSpace",
+    "MAGIC",
+    "MAX_COUNT",
+    "MAX_EXPANSION",
+    "MAX_HEADER_BYTES",
+    "MAX_LABELS",
+    "StringTable",
+    "check_meta",
+    "pack_strings",
+    "pair_density",
+    "pair_dtype",
+    "unpack_strings",
+]
 
 
 @dataclass
@@ -47,53 +82,60 @@ class CRFModel:
         return self.space.labels
 
     def encode(self, X, Y=None, name: str = "<data>", dense=None, B=None):
-        """The :class:`crfkit.corpus.Corpus` of attribute sequences ``X`` (an already encoded corpus,
-        e.g. :meth:`encode_rows`', is returned as it is)."""
+        """The :class:`crfkit.corpus.Corpus` of attribute sequences ``X`` (an already encoded
+        corpus, e.g. :meth:`encode_rows`', is returned as it is)."""
         from .corpus import Corpus
+
         if isinstance(X, Corpus) and Y is None and dense is None and B is None:
             return X
         from .features.encode import encode
+
         return encode(X, self.space, Y, name=name, dense=dense, B=B)
 
     def encode_rows(self, sentences):
         """The corpus of token rows (per sentence a list of tokens, each the list of its observation
         columns) through the model's templates, or None when the model's features need more than
         the unigram templates (bigram-observation templates, dense columns): then
-        :func:`crfkit.features.rows.row_inputs` and :meth:`encode` do it.  The attribute strings of value
-        combinations met before are not built again (:class:`crfkit.features.tplenc.TemplateIds`,
-        kept with the model)."""
+        :func:`crfkit.features.rows.row_inputs` and :meth:`encode` do it.  The attribute strings of
+        value combinations met before are not built again
+        (:class:`crfkit.features.tplenc.TemplateIds`, kept with the model)."""
         tids = self.__dict__.get("_template_ids", False)
         if tids is False:
             from .features.rows import template_ids
+
             tids = self.__dict__["_template_ids"] = template_ids(self.meta, self.space)
         if tids is None:
             return None
         from .features.rows import encode_template_rows
+
         return encode_template_rows(tids, sentences)
 
     def tag_dicts(self, X, threads: int | None = None) -> list[list[str]] | None:
-        """Viterbi labels of sequences of flat feature dicts (sklearn-crfsuite's input) by the fast path of
-        :mod:`crfkit.features.dictenc` (no attribute strings built); ``None`` when ``X`` is not of that
-        shape or the model has dense or bigram-observation features (then use :func:`to_attributes`
-        and :meth:`tag`, which also say what is wrong with bad input).
+        """Viterbi labels of sequences of flat feature dicts (sklearn-crfsuite's input) by the fast
+        path of :mod:`crfkit.features.dictenc` (no attribute strings built); ``None`` when ``X`` is
+        not of that shape or the model has dense or bigram-observation features (then use
+        :func:`to_attributes` and :meth:`tag`, which also say what is wrong with bad input).
 
-        Once numba's serial kernels are loaded in this process (:func:`crfkit.npdecode.kernels_ready`), or
-        for more than :func:`crfkit.npdecode.max_tokens` tokens, the attribute codes go straight to the
-        fused emissions + Viterbi kernel (:meth:`_tag_codes`: no corpus built); a small batch in a process
-        without them goes through :meth:`decode` (numpy).  The transition matrix is computed once per
-        weight vector (a model whose ``weights`` array is changed in place keeps the old one: assign a
-        new array instead)."""
+        Once numba's serial kernels are loaded in this process
+        (:func:`crfkit.npdecode.kernels_ready`), or for more than :func:`crfkit.npdecode.max_tokens`
+        tokens, the attribute codes go straight to the fused emissions + Viterbi kernel
+        (:meth:`_tag_codes`: no corpus built); a small batch in a process without them goes through
+        :meth:`decode` (numpy).  The transition matrix is computed once per weight vector (a model
+        whose ``weights`` array is changed in place keeps the old one: assign a new array
+        instead)."""
         s = self.space
         if s.n_dense or s.n_bigram or not X:
             return None
         enc = self.__dict__.get("_dict_encoder")
         if enc is None:
             from .features.dictenc import DictEncoder
+
             enc = self.__dict__["_dict_encoder"] = DictEncoder(s)
         r = enc.codes(X)
         if r is None:
             return None
         from . import npdecode
+
         if npdecode.kernels_ready() or len(r[1]) > npdecode.max_tokens():
             return self._tag_codes(X, *r, threads)
         corpus = enc.corpus(X, *r)
@@ -101,19 +143,24 @@ class CRFModel:
         return self._split(corpus, ids)
 
     def _tag_codes(self, X, a, cnt, v, threads=None) -> list[list[str]]:
-        """The labels of ``X`` from its attribute codes (:meth:`DictEncoder.codes`) by the fused emissions +
-        Viterbi kernel: one serial call for the whole batch (:func:`crfkit.kernels.chain.tag_codes_seqs`),
-        or, when ``threads`` asks for several and the batch has more than 64 sequences, the batch cut into
-        chunks on the thread pool (:func:`crfkit.kernels.batch.tag_codes_all`)."""
+        """The labels of ``X`` from its attribute codes (:meth:`DictEncoder.codes`) by the fused
+        emissions + Viterbi kernel: one serial call for the whole batch
+        (:func:`crfkit.kernels.chain.tag_codes_seqs`), or, when ``threads`` asks for several and the
+        batch has more than 64 sequences, the batch cut into chunks on the thread pool
+        (:func:`crfkit.kernels.batch.tag_codes_all`)."""
         from .kernels.chain import tag_codes, tag_codes_seqs, transition_matrix
+
         sp, w = self.space, self.weights
         tc = self.__dict__.get("_trans_cache")
         if tc is None or tc[0] is not w:
-            tc = self.__dict__["_trans_cache"] = (w, transition_matrix(w, 1.0, sp.n_state, sp.trans_index))
+            tc = self.__dict__["_trans_cache"] = (
+                w,
+                transition_matrix(w, 1.0, sp.n_state, sp.trans_index),
+            )
         trans = tc[1]
         ns = len(X)
         labels = sp.labels
-        if ns == 1:                 # predict_single: the one-sequence kernel, fewer arguments to dispatch
+        if ns == 1:  # predict_single: the one-sequence kernel, fewer arguments to dispatch
             ids = np.empty(len(cnt), dtype=np.int32)
             tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
             return [list(map(labels.__getitem__, ids.tolist()))]
@@ -127,26 +174,50 @@ class CRFModel:
         nc = 1
         if ns > 64:
             from .parallel import n_chunks
+
             nc = n_chunks(threads, ns, per_thread=4)
         if nc > 1:
             from .kernels.batch import chunk_bounds, tag_codes_all
-            tag_codes_all(a, cnt, v, seq_ptr, ent_ptr, chunk_bounds(seq_ptr, nc), sp.attr_ptr, sp.feat_label, w,
-                          trans, ids, ps)
+
+            tag_codes_all(
+                a,
+                cnt,
+                v,
+                seq_ptr,
+                ent_ptr,
+                chunk_bounds(seq_ptr, nc),
+                sp.attr_ptr,
+                sp.feat_label,
+                w,
+                trans,
+                ids,
+                ps,
+            )
         else:
-            tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, sp.attr_ptr, sp.feat_label, w, trans, ids, ps)
+            tag_codes_seqs(
+                a, cnt, v, seq_ptr, ent_ptr, 0, ns, sp.attr_ptr, sp.feat_label, w, trans, ids, ps
+            )
         lc = self.__dict__.get("_label_array")
         if lc is None or lc[0] is not labels or len(lc[1]) != len(labels):
             lc = self.__dict__["_label_array"] = (labels, np.array(labels, dtype=object))
         names = lc[1][ids].tolist()
         p = seq_ptr.tolist()
-        return [names[p[i]:p[i + 1]] for i in range(ns)]
+        return [names[p[i] : p[i + 1]] for i in range(ns)]
 
     def _args(self):
         s = self.space
         return s.attr_ptr, s.feat_label, s.trans_index, self.weights, s.n_state
 
-    def decode(self, corpus, *, path: bool = True, marginals: bool = False, labels: np.ndarray | None = None,
-               threads: int | None = None, sparse: bool | str = "auto") -> dict:
+    def decode(
+        self,
+        corpus,
+        *,
+        path: bool = True,
+        marginals: bool = False,
+        labels: np.ndarray | None = None,
+        threads: int | None = None,
+        sparse: bool | str = "auto",
+    ) -> dict:
         """One pass over an encoded corpus computing what is asked for.
 
         Returns a dict with ``ids`` (best label ids, n_tokens) and
@@ -163,22 +234,28 @@ class CRFModel:
 
         Small corpora (at most :func:`crfkit.npdecode.max_tokens` tokens) of a model without
         bigram-observation features are decoded in numpy (:mod:`crfkit.npdecode`: the same results,
-        without numba's start-up and thread-pool costs), or, in a process that has decoded small inputs
-        before and loaded them, by numba's serial per-sequence kernels; larger ones by the parallel
-        numba kernels.
+        without numba's start-up and thread-pool costs), or, in a process that has decoded small
+        inputs before and loaded them, by numba's serial per-sequence kernels; larger ones by the
+        parallel numba kernels.
         """
         sp = self.space
         if corpus.n_dense != sp.n_dense:
-            raise DataError(f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}")
+            raise DataError(
+                f"the model has {sp.n_dense} dense dimensions but the data {corpus.n_dense}"
+            )
         if not (sp.n_bigram and corpus.has_bigram):
             from . import npdecode
+
             if corpus.n_tokens <= npdecode.max_tokens():
-                if npdecode.kernels_ready():     # a process tagging again and again: numba, serial
-                    return npdecode.decode_serial(self, corpus, path=path, marginals=marginals, labels=labels)
+                if npdecode.kernels_ready():  # a process tagging again and again: numba, serial
+                    return npdecode.decode_serial(
+                        self, corpus, path=path, marginals=marginals, labels=labels
+                    )
                 npdecode.note_small_call(self)
                 return npdecode.decode(self, corpus, path=path, marginals=marginals, labels=labels)
         from .kernels.batch import chunk_bounds, decode_all
         from .parallel import n_chunks
+
         nt, ns, L = corpus.n_tokens, corpus.n_sequences, self.space.n_labels
         ids = np.zeros(nt if path else 0, dtype=np.int32)
         ps = np.zeros(ns if path else 0)
@@ -192,29 +269,68 @@ class CRFModel:
             b = chunk_bounds(corpus.seq_ptr, n_chunks(threads, ns, per_thread=4))
             if sp.n_bigram and corpus.has_bigram:
                 from .kernels.batch import decode_all_bigram
-                use_sparse = marginals and (sparse is True or (sparse == "auto" and
-                                                               self.pair_density(corpus) < 0.2))
-                args = (corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, corpus.btok_ptr,
-                        corpus.battr, corpus.bval, sp.attr_ptr, sp.feat_label, sp.trans_index,
-                        sp.battr_ptr, sp.pairs_for_full_rows, self.weights, sp.n_state, sp.bigram_offset, b)
+
+                use_sparse = marginals and (
+                    sparse is True or (sparse == "auto" and self.pair_density(corpus) < 0.2)
+                )
+                args = (
+                    corpus.seq_ptr,
+                    corpus.tok_ptr,
+                    corpus.attr,
+                    corpus.val,
+                    corpus.btok_ptr,
+                    corpus.battr,
+                    corpus.bval,
+                    sp.attr_ptr,
+                    sp.feat_label,
+                    sp.trans_index,
+                    sp.battr_ptr,
+                    sp.pairs_for_full_rows,
+                    self.weights,
+                    sp.n_state,
+                    sp.bigram_offset,
+                    b,
+                )
                 if use_sparse:
                     from .kernels.sparse_fb import sparse_marginals_bigram
-                    sparse_marginals_bigram(*args, marg, logz, xs, np.zeros((len(b) - 1, 2), np.int64))
+
+                    sparse_marginals_bigram(
+                        *args, marg, logz, xs, np.zeros((len(b) - 1, 2), np.int64)
+                    )
                     if path or want_labels:
-                        decode_all_bigram(*args, ids, ps, np.zeros((0, L)), np.zeros(0), lab, lsc, xs)
+                        decode_all_bigram(
+                            *args, ids, ps, np.zeros((0, L)), np.zeros(0), lab, lsc, xs
+                        )
                 else:
                     decode_all_bigram(*args, ids, ps, marg, logz, lab, lsc, xs)
             else:
-                full = sp.full_rows     # none full: an empty array, decode_all then takes the plain scatter
-                decode_all(corpus.seq_ptr, corpus.tok_ptr, corpus.attr, corpus.val, *self._args(), b,
-                           ids, ps, marg, logz, lab, lsc, xs, full if full.any() else full[:0])
+                full = (
+                    sp.full_rows
+                )  # none full: an empty array, decode_all then takes the plain scatter
+                decode_all(
+                    corpus.seq_ptr,
+                    corpus.tok_ptr,
+                    corpus.attr,
+                    corpus.val,
+                    *self._args(),
+                    b,
+                    ids,
+                    ps,
+                    marg,
+                    logz,
+                    lab,
+                    lsc,
+                    xs,
+                    full if full.any() else full[:0],
+                )
         from .npdecode import decode_result
+
         return decode_result(path, marginals, want_labels, ids, ps, marg, logz, lsc)
 
     def pair_density(self, corpus) -> float:
-        """Estimated share of the L x L label pairs with a non-zero score at a position (transitions plus
-        the label-pair x observation features of the tokens' attributes): what the sparse recursions cost
-        relative to the dense ones (:func:`pair_density`)."""
+        """Estimated share of the L x L label pairs with a non-zero score at a position (transitions
+        plus the label-pair x observation features of the tokens' attributes): what the sparse
+        recursions cost relative to the dense ones (:func:`pair_density`)."""
         return pair_density(self.space, corpus, self.weights)
 
     def viterbi(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -222,13 +338,22 @@ class CRFModel:
         r = self.decode(corpus, threads=threads)
         return r["ids"], r["path_score"]
 
-    def marginals(self, corpus, threads: int | None = None, *, allowed=None, constraints=None,
-                  forbid=None) -> tuple[np.ndarray, np.ndarray]:
+    def marginals(
+        self, corpus, threads: int | None = None, *, allowed=None, constraints=None, forbid=None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Node marginals (n_tokens x L) and log Z per sequence (under constraints when given: see
         :mod:`crfkit.decode`)."""
         if allowed is not None or constraints is not None or forbid:
             from .decode import marginals
-            return marginals(self, corpus, allowed=allowed, constraints=constraints, forbid=forbid, threads=threads)
+
+            return marginals(
+                self,
+                corpus,
+                allowed=allowed,
+                constraints=constraints,
+                forbid=forbid,
+                threads=threads,
+            )
         r = self.decode(corpus, path=False, marginals=True, threads=threads)
         return r["marginals"], r["logz"]
 
@@ -236,10 +361,20 @@ class CRFModel:
         labels = self.space.labels
         names = [labels[i] for i in ids.tolist()]
         p = corpus.seq_ptr.tolist()
-        return [names[p[i]:p[i + 1]] for i in range(len(p) - 1)]
+        return [names[p[i] : p[i + 1]] for i in range(len(p) - 1)]
 
-    def tag(self, X, threads: int | None = None, dense=None, B=None, *, allowed=None, constraints=None,
-            forbid=None, method: str = "viterbi") -> list[list[str]]:
+    def tag(
+        self,
+        X,
+        threads: int | None = None,
+        dense=None,
+        B=None,
+        *,
+        allowed=None,
+        constraints=None,
+        forbid=None,
+        method: str = "viterbi",
+    ) -> list[list[str]]:
         """Viterbi labels for a list of attribute sequences (``dense``: their token vectors, one
         (T x n_dense) array per sequence, for a model with dense features; ``B``: their
         bigram-observation attribute sequences, for a model with bigram-observation features).
@@ -248,56 +383,135 @@ class CRFModel:
         (max-marginal labels): see :func:`crfkit.decode.tag`."""
         if allowed is not None or constraints is not None or forbid or method != "viterbi":
             from .decode import tag
-            return tag(self, X, allowed=allowed, constraints=constraints, forbid=forbid, method=method,
-                       threads=threads, dense=dense, B=B)
+
+            return tag(
+                self,
+                X,
+                allowed=allowed,
+                constraints=constraints,
+                forbid=forbid,
+                method=method,
+                threads=threads,
+                dense=dense,
+                B=B,
+            )
         corpus = self.encode(X, dense=dense, B=B)
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def tag_with_probability(self, X, threads: int | None = None, dense=None, B=None, *, allowed=None,
-                             constraints=None, forbid=None, method: str = "viterbi"):
+    def tag_with_probability(
+        self,
+        X,
+        threads: int | None = None,
+        dense=None,
+        B=None,
+        *,
+        allowed=None,
+        constraints=None,
+        forbid=None,
+        method: str = "viterbi",
+    ):
         """Viterbi labels, the probability of each best path, node marginals and the encoded corpus
         (constraints and ``method``: as :meth:`tag`)."""
         if allowed is not None or constraints is not None or forbid or method != "viterbi":
             from .decode import tag
-            return tag(self, X, allowed=allowed, constraints=constraints, forbid=forbid, method=method,
-                       probability=True, threads=threads, dense=dense, B=B)
+
+            return tag(
+                self,
+                X,
+                allowed=allowed,
+                constraints=constraints,
+                forbid=forbid,
+                method=method,
+                probability=True,
+                threads=threads,
+                dense=dense,
+                B=B,
+            )
         corpus = self.encode(X, dense=dense, B=B)
         r = self.decode(corpus, marginals=True, threads=threads)
-        return self._split(corpus, r["ids"]), np.exp(r["path_score"] - r["logz"]), r["marginals"], corpus
+        return (
+            self._split(corpus, r["ids"]),
+            np.exp(r["path_score"] - r["logz"]),
+            r["marginals"],
+            corpus,
+        )
 
-    def sequence_probability(self, X, Y, threads: int | None = None, dense=None, B=None, *, allowed=None,
-                             constraints=None, forbid=None) -> np.ndarray:
-        """p(y|x) of the given label sequences (under constraints: p(y | x, y allowed), 0 when y breaks
-        them; see :mod:`crfkit.decode`)."""
+    def sequence_probability(
+        self,
+        X,
+        Y,
+        threads: int | None = None,
+        dense=None,
+        B=None,
+        *,
+        allowed=None,
+        constraints=None,
+        forbid=None,
+    ) -> np.ndarray:
+        """p(y|x) of the given label sequences (under constraints: p(y | x, y allowed), 0 when y
+        breaks them; see :mod:`crfkit.decode`)."""
         if allowed is not None or constraints is not None or forbid:
             from .decode import sequence_probability
-            return sequence_probability(self, X, Y, allowed=allowed, constraints=constraints, forbid=forbid,
-                                        threads=threads, dense=dense, B=B)
+
+            return sequence_probability(
+                self,
+                X,
+                Y,
+                allowed=allowed,
+                constraints=constraints,
+                forbid=forbid,
+                threads=threads,
+                dense=dense,
+                B=B,
+            )
         corpus = self.encode(X, Y, dense=dense, B=B)
         if (corpus.y < 0).any():
             bad = int(np.flatnonzero(corpus.y < 0)[0])
             lab = [lab for ys in Y for lab in ys][bad]
-            raise DataError(f"label {lab!r} is not a label of this model ({len(self.labels)} labels)")
+            raise DataError(
+                f"label {lab!r} is not a label of this model ({len(self.labels)} labels)"
+            )
         r = self.decode(corpus, path=False, marginals=True, labels=corpus.y, threads=threads)
         return np.exp(r["label_score"] - r["logz"])
 
     def tag_rows(self, sentences, threads: int | None = None, **kw) -> list[list[str]]:
-        """Labels of token rows with a model trained from a column file: per sentence a list of tokens,
-        each the list of its column values (``[["He", "PRP"], ["runs", "VBZ"]]``; a string is split
-        on whitespace), run through the model's templates.  ``kw``: as :meth:`tag` (``allowed``,
-        ``constraints``, ``method``...)."""
+        """Labels of token rows with a model trained from a column file: per sentence a list of
+        tokens, each the list of its column values (``[["He", "PRP"], ["runs", "VBZ"]]``; a string
+        is split on whitespace), run through the model's templates.  ``kw``: as :meth:`tag`
+        (``allowed``, ``constraints``, ``method``...)."""
         from .features.rows import row_inputs
+
         X, B, dense = row_inputs(self.meta, sentences)
         return self.tag(X, threads, dense=dense, B=B, **kw) if X else []
 
-    def nbest(self, X, k: int, threads: int | None = None, dense=None, B=None, *, allowed=None,
-              constraints=None, forbid=None):
+    def nbest(
+        self,
+        X,
+        k: int,
+        threads: int | None = None,
+        dense=None,
+        B=None,
+        *,
+        allowed=None,
+        constraints=None,
+        forbid=None,
+    ):
         """The ``k`` most probable label sequences of each sequence, with their probabilities: one
         :class:`crfkit.decode.NBest` per sequence (exact; constraints as :meth:`tag`)."""
         from .decode import nbest
-        return nbest(self, X, k, allowed=allowed, constraints=constraints, forbid=forbid, threads=threads,
-                     dense=dense, B=B)
+
+        return nbest(
+            self,
+            X,
+            k,
+            allowed=allowed,
+            constraints=constraints,
+            forbid=forbid,
+            threads=threads,
+            dense=dense,
+            B=B,
+        )
 
     # ---------------------------------------------------------- introspection
     @property
@@ -307,8 +521,12 @@ class CRFModel:
     def state_features(self) -> dict[tuple[str, str], float]:
         s = self.space
         fa = s.feature_attr()
-        return {(s.attributes[a], s.labels[l]): float(w)
-                for a, l, w in zip(fa.tolist(), s.feat_label.tolist(), self.weights[:s.n_state].tolist())}
+        return {
+            (s.attributes[a], s.labels[l]): float(w)
+            for a, l, w in zip(
+                fa.tolist(), s.feat_label.tolist(), self.weights[: s.n_state].tolist()
+            )
+        }
 
     def transition_features(self) -> dict[tuple[str, str], float]:
         s = self.space
@@ -321,23 +539,29 @@ class CRFModel:
         return out
 
     def bigram_features(self) -> dict[tuple[str, str, str], float]:
-        """Weights of the bigram-observation features by (bigram attribute, previous label, label)."""
+        """Weights of the bigram-observation features by (bigram attribute, previous label,
+        label)."""
         s = self.space
         L = s.n_labels
-        w = self.weights[s.bigram_offset:s.dense_offset]
-        return {(s.battributes[b], s.labels[p // L], s.labels[p % L]): float(x)
-                for b, p, x in zip(s.bfeature_attr().tolist(), s.bfeat_pair.tolist(), w.tolist())}
+        w = self.weights[s.bigram_offset : s.dense_offset]
+        return {
+            (s.battributes[b], s.labels[p // L], s.labels[p % L]): float(x)
+            for b, p, x in zip(s.bfeature_attr().tolist(), s.bfeat_pair.tolist(), w.tolist())
+        }
 
     def dense_features(self) -> dict[tuple[str, str], float]:
         """Weights of the dense block by (dimension name, label)."""
         s = self.space
         W = s.dense_weights(self.weights)
-        return {(s.dense_names[j], s.labels[l]): float(W[j, l])
-                for j in range(s.n_dense) for l in range(s.n_labels)}
+        return {
+            (s.dense_names[j], s.labels[l]): float(W[j, l])
+            for j in range(s.n_dense)
+            for l in range(s.n_labels)
+        }
 
     def top_features(self, k: int = 20) -> list[tuple[str, str, float]]:
         s = self.space
-        w = self.weights[:s.n_state]
+        w = self.weights[: s.n_state]
         idx = np.argsort(-np.abs(w), kind="stable")[:k]
         fa = s.feature_attr()
         return [(s.attributes[fa[i]], s.labels[s.feat_label[i]], float(w[i])) for i in idx]
@@ -351,7 +575,7 @@ class CRFModel:
         return save_model(path, self.space, self.weights, self.meta)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "CRFModel":
+    def load(cls, path: str | os.PathLike) -> CRFModel:
         """Read a model file written by :meth:`save`.
 
         A model file is untrusted input: whatever its content, this returns a

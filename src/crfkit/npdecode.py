@@ -1,26 +1,30 @@
-"""Decoding in numpy, for small inputs: Viterbi, node marginals, log Z and path scores without numba.
+"""Decoding in numpy, for small inputs: Viterbi, node marginals, log Z and path scores without
+numba.
 
-A ``crfkit tag`` process on a few hundred tokens, a web request or a ``CRF.predict_single`` call spends
-far more time in numba than in decoding: importing numba (about 0.5 s), loading the cached kernels (2-3 s
-the first time in a process) and waking its thread pool for each ``prange`` call.  The recursions here
-are the same as :func:`crfkit.kernels.batch.decode_all`'s, vectorised over the labels and over the
-sequences of a batch (one numpy step per position, all the sequences at that position at once), so a
-batch of a few hundred tokens decodes in a few milliseconds with no compiled code at all.
+A ``crfkit tag`` process on a few hundred tokens, a web request or a ``CRF.predict_single`` call
+spends far more time in numba than in decoding: importing numba (about 0.5 s), loading the cached
+kernels (2-3 s the first time in a process) and waking its thread pool for each ``prange`` call.
+The recursions here are the same as :func:`crfkit.kernels.batch.decode_all`'s, vectorised over the
+labels and over the sequences of a batch (one numpy step per position, all the sequences at that
+position at once), so a batch of a few hundred tokens decodes in a few milliseconds with no compiled
+code at all.
 
-:meth:`crfkit.model.CRFModel.decode` takes this path for corpora of at most :data:`MAX_TOKENS` tokens
-(models without bigram-observation features) and the numba kernels beyond, where they are faster.  The
-results are the same: the Viterbi path with the same tie-breaking (the first best label, as the
-kernels' strict ``>``), the scores and log Z equal up to rounding (the forward-backward here runs in the
-log domain, which needs no rescaling fallback; the kernels' scaled recursion agrees to ~1e-12).
-Models with bigram-observation features, constrained decoding and n-best go through the kernels.
+:meth:`crfkit.model.CRFModel.decode` takes this path for corpora of at most :data:`MAX_TOKENS`
+tokens (models without bigram-observation features) and the numba kernels beyond, where they are
+faster.  The results are the same: the Viterbi path with the same tie-breaking (the first best
+label, as the kernels' strict ``>``), the scores and log Z equal up to rounding (the
+forward-backward here runs in the log domain, which needs no rescaling fallback; the kernels' scaled
+recursion agrees to ~1e-12).  Models with bigram-observation features, constrained decoding and
+n-best go through the kernels.
 
 Nothing here imports numba for a process's first small call (``tests/test_npdecode.py`` checks it in
 a fresh interpreter).  A process that decodes small inputs again and again (a server, an estimator's
 ``predict_single`` in a loop) is better served by numba's serial per-sequence kernels (a few
-microseconds per call once loaded, against a numpy call per position here): from the second small call
-on, :func:`note_small_call` loads them in a background thread (``CRFKIT_SMALL_KERNELS=0`` turns that
-off), and :meth:`~crfkit.model.CRFModel.decode` uses :func:`decode_serial` once they are ready.
+microseconds per call once loaded, against a numpy call per position here): from the second small
+call on, :func:`note_small_call` loads them in a background thread (``CRFKIT_SMALL_KERNELS=0`` turns
+that off), and :meth:`~crfkit.model.CRFModel.decode` uses :func:`decode_serial` once they are ready.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +49,9 @@ def max_tokens() -> int:
 
 
 def emissions(corpus, space, w: np.ndarray) -> np.ndarray:
-    """(n_tokens x L) emission scores: per token and label the sum of ``value * weight`` of the state
-    features of the token's attributes (in the order of the occurrences, as the kernels add them)."""
+    """(n_tokens x L) emission scores: per token and label the sum of ``value * weight`` of the
+    state features of the token's attributes (in the order of the occurrences, as the kernels add
+    them)."""
     nt, L = corpus.n_tokens, space.n_labels
     tok_ptr, attr, val = corpus.tok_ptr, corpus.attr, corpus.val
     ptr = space.attr_ptr
@@ -54,18 +59,19 @@ def emissions(corpus, space, w: np.ndarray) -> np.ndarray:
     if n_occ == 0:
         return np.zeros((nt, L))
     e0 = int(tok_ptr[0])
-    a = attr[e0:e0 + n_occ].astype(np.int64)
+    a = attr[e0 : e0 + n_occ].astype(np.int64)
     start = ptr[a]
     cnt = ptr[a + 1] - start
     tok = np.repeat(np.arange(nt, dtype=np.int64), np.diff(tok_ptr))
     total = int(cnt.sum())
     if total == 0:
         return np.zeros((nt, L))
-    # feature k of every occurrence: start[e] + (0 .. cnt[e]-1), laid out occurrence after occurrence
+    # feature k of every occurrence: start[e] + (0 .. cnt[e]-1), laid out occurrence after
+    # occurrence
     first = np.cumsum(cnt) - cnt
     k = np.arange(total, dtype=np.int64) + np.repeat(start - first, cnt)
     rows = np.repeat(tok, cnt)
-    x = w[k] * np.repeat(val[e0:e0 + n_occ], cnt)
+    x = w[k] * np.repeat(val[e0 : e0 + n_occ], cnt)
     return np.bincount(rows * L + space.feat_label[k], weights=x, minlength=nt * L).reshape(nt, L)
 
 
@@ -79,15 +85,18 @@ def transition_matrix(space, w: np.ndarray) -> np.ndarray:
 
 
 def _padded(score: np.ndarray, seq_ptr: np.ndarray):
-    """The sequences, longest first, as a (S x Tmax x L) block: (order, lengths in that order, block).
-    The sequences still running at position t are then the first ``(lengths > t).sum()`` rows."""
+    """The sequences, longest first, as a (S x Tmax x L) block: (order, lengths in that order,
+    block). The sequences still running at position t are then the first ``(lengths > t).sum()``
+    rows."""
     lens = np.diff(seq_ptr)
     order = np.argsort(-lens, kind="stable")
     slen = lens[order]
     S, L = len(lens), score.shape[1]
     Tm = int(slen[0]) if S else 0
     block = np.zeros((S, Tm, L))
-    pos = np.arange(int(seq_ptr[-1] - seq_ptr[0]), dtype=np.int64) - np.repeat(seq_ptr[:-1] - seq_ptr[0], lens)
+    pos = np.arange(int(seq_ptr[-1] - seq_ptr[0]), dtype=np.int64) - np.repeat(
+        seq_ptr[:-1] - seq_ptr[0], lens
+    )
     rank = np.empty(S, np.int64)
     rank[order] = np.arange(S)
     block[np.repeat(rank, lens), pos] = score
@@ -116,10 +125,11 @@ def viterbi(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
     delta = block[:, 0].copy()
     for t in range(1, Tm):
         m = int(n[t])
-        cand = delta[:m, :, None] + trans          # (m, previous label, label)
-        back[:m, t] = cand.argmax(axis=1)           # the first best previous label, as the kernels
-        delta[:m] = cand.max(axis=1) + block[:m, t]   # the value at that arg max
-    # delta[s] now holds each sequence's last row (rows of finished sequences were left as they were)
+        cand = delta[:m, :, None] + trans  # (m, previous label, label)
+        back[:m, t] = cand.argmax(axis=1)  # the first best previous label, as the kernels
+        delta[:m] = cand.max(axis=1) + block[:m, t]  # the value at that arg max
+    # delta[s] now holds each sequence's last row (rows of finished sequences were left as they
+    # were)
     nz = slen > 0
     last = delta.argmax(axis=1)
     path = np.zeros((len(slen), Tm), np.int64)
@@ -138,8 +148,9 @@ def viterbi(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
     mask = np.arange(Tm)[None, :] < slen[:, None]
     flat = np.empty(int(slen.sum()), np.int64)
     # back to input order: sequence order[r] holds path[r, :slen[r]]
-    dst = np.repeat(seq_ptr[:-1][order] - seq_ptr[0], slen) + (np.arange(int(slen.sum())) -
-                                                                np.repeat(np.cumsum(slen) - slen, slen))
+    dst = np.repeat(seq_ptr[:-1][order] - seq_ptr[0], slen) + (
+        np.arange(int(slen.sum())) - np.repeat(np.cumsum(slen) - slen, slen)
+    )
     flat[dst] = path[mask]
     ids[:] = flat
     return ids, best
@@ -173,7 +184,7 @@ def forward_backward(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
     lastpos = np.maximum(slen - 1, 0)
     lz = _logsumexp(la[rows, lastpos], axis=1)
     for t in range(Tm - 2, -1, -1):
-        m = int(n[t + 1])         # sequences with a position t + 1: beta[t] from beta[t + 1]
+        m = int(n[t + 1])  # sequences with a position t + 1: beta[t] from beta[t + 1]
         lb[:m, t] = _logsumexp(trans[None] + (block[:m, t + 1] + lb[:m, t + 1])[:, None, :], axis=2)
     mask = np.arange(Tm)[None, :] < slen[:, None]
     # node marginals normalised per position (each sums to 1): exact, and no cancellation against a
@@ -181,14 +192,17 @@ def forward_backward(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
     x = la + lb
     post = np.exp(x - x.max(axis=2, keepdims=True))
     post /= post.sum(axis=2, keepdims=True)
-    dst = np.repeat(seq_ptr[:-1][order] - seq_ptr[0], slen) + (np.arange(int(slen.sum())) -
-                                                                np.repeat(np.cumsum(slen) - slen, slen))
+    dst = np.repeat(seq_ptr[:-1][order] - seq_ptr[0], slen) + (
+        np.arange(int(slen.sum())) - np.repeat(np.cumsum(slen) - slen, slen)
+    )
     marg[dst] = post[mask]
     logz[order] = np.where(slen > 0, lz, 0.0)
     return marg, logz
 
 
-def path_scores(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def path_scores(
+    score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, labels: np.ndarray
+) -> np.ndarray:
     """The score of the given label path of every sequence (emissions plus transitions)."""
     S = len(seq_ptr) - 1
     nt = score.shape[0]
@@ -207,7 +221,8 @@ def path_scores(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, label
 
 
 def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
-    """What :meth:`crfkit.model.CRFModel.decode` returns, computed here (no bigram-observation features)."""
+    """What :meth:`crfkit.model.CRFModel.decode` returns, computed here (no bigram-observation
+    features)."""
     sp = model.space
     w = model.weights
     L = sp.n_labels
@@ -221,15 +236,19 @@ def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=
         ids, ps = viterbi(score, seq_ptr, trans)
         out.update(ids=ids, path_score=ps)
     if marginals:
-        marg, logz = forward_backward(score, seq_ptr, trans) if L else (np.zeros((corpus.n_tokens, 0)),
-                                                                          np.zeros(corpus.n_sequences))
+        marg, logz = (
+            forward_backward(score, seq_ptr, trans)
+            if L
+            else (np.zeros((corpus.n_tokens, 0)), np.zeros(corpus.n_sequences))
+        )
         out.update(marginals=marg, logz=logz)
     if labels is not None:
         out["label_score"] = path_scores(score, seq_ptr, trans, np.asarray(labels))
     return out
 
 
-# ------------------------------------------------------------------ numba's serial kernels, warmed up
+# ------------------------------------------------------------------ numba's serial kernels, warmed
+# up
 _WARM = {"state": "cold", "calls": 0}
 _WARM_LOCK = threading.Lock()
 
@@ -240,8 +259,8 @@ def kernels_ready() -> bool:
 
 
 def note_small_call(model) -> None:
-    """Count a small decode; from the second one on, load the serial kernels in a daemon thread (once per
-    process), on a one-token input of ``model``'s array types."""
+    """Count a small decode; from the second one on, load the serial kernels in a daemon thread
+    (once per process), on a one-token input of ``model``'s array types."""
     _WARM["calls"] += 1
     if _WARM["state"] != "cold" or _WARM["calls"] < 2:
         return
@@ -251,32 +270,74 @@ def note_small_call(model) -> None:
         if _WARM["state"] != "cold":
             return
         _WARM["state"] = "warming"
+
     def warm():
         try:
             from .corpus import Corpus
-            nd = model.space.n_dense     # one token, no attribute (and zero dense values): any model
-            tiny = Corpus(seq_ptr=[0, 1], tok_ptr=[0, 0], attr=[], val=[], y=[0],
-                          dense=np.zeros((1, nd)) if nd else None)
+
+            nd = model.space.n_dense  # one token, no attribute (and zero dense values): any model
+            tiny = Corpus(
+                seq_ptr=[0, 1],
+                tok_ptr=[0, 0],
+                attr=[],
+                val=[],
+                y=[0],
+                dense=np.zeros((1, nd)) if nd else None,
+            )
             decode_serial(model, tiny, path=True, marginals=True, labels=np.zeros(1, np.int32))
-            # the fused kernels of CRFModel.tag_dicts: a batch (tag_codes_seqs), one sentence (tag_codes)
+            # the fused kernels of CRFModel.tag_dicts: a batch (tag_codes_seqs), one sentence
+            # (tag_codes)
             from .kernels.chain import tag_codes, tag_codes_seqs
+
             sp = model.space
             one = np.array([0, 1], np.int64)
-            codes, cnt, trans = np.full(1, -1, np.int64), np.ones(1, np.int64), np.zeros((sp.n_labels, sp.n_labels))
-            tag_codes_seqs(codes, cnt, np.zeros(0), one, one, 0, 1, sp.attr_ptr, sp.feat_label, model.weights, trans,
-                           np.zeros(1, np.int32), np.zeros(1))
-            tag_codes(codes, cnt, np.zeros(0), sp.attr_ptr, sp.feat_label, model.weights, trans, np.zeros(1, np.int32))
+            codes, cnt, trans = (
+                np.full(1, -1, np.int64),
+                np.ones(1, np.int64),
+                np.zeros((sp.n_labels, sp.n_labels)),
+            )
+            tag_codes_seqs(
+                codes,
+                cnt,
+                np.zeros(0),
+                one,
+                one,
+                0,
+                1,
+                sp.attr_ptr,
+                sp.feat_label,
+                model.weights,
+                trans,
+                np.zeros(1, np.int32),
+                np.zeros(1),
+            )
+            tag_codes(
+                codes,
+                cnt,
+                np.zeros(0),
+                sp.attr_ptr,
+                sp.feat_label,
+                model.weights,
+                trans,
+                np.zeros(1, np.int32),
+            )
             _WARM["state"] = "ready"
-        except Exception:          # pragma: no cover - numba missing or broken: numpy it stays
+        except Exception:  # pragma: no cover - numba missing or broken: numpy it stays
             _WARM["state"] = "failed"
 
     threading.Thread(target=warm, name="crfkit-kernel-warmup", daemon=True).start()
 
 
-def decode_serial(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
-    """:func:`decode` through numba's per-sequence kernels (:mod:`crfkit.kernels.chain`, the functions
-    :func:`crfkit.kernels.batch.decode_all` runs for each sequence), one call each, no thread pool."""
-    from .kernels.chain import emissions, forward_backward, gold_score, transition_matrix as tm, viterbi as vit
+def decode_serial(
+    model, corpus, *, path: bool = True, marginals: bool = False, labels=None
+) -> dict:
+    """:func:`decode` through numba's per-sequence kernels (:mod:`crfkit.kernels.chain`, the
+    functions :func:`crfkit.kernels.batch.decode_all` runs for each sequence), one call each, no
+    thread pool."""
+    from .kernels.chain import emissions, forward_backward, gold_score
+    from .kernels.chain import transition_matrix as tm
+    from .kernels.chain import viterbi as vit
+
     sp = model.space
     w = model.weights
     L = sp.n_labels

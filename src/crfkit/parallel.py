@@ -1,4 +1,5 @@
 """Thread settings for the numba kernels (and numpy's BLAS while crfkit trains)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -49,17 +50,20 @@ def blas_threads(n: int = 1):
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         yield
         return
-    # threadpoolctl limits the libraries loaded at entry.  scipy's own BLAS (scipy.linalg) is not one
-    # that training loads: numba's target is initialised without it (crfkit._runtime.blas.init_target_without_blas,
-    # 13 MB) and no crfkit kernel calls BLAS, so it is not imported here for the limit's sake either.
+    # threadpoolctl limits the libraries loaded at entry.  scipy's own BLAS (scipy.linalg) is not
+    # one that training loads: numba's target is initialised without it
+    # (crfkit._runtime.blas.init_target_without_blas, 13 MB) and no crfkit kernel calls BLAS, so it
+    # is not imported here for the limit's sake either.
     with threadpool_limits(limits=n, user_api="blas"):
         yield
 
 
 def single_blas(fn):
     """Decorator: ``fn`` runs inside :func:`blas_threads` ``(1)`` (the signature is kept)."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with blas_threads(1):
             return fn(*args, **kwargs)
+
     return wrapper

@@ -18,11 +18,12 @@ column files on its own (:func:`tag_columns`)::
     out = tag_columns(res.model, "test.txt", marginals=True)
     out.labels[0]        # predicted labels of the first sentence
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -58,11 +59,18 @@ def name_of(source) -> str:
     return str(getattr(source, "name", "<stream>"))
 
 
-
-
-def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bool = True,
-                 docstart: str = "skip", name: str | None = None, progress=None, lazy: bool = False,
-                 once: bool = False):
+def load_columns(
+    path,
+    templates: Templates,
+    *,
+    pad: bool = True,
+    has_labels: bool = True,
+    docstart: str = "skip",
+    name: str | None = None,
+    progress=None,
+    lazy: bool = False,
+    once: bool = False,
+):
     """Read a column file and apply the templates.
 
     ``path`` is a path (``.gz`` is decompressed, ``"-"`` is standard input) or
@@ -76,8 +84,8 @@ def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bo
     it is called once for reading (total unknown, one update per sentence)
     and once for the feature extraction (total: the number of sentences).
 
-    ``lazy``: ``X`` is a :class:`crfkit.features.lazy.LazySequences` applying the templates a chunk of
-    sentences at a time as it is read (training reads it once: the attribute strings of the whole
+    ``lazy``: ``X`` is a :class:`crfkit.features.lazy.LazySequences` applying the templates a chunk
+    of sentences at a time as it is read (training reads it once: the attribute strings of the whole
     file never exist at once); with ``progress``, the feature bar advances as it is read; ``once``:
     ``X`` drops the sentences after its first complete pass.
     """
@@ -92,19 +100,22 @@ def load_columns(path, templates: Templates, *, pad: bool = True, has_labels: bo
                 sentences.append(s)
                 bar.update(1)
         if lazy:
-            X = attributes_of(sentences, templates, pad=pad, name=label, lazy=True, progress=progress, once=once)
+            X = attributes_of(
+                sentences, templates, pad=pad, name=label, lazy=True, progress=progress, once=once
+            )
         else:
             X = []
             with progress("features", len(sentences)) as bar:
                 for i in range(0, len(sentences), 256):
-                    X += attributes_of(sentences[i:i + 256], templates, pad=pad, name=label)
+                    X += attributes_of(sentences[i : i + 256], templates, pad=pad, name=label)
                     bar.update(min(256, len(sentences) - i))
     Y = [s.labels for s in sentences] if has_labels else None
     return X, Y, sentences
 
 
 def parse_columns_spec(spec) -> list[int]:
-    """Column numbers (1-based, as ``cut -f``: ``"3-130,132"``, or a list of ints) -> 0-based indices."""
+    """Column numbers (1-based, as ``cut -f``: ``"3-130,132"``, or a list of ints) -> 0-based
+    indices."""
     if isinstance(spec, str):
         cols: list[int] = []
         for part in spec.split(","):
@@ -114,7 +125,9 @@ def parse_columns_spec(spec) -> list[int]:
                 a = int(lo)
                 b = int(hi) if sep else a
             except ValueError:
-                raise ValueError(f"bad column list {spec!r}: expected numbers and ranges like 3-130,132") from None
+                raise ValueError(
+                    f"bad column list {spec!r}: expected numbers and ranges like 3-130,132"
+                ) from None
             if a < 1 or b < a:
                 raise ValueError(f"bad column range {part!r} in {spec!r} (columns count from 1)")
             cols.extend(range(a, b + 1))
@@ -140,15 +153,17 @@ def parse_weight_column(spec) -> int:
     return c - 1
 
 
-def take_weight_column(sentences: Sequence[Sentence], column: int, *,
-                       name: str = "<data>") -> tuple[np.ndarray, list[Sentence]]:
-    """The sample weight of every sentence, read from the (0-based) observation column ``column``, and the
-    sentences with that column taken out of every token (so that no template and no dense column can read
-    it; the columns after it move one place left).
+def take_weight_column(
+    sentences: Sequence[Sentence], column: int, *, name: str = "<data>"
+) -> tuple[np.ndarray, list[Sentence]]:
+    """The sample weight of every sentence, read from the (0-based) observation column ``column``,
+    and the sentences with that column taken out of every token (so that no template and no dense
+    column can read it; the columns after it move one place left).
 
-    Every token of a sentence repeats the sentence's weight (a sentence has one weight); a weight that is not
-    a number, not finite or negative, a token without the column, or a token whose weight differs from its
-    sentence's first token is a :class:`DataError` naming the file and line."""
+    Every token of a sentence repeats the sentence's weight (a sentence has one weight); a weight
+    that is not a number, not finite or negative, a token without the column, or a token whose
+    weight differs from its sentence's first token is a :class:`DataError` naming the file and
+    line."""
     weights = np.empty(len(sentences))
     out = []
     for i, s in enumerate(sentences):
@@ -157,26 +172,42 @@ def take_weight_column(sentences: Sequence[Sentence], column: int, *,
         for t, tok in enumerate(s.columns):
             line = s.line + t
             if column >= len(tok):
-                raise DataError(f"weight column {column + 1} is missing: the token has {len(tok)} observation "
-                                "columns", name, line)
+                raise DataError(
+                    f"weight column {column + 1} is missing: the token has {len(tok)} observation "
+                    "columns",
+                    name,
+                    line,
+                )
             raw = tok[column]
             try:
                 v = float(raw)
             except ValueError:
-                raise DataError(f"weight column {column + 1} holds {raw!r}, not a number", name, line) from None
+                raise DataError(
+                    f"weight column {column + 1} holds {raw!r}, not a number", name, line
+                ) from None
             if not np.isfinite(v):
-                raise DataError(f"weight column {column + 1} holds {raw!r}: a sample weight must be finite",
-                                name, line)
+                raise DataError(
+                    f"weight column {column + 1} holds {raw!r}: a sample weight must be finite",
+                    name,
+                    line,
+                )
             if v < 0:
-                raise DataError(f"weight column {column + 1} holds {raw!r}: a sample weight must be >= 0",
-                                name, line)
+                raise DataError(
+                    f"weight column {column + 1} holds {raw!r}: a sample weight must be >= 0",
+                    name,
+                    line,
+                )
             if w0 is None:
                 w0 = v
             elif v != w0:
-                raise DataError(f"weight column {column + 1} holds {raw!r} but {w0:g} on the first token of "
-                                f"its sentence (line {s.line}): every token of a sentence repeats the "
-                                "sentence's one weight", name, line)
-            cols.append(tok[:column] + tok[column + 1:])
+                raise DataError(
+                    f"weight column {column + 1} holds {raw!r} but {w0:g} on the first token of "
+                    f"its sentence (line {s.line}): every token of a sentence repeats the "
+                    "sentence's one weight",
+                    name,
+                    line,
+                )
+            cols.append(tok[:column] + tok[column + 1 :])
         weights[i] = 1.0 if w0 is None else w0
         out.append(Sentence(cols, s.labels, s.line))
     return weights, out
@@ -184,13 +215,23 @@ def take_weight_column(sentences: Sequence[Sentence], column: int, *,
 
 def _check_supported(templates: Templates, dense: bool = False) -> None:
     if not templates.unigram and not dense:
-        raise TemplateError("no unigram (U) template: the model would have no state features",
-                            templates.name)
+        raise TemplateError(
+            "no unigram (U) template: the model would have no state features", templates.name
+        )
 
 
-def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool = True,
-                  docstart: str = "skip", progress=None, dense_columns=None, weight_column=None,
-                  **train_kwargs):
+def train_columns(
+    train_path,
+    templates: Templates,
+    *,
+    dev_path=None,
+    pad: bool = True,
+    docstart: str = "skip",
+    progress=None,
+    dense_columns=None,
+    weight_column=None,
+    **train_kwargs,
+):
     """Train on a labelled column file; returns :class:`crfkit.train.TrainResult`.
 
     ``train_kwargs`` go to :func:`crfkit.train.train` (regularisation,
@@ -219,16 +260,25 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
     without it, which is also what tagging reads).  The dev file, when given,
     has the same layout: its weight column is dropped (dev scores are unweighted).
     """
-    from .train import train
     from .memtrim import release_code_pages
-    release_code_pages()    # LLVM's pages that importing numba touched: not held while the file is read
+    from .train import train
+
+    # LLVM's pages that importing numba touched: not held while the file is read
+    release_code_pages()
 
     dcols = parse_columns_spec(dense_columns) if dense_columns is not None else None
     wcol = parse_weight_column(weight_column) if weight_column is not None else None
     _check_supported(templates, dense=dcols is not None)
     if wcol is None:
-        X, Y, sentences = load_columns(train_path, templates, pad=pad, docstart=docstart, progress=progress,
-                                       lazy=True, once=True)
+        X, Y, sentences = load_columns(
+            train_path,
+            templates,
+            pad=pad,
+            docstart=docstart,
+            progress=progress,
+            lazy=True,
+            once=True,
+        )
         Y = _own_labels(Y)
     else:
         label = name_of(train_path)
@@ -236,8 +286,11 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
         Y = [s.labels for s in sentences]
         train_kwargs["weights"], sentences = take_weight_column(sentences, wcol, name=label)
         X = attributes_of(sentences, templates, pad=pad, name=label)
-    if train_kwargs.pop("partial_labels", False):   # label cells ? (any) and A|B (a set): crfkit.training.partial
+    if train_kwargs.pop(
+        "partial_labels", False
+    ):  # label cells ? (any) and A|B (a set): crfkit.training.partial
         from .training.partial import parse_cells
+
         Y = parse_cells(Y)
     n_columns = len(sentences[0].columns[0])
     X_dev = Y_dev = None
@@ -245,27 +298,41 @@ def train_columns(train_path, templates: Templates, *, dev_path=None, pad: bool 
         if wcol is None:
             X_dev, Y_dev, dev_sents = load_columns(dev_path, templates, pad=pad, docstart=docstart)
         else:
-            dev_sents = read_columns_list(dev_path, has_labels=True, docstart=docstart, name=name_of(dev_path))
+            dev_sents = read_columns_list(
+                dev_path, has_labels=True, docstart=docstart, name=name_of(dev_path)
+            )
             Y_dev = [s.labels for s in dev_sents]
             _, dev_sents = take_weight_column(dev_sents, wcol, name=name_of(dev_path))
             X_dev = attributes_of(dev_sents, templates, pad=pad, name=name_of(dev_path))
         nd = len(dev_sents[0].columns[0])
         if nd != n_columns:
-            raise DataError(f"the dev data has {nd} observation columns but the training data has "
-                            f"{n_columns}", name_of(dev_path), dev_sents[0].line)
+            raise DataError(
+                f"the dev data has {nd} observation columns but the training data has {n_columns}",
+                name_of(dev_path),
+                dev_sents[0].line,
+            )
     if templates.bigram_observation:
         # lazy, as X: the label-pair x observation strings of the whole file never exist at once
-        train_kwargs["B"] = bigram_attributes_of(sentences, templates, pad=pad, lazy=True, once=True)
+        train_kwargs["B"] = bigram_attributes_of(
+            sentences, templates, pad=pad, lazy=True, once=True
+        )
         if dev_path is not None:
             train_kwargs["B_dev"] = bigram_attributes_of(dev_sents, templates, pad=pad)
     meta = dict(train_kwargs.pop("meta", None) or {})
-    meta.update({"templates": templates.source, "template_pad": bool(pad), "columns": n_columns,
-                 "train_file": name_of(train_path)})
+    meta.update(
+        {
+            "templates": templates.source,
+            "template_pad": bool(pad),
+            "columns": n_columns,
+            "train_file": name_of(train_path),
+        }
+    )
     if wcol is not None:
-        meta["weight_column"] = wcol + 1   # (taken out of the tokens: "columns" counts the others)
+        meta["weight_column"] = wcol + 1  # (taken out of the tokens: "columns" counts the others)
     if not templates.bigram:
-        # no plain label-pair line (B / b / * without macros): no label-pair features of their own, as
-        # CRF++ and Wapiti; bigram-observation lines alone test label pairs only with an observation
+        # no plain label-pair line (B / b / * without macros): no label-pair features of their own,
+        # as CRF++ and Wapiti; bigram-observation lines alone test label pairs only with an
+        # observation
         train_kwargs["transitions"] = "none"
     if dcols is not None:
         train_kwargs["dense"] = dense_of(sentences, dcols, name=name_of(train_path))
@@ -289,8 +356,9 @@ def _own_labels(Y: list) -> list:
 
 
 def tagger_from_model(model: CRFModel) -> tuple[Templates, bool]:
-    """The templates and the padding flag a model was trained with: :func:`crfkit.features.rows.tagger_of`
-    of ``model.meta`` (a :class:`~crfkit.errors.CrfkitError` when the model carries no templates)."""
+    """The templates and the padding flag a model was trained with:
+    :func:`crfkit.features.rows.tagger_of` of ``model.meta`` (a :class:`~crfkit.errors.CrfkitError`
+    when the model carries no templates)."""
     return tagger_of(model.meta)
 
 
@@ -347,10 +415,18 @@ def batches(items, batch_tokens: int | None):
         yield batch
 
 
-def tag_column_batches(model: CRFModel, path_or_stream, *, has_labels: bool | None = None,
-                       marginals: bool = False, threads: int | None = None, docstart: str = "skip",
-                       name: str | None = None, all_marginals: bool = False,
-                       batch_tokens: int | None = BATCH_TOKENS):
+def tag_column_batches(
+    model: CRFModel,
+    path_or_stream,
+    *,
+    has_labels: bool | None = None,
+    marginals: bool = False,
+    threads: int | None = None,
+    docstart: str = "skip",
+    name: str | None = None,
+    all_marginals: bool = False,
+    batch_tokens: int | None = BATCH_TOKENS,
+):
     """Tag a column file batch by batch, as it is read: yields one
     :class:`TaggedColumns` per batch of about ``batch_tokens`` tokens (whole
     sentences, in input order; ``None``: the whole input in one batch), so
@@ -374,16 +450,24 @@ def tag_column_batches(model: CRFModel, path_or_stream, *, has_labels: bool | No
         if has_labels:
             ncols = len(sentences[0].columns[0])
             if ncols < 2:
-                raise DataError(f"{ncols} column: no room for observation columns before the gold label",
-                                label, sentences[0].line)
-            sentences = [Sentence([c[:-1] for c in s.columns], [c[-1] for c in s.columns], s.line)
-                         for s in sentences]
+                raise DataError(
+                    f"{ncols} column: no room for observation columns before the gold label",
+                    label,
+                    sentences[0].line,
+                )
+            sentences = [
+                Sentence([c[:-1] for c in s.columns], [c[-1] for c in s.columns], s.line)
+                for s in sentences
+            ]
         nobs = len(sentences[0].columns[0])
         if trained is not None and nobs != trained:
-            raise DataError(f"{nobs} observation columns, but the model was trained on {trained}",
-                            label, sentences[0].line)
+            raise DataError(
+                f"{nobs} observation columns, but the model was trained on {trained}",
+                label,
+                sentences[0].line,
+            )
         templates.check_columns(nobs, label, sentences[0].line)
-        X = model.encode_rows([s.columns for s in sentences])    # attribute ids without the strings
+        X = model.encode_rows([s.columns for s in sentences])  # attribute ids without the strings
         B = dense = None
         if X is None:
             X = attributes_of(sentences, templates, pad=pad, name=label)
@@ -397,8 +481,15 @@ def tag_column_batches(model: CRFModel, path_or_stream, *, has_labels: bool | No
         pred, probs, marg, corpus = model.tag_with_probability(X, threads=threads, dense=dense, B=B)
         del X, B, dense
         per_tok, full = split_marginals(model, pred, marg, corpus)
-        yield TaggedColumns(sentences, pred, per_tok, np.asarray(probs, dtype=np.float64), bool(has_labels),
-                            full if all_marginals else None, names)
+        yield TaggedColumns(
+            sentences,
+            pred,
+            per_tok,
+            np.asarray(probs, dtype=np.float64),
+            bool(has_labels),
+            full if all_marginals else None,
+            names,
+        )
 
 
 def _detect_labels(first: Sentence, trained: int | None, label: str) -> bool:
@@ -410,13 +501,25 @@ def _detect_labels(first: Sentence, trained: int | None, label: str) -> bool:
         return True
     if ncols == trained:
         return False
-    raise DataError(f"{ncols} columns, but the model was trained on {trained} observation columns "
-                    f"(expected {trained}, or {trained + 1} with a gold label last)", label, first.line)
+    raise DataError(
+        f"{ncols} columns, but the model was trained on {trained} observation columns "
+        f"(expected {trained}, or {trained + 1} with a gold label last)",
+        label,
+        first.line,
+    )
 
 
-def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = None,
-                marginals: bool = False, threads: int | None = None, docstart: str = "skip",
-                name: str | None = None, all_marginals: bool = False) -> TaggedColumns:
+def tag_columns(
+    model: CRFModel,
+    path_or_stream,
+    *,
+    has_labels: bool | None = None,
+    marginals: bool = False,
+    threads: int | None = None,
+    docstart: str = "skip",
+    name: str | None = None,
+    all_marginals: bool = False,
+) -> TaggedColumns:
     """Tag a column file with a model trained by :func:`train_columns`.
 
     ``has_labels``: whether the last column is a gold label; ``None`` detects
@@ -431,9 +534,17 @@ def tag_columns(model: CRFModel, path_or_stream, *, has_labels: bool | None = No
     The whole input is held in memory: for a large input use
     :func:`tag_column_batches` (what ``crfkit tag`` does).
     """
-    (out,) = tag_column_batches(model, path_or_stream, has_labels=has_labels, marginals=marginals,
-                                threads=threads, docstart=docstart, name=name, all_marginals=all_marginals,
-                                batch_tokens=None)
+    (out,) = tag_column_batches(
+        model,
+        path_or_stream,
+        has_labels=has_labels,
+        marginals=marginals,
+        threads=threads,
+        docstart=docstart,
+        name=name,
+        all_marginals=all_marginals,
+        batch_tokens=None,
+    )
     return out
 
 
@@ -442,15 +553,17 @@ def split_marginals(model: CRFModel, pred: list[list[str]], marg: np.ndarray, co
     the full marginal matrices (tokens x labels views of ``marg``), from the
     outputs of :meth:`CRFModel.tag_with_probability`."""
     index = model.space.label_index
-    ids = np.fromiter((index[lab] for ys in pred for lab in ys), dtype=np.int64, count=corpus.n_tokens)
+    ids = np.fromiter(
+        (index[lab] for ys in pred for lab in ys), dtype=np.int64, count=corpus.n_tokens
+    )
     mp = marg[np.arange(corpus.n_tokens), ids].tolist() if corpus.n_tokens else []
     ptr = corpus.seq_ptr.tolist()
-    per_tok = [mp[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
-    full = [marg[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+    per_tok = [mp[ptr[i] : ptr[i + 1]] for i in range(len(ptr) - 1)]
+    full = [marg[ptr[i] : ptr[i + 1]] for i in range(len(ptr) - 1)]
     return per_tok, full
 
 
 def inputs_of_rows(model: CRFModel, sentences, *, name: str = "<rows>"):
-    """``(X, B, dense)`` for :meth:`CRFModel.tag` & co. from token rows, through the templates the model was
-    trained with: :func:`crfkit.features.rows.row_inputs` of ``model.meta``."""
+    """``(X, B, dense)`` for :meth:`CRFModel.tag` & co. from token rows, through the templates the
+    model was trained with: :func:`crfkit.features.rows.row_inputs` of ``model.meta``."""
     return row_inputs(model.meta, sentences, name=name)

@@ -19,18 +19,21 @@ redirected to a file or a pipe gets nothing at all from a disabled bar.
 :meth:`Progress.write` prints a whole line above the bar (or just the line
 when disabled), so that log messages and the bar do not fight.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 __all__ = ["Progress", "stream_is_interactive", "format_seconds"]
 
 
 def stream_is_interactive(stream) -> bool:
-    """Whether a progress bar should be drawn on ``stream``: a terminal, no ``CI``, ``TERM`` not dumb."""
+    """Whether a progress bar should be drawn on ``stream``: a terminal, no ``CI``, ``TERM`` not
+    dumb."""
     if os.environ.get("CI") or os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
@@ -71,9 +74,18 @@ class Progress:
     work began on that clock (default: now), for a bar created late.
     """
 
-    def __init__(self, total: int | None = None, desc: str = "", stream: TextIO | None = None,
-                 enabled: bool | None = None, *, unit: str = "it", min_interval: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic, start: float | None = None):
+    def __init__(
+        self,
+        total: int | None = None,
+        desc: str = "",
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        *,
+        unit: str = "it",
+        min_interval: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        start: float | None = None,
+    ):
         self.stream = sys.stderr if stream is None else stream
         self.total = None if total is None else int(total)
         self.desc = desc
@@ -119,7 +131,7 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

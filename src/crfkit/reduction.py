@@ -22,29 +22,42 @@ recursions themselves to give the same bits wherever their per-thread work array
 normalising sums are added in index order (``kernels.chain.row_sum``), since re-associated ones were
 compiled into alignment-dependent code (``tests/test_kernel_addresses.py``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-STORE_BUDGET = 1 << 20    # bytes of node marginals held per block: the reduction reads them in random
+STORE_BUDGET = 1 << 20  # bytes of node marginals held per block: the reduction reads them in random
 #                           order, so they should stay in the core's cache
-EDGE_BUDGET = 16 << 20    # bytes of edge marginals per block (bigram features: each read is a whole L x L row)
-TOK16_TOKENS = 1 << 16    # blocks of at most this many tokens index them in 2 bytes (uint16), others in 4
-RUN32_ENTRIES = 1 << 31   # occurrence indexes of fewer entries point into them with int32, others int64
+EDGE_BUDGET = (
+    16 << 20
+)  # bytes of edge marginals per block (bigram features: each read is a whole L x L row)
+TOK16_TOKENS = (
+    1 << 16
+)  # blocks of at most this many tokens index them in 2 bytes (uint16), others in 4
+RUN32_ENTRIES = (
+    1 << 31
+)  # occurrence indexes of fewer entries point into them with int32, others int64
 
 
 @dataclass(frozen=True)
 class Occurrences:
     """(attribute, token) entries of a corpus, per block sorted by attribute then token."""
 
-    run_ptr: np.ndarray    # (n_runs + 1,) int32 (int64 from 2^31 entries): run r covers tok[run_ptr[r]:run_ptr[r + 1]]
-    run_attr: np.ndarray   # (n_runs,) int32: the attribute of run r (one run per attribute and block)
-    tok: np.ndarray        # (nnz,) uint16 (int32 when a block, i.e. a sequence, has more than 65,536 tokens):
+    run_ptr: (
+        np.ndarray
+    )  # (n_runs + 1,) int32 (int64 from 2^31 entries): run r covers tok[run_ptr[r]:run_ptr[r + 1]]
+    run_attr: (
+        np.ndarray
+    )  # (n_runs,) int32: the attribute of run r (one run per attribute and block)
+    tok: (
+        np.ndarray
+    )  # (nnz,) uint16 (int32 when a block, i.e. a sequence, has more than 65,536 tokens):
     #                        token, relative to its block's first token
-    val: np.ndarray        # (nnz,) float64, or empty when every value is 1
-    groups: np.ndarray     # (n_blocks, n_groups + 1) int64: the runs of block b, group j
+    val: np.ndarray  # (nnz,) float64, or empty when every value is 1
+    groups: np.ndarray  # (n_blocks, n_groups + 1) int64: the runs of block b, group j
 
     @property
     def nbytes(self) -> int:
@@ -56,9 +69,9 @@ class Occurrences:
 
 @dataclass(frozen=True)
 class GradPlan:
-    blocks: np.ndarray     # (n_blocks + 1,) int64: sequences of block b are blocks[b]:blocks[b + 1]
-    chunks: np.ndarray     # (n_blocks, n_chunks + 1) int64: sequences of block b, chunk c
-    store_tokens: int      # rows of the marginal store (the largest block's token count)
+    blocks: np.ndarray  # (n_blocks + 1,) int64: sequences of block b are blocks[b]:blocks[b + 1]
+    chunks: np.ndarray  # (n_blocks, n_chunks + 1) int64: sequences of block b, chunk c
+    store_tokens: int  # rows of the marginal store (the largest block's token count)
     state: Occurrences
     bigram: Occurrences | None
 
@@ -68,7 +81,8 @@ class GradPlan:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the plan itself (the store is allocated per evaluation, ``store_tokens`` rows)."""
+        """Bytes of the plan itself (the store is allocated per evaluation, ``store_tokens``
+        rows)."""
         n = self.blocks.nbytes + self.chunks.nbytes + self.state.nbytes
         return n + (self.bigram.nbytes if self.bigram is not None else 0)
 
@@ -87,22 +101,35 @@ def _blocks(seq_ptr: np.ndarray, max_tokens: int) -> np.ndarray:
 
 
 def _split(weights_cum: np.ndarray, parts: int) -> np.ndarray:
-    """Cut points (parts + 1, into 0..len) splitting items with cumulative weights into about equal parts."""
+    """Cut points (parts + 1, into 0..len) splitting items with cumulative weights into about equal
+    parts."""
     m = len(weights_cum)
     total = weights_cum[-1] if m else 0
     targets = (np.arange(1, parts) * total) / parts
-    cuts = np.searchsorted(weights_cum, targets, side="left") + 1 if m else np.zeros(parts - 1, np.int64)
+    cuts = (
+        np.searchsorted(weights_cum, targets, side="left") + 1
+        if m
+        else np.zeros(parts - 1, np.int64)
+    )
     cuts = np.minimum(cuts, m)
     return np.maximum.accumulate(np.concatenate(([0], cuts, [m]))).astype(np.int64)
 
 
-def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr: np.ndarray,
-                 blocks: np.ndarray, nfeat: np.ndarray, groups: int, skip_first: bool,
-                 tok_dtype=np.int32) -> Occurrences:
-    """The occurrence index of one attribute table (state: ``attr``; bigram: ``battr``, whose entries at
-    a sequence's first token are left out: they have no edge)."""
+def _occurrences(
+    tok_ptr: np.ndarray,
+    attr: np.ndarray,
+    val: np.ndarray,
+    seq_ptr: np.ndarray,
+    blocks: np.ndarray,
+    nfeat: np.ndarray,
+    groups: int,
+    skip_first: bool,
+    tok_dtype=np.int32,
+) -> Occurrences:
+    """The occurrence index of one attribute table (state: ``attr``; bigram: ``battr``, whose
+    entries at a sequence's first token are left out: they have no edge)."""
     n_blocks = len(blocks) - 1
-    binary = len(val) == 0 or bool(np.all(val == 1.0))      # (empty: all ones, Corpus.raw_val)
+    binary = len(val) == 0 or bool(np.all(val == 1.0))  # (empty: all ones, Corpus.raw_val)
     toks, vals, run_ptr, run_attr = [], [], [np.zeros(1, np.int64)], []
     gcuts = np.zeros((n_blocks, groups + 1), np.int64)
     pos = 0
@@ -111,16 +138,16 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
         t0, t1 = int(seq_ptr[blocks[b]]), int(seq_ptr[blocks[b + 1]])
         e0, e1 = int(tok_ptr[t0]), int(tok_ptr[t1])
         a = attr[e0:e1]
-        t = np.repeat(np.arange(t1 - t0, dtype=tok_dtype), np.diff(tok_ptr[t0:t1 + 1]))
+        t = np.repeat(np.arange(t1 - t0, dtype=tok_dtype), np.diff(tok_ptr[t0 : t1 + 1]))
         v = val[e0:e1] if not binary else None
         if skip_first:
             first = np.zeros(t1 - t0, bool)
-            first[seq_ptr[blocks[b]:blocks[b + 1]] - t0] = True
+            first[seq_ptr[blocks[b] : blocks[b + 1]] - t0] = True
             keep = ~first[t]
             a, t = a[keep], t[keep]
             if v is not None:
                 v = v[keep]
-        order = np.argsort(a, kind="stable")          # stable: tokens stay in order within an attribute
+        order = np.argsort(a, kind="stable")  # stable: tokens stay in order within an attribute
         a = a[order]
         toks.append(t[order])
         if not binary:
@@ -137,14 +164,24 @@ def _occurrences(tok_ptr: np.ndarray, attr: np.ndarray, val: np.ndarray, seq_ptr
             pos += len(a)
         else:
             gcuts[b] = n_runs
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt))
-    return Occurrences(run_ptr=cat(run_ptr, np.int32 if pos < RUN32_ENTRIES else np.int64), run_attr=cat(run_attr, np.int32),
-                       tok=cat(toks, tok_dtype), val=cat(vals, np.float64) if not binary else np.zeros(0),
-                       groups=gcuts)
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt)  # noqa: E731
+    return Occurrences(
+        run_ptr=cat(run_ptr, np.int32 if pos < RUN32_ENTRIES else np.int64),
+        run_attr=cat(run_attr, np.int32),
+        tok=cat(toks, tok_dtype),
+        val=cat(vals, np.float64) if not binary else np.zeros(0),
+        groups=gcuts,
+    )
 
 
-def grad_plan(corpus, space, n_chunks: int, budget: int | None = None, bigram: bool = False,
-              edge_budget: int | None = None) -> GradPlan:
+def grad_plan(
+    corpus,
+    space,
+    n_chunks: int,
+    budget: int | None = None,
+    bigram: bool = False,
+    edge_budget: int | None = None,
+) -> GradPlan:
     """The plan of :func:`crfkit.kernels.batch.loss_grad` (or ``loss_grad_bigram`` with ``bigram``)
     for ``corpus`` over ``space``, with ``n_chunks`` chunks and attribute groups per block (one per
     thread) and at most ``budget`` bytes of node marginals per block (``edge_budget`` of edge
@@ -166,18 +203,37 @@ def grad_plan(corpus, space, n_chunks: int, budget: int | None = None, bigram: b
     store = 1
     for b in range(n_blocks):
         s0, s1 = int(blocks[b]), int(blocks[b + 1])
-        sp = seq_ptr[s0:s1 + 1]
+        sp = seq_ptr[s0 : s1 + 1]
         store = max(store, int(sp[-1] - sp[0]))
         cum = sp[1:] - sp[0]
         chunks[b] = s0 + _split(cum, nc)
-    # the index's token ids are relative to their block: 2 bytes each while a block has at most 65,536
-    # tokens (the store budget allows 1 MB / 8L rows: 5,957 on CoNLL-2000), which only a longer sequence
-    # (alone in its block) exceeds; CoNLL-2000's index went from 26 to 15 MB with the narrower run_ptr
+    # the index's token ids are relative to their block: 2 bytes each while a block has at most
+    # 65,536 tokens (the store budget allows 1 MB / 8L rows: 5,957 on CoNLL-2000), which only a
+    # longer sequence (alone in its block) exceeds; CoNLL-2000's index went from 26 to 15 MB with
+    # the narrower run_ptr
     tok_dtype = np.uint16 if store <= TOK16_TOKENS else np.int32
-    state = _occurrences(corpus.tok_ptr, corpus.attr, corpus.raw_val, seq_ptr, blocks, np.diff(space.attr_ptr), nc,
-                         skip_first=False, tok_dtype=tok_dtype)
+    state = _occurrences(
+        corpus.tok_ptr,
+        corpus.attr,
+        corpus.raw_val,
+        seq_ptr,
+        blocks,
+        np.diff(space.attr_ptr),
+        nc,
+        skip_first=False,
+        tok_dtype=tok_dtype,
+    )
     big = None
     if bigram:
-        big = _occurrences(corpus.btok_ptr, corpus.battr, corpus.bval, seq_ptr, blocks, np.diff(space.battr_ptr),
-                           nc, skip_first=True, tok_dtype=tok_dtype)
+        big = _occurrences(
+            corpus.btok_ptr,
+            corpus.battr,
+            corpus.bval,
+            seq_ptr,
+            blocks,
+            np.diff(space.battr_ptr),
+            nc,
+            skip_first=True,
+            tok_dtype=tok_dtype,
+        )
     return GradPlan(blocks=blocks, chunks=chunks, store_tokens=store, state=state, bigram=big)

@@ -1,4 +1,5 @@
-"""Sequence-aware scores for scikit-learn model selection (what ``sklearn_crfsuite.metrics`` offers).
+"""Sequence-aware scores for scikit-learn model selection (what ``sklearn_crfsuite.metrics``
+offers).
 
 ``y_true`` and ``y_pred`` are lists (sequences) of lists (tokens) of labels.
 The ``flat_*`` functions flatten both and call the scikit-learn metric of the
@@ -16,17 +17,25 @@ or through ``sklearn.metrics.make_scorer(flat_f1_score, average="weighted")``
 exactly as with sklearn-crfsuite.  For chunk-level F1 (conlleval), use
 ``make_scorer(conll_f1_score)``.
 """
+
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from itertools import chain
-from typing import Callable
 
 from .errors import DataError
 
 __all__ = [
-    "flatten", "flat_accuracy_score", "flat_precision_score", "flat_recall_score", "flat_f1_score",
-    "flat_fbeta_score", "flat_classification_report", "sequence_accuracy_score", "conll_f1_score",
+    "flatten",
+    "flat_accuracy_score",
+    "flat_precision_score",
+    "flat_recall_score",
+    "flat_f1_score",
+    "flat_fbeta_score",
+    "flat_classification_report",
+    "sequence_accuracy_score",
+    "conll_f1_score",
     "make_scorer",
 ]
 
@@ -63,12 +72,16 @@ def sequence_accuracy_score(y_true, y_pred) -> float:
 def _flat(name: str) -> Callable:
     def metric(y_true, y_pred, **kwargs):
         import sklearn.metrics
+
         y_true, y_pred = _check(y_true, y_pred)
         return getattr(sklearn.metrics, name)(flatten(y_true), flatten(y_pred), **kwargs)
+
     metric.__name__ = "flat_" + name
     metric.__qualname__ = metric.__name__
-    metric.__doc__ = (f"``sklearn.metrics.{name}`` over the flattened label sequences "
-                      "(keyword arguments are passed on).")
+    metric.__doc__ = (
+        f"``sklearn.metrics.{name}`` over the flattened label sequences "
+        "(keyword arguments are passed on)."
+    )
     return metric
 
 
@@ -82,6 +95,7 @@ flat_classification_report = _flat("classification_report")
 def conll_f1_score(y_true, y_pred, **kwargs) -> float:
     """Chunk F1 of conlleval (IOB/IOBES tags), as a fraction in [0, 1]."""
     from .metrics import conlleval
+
     y_true, y_pred = _check(y_true, y_pred)
     return conlleval(y_true, y_pred, **kwargs).f1 / 100.0
 
@@ -104,7 +118,8 @@ class _SequenceScorer:
 
 
 def make_scorer(metric: Callable, *, greater_is_better: bool = True, **kwargs) -> Callable:
-    """A scorer for ``GridSearchCV(scoring=...)`` / ``cross_val_score`` from a metric on label sequences.
+    """A scorer for ``GridSearchCV(scoring=...)`` / ``cross_val_score`` from a metric on label
+    sequences.
 
     ``metric(y_true, y_pred, **kwargs)`` receives lists of label sequences
     (any of this module's functions, or your own).  The scorer is a plain

@@ -1,14 +1,14 @@
 """Tagged text out of a model: the engine behind ``crfkit tag`` and ``crfkit serve``.
 
 :func:`run_tag` tags a column file or a CRFsuite attribute file with a loaded model and writes what
-``crfkit tag`` writes (``crf_test`` / ``crfsuite tag`` layouts, marginals, probabilities, the ``--eval``
-report), reading and writing batch by batch; its options are a :class:`TagOptions`.  The command line
-(:mod:`crfkit.cli.tag`) fills them from its arguments, the HTTP service (:mod:`crfkit.serving`) from a
-request's query.  With n-best lists, constraints, forced labels or posterior decoding
-(:func:`wants_decoding`) the work goes to :func:`run_decoding`.
+``crfkit tag`` writes (``crf_test`` / ``crfsuite tag`` layouts, marginals, probabilities, the
+``--eval`` report), reading and writing batch by batch; its options are a :class:`TagOptions`.  The
+command line (:mod:`crfkit.cli.tag`) fills them from its arguments, the HTTP service
+(:mod:`crfkit.serving`) from a request's query.  With n-best lists, constraints, forced labels or
+posterior decoding (:func:`wants_decoding`) the work goes to :func:`run_decoding`.
 
-Column files: the output is ``crf_test``'s.  With ``-n K`` every sentence is written K times (fewer when
-it has fewer label sequences), each preceded by ``# k p`` (rank from 0, probability of that
+Column files: the output is ``crf_test``'s.  With ``-n K`` every sentence is written K times (fewer
+when it has fewer label sequences), each preceded by ``# k p`` (rank from 0, probability of that
 sequence) and followed by a blank line, as ``crf_test -n K``.  ``--allowed-column N`` names an input
 column (1-based) holding each token's allowed labels (``B-NP|I-NP``; ``*``, ``?``, ``_`` or an empty
 cell: any label); the column is not an observation (the templates do not see it) but is written
@@ -24,6 +24,7 @@ Also here, because the tagging needs them and the CLI's other commands share the
 (:func:`recode`), the atomic output (:class:`Output`, :func:`open_out`) and the ``--eval`` report
 (:class:`EvalReport`, :func:`report_eval`).  Nothing here imports numpy at import time.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -58,11 +59,16 @@ def detect_format(fmt: str, path: str):
     ``/dev/fd/N`` or standard input is never reopened nor read twice, and
     never read whole into memory. The caller closes the returned source.
     """
-    if not isinstance(path, str):   # already read and re-encoded (--encoding): bytes in memory
+    if not isinstance(path, str):  # already read and re-encoded (--encoding): bytes in memory
         if fmt != "auto":
             return fmt, path
         from .io.crfsuite import DETECT_LINES, looks_like_crfsuite
-        head = path.getvalue()[: 1 << 20].decode("utf-8", errors="replace").splitlines()[: 4 * DETECT_LINES]
+
+        head = (
+            path.getvalue()[: 1 << 20]
+            .decode("utf-8", errors="replace")
+            .splitlines()[: 4 * DETECT_LINES]
+        )
         return ("crfsuite" if looks_like_crfsuite(head) else "columns"), path
     if fmt != "auto":
         return fmt, path
@@ -83,14 +89,19 @@ def close_source(src) -> None:
 def recode(path, encoding: str | None):
     """``path`` itself when ``encoding`` is None or UTF-8; else the file read and decoded from
     ``encoding`` (a byte-order mark dropped) into UTF-8 bytes in memory, named as the file."""
-    if path is None or not encoding or encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig"):
+    if (
+        path is None
+        or not encoding
+        or encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
+    ):
         return path
     import codecs
+
     try:
         codecs.lookup(encoding)
     except LookupError:
         raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
-    if not isinstance(path, str):   # already in memory (crfkit serve: a request's body)
+    if not isinstance(path, str):  # already in memory (crfkit serve: a request's body)
         raw, name = path.getvalue(), getattr(path, "name", "<input>")
         return _recoded(raw, encoding, name)
     name = "<stdin>" if path == "-" else path
@@ -110,6 +121,7 @@ def recode(path, encoding: str | None):
 
 def _recoded(raw: bytes, encoding: str, name: str):
     import io
+
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as e:
@@ -129,6 +141,7 @@ def read_attribute_file(src, progress=None):
     """(X, Y, sequences) of a CRFsuite attribute file; ``progress``: a bar
     factory ``progress(desc, total)`` (``crfkit train``'s progress bars) or ``None``."""
     from .io.crfsuite import read_crfsuite, read_crfsuite_list
+
     name = source_name(src)
     if progress is None:
         seqs = read_crfsuite_list(src, name=name)
@@ -172,13 +185,14 @@ class Output:
         if path is None or path == "-":
             self.f = sys.stdout
             return
-        if hasattr(path, "write"):      # a stream (crfkit serve): written as it is, not closed
+        if hasattr(path, "write"):  # a stream (crfkit serve): written as it is, not closed
             self.f = path
             return
         if os.path.exists(path) and not os.path.isfile(path):
             self.f, _ = open_out(path)
             return
         import tempfile
+
         target = os.path.realpath(path)  # through a symbolic link, to what it names
         self.target = target
         d = os.path.dirname(target)
@@ -188,7 +202,9 @@ class Output:
         except OSError:
             mode = 0o666 & ~_umask()  # as an ordinary open would create it
         try:
-            fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".part", dir=d)
+            fd, self.tmp = tempfile.mkstemp(
+                prefix=f".{os.path.basename(target)}.", suffix=".part", dir=d
+            )
             os.close(fd)
             os.chmod(self.tmp, mode)
         except OSError as e:
@@ -196,6 +212,7 @@ class Output:
         try:
             if path.endswith(".gz"):  # the gzip header names the file, not the temporary one
                 import io
+
                 self.raw = open(self.tmp, "wb")
                 gz = gzip.GzipFile(filename=base, mode="wb", fileobj=self.raw)
                 self.f = io.TextIOWrapper(gz, encoding="utf-8", newline="\n")
@@ -256,6 +273,7 @@ class EvalReport:
         from collections import Counter
 
         from .metrics import ConllCounter
+
         self.known = set(model.labels)
         self.raw = bool(raw)
         self.unseen: Counter = Counter()
@@ -271,7 +289,9 @@ class EvalReport:
         raw = self.raw
         for i, (g, p) in enumerate(zip(gold, pred)):
             if len(g) != len(p):  # pragma: no cover (the tagger gives one label per token)
-                raise DataError(f"sentence {i}: gold has {len(g)} tokens but the prediction has {len(p)}")
+                raise DataError(
+                    f"sentence {i}: gold has {len(g)} tokens but the prediction has {len(p)}"
+                )
             self.n_sequences += 1
             for gt, pt in zip(g, p):
                 if raw:
@@ -290,19 +310,24 @@ class EvalReport:
         accuracy; and a line about gold labels the model never saw (their tokens were tagged
         anyway; they can only count as errors)."""
         from .metrics import label_scheme
+
         unseen = self.unseen
         if not self.raw and label_scheme(sorted(self.known | self.gold_labels)) is None:
             n = self.n_tokens
             acc = 100.0 * self.n_correct / n if n else 0.0
-            sys.stderr.write(f"accuracy: {acc:.2f}% of {n} tokens ({self.n_sequences} sequences); the labels are "
-                             "not chunk tags, so no chunk F1 (--raw scores every tag as a chunk, as conlleval -r)\n")
+            sys.stderr.write(
+                f"accuracy: {acc:.2f}% of {n} tokens ({self.n_sequences} sequences); the labels are "
+                "not chunk tags, so no chunk F1 (--raw scores every tag as a chunk, as conlleval -r)\n"
+            )
         else:
             sys.stderr.write(self.counter.report().format())
         if unseen:
             listed = ", ".join(f"{lab} ({n})" for lab, n in unseen.most_common(10))
             more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
-            sys.stderr.write(f"gold labels the model never saw in training, {sum(unseen.values())} tokens: "
-                             f"{listed}{more}\n")
+            sys.stderr.write(
+                f"gold labels the model never saw in training, {sum(unseen.values())} tokens: "
+                f"{listed}{more}\n"
+            )
         sys.stderr.flush()
 
 
@@ -336,8 +361,10 @@ def _tag_crfsuite(args, model, src) -> int:
     from .pipeline import batches, split_marginals
 
     if args.labels is False and (args.eval or args.reference):
-        raise CrfkitError("--eval/--reference use the labels of the attribute file (its first field); "
-                          "they cannot go with --no-labels")
+        raise CrfkitError(
+            "--eval/--reference use the labels of the attribute file (its first field); "
+            "they cannot go with --no-labels"
+        )
     names = list(model.space.labels)
     want_marg = args.marginals or args.probability or args.all_marginals
     ev = EvalReport(model, getattr(args, "raw", False)) if args.eval else None
@@ -354,9 +381,17 @@ def _tag_crfsuite(args, model, src) -> int:
                 pred = model.tag(X, threads=args.threads)
             del X
             for i, ys in enumerate(pred):
-                f.write(crfsuite_sequence(args, names, ys, gold[i], probs[i] if args.probability else None,
-                                           marg[i] if args.marginals else None,
-                                           full[i] if args.all_marginals else None))
+                f.write(
+                    crfsuite_sequence(
+                        args,
+                        names,
+                        ys,
+                        gold[i],
+                        probs[i] if args.probability else None,
+                        marg[i] if args.marginals else None,
+                        full[i] if args.all_marginals else None,
+                    )
+                )
             f.flush()
             if ev is not None:
                 ev.add(gold, pred)
@@ -366,7 +401,8 @@ def _tag_crfsuite(args, model, src) -> int:
 
 
 def report_eval(model, gold, pred, raw: bool = False) -> None:
-    """The ``--eval`` report of whole lists of gold and predicted label sequences (see :class:`EvalReport`)."""
+    """The ``--eval`` report of whole lists of gold and predicted label sequences (see
+    :class:`EvalReport`)."""
     ev = EvalReport(model, raw)
     ev.add(gold, pred)
     ev.report()
@@ -374,12 +410,13 @@ def report_eval(model, gold, pred, raw: bool = False) -> None:
 
 @dataclass
 class TagOptions:
-    """The options of one tagging run (:func:`run_tag`): ``crfkit tag``'s, named as its long options.
+    """The options of one tagging run (:func:`run_tag`): ``crfkit tag``'s, named as its long
+    options.
 
-    ``file``: a path (``.gz`` ok), ``-`` (standard input) or a named binary stream (a request's body);
-    ``output``: a path (written atomically, see :class:`Output`), None or ``-`` (standard output) or a
-    text stream; ``model``: the model's path, named in messages (the model itself is given to
-    :func:`run_tag` loaded)."""
+    ``file``: a path (``.gz`` ok), ``-`` (standard input) or a named binary stream (a request's
+    body); ``output``: a path (written atomically, see :class:`Output`), None or ``-`` (standard
+    output) or a text stream; ``model``: the model's path, named in messages (the model itself is
+    given to :func:`run_tag` loaded)."""
 
     file: Any = "-"
     model: str | None = None
@@ -404,15 +441,15 @@ class TagOptions:
 
     @classmethod
     def of(cls, ns) -> TagOptions:
-        """The options an ``argparse`` namespace (``crfkit tag``'s) holds; the fields it lacks keep their
-        defaults."""
+        """The options an ``argparse`` namespace (``crfkit tag``'s) holds; the fields it lacks keep
+        their defaults."""
         return cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)})
 
 
 def run_tag(args: TagOptions, model) -> int:
-    """``crfkit tag`` with ``model`` already loaded, its options ``args`` (a :class:`TagOptions`; ``crfkit
-    serve`` runs every request through it: ``args.file`` may then be a named ``BytesIO`` and
-    ``args.output`` a text stream).  An empty input gives an empty output and exit status 0 (as
+    """``crfkit tag`` with ``model`` already loaded, its options ``args`` (a :class:`TagOptions`;
+    ``crfkit serve`` runs every request through it: ``args.file`` may then be a named ``BytesIO``
+    and ``args.output`` a text stream).  An empty input gives an empty output and exit status 0 (as
     crf_test), with a warning on standard error."""
     try:
         return _cmd_tag(args, model)
@@ -433,7 +470,7 @@ def _cmd_tag(args, model) -> int:
         fmt = "crfsuite"  # a model without templates can only tag attribute files
     fmt, src = detect_format(fmt, recode(args.file, getattr(args, "encoding", None)))
     try:
-        if wants_decoding(args):   # n-best, constraints, forced labels, posterior decoding
+        if wants_decoding(args):  # n-best, constraints, forced labels, posterior decoding
             return run_decoding(args, model, fmt, src)
         if fmt == "crfsuite":
             return _tag_crfsuite(args, model, src)
@@ -450,19 +487,31 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
     from .pipeline import tag_column_batches
 
     if args.reference:
-        raise CrfkitError("--reference is for --format crfsuite (column output already shows the gold label)")
+        raise CrfkitError(
+            "--reference is for --format crfsuite (column output already shows the gold label)"
+        )
     if not has_templates:
-        raise CrfkitError(f"the model {args.model} has no feature templates (it was trained from a CRFsuite "
-                          "attribute file or from attribute lists), so it cannot tag column files; tag "
-                          "CRFsuite attribute files with --format crfsuite")
-    parts = tag_column_batches(model, src, has_labels=args.labels, marginals=args.marginals or args.probability,
-                               all_marginals=args.all_marginals, threads=args.threads,
-                               batch_tokens=args.batch_tokens)
+        raise CrfkitError(
+            f"the model {args.model} has no feature templates (it was trained from a CRFsuite "
+            "attribute file or from attribute lists), so it cannot tag column files; tag "
+            "CRFsuite attribute files with --format crfsuite"
+        )
+    parts = tag_column_batches(
+        model,
+        src,
+        has_labels=args.labels,
+        marginals=args.marginals or args.probability,
+        all_marginals=args.all_marginals,
+        threads=args.threads,
+        batch_tokens=args.batch_tokens,
+    )
     first = next(parts)  # read and tag the first batch before any output is opened
     if args.eval and not first.has_labels:
-        raise DataError("--eval needs gold labels, but the input has none (it has as many columns as the "
-                        "training data's observation columns; pass --labels if the last column is a label)",
-                        source_name(src))
+        raise DataError(
+            "--eval needs gold labels, but the input has none (it has as many columns as the "
+            "training data's observation columns; pass --labels if the last column is a label)",
+            source_name(src),
+        )
     ev = EvalReport(model, getattr(args, "raw", False)) if args.eval else None
     with Output(args.output) as f:
         res = first
@@ -476,8 +525,10 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
                     extra = pred
                 if args.all_marginals:
                     names = res.label_names
-                    extra = [[e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
-                             for e, row in zip(extra, res.all_marginals[i].tolist())]
+                    extra = [
+                        [e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
+                        for e, row in zip(extra, res.all_marginals[i].tolist())
+                    ]
                 write_columns([s], f, extra=[extra], sep="\t")
             f.flush()
             if ev is not None:
@@ -500,9 +551,14 @@ SCHEMES = ("bio", "iob2", "iobes", "bilou")
 
 def wants_decoding(args) -> bool:
     """Whether ``crfkit tag``'s arguments ask for more than the plain Viterbi path."""
-    return bool(getattr(args, "nbest", 0) or getattr(args, "constraints", None) not in (None, "none")
-                or getattr(args, "forbid", None) or getattr(args, "allowed_column", None) is not None
-                or getattr(args, "force", False) or getattr(args, "decode", "viterbi") != "viterbi")
+    return bool(
+        getattr(args, "nbest", 0)
+        or getattr(args, "constraints", None) not in (None, "none")
+        or getattr(args, "forbid", None)
+        or getattr(args, "allowed_column", None) is not None
+        or getattr(args, "force", False)
+        or getattr(args, "decode", "viterbi") != "viterbi"
+    )
 
 
 def parse_pair(text: str) -> tuple[str, str]:
@@ -527,12 +583,15 @@ def _check_labels(model, allowed, name, lines):
         for t, cell in enumerate(seq):
             if cell is None:
                 continue
-            for lab in ([cell] if isinstance(cell, str) else cell):
+            for lab in [cell] if isinstance(cell, str) else cell:
                 if lab not in index:
-                    raise DataError(f"{lab!r} is not a label of the model (allowed labels: any of "
-                                    f"{' '.join(model.labels[:20])}{' ...' if len(model.labels) > 20 else ''}; "
-                                    f"{' '.join(repr(f) for f in FREE[:3])} for any)", name,
-                                    lines[s] + t if lines else None)
+                    raise DataError(
+                        f"{lab!r} is not a label of the model (allowed labels: any of "
+                        f"{' '.join(model.labels[:20])}{' ...' if len(model.labels) > 20 else ''}; "
+                        f"{' '.join(repr(f) for f in FREE[:3])} for any)",
+                        name,
+                        lines[s] + t if lines else None,
+                    )
 
 
 def run_decoding(args, model, fmt: str, src) -> int:
@@ -540,14 +599,18 @@ def run_decoding(args, model, fmt: str, src) -> int:
     from .decode import make_constraints
 
     if args.nbest and args.decode == "posterior":
-        raise CrfkitError("-n (n-best) lists the most probable sequences; it does not combine with "
-                          "--decode posterior")
+        raise CrfkitError(
+            "-n (n-best) lists the most probable sequences; it does not combine with "
+            "--decode posterior"
+        )
     forbid = [parse_pair(x) for x in (args.forbid or [])]
     cons = make_constraints(model.labels, args.constraints, forbid)
     if fmt == "crfsuite":
         return _run_crfsuite(args, model, src, cons)
     if args.reference:
-        raise CrfkitError("--reference is for --format crfsuite (column output already shows the gold label)")
+        raise CrfkitError(
+            "--reference is for --format crfsuite (column output already shows the gold label)"
+        )
     res = _read(args, model, src)
     sentences, X, B, dense, gold, allowed, name = res
     kw = dict(threads=args.threads, dense=dense, B=B, allowed=allowed, constraints=cons)
@@ -571,7 +634,7 @@ def run_decoding(args, model, fmt: str, src) -> int:
 def _read(args, model, src):
     """(sentences to write back, X, B, dense, gold labels or None, allowed or None, name)."""
     from .io.columns import Sentence, read_columns_list
-    from .pipeline import attributes_of, name_of, bigram_attributes_of, dense_of, tagger_from_model
+    from .pipeline import attributes_of, bigram_attributes_of, dense_of, name_of, tagger_from_model
 
     templates, pad = tagger_from_model(model)
     name = name_of(src)
@@ -586,19 +649,24 @@ def _read(args, model, src):
     if args.allowed_column is not None:
         c = args.allowed_column - 1
         if c >= ncols:
-            raise DataError(f"--allowed-column {args.allowed_column}: the input has {ncols} columns",
-                            name, sentences[0].line)
+            raise DataError(
+                f"--allowed-column {args.allowed_column}: the input has {ncols} columns",
+                name,
+                sentences[0].line,
+            )
         allowed = [[label_cell(tok[c]) for tok in s] for s in rows]
-        obs_rows = [[tok[:c] + tok[c + 1:] for tok in s] for s in rows]
+        obs_rows = [[tok[:c] + tok[c + 1 :] for tok in s] for s in rows]
     n = len(obs_rows[0][0])
     gold = None
-    # the rows keep their last column (label or forced label) until the string path needs them without:
-    # the templates read only the first n columns (checked below)
+    # the rows keep their last column (label or forced label) until the string path needs them
+    # without: the templates read only the first n columns (checked below)
     strip = False
     if args.force:
         if args.allowed_column is not None:
-            raise CrfkitError("--force reads the allowed labels from the last column; it does not combine "
-                              "with --allowed-column")
+            raise CrfkitError(
+                "--force reads the allowed labels from the last column; it does not combine "
+                "with --allowed-column"
+            )
         allowed = [[label_cell(tok[-1]) for tok in s] for s in obs_rows]
         strip = True
         n -= 1
@@ -611,12 +679,16 @@ def _read(args, model, src):
             strip = True
             n -= 1
     if trained is not None and n != trained:
-        raise DataError(f"{n} observation columns (after the label and allowed-label columns), but the model "
-                        f"was trained on {trained}", name, sentences[0].line)
+        raise DataError(
+            f"{n} observation columns (after the label and allowed-label columns), but the model "
+            f"was trained on {trained}",
+            name,
+            sentences[0].line,
+        )
     if allowed is not None:
         _check_labels(model, allowed, name, [s.line for s in sentences])
     templates.check_columns(n, name, sentences[0].line)
-    corpus = model.encode_rows(obs_rows)     # straight to attribute ids, when the model allows it
+    corpus = model.encode_rows(obs_rows)  # straight to attribute ids, when the model allows it
     if corpus is not None:
         return sentences, corpus, None, None, gold, allowed, name
     if strip:
@@ -633,13 +705,14 @@ def _token_marginals(model, labels_seqs, marg, ptr):
     index = model.space.label_index
     out = []
     for s, ys in enumerate(labels_seqs):
-        m = marg[ptr[s]:ptr[s + 1]]
+        m = marg[ptr[s] : ptr[s + 1]]
         out.append([float(m[t, index[y]]) for t, y in enumerate(ys)])
     return out
 
 
 def _write_columns(f, model, sentences, X, args, kw, res):
     from .io.columns import write_columns
+
     if not X:
         return []
     need_p = args.marginals or args.probability or args.all_marginals
@@ -656,8 +729,10 @@ def _write_columns(f, model, sentences, X, args, kw, res):
             f.write(f"# {probs[i]:.6f}\n")
         extra = [f"{lab}/{p:.6f}" for lab, p in zip(ys, tokm[i])] if args.marginals else list(ys)
         if args.all_marginals:
-            rows = marg[ptr[i]:ptr[i + 1]].tolist()
-            extra = [[e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)] for e, row in zip(extra, rows)]
+            rows = marg[ptr[i] : ptr[i + 1]].tolist()
+            extra = [
+                [e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)] for e, row in zip(extra, rows)
+            ]
         write_columns([s.columns], f, extra=[extra], sep="\t")
     return pred
 
@@ -666,20 +741,23 @@ def _write_nbest_columns(f, model, sentences, X, args, kw, res):
     from operator import add
 
     from .io.columns import write_columns
+
     if not X:
         return []
     lists = model.nbest(X, args.nbest, **kw)
     marg = None
     if args.marginals or args.all_marginals:
         corpus = model.encode(X, dense=kw["dense"], B=kw["B"])
-        marg, _ = model.marginals(corpus, kw["threads"], allowed=kw["allowed"], constraints=kw["constraints"])
+        marg, _ = model.marginals(
+            corpus, kw["threads"], allowed=kw["allowed"], constraints=kw["constraints"]
+        )
         ptr = corpus.seq_ptr.tolist()
     names = list(model.labels)
     index = model.space.label_index
     for i, (s, nb) in enumerate(zip(sentences, lists)):
         if marg is None:
-            # the fields were read as whitespace-separated columns: they join back as they are, so each
-            # sentence's rows are formed once and each candidate only appends its labels
+            # the fields were read as whitespace-separated columns: they join back as they are, so
+            # each sentence's rows are formed once and each candidate only appends its labels
             prefix = ["\t".join(c) + "\t" for c in s.columns]
             buf = []
             for k, (ys, p) in enumerate(nb):
@@ -691,19 +769,24 @@ def _write_nbest_columns(f, model, sentences, X, args, kw, res):
         for k, (ys, p) in enumerate(nb):
             f.write(f"# {k} {p:.6f}\n")
             extra = list(ys)
-            m = marg[ptr[i]:ptr[i + 1]]
+            m = marg[ptr[i] : ptr[i + 1]]
             if args.marginals:
                 extra = [f"{y}/{m[t, index[y]]:.6f}" for t, y in enumerate(ys)]
             if args.all_marginals:
-                extra = [[e] + [f"{n}/{q:.6f}" for n, q in zip(names, row)] for e, row in zip(extra, m.tolist())]
+                extra = [
+                    [e] + [f"{n}/{q:.6f}" for n, q in zip(names, row)]
+                    for e, row in zip(extra, m.tolist())
+                ]
             write_columns([s.columns], f, extra=[extra], sep="\t")
     return [nb.labels[0] if len(nb) else [] for nb in lists]
 
 
 def _run_crfsuite(args, model, src, cons) -> int:
     if args.allowed_column is not None:
-        raise CrfkitError("--allowed-column is for column files; with --format crfsuite use --force (the "
-                          "first field of each item as its allowed labels)")
+        raise CrfkitError(
+            "--allowed-column is for column files; with --format crfsuite use --force (the "
+            "first field of each item as its allowed labels)"
+        )
     X, gold, seqs = read_attribute_file(src)
     allowed = None
     if args.force:
@@ -731,9 +814,17 @@ def _run_crfsuite(args, model, src, cons) -> int:
                 pred = model.tag(X, method=args.decode, **kw) if X else []
             names = list(model.labels)
             for i, ys in enumerate(pred):
-                f.write(crfsuite_sequence(args, names, ys, gold[i], probs[i] if args.probability else None,
-                                           tokm[i] if args.marginals else None,
-                                           marg[ptr[i]:ptr[i] + len(ys)] if args.all_marginals else None))
+                f.write(
+                    crfsuite_sequence(
+                        args,
+                        names,
+                        ys,
+                        gold[i],
+                        probs[i] if args.probability else None,
+                        tokm[i] if args.marginals else None,
+                        marg[ptr[i] : ptr[i] + len(ys)] if args.all_marginals else None,
+                    )
+                )
         f.flush()
     finally:
         if owned:
@@ -741,5 +832,3 @@ def _run_crfsuite(args, model, src, cons) -> int:
     if args.eval:
         report_eval(model, gold, pred, getattr(args, "raw", False))
     return 0
-
-

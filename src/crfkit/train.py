@@ -1,44 +1,89 @@
-"""The user-facing training function, :func:`train`: attribute sequences in, a :class:`TrainResult` out, in this
-process (the driver, :mod:`crfkit.training`) or on a Dask cluster when ``client=`` is given
-(:mod:`crfkit.distributed`, imported only then).
+"""The user-facing training function, :func:`train`: attribute sequences in, a :class:`TrainResult`
+out, in this process (the driver, :mod:`crfkit.training`) or on a Dask cluster when ``client=`` is
+given (:mod:`crfkit.distributed`, imported only then).
 
 The driver's public names are re-exported here (``TrainResult``, ``train_corpus``, ``ALGORITHMS``,
-``dev_scores``, ``init_weights``...), so that ``from crfkit.train import ...`` keeps working; new code imports
-them from :mod:`crfkit.training` (the driver reads its tunables, such as ``HISTORY_AUTO_BYTES``, from
-:mod:`crfkit.training.config`).
+``dev_scores``, ``init_weights``...), so that ``from crfkit.train import ...`` keeps working; new
+code imports them from :mod:`crfkit.training` (the driver reads its tunables, such as
+``HISTORY_AUTO_BYTES``, from :mod:`crfkit.training.config`).
 """
+
 from __future__ import annotations
 
 from .errors import ParameterError
 from .features.encode import build
 from .objective import Regularization, regularization
-from .training.config import (ALGORITHMS, BATCH_ALGORITHMS, EXTRA_TRACE_KEYS, HISTORY_AUTO_BYTES, NO_SAMPLE_WEIGHTS,
-                              TrainConfig, lbfgs_history)
+from .training.config import (
+    ALGORITHMS,
+    BATCH_ALGORITHMS,
+    EXTRA_TRACE_KEYS,
+    HISTORY_AUTO_BYTES,
+    NO_SAMPLE_WEIGHTS,
+    TrainConfig,
+    lbfgs_history,
+)
 from .training.driver import TrainResult, train_corpus, train_sequences
-from .training.monitor import DIVERGENCE_FACTOR, DivergenceWatch, dev_scores, train_score_labels
+from .training.monitor import DIVERGENCE_FACTOR, dev_scores, train_score_labels
 from .training.warm import init_weights
 
-__all__ = ["ALGORITHMS", "BATCH_ALGORITHMS", "DIVERGENCE_FACTOR", "EXTRA_TRACE_KEYS", "HISTORY_AUTO_BYTES",
-           "NO_SAMPLE_WEIGHTS", "Regularization", "TrainConfig", "TrainResult", "build", "dev_scores", "init_weights",
-           "lbfgs_history", "regularization", "train", "train_corpus", "train_score_labels", "train_sequences"]
+__all__ = [
+    "ALGORITHMS",
+    "BATCH_ALGORITHMS",
+    "DIVERGENCE_FACTOR",
+    "EXTRA_TRACE_KEYS",
+    "HISTORY_AUTO_BYTES",
+    "NO_SAMPLE_WEIGHTS",
+    "Regularization",
+    "TrainConfig",
+    "TrainResult",
+    "build",
+    "dev_scores",
+    "init_weights",
+    "lbfgs_history",
+    "regularization",
+    "train",
+    "train_corpus",
+    "train_score_labels",
+    "train_sequences",
+]
 
 
-
-def train(X, Y, *, support: str = "observed", transitions: str | None = None, min_freq: float = 0,
-          l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None,
-          X_dev=None, Y_dev=None, dense=None, dense_dev=None, dense_names=None, B=None, B_dev=None,
-          client=None, weights=None, **kwargs) -> TrainResult:
+def train(
+    X,
+    Y,
+    *,
+    support: str = "observed",
+    transitions: str | None = None,
+    min_freq: float = 0,
+    l1=None,
+    l2=None,
+    c1=None,
+    c2=None,
+    rho1=None,
+    rho2=None,
+    X_dev=None,
+    Y_dev=None,
+    dense=None,
+    dense_dev=None,
+    dense_names=None,
+    B=None,
+    B_dev=None,
+    client=None,
+    weights=None,
+    **kwargs,
+) -> TrainResult:
     """Train a CRF on attribute sequences ``X`` with label sequences ``Y``.
 
     Regularisation in one convention (default CRFsuite's ``c2=1``): ``l2``/``l1``
     (crfkit: per-sequence average loss), ``c2``/``c1`` (CRFsuite), ``rho2``/``rho1``
     (Wapiti).  ``algorithm``: ``lbfgs`` (default) or ``owlqn``; as in CRFsuite,
     ``lbfgs`` with an L1 term (``l1``/``c1``/``rho1`` > 0) runs OWL-QN, and the
-    model meta and the trace record ``owlqn``.  Stopping: ``max_iterations``, ``epsilon`` (CRFsuite's rule
-    ``||g|| / max(1, ||w||) < epsilon`` with ``g`` the gradient of the sum-form
+    model meta and the trace record ``owlqn``.  Stopping: ``max_iterations``, ``epsilon``
+    (CRFsuite's rule ``||g|| / max(1, ||w||) < epsilon`` with ``g`` the gradient of the sum-form
     objective, i.e. ``n`` times crfkit's), ``delta`` over ``period``
-    iterations, ``gtol`` (max-norm of crfkit's gradient), ``stop_value``.  ``X_dev``/``Y_dev`` add dev accuracy (and chunk
-    F1) to every iteration's record; ``trace`` writes the records as JSON lines.
+    iterations, ``gtol`` (max-norm of crfkit's gradient), ``stop_value``.  ``X_dev``/``Y_dev`` add
+    dev accuracy (and chunk F1) to every iteration's record; ``trace`` writes the records as JSON
+    lines.
 
     Continuing: ``init`` starts from a previous :class:`CRFModel` (weights mapped
     onto the new feature space by (attribute, label) and (label, label) names;
@@ -76,10 +121,10 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
     (column files with ``templates=``, or CRFsuite attribute files; globs and ``.gz`` ok), read and
     encoded on the workers; ``Y`` is ``None``.
 
-    Partial labels (:mod:`crfkit.training.partial`: a cell may be a set of labels, or ``?`` / None for any):
-    ``labels=`` gives the label set (every label a cell names must be in it; ``?`` allows any of
-    them), so that a label no visible cell names still becomes one of the model's; without it the
-    labels are those the cells name.
+    Partial labels (:mod:`crfkit.training.partial`: a cell may be a set of labels, or ``?`` / None
+    for any): ``labels=`` gives the label set (every label a cell names must be in it; ``?`` allows
+    any of them), so that a label no visible cell names still becomes one of the model's; without it
+    the labels are those the cells name.
 
     Stochastic optimizers (``crfkit.optim.stochastic``: ``sag``, ``sgd-l1``, ...)
     count ``max_iterations`` in epochs; ``params`` holds their own settings
@@ -105,12 +150,47 @@ def train(X, Y, *, support: str = "observed", transitions: str | None = None, mi
             raise ParameterError("sample weights are not supported with client= (Dask) yet")
         # on a Dask cluster: X is a list of training files (crfkit.distributed.train_files)
         if Y is not None or dense is not None or B is not None:
-            raise ParameterError("with client=, X is a list of training files (column or CRFsuite files, "
-                                 "globs ok) read by the workers; give Y=None, no dense / B")
+            raise ParameterError(
+                "with client=, X is a list of training files (column or CRFsuite files, "
+                "globs ok) read by the workers; give Y=None, no dense / B"
+            )
         from .distributed import train_files
-        return train_files(client, X, support=support, transitions=transitions, min_freq=min_freq, l1=l1,
-                           l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2, X_dev=X_dev, Y_dev=Y_dev, **kwargs)
-    return train_sequences(X, Y, support=support, transitions=transitions, min_freq=min_freq, l1=l1, l2=l2,
-                           c1=c1, c2=c2, rho1=rho1, rho2=rho2, X_dev=X_dev, Y_dev=Y_dev, dense=dense,
-                           dense_dev=dense_dev, dense_names=dense_names, B=B, B_dev=B_dev, weights=weights,
-                           **kwargs)
+
+        return train_files(
+            client,
+            X,
+            support=support,
+            transitions=transitions,
+            min_freq=min_freq,
+            l1=l1,
+            l2=l2,
+            c1=c1,
+            c2=c2,
+            rho1=rho1,
+            rho2=rho2,
+            X_dev=X_dev,
+            Y_dev=Y_dev,
+            **kwargs,
+        )
+    return train_sequences(
+        X,
+        Y,
+        support=support,
+        transitions=transitions,
+        min_freq=min_freq,
+        l1=l1,
+        l2=l2,
+        c1=c1,
+        c2=c2,
+        rho1=rho1,
+        rho2=rho2,
+        X_dev=X_dev,
+        Y_dev=Y_dev,
+        dense=dense,
+        dense_dev=dense_dev,
+        dense_names=dense_names,
+        B=B,
+        B_dev=B_dev,
+        weights=weights,
+        **kwargs,
+    )

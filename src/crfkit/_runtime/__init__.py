@@ -1,10 +1,12 @@
-"""crfkit's runtime hooks: the only code of crfkit that reaches into numba's, LLVM's or glibc's internals.
+"""crfkit's runtime hooks: the only code of crfkit that reaches into numba's, LLVM's or glibc's
+internals.
 
-Each hook saves time, memory or reproducibility, none changes what crfkit computes, and each fails soft: where
-a private name it uses is missing (another numba or llvmlite, a C library other than glibc), it does nothing
-and crfkit works as without it.  Each can be turned off by an environment variable, set to anything but
-``""`` or ``0``; ``CRFKIT_NO_RUNTIME_HOOKS=1`` turns them all off.  The hooks that :mod:`crfkit.kernels`
-installs on import read their switch then (set it before importing crfkit); the others read it when called.
+Each hook saves time, memory or reproducibility, none changes what crfkit computes, and each fails
+soft: where a private name it uses is missing (another numba or llvmlite, a C library other than
+glibc), it does nothing and crfkit works as without it.  Each can be turned off by an environment
+variable, set to anything but ``""`` or ``0``; ``CRFKIT_NO_RUNTIME_HOOKS=1`` turns them all off.
+The hooks that :mod:`crfkit.kernels` installs on import read their switch then (set it before
+importing crfkit); the others read it when called.
 
 =================  ==========================  =============================================================
 hook (module)      switch                      what it does, and what it touches
@@ -37,11 +39,12 @@ code_pages         CRFKIT_NO_CODE_PAGES        ``madvise(MADV_PAGEOUT)`` of ``li
                                                ``global_compiler_lock``).
 =================  ==========================  =============================================================
 
-:mod:`crfkit._runtime.libc` is the ctypes lookup of glibc's functions the malloc and code-page hooks share;
-:mod:`crfkit._runtime.switches` reads the switches.  crfkit's own modules call these hooks through
-:mod:`crfkit.kernels` (which installs the first four on import) and :mod:`crfkit.memtrim` (which re-exports
-the rest).
+:mod:`crfkit._runtime.libc` is the ctypes lookup of glibc's functions the malloc and code-page hooks
+share; :mod:`crfkit._runtime.switches` reads the switches.  crfkit's own modules call these hooks
+through :mod:`crfkit.kernels` (which installs the first four on import) and :mod:`crfkit.memtrim`
+(which re-exports the rest).
 """
+
 from __future__ import annotations
 
 from .switches import MASTER_SWITCH, SWITCHES, enabled

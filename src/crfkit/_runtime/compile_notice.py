@@ -1,12 +1,13 @@
 """The compile notice: one line on standard error when numba starts compiling a crfkit kernel.
 
-On a fresh install (or after an update) the first kernel calls compile for about a minute; instead of
-staying silent, crfkit prints once per process, on standard error, that it is compiling
-(:func:`install_compile_notice`, registered by :mod:`crfkit.kernels` on import).  Loading compiled kernels
-from the cache prints nothing.  It listens to numba's event API (``numba:compile``).
-``CRFKIT_QUIET_COMPILE=1`` silences the line (the listener stays); ``CRFKIT_NO_COMPILE_NOTICE=1`` (or
-``CRFKIT_NO_RUNTIME_HOOKS=1``) does not register the listener at all.
+On a fresh install (or after an update) the first kernel calls compile for about a minute; instead
+of staying silent, crfkit prints once per process, on standard error, that it is compiling
+(:func:`install_compile_notice`, registered by :mod:`crfkit.kernels` on import).  Loading compiled
+kernels from the cache prints nothing.  It listens to numba's event API (``numba:compile``).
+``CRFKIT_QUIET_COMPILE=1`` silences the line (the listener stays); ``CRFKIT_NO_COMPILE_NOTICE=1``
+(or ``CRFKIT_NO_RUNTIME_HOOKS=1``) does not register the listener at all.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,13 @@ from .switches import enabled
 
 __all__ = ["COMPILE_NOTICE", "KERNELS_DIR", "KERNELS_PACKAGE", "install_compile_notice"]
 
-COMPILE_NOTICE = ("crfkit: compiling the numba kernels (once after installing or updating crfkit, about a "
-                  "minute; cached in {where} for later runs)")
+COMPILE_NOTICE = (
+    "crfkit: compiling the numba kernels (once after installing or updating crfkit, about a "
+    "minute; cached in {where} for later runs)"
+)
 
-#: the package whose functions' compilation shows the notice, and its folder (whose ``__pycache__`` it names)
+#: the package whose functions' compilation shows the notice, and its folder (whose ``__pycache__``
+#: it names)
 KERNELS_PACKAGE = "crfkit.kernels"
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 
@@ -36,23 +40,27 @@ def _show_notice() -> None:
     where = KERNELS_DIR / "__pycache__"
     try:
         print(COMPILE_NOTICE.format(where=where), file=sys.stderr, flush=True)
-    except (OSError, ValueError):   # a closed or broken standard error: the notice is not worth failing for
+    except (
+        OSError,
+        ValueError,
+    ):  # a closed or broken standard error: the notice is not worth failing for
         pass
 
 
 def install_compile_notice() -> bool:
-    """Print :data:`COMPILE_NOTICE` once per process when numba starts compiling a crfkit kernel (a cache
-    miss: numba's ``numba:compile`` event, which a kernel loaded from the cache does not raise).
-    Returns False when this numba has no event API, or when the hook is switched off (nothing is printed
-    then)."""
+    """Print :data:`COMPILE_NOTICE` once per process when numba starts compiling a crfkit kernel (a
+    cache miss: numba's ``numba:compile`` event, which a kernel loaded from the cache does not
+    raise). Returns False when this numba has no event API, or when the hook is switched off
+    (nothing is printed then)."""
     if not enabled("compile_notice"):
         return False
     if _NOTICE["installed"]:
         return True
     try:
         from numba.core import event
+
         listener, register = event.Listener, event.register
-    except (ImportError, AttributeError):   # pragma: no cover - an older numba
+    except (ImportError, AttributeError):  # pragma: no cover - an older numba
         return False
     prefix = KERNELS_PACKAGE + "."
 

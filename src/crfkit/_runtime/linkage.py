@@ -1,24 +1,28 @@
-"""Self-contained libraries: every numba library of crfkit runs its own copies of the kernels it calls.
+"""Self-contained libraries: every numba library of crfkit runs its own copies of the kernels it
+calls.
 
-A kernel that calls another (``sdca_step`` calls ``chain_marginals_pf``) gets, in its own compiled library, a
-copy of the callee linked in with ``linkonce_odr`` linkage, and the callee has its own library as well.  The
-two copies are optimised in different modules, so with fast-math reassociation they can round differently.
-Which one a call runs was left to the JIT's symbol resolution: the definition loaded first in the process
-wins.  A process that compiles the caller has loaded the callee's own library first (it compiled it on the
-way); a process that loads the caller from the cache often has not, and runs the caller's copy.  So a run
-that compiled the kernels and a run that loaded them gave other last bits, and so could two cache-loaded
-runs that called kernels in another order (a resume).  :func:`self_contained_libraries` makes every crfkit
-library use its own copies: before a library's module is optimised, the ``linkonce_odr`` definitions linked
-into it become ``internal`` (private to the module, so no other definition can be picked).  Only crfkit's
-kernels are internalised, not numba's helpers (some are found by name at run time).  The machine code that
-runs is then the code compiled into the caller's library, whether it was just compiled or loaded from the
-cache, whatever was loaded before.  The same copies were compiled into every module before; only which one
-runs changes.
+A kernel that calls another (``sdca_step`` calls ``chain_marginals_pf``) gets, in its own compiled
+library, a copy of the callee linked in with ``linkonce_odr`` linkage, and the callee has its own
+library as well.  The two copies are optimised in different modules, so with fast-math reassociation
+they can round differently.  Which one a call runs was left to the JIT's symbol resolution: the
+definition loaded first in the process wins.  A process that compiles the caller has loaded the
+callee's own library first (it compiled it on the way); a process that loads the caller from the
+cache often has not, and runs the caller's copy.  So a run that compiled the kernels and a run that
+loaded them gave other last bits, and so could two cache-loaded runs that called kernels in another
+order (a resume).  :func:`self_contained_libraries` makes every crfkit library use its own copies:
+before a library's module is optimised, the ``linkonce_odr`` definitions linked into it become
+``internal`` (private to the module, so no other definition can be picked).  Only crfkit's kernels
+are internalised, not numba's helpers (some are found by name at run time).  The machine code that
+runs is then the code compiled into the caller's library, whether it was just compiled or loaded
+from the cache, whatever was loaded before.  The same copies were compiled into every module before;
+only which one runs changes.
 
-It wraps numba's private ``CPUCodeLibrary._optimize_final_module``; where that is missing (another numba),
-or with ``CRFKIT_NO_SELF_CONTAINED=1`` (or ``CRFKIT_NO_RUNTIME_HOOKS=1``), the JIT picks as numba's own does
-(results are then the same up to the last bits, which may differ between a compiling and a loading run).
+It wraps numba's private ``CPUCodeLibrary._optimize_final_module``; where that is missing (another
+numba), or with ``CRFKIT_NO_SELF_CONTAINED=1`` (or ``CRFKIT_NO_RUNTIME_HOOKS=1``), the JIT picks as
+numba's own does (results are then the same up to the last bits, which may differ between a
+compiling and a loading run).
 """
+
 from __future__ import annotations
 
 from .switches import enabled
@@ -31,13 +35,14 @@ _SELF_CONTAINED = {"installed": False}
 
 
 def self_contained_libraries() -> bool:
-    """Make every numba library call its own copies of the crfkit kernels linked into it (see the module
-    docstring): wraps numba's ``CPUCodeLibrary._optimize_final_module`` so that the ``linkonce_odr`` definitions
-    of crfkit kernels (their mangled names start with :data:`OWN_PREFIX`) become ``internal`` before the module
-    is optimised.  Numba's own helpers and the parallel loops' gufuncs keep their linkage: some are found by name
-    at run time (internalising every ``linkonce_odr`` definition crashed the parallel Viterbi).  Must run
-    before the kernels compile (module import).  Returns False when this numba has no such hook, or when the
-    hook is switched off (nothing is changed then)."""
+    """Make every numba library call its own copies of the crfkit kernels linked into it (see the
+    module docstring): wraps numba's ``CPUCodeLibrary._optimize_final_module`` so that the
+    ``linkonce_odr`` definitions of crfkit kernels (their mangled names start with
+    :data:`OWN_PREFIX`) become ``internal`` before the module is optimised.  Numba's own helpers and
+    the parallel loops' gufuncs keep their linkage: some are found by name at run time
+    (internalising every ``linkonce_odr`` definition crashed the parallel Viterbi).  Must run before
+    the kernels compile (module import).  Returns False when this numba has no such hook, or when
+    the hook is switched off (nothing is changed then)."""
     if not enabled("self_contained"):
         return False
     if _SELF_CONTAINED["installed"]:
@@ -45,12 +50,12 @@ def self_contained_libraries() -> bool:
     try:
         import llvmlite.binding as ll
         from numba.core import codegen
-    except ImportError:   # pragma: no cover - numba is a dependency
+    except ImportError:  # pragma: no cover - numba is a dependency
         return False
     cls = getattr(codegen, "CPUCodeLibrary", None)
     orig = getattr(cls, "_optimize_final_module", None)
     odr = getattr(getattr(ll, "Linkage", None), "linkonce_odr", None)
-    if orig is None or odr is None:     # pragma: no cover - another numba
+    if orig is None or odr is None:  # pragma: no cover - another numba
         return False
 
     def _optimize_final_module(self):

@@ -1,14 +1,17 @@
-"""The numba cache stamp of a package: a cached function is recompiled when any file of its folder changes.
+"""The numba cache stamp of a package: a cached function is recompiled when any file of its folder
+changes.
 
-Numba's on-disk cache (``cache=True``) keys a compiled function on the source of its own file only: a kernel
-in ``sag.py`` keeps the ``chain.py`` code it was compiled with after ``chain.py`` changes, until ``sag.py``
-itself changes (numba/numba#8396, open).  After a ``git pull`` or an edit that touches one kernel file, the
-others would run stale code.  So :func:`stamp_directory` (called by :mod:`crfkit.kernels` for its own folder)
-adds a digest of all the ``.py`` files of a directory to the cache stamp of every function defined there:
-changing any kernel file recompiles them all on their next use.  It wraps numba's cache locators (the
-private ``CacheImpl._locator_classes``); where that hook is missing (another numba), or with
-``CRFKIT_NO_CACHE_STAMP=1`` (or ``CRFKIT_NO_RUNTIME_HOOKS=1``), the caches behave as numba's own.
+Numba's on-disk cache (``cache=True``) keys a compiled function on the source of its own file only:
+a kernel in ``sag.py`` keeps the ``chain.py`` code it was compiled with after ``chain.py`` changes,
+until ``sag.py`` itself changes (numba/numba#8396, open).  After a ``git pull`` or an edit that
+touches one kernel file, the others would run stale code.  So :func:`stamp_directory` (called by
+:mod:`crfkit.kernels` for its own folder) adds a digest of all the ``.py`` files of a directory to
+the cache stamp of every function defined there: changing any kernel file recompiles them all on
+their next use.  It wraps numba's cache locators (the private ``CacheImpl._locator_classes``); where
+that hook is missing (another numba), or with ``CRFKIT_NO_CACHE_STAMP=1`` (or
+``CRFKIT_NO_RUNTIME_HOOKS=1``), the caches behave as numba's own.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,12 +21,14 @@ from .switches import enabled
 
 __all__ = ["STAMPED", "sources_digest", "stamp_directory"]
 
-#: resolved directory -> the digest of its ``.py`` files, for every directory stamped in this process
+#: resolved directory -> the digest of its ``.py`` files, for every directory stamped in this
+#: process
 STAMPED: dict[Path, bytes] = {}
 
 
 def sources_digest(directory) -> bytes:
-    """SHA-256 over the names and contents of the ``.py`` files in ``directory`` (sorted by name)."""
+    """SHA-256 over the names and contents of the ``.py`` files in ``directory`` (sorted by
+    name)."""
     h = hashlib.sha256()
     for p in sorted(Path(directory).glob("*.py")):
         h.update(p.name.encode())
@@ -48,16 +53,18 @@ def _stamped(cls):
 
 
 def stamp_directory(directory) -> bool:
-    """Make the numba cache of the functions defined in ``directory`` depend on all of its ``.py`` files.
+    """Make the numba cache of the functions defined in ``directory`` depend on all of its ``.py``
+    files.
 
     Must run before those functions are decorated (module import).  Returns
-    False when this numba has no locator hook, or when the hook is switched off (nothing is changed then).
+    False when this numba has no locator hook, or when the hook is switched off (nothing is changed
+    then).
     """
     if not enabled("cache_stamp"):
         return False
     try:
         from numba.core import caching
-    except ImportError:     # pragma: no cover - another numba
+    except ImportError:  # pragma: no cover - another numba
         return False
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     classes = getattr(impl, "_locator_classes", None)
@@ -65,5 +72,7 @@ def stamp_directory(directory) -> bool:
         return False
     STAMPED[Path(directory).resolve()] = sources_digest(directory)
     if not all(getattr(c, "_crfkit_stamped", False) for c in classes):
-        impl._locator_classes = [c if getattr(c, "_crfkit_stamped", False) else _stamped(c) for c in classes]
+        impl._locator_classes = [
+            c if getattr(c, "_crfkit_stamped", False) else _stamped(c) for c in classes
+        ]
     return True

@@ -1,10 +1,13 @@
-"""The environment switches that turn crfkit's runtime hooks off (documented in :mod:`crfkit._runtime`).
+"""The environment switches that turn crfkit's runtime hooks off (documented in
+:mod:`crfkit._runtime`).
 
-A switch is on when its variable is set to anything but the empty string or ``0`` (the same reading as
-``CRFKIT_QUIET_COMPILE``).  Each hook reads its switch when it is installed or called, so a switch set
-before ``import crfkit`` keeps the import-time hooks out of the process, and one set later stops the hooks
-that act at call time (the heap trim, the mmap threshold, the code-page release).
+A switch is on when its variable is set to anything but the empty string or ``0`` (the same reading
+as ``CRFKIT_QUIET_COMPILE``).  Each hook reads its switch when it is installed or called, so a
+switch set before ``import crfkit`` keeps the import-time hooks out of the process, and one set
+later stops the hooks that act at call time (the heap trim, the mmap threshold, the code-page
+release).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +30,8 @@ SWITCHES = {
 
 
 def switched_on(variable: str) -> bool:
-    """Whether the environment variable ``variable`` is set to something other than ``""`` or ``"0"``."""
+    """Whether the environment variable ``variable`` is set to something other than ``""`` or
+    ``"0"``."""
     return os.environ.get(variable, "").strip() not in ("", "0")
 
 

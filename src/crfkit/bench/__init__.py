@@ -1,4 +1,5 @@
-"""Reproducible optimizer benchmarks (``crfkit bench``): the SAG paper's Figures 1-2 and §6 table on our data.
+"""Reproducible optimizer benchmarks (``crfkit bench``): the SAG paper's Figures 1-2 and §6 table on
+our data.
 
 * :mod:`crfkit.bench.data`: the data sets by name (conll2000, ocr, ocr-large,
   conll2002-nl, ptb, synthetic) with their splits and attribute sets;

@@ -26,15 +26,23 @@ The CoNLL-2000 attributes are those of ``benchmarks/conll2000_vs_crfsuite.py``
 applied without padding, plus ``__BOS__``/``__EOS__``; the names differ
 (``U00:...`` instead of ``w[-2]=...``) but the features are the same.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import CrfkitError
 
-__all__ = ["BenchData", "DATASETS", "load", "dataset_names", "chunking_attributes", "ner_attributes",
-           "pos_attributes"]
+__all__ = [
+    "BenchData",
+    "DATASETS",
+    "load",
+    "dataset_names",
+    "chunking_attributes",
+    "ner_attributes",
+    "pos_attributes",
+]
 
 
 @dataclass
@@ -42,14 +50,16 @@ class BenchData:
     """A benchmark data set: training and test attribute/label sequences."""
 
     name: str
-    features: str              # id of the attribute set (part of the f* cache key)
+    features: str  # id of the attribute set (part of the f* cache key)
     X_train: list
     Y_train: list
     X_test: list
     Y_test: list
-    chunks: bool = False       # labels are BIO chunks: dev F1 (conlleval) is recorded too
+    chunks: bool = False  # labels are BIO chunks: dev F1 (conlleval) is recorded too
     description: str = ""
-    support: str = "observed"  # feature support: "observed" (CRFsuite) or "all" (every attribute x label)
+    support: str = (
+        "observed"  # feature support: "observed" (CRFsuite) or "all" (every attribute x label)
+    )
     _encoded: tuple | None = field(default=None, repr=False)
 
     @property
@@ -72,7 +82,10 @@ class BenchData:
         once per object."""
         if self._encoded is None:
             from ..features.encode import build, encode
-            space, corpus = build(self.X_train, self.Y_train, support=self.support, name=f"<{self.name} train>")
+
+            space, corpus = build(
+                self.X_train, self.Y_train, support=self.support, name=f"<{self.name} train>"
+            )
             test = encode(self.X_test, space, self.Y_test, name=f"<{self.name} test>")
             self._encoded = (space, corpus, test)
         return self._encoded
@@ -80,11 +93,13 @@ class BenchData:
 
 # --------------------------------------------------------------------------- attribute sets
 
+
 def chunking_attributes(sentences) -> list:
     """CRFsuite's chunking example attributes of ``sentences`` (columns word, POS):
     crfkit's default chunking templates without padding, plus ``__BOS__`` on the
     first token and ``__EOS__`` on the last (as ``benchmarks/conll2000_vs_crfsuite.py``)."""
     from ..features.templates import default_chunking_templates
+
     tpl = default_chunking_templates()
     out = []
     for s in sentences:
@@ -207,51 +222,92 @@ def pos_attributes(sentences) -> list:
 
 # --------------------------------------------------------------------------- loaders
 
+
 def _labels(sents) -> list:
     return [list(s.labels) for s in sents]
 
 
 def _conll2000(data_dir) -> BenchData:
     from ..datasets import load_conll2000
+
     tr, te = load_conll2000("train", data_dir), load_conll2000("test", data_dir)
-    return BenchData("conll2000", "crfsuite-chunking", chunking_attributes(tr), _labels(tr),
-                     chunking_attributes(te), _labels(te), chunks=True,
-                     description="CoNLL-2000 chunking, train / test, CRFsuite chunking attributes")
+    return BenchData(
+        "conll2000",
+        "crfsuite-chunking",
+        chunking_attributes(tr),
+        _labels(tr),
+        chunking_attributes(te),
+        _labels(te),
+        chunks=True,
+        description="CoNLL-2000 chunking, train / test, CRFsuite chunking attributes",
+    )
 
 
 def _ocr(setting: str, name: str):
     def load(data_dir) -> BenchData:
         from ..datasets import ocr_letters_split, pixel_attributes
+
         Xtr, Ytr, Xte, Yte = ocr_letters_split(setting, data_dir)
         split = "fold 0 / folds 1-9" if setting == "ocr" else "folds 1-9 / fold 0"
-        return BenchData(name, "pixels", pixel_attributes(Xtr), [list(y) for y in Ytr],
-                         pixel_attributes(Xte), [list(y) for y in Yte],
-                         description=f"OCR letters ({split}), pixel attributes + bias")
+        return BenchData(
+            name,
+            "pixels",
+            pixel_attributes(Xtr),
+            [list(y) for y in Ytr],
+            pixel_attributes(Xte),
+            [list(y) for y in Yte],
+            description=f"OCR letters ({split}), pixel attributes + bias",
+        )
+
     return load
 
 
 def _conll2002_nl(data_dir) -> BenchData:
     from ..datasets import load_conll2002
+
     tr, te = load_conll2002("nl", "train", data_dir), load_conll2002("nl", "testb", data_dir)
-    return BenchData("conll2002-nl", "crfsuite-ner", ner_attributes(tr), _labels(tr),
-                     ner_attributes(te), _labels(te), chunks=True,
-                     description="CoNLL-2002 Dutch NER, ned.train / ned.testb, CRFsuite-style NER attributes")
+    return BenchData(
+        "conll2002-nl",
+        "crfsuite-ner",
+        ner_attributes(tr),
+        _labels(tr),
+        ner_attributes(te),
+        _labels(te),
+        chunks=True,
+        description="CoNLL-2002 Dutch NER, ned.train / ned.testb, CRFsuite-style NER attributes",
+    )
 
 
 def _ptb(data_dir) -> BenchData:
     from ..datasets import load_ptb_sample
+
     tr, te = load_ptb_sample("train", data_dir), load_ptb_sample("test", data_dir)
-    return BenchData("ptb", "ratnaparkhi-pos", pos_attributes(tr), _labels(tr), pos_attributes(te), _labels(te),
-                     description="PTB WSJ sample POS, first 3,000 / other 914 sentences, Ratnaparkhi-style "
-                                 "attributes")
+    return BenchData(
+        "ptb",
+        "ratnaparkhi-pos",
+        pos_attributes(tr),
+        _labels(tr),
+        pos_attributes(te),
+        _labels(te),
+        description="PTB WSJ sample POS, first 3,000 / other 914 sentences, Ratnaparkhi-style "
+        "attributes",
+    )
 
 
 def _synthetic(data_dir) -> BenchData:
     from ..datasets.synthetic import generate
+
     tr, te = generate(200, seed=0), generate(50, seed=1)
-    return BenchData("synthetic", "crfsuite-chunking", chunking_attributes(tr), _labels(tr),
-                     chunking_attributes(te), _labels(te), chunks=True,
-                     description="synthetic chunking corpus (200 / 50 sentences), CRFsuite chunking attributes")
+    return BenchData(
+        "synthetic",
+        "crfsuite-chunking",
+        chunking_attributes(tr),
+        _labels(tr),
+        chunking_attributes(te),
+        _labels(te),
+        chunks=True,
+        description="synthetic chunking corpus (200 / 50 sentences), CRFsuite chunking attributes",
+    )
 
 
 DATASETS: dict[str, Callable] = {
@@ -268,7 +324,9 @@ def dataset_names() -> tuple[str, ...]:
     return tuple(DATASETS)
 
 
-def load(name: str, data_dir=None, *, limit: int | None = None, support: str = "observed") -> BenchData:
+def load(
+    name: str, data_dir=None, *, limit: int | None = None, support: str = "observed"
+) -> BenchData:
     """The benchmark data set ``name`` (see the module docstring); ``limit``
     keeps the first ``limit`` training sequences (the test set is unchanged, and
     ``l2 = 1/n`` follows the smaller ``n``).  ``support``: ``observed`` (the

@@ -20,9 +20,10 @@ the same float64 naive SAG.
 :func:`measured_memory` reads what the optimizers themselves report in their
 traces (``state_bytes`` and ``naive_state_bytes`` of the last record).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -55,9 +56,17 @@ def state_memory(space, corpus) -> dict:
     sparse_vals = int(rowlen[pairs % A].sum()) + n * (space.n_trans + space.n_dense * L)
     marg_vals = int((T * L).sum() + (np.maximum(T - 1, 0) * L * L).sum())
     mixed_vals = int((T * L).sum()) + n * space.n_trans
-    out = {"n": n, "n_features": int(space.n_features), "n_labels": L, "n_trans": int(space.n_trans),
-           "naive_bytes": int(naive), "sparse_bytes": 8 * sparse_vals, "marginals_bytes": 8 * marg_vals,
-           "mixed_bytes": 8 * mixed_vals, "stored_bytes": 4 * mixed_vals}
+    out = {
+        "n": n,
+        "n_features": int(space.n_features),
+        "n_labels": L,
+        "n_trans": int(space.n_trans),
+        "naive_bytes": int(naive),
+        "sparse_bytes": 8 * sparse_vals,
+        "marginals_bytes": 8 * marg_vals,
+        "mixed_bytes": 8 * mixed_vals,
+        "stored_bytes": 4 * mixed_vals,
+    }
     for k in ("sparse", "marginals", "mixed", "stored"):
         out[f"ratio_{k}"] = out[f"{k}_bytes"] / naive if naive else float("nan")
     return out
@@ -73,9 +82,15 @@ def measured_memory(runs) -> list[dict]:
         if sb is None:
             continue
         nb = last.get("naive_state_bytes")
-        out.append({"run": r.stem, "label": r.label, "state_bytes": int(sb),
-                    "naive_state_bytes": None if nb is None else int(nb),
-                    "ratio": (sb / nb) if nb else None})
+        out.append(
+            {
+                "run": r.stem,
+                "label": r.label,
+                "state_bytes": int(sb),
+                "naive_state_bytes": None if nb is None else int(nb),
+                "ratio": (sb / nb) if nb else None,
+            }
+        )
     return out
 
 
@@ -93,17 +108,31 @@ def format_memory_table(rows: Sequence[tuple[str, dict]], measured: Sequence[dic
     """Markdown: per data set (``(name, state_memory(...) + optional "support")``)
     the naive size and each scheme's ratio next to the paper's; then the
     measured state of the traced runs (:func:`measured_memory`)."""
-    lines = ["| data set | support | n | features | naive SAG | Sparse | Marginals | Mixed | paper Sparse | "
-             "paper Marginals | paper Mixed | Mixed / paper | stored (Mixed, float32) | stored / paper Mixed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data set | support | n | features | naive SAG | Sparse | Marginals | Mixed | paper Sparse | "
+        "paper Marginals | paper Mixed | Mixed / paper | stored (Mixed, float32) | stored / paper Mixed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in rows:
         base = name.split("[", 1)[0]
         p = PAPER.get(base)
-        cells = [name, str(m.get("support", "-")), str(m["n"]), str(m["n_features"]), _human(m["naive_bytes"]),
-                 f"{m['ratio_sparse']:.1e}", f"{m['ratio_marginals']:.1e}", f"{m['ratio_mixed']:.1e}"]
+        cells = [
+            name,
+            str(m.get("support", "-")),
+            str(m["n"]),
+            str(m["n_features"]),
+            _human(m["naive_bytes"]),
+            f"{m['ratio_sparse']:.1e}",
+            f"{m['ratio_marginals']:.1e}",
+            f"{m['ratio_mixed']:.1e}",
+        ]
         if p:
-            cells += [f"{p['sparse']:.1e}", f"{p['marginals']:.1e}", f"{p['mixed']:.1e}",
-                      f"{m['ratio_mixed'] / p['mixed']:.2f}"]
+            cells += [
+                f"{p['sparse']:.1e}",
+                f"{p['marginals']:.1e}",
+                f"{p['mixed']:.1e}",
+                f"{m['ratio_mixed'] / p['mixed']:.2f}",
+            ]
         else:
             cells += ["-", "-", "-", "-"]
         stored = m.get("ratio_stored")
@@ -114,5 +143,7 @@ def format_memory_table(rows: Sequence[tuple[str, dict]], measured: Sequence[dic
         lines += ["", "| run | stored state | naive SAG | ratio |", "|---|---|---|---|"]
         for r in measured:
             ratio = "-" if r["ratio"] is None else f"{r['ratio']:.1e}"
-            lines.append(f"| {r['label']} | {_human(r['state_bytes'])} | {_human(r['naive_state_bytes'])} | {ratio} |")
+            lines.append(
+                f"| {r['label']} | {_human(r['state_bytes'])} | {_human(r['naive_state_bytes'])} | {ratio} |"
+            )
     return "\n".join(lines)

@@ -17,45 +17,95 @@ objective evaluations done only to report ``f`` (``monitor_s``, where the
 optimizer gives it); :func:`optimizer_seconds` takes both out, so the time
 axis is the optimizer's own time.
 """
+
 from __future__ import annotations
 
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import CrfkitError, DataError
 from ..io.atomic import atomic_file
 
-__all__ = ["TraceRun", "read_trace", "load_runs", "load_fstar", "optimizer_seconds", "test_errors",
-           "plot_figures", "summary", "format_summary", "FIGURES"]
+__all__ = [
+    "TraceRun",
+    "read_trace",
+    "load_runs",
+    "load_fstar",
+    "optimizer_seconds",
+    "test_errors",
+    "plot_figures",
+    "summary",
+    "format_summary",
+    "FIGURES",
+]
 
-FIGURES = ("suboptimality_passes.png", "suboptimality_seconds.png", "test_error.png", "figure.png",
-           "suboptimality_updates.png")
+FIGURES = (
+    "suboptimality_passes.png",
+    "suboptimality_seconds.png",
+    "test_error.png",
+    "figure.png",
+    "suboptimality_updates.png",
+)
 
 # one colour per method, the same in every figure
-_ORDER = ("lbfgs", "owlqn", "sag", "sag-nus", "sag-nus*", "saga", "saga-nus", "sg", "asg", "adagrad",
-          "pegasos", "sgd-l1", "sdca", "oeg", "smd", "hybrid")
-_PALETTE = ("#000000", "#555555", "#1f77b4", "#17becf", "#d62728", "#9467bd", "#e377c2", "#8c564b",
-            "#2ca02c", "#ff7f0e", "#bcbd22", "#7f7f7f", "#006400", "#b8860b", "#4b0082", "#808000")
+_ORDER = (
+    "lbfgs",
+    "owlqn",
+    "sag",
+    "sag-nus",
+    "sag-nus*",
+    "saga",
+    "saga-nus",
+    "sg",
+    "asg",
+    "adagrad",
+    "pegasos",
+    "sgd-l1",
+    "sdca",
+    "oeg",
+    "smd",
+    "hybrid",
+)
+_PALETTE = (
+    "#000000",
+    "#555555",
+    "#1f77b4",
+    "#17becf",
+    "#d62728",
+    "#9467bd",
+    "#e377c2",
+    "#8c564b",
+    "#2ca02c",
+    "#ff7f0e",
+    "#bcbd22",
+    "#7f7f7f",
+    "#006400",
+    "#b8860b",
+    "#4b0082",
+    "#808000",
+)
 # runs of one optimizer with different settings (sdca's sampling) get these line styles in turn
 _VARIANT_STYLES = ("-", "-.", (0, (5, 1)), (0, (1, 1)))
 
 
 @dataclass
 class TraceRun:
-    stem: str                   # file name without .jsonl
-    name: str                   # optimizer name (from the file name: "sag-nus*", "sg")
-    params: dict                # from the file name ("eta": "0.01")
+    stem: str  # file name without .jsonl
+    name: str  # optimizer name (from the file name: "sag-nus*", "sg")
+    params: dict  # from the file name ("eta": "0.01")
     records: list = field(default_factory=list)
     role: str = "only"
 
     @property
     def group(self) -> str:
         rest = {k: v for k, v in self.params.items() if k != "eta"}
-        return self.name + ("" if not rest else " (" + ",".join(f"{k}={v}" for k, v in sorted(rest.items())) + ")")
+        return self.name + (
+            "" if not rest else " (" + ",".join(f"{k}={v}" for k, v in sorted(rest.items())) + ")"
+        )
 
     @property
     def label(self) -> str:
@@ -73,7 +123,8 @@ class TraceRun:
 
 
 def read_trace(path) -> list[dict]:
-    """The records of a trace file; a line that is not a JSON object is a :class:`DataError` (file:line)."""
+    """The records of a trace file; a line that is not a JSON object is a :class:`DataError`
+    (file:line)."""
     path = Path(path)
     out = []
     try:
@@ -107,7 +158,8 @@ def parse_stem(stem: str) -> tuple[str, dict]:
 
 
 def load_runs(directory) -> list[TraceRun]:
-    """Every ``*.jsonl`` trace of ``directory`` with its role in its group (empty traces skipped)."""
+    """Every ``*.jsonl`` trace of ``directory`` with its role in its group (empty traces
+    skipped)."""
     d = Path(directory)
     if not d.is_dir():
         raise CrfkitError(f"{d}: no such directory")
@@ -170,13 +222,17 @@ def optimizer_seconds(records: Sequence[dict]) -> list[float]:
 
 def test_errors(records: Sequence[dict]) -> list[float | None]:
     """Per record, the test (dev) token error in % (None where the record has no score)."""
-    return [100.0 - float(r["dev_accuracy"]) if r.get("dev_accuracy") is not None else None for r in records]
+    return [
+        100.0 - float(r["dev_accuracy"]) if r.get("dev_accuracy") is not None else None
+        for r in records
+    ]
 
 
 def _color(name: str) -> str:
     if name in _ORDER:
         return _PALETTE[_ORDER.index(name)]
     import zlib
+
     return f"C{zlib.crc32(name.encode()) % 10}"
 
 
@@ -191,8 +247,8 @@ def line_style(r: TraceRun) -> tuple[str, str, str]:
     if r.role == "only" and r.group != r.name:
         style = "-."
         if r.name in ("sdca", "oeg"):
-            # the dual methods' variants (sampling=gap / uniform) are the comparison itself: solid for
-            # the paper's gap sampling, others dash-dotted
+            # the dual methods' variants (sampling=gap / uniform) are the comparison itself: solid
+            # for the paper's gap sampling, others dash-dotted
             style = "-" if r.params.get("sampling", "gap") == "gap" and len(r.params) <= 1 else "-."
     return r.label, style, _color(r.name)
 
@@ -217,7 +273,12 @@ def _resolve_fstar(runs, directory, fstar) -> tuple[float, dict | None, bool]:
     e = load_fstar(directory)
     if e is not None:
         return float(e["fstar"]), e, False
-    finite = [f for r in runs for f in r.column("objective") if isinstance(f, (int, float)) and math.isfinite(f)]
+    finite = [
+        f
+        for r in runs
+        for f in r.column("objective")
+        if isinstance(f, (int, float)) and math.isfinite(f)
+    ]
     if not finite:
         raise CrfkitError(f"{directory}: no finite objective in the traces and no f* given")
     return min(finite), None, True
@@ -230,7 +291,9 @@ def _save(fig, path: Path) -> None:
         f.write(buf.getvalue())
 
 
-def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, show_all: bool = False) -> list[Path]:
+def plot_figures(
+    directory, *, out=None, fstar=None, title: str | None = None, show_all: bool = False
+) -> list[Path]:
     """Draw :data:`FIGURES` from the traces of ``directory`` into ``out``
     (default: ``directory``): f - f* against effective passes and against
     seconds (log y), test error against effective passes, and the three side by
@@ -242,7 +305,9 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise CrfkitError("plots need matplotlib: pip install 'crfkit[bench]' (or matplotlib)") from None
+        raise CrfkitError(
+            "plots need matplotlib: pip install 'crfkit[bench]' (or matplotlib)"
+        ) from None
     runs = load_runs(directory)
     fs, entry, estimated = _resolve_fstar(runs, directory, fstar)
     out = Path(out) if out is not None else Path(directory)
@@ -251,7 +316,13 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
         title = (entry or {}).get("data") or Path(directory).resolve().name
     note = "f* estimated: lowest objective in the traces" if estimated else f"f* = {fs:.10g}"
     drawn = [r for r in runs if show_all or r.role != "tried"]
-    drawn.sort(key=lambda r: (_ORDER.index(r.name) if r.name in _ORDER else len(_ORDER), r.name, r.role != "best"))
+    drawn.sort(
+        key=lambda r: (
+            _ORDER.index(r.name) if r.name in _ORDER else len(_ORDER),
+            r.name,
+            r.role != "best",
+        )
+    )
 
     n_train = _n_train(directory)
 
@@ -268,42 +339,92 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
     def suboptimality(ax, xkey):
         for r in drawn:
             xs = xs_of(r, xkey)
-            pts = [(x, f - fs) for x, f in zip(xs, r.column("objective"))
-                   if isinstance(f, (int, float)) and math.isfinite(f) and f - fs > 0 and x is not None]
+            pts = [
+                (x, f - fs)
+                for x, f in zip(xs, r.column("objective"))
+                if isinstance(f, (int, float)) and math.isfinite(f) and f - fs > 0 and x is not None
+            ]
             if not pts:
                 continue
             label, style, color = line_style(r)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label, linewidth=1.4)
-            # the dual methods' certificate: the duality gap P(w) - D(mu) >= f(w) - f*, thin and dotted
-            gaps = [(x, g) for x, g in zip(xs, r.column("duality_gap"))
-                    if isinstance(g, (int, float)) and math.isfinite(g) and g > 0 and x is not None]
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                style,
+                color=color,
+                label=label,
+                linewidth=1.4,
+            )
+            # the dual methods' certificate: the duality gap P(w) - D(mu) >= f(w) - f*, thin and
+            # dotted
+            gaps = [
+                (x, g)
+                for x, g in zip(xs, r.column("duality_gap"))
+                if isinstance(g, (int, float)) and math.isfinite(g) and g > 0 and x is not None
+            ]
             if gaps:
-                ax.plot([p[0] for p in gaps], [p[1] for p in gaps], ":", color=color, label=label + " duality gap",
-                        linewidth=1.0)
+                ax.plot(
+                    [p[0] for p in gaps],
+                    [p[1] for p in gaps],
+                    ":",
+                    color=color,
+                    label=label + " duality gap",
+                    linewidth=1.0,
+                )
         ax.set_yscale("log")
-        ax.set_xlabel({"seconds": "seconds (optimizer; test scoring and monitoring excluded)",
-                       "updates": "parameter updates / n"}.get(xkey, "effective passes (oracle calls / n)"))
+        ax.set_xlabel(
+            {
+                "seconds": "seconds (optimizer; test scoring and monitoring excluded)",
+                "updates": "parameter updates / n",
+            }.get(xkey, "effective passes (oracle calls / n)")
+        )
         ax.set_ylabel("f - f*")
         ax.grid(True, which="major", alpha=0.3)
 
     def test_error(ax):
         for r in drawn:
-            pts = [(x, e) for x, e in zip(r.column("effective_passes"), test_errors(r.records)) if e is not None]
+            pts = [
+                (x, e)
+                for x, e in zip(r.column("effective_passes"), test_errors(r.records))
+                if e is not None
+            ]
             if not pts:
                 continue
             label, style, color = line_style(r)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label, linewidth=1.4)
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                style,
+                color=color,
+                label=label,
+                linewidth=1.4,
+            )
         if entry and entry.get("test_error") is not None:
-            ax.axhline(float(entry["test_error"]), color="#999999", linestyle=":", linewidth=1,
-                       label="at w*")
+            ax.axhline(
+                float(entry["test_error"]),
+                color="#999999",
+                linestyle=":",
+                linewidth=1,
+                label="at w*",
+            )
         ax.set_xlabel("effective passes")
         ax.set_ylabel("test error (% of tokens)")
         ax.grid(True, alpha=0.3)
 
     written = []
-    panels = (("suboptimality_passes.png", lambda ax: suboptimality(ax, "passes"), "objective minus optimum"),
-              ("suboptimality_seconds.png", lambda ax: suboptimality(ax, "seconds"), "objective minus optimum"),
-              ("test_error.png", test_error, "test error"))
+    panels = (
+        (
+            "suboptimality_passes.png",
+            lambda ax: suboptimality(ax, "passes"),
+            "objective minus optimum",
+        ),
+        (
+            "suboptimality_seconds.png",
+            lambda ax: suboptimality(ax, "seconds"),
+            "objective minus optimum",
+        ),
+        ("test_error.png", test_error, "test error"),
+    )
     for fname, draw, what in panels:
         fig = Figure(figsize=(6.4, 4.6))
         FigureCanvasAgg(fig)
@@ -325,8 +446,13 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
             legend.setdefault(lab, h)
     if legend:
         # one legend for the three panels, outside them, so that it hides no curve
-        fig.legend(list(legend.values()), list(legend.keys()), loc="center left", bbox_to_anchor=(0.91, 0.5),
-                   fontsize=8)
+        fig.legend(
+            list(legend.values()),
+            list(legend.keys()),
+            loc="center left",
+            bbox_to_anchor=(0.91, 0.5),
+            fontsize=8,
+        )
     fig.suptitle(f"{title} ({note})", fontsize=11)
     _save(fig, out / "figure.png")
     written.append(out / "figure.png")
@@ -345,6 +471,7 @@ def plot_figures(directory, *, out=None, fstar=None, title: str | None = None, s
 
 # --------------------------------------------------------------------------- summary
 
+
 def _at(records, mark: float):
     """The first record at or past ``mark`` effective passes (None when the run stopped before)."""
     for r in records:
@@ -353,8 +480,14 @@ def _at(records, mark: float):
     return None
 
 
-def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1e-4, fstar=None,
-            show_all: bool = False) -> dict:
+def summary(
+    directory,
+    *,
+    at: Sequence[float] = (10, 20, 30),
+    rel_tol: float = 1e-4,
+    fstar=None,
+    show_all: bool = False,
+) -> dict:
     """Per drawn run (best/only/second): f - f* and test error at the pass marks
     ``at``, and the first effective pass count and optimizer time at which
     ``f - f* <= rel_tol * |f*|``."""
@@ -366,14 +499,25 @@ def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1
         if r.role == "tried" and not show_all:
             continue
         secs = optimizer_seconds(r.records)
-        row = {"run": r.stem, "label": r.label, "role": r.role, "final_passes": r.records[-1]["effective_passes"],
-               "subopt": {}, "test_error": {}}
+        row = {
+            "run": r.stem,
+            "label": r.label,
+            "role": r.role,
+            "final_passes": r.records[-1]["effective_passes"],
+            "subopt": {},
+            "test_error": {},
+        }
         for m in at:
             rec = _at(r.records, m)
             f = rec.get("objective") if rec else None
-            row["subopt"][m] = (f - fs) if isinstance(f, (int, float)) and math.isfinite(f) else None
-            row["test_error"][m] = (100.0 - rec["dev_accuracy"]) if rec and rec.get("dev_accuracy") is not None \
+            row["subopt"][m] = (
+                (f - fs) if isinstance(f, (int, float)) and math.isfinite(f) else None
+            )
+            row["test_error"][m] = (
+                (100.0 - rec["dev_accuracy"])
+                if rec and rec.get("dev_accuracy") is not None
                 else None
+            )
         target = rel_tol * abs(fs)
         row["reach_passes"] = row["reach_seconds"] = row["reach_updates"] = None
         for rec, s in zip(r.records, secs):
@@ -387,31 +531,66 @@ def summary(directory, *, at: Sequence[float] = (10, 20, 30), rel_tol: float = 1
     # the lowest f - f* at each mark among the solid lines (a classic method at its best step size)
     lowest = {}
     for m in at:
-        cand = [(r["subopt"][m], r["label"]) for r in rows if r["role"] in ("only", "best")
-                and r["subopt"][m] is not None]
+        cand = [
+            (r["subopt"][m], r["label"])
+            for r in rows
+            if r["role"] in ("only", "best") and r["subopt"][m] is not None
+        ]
         lowest[m] = min(cand) if cand else None
-    return {"fstar": fs, "fstar_estimated": estimated, "test_error_at_wstar": (entry or {}).get("test_error"),
-            "at": list(at), "rel_tol": rel_tol, "rows": rows, "lowest": lowest}
+    return {
+        "fstar": fs,
+        "fstar_estimated": estimated,
+        "test_error_at_wstar": (entry or {}).get("test_error"),
+        "at": list(at),
+        "rel_tol": rel_tol,
+        "rows": rows,
+        "lowest": lowest,
+    }
 
 
 def format_summary(s: dict) -> str:
     """A markdown table of :func:`summary`."""
+
     def num(v, f="{:.3e}"):
         return "-" if v is None else f.format(v)
+
     at = s["at"]
-    head = (["run", "role"] + [f"f-f* @{m:g}" for m in at] + [f"test err @{m:g}" for m in at]
-            + [f"passes to {s['rel_tol']:g}*f*", "updates/n to it", "seconds to it"])
-    lines = [f"f* = {s['fstar']:.10g}" + (" (estimated: lowest objective in the traces)" if s["fstar_estimated"]
-                                           else "")
-             + ("" if s["test_error_at_wstar"] is None else f"; test error at w* = {s['test_error_at_wstar']:.2f}%"),
-             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in sorted(s["rows"], key=lambda r: (r["subopt"].get(at[-1]) is None, r["subopt"].get(at[-1]) or 0.0)):
-        cells = ([r["label"], r["role"]] + [num(r["subopt"][m]) for m in at]
-                 + [num(r["test_error"][m], "{:.2f}") for m in at]
-                 + [num(r["reach_passes"], "{:.1f}"), num(r.get("reach_updates"), "{:.1f}"),
-                    num(r["reach_seconds"], "{:.2f}")])
+    head = (
+        ["run", "role"]
+        + [f"f-f* @{m:g}" for m in at]
+        + [f"test err @{m:g}" for m in at]
+        + [f"passes to {s['rel_tol']:g}*f*", "updates/n to it", "seconds to it"]
+    )
+    lines = [
+        f"f* = {s['fstar']:.10g}"
+        + (" (estimated: lowest objective in the traces)" if s["fstar_estimated"] else "")
+        + (
+            ""
+            if s["test_error_at_wstar"] is None
+            else f"; test error at w* = {s['test_error_at_wstar']:.2f}%"
+        ),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in sorted(
+        s["rows"], key=lambda r: (r["subopt"].get(at[-1]) is None, r["subopt"].get(at[-1]) or 0.0)
+    ):
+        cells = (
+            [r["label"], r["role"]]
+            + [num(r["subopt"][m]) for m in at]
+            + [num(r["test_error"][m], "{:.2f}") for m in at]
+            + [
+                num(r["reach_passes"], "{:.1f}"),
+                num(r.get("reach_updates"), "{:.1f}"),
+                num(r["reach_seconds"], "{:.2f}"),
+            ]
+        )
         lines.append("| " + " | ".join(cells) + " |")
     low = [f"@{m:g} {v[1]} ({v[0]:.3e})" for m, v in s.get("lowest", {}).items() if v is not None]
     if low:
-        lines += ["", "lowest f - f* (each classic method at its best step size): " + "; ".join(low)]
+        lines += [
+            "",
+            "lowest f - f* (each classic method at its best step size): " + "; ".join(low),
+        ]
     return "\n".join(lines)

@@ -16,20 +16,29 @@ score is at or above the baseline's (ties within 1e-9 count as "at").  Traces wi
 the training fields (written without ``--train-scores``) are read as well: the train
 panel then says so and the test side is drawn and compared as usual.
 """
+
 from __future__ import annotations
 
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import CrfkitError
 from ..io.atomic import atomic_file
 
-__all__ = ["METRICS", "ScoreGroup", "load_score_groups", "compare_to_baseline", "score_summary",
-           "format_score_summary", "plot_scores", "find_baseline"]
+__all__ = [
+    "METRICS",
+    "ScoreGroup",
+    "load_score_groups",
+    "compare_to_baseline",
+    "score_summary",
+    "format_score_summary",
+    "plot_scores",
+    "find_baseline",
+]
 
 METRICS = {"accuracy": "token accuracy (%)", "f1": "chunk F1 (conlleval)"}
 TIE = 1e-9
@@ -38,6 +47,7 @@ TIE = 1e-9
 @dataclass
 class ScoreGroup:
     """One method (trace name) over the seed directories."""
+
     stem: str
     name: str
     params: dict
@@ -48,7 +58,8 @@ class ScoreGroup:
     dirs: list = field(default_factory=list)
 
     def mean(self, side: str, epochs: int) -> list:
-        """Per epoch 1..epochs: (mean, low, high, runs) over the runs that have that epoch, or None."""
+        """Per epoch 1..epochs: (mean, low, high, runs) over the runs that have that epoch, or
+        None."""
         out = []
         for e in range(1, epochs + 1):
             vals = [run[e] for run in getattr(self, side) if e in run]
@@ -57,12 +68,16 @@ class ScoreGroup:
 
 
 def _score(v):
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    return (
+        float(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        else None
+    )
 
 
 def finished_traces(directory) -> set[str] | None:
-    """Trace file names ``directory/bench.json`` lists as finished (not interrupted or failed), or None
-    without a readable bench.json."""
+    """Trace file names ``directory/bench.json`` lists as finished (not interrupted or failed), or
+    None without a readable bench.json."""
     p = Path(directory) / "bench.json"
     try:
         with open(p, encoding="utf-8") as f:
@@ -71,22 +86,31 @@ def finished_traces(directory) -> set[str] | None:
         return None
     if not isinstance(runs, list):
         return None
-    return {r["trace"] for r in runs if isinstance(r, dict) and r.get("trace")
-            and r.get("status") not in ("interrupted", "failed")}
+    return {
+        r["trace"]
+        for r in runs
+        if isinstance(r, dict)
+        and r.get("trace")
+        and r.get("status") not in ("interrupted", "failed")
+    }
 
 
-def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50,
-                      finished_only: bool = False) -> list[ScoreGroup]:
+def load_score_groups(
+    dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50, finished_only: bool = False
+) -> list[ScoreGroup]:
     """The runs of the seed directories ``dirs``, grouped by trace name, with their train and test
-    ``metric`` per epoch (epochs 1..``epochs``).  ``finished_only``: only the traces each directory's
-    bench.json lists as finished (a run still going, or stopped by Ctrl-C, left out; a directory
-    without bench.json is a :class:`CrfkitError` then).  A :class:`CrfkitError` when no directory is
-    given, one holds no traces, or no trace holds a test score for ``metric``."""
-    from .plots import parse_stem, load_runs
+    ``metric`` per epoch (epochs 1..``epochs``).  ``finished_only``: only the traces each
+    directory's bench.json lists as finished (a run still going, or stopped by Ctrl-C, left out; a
+    directory without bench.json is a :class:`CrfkitError` then).  A :class:`CrfkitError` when no
+    directory is given, one holds no traces, or no trace holds a test score for ``metric``."""
+    from .plots import load_runs, parse_stem
+
     if metric not in METRICS:
         raise CrfkitError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     if not dirs:
-        raise CrfkitError("no run directories given (one per seed, as crfkit bench run --out writes them)")
+        raise CrfkitError(
+            "no run directories given (one per seed, as crfkit bench run --out writes them)"
+        )
     if int(epochs) < 1:
         raise CrfkitError(f"epochs must be at least 1, got {epochs}")
     groups: dict[str, ScoreGroup] = {}
@@ -95,7 +119,9 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
         if finished_only:
             keep = finished_traces(d)
             if keep is None:
-                raise CrfkitError(f"{d}: no readable bench.json, so no list of finished runs (finished_only)")
+                raise CrfkitError(
+                    f"{d}: no readable bench.json, so no list of finished runs (finished_only)"
+                )
         for r in load_runs(d):
             if keep is not None and r.stem + ".jsonl" not in keep:
                 continue
@@ -103,7 +129,7 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
             g = groups.setdefault(r.stem, ScoreGroup(r.stem, name, params))
             tr, te = {}, {}
             for rec in r.records:
-                if rec.get("phase"):            # a fine-tuning phase after the run: not an epoch of it
+                if rec.get("phase"):  # a fine-tuning phase after the run: not an epoch of it
                     continue
                 it = rec.get("iteration")
                 if not isinstance(it, int) or not 1 <= it <= epochs:
@@ -117,9 +143,11 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
             g.test.append(te)
             g.dirs.append(str(d))
     if not any(run for g in groups.values() for run in g.test):
-        raise CrfkitError(f"no trace in {', '.join(map(str, dirs))} holds a test score dev_{metric} "
-                          f"(crfkit bench run scores the test set every epoch"
-                          + ("; chunk F1 only for chunk labels)" if metric == "f1" else ")"))
+        raise CrfkitError(
+            f"no trace in {', '.join(map(str, dirs))} holds a test score dev_{metric} "
+            f"(crfkit bench run scores the test set every epoch"
+            + ("; chunk F1 only for chunk labels)" if metric == "f1" else ")")
+        )
     out = list(groups.values())
     _default_labels(out)
     return out
@@ -127,7 +155,8 @@ def load_score_groups(dirs: Sequence, *, metric: str = "accuracy", epochs: int =
 
 def _default_labels(groups: list[ScoreGroup]) -> None:
     """The optimizer's name and the parameters that tell its runs apart: a parameter every group
-    that has it sets to the same value (``period=0``) is left out when more than one group has it."""
+    that has it sets to the same value (``period=0``) is left out when more than one group has
+    it."""
     seen: dict[str, set] = {}
     count: dict[str, int] = {}
     for g in groups:
@@ -136,13 +165,16 @@ def _default_labels(groups: list[ScoreGroup]) -> None:
             count[k] = count.get(k, 0) + 1
     for g in groups:
         keep = {k: v for k, v in g.params.items() if not (len(seen[k]) == 1 and count[k] > 1)}
-        g.label = g.name + ("" if not keep else " (" + ",".join(f"{k}={v}" for k, v in sorted(keep.items())) + ")")
+        g.label = g.name + (
+            "" if not keep else " (" + ",".join(f"{k}={v}" for k, v in sorted(keep.items())) + ")"
+        )
 
 
 def find_baseline(groups: list[ScoreGroup], baseline: str) -> ScoreGroup:
     """The group named by ``baseline``: its trace name, its label, a spec (``ngd:update=u2g1``,
     matched by trace name), or an optimizer name that only one group has."""
     from .runner import parse_spec, trace_stem
+
     b = baseline.strip()
     for key in (lambda g: g.stem, lambda g: g.label):
         hit = [g for g in groups if key(g) == b]
@@ -161,8 +193,10 @@ def find_baseline(groups: list[ScoreGroup], baseline: str) -> ScoreGroup:
         return hit[0]
     avail = ", ".join(g.stem for g in groups)
     if len(hit) > 1:
-        raise CrfkitError(f"baseline {baseline!r} names {len(hit)} runs ({', '.join(g.stem for g in hit)}); "
-                          "give the trace name")
+        raise CrfkitError(
+            f"baseline {baseline!r} names {len(hit)} runs ({', '.join(g.stem for g in hit)}); "
+            "give the trace name"
+        )
     raise CrfkitError(f"baseline {baseline!r} is none of the runs: {avail}")
 
 
@@ -178,13 +212,23 @@ def compare_to_baseline(groups: list[ScoreGroup], base: ScoreGroup, epochs: int)
     return out
 
 
-def score_summary(dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50, baseline: str | None = None,
-                  labels: dict | None = None, groups: list[ScoreGroup] | None = None,
-                  finished_only: bool = False) -> dict:
+def score_summary(
+    dirs: Sequence,
+    *,
+    metric: str = "accuracy",
+    epochs: int = 50,
+    baseline: str | None = None,
+    labels: dict | None = None,
+    groups: list[ScoreGroup] | None = None,
+    finished_only: bool = False,
+) -> dict:
     """Per method: runs, epochs reached, mean train/test score at the last epoch, and (with a
     ``baseline``) the epochs in which its mean test score is at or above the baseline's."""
-    groups = groups if groups is not None else load_score_groups(dirs, metric=metric, epochs=epochs,
-                                                                  finished_only=finished_only)
+    groups = (
+        groups
+        if groups is not None
+        else load_score_groups(dirs, metric=metric, epochs=epochs, finished_only=finished_only)
+    )
     _apply_labels(groups, labels)
     base = find_baseline(groups, baseline) if baseline else None
     cmp = compare_to_baseline(groups, base, epochs) if base else {}
@@ -194,15 +238,27 @@ def score_summary(dirs: Sequence, *, metric: str = "accuracy", epochs: int = 50,
         tr = g.mean("train", epochs)
         reached = [len(run) for run in g.test]
         last = max((e for e, x in enumerate(te, 1) if x is not None), default=None)
-        row = {"run": g.stem, "label": g.label, "runs": len(g.test), "epochs_min": min(reached),
-               "epochs_max": max(reached), "last_epoch": last,
-               "test_last": te[last - 1][0] if last else None,
-               "train_last": tr[last - 1][0] if last and tr[last - 1] is not None else None}
+        row = {
+            "run": g.stem,
+            "label": g.label,
+            "runs": len(g.test),
+            "epochs_min": min(reached),
+            "epochs_max": max(reached),
+            "last_epoch": last,
+            "test_last": te[last - 1][0] if last else None,
+            "train_last": tr[last - 1][0] if last and tr[last - 1] is not None else None,
+        }
         if base is not None:
             row["at_or_above"], row["compared"] = cmp[g.stem]
         rows.append(row)
-    return {"metric": metric, "epochs": int(epochs), "baseline": base.stem if base else None,
-            "baseline_label": base.label if base else None, "dirs": [str(d) for d in dirs], "rows": rows}
+    return {
+        "metric": metric,
+        "epochs": int(epochs),
+        "baseline": base.stem if base else None,
+        "baseline_label": base.label if base else None,
+        "dirs": [str(d) for d in dirs],
+        "rows": rows,
+    }
 
 
 def format_score_summary(s: dict) -> str:
@@ -212,12 +268,24 @@ def format_score_summary(s: dict) -> str:
         head.append(f"epochs test >= {s['baseline_label']}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in s["rows"]:
-        ep = f"{r['epochs_min']}" if r["epochs_min"] == r["epochs_max"] else f"{r['epochs_min']}-{r['epochs_max']}"
-        cells = [r["label"], str(r["runs"]), ep,
-                 "-" if r["train_last"] is None else f"{r['train_last']:.2f}",
-                 "-" if r["test_last"] is None else f"{r['test_last']:.2f}"]
+        ep = (
+            f"{r['epochs_min']}"
+            if r["epochs_min"] == r["epochs_max"]
+            else f"{r['epochs_min']}-{r['epochs_max']}"
+        )
+        cells = [
+            r["label"],
+            str(r["runs"]),
+            ep,
+            "-" if r["train_last"] is None else f"{r['train_last']:.2f}",
+            "-" if r["test_last"] is None else f"{r['test_last']:.2f}",
+        ]
         if s["baseline"]:
-            cells.append("(baseline)" if r["run"] == s["baseline"] else f"{r['at_or_above']} of {r['compared']}")
+            cells.append(
+                "(baseline)"
+                if r["run"] == s["baseline"]
+                else f"{r['at_or_above']} of {r['compared']}"
+            )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -226,9 +294,11 @@ def _apply_labels(groups, labels: dict | None) -> None:
     if not labels:
         return
     known = {g.stem for g in groups}
-    for stem, text in labels.items():
+    for stem, _text in labels.items():
         if stem not in known:
-            raise CrfkitError(f"--label {stem}:...: no run is named {stem!r}; the runs: {', '.join(sorted(known))}")
+            raise CrfkitError(
+                f"--label {stem}:...: no run is named {stem!r}; the runs: {', '.join(sorted(known))}"
+            )
     for g in groups:
         if g.stem in labels:
             g.label = labels[g.stem]
@@ -238,9 +308,17 @@ def _ordered(groups, base):
     return sorted(groups, key=lambda g: (g is not base, g.stem))
 
 
-def plot_scores(dirs: Sequence, out, *, metric: str = "accuracy", epochs: int = 50, baseline: str | None = None,
-                title: str | None = None, labels: dict | None = None,
-                finished_only: bool = False) -> tuple[Path, dict]:
+def plot_scores(
+    dirs: Sequence,
+    out,
+    *,
+    metric: str = "accuracy",
+    epochs: int = 50,
+    baseline: str | None = None,
+    title: str | None = None,
+    labels: dict | None = None,
+    finished_only: bool = False,
+) -> tuple[Path, dict]:
     """Draw the train (left) and test (right) ``metric`` per epoch, mean over the seed directories
     ``dirs`` with a band from the lowest to the highest run, into the PNG ``out``; returns (path,
     :func:`score_summary`)."""
@@ -248,15 +326,29 @@ def plot_scores(dirs: Sequence, out, *, metric: str = "accuracy", epochs: int = 
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise CrfkitError("plots need matplotlib: pip install 'crfkit[bench]' (or matplotlib)") from None
+        raise CrfkitError(
+            "plots need matplotlib: pip install 'crfkit[bench]' (or matplotlib)"
+        ) from None
     groups = load_score_groups(dirs, metric=metric, epochs=epochs, finished_only=finished_only)
-    s = score_summary(dirs, metric=metric, epochs=epochs, baseline=baseline, labels=labels, groups=groups)
+    s = score_summary(
+        dirs, metric=metric, epochs=epochs, baseline=baseline, labels=labels, groups=groups
+    )
     base = find_baseline(groups, baseline) if baseline else None
     fig = Figure(figsize=(13, 5))
     FigureCanvasAgg(fig)
     axes = [fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)]
-    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-               "#bcbd22", "#17becf")
+    palette = (
+        "#1f77b4",
+        "#ff7f0e",
+        "#2ca02c",
+        "#d62728",
+        "#9467bd",
+        "#8c564b",
+        "#e377c2",
+        "#7f7f7f",
+        "#bcbd22",
+        "#17becf",
+    )
     order = _ordered(groups, base)
     colours = {}
     k = 0
@@ -277,20 +369,43 @@ def plot_scores(dirs: Sequence, out, *, metric: str = "accuracy", epochs: int = 
             es = [p[0] for p in pts]
             c = colours[g.stem]
             lw = 2.0 if g is base else 1.3
-            ax.plot(es, [p[1][0] for p in pts], "-", color=c, linewidth=lw,
-                    label=f"{g.label} ({n_runs[g.stem]} run{'s' if n_runs[g.stem] != 1 else ''})")
+            ax.plot(
+                es,
+                [p[1][0] for p in pts],
+                "-",
+                color=c,
+                linewidth=lw,
+                label=f"{g.label} ({n_runs[g.stem]} run{'s' if n_runs[g.stem] != 1 else ''})",
+            )
             if any(p[1][3] > 1 for p in pts):
-                ax.fill_between(es, [p[1][1] for p in pts], [p[1][2] for p in pts], color=c, alpha=0.12,
-                                linewidth=0)
+                ax.fill_between(
+                    es,
+                    [p[1][1] for p in pts],
+                    [p[1][2] for p in pts],
+                    color=c,
+                    alpha=0.12,
+                    linewidth=0,
+                )
         if not drawn:
-            ax.text(0.5, 0.5, f"no train_{metric} in these traces\n(crfkit bench run --train-scores)",
-                    ha="center", va="center", transform=ax.transAxes, fontsize=10, color="#666666")
+            ax.text(
+                0.5,
+                0.5,
+                f"no train_{metric} in these traces\n(crfkit bench run --train-scores)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=10,
+                color="#666666",
+            )
         ax.set_xlabel("epoch (iteration for a batch method)")
         ax.set_ylabel(f"{side} {METRICS[metric]}")
         ax.set_xlim(1, epochs)
         ax.grid(True, alpha=0.3)
-        ax.set_title(f"{'training' if side == 'train' else 'test'} set: mean over seeds "
-                     f"(band: lowest to highest run)", fontsize=10)
+        ax.set_title(
+            f"{'training' if side == 'train' else 'test'} set: mean over seeds "
+            f"(band: lowest to highest run)",
+            fontsize=10,
+        )
     # the test panel's y range from the means after the first epochs, so that the close curves part
     _zoom(axes[1], groups, epochs)
     _zoom(axes[0], groups, epochs, side="train")
@@ -311,7 +426,12 @@ def plot_scores(dirs: Sequence, out, *, metric: str = "accuracy", epochs: int = 
 
 def _zoom(ax, groups, epochs, side="test") -> None:
     """Limit y to the spread of the mean curves from epoch 3 on (the first epochs lie far below)."""
-    vals = [x[0] for g in groups for e, x in enumerate(g.mean(side, epochs), 1) if x is not None and e >= 3]
+    vals = [
+        x[0]
+        for g in groups
+        for e, x in enumerate(g.mean(side, epochs), 1)
+        if x is not None and e >= 3
+    ]
     if len(vals) < 2:
         return
     lo, hi = min(vals), max(vals)

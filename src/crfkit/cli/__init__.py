@@ -1,4 +1,5 @@
-"""The ``crfkit`` command line: train, tag, serve, eval, info, demo, data, patterns, dump, prune, cv, bench.
+"""The ``crfkit`` command line: train, tag, serve, eval, info, demo, data, patterns, dump, prune,
+cv, bench.
 
 Modelled on ``crf_learn`` / ``crf_test`` (CRF++), ``crfsuite learn`` / ``tag``
 and ``wapiti train`` / ``label``::
@@ -23,24 +24,25 @@ is printed as ``crfkit: error: <message>`` with exit status 2, never as a
 traceback.  Ctrl-C during training saves the model reached so far and exits
 with status 130.
 
-This file holds :func:`main`, :func:`build_parser` and the command registry, and is the only one that
-imports the command modules: ``train``, ``tag``, ``serve``, ``eval``, ``info`` (info, dump, prune,
-patterns), ``data`` (data, demo), ``cv`` and ``bench``, each of which adds its own subparser and sets
-its function; :mod:`crfkit.cli.common` is what they share.
+This file holds :func:`main`, :func:`build_parser` and the command registry, and is the only one
+that imports the command modules: ``train``, ``tag``, ``serve``, ``eval``, ``info`` (info, dump,
+prune, patterns), ``data`` (data, demo), ``cv`` and ``bench``, each of which adds its own subparser
+and sets its function; :mod:`crfkit.cli.common` is what they share.
 """
+
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from .common import EXIT_ERROR, EXIT_INTERRUPTED, param, quiet_interrupts, root_parser, run_command
+from .common import EXIT_ERROR, EXIT_INTERRUPTED, quiet_interrupts, root_parser, run_command
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INTERRUPTED", "build_parser", "main", "quiet_interrupts"]
 
 
-#: the command registry, in the order ``crfkit --help`` lists the commands: (the commands one call adds,
-#: the module of :mod:`crfkit.cli` that holds them, its function that adds their subparsers)
+#: the command registry, in the order ``crfkit --help`` lists the commands: (the commands one call
+#: adds, the module of :mod:`crfkit.cli` that holds them, its function that adds their subparsers)
 REGISTRY = (
     (("train",), "train", "add_parser"),
     (("tag",), "tag", "add_parser"),
@@ -60,8 +62,8 @@ COMMANDS = tuple(name for names, _, _ in REGISTRY for name in names)
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand named by ``argv`` when it is the first argument (``crfkit tag ...``), ``""`` for
-    ``crfkit --version`` (no subcommand needed), else None (help, errors: the whole parser)."""
+    """The subcommand named by ``argv`` when it is the first argument (``crfkit tag ...``), ``""``
+    for ``crfkit --version`` (no subcommand needed), else None (help, errors: the whole parser)."""
     if not argv:
         return None
     first = argv[0]
@@ -71,9 +73,9 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(command: str | None = None):
-    """The argument parser; with ``command``, only that subcommand's parser is built (``""``: none), so
-    that ``crfkit tag`` does not import what ``train``, ``cv`` or ``bench`` need to describe their options
-    (the optimizers' registry, numpy, the benchmark harness)."""
+    """The argument parser; with ``command``, only that subcommand's parser is built (``""``: none),
+    so that ``crfkit tag`` does not import what ``train``, ``cv`` or ``bench`` need to describe
+    their options (the optimizers' registry, numpy, the benchmark harness)."""
     p, sub = root_parser()
     for names, module, adder in REGISTRY:
         if command is None or command in names:
@@ -83,6 +85,7 @@ def build_parser(command: str | None = None):
 
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
+
     previous = quiet_interrupts()
     try:
         return _main(argv)

@@ -1,15 +1,16 @@
 """What the commands of :mod:`crfkit.cli` share.
 
 Argument types (:func:`pos_int`, :func:`nonneg_int`, :func:`nonneg_float`, :func:`pos_float`,
-:func:`param`), the exit codes (:data:`EXIT_ERROR`, :data:`EXIT_INTERRUPTED`), the messages on standard
-error (:func:`print_error`, :func:`print_stderr`, :class:`warnings_as_lines`, :func:`show_warning`), signal
-handling (:class:`Terminated`, :func:`quiet_interrupts`) and :func:`run_command`, which runs a command's
-function as ``crfkit`` does: SIGTERM unwinds, every :class:`~crfkit.errors.CrfkitError` is a
-``crfkit: error: <message>`` line and exit status 2, Ctrl-C exit status 130.  Input format detection,
-re-encoding, the atomic output and the ``--eval`` report are :mod:`crfkit.tagging`'s (the tagging engine
-that ``crfkit serve`` shares), re-exported here for the commands.  :func:`root_parser` is the ``crfkit``
-parser without its subcommands.
+:func:`param`), the exit codes (:data:`EXIT_ERROR`, :data:`EXIT_INTERRUPTED`), the messages on
+standard error (:func:`print_error`, :func:`print_stderr`, :class:`warnings_as_lines`,
+:func:`show_warning`), signal handling (:class:`Terminated`, :func:`quiet_interrupts`) and
+:func:`run_command`, which runs a command's function as ``crfkit`` does: SIGTERM unwinds, every
+:class:`~crfkit.errors.CrfkitError` is a ``crfkit: error: <message>`` line and exit status 2, Ctrl-C
+exit status 130.  Input format detection, re-encoding, the atomic output and the ``--eval`` report
+are :mod:`crfkit.tagging`'s (the tagging engine that ``crfkit serve`` shares), re-exported here for
+the commands.  :func:`root_parser` is the ``crfkit`` parser without its subcommands.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,14 +20,51 @@ import sys
 
 from .. import __version__
 from ..errors import CrfkitError
-from ..tagging import (EXIT_ERROR, FORMATS, EvalReport, Output, close_source, detect_format, open_out,
-                       print_error, print_stderr, read_attribute_file, recode, report_eval, source_name)
+from ..tagging import (
+    EXIT_ERROR,
+    FORMATS,
+    EvalReport,
+    Output,
+    close_source,
+    detect_format,
+    open_out,
+    print_error,
+    print_stderr,
+    read_attribute_file,
+    recode,
+    report_eval,
+    source_name,
+)
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "FORMATS", "EvalReport", "Output", "Terminated", "close_source",
-           "detect_format", "feature_parts", "human_bytes", "nonneg_float", "nonneg_int", "open_out", "param",
-           "pos_float", "pos_int", "print_error", "print_stderr", "quiet_interrupts", "read_attribute_file",
-           "recode", "report_eval", "root_parser", "run_command", "show_warning", "source_name",
-           "warnings_as_lines"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "FORMATS",
+    "EvalReport",
+    "Output",
+    "Terminated",
+    "close_source",
+    "detect_format",
+    "feature_parts",
+    "human_bytes",
+    "nonneg_float",
+    "nonneg_int",
+    "open_out",
+    "param",
+    "pos_float",
+    "pos_int",
+    "print_error",
+    "print_stderr",
+    "quiet_interrupts",
+    "read_attribute_file",
+    "recode",
+    "report_eval",
+    "root_parser",
+    "run_command",
+    "show_warning",
+    "source_name",
+    "warnings_as_lines",
+]
 
 #: the exit status of a run cut short by Ctrl-C (or SIGTERM during training)
 EXIT_INTERRUPTED = 130
@@ -108,10 +146,12 @@ def feature_parts(s) -> str:
 
 class warnings_as_lines:
     """crfkit's own RuntimeWarnings (feature scale, a checkpoint or trace not written) as
-    ``crfkit: warning: ...`` lines on standard error, also with -q; other warnings as Python shows them."""
+    ``crfkit: warning: ...`` lines on standard error, also with -q; other warnings as Python shows
+    them."""
 
     def __enter__(self):
         import warnings
+
         self.ctx = warnings.catch_warnings()
         self.ctx.__enter__()
         prev = warnings.showwarning
@@ -121,6 +161,7 @@ class warnings_as_lines:
                 print(f"crfkit: warning: {message}", file=sys.stderr, flush=True)
             else:
                 prev(message, category, filename, lineno, file, line)
+
         warnings.showwarning = show
         return self
 
@@ -146,6 +187,7 @@ def quiet_interrupts():
     return the handler it replaces: what the entry points call first thing,
     before the slow imports (numpy, numba). Does nothing off the main thread."""
     import signal
+
     try:
         return signal.signal(signal.SIGINT, _exit_quietly)
     except ValueError:  # not the main thread
@@ -154,6 +196,7 @@ def quiet_interrupts():
 
 def show_warning(message, category, filename, lineno, file=None, line=None, _default=None):
     from ..errors import DataWarning
+
     if issubclass(category, DataWarning):
         print(f"crfkit: warning: {message}", file=sys.stderr if file is None else file, flush=True)
     else:
@@ -161,21 +204,24 @@ def show_warning(message, category, filename, lineno, file=None, line=None, _def
 
 
 def root_parser() -> tuple:
-    """The ``crfkit`` parser and its subparsers action, to which each command module adds its own."""
+    """The ``crfkit`` parser and its subparsers action, to which each command module adds its
+    own."""
     p = argparse.ArgumentParser(
         prog="crfkit",
         description="Train linear-chain CRFs on column files and tag with them.",
-        epilog="Run `crfkit COMMAND -h` for a command's options.")
+        epilog="Run `crfkit COMMAND -h` for a command's options.",
+    )
     p.add_argument("--version", action="version", version=f"crfkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     return p, sub
 
 
 def run_command(func, args) -> int:
-    """``func(args)`` (a command's function and its parsed arguments) as ``crfkit`` runs it, its exit
-    status returned: Ctrl-C a ``KeyboardInterrupt`` (training saves what it reached), SIGTERM a
-    :class:`Terminated` that unwinds (no temporary file is left behind), crfkit's errors and OS errors
-    one ``crfkit: error:`` line (exit status 2); a ``DataWarning`` is a ``crfkit: warning:`` line."""
+    """``func(args)`` (a command's function and its parsed arguments) as ``crfkit`` runs it, its
+    exit status returned: Ctrl-C a ``KeyboardInterrupt`` (training saves what it reached), SIGTERM a
+    :class:`Terminated` that unwinds (no temporary file is left behind), crfkit's errors and OS
+    errors one ``crfkit: error:`` line (exit status 2); a ``DataWarning`` is a ``crfkit: warning:``
+    line."""
     import functools
     import signal
     import warnings

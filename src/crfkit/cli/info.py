@@ -1,11 +1,11 @@
-"""``crfkit info`` (describe a model), ``crfkit dump`` (a model as text or JSON), ``crfkit prune`` (a smaller
-model) and ``crfkit patterns`` (the template lines of a window feature set).
+"""``crfkit info`` (describe a model), ``crfkit dump`` (a model as text or JSON), ``crfkit prune``
+(a smaller model) and ``crfkit patterns`` (the template lines of a window feature set).
 
-``crfkit info -m MODEL`` prints the labels, the feature counts, the training metadata, the transition
-weights and the strongest state features.
+``crfkit info -m MODEL`` prints the labels, the feature counts, the training metadata, the
+transition weights and the strongest state features.
 
-``crfkit dump -m MODEL`` writes, like ``crfsuite dump`` / ``wapiti dump``, every part of a model, one
-feature a line, tab-separated, under a header line per section::
+``crfkit dump -m MODEL`` writes, like ``crfsuite dump`` / ``wapiti dump``, every part of a model,
+one feature a line, tab-separated, under a header line per section::
 
     # crfkit model chunker.crfkit: 22 labels, 75123 attributes, ...
     [labels]
@@ -20,16 +20,17 @@ feature a line, tab-separated, under a header line per section::
 so that ``sort -t$'\\t' -k3 -g`` and ``grep`` work on it.  ``--attribute REGEX`` / ``--label REGEX``
 keep the features whose attribute / label (either label of a pair) matches (``re.search``);
 ``--sort weight|abs|name`` orders the features of each section (descending weight, descending
-|weight|, by name; default: as stored); ``--top N`` keeps the first N of each feature section (sorted
-by |weight| unless ``--sort`` says otherwise); ``--section`` picks sections; ``--json`` writes one JSON
-object instead (``labels``, ``transitions``, ``state``, ``bigram``, ``dense``: lists of
-``{"attribute", "label", "weight"}``-style records, and ``meta``).
+|weight|, by name; default: as stored); ``--top N`` keeps the first N of each feature section
+(sorted by |weight| unless ``--sort`` says otherwise); ``--section`` picks sections; ``--json``
+writes one JSON object instead (``labels``, ``transitions``, ``state``, ``bigram``, ``dense``: lists
+of ``{"attribute", "label", "weight"}``-style records, and ``meta``).
 
 ``crfkit prune -m MODEL -o OUT`` drops state (and label-pair x observation) features with
-``|w| < --threshold`` or keeps the ``--top K`` by |w| (ties: the first stored), keeps the transitions and
-the dense block, and writes the smaller model (atomically); it tags as the original with those weights
-set to 0.
+``|w| < --threshold`` or keeps the ``--top K`` by |w| (ties: the first stored), keeps the
+transitions and the dense block, and writes the smaller model (atomically); it tags as the original
+with those weights set to 0.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,34 +47,56 @@ SECTIONS = ("labels", "transitions", "state", "bigram", "dense")
 def _records(model):
     """Per section: (names as a list of tuples, weights array)."""
     import numpy as np
+
     s = model.space
     w = model.weights
     L = s.n_labels
     labels = s.labels
     out = {}
     ii, jj = np.nonzero(s.trans_index >= 0)
-    out["transitions"] = ([(labels[i], labels[j]) for i, j in zip(ii.tolist(), jj.tolist())],
-                          w[s.n_state + s.trans_index[ii, jj]] if len(ii) else np.zeros(0))
+    out["transitions"] = (
+        [(labels[i], labels[j]) for i, j in zip(ii.tolist(), jj.tolist())],
+        w[s.n_state + s.trans_index[ii, jj]] if len(ii) else np.zeros(0),
+    )
     fa = s.feature_attr()
-    out["state"] = (list(zip((s.attributes[a] for a in fa.tolist()), (labels[l] for l in s.feat_label.tolist()))),
-                    w[:s.n_state])
+    out["state"] = (
+        list(
+            zip((s.attributes[a] for a in fa.tolist()), (labels[l] for l in s.feat_label.tolist()))
+        ),
+        w[: s.n_state],
+    )
     if s.n_bigram:
         ba = s.bfeature_attr()
-        out["bigram"] = ([(s.battributes[b], labels[p // L], labels[p % L])
-                          for b, p in zip(ba.tolist(), s.bfeat_pair.tolist())],
-                         w[s.bigram_offset:s.dense_offset])
+        out["bigram"] = (
+            [
+                (s.battributes[b], labels[p // L], labels[p % L])
+                for b, p in zip(ba.tolist(), s.bfeat_pair.tolist())
+            ],
+            w[s.bigram_offset : s.dense_offset],
+        )
     else:
         out["bigram"] = ([], np.zeros(0))
     W = s.dense_weights(w)
-    out["dense"] = ([(s.dense_names[j], labels[l]) for j in range(s.n_dense) for l in range(L)], W.ravel())
+    out["dense"] = (
+        [(s.dense_names[j], labels[l]) for j in range(s.n_dense) for l in range(L)],
+        W.ravel(),
+    )
     return out
 
 
-def select(model, *, attribute: str | None = None, label: str | None = None, sort: str | None = None,
-           top: int | None = None, sections=SECTIONS) -> dict:
+def select(
+    model,
+    *,
+    attribute: str | None = None,
+    label: str | None = None,
+    sort: str | None = None,
+    top: int | None = None,
+    sections=SECTIONS,
+) -> dict:
     """The dump's content: {"labels": [...], section: [(names..., weight), ...]} after filtering,
     sorting and --top (see the module docstring)."""
     import numpy as np
+
     try:
         a_re = re.compile(attribute) if attribute else None
         l_re = re.compile(label) if label else None
@@ -89,8 +112,10 @@ def select(model, *, attribute: str | None = None, label: str | None = None, sor
             idx = np.array([i for i in idx.tolist() if a_re.search(keys[i][0])], dtype=np.int64)
         if l_re is not None:
             first = 1 if name in ("state", "bigram", "dense") else 0
-            idx = np.array([i for i in idx.tolist() if any(l_re.search(x) for x in keys[i][first:])],
-                           dtype=np.int64)
+            idx = np.array(
+                [i for i in idx.tolist() if any(l_re.search(x) for x in keys[i][first:])],
+                dtype=np.int64,
+            )
         order = sort or ("abs" if top is not None else None)
         if order == "weight":
             idx = idx[np.argsort(-w[idx], kind="stable")]
@@ -107,17 +132,27 @@ def select(model, *, attribute: str | None = None, label: str | None = None, sor
     return out
 
 
-_FIELDS = {"transitions": ("from", "to"), "state": ("attribute", "label"),
-           "bigram": ("attribute", "from", "to"), "dense": ("dimension", "label")}
-_HEADS = {"transitions": "previous label, label, weight", "state": "attribute, label, weight",
-          "bigram": "attribute, previous label, label, weight", "dense": "dimension, label, weight"}
+_FIELDS = {
+    "transitions": ("from", "to"),
+    "state": ("attribute", "label"),
+    "bigram": ("attribute", "from", "to"),
+    "dense": ("dimension", "label"),
+}
+_HEADS = {
+    "transitions": "previous label, label, weight",
+    "state": "attribute, label, weight",
+    "bigram": "attribute, previous label, label, weight",
+    "dense": "dimension, label, weight",
+}
 
 
 def write_text(model, content: dict, f, name: str = "") -> None:
     s = model.space
-    f.write(f"# crfkit model {name}: {s.n_labels} labels, {s.n_attributes} attributes, {s.n_state} state, "
-            f"{s.n_trans} transition, {s.n_bigram} label-pair x observation, {s.n_dense * s.n_labels} dense "
-            f"features; {model.n_active} non-zero weights\n")
+    f.write(
+        f"# crfkit model {name}: {s.n_labels} labels, {s.n_attributes} attributes, {s.n_state} state, "
+        f"{s.n_trans} transition, {s.n_bigram} label-pair x observation, {s.n_dense * s.n_labels} dense "
+        f"features; {model.n_active} non-zero weights\n"
+    )
     if content["labels"]:
         f.write("[labels]\n")
         f.write("".join(f"{i}\t{lab}\n" for i, lab in enumerate(content["labels"])))
@@ -131,11 +166,20 @@ def write_text(model, content: dict, f, name: str = "") -> None:
 
 def to_json(model, content: dict, name: str = "") -> dict:
     s = model.space
-    out = {"model": name, "labels": content["labels"],
-           "counts": {"labels": s.n_labels, "attributes": s.n_attributes, "state": s.n_state,
-                      "transitions": s.n_trans, "bigram": s.n_bigram, "dense": s.n_dense * s.n_labels,
-                      "nonzero": model.n_active},
-           "meta": model.meta}
+    out = {
+        "model": name,
+        "labels": content["labels"],
+        "counts": {
+            "labels": s.n_labels,
+            "attributes": s.n_attributes,
+            "state": s.n_state,
+            "transitions": s.n_trans,
+            "bigram": s.n_bigram,
+            "dense": s.n_dense * s.n_labels,
+            "nonzero": model.n_active,
+        },
+        "meta": model.meta,
+    }
     for sec, fields in _FIELDS.items():
         out[sec] = [dict(zip(fields + ("weight",), r)) for r in content.get(sec, [])]
     return out
@@ -146,7 +190,9 @@ def prune(model, *, threshold: float | None = None, top: int | None = None):
     ``threshold``, or all but the ``top`` largest |weight| (ties: the first stored); transitions and
     dense weights kept.  Returns (new model, number of features dropped)."""
     import numpy as np
+
     from ..model import CRFModel
+
     if (threshold is None) == (top is None):
         raise CrfkitError("prune: give one of --threshold or --top")
     s = model.space
@@ -165,19 +211,30 @@ def prune(model, *, threshold: float | None = None, top: int | None = None):
     w[drop] = 0.0
     space, wp = s.prune(w)
     meta = dict(model.meta) if isinstance(model.meta, dict) else {}
-    meta["pruned"] = {"threshold": threshold, "top": top, "dropped": before - int(np.count_nonzero(w[cand]))}
+    meta["pruned"] = {
+        "threshold": threshold,
+        "top": top,
+        "dropped": before - int(np.count_nonzero(w[cand])),
+    }
     return CRFModel(space, wp, meta), meta["pruned"]["dropped"]
 
 
 def cmd_dump(args) -> int:
     from ..model import CRFModel
+
     model = CRFModel.load(args.model)
     sections = tuple(args.section.split(",")) if args.section else SECTIONS
     bad = [x for x in sections if x not in SECTIONS]
     if bad:
         raise CrfkitError(f"unknown section {bad[0]!r}; sections: {', '.join(SECTIONS)}")
-    content = select(model, attribute=args.attribute, label=args.label, sort=args.sort, top=args.top,
-                     sections=sections)
+    content = select(
+        model,
+        attribute=args.attribute,
+        label=args.label,
+        sort=args.sort,
+        top=args.top,
+        sections=sections,
+    )
     f, owned = open_out(args.output)
     try:
         if args.json:
@@ -194,18 +251,24 @@ def cmd_dump(args) -> int:
 
 def cmd_prune(args) -> int:
     import os
+
     from ..model import CRFModel
+
     model = CRFModel.load(args.model)
     new, dropped = prune(model, threshold=args.threshold, top=args.top)
     size = new.save(args.output)
     old = os.path.getsize(args.model)
-    print(f"{args.output}: dropped {dropped} features; {new.space.n_features} features "
-          f"({new.space.n_attributes} attributes) left of {model.space.n_features}; "
-          f"{size} bytes (was {old})", file=sys.stdout)
+    print(
+        f"{args.output}: dropped {dropped} features; {new.space.n_features} features "
+        f"({new.space.n_attributes} attributes) left of {model.space.n_features}; "
+        f"{size} bytes (was {old})",
+        file=sys.stdout,
+    )
     return 0
 
 
 # --------------------------------------------------------------------------- info
+
 
 def _fmt_table(labels: list[str], trans: dict) -> list[str]:
     w = max([len(lab) for lab in labels] + [7])
@@ -244,32 +307,58 @@ def cmd_info(args) -> int:
     out.append(f"state features: {s.n_state}")
     out.append(f"transition features: {s.n_trans}")
     if s.n_bigram:
-        out.append(f"label-pair x observation features: {s.n_bigram} ({s.n_battributes} observations)")
+        out.append(
+            f"label-pair x observation features: {s.n_bigram} ({s.n_battributes} observations)"
+        )
     if s.n_dense:
         cols = meta.get("dense_columns")
         where = f" (columns {_ranges(cols)})" if cols else ""
-        out.append(f"dense features: {s.n_dense} dimensions{where} x {s.n_labels} labels = "
-                   f"{s.n_dense * s.n_labels} weights")
+        out.append(
+            f"dense features: {s.n_dense} dimensions{where} x {s.n_labels} labels = "
+            f"{s.n_dense * s.n_labels} weights"
+        )
     out.append(f"non-zero weights: {model.n_active}")
     cand = meta.get("n_candidates")
     if isinstance(cand, int) and cand > 0:
-        out.append(f"features: {model.n_active} active of {cand} candidates in training "
-                   f"({100.0 * model.n_active / cand:.3g}%; the file holds the active ones only)")
+        out.append(
+            f"features: {model.n_active} active of {cand} candidates in training "
+            f"({100.0 * model.n_active / cand:.3g}%; the file holds the active ones only)"
+        )
     if meta.get("templates"):
         from ..features.templates import Templates
+
         try:
             t = Templates.parse(meta["templates"], name="<model templates>")
-            out.append(f"templates: {len(t.unigram)} unigram, {'B' if t.has_transitions else 'no B'} "
-                       f"(padding {'on' if meta.get('template_pad', True) else 'off'}); "
-                       f"observation columns: {meta.get('columns', '?')}")
+            out.append(
+                f"templates: {len(t.unigram)} unigram, {'B' if t.has_transitions else 'no B'} "
+                f"(padding {'on' if meta.get('template_pad', True) else 'off'}); "
+                f"observation columns: {meta.get('columns', '?')}"
+            )
         except CrfkitError:
             out.append("templates: (unreadable)")
     else:
-        src = "a CRFsuite attribute file" if meta.get("input_format") == "crfsuite" else "attribute lists"
-        out.append(f"templates: none (trained from {src}; `crfkit tag --format crfsuite` tags attribute files)")
+        src = (
+            "a CRFsuite attribute file"
+            if meta.get("input_format") == "crfsuite"
+            else "attribute lists"
+        )
+        out.append(
+            f"templates: none (trained from {src}; `crfkit tag --format crfsuite` tags attribute files)"
+        )
     tr = []
-    for key in ("algorithm", "l2", "l1", "n_train", "train_weight", "iterations", "status", "support", "transitions",
-                "min_freq", "train_file"):
+    for key in (
+        "algorithm",
+        "l2",
+        "l1",
+        "n_train",
+        "train_weight",
+        "iterations",
+        "status",
+        "support",
+        "transitions",
+        "min_freq",
+        "train_file",
+    ):
         if key in meta:
             v = meta[key]
             tr.append(f"{key}={v:.6g}" if isinstance(v, float) else f"{key}={v}")
@@ -291,9 +380,12 @@ def cmd_info(args) -> int:
 
 # --------------------------------------------------------------------------- patterns
 
+
 def cmd_patterns(args) -> int:
-    """`crfkit patterns nettalk:5-grm+`: write the template/pattern lines of a window feature set."""
+    """`crfkit patterns nettalk:5-grm+`: write the template/pattern lines of a window feature
+    set."""
     from ..features.windows import candidate_counts, parse_preset, pattern_text
+
     try:
         spec = parse_preset(args.preset)
     except ValueError as e:
@@ -301,76 +393,121 @@ def cmd_patterns(args) -> int:
     text = pattern_text(spec, args.format)
     if args.output and args.output != "-":
         from ..io.atomic import atomic_file
+
         with atomic_file(args.output, what="the pattern file") as f:
             f.write(text.encode("utf-8"))
     else:
         sys.stdout.write(text)
     if args.count is not None:
         from ..io.columns import read_columns_list
+
         sents = read_columns_list(args.count)
         words = [[tok[spec.col] for tok in snt.columns] for snt in sents]
         L = len({y for snt in sents for y in snt.labels})
         c = candidate_counts(spec, words, L)
-        print(f"{spec.name} on {args.count}: {len(sents)} sequences, {L} labels: {c['total']} candidate features "
-              f"as Wapiti counts them ({c['unigram']} label-unigram, {c['pair']} label-pair); crfkit --support all: "
-              f"{c['total_crfkit']} (no label-pair features for values seen only at a first letter); distinct "
-              "values per window: "
-              + ", ".join(f"{k} {v}" for k, v in c["values"].items()), file=sys.stderr)
+        print(
+            f"{spec.name} on {args.count}: {len(sents)} sequences, {L} labels: {c['total']} candidate features "
+            f"as Wapiti counts them ({c['unigram']} label-unigram, {c['pair']} label-pair); crfkit --support all: "
+            f"{c['total_crfkit']} (no label-pair features for values seen only at a first letter); distinct "
+            "values per window: " + ", ".join(f"{k} {v}" for k, v in c["values"].items()),
+            file=sys.stderr,
+        )
     return 0
 
 
 # --------------------------------------------------------------------------- parsers
 
+
 def add_info_parser(sub) -> None:
     """Add ``info`` to the ``crfkit`` subparsers ``sub``."""
-    i = sub.add_parser("info", help="describe a model", description="Labels, feature counts, training "
-                       "metadata, transition weights and the strongest state features of a model.")
+    i = sub.add_parser(
+        "info",
+        help="describe a model",
+        description="Labels, feature counts, training "
+        "metadata, transition weights and the strongest state features of a model.",
+    )
     i.add_argument("-m", "--model", required=True, help="model file")
-    i.add_argument("--top", type=nonneg_int, default=20, metavar="N", help="state features to list (default 20)")
+    i.add_argument(
+        "--top",
+        type=nonneg_int,
+        default=20,
+        metavar="N",
+        help="state features to list (default 20)",
+    )
     i.set_defaults(func=cmd_info)
 
 
 def add_patterns_parser(sub) -> None:
     """Add ``patterns`` to the ``crfkit`` subparsers ``sub``."""
-    pt = sub.add_parser("patterns", help="write the template lines of a window feature set (nettalk:5-grm+)",
-                        description="Write the Wapiti pattern file (or CRF++ template file) of a generated "
-                                    "window feature set of Lavergne et al. (2010), 5.1.1: nettalk:N-grm (centred "
-                                    "windows of size 1, 3, ..., N and the label bias/transitions), N-grm- (the "
-                                    "N-window only), N-grm+ (plus the most centred even windows), N-grm++ (every "
-                                    "letter sequence in the N-window); a :u suffix: no label-pair x observation "
-                                    "features.")
+    pt = sub.add_parser(
+        "patterns",
+        help="write the template lines of a window feature set (nettalk:5-grm+)",
+        description="Write the Wapiti pattern file (or CRF++ template file) of a generated "
+        "window feature set of Lavergne et al. (2010), 5.1.1: nettalk:N-grm (centred "
+        "windows of size 1, 3, ..., N and the label bias/transitions), N-grm- (the "
+        "N-window only), N-grm+ (plus the most centred even windows), N-grm++ (every "
+        "letter sequence in the N-window); a :u suffix: no label-pair x observation "
+        "features.",
+    )
     pt.add_argument("preset", metavar="PRESET", help="e.g. nettalk:5-grm+")
-    pt.add_argument("--format", choices=("wapiti", "crfpp"), default="wapiti",
-                    help="wapiti (* and u patterns; crfkit reads it too) or crfpp (U and B lines) (default wapiti)")
+    pt.add_argument(
+        "--format",
+        choices=("wapiti", "crfpp"),
+        default="wapiti",
+        help="wapiti (* and u patterns; crfkit reads it too) or crfpp (U and B lines) (default wapiti)",
+    )
     pt.add_argument("-o", "--output", metavar="PATH", help="write there (default: standard output)")
-    pt.add_argument("--count", metavar="TRAIN_FILE",
-                    help="also print (to stderr) the candidate feature count on this labelled column file, as "
-                         "Wapiti and crfkit --support all count them")
+    pt.add_argument(
+        "--count",
+        metavar="TRAIN_FILE",
+        help="also print (to stderr) the candidate feature count on this labelled column file, as "
+        "Wapiti and crfkit --support all count them",
+    )
     pt.set_defaults(func=cmd_patterns)
+
 
 def add_dump_parsers(sub) -> None:
     """Add ``dump`` and ``prune`` to the ``crfkit`` subparsers ``sub``."""
-    d = sub.add_parser("dump", help="write a model as text or JSON (labels, transitions, features)",
-                       description="Every part of a model, one feature a line, tab-separated, under a "
-                                   "[section] line (labels, transitions, state, bigram, dense), like crfsuite "
-                                   "dump / wapiti dump; or --json.")
+    d = sub.add_parser(
+        "dump",
+        help="write a model as text or JSON (labels, transitions, features)",
+        description="Every part of a model, one feature a line, tab-separated, under a "
+        "[section] line (labels, transitions, state, bigram, dense), like crfsuite "
+        "dump / wapiti dump; or --json.",
+    )
     d.add_argument("-m", "--model", required=True, help="model file")
-    d.add_argument("--attribute", metavar="REGEX", help="only features whose attribute matches (re.search)")
+    d.add_argument(
+        "--attribute", metavar="REGEX", help="only features whose attribute matches (re.search)"
+    )
     d.add_argument("--label", metavar="REGEX", help="only features with a label that matches")
-    d.add_argument("--sort", choices=("weight", "abs", "name"),
-                   help="order within a section: descending weight, descending |weight|, or by name "
-                        "(default: as stored; with --top: abs)")
-    d.add_argument("--top", type=nonneg_int, metavar="N", help="the first N features of each section")
-    d.add_argument("--section", metavar="LIST", help=f"comma-separated sections to write ({','.join(SECTIONS)})")
+    d.add_argument(
+        "--sort",
+        choices=("weight", "abs", "name"),
+        help="order within a section: descending weight, descending |weight|, or by name "
+        "(default: as stored; with --top: abs)",
+    )
+    d.add_argument(
+        "--top", type=nonneg_int, metavar="N", help="the first N features of each section"
+    )
+    d.add_argument(
+        "--section",
+        metavar="LIST",
+        help=f"comma-separated sections to write ({','.join(SECTIONS)})",
+    )
     d.add_argument("--json", action="store_true", help="one JSON object instead of text")
     d.add_argument("-o", "--output", metavar="OUT", help="output file (default stdout; .gz ok)")
     d.set_defaults(func=cmd_dump)
-    p = sub.add_parser("prune", help="drop small features and write a smaller model",
-                       description="Drop the state (and label-pair x observation) features whose |weight| is "
-                                   "below --threshold, or keep the --top K by |weight|; transitions and dense "
-                                   "weights are kept. The result tags as the original with those weights at 0.")
+    p = sub.add_parser(
+        "prune",
+        help="drop small features and write a smaller model",
+        description="Drop the state (and label-pair x observation) features whose |weight| is "
+        "below --threshold, or keep the --top K by |weight|; transitions and dense "
+        "weights are kept. The result tags as the original with those weights at 0.",
+    )
     p.add_argument("-m", "--model", required=True, help="model file")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the pruned model")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="where to write the pruned model"
+    )
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--threshold", type=nonneg_float, metavar="T", help="drop features with |w| < T")
     g.add_argument("--top", type=nonneg_int, metavar="K", help="keep the K features of largest |w|")

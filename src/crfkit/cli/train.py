@@ -1,12 +1,14 @@
-"""``crfkit train``: its parser and :func:`cmd_train`, which trains a model from the parsed arguments.
+"""``crfkit train``: its parser and :func:`cmd_train`, which trains a model from the parsed
+arguments.
 
 One column file (``-f columns``, CRF++ templates or ``--features``), one CRFsuite attribute file
-(``-f crfsuite``), or, with ``--dask ADDRESS|local:N``, several files (shards) read and encoded by the
-workers of a Dask cluster (:func:`crfkit.distributed.train_files`; the single-process path never imports
-dask).  ``--incremental`` grows a window feature set stage by stage (:mod:`crfkit.training.incremental`).  The
-progress bars (:class:`Bars`) are drawn on a terminal only.  ``crfkit cv`` trains each fold through
-:func:`cmd_train` too.
+(``-f crfsuite``), or, with ``--dask ADDRESS|local:N``, several files (shards) read and encoded by
+the workers of a Dask cluster (:func:`crfkit.distributed.train_files`; the single-process path never
+imports dask).  ``--incremental`` grows a window feature set stage by stage
+(:mod:`crfkit.training.incremental`).  The progress bars (:class:`Bars`) are drawn on a terminal
+only.  ``crfkit cv`` trains each fold through :func:`cmd_train` too.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,13 +16,31 @@ import sys
 import time
 
 from ..errors import CrfkitError, DataError, TrainingDiverged
-from .common import (EXIT_ERROR, EXIT_INTERRUPTED, FORMATS, close_source, detect_format, feature_parts,
-                     human_bytes, nonneg_float, nonneg_int, param, pos_float, pos_int, print_error, print_stderr,
-                     read_attribute_file, recode, source_name, warnings_as_lines)
+from .common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    FORMATS,
+    close_source,
+    detect_format,
+    feature_parts,
+    human_bytes,
+    nonneg_float,
+    nonneg_int,
+    param,
+    pos_float,
+    pos_int,
+    print_error,
+    print_stderr,
+    read_attribute_file,
+    recode,
+    source_name,
+    warnings_as_lines,
+)
 
 
 def _load_templates(path: str | None):
     from ..features.templates import Templates, default_chunking_templates
+
     if path is None:
         return default_chunking_templates()
     return Templates.from_file(path)
@@ -41,6 +61,7 @@ class Bars:
 
     def __init__(self, quiet: bool, verbose: bool, max_iterations: int | None):
         from ..progress import stream_is_interactive
+
         self.quiet = quiet
         self.verbose = verbose
         self.enabled = not quiet and stream_is_interactive(sys.stderr)
@@ -51,8 +72,8 @@ class Bars:
     def __call__(self, desc: str, total: int | None):
         """A bar factory for the readers (``load_columns(progress=...)``)."""
         from ..progress import Progress
-        bar = Progress(total=total, desc=desc, stream=sys.stderr, enabled=self.enabled,
-                       unit="seq")
+
+        bar = Progress(total=total, desc=desc, stream=sys.stderr, enabled=self.enabled, unit="seq")
         self.current = bar
         return bar
 
@@ -72,10 +93,16 @@ class Bars:
         if not self.enabled:
             return None
         from ..progress import Progress
+
         if self.train_bar is None:
-            self.train_bar = Progress(total=self.max_iterations, desc="training", stream=sys.stderr,
-                                      enabled=True, unit="iter",
-                                      start=time.monotonic() - float(rec.get("wall_s", 0.0)))
+            self.train_bar = Progress(
+                total=self.max_iterations,
+                desc="training",
+                stream=sys.stderr,
+                enabled=True,
+                unit="iter",
+                start=time.monotonic() - float(rec.get("wall_s", 0.0)),
+            )
             self.current = self.train_bar
         bar = self.train_bar
         post = f"obj {rec['objective']:.8g}"
@@ -94,16 +121,22 @@ class Bars:
 
 def _train_crfsuite(args, kwargs, progress=None):
     from ..train import train
+
     if args.template is not None:
-        raise CrfkitError("-t/--template applies to column files; a CRFsuite attribute file already lists "
-                          "the attributes of each item")
+        raise CrfkitError(
+            "-t/--template applies to column files; a CRFsuite attribute file already lists "
+            "the attributes of each item"
+        )
     if args.no_pad:
-        raise CrfkitError("--no-pad applies to templates over column files, not to CRFsuite attribute files")
+        raise CrfkitError(
+            "--no-pad applies to templates over column files, not to CRFsuite attribute files"
+        )
     src, dev_src = args.train_source, args.dev_source
     name = source_name(src)
     X, Y, seqs = read_attribute_file(src, progress)
     if any(s.weight != 1.0 for s in seqs):
-        # CRFsuite's @weight:W lines: the sample weights of the sequences (crfkit.train.train, weights=)
+        # CRFsuite's @weight:W lines: the sample weights of the sequences (crfkit.train.train,
+        # weights=)
         if not any(s.weight > 0 for s in seqs):
             raise DataError("every sequence has @weight:0: nothing to train on", name)
         kwargs = dict(kwargs, weights=[s.weight for s in seqs])
@@ -129,18 +162,32 @@ def cmd_train(args) -> int:
     from ..train import ALGORITHMS
 
     if args.algorithm not in ALGORITHMS:
-        raise CrfkitError(f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}")
-    if args.algorithm == "sgd-l1" and args.c1 is None and args.l1 is None and args.rho1 is None and not args.quiet:
-        print_stderr("crfkit train: warning: -a sgd-l1 without --c1 (or --l1/--rho1) has no L1 term: it trains "
-                     "with L2 only and gives a dense model; give --c1 for the L1-regularised training SGD-L1 is for")
-    # refuse an output that cannot be written before training, not after it (a directory, a read-only
-    # place, a dangling symlink): crfkit.io.atomic.check_writable creates and removes a probe file there
+        raise CrfkitError(
+            f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}"
+        )
+    if (
+        args.algorithm == "sgd-l1"
+        and args.c1 is None
+        and args.l1 is None
+        and args.rho1 is None
+        and not args.quiet
+    ):
+        print_stderr(
+            "crfkit train: warning: -a sgd-l1 without --c1 (or --l1/--rho1) has no L1 term: it trains "
+            "with L2 only and gives a dense model; give --c1 for the L1-regularised training SGD-L1 is for"
+        )
+    # refuse an output that cannot be written before training, not after it (a directory, a
+    # read-only place, a dangling symlink): crfkit.io.atomic.check_writable creates and removes a
+    # probe file there
     from ..io.atomic import check_writable
+
     check_writable(args.model, "the model")
-    # the vectors that a full-batch run allocates and frees at every evaluation get mappings of their own,
-    # not holes in the C heap (crfkit.memtrim.opt_in_mmap_threshold: 10-13 MB of CoNLL-2000's peak)
+    # the vectors that a full-batch run allocates and frees at every evaluation get mappings of
+    # their own, not holes in the C heap (crfkit.memtrim.opt_in_mmap_threshold: 10-13 MB of
+    # CoNLL-2000's peak)
     if args.algorithm in ("lbfgs", "owlqn"):
         from ..memtrim import opt_in_mmap_threshold
+
         opt_in_mmap_threshold()
     if args.checkpoint is not None:
         check_writable(args.checkpoint, "the checkpoint")
@@ -151,41 +198,58 @@ def cmd_train(args) -> int:
     if dask_spec:
         _check_dask_args(args, files)
     elif len(files) > 1:
-        raise CrfkitError(f"{len(files)} training files: several files (shards) train on a Dask cluster "
-                          "(--dask local:N or --dask SCHEDULER_ADDRESS); in one process, give one file")
+        raise CrfkitError(
+            f"{len(files)} training files: several files (shards) train on a Dask cluster "
+            "(--dask local:N or --dask SCHEDULER_ADDRESS); in one process, give one file"
+        )
     args.train_file = files[0]
     fmt, args.train_source = detect_format(args.format, recode(args.train_file, enc))
     args.dev_source = recode(args.dev, enc)
     if args.dev is not None and args.format == "auto":
         dev_fmt, args.dev_source = detect_format("auto", args.dev_source)
         if dev_fmt != fmt:
-            raise CrfkitError(f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
-                              "give --format explicitly")
+            raise CrfkitError(
+                f"--format auto: the training file reads as {fmt} but the dev file as {dev_fmt}; "
+                "give --format explicitly"
+            )
     features = getattr(args, "features", None)
     if features is not None:
         if args.template is not None:
             raise CrfkitError("give -t/--template or --features, not both")
         if fmt != "columns":
-            raise CrfkitError("--features generates templates over a column file's first column; the input "
-                              "reads as a CRFsuite attribute file")
+            raise CrfkitError(
+                "--features generates templates over a column file's first column; the input "
+                "reads as a CRFsuite attribute file"
+            )
         from ..features.windows import preset_templates
+
         templates = preset_templates(features)
     else:
         templates = _load_templates(args.template) if fmt == "columns" else None
     if getattr(args, "incremental", False):
         if features is None:
-            raise CrfkitError("--incremental grows a window feature set: give --features nettalk:N-grm...")
-        for opt, bad in (("--resume", args.resume), ("--checkpoint", args.checkpoint),
-                         ("--init-model", args.init_model), ("--dense-columns", args.dense_columns),
-                         ("--no-pad", args.no_pad or None), ("--partial-labels", args.partial_labels or None)):
+            raise CrfkitError(
+                "--incremental grows a window feature set: give --features nettalk:N-grm..."
+            )
+        for opt, bad in (
+            ("--resume", args.resume),
+            ("--checkpoint", args.checkpoint),
+            ("--init-model", args.init_model),
+            ("--dense-columns", args.dense_columns),
+            ("--no-pad", args.no_pad or None),
+            ("--partial-labels", args.partial_labels or None),
+        ):
             if bad is not None:
                 raise CrfkitError(f"--incremental does not support {opt}")
     dense_cols = None
     if args.dense_columns is not None:
         if fmt != "columns":
-            raise CrfkitError("--dense-columns needs a column file (CRFsuite attribute files give real values "
-                              "as attr:value)")
+            raise CrfkitError(
+                "--dense-columns needs a column file (CRFsuite attribute files give real values "
+                "as attr:value)"
+            )
         from ..pipeline import parse_columns_spec
+
         try:
             parse_columns_spec(args.dense_columns)
         except ValueError as e:
@@ -194,19 +258,40 @@ def cmd_train(args) -> int:
     weight_col = None
     if args.weight_column is not None:
         if fmt != "columns":
-            raise CrfkitError("--weight-column needs a column file (a CRFsuite attribute file gives a sequence's "
-                              "weight on an @weight:W line before its items)")
+            raise CrfkitError(
+                "--weight-column needs a column file (a CRFsuite attribute file gives a sequence's "
+                "weight on an @weight:W line before its items)"
+            )
         weight_col = args.weight_column
     bars = Bars(args.quiet, args.verbose, args.max_iterations)
     log = bars.log
     progress = bars if bars.enabled else None
-    reg = {k: getattr(args, k) for k in ("c1", "c2", "l1", "l2", "rho1", "rho2") if getattr(args, k) is not None}
-    kwargs = dict(algorithm=args.algorithm, max_iterations=args.max_iterations, epsilon=args.epsilon,
-                  delta=args.delta, period=args.period, gtol=args.gtol, threads=args.threads,
-                  trace=args.trace, verbose=not args.quiet, log=log, callback=bars.callback,
-                  dev_every=args.dev_every,
-                  support=args.support, transitions=args.transitions, min_freq=args.min_freq,
-                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume, **reg)
+    reg = {
+        k: getattr(args, k)
+        for k in ("c1", "c2", "l1", "l2", "rho1", "rho2")
+        if getattr(args, k) is not None
+    }
+    kwargs = dict(
+        algorithm=args.algorithm,
+        max_iterations=args.max_iterations,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        period=args.period,
+        gtol=args.gtol,
+        threads=args.threads,
+        trace=args.trace,
+        verbose=not args.quiet,
+        log=log,
+        callback=bars.callback,
+        dev_every=args.dev_every,
+        support=args.support,
+        transitions=args.transitions,
+        min_freq=args.min_freq,
+        checkpoint=args.checkpoint,
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        **reg,
+    )
     if getattr(args, "sparse_fb", "off") != "off":
         kwargs["sparse_fb"] = args.sparse_fb
     if getattr(args, "lbfgs_history", "auto") != "auto":
@@ -226,22 +311,29 @@ def cmd_train(args) -> int:
         if args.labels:
             kwargs["labels"] = [lab.strip() for lab in args.labels.split(",") if lab.strip()]
     elif getattr(args, "labels", None):
-        raise CrfkitError("--labels names the label set of partially labelled data: it needs --partial-labels")
+        raise CrfkitError(
+            "--labels names the label set of partially labelled data: it needs --partial-labels"
+        )
     if args.algorithm not in ("lbfgs", "owlqn"):
         kwargs["seed"] = args.seed
     if args.init_model is not None:
         if args.resume is not None:
-            raise CrfkitError("--init-model and --resume exclude each other: a checkpoint already holds the weights")
+            raise CrfkitError(
+                "--init-model and --resume exclude each other: a checkpoint already holds the weights"
+            )
         from ..model import CRFModel
+
         kwargs["init"] = CRFModel.load(args.init_model)
     if not args.quiet:
         if fmt == "crfsuite":
             print_stderr(f"crfkit train: {args.train_file} (CRFsuite attribute file)")
         else:
-            print_stderr(f"crfkit train: {args.train_file} with "
-                         f"{features or args.template or 'the built-in chunking templates'} "
-                         f"({len(templates.unigram)} unigram templates, "
-                         f"{'padded' if not args.no_pad else 'no padding'})")
+            print_stderr(
+                f"crfkit train: {args.train_file} with "
+                f"{features or args.template or 'the built-in chunking templates'} "
+                f"({len(templates.unigram)} unigram templates, "
+                f"{'padded' if not args.no_pad else 'no padding'})"
+            )
     try:
         try:
             with warnings_as_lines():
@@ -252,9 +344,16 @@ def cmd_train(args) -> int:
                 elif getattr(args, "incremental", False):
                     res = _train_incremental(args, features, kwargs)
                 else:
-                    res = train_columns(args.train_source, templates, dev_path=args.dev_source,
-                                        pad=not args.no_pad, progress=progress, dense_columns=dense_cols,
-                                        weight_column=weight_col, **kwargs)
+                    res = train_columns(
+                        args.train_source,
+                        templates,
+                        dev_path=args.dev_source,
+                        pad=not args.no_pad,
+                        progress=progress,
+                        dense_columns=dense_cols,
+                        weight_column=weight_col,
+                        **kwargs,
+                    )
         finally:
             bars.close()
             close_source(args.train_source)
@@ -268,26 +367,46 @@ def cmd_train(args) -> int:
     try:
         size = res.model.save(args.model)
     except OSError as e:
-        print_error(f"{e}; {args.model} is left as it was"
-                    + (f" (the checkpoint {args.checkpoint} holds the trained state: --resume it with the same "
-                       "--max-iterations to write the model without starting over)" if args.checkpoint else ""))
+        print_error(
+            f"{e}; {args.model} is left as it was"
+            + (
+                f" (the checkpoint {args.checkpoint} holds the trained state: --resume it with the same "
+                "--max-iterations to write the model without starting over)"
+                if args.checkpoint
+                else ""
+            )
+        )
         return EXIT_ERROR
     m = res.model
     interrupted = res.status == "interrupted"
     out = sys.stdout
     print(f"model: {args.model} ({human_bytes(size)}, {size} bytes)", file=out)
-    print(f"labels: {m.space.n_labels}; attributes: {m.space.n_attributes}; features: {m.space.n_features} "
-          f"({feature_parts(m.space)}); non-zero weights: {m.n_active}", file=out)
+    print(
+        f"labels: {m.space.n_labels}; attributes: {m.space.n_attributes}; features: {m.space.n_features} "
+        f"({feature_parts(m.space)}); non-zero weights: {m.n_active}",
+        file=out,
+    )
     c1, c2 = res.reg.crfsuite(float(m.meta.get("train_weight", m.meta.get("n_train", 1))))
-    print(f"training: {m.meta.get('algorithm', args.algorithm)}, {res.iterations} iterations, {res.effective_passes:.0f} passes, "
-          f"{res.seconds:.2f} s; status: {res.status} ({res.message})", file=out)
-    print(f"objective: {res.objective:.10g} (per sequence, l2={res.reg.l2:.6g}); CRFsuite units "
-          f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})", file=out)
+    print(
+        f"training: {m.meta.get('algorithm', args.algorithm)}, {res.iterations} iterations, "
+        f"{res.effective_passes:.0f} passes, "
+        f"{res.seconds:.2f} s; status: {res.status} ({res.message})",
+        file=out,
+    )
+    print(
+        f"objective: {res.objective:.10g} (per sequence, l2={res.reg.l2:.6g}); CRFsuite units "
+        f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})",
+        file=out,
+    )
     if res.history and "dev_accuracy" in res.history[-1]:
         h = res.history[-1]
         best_it = None if m.meta.get("fine_tune") else m.meta.get("dev_best_iteration")
-        if best_it is not None:   # --dev-stop kept the best model: report its scores, not the last iteration's
-            h = next((r for r in res.history if r.get("iteration") == best_it and "dev_accuracy" in r), h)
+        if (
+            best_it is not None
+        ):  # --dev-stop kept the best model: report its scores, not the last iteration's
+            h = next(
+                (r for r in res.history if r.get("iteration") == best_it and "dev_accuracy" in r), h
+            )
         dev = f"dev accuracy {h['dev_accuracy']:.2f}%"
         if "dev_f1" in h:
             dev += f", dev F1 {h['dev_f1']:.2f}"
@@ -297,37 +416,57 @@ def cmd_train(args) -> int:
     out.flush()
     if interrupted:
         # not an error: the work is kept (exit status 130 tells scripts the run was cut short)
-        print_stderr(f"crfkit: interrupted after {res.iterations} iterations; the model reached so far was saved "
-                     f"to {args.model} (it can be used as is, or continued with --init-model)")
+        print_stderr(
+            f"crfkit: interrupted after {res.iterations} iterations; the model reached so far was saved "
+            f"to {args.model} (it can be used as is, or continued with --init-model)"
+        )
         return EXIT_INTERRUPTED
     return 0
 
 
 def _train_incremental(args, features: str, kwargs: dict):
-    """`crfkit train --features nettalk:... --incremental`: crfkit.training.incremental.train_incremental."""
-    from ..training.incremental import train_incremental
+    """`crfkit train --features nettalk:... --incremental`:
+    crfkit.training.incremental.train_incremental."""
     from ..io.columns import read_columns_list
+    from ..training.incremental import train_incremental
+
     sents = read_columns_list(args.train_source)
     dev = read_columns_list(args.dev_source) if args.dev_source is not None else None
     for name, ss in (("training", sents), ("dev", dev or [])):
         for snt in ss[:1]:
             if len(snt.columns[0]) < 1:
-                raise DataError(f"the {name} data has no observation column",
-                                str(args.train_file if name == "training" else args.dev), snt.line)
+                raise DataError(
+                    f"the {name} data has no observation column",
+                    str(args.train_file if name == "training" else args.dev),
+                    snt.line,
+                )
     kw = dict(kwargs)
     for k in ("callback", "checkpoint", "checkpoint_every", "resume", "transitions", "min_freq"):
         kw.pop(k, None)
     trace = kw.pop("trace", None)
     support = kw.pop("support", "all")
-    its = [int(x) for x in args.stage_iterations.split(",")] if "," in args.stage_iterations \
+    its = (
+        [int(x) for x in args.stage_iterations.split(",")]
+        if "," in args.stage_iterations
         else int(args.stage_iterations)
-    r = train_incremental(sents, features=features, dev=dev, stage_iterations=its,
-                          final_iterations=kw.pop("max_iterations", None), trace=trace, support=support, **kw)
+    )
+    r = train_incremental(
+        sents,
+        features=features,
+        dev=dev,
+        stage_iterations=its,
+        final_iterations=kw.pop("max_iterations", None),
+        trace=trace,
+        support=support,
+        **kw,
+    )
     if not args.quiet:
         for st in r.stages:
-            print_stderr(f"stage {st['stage']}: windows {', '.join(st['windows'])}: +{st['features_added']} "
-                         f"features (of {st['candidate_features']} candidates), {st['features']} in all, "
-                         f"{st['active']} active, {st['iterations']} iterations, {st['wall_s']:.1f}s")
+            print_stderr(
+                f"stage {st['stage']}: windows {', '.join(st['windows'])}: +{st['features_added']} "
+                f"features (of {st['candidate_features']} candidates), {st['features']} in all, "
+                f"{st['active']} active, {st['iterations']} iterations, {st['wall_s']:.1f}s"
+            )
     return r.result
 
 
@@ -337,10 +476,16 @@ def _train_incremental(args, features: str, kwargs: dict):
 def _check_dask_args(args, files) -> None:
     """Refuse the options the Dask path does not take, before anything is read."""
     if files == ["-"] or "-" in files:
-        raise CrfkitError("--dask: the workers read the training files: standard input (-) cannot be a shard")
-    for opt, name in (("encoding", "--encoding"), ("dense_columns", "--dense-columns"),
-                      ("partial_labels", "--partial-labels"), ("fine_tune", "--fine-tune"),
-                      ("init_model", "--init-model")):
+        raise CrfkitError(
+            "--dask: the workers read the training files: standard input (-) cannot be a shard"
+        )
+    for opt, name in (
+        ("encoding", "--encoding"),
+        ("dense_columns", "--dense-columns"),
+        ("partial_labels", "--partial-labels"),
+        ("fine_tune", "--fine-tune"),
+        ("init_model", "--init-model"),
+    ):
         if getattr(args, opt, None):
             raise CrfkitError(f"{name} is not supported with --dask yet")
 
@@ -348,6 +493,7 @@ def _check_dask_args(args, files) -> None:
 def _train_dask(args, files, fmt, templates, kwargs, log):
     """Start or reach the cluster, print the dashboard link, train, close what was started."""
     from ..distributed import connect, dashboard, train_files
+
     spec = args.dask
     local = spec.startswith("local:")
     client = connect(spec)
@@ -356,15 +502,25 @@ def _train_dask(args, files, fmt, templates, kwargs, log):
         threads = args.dask_threads or args.threads
         if threads is None:
             from ..parallel import cpu_count
+
             threads = max(1, cpu_count() // max(nworkers, 1)) if local else 1
         link = dashboard(client)
         if not args.quiet:
-            log(f"dask: {'LocalCluster' if local else spec} with {nworkers} workers, {threads} numba threads per task"
-                + (f"; dashboard: {link}" if link else " (no dashboard: install bokeh for one)"))
+            log(
+                f"dask: {'LocalCluster' if local else spec} with {nworkers} workers, {threads} numba threads per task"
+                + (f"; dashboard: {link}" if link else " (no dashboard: install bokeh for one)")
+            )
         kw = dict(kwargs)
         kw["threads"] = threads
-        return train_files(client, files, templates=templates, format=fmt, pad=not args.no_pad,
-                           dev_path=os.fspath(args.dev) if args.dev is not None else None, **kw)
+        return train_files(
+            client,
+            files,
+            templates=templates,
+            format=fmt,
+            pad=not args.no_pad,
+            dev_path=os.fspath(args.dev) if args.dev is not None else None,
+            **kw,
+        )
     finally:
         cluster = getattr(client, "cluster", None)
         client.close()
@@ -374,122 +530,274 @@ def _train_dask(args, files, fmt, templates, kwargs, log):
 
 # --------------------------------------------------------------------------- parser
 
+
 def add_parser(sub) -> None:
     """Add ``train`` to the ``crfkit`` subparsers ``sub``."""
     # the algorithm names without importing crfkit.train (and with it numba and every kernel)
     from ..optim import stochastic
+
     ALGORITHMS = ("lbfgs", "owlqn") + tuple(stochastic.available())
-    t = sub.add_parser("train", help="train a model on a labelled column file",
-                       description="Train a CRF on a column file (observation columns, label last; a blank "
-                                   "line after each sentence), like crf_learn / crfsuite learn.")
-    t.add_argument("train_file", metavar="TRAIN_FILE", nargs="+",
-                   help="labelled column file (.gz ok, - for stdin); with --dask, several files or globs (shards)")
+    t = sub.add_parser(
+        "train",
+        help="train a model on a labelled column file",
+        description="Train a CRF on a column file (observation columns, label last; a blank "
+        "line after each sentence), like crf_learn / crfsuite learn.",
+    )
+    t.add_argument(
+        "train_file",
+        metavar="TRAIN_FILE",
+        nargs="+",
+        help="labelled column file (.gz ok, - for stdin); with --dask, several files or globs (shards)",
+    )
     t.add_argument("-m", "--model", required=True, help="where to write the model")
-    t.add_argument("-f", "--format", choices=FORMATS, default="columns",
-                   help="input format: columns (CoNLL/CRF++ column file, the default), crfsuite (CRFsuite "
-                        "attribute file: LABEL<TAB>attr[:weight]..., no templates), or auto (crfsuite when "
-                        "the first 200 non-blank lines all hold a TAB and either their field counts differ "
-                        "or at least half of the fields after the first hold '=' or ':'; columns otherwise)")
-    t.add_argument("-t", "--template", metavar="TEMPLATE_FILE",
-                   help="CRF++ template file (default: built-in chunking templates over columns word, POS)")
-    t.add_argument("--features", metavar="PRESET",
-                   help="a generated window feature set instead of -t: nettalk:N-grm, N-grm-, N-grm+, N-grm++ "
-                        "(N odd; Lavergne et al. 2010, 5.1.1) over the first column; a :u suffix drops the "
-                        "label-pair x observation features (`crfkit patterns PRESET` prints the lines)")
-    t.add_argument("--incremental", action="store_true",
-                   help="with --features: grow the feature set by window radius, adding a longer window's values "
-                        "only where the embedded shorter window is active (Lavergne et al. 2010, 5.4)")
-    t.add_argument("--stage-iterations", default="10", metavar="N[,N...]",
-                   help="with --incremental: iterations of each stage but the last (which runs to "
-                        "--max-iterations or the stopping rules); one value, or one per stage (default 10)")
-    t.add_argument("--dense-columns", metavar="COLS",
-                   help="observation columns (1-based, e.g. 3-130) read as real numbers into dense features, "
-                        "a weight per (column, label): embeddings, pixels; `crfkit tag` reads them back")
-    t.add_argument("--weight-column", metavar="N", type=pos_int,
-                   help="observation column N (1-based) holds each sentence's sample weight (a number >= 0, "
-                        "the same on every token of the sentence); it is taken out of the tokens before the "
-                        "templates and --dense-columns read them, which count the remaining columns (put it "
-                        "last to keep the numbering of the file without it). CRFsuite attribute files give "
-                        "weights on @weight:W lines instead")
-    t.add_argument("--no-pad", action="store_true",
-                   help="templates reaching outside the sentence give no attribute (CRFsuite style) "
-                        "instead of _B-1/_B+1 padding (CRF++ style)")
-    t.add_argument("-a", "--algorithm", default="lbfgs", help=f"training algorithm ({', '.join(ALGORITHMS)})")
+    t.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default="columns",
+        help="input format: columns (CoNLL/CRF++ column file, the default), crfsuite (CRFsuite "
+        "attribute file: LABEL<TAB>attr[:weight]..., no templates), or auto (crfsuite when "
+        "the first 200 non-blank lines all hold a TAB and either their field counts differ "
+        "or at least half of the fields after the first hold '=' or ':'; columns otherwise)",
+    )
+    t.add_argument(
+        "-t",
+        "--template",
+        metavar="TEMPLATE_FILE",
+        help="CRF++ template file (default: built-in chunking templates over columns word, POS)",
+    )
+    t.add_argument(
+        "--features",
+        metavar="PRESET",
+        help="a generated window feature set instead of -t: nettalk:N-grm, N-grm-, N-grm+, N-grm++ "
+        "(N odd; Lavergne et al. 2010, 5.1.1) over the first column; a :u suffix drops the "
+        "label-pair x observation features (`crfkit patterns PRESET` prints the lines)",
+    )
+    t.add_argument(
+        "--incremental",
+        action="store_true",
+        help="with --features: grow the feature set by window radius, adding a longer window's values "
+        "only where the embedded shorter window is active (Lavergne et al. 2010, 5.4)",
+    )
+    t.add_argument(
+        "--stage-iterations",
+        default="10",
+        metavar="N[,N...]",
+        help="with --incremental: iterations of each stage but the last (which runs to "
+        "--max-iterations or the stopping rules); one value, or one per stage (default 10)",
+    )
+    t.add_argument(
+        "--dense-columns",
+        metavar="COLS",
+        help="observation columns (1-based, e.g. 3-130) read as real numbers into dense features, "
+        "a weight per (column, label): embeddings, pixels; `crfkit tag` reads them back",
+    )
+    t.add_argument(
+        "--weight-column",
+        metavar="N",
+        type=pos_int,
+        help="observation column N (1-based) holds each sentence's sample weight (a number >= 0, "
+        "the same on every token of the sentence); it is taken out of the tokens before the "
+        "templates and --dense-columns read them, which count the remaining columns (put it "
+        "last to keep the numbering of the file without it). CRFsuite attribute files give "
+        "weights on @weight:W lines instead",
+    )
+    t.add_argument(
+        "--no-pad",
+        action="store_true",
+        help="templates reaching outside the sentence give no attribute (CRFsuite style) "
+        "instead of _B-1/_B+1 padding (CRF++ style)",
+    )
+    t.add_argument(
+        "-a", "--algorithm", default="lbfgs", help=f"training algorithm ({', '.join(ALGORITHMS)})"
+    )
     g2 = t.add_mutually_exclusive_group()
     g2.add_argument("--c2", type=nonneg_float, help="L2 strength, CRFsuite's sum form (default 1)")
-    g2.add_argument("--l2", type=nonneg_float, help="L2 strength, crfkit's per-sequence form (l2 = 2*c2/n)")
+    g2.add_argument(
+        "--l2", type=nonneg_float, help="L2 strength, crfkit's per-sequence form (l2 = 2*c2/n)"
+    )
     g2.add_argument("--rho2", type=nonneg_float, help="L2 strength, Wapiti's form (l2 = rho2/n)")
     g1 = t.add_mutually_exclusive_group()
     g1.add_argument("--c1", type=nonneg_float, help="L1 strength, CRFsuite's form (l1 = c1/n)")
     g1.add_argument("--l1", type=nonneg_float, help="L1 strength, crfkit's form")
     g1.add_argument("--rho1", type=nonneg_float, help="L1 strength, Wapiti's form (l1 = rho1/n)")
-    t.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE", type=param,
-                   help="a setting of a stochastic optimizer, e.g. -p eta0=0.1 -p penalty=cumulative "
-                        "(repeatable; like crfsuite learn -p)")
-    t.add_argument("--seed", type=nonneg_int, default=0, help="random seed of stochastic optimizers (default 0)")
-    t.add_argument("--max-iterations", type=pos_int, metavar="N",
-                   help="iteration limit; epochs (effective passes) for stochastic optimizers (default: none)")
-    t.add_argument("--delta", type=nonneg_float, default=1e-5,
-                   help="stop when the objective improved by less than this (relative) over --period "
-                        "iterations (default 1e-5)")
-    t.add_argument("--period", type=nonneg_int, default=10, help="period of the --delta test (default 10)")
-    t.add_argument("--epsilon", type=nonneg_float, default=1e-5,
-                   help="stop when ||g|| / max(1, ||w||) < epsilon (default 1e-5)")
+    t.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=param,
+        help="a setting of a stochastic optimizer, e.g. -p eta0=0.1 -p penalty=cumulative "
+        "(repeatable; like crfsuite learn -p)",
+    )
+    t.add_argument(
+        "--seed",
+        type=nonneg_int,
+        default=0,
+        help="random seed of stochastic optimizers (default 0)",
+    )
+    t.add_argument(
+        "--max-iterations",
+        type=pos_int,
+        metavar="N",
+        help="iteration limit; epochs (effective passes) for stochastic optimizers (default: none)",
+    )
+    t.add_argument(
+        "--delta",
+        type=nonneg_float,
+        default=1e-5,
+        help="stop when the objective improved by less than this (relative) over --period "
+        "iterations (default 1e-5)",
+    )
+    t.add_argument(
+        "--period", type=nonneg_int, default=10, help="period of the --delta test (default 10)"
+    )
+    t.add_argument(
+        "--epsilon",
+        type=nonneg_float,
+        default=1e-5,
+        help="stop when ||g|| / max(1, ||w||) < epsilon (default 1e-5)",
+    )
     t.add_argument("--gtol", type=pos_float, help="stop when the gradient's max-norm is below this")
-    t.add_argument("--support", choices=("observed", "all"), default="observed",
-                   help="state features: (attribute, label) pairs seen in training (CRFsuite) or all pairs "
-                        "(CRF++/Wapiti) (default observed)")
-    t.add_argument("--transitions", choices=("observed", "all"),
-                   help="transition features: label bigrams seen in training, or all (default: as --support)")
-    t.add_argument("--min-freq", type=nonneg_float, default=0, metavar="N",
-                   help="drop features (observed) / attributes (all) seen fewer than N times")
+    t.add_argument(
+        "--support",
+        choices=("observed", "all"),
+        default="observed",
+        help="state features: (attribute, label) pairs seen in training (CRFsuite) or all pairs "
+        "(CRF++/Wapiti) (default observed)",
+    )
+    t.add_argument(
+        "--transitions",
+        choices=("observed", "all"),
+        help="transition features: label bigrams seen in training, or all (default: as --support)",
+    )
+    t.add_argument(
+        "--min-freq",
+        type=nonneg_float,
+        default=0,
+        metavar="N",
+        help="drop features (observed) / attributes (all) seen fewer than N times",
+    )
     t.add_argument("--dev", metavar="DEV_FILE", help="labelled column file scored during training")
-    t.add_argument("--encoding", metavar="ENC", help="encoding of the training and dev files, e.g. utf-16 "
-                   "(default UTF-8)")
-    t.add_argument("--dev-every", type=pos_int, default=1, metavar="N", help="score the dev file every N iterations")
-    t.add_argument("--dev-stop", type=pos_int, metavar="W",
-                   help="stop when the dev score has not improved for W evaluations and keep the best model "
-                        "(needs --dev)")
-    t.add_argument("--sparse-fb", choices=("off", "on", "auto"), default="off",
-                   help="with label-pair x observation features (lbfgs/owlqn): compute the gradient with the "
-                        "sparse forward-backward recursions, which visit only the non-zero label-pair scores "
-                        "(Lavergne et al. 2010, 4.1; same result; faster once L1 has zeroed most of them); "
-                        "auto: when there is an L1 term (default off: the standard L x L recursions)")
-    t.add_argument("--lbfgs-history", choices=("auto", "float64", "float32"), default="auto",
-                   help="precision of the (s, y) pairs lbfgs/owlqn keep (default auto: float32 when the float64 "
-                        "pairs would pass 32 MiB, about 300k features, where they are most of the memory)")
-    t.add_argument("--dev-metric", choices=("auto", "accuracy", "f1"), default="auto",
-                   help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
-                        "labels are chunks)")
-    t.add_argument("--partial-labels", action="store_true",
-                   help="label cells may be partial: ? (any label) or A|B (one of these); the likelihood sums "
-                        "over the sequences consistent with them (Tsuboi et al. 2008); needs --support all and "
-                        "-a lbfgs/owlqn")
-    t.add_argument("--labels", metavar="A,B,...",
-                   help="with --partial-labels: the label set (? cells allow any of them; every label a cell "
-                        "names must be one of them); default: the labels the cells name")
-    t.add_argument("--fine-tune", type=nonneg_int, default=0, metavar="K",
-                   help="after training, K L-BFGS iterations on the non-zero features only, without L1 "
-                        "(after an L1 run: Wapiti/Lavergne et al.'s fine-tuning)")
-    t.add_argument("--fine-tune-l2", type=nonneg_float, metavar="L2",
-                   help="L2 of the fine-tuning, crfkit's form (default: the training L2)")
+    t.add_argument(
+        "--encoding",
+        metavar="ENC",
+        help="encoding of the training and dev files, e.g. utf-16 (default UTF-8)",
+    )
+    t.add_argument(
+        "--dev-every",
+        type=pos_int,
+        default=1,
+        metavar="N",
+        help="score the dev file every N iterations",
+    )
+    t.add_argument(
+        "--dev-stop",
+        type=pos_int,
+        metavar="W",
+        help="stop when the dev score has not improved for W evaluations and keep the best model "
+        "(needs --dev)",
+    )
+    t.add_argument(
+        "--sparse-fb",
+        choices=("off", "on", "auto"),
+        default="off",
+        help="with label-pair x observation features (lbfgs/owlqn): compute the gradient with the "
+        "sparse forward-backward recursions, which visit only the non-zero label-pair scores "
+        "(Lavergne et al. 2010, 4.1; same result; faster once L1 has zeroed most of them); "
+        "auto: when there is an L1 term (default off: the standard L x L recursions)",
+    )
+    t.add_argument(
+        "--lbfgs-history",
+        choices=("auto", "float64", "float32"),
+        default="auto",
+        help="precision of the (s, y) pairs lbfgs/owlqn keep (default auto: float32 when the float64 "
+        "pairs would pass 32 MiB, about 300k features, where they are most of the memory)",
+    )
+    t.add_argument(
+        "--dev-metric",
+        choices=("auto", "accuracy", "f1"),
+        default="auto",
+        help="dev score for --dev-stop: chunk F1 or token accuracy (default auto: F1 when the "
+        "labels are chunks)",
+    )
+    t.add_argument(
+        "--partial-labels",
+        action="store_true",
+        help="label cells may be partial: ? (any label) or A|B (one of these); the likelihood sums "
+        "over the sequences consistent with them (Tsuboi et al. 2008); needs --support all and "
+        "-a lbfgs/owlqn",
+    )
+    t.add_argument(
+        "--labels",
+        metavar="A,B,...",
+        help="with --partial-labels: the label set (? cells allow any of them; every label a cell "
+        "names must be one of them); default: the labels the cells name",
+    )
+    t.add_argument(
+        "--fine-tune",
+        type=nonneg_int,
+        default=0,
+        metavar="K",
+        help="after training, K L-BFGS iterations on the non-zero features only, without L1 "
+        "(after an L1 run: Wapiti/Lavergne et al.'s fine-tuning)",
+    )
+    t.add_argument(
+        "--fine-tune-l2",
+        type=nonneg_float,
+        metavar="L2",
+        help="L2 of the fine-tuning, crfkit's form (default: the training L2)",
+    )
     t.add_argument("--threads", type=nonneg_int, metavar="N", help="threads (default: all cores)")
     t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
-    t.add_argument("--checkpoint", metavar="PATH", help="write the optimizer state there every --checkpoint-every "
-                   "iterations and when training ends or is interrupted (Ctrl-C, SIGTERM)")
-    t.add_argument("--checkpoint-every", type=nonneg_int, default=10, metavar="N",
-                   help="iterations between checkpoints (0: only at the end or on interruption; default 10)")
-    t.add_argument("--resume", metavar="PATH", help="continue from a checkpoint (same data, features, algorithm "
-                   "and regularisation) to the result an uninterrupted run would give")
-    t.add_argument("--init-model", metavar="MODEL", help="warm start: begin from this model's weights, mapped "
-                   "by (attribute, label) and label pair")
-    t.add_argument("--dask", metavar="ADDRESS", help="train on a Dask cluster (pip install 'crfkit[dask]'): a "
-                   "scheduler address (tcp://host:8786), or local:N for a LocalCluster of N worker processes; "
-                   "the training files are read and encoded by the workers (one shard per file)")
-    t.add_argument("--dask-threads", type=pos_int, metavar="N", help="with --dask: numba threads inside each "
-                   "worker task (default --threads, else the cores divided by the local workers, else 1)")
-    t.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no progress bar")
-    t.add_argument("-v", "--verbose", action="store_true",
-                   help="on a terminal, also print the per-iteration lines the progress bar replaces "
-                        "(off a terminal they are always printed, and no bar is drawn)")
+    t.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="write the optimizer state there every --checkpoint-every "
+        "iterations and when training ends or is interrupted (Ctrl-C, SIGTERM)",
+    )
+    t.add_argument(
+        "--checkpoint-every",
+        type=nonneg_int,
+        default=10,
+        metavar="N",
+        help="iterations between checkpoints (0: only at the end or on interruption; default 10)",
+    )
+    t.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue from a checkpoint (same data, features, algorithm "
+        "and regularisation) to the result an uninterrupted run would give",
+    )
+    t.add_argument(
+        "--init-model",
+        metavar="MODEL",
+        help="warm start: begin from this model's weights, mapped "
+        "by (attribute, label) and label pair",
+    )
+    t.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="train on a Dask cluster (pip install 'crfkit[dask]'): a "
+        "scheduler address (tcp://host:8786), or local:N for a LocalCluster of N worker processes; "
+        "the training files are read and encoded by the workers (one shard per file)",
+    )
+    t.add_argument(
+        "--dask-threads",
+        type=pos_int,
+        metavar="N",
+        help="with --dask: numba threads inside each "
+        "worker task (default --threads, else the cores divided by the local workers, else 1)",
+    )
+    t.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines and no progress bar"
+    )
+    t.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="on a terminal, also print the per-iteration lines the progress bar replaces "
+        "(off a terminal they are always printed, and no bar is drawn)",
+    )
     t.set_defaults(func=cmd_train)

@@ -15,31 +15,55 @@ Loaders (:mod:`crfkit.datasets.loaders`, importable from here):
 :func:`load_conll2000`, :func:`load_conll2002`, :func:`load_ocr_letters`
 (and :func:`ocr_letters_split`, :func:`pixel_attributes`),
 :func:`load_ptb_sample`, and NETtalk (:mod:`crfkit.datasets.nettalk`: :func:`load_nettalk`,
-:func:`nettalk_split`, the documented 10-fold split and the joint phoneme+stress labels).  Downloads into a user cache with SHA-256
-verification (:mod:`crfkit.datasets.download`): :func:`fetch`, :func:`verify`,
-:data:`REGISTRY`, :func:`cache_dir`.  These are imported on first use, so
+:func:`nettalk_split`, the documented 10-fold split and the joint phoneme+stress labels).  Downloads
+into a user cache with SHA-256 verification (:mod:`crfkit.datasets.download`): :func:`fetch`,
+:func:`verify`, :data:`REGISTRY`, :func:`cache_dir`.  These are imported on first use, so
 ``import crfkit.datasets`` stays light.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 __all__ = [
-    "data_dir", "data_dir_candidates", "conll2000_paths",
+    "data_dir",
+    "data_dir_candidates",
+    "conll2000_paths",
     # loaders
-    "find_file", "load_conll2000", "load_conll2002", "load_ocr_letters", "ocr_letters_split",
-    "pixel_attributes", "load_ptb_sample", "load_nettalk", "nettalk_split", "nettalk_split_folds",
+    "find_file",
+    "load_conll2000",
+    "load_conll2002",
+    "load_ocr_letters",
+    "ocr_letters_split",
+    "pixel_attributes",
+    "load_ptb_sample",
+    "load_nettalk",
+    "nettalk_split",
+    "nettalk_split_folds",
     # downloads
-    "fetch", "verify", "cache_dir", "REGISTRY", "FetchError",
+    "fetch",
+    "verify",
+    "cache_dir",
+    "REGISTRY",
+    "FetchError",
 ]
 
 _LAZY = {
-    "find_file": "loaders", "load_conll2000": "loaders", "load_conll2002": "loaders",
-    "load_ocr_letters": "loaders", "ocr_letters_split": "loaders", "pixel_attributes": "loaders",
+    "find_file": "loaders",
+    "load_conll2000": "loaders",
+    "load_conll2002": "loaders",
+    "load_ocr_letters": "loaders",
+    "ocr_letters_split": "loaders",
+    "pixel_attributes": "loaders",
     "load_ptb_sample": "loaders",
-    "load_nettalk": "nettalk", "nettalk_split": "nettalk", "nettalk_split_folds": "nettalk",
-    "fetch": "download", "verify": "download", "cache_dir": "download", "REGISTRY": "download",
+    "load_nettalk": "nettalk",
+    "nettalk_split": "nettalk",
+    "nettalk_split_folds": "nettalk",
+    "fetch": "download",
+    "verify": "download",
+    "cache_dir": "download",
+    "REGISTRY": "download",
     "FetchError": "download",
 }
 
@@ -49,9 +73,11 @@ def __getattr__(name: str):
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
+
     value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
     globals()[name] = value
     return value
+
 
 ENV_VAR = "CRFKIT_DATA"
 

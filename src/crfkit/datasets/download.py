@@ -41,6 +41,7 @@ The cache is ``$CRFKIT_CACHE``, else ``$XDG_CACHE_HOME/crfkit``, else
 a directory the loaders take as ``data_dir`` (and they look in the cache by
 themselves when the default data directory lacks a file).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -54,9 +55,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import CrfkitError
 
@@ -95,7 +96,8 @@ class DataFile:
     sha256: str
     content_sha256: str
     members: tuple[str, ...] = ()
-    #: bytes of the ``.gz`` file whose SHA-256 is ``sha256`` (a mirror download larger than this is abandoned)
+    #: bytes of the ``.gz`` file whose SHA-256 is ``sha256`` (a mirror download larger than this is
+    #: abandoned)
     size: int | None = None
     #: bytes of its decompressed content (whose SHA-256 is ``content_sha256``)
     content_size: int | None = None
@@ -125,84 +127,157 @@ REGISTRY: dict[str, Dataset] = {
     "conll2000": Dataset(
         "conll2000",
         (
-            DataFile("conll2000/train.txt.gz",
-                     "c36219269bf9debdcc281ca2dac3fbef596858d8d981d788697a3b6ece30360f",
-                     "82033cd7a72b209923a98007793e8f9de3abc1c8b79d646c50648eb949b87cea",
-                     ("conll2000/train.txt",), 599146, 2842164),
-            DataFile("conll2000/test.txt.gz",
-                     "aca2678bf0292bc6fa49addf93b2a5ee33ddf7c03ccff9f154d285e8ff4ef67e",
-                     "73b7b1e565fa75a1e22fe52ecdf41b6624d6f59dacb591d44252bf4d692b1628",
-                     ("conll2000/test.txt",), 136827, 639396),
+            DataFile(
+                "conll2000/train.txt.gz",
+                "c36219269bf9debdcc281ca2dac3fbef596858d8d981d788697a3b6ece30360f",
+                "82033cd7a72b209923a98007793e8f9de3abc1c8b79d646c50648eb949b87cea",
+                ("conll2000/train.txt",),
+                599146,
+                2842164,
+            ),
+            DataFile(
+                "conll2000/test.txt.gz",
+                "aca2678bf0292bc6fa49addf93b2a5ee33ddf7c03ccff9f154d285e8ff4ef67e",
+                "73b7b1e565fa75a1e22fe52ecdf41b6624d6f59dacb591d44252bf4d692b1628",
+                ("conll2000/test.txt",),
+                136827,
+                639396,
+            ),
         ),
         _NLTK + "conll2000.zip",
         description="CoNLL-2000 chunking (WSJ; word POS chunk)",
-        terms="research use (derived from the Penn Treebank; redistributed by NLTK)"),
+        terms="research use (derived from the Penn Treebank; redistributed by NLTK)",
+    ),
     "conll2002": Dataset(
         "conll2002",
         tuple(
-            DataFile(f"conll2002/{lang}.{split}.gz", sha, csha, (f"conll2002/{lang}.{split}",), size, csize)
+            DataFile(
+                f"conll2002/{lang}.{split}.gz",
+                sha,
+                csha,
+                (f"conll2002/{lang}.{split}",),
+                size,
+                csize,
+            )
             for lang, split, sha, csha, size, csize in (
-                ("esp", "train", "393b56c19974aac1e1dda7b3cba74e59178eaa19e1d0e281ed9444b7c96cf434",
-                 "a20d95cab7d88a19a86f8c1ad6329325c99fbd9529ed978cbd7e31d4b01b4008", 702649, 2970825),
-                ("esp", "testa", "28061a7d1f4d1f21b837ed06400f330bcb6cd0a4e652705c7f78e575798e6fb9",
-                 "85c17793b77881c53d19017d9d0f1e6fb98b7ddcab54a5f24b05ed1793103c87", 139218, 594058),
-                ("esp", "testb", "a1a2092e3f9d7e6adb6288b5d64d0b92ea3c8182b5cb31069e286b469327eb06",
-                 "1f8f7a392c6d4979a5592a5794eed43d7869b46da6851bbcde99714149f1d016", 136009, 575807),
-                ("ned", "train", "279ecdbd7757ac558887ab92cf1d2c4e75309cf0ec95ffaafadf9f6eec091d5e",
-                 "0a419dcb356b62c8cff38515675550b3d5dbea9f45a1c4956328dbd5cc7fcdbc", 559856, 2377174),
-                ("ned", "testa", "95d78e6ba17f9946b7b9a713e15f14947ecdf60999c01231c31f7500e2a48c5b",
-                 "51259d4bfe52462f211d3d0b67173a7ecbfa296e199f6c6bd0895f4c78155057", 107925, 450785),
-                ("ned", "testb", "9b131bb78721f758b156c09e8beb83bbfe2274f1bf53d54c2e1f64cae5da3396",
-                 "2aa748edb82e6f9c4d82e57a4bed69ded18cfa4803122c75070335d513517488", 189716, 814282),
+                (
+                    "esp",
+                    "train",
+                    "393b56c19974aac1e1dda7b3cba74e59178eaa19e1d0e281ed9444b7c96cf434",
+                    "a20d95cab7d88a19a86f8c1ad6329325c99fbd9529ed978cbd7e31d4b01b4008",
+                    702649,
+                    2970825,
+                ),
+                (
+                    "esp",
+                    "testa",
+                    "28061a7d1f4d1f21b837ed06400f330bcb6cd0a4e652705c7f78e575798e6fb9",
+                    "85c17793b77881c53d19017d9d0f1e6fb98b7ddcab54a5f24b05ed1793103c87",
+                    139218,
+                    594058,
+                ),
+                (
+                    "esp",
+                    "testb",
+                    "a1a2092e3f9d7e6adb6288b5d64d0b92ea3c8182b5cb31069e286b469327eb06",
+                    "1f8f7a392c6d4979a5592a5794eed43d7869b46da6851bbcde99714149f1d016",
+                    136009,
+                    575807,
+                ),
+                (
+                    "ned",
+                    "train",
+                    "279ecdbd7757ac558887ab92cf1d2c4e75309cf0ec95ffaafadf9f6eec091d5e",
+                    "0a419dcb356b62c8cff38515675550b3d5dbea9f45a1c4956328dbd5cc7fcdbc",
+                    559856,
+                    2377174,
+                ),
+                (
+                    "ned",
+                    "testa",
+                    "95d78e6ba17f9946b7b9a713e15f14947ecdf60999c01231c31f7500e2a48c5b",
+                    "51259d4bfe52462f211d3d0b67173a7ecbfa296e199f6c6bd0895f4c78155057",
+                    107925,
+                    450785,
+                ),
+                (
+                    "ned",
+                    "testb",
+                    "9b131bb78721f758b156c09e8beb83bbfe2274f1bf53d54c2e1f64cae5da3396",
+                    "2aa748edb82e6f9c4d82e57a4bed69ded18cfa4803122c75070335d513517488",
+                    189716,
+                    814282,
+                ),
             )
         ),
         _NLTK + "conll2002.zip",
         description="CoNLL-2002 NER, Spanish (esp) and Dutch (ned); word POS NE",
-        terms="research use in the context of the CoNLL-2002 shared task only; not commercial"),
+        terms="research use in the context of the CoNLL-2002 shared task only; not commercial",
+    ),
     "ocr_letters": Dataset(
         "ocr_letters",
         (
-            DataFile("ocr_letters/letter.data.gz",
-                     "016e577b11647b154f7c3c3b564a117a0c7c51889f312d9e8050e67cafee1306",
-                     "528f0c65193379762b21bb190504450264e9d424b75a105a8e064ad4e09a15bc",
-                     (), 1153308, 14505097),
+            DataFile(
+                "ocr_letters/letter.data.gz",
+                "016e577b11647b154f7c3c3b564a117a0c7c51889f312d9e8050e67cafee1306",
+                "528f0c65193379762b21bb190504450264e9d424b75a105a8e064ad4e09a15bc",
+                (),
+                1153308,
+                14505097,
+            ),
         ),
         None,
         description="Taskar et al.'s OCR letters (16x8 binary images, 10 folds); mirror only",
-        terms="research use (distributed freely by B. Taskar)"),
+        terms="research use (distributed freely by B. Taskar)",
+    ),
     "ptb_wsj_sample": Dataset(
         "ptb_wsj_sample",
         (
-            DataFile("ptb_wsj_sample/treebank_wsj_sample.txt.gz",
-                     "076c0da0bc34f48f198cfdd1a354daa5c7bd6981c8a0f379935b9381fae8013c",
-                     "51239c328b89b3d28dbaa182ba253306e6fcb96153da152593d8edbd0aba9d67",
-                     _ptb_members(), 229876, 825510),
+            DataFile(
+                "ptb_wsj_sample/treebank_wsj_sample.txt.gz",
+                "076c0da0bc34f48f198cfdd1a354daa5c7bd6981c8a0f379935b9381fae8013c",
+                "51239c328b89b3d28dbaa182ba253306e6fcb96153da152593d8edbd0aba9d67",
+                _ptb_members(),
+                229876,
+                825510,
+            ),
         ),
         _NLTK + "treebank.zip",
         convert="mrg",
         description="NLTK's 10% Penn Treebank WSJ sample, POS tags (word TAG)",
-        terms="non-commercial use only (fair-use fragment, (C) LDC 1995)"),
+        terms="non-commercial use only (fair-use fragment, (C) LDC 1995)",
+    ),
     "nettalk": Dataset(
         "nettalk",
         (
-            DataFile("nettalk/nettalk.data.gz",
-                     "97a2d294b21c448fc6bf3da0e9cb00f23ebd2cd2f7a7cde39a6364d6335ef960",
-                     "ef4ca3fb591ccccddd7d4236f0e4f12fe07dc404ea25e6c9ccee16771ae75f18",
-                     (), 183626, 540840),
-            DataFile("nettalk/nettalk.list.gz",
-                     "c64f2259c05d8a46ff37759996a6aaec82c207f7959654ac2430593df0854866",
-                     "07c47f92dba791e5525b757ee5797953bb42b50a7de5937dd3af5cb0e112b856",
-                     (), 3952, 7382),
+            DataFile(
+                "nettalk/nettalk.data.gz",
+                "97a2d294b21c448fc6bf3da0e9cb00f23ebd2cd2f7a7cde39a6364d6335ef960",
+                "ef4ca3fb591ccccddd7d4236f0e4f12fe07dc404ea25e6c9ccee16771ae75f18",
+                (),
+                183626,
+                540840,
+            ),
+            DataFile(
+                "nettalk/nettalk.list.gz",
+                "c64f2259c05d8a46ff37759996a6aaec82c207f7959654ac2430593df0854866",
+                "07c47f92dba791e5525b757ee5797953bb42b50a7de5937dd3af5cb0e112b856",
+                (),
+                3952,
+                7382,
+            ),
         ),
         None,
         description="NETtalk word phonetization (20,007 words; letters -> 51 phonemes, stress marks; "
-                    "10 folds by word index mod 10: crfkit.datasets.nettalk); mirror only",
-        terms="research use (CMU connectionist benchmark collection; UCI lists it under CC BY 4.0)"),
+        "10 folds by word index mod 10: crfkit.datasets.nettalk); mirror only",
+        terms="research use (CMU connectionist benchmark collection; UCI lists it under CC BY 4.0)",
+    ),
 }
 
 
 def default_cache_dir() -> Path:
-    """The download cache: ``$CRFKIT_CACHE``, else ``$XDG_CACHE_HOME/crfkit``, else ``~/.cache/crfkit``."""
+    """The download cache: ``$CRFKIT_CACHE``, else ``$XDG_CACHE_HOME/crfkit``, else
+    ``~/.cache/crfkit``."""
     env = os.environ.get(CACHE_ENV_VAR)
     if env:
         return Path(env)
@@ -254,6 +329,7 @@ def _lookup(name: str, registry) -> Dataset:
 
 # --------------------------------------------------------------------------- downloading
 
+
 def _open_url(url: str, timeout: float):
     try:
         return urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 (the URL is the user's or the registry's)
@@ -289,17 +365,25 @@ def _download_to(url: str, f, timeout: float, max_bytes: int | None = None) -> s
     h = hashlib.sha256()
 
     def late() -> FetchError:
-        return FetchError(f"{url}: the download did not finish within the {timeout:g} s timeout "
-                          "(a deadline for the whole download); nothing was kept")
+        return FetchError(
+            f"{url}: the download did not finish within the {timeout:g} s timeout "
+            "(a deadline for the whole download); nothing was kept"
+        )
 
     resp = _open_url(url, timeout)
     total = 0
     try:
         with resp:
-            length = resp.headers.get("Content-Length") if getattr(resp, "headers", None) is not None else None
+            length = (
+                resp.headers.get("Content-Length")
+                if getattr(resp, "headers", None) is not None
+                else None
+            )
             if length is not None and length.strip().isdigit() and int(length) > cap:
-                raise FetchError(f"{url}: the server announces {int(length)} bytes, more than the {cap} "
-                                 "expected; nothing was kept")
+                raise FetchError(
+                    f"{url}: the server announces {int(length)} bytes, more than the {cap} "
+                    "expected; nothing was kept"
+                )
             sock = _socket_of(resp)
             read = getattr(resp, "read1", None) or resp.read
             while True:
@@ -313,8 +397,10 @@ def _download_to(url: str, f, timeout: float, max_bytes: int | None = None) -> s
                     break
                 total += len(block)
                 if total > cap:
-                    raise FetchError(f"{url}: more than the {cap} bytes expected (the size the checksum table "
-                                     "gives); the download was abandoned and nothing was kept")
+                    raise FetchError(
+                        f"{url}: more than the {cap} bytes expected (the size the checksum table "
+                        "gives); the download was abandoned and nothing was kept"
+                    )
                 h.update(block)
                 f.write(block)
     except (OSError, EOFError, http.client.HTTPException) as e:  # timeouts, truncated transfers
@@ -324,8 +410,8 @@ def _download_to(url: str, f, timeout: float, max_bytes: int | None = None) -> s
     return h.hexdigest()
 
 
-#: a ``.part`` file untouched for this long belongs to a download that was killed (kill -9, power loss):
-#: a live one is written every block and ends at its deadline
+#: a ``.part`` file untouched for this long belongs to a download that was killed (kill -9, power
+#: loss): a live one is written every block and ends at its deadline
 STALE_PART_S = 3600.0
 
 
@@ -340,14 +426,18 @@ def _remove_stale_parts(directory: Path, prefix: str, suffix: str, timeout: floa
     for e in entries:
         if e.name.startswith(prefix) and e.name.endswith(suffix):
             try:
-                if e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mtime < limit:
+                if (
+                    e.is_file(follow_symlinks=False)
+                    and e.stat(follow_symlinks=False).st_mtime < limit
+                ):
                     os.unlink(e.path)
             except OSError:
                 pass
 
 
-def _atomic(target: Path, write: Callable[[object], str], expected: str, what: str,
-            timeout: float = 0.0) -> None:
+def _atomic(
+    target: Path, write: Callable[[object], str], expected: str, what: str, timeout: float = 0.0
+) -> None:
     """Run ``write(binary file)`` into a temporary file beside ``target``; keep
     it (renamed to ``target``) only when the hash ``write`` returns is ``expected``.
     Stale ``.part`` files of ``target`` left by a killed download are removed first."""
@@ -360,9 +450,13 @@ def _atomic(target: Path, write: Callable[[object], str], expected: str, what: s
             f.flush()
             os.fsync(f.fileno())
         if got != expected:
-            raise FetchError(f"{what}: SHA-256 mismatch for {target.name}: expected {expected}, got {got}; "
-                             "the file was not kept")
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp made it private; a cache file is an ordinary file
+            raise FetchError(
+                f"{what}: SHA-256 mismatch for {target.name}: expected {expected}, got {got}; "
+                "the file was not kept"
+            )
+        os.chmod(
+            tmp, 0o666 & ~_umask()
+        )  # mkstemp made it private; a cache file is an ordinary file
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -437,16 +531,21 @@ def _build_from_zip(zf: zipfile.ZipFile, df: DataFile, convert: str, url: str) -
     names = set(zf.namelist())
     missing = [m for m in df.members if m not in names]
     if missing:
-        raise FetchError(f"{url}: the zip lacks {missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1
-                                                                 else ""))
+        raise FetchError(
+            f"{url}: the zip lacks {missing[0]}"
+            + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+        )
     if df.content_size is not None:
         # checked before anything is decompressed (zipfile stops a member at its declared size):
-        # copied members make the content exactly; trees are larger than the word/tag lines made of them
+        # copied members make the content exactly; trees are larger than the word/tag lines made of
+        # them
         declared = sum(zf.getinfo(m).file_size for m in df.members)
         limit = df.content_size if convert == "copy" else 16 * df.content_size
         if declared > limit:
-            raise FetchError(f"{url}: the zip members of {df.path} declare {declared} bytes, more than the "
-                             f"{limit} expected; nothing was kept")
+            raise FetchError(
+                f"{url}: the zip members of {df.path} declare {declared} bytes, more than the "
+                f"{limit} expected; nothing was kept"
+            )
     if convert == "copy":
         return b"".join(zf.read(m) for m in df.members)
     if convert == "mrg":
@@ -463,9 +562,16 @@ def _build_from_zip(zf: zipfile.ZipFile, df: DataFile, convert: str, url: str) -
     raise ValueError(f"unknown conversion {convert!r}")
 
 
-def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str | None = None, *,
-          force: bool = False, timeout: float = 300.0, registry: dict[str, Dataset] | None = None,
-          log: Callable[[str], None] | None = None) -> Path:
+def fetch(
+    name: str,
+    cache_dir: str | os.PathLike | None = None,
+    base_url: str | None = None,
+    *,
+    force: bool = False,
+    timeout: float = 300.0,
+    registry: dict[str, Dataset] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
     """Make the files of data set ``name`` present and verified in the cache;
     returns the cache directory (the ``shared/data`` layout: pass it as
     ``data_dir`` to the loaders).
@@ -495,12 +601,19 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
         for df in todo:
             url = _mirror_url(base_url, df.path)
             say(f"{df.path}: downloading {url}")
-            _atomic(root / df.path, lambda f, url=url, df=df: _download_to(url, f, timeout, df.size),
-                    df.sha256, url, timeout)
+            _atomic(
+                root / df.path,
+                lambda f, url=url, df=df: _download_to(url, f, timeout, df.size),
+                df.sha256,
+                url,
+                timeout,
+            )
         return root
     if ds.source_url is None:
-        raise FetchError(f"{name} has no public source in the shared/data layout; fetch it from a mirror "
-                         "(base_url / --base-url) that serves that layout")
+        raise FetchError(
+            f"{name} has no public source in the shared/data layout; fetch it from a mirror "
+            "(base_url / --base-url) that serves that layout"
+        )
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_parts(root, f".{name}.", ".zip.part", timeout)
     url = ds.source_url
@@ -521,8 +634,10 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
                     raise FetchError(f"{url}: cannot read the zip: {e}") from None
                 got = hashlib.sha256(data).hexdigest()
                 if got != df.content_sha256:
-                    raise FetchError(f"{url}: SHA-256 mismatch for the content of {df.path}: expected "
-                                     f"{df.content_sha256}, got {got}; the file was not kept")
+                    raise FetchError(
+                        f"{url}: SHA-256 mismatch for the content of {df.path}: expected "
+                        f"{df.content_sha256}, got {got}; the file was not kept"
+                    )
                 say(f"{df.path}: extracted, verified")
 
                 def write(f, data=data, df=df):
@@ -538,8 +653,9 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, base_url: str |
     return root
 
 
-def verify(name: str, data_dir: str | os.PathLike, *, registry: dict[str, Dataset] | None = None
-           ) -> list[tuple[str, str]]:
+def verify(
+    name: str, data_dir: str | os.PathLike, *, registry: dict[str, Dataset] | None = None
+) -> list[tuple[str, str]]:
     """``(path, status)`` of each file of ``name`` under ``data_dir``: ``"ok"``
     (the README's SHA-256, or the same decompressed content), ``"missing"``
     or ``"MISMATCH"``."""

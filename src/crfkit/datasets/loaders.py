@@ -22,10 +22,11 @@ The text corpora come back as :class:`~crfkit.io.columns.Sentence` lists
 (``columns``: the observation columns, ``labels``: the last column), ready for
 :func:`crfkit.pipeline.attributes_of` and CRF++ templates.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -52,7 +53,8 @@ CONLL2002_SPLITS = ("train", "testa", "testb")
 OCR_FOLDS = 10
 OCR_PIXELS = 128  # 16 rows x 8 columns, row-major
 OCR_FIELDS = 6 + OCR_PIXELS
-#: the NLTK-book split of the Penn Treebank sample: the first 3,000 sentences train, the other 914 test
+#: the NLTK-book split of the Penn Treebank sample: the first 3,000 sentences train, the other 914
+#: test
 PTB_TRAIN_SENTENCES = 3000
 
 
@@ -61,6 +63,7 @@ def _search_dirs(data_dir) -> list[Path]:
         return [Path(data_dir)]
     from . import data_dir as default_data_dir
     from .download import cache_dir
+
     out = [default_data_dir()]
     c = cache_dir()
     if c not in out:
@@ -83,8 +86,10 @@ def find_file(relpath: str, data_dir=None) -> Path:
                 return p
     dataset = relpath.split("/", 1)[0]
     where = " or ".join(str(d) for d in dirs)
-    raise DataError(f"{relpath} not found in {where}; get it with `crfkit data fetch {dataset}` "
-                    "(or point CRFKIT_DATA / data_dir at a directory in the shared/data layout)")
+    raise DataError(
+        f"{relpath} not found in {where}; get it with `crfkit data fetch {dataset}` "
+        "(or point CRFKIT_DATA / data_dir at a directory in the shared/data layout)"
+    )
 
 
 def _check_choice(value, choices, what: str):
@@ -94,6 +99,7 @@ def _check_choice(value, choices, what: str):
 
 # --------------------------------------------------------------------------- CoNLL
 
+
 def load_conll2000(split: str = "train", data_dir=None) -> list[Sentence]:
     """CoNLL-2000 chunking: ``split`` is ``"train"`` (8,936 sentences) or
     ``"test"`` (2,012). Columns ``[word, POS]``, labels the B-/I-/O chunk tags."""
@@ -101,7 +107,9 @@ def load_conll2000(split: str = "train", data_dir=None) -> list[Sentence]:
     return read_columns_list(find_file(f"conll2000/{split}.txt.gz", data_dir))
 
 
-def load_conll2002(lang: str, split: str = "train", data_dir=None, *, docstart: str = "skip") -> list[Sentence]:
+def load_conll2002(
+    lang: str, split: str = "train", data_dir=None, *, docstart: str = "skip"
+) -> list[Sentence]:
     """CoNLL-2002 NER: ``lang`` ``"es"`` or ``"nl"`` (``"esp"``/``"ned"`` too),
     ``split`` ``"train"``, ``"testa"`` (development) or ``"testb"`` (test).
     Columns ``[word, POS]``, labels IOB2 entity tags. ``docstart="skip"``
@@ -111,11 +119,13 @@ def load_conll2002(lang: str, split: str = "train", data_dir=None, *, docstart: 
     no blank line between)."""
     _check_choice(lang, tuple(CONLL2002_LANGS), "lang")
     _check_choice(split, CONLL2002_SPLITS, "split")
-    return read_columns_list(find_file(f"conll2002/{CONLL2002_LANGS[lang]}.{split}.gz", data_dir),
-                             docstart=docstart)
+    return read_columns_list(
+        find_file(f"conll2002/{CONLL2002_LANGS[lang]}.{split}.gz", data_dir), docstart=docstart
+    )
 
 
 # --------------------------------------------------------------------------- Penn Treebank sample
+
 
 def load_ptb_sample(split: str = "all", data_dir=None) -> list[Sentence]:
     """NLTK's 10% Penn Treebank sample for POS tagging (3,914 sentences).
@@ -133,6 +143,7 @@ def load_ptb_sample(split: str = "all", data_dir=None) -> list[Sentence]:
 
 
 # --------------------------------------------------------------------------- OCR letters
+
 
 def _folds_arg(folds) -> set[int]:
     if folds is None:
@@ -153,7 +164,7 @@ def _parse_letters(path: Path, keep: set[int]):
     X: list[np.ndarray] = []
     Y: list[list[str]] = []
     F: list[int] = []
-    rows: list = []   # pixel rows of the current word: b"0101..." when binary, else float arrays
+    rows: list = []  # pixel rows of the current word: b"0101..." when binary, else float arrays
     labels: list[str] = []
     word_fold = word_line = word_id = None
     expect_pos = 1
@@ -165,12 +176,18 @@ def _parse_letters(path: Path, keep: set[int]):
                 continue
             head = text.split("\t", 6)
             if len(head) < 7:
-                raise DataError(f"{len(head)} fields, expected {OCR_FIELDS} (id, letter, next_id, "
-                                f"word_id, position, fold, {OCR_PIXELS} pixels)", name, lineno)
+                raise DataError(
+                    f"{len(head)} fields, expected {OCR_FIELDS} (id, letter, next_id, "
+                    f"word_id, position, fold, {OCR_PIXELS} pixels)",
+                    name,
+                    lineno,
+                )
             try:
                 next_id, wid, pos, fold = int(head[2]), int(head[3]), int(head[4]), int(head[5])
             except ValueError:
-                raise DataError("next_id, word_id, position and fold must be integers", name, lineno) from None
+                raise DataError(
+                    "next_id, word_id, position and fold must be integers", name, lineno
+                ) from None
             letter = head[1]
             if not letter:
                 raise DataError("empty letter label", name, lineno)
@@ -179,8 +196,12 @@ def _parse_letters(path: Path, keep: set[int]):
             if word_fold is None:
                 word_fold, word_line, word_id, expect_pos = fold, lineno, wid, 1
             elif fold != word_fold or wid != word_id:
-                raise DataError(f"word {word_id} (from line {word_line}) changes word_id or fold "
-                                "before its last letter (next_id = -1)", name, lineno)
+                raise DataError(
+                    f"word {word_id} (from line {word_line}) changes word_id or fold "
+                    "before its last letter (next_id = -1)",
+                    name,
+                    lineno,
+                )
             if pos != expect_pos:
                 raise DataError(f"position {pos}, expected {expect_pos}", name, lineno)
             expect_pos += 1
@@ -189,14 +210,22 @@ def _parse_letters(path: Path, keep: set[int]):
                 rest = rest[:-1]  # a trailing TAB
             # binary pixels: one character each, TABs between (checked by the count)
             pix = rest[::2]
-            if len(rest) == 2 * OCR_PIXELS - 1 and rest.count("\t") == OCR_PIXELS - 1 and not pix.strip("01"):
+            if (
+                len(rest) == 2 * OCR_PIXELS - 1
+                and rest.count("\t") == OCR_PIXELS - 1
+                and not pix.strip("01")
+            ):
                 if fold in keep:
                     rows.append(pix.encode("ascii"))
             else:
                 vals = rest.split("\t")
                 if len(vals) != OCR_PIXELS:
-                    raise DataError(f"{6 + len(vals)} fields, expected {OCR_FIELDS} (id, letter, next_id, "
-                                    f"word_id, position, fold, {OCR_PIXELS} pixels)", name, lineno)
+                    raise DataError(
+                        f"{6 + len(vals)} fields, expected {OCR_FIELDS} (id, letter, next_id, "
+                        f"word_id, position, fold, {OCR_PIXELS} pixels)",
+                        name,
+                        lineno,
+                    )
                 try:
                     arr = np.array([float(v) for v in vals], dtype=np.float64)
                 except ValueError:
@@ -215,8 +244,11 @@ def _parse_letters(path: Path, keep: set[int]):
                 rows, labels = [], []
                 word_fold = None
         if word_fold is not None:
-            raise DataError(f"the file ends inside word {word_id} (from line {word_line}): "
-                            "its last letter needs next_id = -1", name)
+            raise DataError(
+                f"the file ends inside word {word_id} (from line {word_line}): "
+                "its last letter needs next_id = -1",
+                name,
+            )
     except UnicodeDecodeError:
         raise DataError("invalid UTF-8", name) from None
     except (OSError, EOFError) as e:
@@ -275,7 +307,9 @@ def pixel_attributes(X: Iterable[np.ndarray], *, bias: bool = True) -> list[list
     for word in X:
         word = np.asarray(word, dtype=np.float64)
         if word.ndim != 2 or word.shape[1] != OCR_PIXELS:
-            raise ValueError(f"each word must be an array (n_letters, {OCR_PIXELS}), got shape {word.shape}")
+            raise ValueError(
+                f"each word must be an array (n_letters, {OCR_PIXELS}), got shape {word.shape}"
+            )
         seq = []
         for row in word:
             nz = np.flatnonzero(row)

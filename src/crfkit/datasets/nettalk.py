@@ -26,6 +26,7 @@ other eight train.  The split depends on the file's line order only (no random
 numbers), so it is the same on every machine and run; the folds are disjoint and
 cover every word.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,9 +36,19 @@ from ..errors import DataError
 from ..io.columns import Sentence, open_text
 
 __all__ = [
-    "NETTALK_FILE", "NETTALK_FOLDS", "LABEL_KINDS", "NettalkWord", "read_nettalk", "load_nettalk",
-    "nettalk_fold", "nettalk_split_folds", "nettalk_split", "joint_label", "phoneme_of",
-    "joint_label_count", "write_columns",
+    "NETTALK_FILE",
+    "NETTALK_FOLDS",
+    "LABEL_KINDS",
+    "NettalkWord",
+    "read_nettalk",
+    "load_nettalk",
+    "nettalk_fold",
+    "nettalk_split_folds",
+    "nettalk_split",
+    "joint_label",
+    "phoneme_of",
+    "joint_label_count",
+    "write_columns",
 ]
 
 NETTALK_FILE = "nettalk/nettalk.data.gz"
@@ -48,8 +59,9 @@ _STRESS = frozenset("012<>")
 
 @dataclass(frozen=True)
 class NettalkWord:
-    """One line of ``nettalk.data``: the word, its letter-aligned phoneme and stress strings, its class
-    (0 regular, 1 irregular, 2 foreign), its 0-based index in the file and the file line (1-based)."""
+    """One line of ``nettalk.data``: the word, its letter-aligned phoneme and stress strings, its
+    class (0 regular, 1 irregular, 2 foreign), its 0-based index in the file and the file line
+    (1-based)."""
 
     word: str
     phonemes: str
@@ -92,9 +104,14 @@ def nettalk_fold(index: int) -> int:
 
 
 def nettalk_split_folds(test_fold: int = 9) -> tuple[tuple[int, ...], int, int]:
-    """``(train folds, dev fold, test fold)`` of the split whose test fold is ``test_fold``: the dev fold is
-    ``(test_fold - 1) mod 10``, the other eight train (the default 9 gives folds 0-7, 8, 9)."""
-    if isinstance(test_fold, bool) or not isinstance(test_fold, int) or not 0 <= test_fold < NETTALK_FOLDS:
+    """``(train folds, dev fold, test fold)`` of the split whose test fold is ``test_fold``: the dev
+    fold is ``(test_fold - 1) mod 10``, the other eight train (the default 9 gives folds 0-7, 8,
+    9)."""
+    if (
+        isinstance(test_fold, bool)
+        or not isinstance(test_fold, int)
+        or not 0 <= test_fold < NETTALK_FOLDS
+    ):
         raise ValueError(f"test_fold must be an integer 0..{NETTALK_FOLDS - 1}, got {test_fold!r}")
     dev = (test_fold - 1) % NETTALK_FOLDS
     train = tuple(f for f in range(NETTALK_FOLDS) if f not in (dev, test_fold))
@@ -102,9 +119,9 @@ def nettalk_split_folds(test_fold: int = 9) -> tuple[tuple[int, ...], int, int]:
 
 
 def read_nettalk(path) -> list[NettalkWord]:
-    """Every word of a ``nettalk.data`` file (``.gz`` or plain), checked: four tab-separated fields, the
-    three strings of equal length, lower-case letters, known stress marks, an integer class.  A bad line
-    raises :class:`~crfkit.errors.DataError` naming the file and line."""
+    """Every word of a ``nettalk.data`` file (``.gz`` or plain), checked: four tab-separated fields,
+    the three strings of equal length, lower-case letters, known stress marks, an integer class.  A
+    bad line raises :class:`~crfkit.errors.DataError` naming the file and line."""
     name = str(path)
     out: list[NettalkWord] = []
     f = open_text(path)
@@ -115,19 +132,29 @@ def read_nettalk(path) -> list[NettalkWord]:
                 continue
             parts = text.split("\t")
             if len(parts) != 4:
-                raise DataError(f"{len(parts)} tab-separated fields, expected 4 (word, phonemes, stress, class)",
-                                name, lineno)
+                raise DataError(
+                    f"{len(parts)} tab-separated fields, expected 4 (word, phonemes, stress, class)",
+                    name,
+                    lineno,
+                )
             word, ph, st, cl = parts
             if not word:
                 raise DataError("empty word", name, lineno)
             if not (len(word) == len(ph) == len(st)):
-                raise DataError(f"the word {word!r} has {len(word)} letters but the phoneme string {ph!r} has "
-                                f"{len(ph)} symbols and the stress string {st!r} {len(st)}: they must be "
-                                "letter-aligned (equal length)", name, lineno)
+                raise DataError(
+                    f"the word {word!r} has {len(word)} letters but the phoneme string {ph!r} has "
+                    f"{len(ph)} symbols and the stress string {st!r} {len(st)}: they must be "
+                    "letter-aligned (equal length)",
+                    name,
+                    lineno,
+                )
             bad = sorted(set(st) - _STRESS)
             if bad:
-                raise DataError(f"unknown stress mark(s) {''.join(bad)!r} in {st!r} (expected 0 1 2 < >)",
-                                name, lineno)
+                raise DataError(
+                    f"unknown stress mark(s) {''.join(bad)!r} in {st!r} (expected 0 1 2 < >)",
+                    name,
+                    lineno,
+                )
             if any(c.isspace() for c in word + ph):
                 raise DataError("white space inside the word or the phoneme string", name, lineno)
             try:
@@ -159,27 +186,36 @@ def _folds_arg(folds) -> set[int]:
     return out
 
 
-def load_nettalk(folds=None, data_dir=None, *, labels: str = "phoneme", path=None) -> list[Sentence]:
-    """The words of the given ``folds`` (an int, an iterable of ints 0..9, or None for all), in file order,
-    as :class:`~crfkit.io.columns.Sentence` (column 0: the letter; labels: ``labels`` = ``"phoneme"``,
-    ``"stress"`` or ``"joint"``). ``path`` reads that file instead of the data directory's."""
+def load_nettalk(
+    folds=None, data_dir=None, *, labels: str = "phoneme", path=None
+) -> list[Sentence]:
+    """The words of the given ``folds`` (an int, an iterable of ints 0..9, or None for all), in file
+    order, as :class:`~crfkit.io.columns.Sentence` (column 0: the letter; labels:
+    ``labels`` = ``"phoneme"``, ``"stress"`` or ``"joint"``). ``path`` reads that file instead of
+    the data directory's."""
     if labels not in LABEL_KINDS:
-        raise ValueError(f"labels must be one of {', '.join(map(repr, LABEL_KINDS))}, not {labels!r}")
+        raise ValueError(
+            f"labels must be one of {', '.join(map(repr, LABEL_KINDS))}, not {labels!r}"
+        )
     keep = _folds_arg(folds)
     if path is None:
         from .loaders import find_file
+
         path = find_file(NETTALK_FILE, data_dir)
     return [w.sentence(labels) for w in read_nettalk(Path(path)) if w.fold in keep]
 
 
 def nettalk_split(test_fold: int = 9, data_dir=None, *, labels: str = "phoneme", path=None):
-    """``(train, dev, test)`` sentence lists of the split of :func:`nettalk_split_folds` (default: folds
-    0-7 train, 8 dev, 9 test)."""
+    """``(train, dev, test)`` sentence lists of the split of :func:`nettalk_split_folds` (default:
+    folds 0-7 train, 8 dev, 9 test)."""
     if labels not in LABEL_KINDS:
-        raise ValueError(f"labels must be one of {', '.join(map(repr, LABEL_KINDS))}, not {labels!r}")
+        raise ValueError(
+            f"labels must be one of {', '.join(map(repr, LABEL_KINDS))}, not {labels!r}"
+        )
     train_f, dev_f, test_f = nettalk_split_folds(test_fold)
     if path is None:
         from .loaders import find_file
+
         path = find_file(NETTALK_FILE, data_dir)
     words = read_nettalk(Path(path))
     tr = [w.sentence(labels) for w in words if w.fold in train_f]
@@ -194,10 +230,11 @@ def joint_label_count(sentences) -> int:
 
 
 def write_columns(sentences, path) -> None:
-    """Write sentences as a column file (``letter<TAB>label`` per token, a blank line after each word), the
-    input ``crfkit train``/``tag``, ``wapiti`` and ``crf_learn`` read; written to a temporary file and
-    renamed into place."""
+    """Write sentences as a column file (``letter<TAB>label`` per token, a blank line after each
+    word), the input ``crfkit train``/``tag``, ``wapiti`` and ``crf_learn`` read; written to a
+    temporary file and renamed into place."""
     from ..io.atomic import atomic_file
+
     lines = []
     for s in sentences:
         for cols, y in zip(s.columns, s.labels):

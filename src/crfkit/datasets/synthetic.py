@@ -23,13 +23,13 @@ Everything is a function of two seeds: ``language_seed`` fixes the
 and test sets are drawn from one language with two seeds.  Python's
 ``random.Random`` is used, so the output is the same on every platform.
 """
+
 from __future__ import annotations
 
 import gzip
 import io
 import os
 import random
-
 from bisect import bisect
 from functools import lru_cache
 from itertools import accumulate
@@ -44,8 +44,16 @@ CHUNK_TYPES = ("NP", "VP", "PP", "ADJP", "ADVP", "SBAR")
 # Part-of-speech patterns of each chunk type: (weight, pattern); "JJ*" is
 # zero to two JJ, "X?" is optional.
 _PATTERNS = {
-    "NP": [(5, "DT JJ* NN"), (3, "DT NN NN"), (2, "NNP NNP?"), (3, "PRP"), (2, "CD NNS"),
-           (2, "JJ* NNS"), (1, "DT JJ NNS"), (1, "NN")],
+    "NP": [
+        (5, "DT JJ* NN"),
+        (3, "DT NN NN"),
+        (2, "NNP NNP?"),
+        (3, "PRP"),
+        (2, "CD NNS"),
+        (2, "JJ* NNS"),
+        (1, "DT JJ NNS"),
+        (1, "NN"),
+    ],
     "VP": [(4, "VBZ"), (3, "MD VB"), (3, "VBD"), (2, "TO VB"), (1, "VBZ RB VBD"), (1, "MD RB VB")],
     "PP": [(6, "IN"), (1, "TO")],
     "ADJP": [(3, "JJ"), (2, "RB JJ")],
@@ -79,57 +87,119 @@ _CLOSED = {
     ".": [".", "!", "?"],
 }
 # prepositions; the first few also introduce clauses (SBAR), as "that", "because"
-_IN_WORDS = ["of", "in", "for", "on", "with", "at", "by", "from", "about", "into", "over",
-             "after", "because", "if", "that", "while", "as", "since", "before"]
+_IN_WORDS = [
+    "of",
+    "in",
+    "for",
+    "on",
+    "with",
+    "at",
+    "by",
+    "from",
+    "about",
+    "into",
+    "over",
+    "after",
+    "because",
+    "if",
+    "that",
+    "while",
+    "as",
+    "since",
+    "before",
+]
 _SBAR_IN = ["because", "if", "that", "while", "as", "since", "before", "after"]
 # the parts of speech a noisy tagger confuses
-_CONFUSE = {"NN": ["JJ", "VB", "NNP"], "JJ": ["NN", "RB"], "VB": ["NN", "VBZ"], "VBD": ["VB", "JJ"],
-            "VBZ": ["NNS"], "NNS": ["VBZ"], "RB": ["JJ", "IN"], "IN": ["RB", "WDT"], "NNP": ["NN"],
-            "WDT": ["IN", "DT"], "DT": ["WDT"], "CD": ["JJ"]}
+_CONFUSE = {
+    "NN": ["JJ", "VB", "NNP"],
+    "JJ": ["NN", "RB"],
+    "VB": ["NN", "VBZ"],
+    "VBD": ["VB", "JJ"],
+    "VBZ": ["NNS"],
+    "NNS": ["VBZ"],
+    "RB": ["JJ", "IN"],
+    "IN": ["RB", "WDT"],
+    "NNP": ["NN"],
+    "WDT": ["IN", "DT"],
+    "DT": ["WDT"],
+    "CD": ["JJ"],
+}
 POS_NOISE = 0.04
 LABEL_NOISE = 0.01
 MAX_CHUNKS = 14
 
+
 def _cum(weights):
     return list(accumulate(weights))
 
+
 def _pick(rng: random.Random, items, cum):
     return items[bisect(cum, rng.random() * cum[-1])]
+
 
 class _Language:
     """Vocabularies and grammar of one synthetic language."""
 
     def __init__(self, language_seed: int):
         rng = random.Random(f"crfkit-synthetic-language-{language_seed}")
-        onsets = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
-                  "br", "st", "tr", "pl", "gr", "sh", "ch"]
+        onsets = [
+            "b",
+            "c",
+            "d",
+            "f",
+            "g",
+            "h",
+            "k",
+            "l",
+            "m",
+            "n",
+            "p",
+            "r",
+            "s",
+            "t",
+            "v",
+            "w",
+            "z",
+            "br",
+            "st",
+            "tr",
+            "pl",
+            "gr",
+            "sh",
+            "ch",
+        ]
         vowels = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
         codas = ["", "", "n", "r", "s", "t", "l", "m", "nd", "ck"]
         seen: set[str] = set()
 
         def word(nsyl: int) -> str:
             while True:
-                w = "".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(nsyl)) + rng.choice(codas)
+                w = "".join(
+                    rng.choice(onsets) + rng.choice(vowels) for _ in range(nsyl)
+                ) + rng.choice(codas)
                 if w not in seen:
                     seen.add(w)
                     return w
 
-        stems = {pos: [word(rng.choice((1, 2, 2, 3))) for _ in range(n)] for pos, n in _OPEN.items()}
+        stems = {
+            pos: [word(rng.choice((1, 2, 2, 3))) for _ in range(n)] for pos, n in _OPEN.items()
+        }
         # ambiguity: some verbs are also nouns, some adjectives also nouns
         share = len(stems["VB"]) // 4
-        stems["VB"][:share] = stems["NN"][50:50 + share]
+        stems["VB"][:share] = stems["NN"][50 : 50 + share]
         stems["JJ"][:20] = stems["NN"][200:220]
         vocab = {
             "NN": stems["NN"],
-            "NNS": [w + "s" for w in stems["NN"][:_OPEN["NNS"]]],
+            "NNS": [w + "s" for w in stems["NN"][: _OPEN["NNS"]]],
             "NNP": [w.capitalize() for w in stems["NNP"]],
             "JJ": stems["JJ"],
             "VB": stems["VB"],
             "VBZ": [w + "s" for w in stems["VB"]],
             "VBD": [w + "ed" for w in stems["VB"]],
-            "RB": [w + "ly" for w in stems["RB"][:50]] + ["not", "also", "very", "so", "then", "now",
-                                                          "still", "just", "only", "even"],
-            "CD": [str(k) for k in range(1, 40)] + ["hundred", "thousand", "million", "two", "three"],
+            "RB": [w + "ly" for w in stems["RB"][:50]]
+            + ["not", "also", "very", "so", "then", "now", "still", "just", "only", "even"],
+            "CD": [str(k) for k in range(1, 40)]
+            + ["hundred", "thousand", "million", "two", "three"],
             "IN": list(_IN_WORDS),
         }
         for pos, ws in _CLOSED.items():
@@ -142,7 +212,9 @@ class _Language:
             self.vocab[pos] = (ws, _cum([1.0 / (r + 1) ** 1.05 for r in range(len(ws))]))
         sbar = [w for w in vocab["IN"] if w in _SBAR_IN]
         self.sbar_in = (sbar, _cum([1.0] * len(sbar)))
-        self.patterns = {k: ([p.split() for _, p in v], _cum([w for w, _ in v])) for k, v in _PATTERNS.items()}
+        self.patterns = {
+            k: ([p.split() for _, p in v], _cum([w for w, _ in v])) for k, v in _PATTERNS.items()
+        }
         self.next = {k: ([t for t, _ in v], _cum([w for _, w in v])) for k, v in _NEXT.items()}
         self.all_labels = [f"{p}-{t}" for t in CHUNK_TYPES for p in "BI"] + ["O"]
 
@@ -177,7 +249,9 @@ class _Language:
             if state == "END" or n > MAX_CHUNKS:
                 break
             pats, pcum = self.patterns[state]
-            tags = self._expand(rng, _pick(rng, pats, pcum))  # never empty: every pattern has a plain tag
+            tags = self._expand(
+                rng, _pick(rng, pats, pcum)
+            )  # never empty: every pattern has a plain tag
             for k, pos in enumerate(tags):
                 w = self._word(rng, pos, state)
                 if state == "O":
@@ -197,9 +271,11 @@ class _Language:
         rows[0][0] = rows[0][0].capitalize()
         return rows, labels
 
+
 @lru_cache(maxsize=4)
 def _language(language_seed: int) -> _Language:
     return _Language(language_seed)
+
 
 def generate(n_sentences: int, seed: int = 0, *, language_seed: int = 0) -> list[Sentence]:
     """``n_sentences`` sentences of the synthetic corpus, as :class:`~crfkit.io.columns.Sentence`
@@ -218,7 +294,10 @@ def generate(n_sentences: int, seed: int = 0, *, language_seed: int = 0) -> list
         line += len(rows) + 1
     return out
 
-def write(path: str | os.PathLike, n_sentences: int, seed: int = 0, *, language_seed: int = 0) -> int:
+
+def write(
+    path: str | os.PathLike, n_sentences: int, seed: int = 0, *, language_seed: int = 0
+) -> int:
     """Write the corpus as a column file ``word POS chunk`` (space-separated, a
     blank line after each sentence, CoNLL-2000's layout); a name ending in
     ``.gz`` is gzip-compressed (with no timestamp, so the bytes depend on the

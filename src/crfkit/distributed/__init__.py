@@ -1,4 +1,5 @@
-"""Training on a Dask cluster (``pip install 'crfkit[dask]'``): corpora that never sit in one process.
+"""Training on a Dask cluster (``pip install 'crfkit[dask]'``): corpora that never sit in one
+process.
 
 ::
 
@@ -11,10 +12,11 @@
 * **Sharded data** (:func:`load_sharded`): one shard per file; the workers read and count their
   shards (map), the client merges the counts into ONE feature space with the frequency cut-off
   applied globally (reduce: the feature ids of a single-process run on the concatenated files),
-  sends it to every worker (as a task result, recomputable), and the workers encode their shards and keep them as futures.
+  sends it to every worker (as a task result, recomputable), and the workers encode their shards and
+  keep them as futures.
 * **Exact full-batch oracle** (:class:`DistributedObjective`): L-BFGS / OWL-QN run unchanged on the
-  client; each evaluation sends ``w`` to the workers, every shard returns its loss and gradient (crfkit's
-  multi-threaded kernels in the worker), a fixed tree of pairwise sums adds them.
+  client; each evaluation sends ``w`` to the workers, every shard returns its loss and gradient
+  (crfkit's multi-threaded kernels in the worker), a fixed tree of pairwise sums adds them.
 * **Parameter mixing** (:mod:`crfkit.distributed.mixing`) for ``sg``, ``asg``, ``sgd-l1``; the
   other stochastic methods are refused with the reason.
 * **Faults**: the encoded shards are task results derived from the files, so Dask re-runs them from
@@ -24,6 +26,7 @@
 Nothing here is imported by the single-process path (``import crfkit``, ``crfkit.train``,
 ``crfkit.cli`` do not import dask).  See ``docs/distributed.md`` for the cost model.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,25 +35,49 @@ from ..errors import CrfkitError, ParameterError
 
 try:  # the optional extra
     import dask  # noqa: F401
+
     import distributed  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise CrfkitError("training on a Dask cluster needs the optional extra: pip install 'crfkit[dask]' "
-                      f"({e})") from None
+    raise CrfkitError(
+        f"training on a Dask cluster needs the optional extra: pip install 'crfkit[dask]' ({e})"
+    ) from None
 
-from .core import (MIXING, DistributedObjective, RemoteNames, ShardedCorpus, expand_paths, load_sharded,  # noqa: E402
-                   resolve_names, tree_sum)
+from .core import (  # noqa: E402
+    MIXING,
+    DistributedObjective,
+    RemoteNames,
+    ShardedCorpus,
+    expand_paths,
+    load_sharded,
+    resolve_names,
+    tree_sum,
+)
 
-__all__ = ["MIXING", "DistributedObjective", "RemoteNames", "ShardedCorpus", "resolve_names", "expand_paths", "load_sharded", "tree_sum",
-           "train_files", "local_client", "connect", "dashboard"]
+__all__ = [
+    "MIXING",
+    "DistributedObjective",
+    "RemoteNames",
+    "ShardedCorpus",
+    "resolve_names",
+    "expand_paths",
+    "load_sharded",
+    "tree_sum",
+    "train_files",
+    "local_client",
+    "connect",
+    "dashboard",
+]
 
 
 def local_client(n_workers: int, threads_per_worker: int = 1, **kwargs):
     """A :class:`distributed.Client` on a new ``LocalCluster`` of ``n_workers`` worker processes
     (``threads_per_worker`` Dask threads each; crfkit's numba threads inside a task are the
-    ``threads`` of training).  The workers get this crfkit on their ``PYTHONPATH``.  The client fetches
-    results from the workers directly (``direct_to_workers``: the reduced gradient, megabytes at every
-    evaluation, does not pass through the scheduler), which the workers of a local cluster allow."""
+    ``threads`` of training).  The workers get this crfkit on their ``PYTHONPATH``.  The client
+    fetches results from the workers directly (``direct_to_workers``: the reduced gradient,
+    megabytes at every evaluation, does not pass through the scheduler), which the workers of a
+    local cluster allow."""
     from distributed import Client, LocalCluster
+
     if int(n_workers) < 1:
         raise ParameterError("a LocalCluster needs at least one worker")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,20 +86,28 @@ def local_client(n_workers: int, threads_per_worker: int = 1, **kwargs):
         os.environ["PYTHONPATH"] = root + (os.pathsep + pp if pp else "")
     kwargs.setdefault("dashboard_address", ":0")
     kwargs.setdefault("silence_logs", 40)
-    cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=int(threads_per_worker), processes=True,
-                           **kwargs)
+    cluster = LocalCluster(
+        n_workers=int(n_workers),
+        threads_per_worker=int(threads_per_worker),
+        processes=True,
+        **kwargs,
+    )
     return Client(cluster, direct_to_workers=True)
 
 
 def connect(spec: str, threads_per_worker: int = 1):
-    """``local:N`` (a LocalCluster of N worker processes) or a scheduler address (``tcp://host:8786``)."""
+    """``local:N`` (a LocalCluster of N worker processes) or a scheduler address
+    (``tcp://host:8786``)."""
     if spec.startswith("local:"):
         try:
             n = int(spec[6:])
         except ValueError:
-            raise ParameterError(f"--dask {spec!r}: expected local:N with N a number of workers") from None
+            raise ParameterError(
+                f"--dask {spec!r}: expected local:N with N a number of workers"
+            ) from None
         return local_client(n, threads_per_worker)
     from distributed import Client
+
     try:
         return Client(spec, timeout="30s")
     except (OSError, TimeoutError) as e:
@@ -89,11 +124,32 @@ def dashboard(client) -> str | None:
     return None
 
 
-def train_files(client, paths, *, templates=None, format: str = "auto", pad: bool = True, docstart: str = "skip",
-                support: str = "observed", transitions: str | None = None, min_freq: float = 0,
-                l1=None, l2=None, c1=None, c2=None, rho1=None, rho2=None, X_dev=None, Y_dev=None,
-                dev_path=None, threads: int | None = None, verbose: bool = False, log=print, meta=None,
-                **kwargs):
+def train_files(
+    client,
+    paths,
+    *,
+    templates=None,
+    format: str = "auto",
+    pad: bool = True,
+    docstart: str = "skip",
+    support: str = "observed",
+    transitions: str | None = None,
+    min_freq: float = 0,
+    l1=None,
+    l2=None,
+    c1=None,
+    c2=None,
+    rho1=None,
+    rho2=None,
+    X_dev=None,
+    Y_dev=None,
+    dev_path=None,
+    threads: int | None = None,
+    verbose: bool = False,
+    log=print,
+    meta=None,
+    **kwargs,
+):
     """Train on files read by the workers of ``client``; returns :class:`crfkit.train.TrainResult`.
 
     ``paths``, ``templates``, ``format``, ``pad``, ``docstart``, ``support``, ``transitions``,
@@ -109,22 +165,37 @@ def train_files(client, paths, *, templates=None, format: str = "auto", pad: boo
     from ..features.encode import encode
     from ..objective import regularization
     from ..training.driver import train_corpus
+
     for k in ("dense", "B", "partial_labels", "allowed"):
         if kwargs.get(k):
             raise ParameterError(f"{k} is not supported on a Dask cluster yet")
-    space, sc = load_sharded(client, paths, templates=templates, format=format, pad=pad, docstart=docstart,
-                             support=support, transitions=transitions, min_freq=min_freq, threads=threads,
-                             log=log if verbose else None)
+    space, sc = load_sharded(
+        client,
+        paths,
+        templates=templates,
+        format=format,
+        pad=pad,
+        docstart=docstart,
+        support=support,
+        transitions=transitions,
+        min_freq=min_freq,
+        threads=threads,
+        log=log if verbose else None,
+    )
     try:
         reg = regularization(sc.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
         dev = dev_labels = None
         if dev_path is not None:
             from .shards import Source, read_shard
-            X_dev, Y_dev, nd = read_shard(Source(os.fspath(dev_path), sc.format, sc.sources[0].templates, pad,
-                                                 docstart))
+
+            X_dev, Y_dev, nd = read_shard(
+                Source(os.fspath(dev_path), sc.format, sc.sources[0].templates, pad, docstart)
+            )
             if nd is not None and nd != sc.n_columns:
-                raise CrfkitError(f"{dev_path}: the dev data has {nd} observation columns but the training data "
-                                  f"has {sc.n_columns}")
+                raise CrfkitError(
+                    f"{dev_path}: the dev data has {nd} observation columns but the training data "
+                    f"has {sc.n_columns}"
+                )
         if X_dev is not None:
             # encoded where the names are (the client holds the space's layout, not its names)
             f = client.submit(encode, X_dev, sc.space_future, Y_dev, name="<dev data>", pure=False)
@@ -132,17 +203,42 @@ def train_files(client, paths, *, templates=None, format: str = "auto", pad: boo
             f.release()
             dev_labels = Y_dev
         md = dict(meta or {})
-        md.update({"support": support, "transitions": transitions or support, "min_freq": min_freq,
-                   "train_file": ",".join(s.path for s in sc.sources) if len(sc) <= 8 else
-                   f"{sc.sources[0].path} and {len(sc) - 1} more files",
-                   "dask_workers": len(client.scheduler_info()["workers"]), "dask_shards": len(sc)})
+        md.update(
+            {
+                "support": support,
+                "transitions": transitions or support,
+                "min_freq": min_freq,
+                "train_file": ",".join(s.path for s in sc.sources)
+                if len(sc) <= 8
+                else f"{sc.sources[0].path} and {len(sc) - 1} more files",
+                "dask_workers": len(client.scheduler_info()["workers"]),
+                "dask_shards": len(sc),
+            }
+        )
         if sc.format == "columns":
-            md.update({"templates": sc.sources[0].templates, "template_pad": bool(pad), "columns": sc.n_columns})
+            md.update(
+                {
+                    "templates": sc.sources[0].templates,
+                    "template_pad": bool(pad),
+                    "columns": sc.n_columns,
+                }
+            )
         else:
             md["input_format"] = "crfsuite"
-        res = train_corpus(space, sc, reg=reg, dev=dev, dev_labels=dev_labels, meta=md, threads=threads,
-                           verbose=verbose, log=log, **kwargs)
-        # the names, packed, now that the optimizer's vectors are gone: the model outlives the cluster
+        res = train_corpus(
+            space,
+            sc,
+            reg=reg,
+            dev=dev,
+            dev_labels=dev_labels,
+            meta=md,
+            threads=threads,
+            verbose=verbose,
+            log=log,
+            **kwargs,
+        )
+        # the names, packed, now that the optimizer's vectors are gone: the model outlives the
+        # cluster
         resolve_names(res.model.space)
         return res
     finally:

@@ -14,6 +14,7 @@ evaluation).  The pairwise sums pair blocks ``(0, 1), (2, 3), ...`` then their s
 by block index, so that the result is bitwise the same whatever the placement, including after a
 worker was lost and its block rebuilt elsewhere from the files.
 """
+
 from __future__ import annotations
 
 import glob
@@ -36,18 +37,18 @@ MIXING = ("sg", "asg", "sgd-l1")
 #: why the others are refused (the message of the ParameterError)
 _NOT_MIXED = {
     "sag": "its memory of one gradient per sequence (and their running sum) would have to be kept per "
-           "worker and merged consistently after every mixing step; averaging the workers' weights "
-           "breaks the invariant that the sum equals the stored gradients, so the method's linear "
-           "convergence is lost",
+    "worker and merged consistently after every mixing step; averaging the workers' weights "
+    "breaks the invariant that the sum equals the stored gradients, so the method's linear "
+    "convergence is lost",
     "sdca": "its dual variables (marginals per sequence) must stay consistent with the primal weights "
-            "w = sum of the dual contributions; averaging primal weights across workers breaks that "
-            "relation (CoCoA-style dual aggregation would be needed)",
+    "w = sum of the dual contributions; averaging primal weights across workers breaks that "
+    "relation (CoCoA-style dual aggregation would be needed)",
 }
 
 
 def expand_paths(paths) -> list[str]:
-    """File paths from paths and glob patterns (``*``, ``?``, ``[``), in the order given; a pattern's
-    matches sorted; a name that matches nothing is a :class:`DataError`."""
+    """File paths from paths and glob patterns (``*``, ``?``, ``[``), in the order given; a
+    pattern's matches sorted; a name that matches nothing is a :class:`DataError`."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[str] = []
@@ -70,6 +71,7 @@ def expand_paths(paths) -> list[str]:
 def _detect(path: str) -> str:
     from ..io.columns import open_source
     from ..io.crfsuite import DETECT_LINES, looks_like_crfsuite
+
     with open_source(path) as src:
         head = src.sniff(4 * DETECT_LINES)
     return "crfsuite" if looks_like_crfsuite(head) else "columns"
@@ -81,7 +83,10 @@ def tree_sum(client, futures):
     if not level:
         raise ValueError("nothing to sum")
     while len(level) > 1:
-        nxt = [client.submit(S.add, level[i], level[i + 1], pure=False) for i in range(0, len(level) - 1, 2)]
+        nxt = [
+            client.submit(S.add, level[i], level[i + 1], pure=False)
+            for i in range(0, len(level) - 1, 2)
+        ]
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
@@ -90,11 +95,12 @@ def tree_sum(client, futures):
 
 class ShardedCorpus:
     """The training corpus as encoded shards resident on the Dask workers (futures); what
-    :func:`crfkit.train.train_corpus` needs of a corpus besides the arrays: sizes, the largest feature
-    value, a fingerprint for checkpoints, and the objective / stochastic driver over the shards."""
+    :func:`crfkit.train.train_corpus` needs of a corpus besides the arrays: sizes, the largest
+    feature value, a fingerprint for checkpoints, and the objective / stochastic driver over the
+    shards."""
 
     is_sharded = True
-    is_weighted = False          # sample weights are not carried by shards (yet)
+    is_weighted = False  # sample weights are not carried by shards (yet)
     weight = None
 
     def __init__(self, client, sources, space, shard_futures, space_future, infos, threads):
@@ -136,21 +142,31 @@ class ShardedCorpus:
             h.update(i["digest"].encode())
         return h.hexdigest()
 
-    def objective(self, space, reg: Regularization, threads=None) -> "DistributedObjective":
+    def objective(self, space, reg: Regularization, threads=None) -> DistributedObjective:
         return DistributedObjective(self, reg)
 
     def stochastic(self, algorithm: str):
         if algorithm not in MIXING:
-            why = _NOT_MIXED["sdca"] if algorithm in ("sdca", "oeg") else _NOT_MIXED["sag"] if (
-                algorithm.startswith("sag") or algorithm == "hybrid") else (
-                "its per-coordinate or per-step state (step counters, accumulated squares, dual or "
-                "passive-aggressive updates) has no sound average across workers in crfkit yet")
-            raise ParameterError(f"{algorithm} cannot train on a Dask cluster: parameter mixing (each worker an "
-                                 f"epoch from the same weights, then their average) is offered for "
-                                 f"{', '.join(MIXING)} only; for {algorithm}: {why}. Use lbfgs/owlqn (exact, "
-                                 "data-parallel) or one of " + ", ".join(MIXING))
+            why = (
+                _NOT_MIXED["sdca"]
+                if algorithm in ("sdca", "oeg")
+                else _NOT_MIXED["sag"]
+                if (algorithm.startswith("sag") or algorithm == "hybrid")
+                else (
+                    "its per-coordinate or per-step state (step counters, accumulated squares, dual or "
+                    "passive-aggressive updates) has no sound average across workers in crfkit yet"
+                )
+            )
+            raise ParameterError(
+                f"{algorithm} cannot train on a Dask cluster: parameter mixing (each worker an "
+                f"epoch from the same weights, then their average) is offered for "
+                f"{', '.join(MIXING)} only; for {algorithm}: {why}. Use lbfgs/owlqn (exact, "
+                "data-parallel) or one of " + ", ".join(MIXING)
+            )
         from functools import partial
+
         from .mixing import parameter_mixing
+
         return partial(parameter_mixing, _algorithm=algorithm)
 
     def release(self) -> None:
@@ -160,20 +176,23 @@ class ShardedCorpus:
         self.shards = []
 
 
-#: glibc's M_TRIM_THRESHOLD (malloc.h), and the value Dask's nanny gives its workers (MALLOC_TRIM_THRESHOLD_)
+#: glibc's M_TRIM_THRESHOLD (malloc.h), and the value Dask's nanny gives its workers
+#: (MALLOC_TRIM_THRESHOLD_)
 _M_TRIM_THRESHOLD, _TRIM_BYTES = -1, 65536
 
 
 def trim_client_heap() -> bool:
-    """Let glibc return freed heap memory to the system above 64 KiB (``mallopt(M_TRIM_THRESHOLD)``), in
-    the client process, as Dask's nanny does for its workers; unless ``MALLOC_TRIM_THRESHOLD_`` is set
-    (the user's choice wins).  Without it the buffers of every evaluation's messages (w out, the gradient
-    in: megabytes each) stay in the client's heap after they are freed, about 100 MB at 4M features.
-    Returns whether it was set (False off glibc)."""
+    """Let glibc return freed heap memory to the system above 64 KiB
+    (``mallopt(M_TRIM_THRESHOLD)``), in the client process, as Dask's nanny does for its workers;
+    unless ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins).  Without it the buffers of
+    every evaluation's messages (w out, the gradient in: megabytes each) stay in the client's heap
+    after they are freed, about 100 MB at 4M features.  Returns whether it was set (False off
+    glibc)."""
     if "MALLOC_TRIM_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
         return False
     try:
         import ctypes
+
         return bool(ctypes.CDLL("libc.so.6").mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
     except (OSError, AttributeError):
         return False
@@ -185,9 +204,10 @@ def _n_columns(counts) -> int | None:
 
 class RemoteNames(Sequence):
     """The attribute names of a feature space merged on the workers, as the client holds them: their
-    number, and the future of the space.  Reading them (an index, iteration, ``==``, a lookup, saving the
-    model) fetches them once, packed (:class:`crfkit.model.StringTable`), and drops the future; until
-    then the client holds no name at all (a training run reads them at its end: :func:`resolve_names`)."""
+    number, and the future of the space.  Reading them (an index, iteration, ``==``, a lookup,
+    saving the model) fetches them once, packed (:class:`crfkit.model.StringTable`), and drops the
+    future; until then the client holds no name at all (a training run reads them at its end:
+    :func:`resolve_names`)."""
 
     def __init__(self, n: int, client, space_future):
         self._n = int(n)
@@ -224,7 +244,7 @@ class RemoteNames(Sequence):
 
     __hash__ = None
 
-    def __reduce__(self):          # pickled (a model sent elsewhere): the names themselves
+    def __reduce__(self):  # pickled (a model sent elsewhere): the names themselves
         return (_identity, (self.table(),))
 
     def __repr__(self) -> str:
@@ -236,16 +256,27 @@ def _identity(x):
 
 
 def resolve_names(space) -> None:
-    """Replace a :class:`RemoteNames` in ``space.attributes`` by the packed names (a model that outlives
-    the cluster, or is saved, needs them); a no-op for any other space."""
+    """Replace a :class:`RemoteNames` in ``space.attributes`` by the packed names (a model that
+    outlives the cluster, or is saved, needs them); a no-op for any other space."""
     if isinstance(space.attributes, RemoteNames):
         space.attributes = space.attributes.table()
         space.__dict__.pop("attr_index", None)
 
 
-def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bool = True,
-                 docstart: str = "skip", support: str = "observed", transitions: str | None = None,
-                 min_freq: float = 0, threads: int | None = None, log=None):
+def load_sharded(
+    client,
+    paths,
+    *,
+    templates=None,
+    format: str = "auto",
+    pad: bool = True,
+    docstart: str = "skip",
+    support: str = "observed",
+    transitions: str | None = None,
+    min_freq: float = 0,
+    threads: int | None = None,
+    log=None,
+):
     """Read, count and encode the training files on the workers; returns ``(space, ShardedCorpus)``.
 
     ``paths``: files and glob patterns (``.gz`` ok), one shard per file, read by the workers (so
@@ -265,20 +296,25 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     ttext = None
     if format == "columns":
         from ..features.templates import Templates, default_chunking_templates
+
         if templates is None:
             templates = default_chunking_templates()
         if isinstance(templates, str):
             templates = Templates.parse(templates, name="<templates>")
         if templates.bigram_observation:
-            raise ParameterError("bigram-observation templates (B lines with macros) are not supported on a Dask "
-                                 "cluster yet; train them in one process")
+            raise ParameterError(
+                "bigram-observation templates (B lines with macros) are not supported on a Dask "
+                "cluster yet; train them in one process"
+            )
         if not templates.unigram:
             raise ParameterError("no unigram (U) template: the model would have no state features")
         ttext = templates.source
         if not templates.has_transitions:
-            transitions = "none"      # CRF++: a template set without a B line trains no transitions
+            transitions = "none"  # CRF++: a template set without a B line trains no transitions
     elif templates is not None:
-        raise ParameterError("templates apply to column files; a CRFsuite attribute file already lists the attributes")
+        raise ParameterError(
+            "templates apply to column files; a CRFsuite attribute file already lists the attributes"
+        )
     sources = [S.Source(p, format, ttext, bool(pad), docstart) for p in files]
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
@@ -286,38 +322,67 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     nw, ns = len(workers), len(sources)
     where = [[workers[i * nw // ns]] for i in range(ns)]
     t0 = time.perf_counter()
-    counts = [client.submit(S.count_shard, src, workers=w, allow_other_workers=True, pure=False)
-              for src, w in zip(sources, where)]
+    counts = [
+        client.submit(S.count_shard, src, workers=w, allow_other_workers=True, pure=False)
+        for src, w in zip(sources, where)
+    ]
     # the reduce step runs on a worker: the merged vocabulary (millions of strings and the dict that
     # made them, at scale several times the client's working memory) never sits in the client, which
     # gets the packed view of the space (attribute names as one byte string).  The space is a task
-    # result, not scattered data: Dask's active memory manager keeps one replica of scattered data, and
-    # a worker lost with it would leave the shards impossible to re-encode; the count tasks stay in
-    # the graph as the merge's inputs, so a lost space is merged again from the files.
-    space_future = client.submit(S.merge_space, support, transitions, min_freq, *counts, workers=where[0],
-                                 allow_other_workers=True, pure=False)
-    # the merge checked that every column file has the first one's columns: that number is the corpus's
-    ncols = client.submit(_n_columns, counts[0], pure=False).result() if format == "columns" else None
+    # result, not scattered data: Dask's active memory manager keeps one replica of scattered data,
+    # and a worker lost with it would leave the shards impossible to re-encode; the count tasks stay
+    # in the graph as the merge's inputs, so a lost space is merged again from the files.
+    space_future = client.submit(
+        S.merge_space,
+        support,
+        transitions,
+        min_freq,
+        *counts,
+        workers=where[0],
+        allow_other_workers=True,
+        pure=False,
+    )
+    # the merge checked that every column file has the first one's columns: that number is the
+    # corpus's
+    ncols = (
+        client.submit(_n_columns, counts[0], pure=False).result() if format == "columns" else None
+    )
     layout = client.submit(S.space_layout, space_future, pure=False)
     del counts
     rest, n_attributes, space_digest = layout.result()
     layout.release()
     space = FeatureSpace(attributes=RemoteNames(n_attributes, client, space_future), **rest)
     if log:
-        log(f"dask: vocabulary of {ns} shards merged in {time.perf_counter() - t0:.2f}s: {space.n_labels} labels, "
-            f"{space.n_attributes} attributes, {space.n_features} features")
-    shard_futures = [client.submit(S.encode_shard, src, space_future, workers=w, allow_other_workers=True,
-                                   pure=False) for src, w in zip(sources, where)]
-    infos = client.gather([client.submit(S.shard_info, f, space_future, pure=False) for f in shard_futures])
+        log(
+            f"dask: vocabulary of {ns} shards merged in {time.perf_counter() - t0:.2f}s: {space.n_labels} labels, "
+            f"{space.n_attributes} attributes, {space.n_features} features"
+        )
+    shard_futures = [
+        client.submit(
+            S.encode_shard, src, space_future, workers=w, allow_other_workers=True, pure=False
+        )
+        for src, w in zip(sources, where)
+    ]
+    infos = client.gather(
+        [client.submit(S.shard_info, f, space_future, pure=False) for f in shard_futures]
+    )
     # one block per worker: its shards (contiguous indices) as one corpus; the shards' data is then
     # dropped, their tasks stay in the graph, so a lost block is rebuilt from the files
     blocks = []
     for k in range(min(nw, ns)):
         idx = [i for i in range(ns) if i * nw // ns == k]
         if idx:
-            blocks.append(client.submit(S.concat_shards, *[shard_futures[i] for i in idx], workers=where[idx[0]],
-                                        allow_other_workers=True, pure=False))
+            blocks.append(
+                client.submit(
+                    S.concat_shards,
+                    *[shard_futures[i] for i in idx],
+                    workers=where[idx[0]],
+                    allow_other_workers=True,
+                    pure=False,
+                )
+            )
     from distributed import wait
+
     wait(blocks)
     for f in shard_futures:
         f.release()
@@ -326,35 +391,38 @@ def load_sharded(client, paths, *, templates=None, format: str = "auto", pad: bo
     sc.n_columns = ncols
     sc.format = format
     if log:
-        log(f"dask: {sc.n_sequences} sequences, {sc.n_tokens} tokens encoded on {nw} workers "
-            f"({sc.nbytes / 2**20:.1f} MiB resident) in {time.perf_counter() - t0:.2f}s")
+        log(
+            f"dask: {sc.n_sequences} sequences, {sc.n_tokens} tokens encoded on {nw} workers "
+            f"({sc.nbytes / 2**20:.1f} MiB resident) in {time.perf_counter() - t0:.2f}s"
+        )
     return space, sc
 
 
 class DistributedObjective:
-    """The full-batch objective of :class:`crfkit.objective.Objective` over a :class:`ShardedCorpus`:
-    ``f(w) = (1/n) sum_i nll_i + (l2/2)|w|^2 + l1|w|_1`` with the sum over every shard computed on the
-    workers (crfkit's multi-threaded kernels inside each task) and added by a tree of pairwise sums.
-    The interface the L-BFGS / OWL-QN drivers and :func:`crfkit.train.train_corpus` use:
-    ``value_and_grad``, ``value``, ``nll_sum_grad``, ``nll_sum``, ``empirical_counts``, ``n``,
-    ``reg``, ``n_full`` / ``n_oracle`` / ``effective_passes``, ``to_crfsuite``."""
+    """The full-batch objective of :class:`crfkit.objective.Objective` over a
+    :class:`ShardedCorpus`: ``f(w) = (1/n) sum_i nll_i + (l2/2)|w|^2 + l1|w|_1`` with the sum over
+    every shard computed on the workers (crfkit's multi-threaded kernels inside each task) and added
+    by a tree of pairwise sums. The interface the L-BFGS / OWL-QN drivers and
+    :func:`crfkit.train.train_corpus` use: ``value_and_grad``, ``value``, ``nll_sum_grad``,
+    ``nll_sum``, ``empirical_counts``, ``n``, ``reg``,
+    ``n_full`` / ``n_oracle`` / ``effective_passes``, ``to_crfsuite``."""
 
     #: ``value_and_grad`` returns a new gradient array at every call (the reduced one)
     fresh_gradients = True
 
-    def __init__(self, corpus: ShardedCorpus, reg: Regularization = Regularization()):
+    def __init__(self, corpus: ShardedCorpus, reg: Regularization = Regularization()):  # noqa: B008
         self.corpus = corpus
         self.client = corpus.client
         self.space = corpus.space
         self.reg = reg
         self.n = corpus.n_sequences
-        self.W = float(self.n)          # no sample weights over shards: W = n
+        self.W = float(self.n)  # no sample weights over shards: W = n
         self.weighted = False
         self.threads = corpus.threads
         self.n_full = 0
         self.n_oracle = 0
         self._emp = None
-        self.seconds_remote = 0.0      # wall time inside the map-reduce calls
+        self.seconds_remote = 0.0  # wall time inside the map-reduce calls
 
     @property
     def n_features(self) -> int:
@@ -365,13 +433,13 @@ class DistributedObjective:
         return self.n_full + self.n_oracle / self.n
 
     def scatter(self, w: np.ndarray):
-        """``w`` for the workers (one future): a task result, so that a worker lost during an evaluation
-        leaves it recomputable (scattered data would not be)."""
+        """``w`` for the workers (one future): a task result, so that a worker lost during an
+        evaluation leaves it recomputable (scattered data would not be)."""
         return self.client.submit(S.const, np.ascontiguousarray(w, dtype=np.float64), pure=False)
 
     def map_reduce(self, fn, *args, w=None):
-        """The sum over shards of ``fn(shard, [w,] *args)``, by the fixed pairwise tree (a shard holds the
-        space it was encoded against)."""
+        """The sum over shards of ``fn(shard, [w,] *args)``, by the fixed pairwise tree (a shard
+        holds the space it was encoded against)."""
         t = time.perf_counter()
         c = self.corpus
         extra = (self.scatter(w),) if w is not None else ()
@@ -401,7 +469,7 @@ class DistributedObjective:
         v, g = self.nll_sum_grad(w)
         g /= self.n
         if self.reg.l2:
-            _vec.axpy(self.reg.l2, w, g)       # g += l2 w without a temporary of the problem's size
+            _vec.axpy(self.reg.l2, w, g)  # g += l2 w without a temporary of the problem's size
         return self.reg.penalized(v / self.n, w), g
 
     def value(self, w: np.ndarray, count: bool = True) -> float:
@@ -419,8 +487,10 @@ class DistributedObjective:
         return f * self.n
 
     def oracle(self, *a, **k):
-        raise CrfkitError("the per-example oracle does not run on the client of a Dask cluster: the stochastic "
-                          "methods train by parameter mixing (sg, asg, sgd-l1)")
+        raise CrfkitError(
+            "the per-example oracle does not run on the client of a Dask cluster: the stochastic "
+            "methods train by parameter mixing (sg, asg, sgd-l1)"
+        )
 
     apply_gradient = oracle
 

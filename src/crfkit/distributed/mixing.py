@@ -4,7 +4,8 @@
 Each round (one effective pass): the client broadcasts ``w``; every worker runs one epoch of the
 method over its own sequences (its block of shards) from ``w`` (in a random order drawn from the
 seed, the round and the block); the client sets ``w`` to the average of the workers' weights,
-weighted by their numbers of sequences, and evaluates the objective at it (over every shard, not counted as a pass).
+weighted by their numbers of sequences, and evaluates the objective at it (over every shard, not
+counted as a pass).
 
 * ``sg``: constant step ``eta``; the mixed weights are the iterate.
 * ``asg``: every shard also returns the average of its epoch's iterates; the client keeps the
@@ -20,6 +21,7 @@ shrinks with the step size (Zinkevich et al., Thm 1); ``tests/test_distributed.p
 The state for checkpoints holds the round, the weights and the running average, so ``--resume``
 continues to the same result.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,8 +35,18 @@ from . import shards as S
 DEFAULT_EPOCHS = 50
 
 
-def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, state=None,
-                     _algorithm: str | None = None, **params) -> StochasticResult:
+def parameter_mixing(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback=None,
+    seed: int = 0,
+    state=None,
+    _algorithm: str | None = None,
+    **params,
+) -> StochasticResult:
     """Run parameter mixing for ``_algorithm`` on a
     :class:`~crfkit.distributed.core.DistributedObjective`; the stochastic-optimizer contract of
     :mod:`crfkit.optim.stochastic`."""
@@ -45,10 +57,16 @@ def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: 
     c = obj.corpus
     client = obj.client
     n, p = obj.n, obj.space.n_features
-    epochs = (DEFAULT_EPOCHS if algorithm != "sgd-l1" else 30) if max_iterations is None else int(max_iterations)
+    epochs = (
+        (DEFAULT_EPOCHS if algorithm != "sgd-l1" else 30)
+        if max_iterations is None
+        else int(max_iterations)
+    )
     if state is not None:
         if state.get("algorithm") != "mix-" + algorithm or np.shape(state.get("x")) != (p,):
-            raise ParameterError("parameter mixing: the state was made by another algorithm or feature space")
+            raise ParameterError(
+                "parameter mixing: the state was made by another algorithm or feature space"
+            )
         w = np.array(state["w"], dtype=np.float64, copy=True)
         avg = np.array(state["avg"], dtype=np.float64, copy=True)
         epoch = int(state["iteration"])
@@ -61,19 +79,41 @@ def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: 
         return avg.copy() if (algorithm == "asg" and epoch > 0) else w.copy()
 
     def make_state():
-        snap = {"algorithm": "mix-" + algorithm, "iteration": epoch, "x": weights(), "w": w.copy(),
-                "avg": avg.copy()}
+        snap = {
+            "algorithm": "mix-" + algorithm,
+            "iteration": epoch,
+            "x": weights(),
+            "w": w.copy(),
+            "avg": avg.copy(),
+        }
         return lambda: snap
 
     state_fn = make_state() if epoch else None
-    status, message = "max_iterations", f"{epochs} rounds of parameter mixing over {len(c.shards)} workers' blocks"
+    status, message = (
+        "max_iterations",
+        f"{epochs} rounds of parameter mixing over {len(c.shards)} workers' blocks",
+    )
     f = float("nan")
     monitor_s = 0.0
     try:
         while epoch < epochs:
             wf = obj.scatter(w)
-            parts = [client.submit(S.mix_epoch, s, wf, algorithm, epoch, int(seed), dict(params),
-                                   float(reg.l1), float(reg.l2), c.threads, pure=False) for s in c.shards]
+            parts = [
+                client.submit(
+                    S.mix_epoch,
+                    s,
+                    wf,
+                    algorithm,
+                    epoch,
+                    int(seed),
+                    dict(params),
+                    float(reg.l1),
+                    float(reg.l2),
+                    c.threads,
+                    pure=False,
+                )
+                for s in c.shards
+            ]
             total = client.gather(_tree(client, parts))
             del parts
             w = total[0] / n
@@ -87,9 +127,16 @@ def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: 
             monitor_s += time.perf_counter() - t
             state_fn = make_state()
             if callback is not None:
-                info = {"iteration": epoch, "f": f, "x": x, "step": float(params.get("eta", params.get("eta0", 0.1))),
-                        "nnz": int(np.count_nonzero(x)), "state": state_fn, "examples_seen": epoch * n,
-                        "monitor_s": monitor_s}
+                info = {
+                    "iteration": epoch,
+                    "f": f,
+                    "x": x,
+                    "step": float(params.get("eta", params.get("eta0", 0.1))),
+                    "nnz": int(np.count_nonzero(x)),
+                    "state": state_fn,
+                    "examples_seen": epoch * n,
+                    "monitor_s": monitor_s,
+                }
                 if callback(info):
                     status, message = "stopped", f"stopped by the callback after round {epoch}"
                     break
@@ -98,32 +145,55 @@ def parameter_mixing(obj, x0, *, reg, max_iterations=None, callback=None, seed: 
     x = weights()
     if not np.isfinite(f):
         f = obj.value(x, count=False)
-    return StochasticResult(x=x, f=f, status=status, message=message, iterations=epoch, state_fn=state_fn)
+    return StochasticResult(
+        x=x, f=f, status=status, message=message, iterations=epoch, state_fn=state_fn
+    )
 
 
 def _tree(client, parts):
     from .core import tree_sum
+
     return tree_sum(client, parts)
 
 
 def _check(algorithm, reg, params):
-    allowed = {"sg": {"eta"}, "asg": {"eta"}, "sgd-l1": {"eta0", "alpha", "penalty", "schedule"}}[algorithm]
+    allowed = {"sg": {"eta"}, "asg": {"eta"}, "sgd-l1": {"eta0", "alpha", "penalty", "schedule"}}[
+        algorithm
+    ]
     bad = sorted(set(params) - allowed)
     if bad:
-        raise ParameterError(f"{algorithm} with parameter mixing takes {', '.join(sorted(allowed))}; not "
-                             f"{', '.join(bad)}" + (" (eta0=auto tunes on a sample of the corpus, which the client "
-                                                      "does not hold: give eta0)" if "tune_sample" in bad else ""))
+        raise ParameterError(
+            f"{algorithm} with parameter mixing takes {', '.join(sorted(allowed))}; not "
+            f"{', '.join(bad)}"
+            + (
+                " (eta0=auto tunes on a sample of the corpus, which the client "
+                "does not hold: give eta0)"
+                if "tune_sample" in bad
+                else ""
+            )
+        )
     if algorithm == "sgd-l1":
         if params.get("eta0") == "auto" or params.get("alpha") == "auto":
-            raise ParameterError("sgd-l1 with parameter mixing: eta0=auto / alpha=auto tune on a sample of the "
-                                 "corpus, which the client does not hold; give eta0 (and alpha) as numbers")
+            raise ParameterError(
+                "sgd-l1 with parameter mixing: eta0=auto / alpha=auto tune on a sample of the "
+                "corpus, which the client does not hold; give eta0 (and alpha) as numbers"
+            )
         from ..optim.sgdl1 import check_params
-        check_params(params.get("penalty", "cumulative"), params.get("schedule", "exponential"),
-                      params.get("eta0", 0.1), params.get("alpha", 0.85), reg, None)
+
+        check_params(
+            params.get("penalty", "cumulative"),
+            params.get("schedule", "exponential"),
+            params.get("eta0", 0.1),
+            params.get("alpha", 0.85),
+            reg,
+            None,
+        )
     else:
         if reg.l1 > 0:
-            raise ParameterError(f"{algorithm} optimizes the L2-regularised objective only; l1 > 0 is not supported "
-                                 "(use owlqn or sgd-l1)")
+            raise ParameterError(
+                f"{algorithm} optimizes the L2-regularised objective only; l1 > 0 is not supported "
+                "(use owlqn or sgd-l1)"
+            )
         eta = params.get("eta", 0.1)
         if not (isinstance(eta, (int, float)) and eta > 0):
             raise ParameterError(f"{algorithm}: eta must be > 0")

@@ -11,6 +11,7 @@ The reading and the encoding are those of the single-process path
 :func:`crfkit.io.crfsuite.read_crfsuite_list`, :func:`crfkit.features.encode.encode`), so that a
 shard encodes to the rows the single-process run gives its sentences.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,13 +23,17 @@ import numpy as np
 
 from ..corpus import Corpus
 from ..errors import CrfkitError, DataError
-from ..features.encode import encode, flatten as _flatten, label_ids as _label_ids, offsets as _ptr
+from ..features.encode import encode
+from ..features.encode import flatten as _flatten
+from ..features.encode import label_ids as _label_ids
+from ..features.encode import offsets as _ptr
 
 
 @dataclass(frozen=True)
 class Source:
     """How to read a shard: its path, the format (``columns`` | ``crfsuite``) and, for column
     files, the template text, the padding flag and the DOCSTART rule."""
+
     path: str
     format: str = "columns"
     templates: str | None = None
@@ -41,6 +46,7 @@ _TEMPLATES: dict = {}
 
 def _templates(text: str):
     from ..features.templates import Templates
+
     t = _TEMPLATES.get(text)
     if t is None:
         t = _TEMPLATES[text] = Templates.parse(text, name="<templates>")
@@ -52,16 +58,22 @@ def read_shard(src: Source):
     files) the number of observation columns (``None`` for CRFsuite files)."""
     if src.format == "crfsuite":
         from ..io.crfsuite import read_crfsuite_list
+
         seqs = read_crfsuite_list(src.path, name=src.path)
         for s in seqs:
             if s.weight != 1.0:
-                raise DataError(f"sequence weight {s.weight:g} (an @weight declaration): instance weights are "
-                                "not supported by crfkit's training yet; remove the @weight lines", src.path, s.line)
+                raise DataError(
+                    f"sequence weight {s.weight:g} (an @weight declaration): instance weights are "
+                    "not supported by crfkit's training yet; remove the @weight lines",
+                    src.path,
+                    s.line,
+                )
         return [s.attributes for s in seqs], [s.labels for s in seqs], None
     if src.format != "columns":
         raise CrfkitError(f"unknown shard format {src.format!r} (columns or crfsuite)")
-    from ..io.columns import read_columns_list
     from ..features.rows import attributes_of
+    from ..io.columns import read_columns_list
+
     templates = _templates(src.templates)
     sentences = read_columns_list(src.path, docstart=src.docstart, name=src.path)
     X = attributes_of(sentences, templates, pad=src.pad, name=src.path)
@@ -77,6 +89,7 @@ class ShardCounts:
     occurrence counts; ``pair_attr``/``pair_label``/``pair_count``: the (attribute, label) pairs
     seen, with their counts; ``labels``: the shard's labels in first-occurrence order;
     ``trans``: the label bigrams seen inside sequences (``i * len(labels) + j``)."""
+
     path: str
     attributes: list
     freq: np.ndarray
@@ -101,7 +114,9 @@ def count_shard(src: Source) -> ShardCounts:
     del X
     if (seq_lens == 0).any():
         i = int(np.flatnonzero(seq_lens == 0)[0])
-        raise DataError(f"training sequence {i} is empty: a sequence needs at least one token", name)
+        raise DataError(
+            f"training sequence {i} is empty: a sequence needs at least one token", name
+        )
     label_index: dict[str, int] = {}
     y = _label_ids(Y, seq_lens, label_index, grow=True, name=name)
     del Y
@@ -120,10 +135,19 @@ def count_shard(src: Source) -> ShardCounts:
     starts[seq_ptr[:-1]] = True
     inner = ~starts[1:]
     trans = np.unique(y[:-1][inner].astype(np.int64) * L + y[1:][inner])
-    return ShardCounts(path=name, attributes=attributes, freq=freq, pair_attr=keys // L,
-                       pair_label=(keys % L).astype(np.int32), pair_count=counts,
-                       labels=list(label_index), trans=trans, n_sequences=len(seq_lens),
-                       n_tokens=int(seq_lens.sum()), n_columns=ncol)
+    return ShardCounts(
+        path=name,
+        attributes=attributes,
+        freq=freq,
+        pair_attr=keys // L,
+        pair_label=(keys % L).astype(np.int32),
+        pair_count=counts,
+        labels=list(label_index),
+        trans=trans,
+        n_sequences=len(seq_lens),
+        n_tokens=int(seq_lens.sum()),
+        n_columns=ncol,
+    )
 
 
 def merge_space(support: str, transitions, min_freq: float, *counts: ShardCounts):
@@ -132,42 +156,55 @@ def merge_space(support: str, transitions, min_freq: float, *counts: ShardCounts
     the first one's number of observation columns.  The space stays on the workers (the input of
     every shard's encoding); the client gets its packed view (:func:`packed_space`)."""
     from .vocab import merge_counts
+
     ncols = [sc.n_columns for sc in counts]
     if any(c is not None for c in ncols) and len(set(ncols)) > 1:
         k = next(i for i, c in enumerate(ncols) if c != ncols[0])
-        raise DataError(f"{ncols[k]} observation columns, but {counts[0].path} has {ncols[0]}", counts[k].path)
+        raise DataError(
+            f"{ncols[k]} observation columns, but {counts[0].path} has {ncols[0]}", counts[k].path
+        )
     return merge_counts(counts, support=support, transitions=transitions, min_freq=min_freq)
 
 
 def space_layout(space) -> tuple[dict, int, str]:
-    """``(fields, n_attributes, fingerprint)``: the feature space as the client holds it during training,
-    every field but the attribute names (labels, the CSR layout of the features, transitions: what the
-    optimizer, the dev scores and the model's arrays need), their number, and the fingerprint of the
-    space (the checkpoints' key, computed here, where the names are strings already).  The names come
-    to the client packed (:func:`packed_names`) when something reads them: at the end of training."""
+    """``(fields, n_attributes, fingerprint)``: the feature space as the client holds it during
+    training, every field but the attribute names (labels, the CSR layout of the features,
+    transitions: what the optimizer, the dev scores and the model's arrays need), their number, and
+    the fingerprint of the space (the checkpoints' key, computed here, where the names are strings
+    already).  The names come to the client packed (:func:`packed_names`) when something reads them:
+    at the end of training."""
     from dataclasses import fields
+
     from ..training.checkpoint import fingerprint
-    empty = Corpus(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0),
-                   np.zeros(0, np.int32))
+
+    empty = Corpus(
+        np.zeros(1, np.int64),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int32),
+        np.zeros(0),
+        np.zeros(0, np.int32),
+    )
     rest = {f.name: getattr(space, f.name) for f in fields(space) if f.name != "attributes"}
     return rest, len(space.attributes), fingerprint(space, empty)
 
 
 def packed_names(space):
-    """The space's attribute names as a :class:`crfkit.model.StringTable` (UTF-8 bytes and lengths: about
-    a tenth of the memory of millions of Python strings and their list)."""
-    from ..features.space import StringTable, pack_strings as _pack_strings
+    """The space's attribute names as a :class:`crfkit.model.StringTable` (UTF-8 bytes and lengths:
+    about a tenth of the memory of millions of Python strings and their list)."""
+    from ..features.space import StringTable
+    from ..features.space import pack_strings as _pack_strings
+
     return StringTable(*_pack_strings(space.attributes))
 
 
 class Shard:
-    """An encoded shard, resident on a worker: its corpus, the feature space it was encoded against, and
-    (built on first use, never sent anywhere) the objective over it.
+    """An encoded shard, resident on a worker: its corpus, the feature space it was encoded against,
+    and (built on first use, never sent anywhere) the objective over it.
 
-    The evaluations use the shard's own space, not the space's future: with two or more workers, Dask's
-    active memory manager drops the extra replicas of the space between evaluations, and every
-    evaluation then fetched the space again (its attribute names included) and rebuilt the objective
-    around the new copy: 3.5x the CPU of one worker at 4M features."""
+    The evaluations use the shard's own space, not the space's future: with two or more workers,
+    Dask's active memory manager drops the extra replicas of the space between evaluations, and
+    every evaluation then fetched the space again (its attribute names included) and rebuilt the
+    objective around the new copy: 3.5x the CPU of one worker at 4M features."""
 
     def __init__(self, path: str, corpus: Corpus, space=None):
         self.path = path
@@ -180,7 +217,7 @@ class Shard:
     def n_sequences(self) -> int:
         return self.corpus.n_sequences
 
-    def __getstate__(self):        # spilled to disk or moved: the corpus and its space
+    def __getstate__(self):  # spilled to disk or moved: the corpus and its space
         return {"path": self.path, "corpus": self.corpus, "space": self.space}
 
     def __setstate__(self, st):
@@ -188,6 +225,7 @@ class Shard:
 
     def objective(self, threads):
         from ..objective import Objective, Regularization
+
         obj = self._obj
         if obj is None or obj.threads != threads:
             obj = Objective(self.corpus, self.space, Regularization(), threads=threads)
@@ -196,20 +234,23 @@ class Shard:
 
 
 def encode_shard(src: Source, space) -> Shard:
-    """Read a shard again and encode it against the broadcast feature space (the reduce step's result)."""
+    """Read a shard again and encode it against the broadcast feature space (the reduce step's
+    result)."""
     X, Y, _ = read_shard(src)
     corpus = encode(X, space, Y, name=src.path)
     del X, Y
     if corpus.n_tokens and int(corpus.y.min()) < 0:
-        raise DataError("a label of this shard is not in the vocabulary (the file changed since it was counted?)",
-                        src.path)
+        raise DataError(
+            "a label of this shard is not in the vocabulary (the file changed since it was counted?)",
+            src.path,
+        )
     return Shard(src.path, corpus, space)
 
 
 def concat_shards(*shards: Shard) -> Shard:
-    """The shards of one worker as one corpus (a block): one kernel call and one gradient per worker and
-    evaluation instead of one per shard (the O(features) work of an evaluation, zeroing the per-thread
-    buffers and forming the gradient, is then paid once per worker)."""
+    """The shards of one worker as one corpus (a block): one kernel call and one gradient per worker
+    and evaluation instead of one per shard (the O(features) work of an evaluation, zeroing the
+    per-thread buffers and forming the gradient, is then paid once per worker)."""
     cs = [s.corpus for s in shards]
     if len(cs) == 1:
         return Shard(shards[0].path, cs[0], shards[0].space)
@@ -220,23 +261,35 @@ def concat_shards(*shards: Shard) -> Shard:
         tok.append(c.tok_ptr[1:] + e0)
         t0 += c.n_tokens
         e0 += len(c.attr)
-    corpus = Corpus(np.concatenate(seq), np.concatenate(tok), np.concatenate([c.attr for c in cs]),
-                    np.concatenate([c.val for c in cs]), np.concatenate([c.y for c in cs]))
+    corpus = Corpus(
+        np.concatenate(seq),
+        np.concatenate(tok),
+        np.concatenate([c.attr for c in cs]),
+        np.concatenate([c.val for c in cs]),
+        np.concatenate([c.y for c in cs]),
+    )
     return Shard(f"{shards[0].path} (+{len(shards) - 1} shards)", corpus, shards[0].space)
 
 
 def shard_info(shard: Shard, space) -> dict:
     """Sizes, the largest feature value and a digest of the encoded shard (for checkpoints)."""
     from ..training.checkpoint import fingerprint
+
     c = shard.corpus
     k = int(np.argmax(np.abs(c.val))) if len(c.val) else -1
-    return {"n_sequences": c.n_sequences, "n_tokens": c.n_tokens, "nnz": len(c.attr),
-            "nbytes": c.nbytes(), "max_value": float(abs(c.val[k])) if k >= 0 else 0.0,
-            "digest": fingerprint(space, c)}
+    return {
+        "n_sequences": c.n_sequences,
+        "n_tokens": c.n_tokens,
+        "nnz": len(c.attr),
+        "nbytes": c.nbytes(),
+        "max_value": float(abs(c.val[k])) if k >= 0 else 0.0,
+        "digest": fingerprint(space, c),
+    }
 
 
 def set_shard_threads(threads):
     from ..parallel import set_threads
+
     set_threads(threads)
 
 
@@ -270,6 +323,7 @@ def add(a, b):
 
 # ------------------------------------------------------------------ parameter mixing
 
+
 class _Unmonitored:
     """An objective whose ``value`` is NaN: the per-shard epochs of parameter mixing skip the
     monitoring pass the single-process optimizers make at the end of an epoch (the client
@@ -289,56 +343,106 @@ class _Unmonitored:
         self.__dict__[name] = value
 
 
-def mix_epoch(shard: Shard, w: np.ndarray, algorithm: str, epoch: int, seed: int, params: dict,
-              l1: float, l2: float, threads: int | None):
+def mix_epoch(
+    shard: Shard,
+    w: np.ndarray,
+    algorithm: str,
+    epoch: int,
+    seed: int,
+    params: dict,
+    l1: float,
+    l2: float,
+    threads: int | None,
+):
     """One epoch of ``algorithm`` over the shard from ``w``; returns ``n_s * (weights after the
-    epoch)`` and, for ``asg``, ``n_s * (the epoch's average)`` (the client divides the sums by ``n``).
+    epoch)`` and, for ``asg``, ``n_s * (the epoch's
+    average)`` (the client divides the sums by ``n``).
 
     ``sg``/``asg`` restart their step counter each epoch (constant step ``eta``); ``sgd-l1``
     continues its learning-rate schedule from step ``epoch * n_s`` (the state passed in has the
     global epoch), with the cumulative-penalty bookkeeping restarted from the mixed weights."""
     from ..objective import Regularization
+
     set_shard_threads(threads)
     reg = Regularization(l1=l1, l2=l2)
     ns = shard.n_sequences
-    sub_seed = int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(epoch), int(shard_seed(shard.path))])
-                   .generate_state(1)[0])
+    sub_seed = int(
+        np.random.SeedSequence(
+            [int(seed) & 0xFFFFFFFF, int(epoch), int(shard_seed(shard.path))]
+        ).generate_state(1)[0]
+    )
     space = shard.space
     with shard._lock:
         base = shard.objective(threads)
         from ..objective import Objective
+
         obj = Objective(shard.corpus, space, reg, threads=threads)
         obj._emp = base.empirical_counts
         if algorithm in ("sg", "asg"):
             from ..optim import sgd
+
             fn = sgd.sg if algorithm == "sg" else sgd.asg
-            res = fn(_Unmonitored(obj), np.array(w, dtype=np.float64), reg=reg, max_iterations=1, seed=sub_seed,
-                     **params)
+            res = fn(
+                _Unmonitored(obj),
+                np.array(w, dtype=np.float64),
+                reg=reg,
+                max_iterations=1,
+                seed=sub_seed,
+                **params,
+            )
             st = res.state
             raw = np.asarray(st["w"], dtype=np.float64)
-            out = (ns * raw, ns * np.asarray(res.x, dtype=np.float64)) if algorithm == "asg" else (ns * raw,)
+            out = (
+                (ns * raw, ns * np.asarray(res.x, dtype=np.float64))
+                if algorithm == "asg"
+                else (ns * raw,)
+            )
             return out
         if algorithm == "sgd-l1":
             from ..optim import sgdl1
+
             p = dict(params)
             p["monitor"] = False
             penalty = p.get("penalty", "cumulative")
             d = space.n_features
-            settings = {"penalty": penalty, "schedule": p.get("schedule", "exponential"),
-                        "eta0": float(p.get("eta0", 0.1)), "alpha": float(p.get("alpha", 0.85)),
-                        "seed": sub_seed, "l1": float(l1), "l2": float(l2), "n": int(ns), "n_features": int(d)}
+            settings = {
+                "penalty": penalty,
+                "schedule": p.get("schedule", "exponential"),
+                "eta0": float(p.get("eta0", 0.1)),
+                "alpha": float(p.get("alpha", 0.85)),
+                "seed": sub_seed,
+                "l1": float(l1),
+                "l2": float(l2),
+                "n": int(ns),
+                "n_features": int(d),
+            }
             k0 = int(epoch) * ns
-            state = {"iteration": int(epoch), "x": np.array(w, dtype=np.float64),
-                     "aux": np.zeros(d),
-                     "lastk": np.full(d if penalty == "naive" else 1, k0 if penalty == "naive" else 0, np.int64),
-                     "u": 0.0, "step": float("nan"), "settings": settings}
+            state = {
+                "iteration": int(epoch),
+                "x": np.array(w, dtype=np.float64),
+                "aux": np.zeros(d),
+                "lastk": np.full(
+                    d if penalty == "naive" else 1, k0 if penalty == "naive" else 0, np.int64
+                ),
+                "u": 0.0,
+                "step": float("nan"),
+                "settings": settings,
+            }
             p["eta0"], p["alpha"] = settings["eta0"], settings["alpha"]
-            res = sgdl1.sgd_l1(_Unmonitored(obj), None, reg=reg, max_iterations=int(epoch) + 1, seed=sub_seed,
-                               state=state, **p)
+            res = sgdl1.sgd_l1(
+                _Unmonitored(obj),
+                None,
+                reg=reg,
+                max_iterations=int(epoch) + 1,
+                seed=sub_seed,
+                state=state,
+                **p,
+            )
             return (ns * np.asarray(res.x, dtype=np.float64),)
     raise CrfkitError(f"parameter mixing does not run {algorithm!r}")
 
 
 def shard_seed(path: str) -> int:
-    """A stable 32-bit number of a shard's path (its random orders differ from the other shards')."""
+    """A stable 32-bit number of a shard's path (its random orders differ from the other
+    shards')."""
     return int.from_bytes(hashlib.sha256(path.encode("utf-8")).digest()[:4], "little")

@@ -40,6 +40,7 @@ CoNLL-2002 Spanish training set with the tutorial's ``word2features``
 time than ``pycrfsuite.ItemSequence`` on the same dicts (about 1-1.8 s against
 1.6-2.7 s on a shared 2-core machine; ``tests/test_dicts.py`` has the command).
 """
+
 from __future__ import annotations
 
 import gc
@@ -51,6 +52,7 @@ import numpy as np
 from ..errors import DataError
 
 __all__ = ["to_attributes", "LazyAttributes", "sequence_attributes", "token_attributes"]
+
 
 class _Bad(Exception):
     """A value python-crfsuite semantics cannot turn into attributes (message for the user)."""
@@ -71,8 +73,10 @@ def _number(v, key: str) -> float:
     try:
         f = float(v)
     except (TypeError, ValueError, OverflowError):
-        raise _Bad(f"feature {key!r} has a value of type {type(v).__name__} ({v!r}); expected a string, "
-                   "a number, a bool, or a dict / list / set of those") from None
+        raise _Bad(
+            f"feature {key!r} has a value of type {type(v).__name__} ({v!r}); expected a string, "
+            "a number, a bool, or a dict / list / set of those"
+        ) from None
     if not math.isfinite(f):
         raise _Bad(f"feature {key!r} has a non-finite value {f}")
     return f
@@ -91,9 +95,13 @@ def _items(x, out: list, keep_zeros: bool, prefix: str = "", top: bool = True) -
                 try:
                     out.append(key + ":" + bytes(v).decode("utf-8"))
                 except UnicodeDecodeError:
-                    raise _Bad(f"feature {key!r} has a bytes value that is not valid UTF-8") from None
+                    raise _Bad(
+                        f"feature {key!r} has a bytes value that is not valid UTF-8"
+                    ) from None
             elif isinstance(v, tuple):
-                raise _Bad(f"feature {key!r} has a tuple value {v!r}; use a list for several string values")
+                raise _Bad(
+                    f"feature {key!r} has a tuple value {v!r}; use a list for several string values"
+                )
             else:
                 f = _number(v, key)
                 if f == 1.0:
@@ -102,13 +110,17 @@ def _items(x, out: list, keep_zeros: bool, prefix: str = "", top: bool = True) -
                     out.append((key, f))
         return
     if isinstance(x, (str, bytes)):
-        raise _Bad(f"a token is a string ({x[:40]!r}); a token must be a dict of features or a list of "
-                   "attribute strings (is X a list of sequences of tokens?)")
+        raise _Bad(
+            f"a token is a string ({x[:40]!r}); a token must be a dict of features or a list of "
+            "attribute strings (is X a list of sequences of tokens?)"
+        )
     try:
         it = iter(x)
     except TypeError:
-        raise _Bad(f"a token is a {type(x).__name__}; a token must be a dict of features or a list of "
-                   "attribute strings") from None
+        raise _Bad(
+            f"a token is a {type(x).__name__}; a token must be a dict of features or a list of "
+            "attribute strings"
+        ) from None
     for a in it:
         if type(a) is str:
             out.append(prefix + a)
@@ -124,7 +136,9 @@ def _items(x, out: list, keep_zeros: bool, prefix: str = "", top: bool = True) -
                 out.append((name, f))
         else:
             where = f"in feature {prefix[:-1]!r}" if prefix else "in a token list"
-            raise _Bad(f"{where}: element {a!r} is a {type(a).__name__}; list elements must be strings")
+            raise _Bad(
+                f"{where}: element {a!r} is a {type(a).__name__}; list elements must be strings"
+            )
 
 
 def token_attributes(token, *, keep_zeros: bool = False) -> list:
@@ -148,15 +162,20 @@ def _sequences(X, name: str) -> list:
         if type(s) is list:
             continue
         if isinstance(s, (str, bytes, dict)):
-            raise DataError(f"sequence {i} is a {type(s).__name__}; a sequence must be a list of tokens "
-                            "(feature dicts or lists of attribute strings)", name)
+            raise DataError(
+                f"sequence {i} is a {type(s).__name__}; a sequence must be a list of tokens "
+                "(feature dicts or lists of attribute strings)",
+                name,
+            )
         if type(s).__name__ == "ItemSequence" and hasattr(s, "items"):
             seqs[i] = s.items()  # pycrfsuite.ItemSequence: its prepared {attribute: value} dicts
             continue
         try:
             seqs[i] = list(s)
         except TypeError:
-            raise DataError(f"sequence {i} is a {type(s).__name__}, not a list of tokens", name) from None
+            raise DataError(
+                f"sequence {i} is a {type(s).__name__}, not a list of tokens", name
+            ) from None
     return seqs
 
 
@@ -194,25 +213,29 @@ def to_attributes(X, *, keep_zeros: bool = False, name: str = "X") -> list:
 
 
 def LazyAttributes(X, *, keep_zeros: bool = False, name: str = "X"):
-    """:func:`to_attributes` on demand: a :class:`crfkit.features.lazy.LazySequences` of the attribute
-    sequences of ``X``, converted a chunk of sequences at a time as it is iterated (``X[i]`` converts one).
+    """:func:`to_attributes` on demand: a :class:`crfkit.features.lazy.LazySequences` of the
+    attribute sequences of ``X``, converted a chunk of sequences at a time as it is iterated
+    (``X[i]`` converts one).
 
     ``X``'s shape is checked at once (errors as :func:`to_attributes`'s); its values as they are
-    converted, with the same messages (the sequence numbers are ``X``'s).  :func:`crfkit.train.train`
-    reads it in one pass, encoding each chunk before the next is converted, so the whole training set as
-    attribute strings never exists at once: that copy was the largest item of ``CRF.fit``'s peak memory
-    (205 MB on the sklearn-crfsuite tutorial's data, 2.6 times the feature space and encoded corpus)."""
+    converted, with the same messages (the sequence numbers are ``X``'s).
+    :func:`crfkit.train.train` reads it in one pass, encoding each chunk before the next is
+    converted, so the whole training set as attribute strings never exists at once: that copy was
+    the largest item of ``CRF.fit``'s peak memory (205 MB on the sklearn-crfsuite tutorial's data,
+    2.6 times the feature space and encoded corpus)."""
     from .lazy import LazySequences
+
     seqs = _sequences(X, name)
 
     def convert(chunk, first):
         return to_attributes_chunk(chunk, keep_zeros, name, first)
+
     return LazySequences(seqs, convert)
 
 
 def to_attributes_chunk(seqs: list, keep_zeros: bool, name: str, first: int) -> list:
-    """:func:`to_attributes` on ``seqs`` (already checked by :func:`_sequences`), sequence numbers in
-    messages counted from ``first``."""
+    """:func:`to_attributes` on ``seqs`` (already checked by :func:`_sequences`), sequence numbers
+    in messages counted from ``first``."""
     enabled = gc.isenabled()
     gc.disable()
     try:

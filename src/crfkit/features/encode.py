@@ -31,10 +31,11 @@ for every (attribute, label pair) seen in training (the gold pair at a token
 carrying the attribute), ``all`` every label pair of every bigram attribute
 seen (after the first token); ``min_freq`` applies as for state features.
 """
+
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -47,17 +48,20 @@ SUPPORTS = ("observed", "all")
 
 def _too_large(what: str, seq: int, tok: int, name: str) -> DataError:
     """The error for a feature value beyond :data:`crfkit.corpus.MAX_FEATURE_VALUE`; ``sequence``,
-    ``token`` (0-based) and ``problem`` let a reader that knows the file's lines restate it as file:line."""
-    problem = (f"{what}, beyond crfkit's bound on feature values, |value| <= {MAX_FEATURE_VALUE:g} (larger "
-               "values overflow or stall every optimizer); scale the values to about [-1, 1] or take their logarithm")
+    ``token`` (0-based) and ``problem`` let a reader that knows the file's lines restate it as
+    file:line."""
+    problem = (
+        f"{what}, beyond crfkit's bound on feature values, |value| <= {MAX_FEATURE_VALUE:g} (larger "
+        "values overflow or stall every optimizer); scale the values to about [-1, 1] or take their logarithm"
+    )
     e = DataError(f"sequence {seq}, token {tok}: {problem}", name)
     e.sequence, e.token, e.value_problem = seq, tok, problem
     return e
 
 
 def flatten(X, name: str = "<data>", first: int = 0):
-    """Flatten attribute lists: (seq_lens, tok_counts, names, values or None).  ``first``: the index of
-    ``X[0]`` in the whole data, for the error messages of a chunk (:func:`_flatten_ids`)."""
+    """Flatten attribute lists: (seq_lens, tok_counts, names, values or None).  ``first``: the index
+    of ``X[0]`` in the whole data, for the error messages of a chunk (:func:`_flatten_ids`)."""
     seq_lens = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
     tok_counts = []
     names: list = []
@@ -80,25 +84,35 @@ def flatten(X, name: str = "<data>", first: int = 0):
                 try:
                     values[k] = float(a[1])
                 except (TypeError, ValueError):
-                    raise DataError(f"attribute {a[0]!r} has a value that is not a number: {a[1]!r}", name) from None
+                    raise DataError(
+                        f"attribute {a[0]!r} has a value that is not a number: {a[1]!r}", name
+                    ) from None
             else:
-                raise DataError(f"an attribute must be a string or a (string, number) pair, got {a!r}", name)
+                raise DataError(
+                    f"an attribute must be a string or a (string, number) pair, got {a!r}", name
+                )
         if not np.all(np.isfinite(values)):
             bad = int(np.flatnonzero(~np.isfinite(values))[0])
-            raise DataError(f"attribute {flat_names[bad]!r} has a non-finite value {values[bad]}", name)
+            raise DataError(
+                f"attribute {flat_names[bad]!r} has a non-finite value {values[bad]}", name
+            )
         big = np.abs(values) > MAX_FEATURE_VALUE
         if big.any():
             k = int(np.flatnonzero(big)[0])
             tok = int(np.searchsorted(np.cumsum(tok_counts), k, side="right"))
             seq = int(np.searchsorted(np.cumsum(seq_lens), tok, side="right"))
             start = int(np.sum(seq_lens[:seq]))
-            raise _too_large(f"attribute {flat_names[k]!r} has the value {values[k]:.10g}", first + seq,
-                             tok - start, name)
+            raise _too_large(
+                f"attribute {flat_names[k]!r} has the value {values[k]:.10g}",
+                first + seq,
+                tok - start,
+                name,
+            )
         names = flat_names
     return seq_lens, np.asarray(tok_counts, dtype=np.int64), names, values
 
 
-CHUNK = 4096       # sequences per chunk of :func:`_flatten_ids`
+CHUNK = 4096  # sequences per chunk of :func:`_flatten_ids`
 
 
 def _flatten_ids(X, name: str, lookup):
@@ -115,6 +129,7 @@ def _flatten_ids(X, name: str, lookup):
     exists at once; on the sklearn-crfsuite tutorial's CoNLL-2002 data that copy was 205 MB, the
     largest item of ``CRF.fit``'s peak."""
     from .lazy import LazySequences
+
     transient = isinstance(X, LazySequences)
     chunks = X.iter_chunks() if transient else _islices(X)
     lens, counts, ids, vals = [], [], [], []
@@ -134,6 +149,7 @@ def _flatten_ids(X, name: str, lookup):
 
     def cat(parts, dtype):
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
     values = None
     if any(v is not None for v in vals):
         values = cat([np.ones(len(i)) if v is None else v for v, i in zip(vals, ids)], np.float64)
@@ -158,12 +174,12 @@ def _interner():
     """A growing attribute index (``{name: id}`` in first-occurrence order) and its chunk lookup for
     :func:`_flatten_ids`; map/dict iterate in C, no Python frame per string.
 
-    With transient names (a lazy input), the index must not keep the chunk's own string objects: they
-    sit among the chunk's other strings, and each survivor would pin its memory pool after the chunk is
-    freed (measured: 90 1-MB arenas kept, +120 MB RSS on the sklearn-crfsuite tutorial's data, for 76,684
-    distinct attributes of 7.7 MB).  So the new names of a chunk are packed into one string, and copied
-    out of it into the index once the chunk is gone (the ``commit`` step), where they land together in
-    the freed space."""
+    With transient names (a lazy input), the index must not keep the chunk's own string objects:
+    they sit among the chunk's other strings, and each survivor would pin its memory pool after the
+    chunk is freed (measured: 90 1-MB arenas kept, +120 MB RSS on the sklearn-crfsuite tutorial's
+    data, for 76,684 distinct attributes of 7.7 MB).  So the new names of a chunk are packed into
+    one string, and copied out of it into the index once the chunk is gone (the ``commit`` step),
+    where they land together in the freed space."""
     index: dict = {}
     get = index.get
 
@@ -173,52 +189,81 @@ def _interner():
         commit = None
         if len(miss):
             base = len(index)
-            fresh = dict.fromkeys(map(names.__getitem__, miss.tolist()))   # first-occurrence order
-            ids[miss] = np.fromiter(map({s: base + j for j, s in enumerate(fresh)}.__getitem__,
-                                        map(names.__getitem__, miss.tolist())), dtype=np.int64, count=len(miss))
+            fresh = dict.fromkeys(map(names.__getitem__, miss.tolist()))  # first-occurrence order
+            ids[miss] = np.fromiter(
+                map(
+                    {s: base + j for j, s in enumerate(fresh)}.__getitem__,
+                    map(names.__getitem__, miss.tolist()),
+                ),
+                dtype=np.int64,
+                count=len(miss),
+            )
             new = list(fresh)
             del fresh
             if transient:
-                packed = "".join(new) + "."      # never sliced whole: every slice is a new object
-                ends = np.cumsum(np.fromiter(map(len, new), dtype=np.int64, count=len(new))).tolist()
+                packed = "".join(new) + "."  # never sliced whole: every slice is a new object
+                ends = np.cumsum(
+                    np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+                ).tolist()
                 del new
 
                 def commit():
                     starts = [0] + ends[:-1]
-                    index.update(zip(map(packed.__getitem__, map(slice, starts, ends)),
-                                     range(base, base + len(ends))))
+                    index.update(
+                        zip(
+                            map(packed.__getitem__, map(slice, starts, ends)),
+                            range(base, base + len(ends)),
+                        )
+                    )
             else:
                 index.update(zip(new, range(base, base + len(new))))
         top = len(index) if commit is None else base + len(ends)
         return (ids.astype(np.int32) if top < 2**31 else ids), commit
+
     return index, lookup
 
 
-def _dense_block(dense, seq_lens: np.ndarray | None, name: str, expect: int | None = None) -> np.ndarray:
-    """Stack per-sequence (T_i x D) matrices into one (n_tokens x D) float64 block, checking them."""
+def _dense_block(
+    dense, seq_lens: np.ndarray | None, name: str, expect: int | None = None
+) -> np.ndarray:
+    """Stack per-sequence (T_i x D) matrices into one (n_tokens x D) float64 block, checking
+    them."""
     if isinstance(dense, np.ndarray) and dense.ndim != 3:
-        raise DataError("dense features must be a list with one (tokens x dims) matrix per sequence", name)
+        raise DataError(
+            "dense features must be a list with one (tokens x dims) matrix per sequence", name
+        )
     mats = []
     D = expect
     for i, d in enumerate(dense):
         try:
             a = np.asarray(d, dtype=np.float64)
         except (TypeError, ValueError):
-            raise DataError(f"sequence {i}: dense features are not a numeric matrix", name) from None
+            raise DataError(
+                f"sequence {i}: dense features are not a numeric matrix", name
+            ) from None
         if a.ndim == 1 and a.size == 0:
             a = a.reshape(0, D or 0)
         if a.ndim != 2:
-            raise DataError(f"sequence {i}: dense features must be a (tokens x dims) matrix, "
-                            f"got an array of shape {a.shape}", name)
+            raise DataError(
+                f"sequence {i}: dense features must be a (tokens x dims) matrix, "
+                f"got an array of shape {a.shape}",
+                name,
+            )
         if D is None:
             D = a.shape[1]
         if a.shape[1] != D:
             raise DataError(f"sequence {i}: {a.shape[1]} dense dimensions, expected {D}", name)
         if seq_lens is not None and i < len(seq_lens) and a.shape[0] != seq_lens[i]:
-            raise DataError(f"sequence {i} has {seq_lens[i]} tokens but {a.shape[0]} rows of dense features", name)
+            raise DataError(
+                f"sequence {i} has {seq_lens[i]} tokens but {a.shape[0]} rows of dense features",
+                name,
+            )
         if not np.all(np.isfinite(a)):
             t, j = (int(x[0]) for x in np.nonzero(~np.isfinite(a)))
-            raise DataError(f"sequence {i}, token {t}: dense feature {j} is {a[t, j]} (values must be finite)", name)
+            raise DataError(
+                f"sequence {i}, token {t}: dense feature {j} is {a[t, j]} (values must be finite)",
+                name,
+            )
         if a.size and np.abs(a).max() > MAX_FEATURE_VALUE:
             t, j = (int(x[0]) for x in np.nonzero(np.abs(a) > MAX_FEATURE_VALUE))
             raise _too_large(f"dense feature {j} is {a[t, j]:.10g}", i, t, name)
@@ -243,8 +288,17 @@ def offsets(counts: np.ndarray) -> np.ndarray:
     return p
 
 
-def feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f_label: np.ndarray,
-                   support: str, width: int, dtype=np.int64, label_dtype=np.int32, tile: bool = True):
+def feature_table(
+    keep_attr: np.ndarray,
+    freq: np.ndarray,
+    f_attr: np.ndarray,
+    f_label: np.ndarray,
+    support: str,
+    width: int,
+    dtype=np.int64,
+    label_dtype=np.int32,
+    tile: bool = True,
+):
     """The kept attributes and their features: ``(kept, remap, ptr, labels)``.
 
     New attribute ids go by decreasing frequency (ties: first occurrence): the kernels look up
@@ -252,8 +306,8 @@ def feature_table(keep_attr: np.ndarray, freq: np.ndarray, f_attr: np.ndarray, f
     frequencies this keeps the hot rows together in cache.  ``remap`` (of ``dtype``) maps an old id
     to its new one (-1: dropped).  With ``support="observed"`` the features are the pairs
     ``(f_attr, f_label)`` (sorted by new attribute, then label); otherwise every attribute has all
-    ``width`` labels (or label pairs); ``labels`` are of ``label_dtype`` (with ``tile=False`` and that
-    support, None: the caller states the layout, :data:`crfkit.features.space.ALL_PAIRS`)."""
+    ``width`` labels (or label pairs); ``labels`` are of ``label_dtype`` (with ``tile=False`` and
+    that support, None: the caller states the layout, :data:`crfkit.features.space.ALL_PAIRS`)."""
     kept = np.flatnonzero(keep_attr)
     kept = kept[np.argsort(-freq[kept], kind="stable")]
     remap = np.full(len(keep_attr), -1, dtype=dtype)
@@ -281,7 +335,9 @@ def label_ids(Y, seq_lens, label_index: dict, grow: bool, name: str) -> np.ndarr
     if grow:
         label_index.update(zip(dict.fromkeys(flat), itertools.count(len(label_index))))
         return np.fromiter(map(label_index.__getitem__, flat), dtype=np.int32, count=len(flat))
-    return np.fromiter(map(label_index.get, flat, itertools.repeat(-1)), dtype=np.int32, count=len(flat))
+    return np.fromiter(
+        map(label_index.get, flat, itertools.repeat(-1)), dtype=np.int32, count=len(flat)
+    )
 
 
 def _bigram_arrays(tok_counts, ent, values):
@@ -295,11 +351,16 @@ def _bigram_arrays(tok_counts, ent, values):
 
 def _check_shape(seq_lens, bseq_lens, btok_counts, name):
     if len(bseq_lens) != len(seq_lens):
-        raise DataError(f"{len(seq_lens)} sequences but {len(bseq_lens)} bigram attribute sequences (B)", name)
+        raise DataError(
+            f"{len(seq_lens)} sequences but {len(bseq_lens)} bigram attribute sequences (B)", name
+        )
     if np.any(bseq_lens != seq_lens):
         i = int(np.flatnonzero(bseq_lens != seq_lens)[0])
-        raise DataError(f"sequence {i} has {seq_lens[i]} tokens but {bseq_lens[i]} tokens of bigram "
-                        "attributes (B)", name)
+        raise DataError(
+            f"sequence {i} has {seq_lens[i]} tokens but {bseq_lens[i]} tokens of bigram "
+            "attributes (B)",
+            name,
+        )
 
 
 def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
@@ -307,7 +368,8 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
 
     Returns (battributes, battr_ptr, bfeat_pair, (btok_ptr, battr, bval)).
     """
-    # a chunk of sequences at a time, as the state attributes (B may be lazy: its strings never all exist)
+    # a chunk of sequences at a time, as the state attributes (B may be lazy: its strings never all
+    # exist)
     index, lookup = _interner()
     bseq_lens, btok_counts, raw, values = _flatten_ids(B, name, lookup)
     _check_shape(seq_lens, bseq_lens, btok_counts, name)
@@ -318,7 +380,7 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
     tok_of = np.repeat(np.arange(n_tok, dtype=np.int64), btok_counts)
     first = np.zeros(n_tok, dtype=bool)
     first[seq_ptr[:-1][seq_lens > 0]] = True
-    inner = ~first[tok_of]                      # entries after the first token of their sequence
+    inner = ~first[tok_of]  # entries after the first token of their sequence
     ri = raw[inner]
     if support == "observed":
         ti = tok_of[inner]
@@ -334,17 +396,31 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
         f_attr = f_pair = None
     freq = np.bincount(ri, minlength=A0)
     # support "all": every label pair of every kept attribute, in order; the pairs stay implicit
-    kept, remap, battr_ptr, bfeat_pair = feature_table(keep_attr, freq, f_attr, f_pair, support, L * L,
-                                                        label_dtype=pair_dtype(L), tile=False)
+    kept, remap, battr_ptr, bfeat_pair = feature_table(
+        keep_attr, freq, f_attr, f_pair, support, L * L, label_dtype=pair_dtype(L), tile=False
+    )
     if bfeat_pair is None:
         bfeat_pair = ALL_PAIRS
-    return ([all_names[k] for k in kept], battr_ptr, bfeat_pair,
-            _bigram_arrays(btok_counts, remap[raw], values))
+    return (
+        [all_names[k] for k in kept],
+        battr_ptr,
+        bfeat_pair,
+        _bigram_arrays(btok_counts, remap[raw], values),
+    )
 
 
-def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transitions: str | None = None,
-          min_freq: float = 0, name: str = "<training data>", dense: Sequence | None = None,
-          dense_names: Sequence[str] | None = None, B: Sequence | None = None) -> tuple[FeatureSpace, Corpus]:
+def build(
+    X: Sequence | None,
+    Y: Sequence,
+    *,
+    support: str = "observed",
+    transitions: str | None = None,
+    min_freq: float = 0,
+    name: str = "<training data>",
+    dense: Sequence | None = None,
+    dense_names: Sequence[str] | None = None,
+    B: Sequence | None = None,
+) -> tuple[FeatureSpace, Corpus]:
     """Build the feature space from training data and encode that data against it.
 
     ``dense``: one (tokens x D) real matrix per sequence, weighted per
@@ -376,13 +452,16 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
         raise DataError("training data has no tokens", name)
     if (seq_lens == 0).any():
         i = int(np.flatnonzero(seq_lens == 0)[0])
-        raise DataError(f"training sequence {i} is empty ({int((seq_lens == 0).sum())} empty in all): "
-                        "a sequence needs at least one token", name)
+        raise DataError(
+            f"training sequence {i} is empty ({int((seq_lens == 0).sum())} empty in all): "
+            "a sequence needs at least one token",
+            name,
+        )
     label_index: dict[str, int] = {}
     y = label_ids(Y, seq_lens, label_index, grow=True, name=name)
     L = len(label_index)
-    # ids in first-occurrence order (_interner).  Temporaries are dropped as soon as they are used: on
-    # CoNLL-2000 they are the largest allocations of the whole training run.
+    # ids in first-occurrence order (_interner).  Temporaries are dropped as soon as they are used:
+    # on CoNLL-2000 they are the largest allocations of the whole training run.
     A0 = len(attr_index)
     attributes_all = list(attr_index)
     del attr_index
@@ -402,13 +481,15 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
         keep_attr[f_attr] = True
     else:
         keep_attr = np.bincount(raw, minlength=A0) >= min_freq
-        f_attr = f_label = None       # support "all": every label of a kept attribute
+        f_attr = f_label = None  # support "all": every label of a kept attribute
     freq = np.bincount(raw, minlength=A0)
-    kept, remap, attr_ptr, feat_label = feature_table(keep_attr, freq, f_attr, f_label, support, L, np.int32)
+    kept, remap, attr_ptr, feat_label = feature_table(
+        keep_attr, freq, f_attr, f_label, support, L, np.int32
+    )
     attributes = [attributes_all[k] for k in kept]
     del attributes_all
-    # the names packed (their UTF-8 bytes and lengths, as a model file holds them): on CoNLL-2000 the
-    # 338,551 strings were 20 MB held through the whole training, the packed table is 4 MB
+    # the names packed (their UTF-8 bytes and lengths, as a model file holds them): on CoNLL-2000
+    # the 338,551 strings were 20 MB held through the whole training, the packed table is 4 MB
     attributes = StringTable.of(attributes) or attributes
 
     seq_ptr = offsets(seq_lens)
@@ -430,13 +511,20 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
     bigram: dict = {}
     bcorp = None
     if B is not None:
-        battributes, battr_ptr, bfeat_pair, bcorp = _build_bigram(B, seq_lens, seq_ptr, y, L, support,
-                                                                  min_freq, name)
+        battributes, battr_ptr, bfeat_pair, bcorp = _build_bigram(
+            B, seq_lens, seq_ptr, y, L, support, min_freq, name
+        )
         bigram = dict(battributes=battributes, battr_ptr=battr_ptr, bfeat_pair=bfeat_pair)
-    space = FeatureSpace(labels=labels, attributes=attributes, attr_ptr=attr_ptr,
-                         feat_label=feat_label, trans_index=trans_index,
-                         n_dense=0 if D is None else D.shape[1],
-                         dense_names=None if dense_names is None or D is None else list(dense_names), **bigram)
+    space = FeatureSpace(
+        labels=labels,
+        attributes=attributes,
+        attr_ptr=attr_ptr,
+        feat_label=feat_label,
+        trans_index=trans_index,
+        n_dense=0 if D is None else D.shape[1],
+        dense_names=None if dense_names is None or D is None else list(dense_names),
+        **bigram,
+    )
     ent = remap[raw]
     del raw
     corpus = assemble(seq_ptr, tok_counts, ent, values, y, D, bcorp)
@@ -444,26 +532,43 @@ def build(X: Sequence | None, Y: Sequence, *, support: str = "observed", transit
 
 
 def assemble(seq_ptr, tok_counts, ent_attr, values, y, dense=None, bigram=None) -> Corpus:
-    """The :class:`~crfkit.corpus.Corpus` of flat entries: attribute ids ``ent_attr`` (-1: dropped) with their
-    ``values`` (None: all ones), ``tok_counts`` entries per token, ``seq_ptr`` tokens per sequence, labels ``y``,
-    and the optional dense block and bigram-observation arrays ``(btok_ptr, battr, bval)``."""
+    """The :class:`~crfkit.corpus.Corpus` of flat entries: attribute ids ``ent_attr`` (-1: dropped)
+    with their ``values`` (None: all ones), ``tok_counts`` entries per token, ``seq_ptr`` tokens per
+    sequence, labels ``y``, and the optional dense block and bigram-observation arrays
+    ``(btok_ptr, battr, bval)``."""
     keep = ent_attr >= 0
     if keep.all():
         tok_ptr = offsets(tok_counts)
         attr = ent_attr
-        val = values        # None: all ones, not stored (Corpus.raw_val)
+        val = values  # None: all ones, not stored (Corpus.raw_val)
     else:
         tok_of = np.repeat(np.arange(len(tok_counts)), tok_counts)
         tok_ptr = offsets(np.bincount(tok_of[keep], minlength=len(tok_counts)))
         attr = ent_attr[keep]
         val = values[keep] if values is not None else None
     btok_ptr, battr, bval = bigram if bigram is not None else (None, None, None)
-    return Corpus(seq_ptr=seq_ptr, tok_ptr=tok_ptr, attr=attr, val=val, y=y, dense=dense,
-                  btok_ptr=btok_ptr, battr=battr, bval=bval)
+    return Corpus(
+        seq_ptr=seq_ptr,
+        tok_ptr=tok_ptr,
+        attr=attr,
+        val=val,
+        y=y,
+        dense=dense,
+        btok_ptr=btok_ptr,
+        battr=battr,
+        bval=bval,
+    )
 
 
-def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *, name: str = "<data>",
-           dense: Sequence | None = None, B: Sequence | None = None) -> Corpus:
+def encode(
+    X: Sequence | None,
+    space: FeatureSpace,
+    Y: Sequence | None = None,
+    *,
+    name: str = "<data>",
+    dense: Sequence | None = None,
+    B: Sequence | None = None,
+) -> Corpus:
     """Encode sequences against an existing feature space.
 
     Attributes the model does not know are dropped; labels it does not know get
@@ -474,11 +579,17 @@ def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *
     dropped, as for ``X``).
     """
     if space.n_bigram and B is None:
-        raise DataError(f"the model has {space.n_bigram} bigram-observation features: give the bigram "
-                        "attribute sequences too (B=...)", name)
+        raise DataError(
+            f"the model has {space.n_bigram} bigram-observation features: give the bigram "
+            "attribute sequences too (B=...)",
+            name,
+        )
     if space.n_dense and dense is None:
-        raise DataError(f"the model has {space.n_dense} dense feature dimensions: give one "
-                        f"(tokens x {space.n_dense}) matrix per sequence (dense=...)", name)
+        raise DataError(
+            f"the model has {space.n_dense} dense feature dimensions: give one "
+            f"(tokens x {space.n_dense}) matrix per sequence (dense=...)",
+            name,
+        )
     if dense is not None and not space.n_dense:
         raise DataError("dense features were given, but the model has no dense dimensions", name)
     if X is None:
@@ -495,7 +606,10 @@ def encode(X: Sequence | None, space: FeatureSpace, Y: Sequence | None = None, *
     if B is not None:
         bseq_lens, btok_counts, bnames, bvalues = flatten(B, name)
         _check_shape(seq_lens, bseq_lens, btok_counts, name)
-        bent = np.fromiter(map(space.battr_index.get, bnames, itertools.repeat(-1)), dtype=np.int64,
-                           count=len(bnames))
+        bent = np.fromiter(
+            map(space.battr_index.get, bnames, itertools.repeat(-1)),
+            dtype=np.int64,
+            count=len(bnames),
+        )
         bcorp = _bigram_arrays(btok_counts, bent, bvalues)
     return assemble(offsets(seq_lens), tok_counts, ent, values, y, D, bcorp)

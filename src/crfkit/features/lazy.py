@@ -1,32 +1,39 @@
-"""Sequences converted on demand, a chunk at a time: how training reads its input without a second copy.
+"""Sequences converted on demand, a chunk at a time: how training reads its input without a second
+copy.
 
 :func:`crfkit.features.encode.build` and :func:`~crfkit.features.encode.encode` read their attribute
-sequences in one pass, a chunk of sequences at a time (:func:`crfkit.features.encode._flatten_ids`), and
-keep only the ids of what they read.  Handing them a :class:`LazySequences` instead of a list means that
-the attribute strings of one chunk exist at a time: the input as attribute strings (feature dicts
-converted by :mod:`crfkit.features.dicts`, column files through templates) never exists whole.  That copy
-was the largest item of the peak memory of ``CRF.fit`` and ``crfkit train`` (README, issue 18).
+sequences in one pass, a chunk of sequences at a time (:func:`crfkit.features.encode._flatten_ids`),
+and keep only the ids of what they read.  Handing them a :class:`LazySequences` instead of a list
+means that the attribute strings of one chunk exist at a time: the input as attribute strings
+(feature dicts converted by :mod:`crfkit.features.dicts`, column files through templates) never
+exists whole.  That copy was the largest item of the peak memory of ``CRF.fit`` and ``crfkit train``
+(README, issue 18).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 __all__ = ["LazySequences", "CHUNK"]
 
-CHUNK = 512        # sequences converted at a time: a chunk's attribute strings are the encoding's transient
+CHUNK = (
+    512  # sequences converted at a time: a chunk's attribute strings are the encoding's transient
+)
 #                    (CoNLL-2000's chunking templates: 2,048 sentences' made `crfkit train`'s RSS peak 272 MB
 #                    while reading, 512 make it 205 MB, and the build took 0.5 s less)
 
 
 class LazySequences(Sequence):
-    """A read-only sequence of ``convert(items[a:b], a)`` results, converted :data:`CHUNK` items at a
-    time as it is iterated (``lazy[i]`` converts one).  ``convert(chunk, first)`` returns one result per
-    item; ``first`` is the chunk's position in ``items`` (for error messages).  Iterating twice converts
-    twice, unless ``once``: then a complete pass releases ``items`` (a second one raises
-    :class:`RuntimeError`).  ``progress``: a factory of a context manager with ``update(n)`` (a
-    :class:`crfkit.progress.Progress`), opened for each full iteration and advanced per chunk."""
+    """A read-only sequence of ``convert(items[a:b], a)`` results, converted :data:`CHUNK` items at
+    a time as it is iterated (``lazy[i]`` converts one).  ``convert(chunk, first)`` returns one
+    result per item; ``first`` is the chunk's position in ``items`` (for error messages).  Iterating
+    twice converts twice, unless ``once``: then a complete pass releases ``items`` (a second one
+    raises :class:`RuntimeError`).  ``progress``: a factory of a context manager with ``update(n)``
+    (a :class:`crfkit.progress.Progress`), opened for each full iteration and advanced per chunk."""
 
-    def __init__(self, items: list, convert, chunk: int | None = None, progress=None, once: bool = False):
+    def __init__(
+        self, items: list, convert, chunk: int | None = None, progress=None, once: bool = False
+    ):
         self._items = items
         self._n = len(items)
         self._convert = convert
@@ -39,7 +46,9 @@ class LazySequences(Sequence):
 
     def _source(self) -> list:
         if self._items is None:
-            raise RuntimeError("this lazy input was read once (once=True) and has released its items")
+            raise RuntimeError(
+                "this lazy input was read once (once=True) and has released its items"
+            )
         return self._items
 
     def __getitem__(self, i):
@@ -49,7 +58,7 @@ class LazySequences(Sequence):
         k = i + n if -n <= i < 0 else i
         if not 0 <= k < n:
             raise IndexError(f"sequence index {i} out of range ({n} sequences)")
-        return self._convert(self._source()[k:k + 1], k)[0]
+        return self._convert(self._source()[k : k + 1], k)[0]
 
     def __iter__(self):
         if self._progress is None:
@@ -63,16 +72,18 @@ class LazySequences(Sequence):
             if bar is not None:
                 bar.update(len(out))
             yield from out
-            del out          # this chunk's objects go before the next one is converted
+            del out  # this chunk's objects go before the next one is converted
 
     def chunks(self):
-        """The converted items a chunk (a list) at a time; the generator keeps no reference to a chunk
-        it has handed out, so the caller decides when it is freed."""
+        """The converted items a chunk (a list) at a time; the generator keeps no reference to a
+        chunk it has handed out, so the caller decides when it is freed."""
         items = self._source()
         step = self._chunk
         for start in range(0, len(items), step):
-            yield self._convert(items[start:start + step], start)
-        if self._once:       # read whole: what the items hold can go (crfkit train: the file's sentences)
+            yield self._convert(items[start : start + step], start)
+        if (
+            self._once
+        ):  # read whole: what the items hold can go (crfkit train: the file's sentences)
             del items
             self._items = None
 
@@ -86,10 +97,12 @@ class LazySequences(Sequence):
                 bar.update(len(out))
                 box = [out]
                 del out
-                yield box.pop()     # no reference left in this frame while the caller holds the chunk
+                yield box.pop()  # no reference left in this frame while the caller holds the chunk
 
-    def take(self, indices) -> "LazySequences":
-        """The items at ``indices`` (in that order), still converted lazily (positions in messages are
-        then positions in the subset)."""
+    def take(self, indices) -> LazySequences:
+        """The items at ``indices`` (in that order), still converted lazily (positions in messages
+        are then positions in the subset)."""
         items = self._source()
-        return LazySequences([items[i] for i in indices], self._convert, self._chunk, self._progress, self._once)
+        return LazySequences(
+            [items[i] for i in indices], self._convert, self._chunk, self._progress, self._once
+        )

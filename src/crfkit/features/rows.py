@@ -1,16 +1,17 @@
 """Token rows to attributes: the templates applied to column values, through a model's metadata.
 
-What tagging a column file or token rows needs below the model: the attribute (and bigram-observation
-attribute) sequences of sentences through CRF++ templates (:func:`attributes_of`,
-:func:`bigram_attributes_of`), the dense columns read as numbers (:func:`dense_of`), and, from a model's
-``meta`` and feature space, its templates and padding (:func:`tagger_of`), the inputs of
-:meth:`crfkit.model.CRFModel.tag` (:func:`row_inputs`) and the attribute ids of token rows without the
-attribute strings (:func:`template_ids`, :func:`encode_template_rows`).  Nothing here takes a model:
-:mod:`crfkit.pipeline` (files in, tagged files out) keeps the model-taking conveniences.
+What tagging a column file or token rows needs below the model: the attribute (and
+bigram-observation attribute) sequences of sentences through CRF++ templates (:func:`attributes_of`,
+:func:`bigram_attributes_of`), the dense columns read as numbers (:func:`dense_of`), and, from a
+model's ``meta`` and feature space, its templates and padding (:func:`tagger_of`), the inputs of
+:meth:`crfkit.model.CRFModel.tag` (:func:`row_inputs`) and the attribute ids of token rows without
+the attribute strings (:func:`template_ids`, :func:`encode_template_rows`).  Nothing here takes a
+model: :mod:`crfkit.pipeline` (files in, tagged files out) keeps the model-taking conveniences.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,12 +20,27 @@ from ..errors import CrfkitError, DataError
 from ..io.columns import Sentence
 from .templates import Templates
 
-__all__ = ["attributes_of", "bigram_attributes_of", "dense_of", "encode_template_rows", "row_inputs", "tagger_of",
-           "template_ids"]
+__all__ = [
+    "attributes_of",
+    "bigram_attributes_of",
+    "dense_of",
+    "encode_template_rows",
+    "row_inputs",
+    "tagger_of",
+    "template_ids",
+]
 
 
-def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: bool = True,
-                  name: str = "<data>", lazy: bool = False, progress=None, once: bool = False) -> list[list[list[str]]]:
+def attributes_of(
+    sentences: Sequence[Sentence],
+    templates: Templates,
+    *,
+    pad: bool = True,
+    name: str = "<data>",
+    lazy: bool = False,
+    progress=None,
+    once: bool = False,
+) -> list[list[list[str]]]:
     """Attribute sequences of ``sentences`` (one list of strings per token).
 
     The column count is checked against the templates once, on the first
@@ -39,8 +55,14 @@ def attributes_of(sentences: Sequence[Sentence], templates: Templates, *, pad: b
         first = sentences[0]
         templates.check_columns(len(first.columns[0]), name, first.line)
     n = len(sentences)
-    return _applied(sentences, templates.apply, pad, lazy, once,
-                    None if progress is None else (lambda: progress("features", n)))
+    return _applied(
+        sentences,
+        templates.apply,
+        pad,
+        lazy,
+        once,
+        None if progress is None else (lambda: progress("features", n)),
+    )
 
 
 def _applied(sentences, apply, pad: bool, lazy: bool, once: bool, progress=None):
@@ -52,11 +74,18 @@ def _applied(sentences, apply, pad: bool, lazy: bool, once: bool, progress=None)
 
     def convert(chunk, start):
         return [apply(s.columns, pad=pad) for s in chunk]
+
     return LazySequences(sentences, convert, once=once, progress=progress)
 
 
-def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
-                         pad: bool = True, lazy: bool = False, once: bool = False) -> list[list[list[str]]] | None:
+def bigram_attributes_of(
+    sentences: Sequence[Sentence],
+    templates: Templates,
+    *,
+    pad: bool = True,
+    lazy: bool = False,
+    once: bool = False,
+) -> list[list[list[str]]] | None:
     """Bigram-observation attribute sequences of ``sentences`` (CRF++ ``B`` lines with
     macros, Wapiti ``b``/``*`` patterns), or ``None`` when the templates have none.
     Call :func:`attributes_of` first: it checks the column count.  ``lazy``, ``once``: as
@@ -66,7 +95,9 @@ def bigram_attributes_of(sentences: Sequence[Sentence], templates: Templates, *,
     return _applied(sentences, templates.apply_bigram, pad, lazy, once)
 
 
-def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str = "<data>") -> list[np.ndarray]:
+def dense_of(
+    sentences: Sequence[Sentence], columns: Sequence[int], *, name: str = "<data>"
+) -> list[np.ndarray]:
     """The dense feature matrices (tokens x len(columns)) of ``sentences``: the given
     (0-based) observation columns read as real numbers; a value that is not a finite
     number is a :class:`DataError` naming its file and line."""
@@ -77,19 +108,32 @@ def dense_of(sentences: Sequence[Sentence], columns: Sequence[int], *, name: str
         for t, tok in enumerate(s.columns):
             for j, c in enumerate(cols):
                 if c >= len(tok):
-                    raise DataError(f"dense column {c + 1} is missing: the token has {len(tok)} observation "
-                                    "columns", name, s.line + t)
+                    raise DataError(
+                        f"dense column {c + 1} is missing: the token has {len(tok)} observation "
+                        "columns",
+                        name,
+                        s.line + t,
+                    )
                 try:
                     v = float(tok[c])
                 except ValueError:
-                    raise DataError(f"dense column {c + 1} holds {tok[c]!r}, not a number", name, s.line + t) from None
+                    raise DataError(
+                        f"dense column {c + 1} holds {tok[c]!r}, not a number", name, s.line + t
+                    ) from None
                 if not np.isfinite(v):
-                    raise DataError(f"dense column {c + 1} holds {tok[c]!r}: values must be finite",
-                                    name, s.line + t)
+                    raise DataError(
+                        f"dense column {c + 1} holds {tok[c]!r}: values must be finite",
+                        name,
+                        s.line + t,
+                    )
                 if abs(v) > MAX_FEATURE_VALUE:
-                    raise DataError(f"dense column {c + 1} holds {tok[c]}, beyond crfkit's bound on feature "
-                                    f"values, |value| <= {MAX_FEATURE_VALUE:g}; scale the values to about "
-                                    "[-1, 1] or take their logarithm", name, s.line + t)
+                    raise DataError(
+                        f"dense column {c + 1} holds {tok[c]}, beyond crfkit's bound on feature "
+                        f"values, |value| <= {MAX_FEATURE_VALUE:g}; scale the values to about "
+                        "[-1, 1] or take their logarithm",
+                        name,
+                        s.line + t,
+                    )
                 m[t, j] = v
         out.append(m)
     return out
@@ -103,17 +147,19 @@ def tagger_of(meta) -> tuple[Templates, bool]:
     """
     src = meta.get("templates") if isinstance(meta, dict) else None
     if not src:
-        raise CrfkitError("this model has no feature templates (it was trained from attribute lists, "
-                          "not from a column file), so it cannot tag column files; "
-                          "use CRFModel.tag() with attribute lists instead")
+        raise CrfkitError(
+            "this model has no feature templates (it was trained from attribute lists, "
+            "not from a column file), so it cannot tag column files; "
+            "use CRFModel.tag() with attribute lists instead"
+        )
     return Templates.parse(src, name="<model templates>"), bool(meta.get("template_pad", True))
 
 
 def row_inputs(meta, sentences, *, name: str = "<rows>"):
-    """``(X, B, dense)`` for :meth:`crfkit.model.CRFModel.tag` & co. from token rows: per sentence a list of tokens,
-    each the list of its observation column values (a column file's lines split, without the label),
-    through the templates the model was trained with (``meta``: the metadata of a model from
-    :func:`crfkit.pipeline.train_columns` / ``crfkit train``)."""
+    """``(X, B, dense)`` for :meth:`crfkit.model.CRFModel.tag` & co. from token rows: per sentence a
+    list of tokens, each the list of its observation column values (a column file's lines split,
+    without the label), through the templates the model was trained with (``meta``: the metadata of
+    a model from :func:`crfkit.pipeline.train_columns` / ``crfkit train``)."""
     templates, pad = tagger_of(meta)
     sents = []
     for i, rows in enumerate(sentences):
@@ -125,8 +171,11 @@ def row_inputs(meta, sentences, *, name: str = "<rows>"):
     if trained is not None:
         for s in sents:
             if s.columns and len(s.columns[0]) != trained:
-                raise DataError(f"sentence {s.line}: {len(s.columns[0])} columns per token, but the model was "
-                                f"trained on {trained} observation columns", name)
+                raise DataError(
+                    f"sentence {s.line}: {len(s.columns[0])} columns per token, but the model was "
+                    f"trained on {trained} observation columns",
+                    name,
+                )
     X = attributes_of(sents, templates, pad=pad, name=name) if sents else []
     B = bigram_attributes_of(sents, templates, pad=pad)
     dcols = meta.get("dense_columns")
@@ -135,15 +184,20 @@ def row_inputs(meta, sentences, *, name: str = "<rows>"):
 
 
 def template_ids(meta, space):
-    """A :class:`crfkit.features.tplenc.TemplateIds` of the model with metadata ``meta`` and feature space
-    ``space`` (the ids of token rows through its templates without the attribute strings), or None when
-    its features need more than the unigram templates (no templates, bigram-observation templates, dense
-    columns)."""
+    """A :class:`crfkit.features.tplenc.TemplateIds` of the model with metadata ``meta`` and feature
+    space ``space`` (the ids of token rows through its templates without the attribute strings), or
+    None when its features need more than the unigram templates (no templates, bigram-observation
+    templates, dense columns)."""
     tids = None
     meta = meta if isinstance(meta, dict) else {}
-    if meta.get("templates") and not space.n_bigram and not space.n_dense \
-            and not meta.get("dense_columns"):
+    if (
+        meta.get("templates")
+        and not space.n_bigram
+        and not space.n_dense
+        and not meta.get("dense_columns")
+    ):
         from .tplenc import TemplateIds
+
         templates, pad = tagger_of(meta)
         if not templates.bigram_observation:
             tids = TemplateIds(templates, space.attribute_ids, pad=pad)
@@ -151,10 +205,11 @@ def template_ids(meta, space):
 
 
 def encode_template_rows(tids, sentences):
-    """The corpus of token rows through ``tids`` (:func:`template_ids`), or None when a row is wider than
-    its compiled templates take (:class:`crfkit.features.tplenc.TooWide`)."""
+    """The corpus of token rows through ``tids`` (:func:`template_ids`), or None when a row is wider
+    than its compiled templates take (:class:`crfkit.features.tplenc.TooWide`)."""
     from .encode import assemble, offsets
     from .tplenc import TooWide
+
     try:
         lens, counts, ids = tids.ids(sentences)
     except TooWide:

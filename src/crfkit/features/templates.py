@@ -72,13 +72,14 @@ built per sentence and only as far as the templates reach (a template set
 reaching more than ``INLINE_PAD`` tokens away reads each macro's values
 through :func:`_window`, which makes only the padding tokens that macro reads).
 """
+
 from __future__ import annotations
 
 import os
 import re
 import string
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
 
 from crfkit.errors import DataError, TemplateError
 
@@ -93,17 +94,25 @@ __all__ = [
     "MAX_COLUMN",
 ]
 
-MAX_ROW_OFFSET = 1000   # |row| of a macro (CRF++: 8)
-MAX_COLUMN = 100_000    # col of a macro must be below this
-INLINE_PAD = 32         # template sets reaching at most this far pad each column tuple whole
+MAX_ROW_OFFSET = 1000  # |row| of a macro (CRF++: 8)
+MAX_COLUMN = 100_000  # col of a macro must be below this
+INLINE_PAD = 32  # template sets reaching at most this far pad each column tuple whole
 
 _MACRO = re.compile(r"%([xX])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*\]")
 _MACRO_RX = re.compile(r'%([tTmM])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\]')
 _KINDS = "xXtTmM"
 
 _PUNCT = re.escape(string.punctuation)
-_CLASS_OUT = {"a": "[A-Za-z]", "A": "[^A-Za-z]", "l": "[a-z]", "L": "[^a-z]", "u": "[A-Z]", "U": "[^A-Z]",
-              "p": f"[{_PUNCT}]", "P": f"[^{_PUNCT}]"}
+_CLASS_OUT = {
+    "a": "[A-Za-z]",
+    "A": "[^A-Za-z]",
+    "l": "[a-z]",
+    "L": "[^a-z]",
+    "u": "[A-Z]",
+    "U": "[^A-Z]",
+    "p": f"[{_PUNCT}]",
+    "P": f"[^{_PUNCT}]",
+}
 _CLASS_IN = {"a": "A-Za-z", "l": "a-z", "u": "A-Z", "p": _PUNCT}
 
 
@@ -121,7 +130,7 @@ def _wapiti_regex(rx: str) -> str:
             elif nx in table:
                 out.append(table[nx])
             else:
-                out.append(rx[i:i + 2])
+                out.append(rx[i : i + 2])
             i += 2
             continue
         if ch == "[" and not inside:
@@ -172,6 +181,7 @@ class Macro:
         def match(s, search=rx.search):
             m = search(s)
             return "" if m is None else m.group(0)
+
         return match
 
     def source(self) -> tuple:
@@ -179,7 +189,7 @@ class Macro:
         return (self.col, self.kind, self.regex)
 
 
-Piece = Union[str, Macro]
+Piece = str | Macro
 
 
 @dataclass(frozen=True)
@@ -254,9 +264,10 @@ def _bounded_int(digits: str, limit: int) -> int | None:
 
 
 def _short(text: str, n: int = 40, quote: bool = True) -> str:
-    """``text`` (its ``repr`` when ``quote``), cut in the middle when long (a 5,000-digit offset)."""
+    """``text`` (its ``repr`` when ``quote``), cut in the middle when long (a 5,000-digit
+    offset)."""
     r = repr(text) if quote else text
-    return r if len(r) <= n else f"{r[:n // 2]}...{r[-(n // 2):]} ({len(text)} characters)"
+    return r if len(r) <= n else f"{r[: n // 2]}...{r[-(n // 2) :]} ({len(text)} characters)"
 
 
 def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ...]:
@@ -278,8 +289,11 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
                 end = text.find("]", k)
                 snippet = text[k:] if end < 0 else text[k : end + 1]
                 why = "unterminated macro" if end < 0 else "malformed macro"
-                want = (f'%{nxt}[row,col,"regex"] with integer row and column and a quoted regex'
-                        if rx_kind else f"%{nxt}[row,col] with integer row and column")
+                want = (
+                    f'%{nxt}[row,col,"regex"] with integer row and column and a quoted regex'
+                    if rx_kind
+                    else f"%{nxt}[row,col] with integer row and column"
+                )
                 raise TemplateError(
                     f"{why} {snippet!r} at character {k + 1} of {text!r}: expected {want}",
                     name,
@@ -306,8 +320,9 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
                 try:
                     re.compile(_wapiti_regex(regex))
                 except re.error as e:
-                    raise TemplateError(f"bad regular expression {regex!r} in {m.group(0)!r}: {e}",
-                                        name, lineno) from None
+                    raise TemplateError(
+                        f"bad regular expression {regex!r} in {m.group(0)!r}: {e}", name, lineno
+                    ) from None
             if col is None or col < 0:
                 raise TemplateError(
                     f"column index {_short(m.group(3), quote=False)} in {_short(m.group(0))} must be >= 0 "
@@ -362,17 +377,27 @@ class Templates:
         self.bigram: list[Template] = list(bigram)
         self.bigram_observation: list[Template] = list(bigram_observation)
         self.name = name
-        self.source = source if source is not None else "\n".join(
-            t.text for t in sorted({id(t): t for t in self.unigram + self.bigram + self.bigram_observation}.values(),
-                                   key=lambda t: t.line)
-        ) + "\n"
+        self.source = (
+            source
+            if source is not None
+            else "\n".join(
+                t.text
+                for t in sorted(
+                    {
+                        id(t): t for t in self.unigram + self.bigram + self.bigram_observation
+                    }.values(),
+                    key=lambda t: t.line,
+                )
+            )
+            + "\n"
+        )
         self._apply_pad, self._apply_nopad = _compile(self.unigram, name)
         self._bapply_pad, self._bapply_nopad = _compile(self.bigram_observation, name)
 
     # -- construction -----------------------------------------------------
 
     @classmethod
-    def parse(cls, text: str, name: str = "<template>") -> "Templates":
+    def parse(cls, text: str, name: str = "<template>") -> Templates:
         """Parse template text; :class:`TemplateError` (``name:line: problem``)
         on a line that is not a comment, blank, ``U...``, ``B...``, ``u...``,
         ``b...`` or ``*...``, on a malformed macro or regular expression, or
@@ -407,7 +432,7 @@ class Templates:
         return cls(unigram, bigram, bigram_obs, source=text, name=name)
 
     @classmethod
-    def from_file(cls, path) -> "Templates":
+    def from_file(cls, path) -> Templates:
         """Parse a template file (UTF-8)."""
         path = os.fspath(path)
         try:
@@ -508,34 +533,38 @@ def fstring(pieces: Sequence[Piece], var: Callable[[Macro], str]) -> str:
     return " ".join(parts)
 
 
-_BEFORE = ("",) + tuple(f"_B-{k}" for k in range(1, MAX_ROW_OFFSET + 1))   # _BEFORE[k]: k tokens before
-_AFTER = ("",) + tuple(f"_B+{k}" for k in range(1, MAX_ROW_OFFSET + 1))    # _AFTER[k]: k tokens after
+_BEFORE = ("",) + tuple(
+    f"_B-{k}" for k in range(1, MAX_ROW_OFFSET + 1)
+)  # _BEFORE[k]: k tokens before
+_AFTER = ("",) + tuple(f"_B+{k}" for k in range(1, MAX_ROW_OFFSET + 1))  # _AFTER[k]: k tokens after
 
 
 def _window(seq: tuple, r: int, n: int) -> tuple:
-    """What a macro of row ``r`` reads at tokens 0..n-1 of a sentence whose column is ``seq`` (length n):
-    positions r..r+n-1, those outside the sentence read as CRF++'s padding tokens; only the padding
-    tokens that are read are made (whatever |r|, at most n of them)."""
+    """What a macro of row ``r`` reads at tokens 0..n-1 of a sentence whose column is ``seq``
+    (length n): positions r..r+n-1, those outside the sentence read as CRF++'s padding tokens; only
+    the padding tokens that are read are made (whatever |r|, at most n of them)."""
     if r < 0:
-        pad = _BEFORE[-r:max(0, -r - n):-1]
-        return pad + seq[:r + n] if r + n > 0 else pad
+        pad = _BEFORE[-r : max(0, -r - n) : -1]
+        return pad + seq[: r + n] if r + n > 0 else pad
     if r > 0:
-        return seq[r:] + _AFTER[max(1, r - n + 1):r + 1]
+        return seq[r:] + _AFTER[max(1, r - n + 1) : r + 1]
     return seq
 
 
 def _compile(unigram: Sequence[Template], name: str):
     """Build the two apply functions (padded, unpadded) of a template list."""
-    macros = sorted({m for t in unigram for m in t.macros},
-                    key=lambda m: (m.col, m.kind, m.regex or "", m.row))
+    macros = sorted(
+        {m for t in unigram for m in t.macros}, key=lambda m: (m.col, m.kind, m.regex or "", m.row)
+    )
     cols = sorted({m.col for m in macros})
     before = max([0] + [-m.row for m in macros])  # padding needed before / after
     after = max([0] + [m.row for m in macros])
     K = max(before, after)
-    if K > MAX_ROW_OFFSET:      # templates built in code, not parsed
+    if K > MAX_ROW_OFFSET:  # templates built in code, not parsed
         raise TemplateError(f"a macro reaches {K} tokens away; the limit is {MAX_ROW_OFFSET}", name)
-    # a template set reaching at most INLINE_PAD tokens away pads each column tuple whole (one tuple per
-    # column and sentence, one slice per macro); one reaching further reads each macro through _window
+    # a template set reaching at most INLINE_PAD tokens away pads each column tuple whole (one tuple
+    # per column and sentence, one slice per macro); one reaching further reads each macro through
+    # _window
     inline = K <= INLINE_PAD
     maxcol = max(cols, default=-1)
     var_of = {m: f"v{i}" for i, m in enumerate(macros)}
@@ -546,9 +575,11 @@ def _compile(unigram: Sequence[Template], name: str):
         "_window": _window,
         "_column_error": lambda columns: column_error(columns, unigram, name),
     }
-    # what a macro reads: the column tuple c<col> for %x, a derived tuple d<i> (case-folded, regex test
-    # or match of each token) otherwise; padded (P) or not (U)
-    derived = sorted({m.source() for m in macros if m.kind != "x"}, key=lambda k: (k[0], k[1], k[2] or ""))
+    # what a macro reads: the column tuple c<col> for %x, a derived tuple d<i> (case-folded, regex
+    # test or match of each token) otherwise; padded (P) or not (U)
+    derived = sorted(
+        {m.source() for m in macros if m.kind != "x"}, key=lambda k: (k[0], k[1], k[2] or "")
+    )
     src_of = {k: f"d{i}" for i, k in enumerate(derived)}
     for k, var in src_of.items():
         env[f"_f{var}"] = Macro(0, k[0], k[1], k[2]).transform()
@@ -567,10 +598,15 @@ def _compile(unigram: Sequence[Template], name: str):
                 "        raise _column_error(columns)",
             ]
             for c in cols:
-                pro.append(f"    c{c} = (*_BOS, *t[{c}], *_EOS)" if padded else f"    c{c} = t[{c}]")
+                pro.append(
+                    f"    c{c} = (*_BOS, *t[{c}], *_EOS)" if padded else f"    c{c} = t[{c}]"
+                )
             for (c, _k, _r), var in src_of.items():
-                pro.append(f"    {var} = (*_BOS, *map(_f{var}, t[{c}]), *_EOS)" if padded
-                           else f"    {var} = tuple(map(_f{var}, t[{c}]))")
+                pro.append(
+                    f"    {var} = (*_BOS, *map(_f{var}, t[{c}]), *_EOS)"
+                    if padded
+                    else f"    {var} = tuple(map(_f{var}, t[{c}]))"
+                )
         return pro
 
     row_all = "[" + ", ".join(fstring(t.pieces, lambda m: var_of[m]) for t in unigram) + "]"
@@ -591,8 +627,9 @@ def _compile(unigram: Sequence[Template], name: str):
         reads = ", ".join(f"_window({srcvar(m)}, {m.row}, n)" for m in macros)
         src.append(f"    return [{row_all} {loop.format(reads)}]")
 
-    # unpadded: interior tokens (all templates fire) by the fast path; the `before` first and `after` last
-    # tokens template by template; nothing outside the sentence is read, so no padding is built
+    # unpadded: interior tokens (all templates fire) by the fast path; the `before` first and
+    # `after` last tokens template by template; nothing outside the sentence is read, so no padding
+    # is built
     src += ["", "def _apply_nopad(columns):", *prologue(False)]
     if not macros:
         src.append(f"    return [{row_all} for _ in range(n)]")

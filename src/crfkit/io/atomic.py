@@ -38,6 +38,7 @@ careful user expects of an ordinary ``open(path, "wb")`` / ``cp`` still holds:
   destinations, and those of older crfkit versions (``.tmp-`` and eight random
   characters: they do not say whose they are), are left alone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,7 +50,8 @@ import secrets
 import socket
 import stat
 import time
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from ..errors import OutputError
 
@@ -57,7 +59,7 @@ TMP_PREFIX = ".tmp-"
 # an orphan whose writer cannot be checked (another host) is removed once this old: one write of one
 # file (not a training run) never takes an hour
 STALE_SECONDS = 3600.0
-_NAME_KEEP = 80          # characters of the destination's name kept in the temporary name (NAME_MAX is 255)
+_NAME_KEEP = 80  # characters of the destination's name kept in the temporary name (NAME_MAX is 255)
 _TMP_RE = re.compile(r"^\.tmp-([0-9a-f]{8})-(\d+)-([0-9a-z]{8})-(.*)$")
 
 
@@ -72,20 +74,21 @@ def _tmp_name(base: str) -> str:
 
 def _pid_alive(pid: int) -> bool:
     if pid <= 0 or os.name == "nt":
-        return True          # not a pid we can judge (on Windows os.kill terminates): keep the file
+        return True  # not a pid we can judge (on Windows os.kill terminates): keep the file
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OSError):
-        return True          # exists (another user's), or cannot tell
+        return True  # exists (another user's), or cannot tell
     return True
 
 
 def clean_stale(directory: str, base: str, *, now: float | None = None) -> list[str]:
-    """Remove orphaned temporary files of destination ``base`` in ``directory`` (left by a writer killed
-    during a save): those made on this host by a process that no longer exists, and those older than
-    :data:`STALE_SECONDS`.  Returns the names removed; problems are ignored (this is housekeeping)."""
+    """Remove orphaned temporary files of destination ``base`` in ``directory`` (left by a writer
+    killed during a save): those made on this host by a process that no longer exists, and those
+    older than :data:`STALE_SECONDS`.  Returns the names removed; problems are ignored (this is
+    housekeeping)."""
     removed = []
     host = _host_tag()
     want = base[:_NAME_KEEP]
@@ -104,8 +107,9 @@ def clean_stale(directory: str, base: str, *, now: float | None = None) -> list[
             if not stat.S_ISREG(st.st_mode):
                 continue
             pid = int(m.group(2))
-            gone = (m.group(1) == host and pid != os.getpid() and not _pid_alive(pid)) \
-                or now - st.st_mtime > STALE_SECONDS
+            gone = (
+                m.group(1) == host and pid != os.getpid() and not _pid_alive(pid)
+            ) or now - st.st_mtime > STALE_SECONDS
             if gone:
                 os.unlink(p)
                 removed.append(name)
@@ -131,12 +135,20 @@ def resolve(path: str | os.PathLike, what: str = "the file") -> str:
             target = os.path.realpath(path, strict=True)
         except FileNotFoundError:
             dest = os.path.realpath(path)
-            raise OutputError(f"cannot write {what} {path}: it is a symbolic link to {dest}, which does not "
-                              "exist (a dangling link is not written through; remove the link, or create "
-                              "its target)", path=path, errno=_errno.ENOENT) from None
+            raise OutputError(
+                f"cannot write {what} {path}: it is a symbolic link to {dest}, which does not "
+                "exist (a dangling link is not written through; remove the link, or create "
+                "its target)",
+                path=path,
+                errno=_errno.ENOENT,
+            ) from None
         except OSError as e:
-            raise OutputError(f"cannot write {what} {path}: the symbolic link cannot be resolved "
-                              f"({e.strerror or e})", path=path, errno=e.errno) from None
+            raise OutputError(
+                f"cannot write {what} {path}: the symbolic link cannot be resolved "
+                f"({e.strerror or e})",
+                path=path,
+                errno=e.errno,
+            ) from None
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -145,16 +157,24 @@ def resolve(path: str | os.PathLike, what: str = "the file") -> str:
         raise _error(what, path, target, e) from None
     where = path if target == path else f"{path} (a link to {target})"
     if stat.S_ISDIR(st.st_mode):
-        raise OutputError(f"cannot write {what} {where}: it is a directory (give a file name, e.g. "
-                          f"{os.path.join(path, 'model.crfkit')})", path=path, errno=_errno.EISDIR)
+        raise OutputError(
+            f"cannot write {what} {where}: it is a directory (give a file name, e.g. "
+            f"{os.path.join(path, 'model.crfkit')})",
+            path=path,
+            errno=_errno.EISDIR,
+        )
     if not stat.S_ISREG(st.st_mode):
-        raise OutputError(f"cannot write {what} {where}: it exists and is not a regular file",
-                          path=path, errno=_errno.EINVAL)
+        raise OutputError(
+            f"cannot write {what} {where}: it exists and is not a regular file",
+            path=path,
+            errno=_errno.EINVAL,
+        )
     return target
 
 
 def _check_replaceable(what: str, path: str, target: str) -> os.stat_result | None:
-    """The stat of an existing destination (None when there is none); refuses one the caller may not write."""
+    """The stat of an existing destination (None when there is none); refuses one the caller may not
+    write."""
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -163,8 +183,12 @@ def _check_replaceable(what: str, path: str, target: str) -> os.stat_result | No
         raise _error(what, path, target, e) from None
     if not os.access(target, os.W_OK):
         where = path if target == path else f"{path} (a link to {target})"
-        raise OutputError(f"cannot write {what} {where}: the file is read-only (it is left as it is; "
-                          "make it writable or choose another name)", path=path, errno=_errno.EACCES)
+        raise OutputError(
+            f"cannot write {what} {where}: the file is read-only (it is left as it is; "
+            "make it writable or choose another name)",
+            path=path,
+            errno=_errno.EACCES,
+        )
     return st
 
 
@@ -172,30 +196,41 @@ def _create_tmp(d: str, base: str) -> tuple[int, str]:
     for _ in range(100):
         tmp = os.path.join(d, _tmp_name(base))
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+            return os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666
+            ), tmp
         except FileExistsError:
             continue
-    raise FileExistsError(_errno.EEXIST, "could not create a unique temporary file")  # pragma: no cover
+    raise FileExistsError(
+        _errno.EEXIST, "could not create a unique temporary file"
+    )  # pragma: no cover
 
 
 def check_writable(path: str | os.PathLike, what: str = "the file") -> str:
     """Refuse (OutputError) a destination that :func:`atomic_file` could not write: its directory is
     missing or does not take new files, or the destination is a directory, not a regular file, a
     dangling link, or a read-only file.  A probe file is created and removed in the directory.
-    Returns the file that would be replaced (the link target for a symlink).  Nothing else changes."""
+    Returns the file that would be replaced (the link target for a symlink).  Nothing else
+    changes."""
     path = os.fspath(path)
     target = resolve(path, what)
     d = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(d):
-        raise OutputError(f"cannot write {what} {path}: directory {d} does not exist", path=path,
-                          errno=_errno.ENOENT)
+        raise OutputError(
+            f"cannot write {what} {path}: directory {d} does not exist",
+            path=path,
+            errno=_errno.ENOENT,
+        )
     _check_replaceable(what, path, target)
     try:
         fd, tmp = _create_tmp(d, os.path.basename(target))
     except OSError as e:
         where = path if target == path else f"{path} (a link to {target})"
-        raise OutputError(f"cannot write {what} {where}: cannot create files in {d} "
-                          f"({e.strerror or e})", path=path, errno=e.errno) from None
+        raise OutputError(
+            f"cannot write {what} {where}: cannot create files in {d} ({e.strerror or e})",
+            path=path,
+            errno=e.errno,
+        ) from None
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(tmp)
@@ -203,12 +238,15 @@ def check_writable(path: str | os.PathLike, what: str = "the file") -> str:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, *, fsync: bool = True, what: str = "the file") -> Iterator[BinaryIO]:
-    """Open a temporary file next to ``path`` (next to its target when ``path`` is a symlink) for binary
-    writing; on success it is flushed, synced and renamed onto ``path``; on any failure (exception,
-    Ctrl-C) it is removed and an existing ``path`` is left untouched.  See the module docstring for
-    permissions, links, refusals and orphan clean-up.  I/O errors are raised as :class:`OutputError`
-    naming ``path`` (``what`` says what it is in the message, e.g. ``"the model"``)."""
+def atomic_file(
+    path: str | os.PathLike, *, fsync: bool = True, what: str = "the file"
+) -> Iterator[BinaryIO]:
+    """Open a temporary file next to ``path`` (next to its target when ``path`` is a symlink) for
+    binary writing; on success it is flushed, synced and renamed onto ``path``; on any failure
+    (exception, Ctrl-C) it is removed and an existing ``path`` is left untouched.  See the module
+    docstring for permissions, links, refusals and orphan clean-up.  I/O errors are raised as
+    :class:`OutputError` naming ``path`` (``what`` says what it is in the message, e.g.
+    ``"the model"``)."""
     path = os.fspath(path)
     target = resolve(path, what)
     d = os.path.dirname(os.path.abspath(target))
@@ -226,7 +264,8 @@ def atomic_file(path: str | os.PathLike, *, fsync: bool = True, what: str = "the
     try:
         try:
             if old is not None:
-                # a replaced file keeps its permission bits (as with cp); owner and group where allowed
+                # a replaced file keeps its permission bits (as with cp); owner and group where
+                # allowed
                 if hasattr(os, "fchmod"):
                     os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
                 else:  # pragma: no cover (Windows before Python 3.13)
@@ -249,7 +288,12 @@ def atomic_file(path: str | os.PathLike, *, fsync: bool = True, what: str = "the
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(e, OSError) and not isinstance(e, OutputError) and e.filename in (None, tmp, target):
-            # a failure of this write (an OSError about another file, raised by the caller's code, passes as it is)
+        if (
+            isinstance(e, OSError)
+            and not isinstance(e, OutputError)
+            and e.filename in (None, tmp, target)
+        ):
+            # a failure of this write (an OSError about another file, raised by the caller's code,
+            # passes as it is)
             raise _error(what, path, target, e) from e
         raise

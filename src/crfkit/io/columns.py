@@ -18,6 +18,7 @@ with the input is raised as :class:`~crfkit.errors.DataError` whose message is
 ``path:line: problem`` (lines are 1-based), never as an ``IndexError`` or a
 ``UnicodeDecodeError`` from deep inside.
 """
+
 from __future__ import annotations
 
 import collections
@@ -28,8 +29,9 @@ import re
 import sys
 import warnings
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Iterable, Iterator, Sequence, TextIO
+from typing import IO, TextIO
 
 from crfkit.errors import DataError, DataWarning
 
@@ -115,8 +117,12 @@ def _open_binary(path: str) -> tuple[IO[bytes], bool]:
 
 def _other_bom(raw: bytes) -> str | None:
     """The name of a UTF-16 / UTF-32 byte-order mark at the start of ``raw``, or None."""
-    for mark, what in ((b"\xff\xfe\x00\x00", "UTF-32 little-endian"), (b"\x00\x00\xfe\xff", "UTF-32 big-endian"),
-                       (b"\xff\xfe", "UTF-16 little-endian"), (b"\xfe\xff", "UTF-16 big-endian")):
+    for mark, what in (
+        (b"\xff\xfe\x00\x00", "UTF-32 little-endian"),
+        (b"\x00\x00\xfe\xff", "UTF-32 big-endian"),
+        (b"\xff\xfe", "UTF-16 little-endian"),
+        (b"\xfe\xff", "UTF-16 big-endian"),
+    ):
         if raw.startswith(mark):
             return what
     return None
@@ -152,7 +158,7 @@ class _Prefixed(io.RawIOBase):
             return n
         read = getattr(self._f, "read1", None) or self._f.read
         data = read(len(b))
-        b[:len(data)] = data
+        b[: len(data)] = data
         return len(data)
 
 
@@ -202,7 +208,9 @@ class LineSource:
                     break
                 head += more
             if head[:2] == _GZIP_MAGIC:
-                self._f = gzip.GzipFile(fileobj=io.BufferedReader(_Prefixed(head, self._f)), mode="rb")
+                self._f = gzip.GzipFile(
+                    fileobj=io.BufferedReader(_Prefixed(head, self._f)), mode="rb"
+                )
                 self._closers.insert(0, self._f)
                 head = self._read(LOOKAHEAD)
         nl, cr = ("\n", "\r") if self._text else (b"\n", b"\r")
@@ -210,7 +218,7 @@ class LineSource:
             i = head.find(nl)
             j = head.find(cr)
             if 0 <= j < len(head) - 1 and (i < 0 or j < i):
-                if head[j + 1:j + 2] != nl:
+                if head[j + 1 : j + 2] != nl:
                     self.line_endings = "cr"
                 break
             if i >= 0 or len(head) >= LOOKAHEAD:
@@ -225,8 +233,13 @@ class LineSource:
         head = self._prime()
         f = self._f
         if self.line_endings == "cr":
-            warnings.warn(DataWarning(f"{self.name}: the line endings are CR only (classic Mac OS): reading "
-                                      "each CR, LF or CRLF as the end of a line"), stacklevel=2)
+            warnings.warn(
+                DataWarning(
+                    f"{self.name}: the line endings are CR only (classic Mac OS): reading "
+                    "each CR, LF or CRLF as the end of a line"
+                ),
+                stacklevel=2,
+            )
             yield from self._universal(head)
             return
         nl = "\n" if self._text else b"\n"
@@ -235,7 +248,7 @@ class LineSource:
             i = head.find(nl, start)
             if i < 0:
                 break
-            yield head[start:i + 1]
+            yield head[start : i + 1]
             start = i + 1
         rest = head[start:]
         if rest:
@@ -253,7 +266,7 @@ class LineSource:
             for m in eol.finditer(buf):
                 if not eof and m.end() == len(buf) and m.group() == cr:
                     break  # a CR ending the buffer may be the first half of a CRLF
-                yield buf[pos:m.start()] + nl
+                yield buf[pos : m.start()] + nl
                 pos = m.end()
             buf = buf[pos:]
             if eof:
@@ -340,7 +353,9 @@ def _lines(f, name: str) -> Iterator[str]:
         except UnicodeDecodeError:
             # a text stream decodes by blocks: the bad byte is on this line or
             # a little after it
-            raise DataError("invalid UTF-8 (at or shortly after this line)", name, lineno + 1) from None
+            raise DataError(
+                "invalid UTF-8 (at or shortly after this line)", name, lineno + 1
+            ) from None
         except _READ_ERRORS as e:
             raise DataError(f"cannot read: {e}", name, lineno + 1) from None
         lineno += 1
@@ -350,9 +365,13 @@ def _lines(f, name: str) -> Iterator[str]:
             except UnicodeDecodeError as e:
                 bom = _other_bom(raw) if lineno == 1 else None
                 if bom:
-                    raise DataError(f"the file starts with a {bom} byte-order mark: it is {bom.split()[0]}, not "
-                                    "UTF-8; convert it (iconv -f " + bom.split()[0] + " -t UTF-8) or pass "
-                                    f"--encoding {bom.split()[0].lower()}", name, lineno) from None
+                    raise DataError(
+                        f"the file starts with a {bom} byte-order mark: it is {bom.split()[0]}, not "
+                        "UTF-8; convert it (iconv -f " + bom.split()[0] + " -t UTF-8) or pass "
+                        f"--encoding {bom.split()[0].lower()}",
+                        name,
+                        lineno,
+                    ) from None
                 raise DataError(
                     f"invalid UTF-8: byte {raw[e.start]:#04x} at byte {e.start + 1} of the line",
                     name,
@@ -413,12 +432,12 @@ def read_columns(
     return _read(source, has_labels, docstart == "skip", sep, name)
 
 
-def _memory_lines(buf: "io.BytesIO") -> list[str] | None:
-    """The lines of an in-memory input (``crfkit serve``'s request bodies) from its position on, split
-    at once: what :func:`_lines` yields, without a generator step per line.  None (the caller goes
-    through :func:`_lines`, which makes the error messages and the warnings) for input that is not
-    valid UTF-8 or holds a CR (CRLF and CR-only line endings)."""
-    raw = buf.getvalue()[buf.tell():]
+def _memory_lines(buf: io.BytesIO) -> list[str] | None:
+    """The lines of an in-memory input (``crfkit serve``'s request bodies) from its position on,
+    split at once: what :func:`_lines` yields, without a generator step per line.  None (the caller
+    goes through :func:`_lines`, which makes the error messages and the warnings) for input that is
+    not valid UTF-8 or holds a CR (CRLF and CR-only line endings)."""
+    raw = buf.getvalue()[buf.tell() :]
     if b"\r" in raw:
         return None
     try:
@@ -441,7 +460,10 @@ def source_lines(source, name: str | None) -> Iterator[tuple[str, Iterator[str]]
     if isinstance(source, io.BytesIO):
         lines = _memory_lines(source)
         if lines is not None:
-            yield (name if name is not None else str(getattr(source, "name", "<stream>"))), iter(lines)
+            yield (
+                (name if name is not None else str(getattr(source, "name", "<stream>"))),
+                iter(lines),
+            )
             return
     src = open_source(source, name)
     label = name if name is not None else src.name
@@ -578,8 +600,10 @@ def write_columns(
         if path == "-":
             return _write(sentences, sys.stdout, extra, sep, labels)
         try:
-            f = gzip.open(path, "wt", encoding="utf-8", newline="\n") if _is_gz(path) else open(
-                path, "w", encoding="utf-8", newline="\n"
+            f = (
+                gzip.open(path, "wt", encoding="utf-8", newline="\n")
+                if _is_gz(path)
+                else open(path, "w", encoding="utf-8", newline="\n")
             )
         except OSError as e:
             raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
@@ -602,7 +626,9 @@ def _write(sentences, f, extra, sep: str, with_labels: bool) -> int:
             try:
                 more = next(extra_it)
             except StopIteration:
-                raise DataError(f"extra columns given for {count - 1} sentences, but there are more") from None
+                raise DataError(
+                    f"extra columns given for {count - 1} sentences, but there are more"
+                ) from None
             more = list(more)
             if len(more) != len(rows):
                 raise DataError(

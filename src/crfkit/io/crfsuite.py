@@ -42,9 +42,9 @@ behaviour of its data reader; where crfkit is stricter it says so):
   :attr:`AttributeSequence.weight`); any other declaration is an error. So a
   label cannot start with ``@`` (CRFsuite has the same restriction).
 * Blank lines: an empty line, or one holding only spaces and TABs, ends a
-  sequence (CRFsuite itself takes only an empty line); several in a row are fine; a final sequence without a blank line after it is
-  fine. ``\\r\\n`` line endings read as ``\\n``. ``#`` has no special meaning
-  (it is a valid label: the Penn Treebank tag ``#``).
+  sequence (CRFsuite itself takes only an empty line); several in a row are fine; a final sequence
+  without a blank line after it is fine. ``\\r\\n`` line endings read as ``\\n``. ``#`` has no
+  special meaning (it is a valid label: the Penn Treebank tag ``#``).
 * Files are UTF-8 (strict); a name ending in ``.gz`` is decompressed; ``-`` is
   standard input. A leading byte-order mark is dropped.
 
@@ -58,6 +58,7 @@ attribute written with an explicit weight is read as a pair (also ``a:1``),
 one without as a plain string, so that writing what was read gives the same
 text back.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -65,8 +66,9 @@ import math
 import os
 import re
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence, TextIO
+from typing import TextIO
 
 from crfkit.errors import DataError
 from crfkit.io.columns import source_lines
@@ -131,7 +133,7 @@ def _split_escaped(text: str, strict: bool, name: str, lineno: int) -> tuple[str
     for m in _PIECES.finditer(text):
         piece = m.group()
         if piece == ":":
-            weight = text[m.end():]
+            weight = text[m.end() :]
             break
         if piece[0] == "\\":
             if len(piece) == 2:
@@ -141,7 +143,10 @@ def _split_escaped(text: str, strict: bool, name: str, lineno: int) -> tuple[str
                     where = "at the end of" if m.end() == len(text) else "inside"
                     raise DataError(
                         f"lone backslash {where} field {text!r}: write '\\\\' for a backslash, "
-                        "'\\:' for a colon", name, lineno)
+                        "'\\:' for a colon",
+                        name,
+                        lineno,
+                    )
                 out.append("\\")
         else:
             out.append(piece)
@@ -165,8 +170,10 @@ def unescape(text: str, *, strict: bool = False) -> str:
 def _weight(raw: str, field_text: str, name: str, lineno: int) -> float:
     if not _NUMBER.fullmatch(raw):
         if ":" in raw and "\\" not in raw:
-            problem = (f"attribute {field_text!r} has more than one unescaped ':' "
-                       "(write '\\:' for a colon in a name)")
+            problem = (
+                f"attribute {field_text!r} has more than one unescaped ':' "
+                "(write '\\:' for a colon in a name)"
+            )
         else:
             problem = f"attribute {field_text!r}: weight {raw!r} is not a number"
         raise DataError(problem, name, lineno)
@@ -176,8 +183,9 @@ def _weight(raw: str, field_text: str, name: str, lineno: int) -> float:
     return v
 
 
-def parse_attribute(text: str, *, strict: bool = False, name: str | None = None,
-                    line: int | None = None):
+def parse_attribute(
+    text: str, *, strict: bool = False, name: str | None = None, line: int | None = None
+):
     """One attribute field -> ``str`` (no weight written) or ``(str, float)``."""
     if "\\" not in text:
         if ":" not in text:
@@ -208,7 +216,9 @@ def format_attribute(attr) -> str:
     try:
         n, v = attr
     except (TypeError, ValueError):
-        raise DataError(f"an attribute must be a string or a (string, number) pair, got {attr!r}") from None
+        raise DataError(
+            f"an attribute must be a string or a (string, number) pair, got {attr!r}"
+        ) from None
     if not isinstance(n, str) or not n:
         raise DataError(f"an attribute name must be a non-empty string, got {n!r}")
     _check_field(n, "attribute name")
@@ -223,14 +233,18 @@ def format_attribute(attr) -> str:
 
 def _check_field(s: str, what: str) -> None:
     if "\t" in s or "\n" in s or "\r" in s:
-        raise DataError(f"{what} {s!r} holds a TAB or a line break: it cannot be written in a CRFsuite file")
+        raise DataError(
+            f"{what} {s!r} holds a TAB or a line break: it cannot be written in a CRFsuite file"
+        )
 
 
 # ---------------------------------------------------------------------------
 # reading
 
 
-def read_crfsuite(source, *, name: str | None = None, strict: bool = False) -> Iterator[AttributeSequence]:
+def read_crfsuite(
+    source, *, name: str | None = None, strict: bool = False
+) -> Iterator[AttributeSequence]:
     """Iterate over the item sequences of a CRFsuite attribute file, streaming.
 
     ``source``: a path (``.gz`` decompressed, ``"-"`` standard input) or an
@@ -269,12 +283,18 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
                 yield AttributeSequence(attrs, labels, first, weight)
                 attrs, labels = [], []
             elif weight_line:
-                raise DataError("@weight declaration with no items after it in its sequence", name, weight_line)
+                raise DataError(
+                    "@weight declaration with no items after it in its sequence", name, weight_line
+                )
             weight, weight_line = 1.0, 0
             continue
         if text[0] == "\t":
-            raise DataError("the line starts with a TAB: its first field must be the label "
-                            "(write a dummy label when tagging)", name, lineno)
+            raise DataError(
+                "the line starts with a TAB: its first field must be the label "
+                "(write a dummy label when tagging)",
+                name,
+                lineno,
+            )
         if text[0] == "@":
             weight = _declaration(text.split("\t"), name, lineno, weight_line)
             weight_line = lineno
@@ -308,8 +328,12 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
         else:
             lab, raw = head, (None if ":" not in head else "")
         if raw is not None:
-            raise DataError(f"label {head!r} holds an unescaped ':' (write '\\:' for a colon in a label; "
-                            "a label takes no weight)", name, lineno)
+            raise DataError(
+                f"label {head!r} holds an unescaped ':' (write '\\:' for a colon in a label; "
+                "a label takes no weight)",
+                name,
+                lineno,
+            )
         # the attributes, field by field
         tok = []
         app = tok.append
@@ -325,7 +349,7 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
                 if m is None:
                     app(f.replace("\\:", ":"))
                     continue
-                n, raw = f[:m.start()].replace("\\:", ":"), f[m.end():]
+                n, raw = f[: m.start()].replace("\\:", ":"), f[m.end() :]
             elif ":" in f:
                 n, _, raw = f.partition(":")
             else:
@@ -342,7 +366,9 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
         produced += 1
         yield AttributeSequence(attrs, labels, first, weight)
     elif weight_line:
-        raise DataError("@weight declaration with no items after it in its sequence", name, weight_line)
+        raise DataError(
+            "@weight declaration with no items after it in its sequence", name, weight_line
+        )
     if not produced:
         raise DataError("empty input: no item sequences found", name)
 
@@ -351,13 +377,20 @@ def _declaration(fields: list[str], name: str, lineno: int, previous: int) -> fl
     head = fields[0]
     decl, sep, raw = head.partition(":")
     if decl != "@weight":
-        raise DataError(f"unrecognized declaration {decl!r} (a label cannot start with '@'; "
-                        "the only declaration is '@weight:W')", name, lineno)
+        raise DataError(
+            f"unrecognized declaration {decl!r} (a label cannot start with '@'; "
+            "the only declaration is '@weight:W')",
+            name,
+            lineno,
+        )
     if any(fields[1:]):
         raise DataError("an @weight declaration stands on a line of its own", name, lineno)
     if previous:
-        raise DataError(f"a second @weight declaration in one sequence (the first is on line {previous})",
-                        name, lineno)
+        raise DataError(
+            f"a second @weight declaration in one sequence (the first is on line {previous})",
+            name,
+            lineno,
+        )
     if not sep or not raw:
         raise DataError("@weight needs a value: '@weight:W'", name, lineno)
     w = _weight(raw, head, name, lineno)
@@ -366,7 +399,9 @@ def _declaration(fields: list[str], name: str, lineno: int, previous: int) -> fl
     return w
 
 
-def read_crfsuite_list(source, *, name: str | None = None, strict: bool = False) -> list[AttributeSequence]:
+def read_crfsuite_list(
+    source, *, name: str | None = None, strict: bool = False
+) -> list[AttributeSequence]:
     """All sequences of a CRFsuite file as a list (see :func:`read_crfsuite`)."""
     return list(read_crfsuite(source, name=name, strict=strict))
 
@@ -379,17 +414,22 @@ def _label_text(label, count: int, i: int) -> str:
     if not isinstance(label, str):
         raise DataError(f"sequence {count}, item {i + 1}: label {label!r} is not a string")
     if not label.strip(" "):
-        raise DataError(f"sequence {count}, item {i + 1}: a label that is empty or only spaces cannot be "
-                        "written (its line would read as a blank line)")
+        raise DataError(
+            f"sequence {count}, item {i + 1}: a label that is empty or only spaces cannot be "
+            "written (its line would read as a blank line)"
+        )
     if label[0] == "@":
-        raise DataError(f"sequence {count}, item {i + 1}: label {label!r} starts with '@', "
-                        "which CRFsuite reads as a declaration")
+        raise DataError(
+            f"sequence {count}, item {i + 1}: label {label!r} starts with '@', "
+            "which CRFsuite reads as a declaration"
+        )
     _check_field(label, "label")
     return escape(label)
 
 
-def write_crfsuite(data, out, labels: Sequence[Sequence[str]] | None = None, *,
-                   dummy_label: str | None = None) -> int:
+def write_crfsuite(
+    data, out, labels: Sequence[Sequence[str]] | None = None, *, dummy_label: str | None = None
+) -> int:
     """Write item sequences as a CRFsuite attribute file; returns the number of sequences.
 
     ``data``: :class:`AttributeSequence` objects (written with their labels
@@ -413,8 +453,11 @@ def write_crfsuite(data, out, labels: Sequence[Sequence[str]] | None = None, *,
         if path == "-":
             return _write(data, sys.stdout, labels, dummy_label)
         try:
-            f = (gzip.open(path, "wt", encoding="utf-8", newline="\n", compresslevel=6) if path.endswith(".gz")
-                 else open(path, "w", encoding="utf-8", newline="\n"))
+            f = (
+                gzip.open(path, "wt", encoding="utf-8", newline="\n", compresslevel=6)
+                if path.endswith(".gz")
+                else open(path, "w", encoding="utf-8", newline="\n")
+            )
         except OSError as e:
             raise DataError(f"cannot open for writing: {e.strerror or e}", path) from None
         with f:
@@ -434,18 +477,24 @@ def _write(data, f: TextIO, labels, dummy_label) -> int:
         if isinstance(item, AttributeSequence):
             seq, labs, weight = item.attributes, item.labels, item.weight
             if lab_it is not None:
-                raise ValueError("labels= is for plain attribute sequences; AttributeSequence objects carry theirs")
+                raise ValueError(
+                    "labels= is for plain attribute sequences; AttributeSequence objects carry theirs"
+                )
         else:
             seq = item
             if lab_it is not None:
                 try:
                     labs = next(lab_it)
                 except StopIteration:
-                    raise DataError(f"labels given for {count - 1} sequences, but there are more") from None
+                    raise DataError(
+                        f"labels given for {count - 1} sequences, but there are more"
+                    ) from None
             elif dummy is not None:
                 labs = None
             else:
-                raise ValueError("plain attribute sequences need labels= (or dummy_label= for a file to tag)")
+                raise ValueError(
+                    "plain attribute sequences need labels= (or dummy_label= for a file to tag)"
+                )
         seq = list(seq)
         if not seq:
             raise DataError(f"sequence {count} is empty: an empty sequence cannot be written")
@@ -462,8 +511,10 @@ def _write(data, f: TextIO, labels, dummy_label) -> int:
         for i, tok in enumerate(seq):
             lab = dummy if labs is None else _label_text(labs[i], count, i)
             if isinstance(tok, (str, bytes)):
-                raise DataError(f"sequence {count}, item {i + 1}: the attributes of an item must be a list, "
-                                f"got {tok!r}")
+                raise DataError(
+                    f"sequence {count}, item {i + 1}: the attributes of an item must be a list, "
+                    f"got {tok!r}"
+                )
             parts = [lab]
             app = parts.append
             try:

@@ -20,6 +20,7 @@ sequence's loss, expected counts and empirical counts are multiplied; an empty
 ``sw`` means every scale is 1 (and the arithmetic is exactly the unweighted
 one).  A sequence with scale 0 is skipped (its rows of the marginal stores are zero).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,7 +48,13 @@ from .batch_common import (
     zero,
     zero_rows,
 )
-from .chain import forward_backward, forward_backward_edges, forward_backward_exp, gold_score, log_partition
+from .chain import (
+    forward_backward,
+    forward_backward_edges,
+    forward_backward_exp,
+    gold_score,
+    log_partition,
+)
 from .chain_emit import add_scores, emissions, emissions_rows, full_rows, transition_matrix
 from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, row_sum
 from .chain_pd import (
@@ -64,19 +71,56 @@ from .chain_viterbi import pd_viterbi, tag_codes_seqs, viterbi
 from .sparse_fb import nonzero_transitions, pair_capacity, pair_scores_ok, sequence_pairs
 
 # the names this module held before it was split keep working from here
-__all__ = ["forward_backward_exp", "add_scores", "bigram_empirical_counts", "bigram_empirical_counts_range",
-           "bigram_sequence_marginals", "bigram_transitions", "chunk_bounds", "compact_bigram", "COMPACT_SHARE",
-           "decode_all", "decode_all_bigram", "dense_rows", "emissions", "emissions_rows", "empirical_counts", "FAST",
-           "forward_backward", "forward_backward_edges", "full_rows", "gold_score", "log_partition", "loss_grad",
-           "loss_grad_bigram", "loss_only", "loss_only_bigram", "MAX_SCALED_TRANSITION_RANGE", "nonzero_transitions",
-           "pair_capacity", "pair_scores_ok", "pd_edge", "pd_forward_backward", "pd_gold_score", "pd_log_partition",
-           "pd_node", "pd_viterbi", "row_sum", "sequence_pairs", "sparse_forward_backward", "tag_codes_all",
-           "tag_codes_seqs", "transition_matrix", "viterbi"]
-
+__all__ = [
+    "forward_backward_exp",
+    "add_scores",
+    "bigram_empirical_counts",
+    "bigram_empirical_counts_range",
+    "bigram_sequence_marginals",
+    "bigram_transitions",
+    "chunk_bounds",
+    "compact_bigram",
+    "COMPACT_SHARE",
+    "decode_all",
+    "decode_all_bigram",
+    "dense_rows",
+    "emissions",
+    "emissions_rows",
+    "empirical_counts",
+    "FAST",
+    "forward_backward",
+    "forward_backward_edges",
+    "full_rows",
+    "gold_score",
+    "log_partition",
+    "loss_grad",
+    "loss_grad_bigram",
+    "loss_only",
+    "loss_only_bigram",
+    "MAX_SCALED_TRANSITION_RANGE",
+    "nonzero_transitions",
+    "pair_capacity",
+    "pair_scores_ok",
+    "pd_edge",
+    "pd_forward_backward",
+    "pd_gold_score",
+    "pd_log_partition",
+    "pd_node",
+    "pd_viterbi",
+    "row_sum",
+    "sequence_pairs",
+    "sparse_forward_backward",
+    "tag_codes_all",
+    "tag_codes_seqs",
+    "transition_matrix",
+    "viterbi",
+]
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out, sw):
+def empirical_counts(
+    seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, out, sw
+):
     """Feature counts of the gold labelling: sum_i sw_i phi(x_i, y_i) (constant during training;
     ``sw`` empty: all scales 1; ``val`` empty: every value 1)."""
     has_val = val.shape[0] > 0
@@ -101,16 +145,42 @@ def empirical_counts(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, use_exp, row, Wd, expWd,
-              trans, expM, expMT, tmax, s0, s1, T0, node, E, acc, xs, pm, sw):
+def _fb_chunk(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    attr_ptr,
+    feat_label,
+    w,
+    expw,
+    use_exp,
+    row,
+    Wd,
+    expWd,
+    trans,
+    expM,
+    expMT,
+    tmax,
+    s0,
+    s1,
+    T0,
+    node,
+    E,
+    acc,
+    xs,
+    pm,
+    sw,
+):
     """Forward-backward over sequences s0..s1-1: returns the sum of their log Z, writes their node
     marginals into the block store ``node`` (row t - T0 for token t) and into ``pm`` (row t, when it
-    has rows: the dense block's gradient ``X^T pm`` is taken outside), and adds their edge statistics
-    into ``E`` (the robust path's edge marginals) and ``acc`` (the exp path's, before the factor expM).
+    has rows: the dense block's gradient ``X^T pm`` is taken outside), and adds their edge
+    statistics into ``E`` (the robust path's edge marginals) and ``acc`` (the exp path's, before the
+    factor expM).
 
     ``xs`` (n_tokens x L, or no rows): extra emission scores added to the attributes' (the dense
-    block's ``X @ W``; the exp path must then be off).  The gold-path scores and empirical counts are
-    constant-time terms the caller handles with the precomputed empirical count vector.
+    block's ``X @ W``; the exp path must then be off).  The gold-path scores and empirical counts
+    are constant-time terms the caller handles with the precomputed empirical count vector.
     ``sw``: the sequences' scales (empty: all 1): log Z, the node marginals and the edge statistics
     of sequence s are multiplied by sw[s] (the edges go through scratch matrices, added scaled); a
     sequence of scale 0 writes zero rows.
@@ -139,7 +209,7 @@ def _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, use_ex
         if weighted:
             ws = sw[s]
             if ws == 0.0:
-                zero_rows(node[r0:r0 + T], 0, T)
+                zero_rows(node[r0 : r0 + T], 0, T)
                 zero_rows(pm, t0, t1)
                 continue
             acc_s[:, :] = 0.0
@@ -150,15 +220,19 @@ def _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, use_ex
         EE = E_s if weighted else E
         logz = np.nan
         if use_exp:
-            hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, expw, row, expWd, True, es)
+            hybrid_emissions(
+                tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, expw, row, expWd, True, es
+            )
             # NaN comes only from the forward pass, before anything was added
             # to acc, so the robust path below can simply take over.
             logz = forward_backward_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, A)
         if not np.isfinite(logz):
-            hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
+            hybrid_emissions(
+                tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score
+            )
             add_scores(xs, t0, T, score)
             logz = forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, EE)
-        total += ws * logz            # ws = 1 without weights: the same numbers
+        total += ws * logz  # ws = 1 without weights: the same numbers
         if weighted:
             for i in range(L):
                 for j in range(L):
@@ -175,8 +249,31 @@ def _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, use_ex
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-              w, n_state, plan, g_out, emp, emp_idx, emp_val, exp_ok, gscale, l2, row, dense_attr, xs, pm, sw):
+def loss_grad(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    w,
+    n_state,
+    plan,
+    g_out,
+    emp,
+    emp_idx,
+    emp_val,
+    exp_ok,
+    gscale,
+    l2,
+    row,
+    dense_attr,
+    xs,
+    pm,
+    sw,
+):
     """Returns (sum over the corpus of -sw_i log p(y_i|x_i), ||w||^2) and writes
     ``gscale * grad(that sum) + l2 * w`` to g_out (one pass for all of it).
     ``sw``: one scale per sequence (sample weights), empty for all 1.
@@ -186,8 +283,8 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     per thread).  Per block, the chunks' forward-backward writes the node marginals into a store of
     the block's tokens, then each group adds the expected counts of the attributes it owns into
     ``g_out`` (the attribute-partitioned reduction): no per-thread gradient buffer.
-    ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``), or is
-    empty and ``emp_idx``/``emp_val`` hold the non-zero ones (:func:`finish_gradient`).
+    ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``), or
+    is empty and ``emp_idx``/``emp_val`` hold the non-zero ones (:func:`finish_gradient`).
     ``exp_ok``: the corpus is binary and the weights small enough that
     emissions may be built in the exp domain by products (no overflow).
     ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes whose emission weights are
@@ -223,12 +320,47 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
     for b in range(blocks.shape[0] - 1):
         T0 = seq_ptr[blocks[b]]
         for c in prange(nc):
-            logzs[c] += _fb_chunk(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, w, expw, exp_ok, row, Wd,
-                                  expWd, trans, expM, expMT, tmax, chunks[b, c], chunks[b, c + 1], T0, node,
-                                  E[c], acc[c], xs, pm, sw)
+            logzs[c] += _fb_chunk(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                attr_ptr,
+                feat_label,
+                w,
+                expw,
+                exp_ok,
+                row,
+                Wd,
+                expWd,
+                trans,
+                expM,
+                expMT,
+                tmax,
+                chunks[b, c],
+                chunks[b, c + 1],
+                T0,
+                node,
+                E[c],
+                acc[c],
+                xs,
+                pm,
+                sw,
+            )
         for j in prange(ng):
-            scatter_runs(groups[b, j], groups[b, j + 1], run_ptr, run_attr, otok, oval, attr_ptr, feat_label,
-                          node, g_out, 0)
+            scatter_runs(
+                groups[b, j],
+                groups[b, j + 1],
+                run_ptr,
+                run_attr,
+                otok,
+                oval,
+                attr_ptr,
+                feat_label,
+                node,
+                g_out,
+                0,
+            )
     for i in range(L):
         for j in range(L):
             k = trans_index[i, j]
@@ -240,7 +372,9 @@ def loss_grad(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1, xs, sw):
+def _chunk_loss(
+    seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, expM, tmax, s0, s1, xs, sw
+):
     L = trans.shape[0]
     maxT = max_len(seq_ptr, s0, s1)
     if maxT == 0:
@@ -258,38 +392,91 @@ def _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w, trans, 
             continue
         emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
         add_scores(xs, t0, T, score)
-        nll = log_partition(score, T, trans, expM, tmax, es, alpha, scale) - gold_score(score, y, t0, T, trans)
+        nll = log_partition(score, T, trans, expM, tmax, es, alpha, scale) - gold_score(
+            score, y, t0, T, trans
+        )
         loss += nll if sw.shape[0] == 0 else ws * nll
     return loss
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def loss_only(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds, xs, sw):
+def loss_only(
+    seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, n_state, bounds, xs, sw
+):
     """Sum over the corpus of -sw_i log p(y_i|x_i), without the gradient (forward pass only).
-    ``xs``: extra emission scores (n_tokens x L, or no rows); ``sw``: scales per sequence (empty: all 1)."""
+    ``xs``: extra emission scores (n_tokens x L, or no rows); ``sw``: scales per sequence (empty:
+    all 1)."""
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     tmax = trans.max()
     expM = np.exp(trans - tmax)
     n_chunks = len(bounds) - 1
     losses = np.zeros(n_chunks)
     for c in prange(n_chunks):
-        losses[c] = _chunk_loss(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, w,
-                                trans, expM, tmax, bounds[c], bounds[c + 1], xs, sw)
+        losses[c] = _chunk_loss(
+            seq_ptr,
+            tok_ptr,
+            attr,
+            val,
+            y,
+            attr_ptr,
+            feat_label,
+            w,
+            trans,
+            expM,
+            tmax,
+            bounds[c],
+            bounds[c + 1],
+            xs,
+            sw,
+        )
     return losses.sum()
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def tag_codes_all(codes, cnt, val, seq_ptr, ent_ptr, bounds, attr_ptr, feat_label, w, trans, out, path_score):
-    """:func:`crfkit.kernels.chain.tag_codes_seqs` over the chunks of sequences ``bounds`` on the thread
-    pool: the Viterbi labels of a batch given as attribute codes (``CRFModel.tag_dicts``)."""
+def tag_codes_all(
+    codes, cnt, val, seq_ptr, ent_ptr, bounds, attr_ptr, feat_label, w, trans, out, path_score
+):
+    """:func:`crfkit.kernels.chain.tag_codes_seqs` over the chunks of sequences ``bounds`` on the
+    thread pool: the Viterbi labels of a batch given as attribute codes (``CRFModel.tag_dicts``)."""
     for c in prange(len(bounds) - 1):
-        tag_codes_seqs(codes, cnt, val, seq_ptr, ent_ptr, bounds[c], bounds[c + 1], attr_ptr, feat_label, w, trans,
-                       out, path_score)
+        tag_codes_seqs(
+            codes,
+            cnt,
+            val,
+            seq_ptr,
+            ent_ptr,
+            bounds[c],
+            bounds[c + 1],
+            attr_ptr,
+            feat_label,
+            w,
+            trans,
+            out,
+            path_score,
+        )
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w, n_state, bounds,
-               ids, path_score, marg, logz, labels, label_score, xs, full):
+def decode_all(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    w,
+    n_state,
+    bounds,
+    ids,
+    path_score,
+    marg,
+    logz,
+    labels,
+    label_score,
+    xs,
+    full,
+):
     """Per sequence, whatever is asked for (a zero-length output array means "not wanted"):
 
     * ``ids`` (n_tokens) and ``path_score`` (n_seq): the Viterbi path and its score;
@@ -331,7 +518,9 @@ def decode_all(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, w
                     label_score[s] = 0.0
                 continue
             if full.shape[0] > 0:
-                emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+                emissions_rows(
+                    tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score
+                )
             else:
                 emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
             add_scores(xs, t0, T, score)

@@ -1,7 +1,8 @@
-"""What the full-batch drivers of :mod:`crfkit.kernels.batch` and :mod:`crfkit.kernels.batch_bigram` share:
-chunking sequences over threads, sample weights, zeroing the marginal store, the dense/hybrid emission
-rows, and the block gradient's scatter and finish.
+"""What the full-batch drivers of :mod:`crfkit.kernels.batch` and :mod:`crfkit.kernels.batch_bigram`
+share: chunking sequences over threads, sample weights, zeroing the marginal store, the dense/hybrid
+emission rows, and the block gradient's scatter and finish.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,7 +42,8 @@ def seq_weight(sw, s):
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def zero_rows(pm, t0, t1):
-    """pm[t0:t1] = 0 when ``pm`` has rows (the marginals of a sequence of weight 0: no contribution)."""
+    """pm[t0:t1] = 0 when ``pm`` has rows (the marginals of a sequence of weight 0: no
+    contribution)."""
     if pm.shape[0] > 0:
         for t in range(t0, t1):
             for l in range(pm.shape[1]):
@@ -49,7 +51,8 @@ def zero_rows(pm, t0, t1):
 
 
 def dense_rows(attr_ptr: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Attributes whose features cover a good share of the labels, to be handled as dense label rows.
+    """Attributes whose features cover a good share of the labels, to be handled as dense label
+    rows.
 
     Returns ``(row_of_attr, dense_attr)``: the dense row of every attribute (-1
     for sparse ones) and the attribute of every dense row.  A dense row turns
@@ -112,9 +115,9 @@ def hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, W
 def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
     """The attribute-partitioned reduction: for the runs r0..r1-1 of an occurrence index
     (:mod:`crfkit.reduction`), ``g[off + k] += store[t, col[k]] * value`` for every occurrence
-    (t, value) of the run's attribute ``a`` and every feature ``k`` of ``a`` (``ptr[a]:ptr[a + 1]``).
-    ``val`` empty: every value is 1.  ``col`` empty (implicit label pairs, kernels.chain): every
-    attribute's features are the W columns in order."""
+    (t, value) of the run's attribute ``a`` and every feature ``k`` of ``a``
+    (``ptr[a]:ptr[a + 1]``).  ``val`` empty: every value is 1.  ``col`` empty (implicit label pairs,
+    kernels.chain): every attribute's features are the W columns in order."""
     has_val = val.shape[0] > 0
     W = store.shape[1]
     for r in range(r0, r1):
@@ -123,8 +126,8 @@ def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
         k1 = ptr[a + 1]
         if k1 == k0:
             continue
-        # an attribute with a feature for every column, in column order (support all): contiguous adds
-        # that vectorise (the same sums in the same order as the gather below)
+        # an attribute with a feature for every column, in column order (support all): contiguous
+        # adds that vectorise (the same sums in the same order as the gather below)
         full = k1 - k0 == W
         if full and col.shape[0] > 0:
             for q in range(W):
@@ -132,7 +135,7 @@ def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
                     full = False
                     break
         if full:
-            gk = g[off + k0:off + k1]
+            gk = g[off + k0 : off + k1]
             for o in range(run_ptr[r], run_ptr[r + 1]):
                 st = store[tok[o]]
                 if has_val:
@@ -162,11 +165,12 @@ def zero(g):
 
 @njit(parallel=True, cache=True, fastmath=FAST)
 def finish_gradient(w, g, emp, emp_idx, emp_val, gscale, l2):
-    """``g = (g - emp) * gscale + l2 * w`` in place (g holds the expected counts); returns (w . emp, ||w||^2).
+    """``g = (g - emp) * gscale + l2 * w`` in place (g holds the expected counts); returns (w . emp,
+    ||w||^2).
 
-    ``emp`` empty: the empirical counts are the sparse ``emp_val`` at ``emp_idx`` (ascending), the rest
-    0 (a large candidate space: most features never fire with their gold labels); the same values (the
-    subtraction first, then the same products)."""
+    ``emp`` empty: the empirical counts are the sparse ``emp_val`` at ``emp_idx`` (ascending), the
+    rest 0 (a large candidate space: most features never fire with their gold labels); the same
+    values (the subtraction first, then the same products)."""
     gold = 0.0
     wsq = 0.0
     if emp.shape[0] == 0:

@@ -41,39 +41,79 @@ its occurrences ``gptr[g]:gptr[g+1]`` (token ``otok``, value ``oval``; entries
 of one attribute in one token are merged, their values added), in token order.
 
 Where it lives: the windowed recursions in :mod:`crfkit.kernels.chain_window` (beside the other
-forward-backward forms), the attribute blocks and the transition block in :mod:`crfkit.kernels.bcd_block`,
-the label-pair x observation kernels in :mod:`crfkit.kernels.bcd_joint`; this module re-exports them
-(``__all__``, the names it held before the split).
+forward-backward forms), the attribute blocks and the transition block in
+:mod:`crfkit.kernels.bcd_block`, the label-pair x observation kernels in
+:mod:`crfkit.kernels.bcd_joint`; this module re-exports them (``__all__``, the names it held before
+the split).
 """
+
 from __future__ import annotations
 
 from .bcd_block import (
-                        N_STATS,
-                        ST_ACCEPT,
-                        ST_DF,
-                        ST_ORACLE,
-                        ST_REJECT,
-                        ST_SHRUNK,
-                        ST_SKIP,
-                        ST_TRIALS,
-                        all_logz,
-                        block_grad,
-                        build_index,
-                        curvature_scale,
-                        exp_rows,
-                        newton_direction,
-                        sweep_blocks,
-                        transition_scores,
-                        transition_stats,
+    N_STATS,
+    ST_ACCEPT,
+    ST_DF,
+    ST_ORACLE,
+    ST_REJECT,
+    ST_SHRUNK,
+    ST_SKIP,
+    ST_TRIALS,
+    all_logz,
+    block_grad,
+    build_index,
+    curvature_scale,
+    exp_rows,
+    newton_direction,
+    sweep_blocks,
+    transition_scores,
+    transition_stats,
 )
-from .bcd_joint import all_logz_pd, block_grad_joint, range_of, sweep_blocks_joint, transition_stats_pd
-from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp, row_sum
+from .bcd_joint import (
+    all_logz_pd,
+    block_grad_joint,
+    range_of,
+    sweep_blocks_joint,
+    transition_stats_pd,
+)
+from .chain_exp import (
+    FAST,
+    MAX_SCALED_TRANSITION_RANGE,
+    back_step,
+    exp_shift_into,
+    propagate,
+    row_exp,
+    row_sum,
+)
 
 # the names this module held before it was split keep working from here
-__all__ = ["range_of", "all_logz", "all_logz_pd", "back_step", "block_grad", "block_grad_joint", "build_index",
-           "curvature_scale", "exp_rows", "exp_shift_into", "FAST", "MAX_SCALED_TRANSITION_RANGE", "N_STATS",
-           "newton_direction", "propagate", "row_exp", "row_sum", "ST_ACCEPT", "ST_DF", "ST_ORACLE", "ST_REJECT",
-           "ST_SHRUNK", "ST_SKIP", "ST_TRIALS", "sweep_blocks", "sweep_blocks_joint", "transition_scores",
-           "transition_stats", "transition_stats_pd"]
-
-
+__all__ = [
+    "range_of",
+    "all_logz",
+    "all_logz_pd",
+    "back_step",
+    "block_grad",
+    "block_grad_joint",
+    "build_index",
+    "curvature_scale",
+    "exp_rows",
+    "exp_shift_into",
+    "FAST",
+    "MAX_SCALED_TRANSITION_RANGE",
+    "N_STATS",
+    "newton_direction",
+    "propagate",
+    "row_exp",
+    "row_sum",
+    "ST_ACCEPT",
+    "ST_DF",
+    "ST_ORACLE",
+    "ST_REJECT",
+    "ST_SHRUNK",
+    "ST_SKIP",
+    "ST_TRIALS",
+    "sweep_blocks",
+    "sweep_blocks_joint",
+    "transition_scores",
+    "transition_stats",
+    "transition_stats_pd",
+]

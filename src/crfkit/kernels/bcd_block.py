@@ -1,8 +1,10 @@
-"""BCD's attribute blocks (Lavergne, Cappé & Yvon 2010, §3.4, §4.1): the statistic slots, the inverted
-index and the emission caches, one block's gradient and curvature from truncated recursions, the
-Newton step with its window-only trial ``log Z``, the sweep over blocks, and the transition block's
-statistics.  See :mod:`crfkit.kernels.bcd` for the caches and the recursions' conventions.
+"""BCD's attribute blocks (Lavergne, Cappé & Yvon 2010, §3.4, §4.1): the statistic slots, the
+inverted index and the emission caches, one block's gradient and curvature from truncated
+recursions, the Newton step with its window-only trial ``log Z``, the sweep over blocks, and the
+transition block's statistics.  See :mod:`crfkit.kernels.bcd` for the caches and the recursions'
+conventions.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +23,8 @@ N_STATS = 7
 # ------------------------------------------------------------------ index and caches
 @njit(**_NOPY)
 def build_index(seq_ptr, tok_ptr, attr, val, n_attr):
-    """Inverted index attribute -> sequences -> occurrences; returns (ap, gseq, gptr, otok, oval)."""
+    """Inverted index attribute -> sequences -> occurrences; returns (ap, gseq, gptr, otok,
+    oval)."""
     n = len(seq_ptr) - 1
     nocc = np.zeros(n_attr, np.int64)
     ngrp = np.zeros(n_attr, np.int64)
@@ -98,21 +101,50 @@ def transition_scores(w, n_state, trans_index, out):
 
 # ------------------------------------------------------------------ one attribute block
 @njit(**_NOPY)
-def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
-               CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
+def block_grad(
+    a,
+    ap,
+    gseq,
+    gptr,
+    otok,
+    oval,
+    seq_ptr,
+    attr_ptr,
+    feat_label,
+    ES,
+    EM,
+    expM,
+    tmax,
+    CA,
+    CLA,
+    CB,
+    CLB,
+    VA,
+    VB,
+    tmp,
+    A0,
+    LA0,
+    B1,
+    LB1,
+    LZ0,
+    G,
+    H,
+    sw,
+):
     """Sums over the sequences containing attribute ``a`` of the expected counts of its features
-    (``G[kk] = sum_occ v p_t(label_kk)``) and of the per-position variances (``H[kk] = sum_occ v^2 p (1-p)``),
-    by truncated forward-backward; stores per group what a trial step needs (``A0``/``LA0`` the
-    forward message before the window, ``B1``/``LB1`` the backward one at its end, ``LZ0`` log Z).
+    (``G[kk] = sum_occ v p_t(label_kk)``) and of the per-position variances
+    (``H[kk] = sum_occ v^2 p (1-p)``), by truncated forward-backward; stores per group what a trial
+    step needs (``A0``/``LA0`` the forward message before the window, ``B1``/``LB1`` the backward
+    one at its end, ``LZ0`` log Z).
 
     Messages kept between blocks: ``CA``/``CLA`` and ``CB``/``CLB`` (tokens x L, tokens) hold every
-    sequence's last normalised forward and backward messages and their log-scales; ``VA[i]``: sequence
-    i's forward messages at positions ``<= VA[i]`` are those of the current weights, ``VB[i]``: its
-    backward ones at ``>= VB[i]`` (``VA = -1``, ``VB = T``: none).  A block runs the forward recursion
-    only over ``VA[i]+1..t2`` and the backward one only over ``VB[i]-1..t1``; the messages it reuses are
-    what a recursion from the start would give, to the bit (the same weights, the same operations).  The
-    caller lowers ``VA[i]`` to ``t1 - 1`` and raises ``VB[i]`` to ``t2`` when a step changes the block's
-    weights, and resets every marker when the transitions change."""
+    sequence's last normalised forward and backward messages and their log-scales; ``VA[i]``:
+    sequence i's forward messages at positions ``<= VA[i]`` are those of the current weights,
+    ``VB[i]``: its backward ones at ``>= VB[i]`` (``VA = -1``, ``VB = T``: none).  A block runs the
+    forward recursion only over ``VA[i]+1..t2`` and the backward one only over ``VB[i]-1..t1``; the
+    messages it reuses are what a recursion from the start would give, to the bit (the same weights,
+    the same operations).  The caller lowers ``VA[i]`` to ``t1 - 1`` and raises ``VB[i]`` to ``t2``
+    when a step changes the block's weights, and resets every marker when the transitions change."""
     k0, k1 = attr_ptr[a], attr_ptr[a + 1]
     nk = k1 - k0
     L = expM.shape[0]
@@ -128,10 +160,10 @@ def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES,
         o0, o1 = gptr[g], gptr[g + 1]
         t1 = otok[o0] - s0
         t2 = otok[o1 - 1] - s0
-        alpha = CA[s0:s0 + T]
-        la = CLA[s0:s0 + T]
-        beta = CB[s0:s0 + T]
-        lb = CLB[s0:s0 + T]
+        alpha = CA[s0 : s0 + T]
+        la = CLA[s0 : s0 + T]
+        beta = CB[s0 : s0 + T]
+        lb = CLB[s0 : s0 + T]
         if VA[i] < t2:
             window_forward(ES, EM, s0, VA[i] + 1, t2, expM, tmax, alpha, la)
             VA[i] = t2
@@ -161,8 +193,29 @@ def block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES,
 
 
 @njit(**_NOPY)
-def _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl, step, A0, LA0, B1, LB1,
-                 cur, nxt, es):
+def _window_logz(
+    gi,
+    g,
+    seq_ptr,
+    gseq,
+    gptr,
+    otok,
+    oval,
+    E,
+    ES,
+    EM,
+    expM,
+    tmax,
+    dl,
+    step,
+    A0,
+    LA0,
+    B1,
+    LB1,
+    cur,
+    nxt,
+    es,
+):
     """log Z of the sequence of group ``g`` after the emissions at its occurrences change by
     ``step * v * dl``: forward over the window t1..t2 only."""
     L = expM.shape[0]
@@ -232,10 +285,10 @@ def _soft(z, r):
 
 @njit(**_NOPY)
 def newton_direction(w, k0, nk, G, H, emp, e0, inv_n, l1, l2, kappa, d):
-    """Direction d of eq. (10)-(11) with the L2 term exact: w + d = s(h w - g, l1) / (h + l2), where g and
-    h are the loss's block gradient and (kappa-scaled) diagonal curvature; returns the model's decrease
-    Delta = g.d + (l2/2)(|w+d|^2 - |w|^2) + l1(|w+d|_1 - |w|_1) (<= 0; 0 when d = 0).  The block's weights
-    are ``w[k0:k0+nk]``, its empirical counts ``emp[e0:e0+nk]``."""
+    """Direction d of eq. (10)-(11) with the L2 term exact: w + d = s(h w - g, l1) / (h + l2), where
+    g and h are the loss's block gradient and (kappa-scaled) diagonal curvature; returns the model's
+    decrease Delta = g.d + (l2/2)(|w+d|^2 - |w|^2) + l1(|w+d|_1 - |w|_1) (<= 0; 0 when d = 0).  The
+    block's weights are ``w[k0:k0+nk]``, its empirical counts ``emp[e0:e0+nk]``."""
     delta = 0.0
     for kk in range(nk):
         k = k0 + kk
@@ -253,10 +306,10 @@ def newton_direction(w, k0, nk, G, H, emp, e0, inv_n, l1, l2, kappa, d):
 
 @njit(**_NOPY)
 def curvature_scale(G, H, emp, e0, nk):
-    """Wapiti's safeguard in place of a line search: the factor ``max(1, max_k |g_k / h_k|)`` on a block's
-    diagonal curvature (g = G - emp, h = H; the ratio does not depend on the 1/n scaling), so that no
-    coordinate's Newton step exceeds 1 / kappa in size before the penalties.  Coordinates with h = 0 are
-    left out of the maximum (Wapiti's would make it infinite)."""
+    """Wapiti's safeguard in place of a line search: the factor ``max(1, max_k |g_k / h_k|)`` on a
+    block's diagonal curvature (g = G - emp, h = H; the ratio does not depend on the 1/n scaling),
+    so that no coordinate's Newton step exceeds 1 / kappa in size before the penalties.  Coordinates
+    with h = 0 are left out of the maximum (Wapiti's would make it infinite)."""
     a = 1.0
     for kk in range(nk):
         h = H[kk]
@@ -290,8 +343,8 @@ def capped_step(d, nk, max_step):
 @njit(inline="always", **_NOPY)
 def group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB):
     """An accepted step changed group ``g``'s sequence at its occurrences: its log Z is the trial's
-    (``NLZ[gi]``; left stale under ``hscale``), and its kept messages from the first changed position on
-    (forward) and before the last (backward) no longer hold."""
+    (``NLZ[gi]``; left stale under ``hscale``), and its kept messages from the first changed
+    position on (forward) and before the last (backward) no longer hold."""
     i = gseq[g]
     if not hscale:
         lz[i] = NLZ[gi]
@@ -301,10 +354,61 @@ def group_changed(gi, g, gseq, gptr, otok, seq_ptr, hscale, lz, NLZ, VA, VB):
 
 
 @njit(**_NOPY)
-def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, emp, w,
-                 E, ES, EM, lz, expM, tmax, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol,
-                 max_skip, zrun, skip, CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, cur,
-                 nxt, es, stats, sw):
+def sweep_blocks(
+    order,
+    b0,
+    b1,
+    ap,
+    gseq,
+    gptr,
+    otok,
+    oval,
+    seq_ptr,
+    attr_ptr,
+    feat_label,
+    emp,
+    w,
+    E,
+    ES,
+    EM,
+    lz,
+    expM,
+    tmax,
+    inv_n,
+    l1,
+    l2,
+    kappa,
+    sigma,
+    max_step,
+    max_back,
+    hscale,
+    skip_tol,
+    max_skip,
+    zrun,
+    skip,
+    CA,
+    CLA,
+    CB,
+    CLB,
+    VA,
+    VB,
+    tmp,
+    A0,
+    LA0,
+    B1,
+    LB1,
+    LZ0,
+    NLZ,
+    G,
+    H,
+    d,
+    dl,
+    cur,
+    nxt,
+    es,
+    stats,
+    sw,
+):
     """One prox-Newton step with backtracking on each attribute block order[b0:b1], in turn.
 
     A block with no occurrence gets its exact minimiser (0 when l1 or l2 > 0).  Otherwise: block
@@ -312,13 +416,13 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
     step ``min(1, max_step / max|d|)`` halved until the objective change (exact, from the window
     log Z's) is at most ``sigma * step * Delta`` (Tseng & Yun's Armijo rule) -- at most ``max_back``
     halvings, after which the block is left unchanged.  Blocks whose predicted decrease -Delta is
-    below ``skip_tol`` (times its share of sequences) are left unchanged (already optimal to rounding).
-    Accepted steps update w, E/ES/EM at the occurrences, lz of the touched sequences and their message
-    markers (the messages are kept between blocks, see :func:`block_grad`).
+    below ``skip_tol`` (times its share of sequences) are left unchanged (already optimal to
+    rounding).  Accepted steps update w, E/ES/EM at the occurrences, lz of the touched sequences and
+    their message markers (the messages are kept between blocks, see :func:`block_grad`).
 
     ``hscale`` (``safeguard="scale"``, Wapiti's rule): the block's curvatures are multiplied by
-    :func:`curvature_scale` and the whole step is taken with no trial and no ``max_step`` cap; ``lz`` is then
-    left stale (the driver recomputes it after the sweep).
+    :func:`curvature_scale` and the whole step is taken with no trial and no ``max_step`` cap;
+    ``lz`` is then left stale (the driver recomputes it after the sweep).
 
     Shrinking (``max_skip > 0``): a block found at zero and staying there (``w = 0`` and ``d = 0``:
     ``|g| <= l1``) for the ``zrun[a]``-th time in a row is left out of the next
@@ -342,12 +446,40 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 for kk in range(nk):
                     x = w[k0 + kk]
                     dF -= 0.5 * l2 * x * x + l1 * abs(x)
-                    if x != 0.0:        # (an entry is written only when it changes: see the step below)
+                    if x != 0.0:  # (an entry is written only when it changes: see the step below)
                         w[k0 + kk] = 0.0
                 stats[ST_DF] += dF
             continue
-        block_grad(a, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, feat_label, ES, EM, expM, tmax,
-                   CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+        block_grad(
+            a,
+            ap,
+            gseq,
+            gptr,
+            otok,
+            oval,
+            seq_ptr,
+            attr_ptr,
+            feat_label,
+            ES,
+            EM,
+            expM,
+            tmax,
+            CA,
+            CLA,
+            CB,
+            CLB,
+            VA,
+            VB,
+            tmp,
+            A0,
+            LA0,
+            B1,
+            LB1,
+            LZ0,
+            G,
+            H,
+            sw,
+        )
         stats[ST_ORACLE] += ng
         kap = kappa * curvature_scale(G, H, emp, k0, nk) if hscale else kappa
         delta = newton_direction(w, k0, nk, G, H, emp, k0, inv_n, l1, l2, kap, d)
@@ -373,7 +505,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         step = 1.0
         gold = 0.0
         if not hscale:
-            # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the step cap
+            # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the
+            # step cap
             step = capped_step(d, nk, max_step)
             for kk in range(nk):
                 gold += d[kk] * emp[k0 + kk]
@@ -381,7 +514,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
             dl[j] = 0.0
         for kk in range(nk):
             dl[feat_label[k0 + kk]] = d[kk]
-        # hscale (Wapiti's rule): the scaled model's whole step, no trial; lz goes stale (the driver recomputes it)
+        # hscale (Wapiti's rule): the scaled model's whole step, no trial; lz goes stale (the driver
+        # recomputes it)
         accepted = hscale
         dF = 0.0
         if not hscale:
@@ -389,8 +523,29 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
                 s = 0.0
                 for gi in range(ng):
                     g = ap[a] + gi
-                    NLZ[gi] = _window_logz(gi, g, seq_ptr, gseq, gptr, otok, oval, E, ES, EM, expM, tmax, dl,
-                                           step, A0, LA0, B1, LB1, cur, nxt, es)
+                    NLZ[gi] = _window_logz(
+                        gi,
+                        g,
+                        seq_ptr,
+                        gseq,
+                        gptr,
+                        otok,
+                        oval,
+                        E,
+                        ES,
+                        EM,
+                        expM,
+                        tmax,
+                        dl,
+                        step,
+                        A0,
+                        LA0,
+                        B1,
+                        LB1,
+                        cur,
+                        nxt,
+                        es,
+                    )
                     if sw.shape[0] == 0:
                         s += NLZ[gi] - LZ0[gi]
                     else:
@@ -408,9 +563,9 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
         stats[ST_ACCEPT] += 1
         stats[ST_DF] += dF
         for kk in range(nk):
-            # only the entries that move are written: a weight that stays at zero leaves its memory page
-            # untouched (the weights of a large candidate space are crfkit.memtrim.lazy_zeros, whose pages
-            # count only once written; with L1 most of a block's step is zero)
+            # only the entries that move are written: a weight that stays at zero leaves its memory
+            # page untouched (the weights of a large candidate space are crfkit.memtrim.lazy_zeros,
+            # whose pages count only once written; with L1 most of a block's step is zero)
             if d[kk] != 0.0:
                 w[k0 + kk] += step * d[kk]
         for gi in range(ng):
@@ -428,7 +583,8 @@ def sweep_blocks(order, b0, b1, ap, gseq, gptr, otok, oval, seq_ptr, attr_ptr, f
 @njit(parallel=True, cache=True, fastmath=FAST)
 def transition_stats(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, lz, EC, SQ, sw):
     """Full forward-backward on every sequence: lz, and per chunk c the expected transition counts
-    ``EC[c, i, j] = sum_t sw_s p_t(i, j)`` and ``SQ[c, i, j] = sum_t sw_s p_t(i, j)^2`` (``sw`` empty: 1)."""
+    ``EC[c, i, j] = sum_t sw_s p_t(i, j)`` and ``SQ[c, i, j] = sum_t sw_s p_t(i, j)^2`` (``sw``
+    empty: 1)."""
     L = expM.shape[0]
     nc = len(bounds) - 1
     for c in prange(nc):
@@ -474,4 +630,4 @@ def all_logz(seq_ptr, bounds, Tmax, ES, EM, expM, tmax, out):
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
             window_forward(ES, EM, s0, 0, T - 1, expM, tmax, alpha, la)
-            out[s] = la[T - 1]          # alpha[T-1] sums to 1 and beta[T-1] = 1
+            out[s] = la[T - 1]  # alpha[T-1] sums to 1 and beta[T-1] = 1

@@ -1,7 +1,8 @@
-"""BCD with label-pair x observation features: position-dependent transitions built per sequence where
-needed, joint blocks of one observation's state and label-pair features, their sweep, and the
+"""BCD with label-pair x observation features: position-dependent transitions built per sequence
+where needed, joint blocks of one observation's state and label-pair features, their sweep, and the
 transition statistics and ``log Z`` with per-position transitions.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,13 @@ from .bcd_block import (
     pen_change,
 )
 from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, exp_shift_into
-from .chain_window import prop_flat, window_backward_pd, window_backward_pd_from, window_forward_pd, window_logz_at
+from .chain_window import (
+    prop_flat,
+    window_backward_pd,
+    window_backward_pd_from,
+    window_forward_pd,
+    window_logz_at,
+)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -40,10 +47,11 @@ _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 # MAX_SCALED_TRANSITION_RANGE while the weights are those of the caches (checked when the caches are
 # made and on every trial step that changes transitions), so the scaled recursions hold.
 
+
 @njit(**_NOPY)
 def range_of(x):
-    """(max, min) of a non-empty 1-D array of finite values, in four independent chains (one chain is
-    bound by its latency; a max or min of finite values does not depend on the order)."""
+    """(max, min) of a non-empty 1-D array of finite values, in four independent chains (one chain
+    is bound by its latency; a max or min of finite values does not depend on the order)."""
     n = x.shape[0]
     a0 = a1 = a2 = a3 = x[0]
     b0 = b1 = b2 = b3 = x[0]
@@ -70,11 +78,13 @@ def range_of(x):
 
 
 @njit(**_NOPY)
-def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, Mt, Et):
-    """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt.  ``bfull``:
-    per bigram attribute, 1 when its features are every label pair in pair order
-    (:attr:`crfkit.model.FeatureSpace.bigram_full_rows`): its weights are added as one vector (adding the
-    zero weights changes nothing), the others feature by feature."""
+def _pos_trans(
+    r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, Mt, Et
+):
+    """Mt (L*L) = transition scores into token r, Et = exp(Mt - max); returns (max, min) of Mt.
+    ``bfull``: per bigram attribute, 1 when its features are every label pair in pair order
+    (:attr:`crfkit.model.FeatureSpace.bigram_full_rows`): its weights are added as one vector
+    (adding the zero weights changes nothing), the others feature by feature."""
     L = trans.shape[0]
     LL = L * L
     for i in range(L):
@@ -86,7 +96,7 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
         v = bval[e]
         k0 = battr_ptr[b]
         k1 = battr_ptr[b + 1]
-        wb = w[boff + k0:boff + k1]
+        wb = w[boff + k0 : boff + k1]
         if bfull[b]:
             c = 0
             for k in range(LL):
@@ -113,8 +123,8 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
             b = battr[e]
             k0 = battr_ptr[b]
             k1 = battr_ptr[b + 1]
-            wb = w[boff + k0:boff + k1]
-            if bfull[b]:             # (pairs implicit or not: feature k0 + q is pair q)
+            wb = w[boff + k0 : boff + k1]
+            if bfull[b]:  # (pairs implicit or not: feature k0 + q is pair q)
                 for q in range(LL):
                     if wb[q] != 0.0:
                         Et[q] = np.exp(Mt[q] - mx)
@@ -128,14 +138,45 @@ def _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, 
 
 
 @njit(**_NOPY)
-def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-               M, EX, TM):
-    """M[t], EX[t], TM[t] for positions max(ta, 1)..tb of the sequence starting at token s0; returns the
-    largest range (max - min) of those rows."""
+def _seq_trans(
+    s0,
+    ta,
+    tb,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    bfull,
+    w,
+    boff,
+    trans,
+    expM0,
+    tmax0,
+    M,
+    EX,
+    TM,
+):
+    """M[t], EX[t], TM[t] for positions max(ta, 1)..tb of the sequence starting at token s0; returns
+    the largest range (max - min) of those rows."""
     rng = 0.0
     for t in range(max(ta, 1), tb + 1):
-        mx, mn = _pos_trans(s0 + t, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                            M[t], EX[t])
+        mx, mn = _pos_trans(
+            s0 + t,
+            btok_ptr,
+            battr,
+            bval,
+            battr_ptr,
+            bfeat_pair,
+            bfull,
+            w,
+            boff,
+            trans,
+            expM0,
+            tmax0,
+            M[t],
+            EX[t],
+        )
         TM[t] = mx
         if mx - mn > rng:
             rng = mx - mn
@@ -144,8 +185,9 @@ def _seq_trans(s0, ta, tb, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, 
 
 @njit(inline="always", **_NOPY)
 def _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff):
-    """(first weight, count) of the state part and of the label-pair part of joint block j (count 0 when the
-    block has no such part), and the offset of the label-pair part's features in battr_ptr / bfeat_pair."""
+    """(first weight, count) of the state part and of the label-pair part of joint block j (count 0
+    when the block has no such part), and the offset of the label-pair part's features in
+    battr_ptr / bfeat_pair."""
     a = ua[j]
     b = ub[j]
     ku, nku = 0, 0
@@ -161,28 +203,73 @@ def _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff):
 
 
 @njit(**_NOPY)
-def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
-                     btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM,
-                     CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw):
-    """:func:`block_grad` for joint block ``j`` with position-dependent transitions: its state part (the
-    features of attribute ``ua[j]``, if any) in ``G[:nku]``/``H[:nku]`` and its label-pair part (those of
-    bigram attribute ``ub[j]``, if any) in ``G[nku:]``/``H[nku:]``: ``G[kk] = sum_occ v p_t(kk)``,
-    ``H[kk] = sum_occ v^2 p (1 - p)``, with the node marginal of the feature's label at a state occurrence
-    (``okind`` 0) and the edge marginal p(y_{t-1} = i, y_t = j) of its label pair at a label-pair one
-    (``okind`` 1, never a first token).  One truncated forward-backward per sequence serves both parts;
-    stores per group what a trial step needs, as block_grad.
+def block_grad_joint(
+    j,
+    ap,
+    gseq,
+    gptr,
+    otok,
+    oval,
+    okind,
+    ua,
+    ub,
+    attr_ptr,
+    feat_label,
+    seq_ptr,
+    ES,
+    EM,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    bfull,
+    w,
+    boff,
+    trans,
+    expM0,
+    tmax0,
+    M,
+    EX,
+    TM,
+    CA,
+    CLA,
+    CB,
+    CLB,
+    VA,
+    VB,
+    tmp,
+    A0,
+    LA0,
+    B1,
+    LB1,
+    LZ0,
+    G,
+    H,
+    sw,
+):
+    """:func:`block_grad` for joint block ``j`` with position-dependent transitions: its state part
+    (the features of attribute ``ua[j]``, if any) in ``G[:nku]``/``H[:nku]`` and its label-pair part
+    (those of bigram attribute ``ub[j]``, if any) in ``G[nku:]``/``H[nku:]``:
+    ``G[kk] = sum_occ v p_t(kk)``, ``H[kk] = sum_occ v^2 p (1 - p)``, with the node marginal of the
+    feature's label at a state occurrence (``okind`` 0) and the edge marginal p(y_{t-1} = i,
+    y_t = j) of its label pair at a label-pair one (``okind`` 1, never a first token).  One
+    truncated forward-backward per sequence serves both parts; stores per group what a trial step
+    needs, as block_grad.
 
     Messages kept between blocks: ``CA``/``CLA`` and ``CB``/``CLB`` (tokens x L, tokens) hold every
-    sequence's last normalised forward and backward messages and their log-scales; ``VA[i]``: sequence
-    i's forward messages at positions ``<= VA[i]`` are those of the current weights, ``VB[i]``: its
-    backward ones at ``>= VB[i]`` (``VA = -1``, ``VB = T``: none).  A block runs the forward recursion
-    only over ``VA[i]+1..t2`` and the backward one only over ``VB[i]-1..t1``, and builds the transition
-    rows of those positions only; the messages it reuses are what a recursion from the start would give,
-    to the bit (the same weights, the same operations).  The caller lowers ``VA[i]`` to ``t1 - 1`` and
-    raises ``VB[i]`` to ``t2`` when a step changes the block's weights, and resets every marker when the
-    transitions change."""
+    sequence's last normalised forward and backward messages and their log-scales; ``VA[i]``:
+    sequence i's forward messages at positions ``<= VA[i]`` are those of the current weights,
+    ``VB[i]``: its backward ones at ``>= VB[i]`` (``VA = -1``, ``VB = T``: none).  A block runs the
+    forward recursion only over ``VA[i]+1..t2`` and the backward one only over ``VB[i]-1..t1``, and
+    builds the transition rows of those positions only; the messages it reuses are what a recursion
+    from the start would give, to the bit (the same weights, the same operations).  The caller
+    lowers ``VA[i]`` to ``t1 - 1`` and raises ``VB[i]`` to ``t2`` when a step changes the block's
+    weights, and resets every marker when the transitions change."""
     ku, nku, kp, nkp, kabs = _block_parts(j, ua, ub, attr_ptr, battr_ptr, boff)
-    full = nkp > 0 and bfull[ub[j]] != 0      # its label pairs every pair in order (feature kp + kk is pair kk)
+    full = (
+        nkp > 0 and bfull[ub[j]] != 0
+    )  # its label pairs every pair in order (feature kp + kk is pair kk)
     L = ES.shape[1]
     for kk in range(nku + nkp):
         G[kk] = 0.0
@@ -196,22 +283,40 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
         o0, o1 = gptr[g], gptr[g + 1]
         t1 = otok[o0] - s0
         t2 = otok[o1 - 1] - s0
-        alpha = CA[s0:s0 + T]
-        la = CLA[s0:s0 + T]
-        beta = CB[s0:s0 + T]
-        lb = CLB[s0:s0 + T]
+        alpha = CA[s0 : s0 + T]
+        la = CLA[s0 : s0 + T]
+        beta = CB[s0 : s0 + T]
+        lb = CLB[s0 : s0 + T]
         va = VA[i]
         vb = VB[i]
-        # the transition rows the recursions and the block's label-pair occurrences read: t1..t2, and the
-        # positions the forward (va+1..t2) and backward (t1+1..vb) recursions still have to cross
+        # the transition rows the recursions and the block's label-pair occurrences read: t1..t2,
+        # and the positions the forward (va+1..t2) and backward (t1+1..vb) recursions still have to
+        # cross
         lo = t1
         hi = t2
         if va < t2:
             lo = min(lo, va + 1)
         if vb > t1:
             hi = max(hi, min(vb, T - 1))
-        _seq_trans(s0, lo, hi, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                   M, EX, TM)
+        _seq_trans(
+            s0,
+            lo,
+            hi,
+            btok_ptr,
+            battr,
+            bval,
+            battr_ptr,
+            bfeat_pair,
+            bfull,
+            w,
+            boff,
+            trans,
+            expM0,
+            tmax0,
+            M,
+            EX,
+            TM,
+        )
         if va < t2:
             window_forward_pd(ES, EM, s0, va + 1, t2, EX, TM, alpha, la)
             VA[i] = t2
@@ -245,25 +350,26 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
                 r = s0 + t
                 f = np.exp(la[t - 1] + TM[t] + EM[r] + lb[t] - logz)
                 Et = EX[t]
-                Gp = G[nku:nku + nkp]
-                Hp = H[nku:nku + nkp]
+                Gp = G[nku : nku + nkp]
+                Hp = H[nku : nku + nkp]
                 v2 = v * oval[o]
                 if 4 * nkp >= L * L:
-                    # most label pairs: the edge marginals of every pair (dense, vectorised, in M[0]: no
-                    # transition row is built at position 0), then gathered at the part's pairs
+                    # most label pairs: the edge marginals of every pair (dense, vectorised, in
+                    # M[0]: no transition row is built at position 0), then gathered at the part's
+                    # pairs
                     for yi in range(L):
                         ai = alpha[t - 1, yi]
-                        er = Et[yi * L:(yi + 1) * L]
-                        pr = PM[yi * L:(yi + 1) * L]
+                        er = Et[yi * L : (yi + 1) * L]
+                        pr = PM[yi * L : (yi + 1) * L]
                         for yj in range(L):
                             pr[yj] = ai * er[yj] * ES[r, yj] * beta[t, yj] * f
-                    if full:             # (pairs implicit or not: feature kp + kk is pair kk)
+                    if full:  # (pairs implicit or not: feature kp + kk is pair kk)
                         for kk in range(nkp):
                             p = PM[kk]
                             Gp[kk] += v * p
                             Hp[kk] += v2 * p * (1.0 - p)
                     else:
-                        pb = bfeat_pair[kp:kp + nkp]
+                        pb = bfeat_pair[kp : kp + nkp]
                         for kk in range(nkp):
                             p = PM[pb[kk]]
                             Gp[kk] += v * p
@@ -280,14 +386,49 @@ def block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, fea
 
 
 @njit(**_NOPY)
-def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM, btok_ptr, battr, bval, battr_ptr,
-                       bfeat_pair, bfull, w, boff, trans, expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1,
-                       cur, nxt, es, Mt, Et):
-    """log Z of the sequence of group ``g`` after a trial step of its joint block, forward over the window
-    t1..t2 only: the emissions at a state occurrence change by ``step * v * dl``, the transition scores
-    into a label-pair occurrence by ``step * v * dp`` (``dp`` dense L*L, non-zero at ``nzp[:nnzp]``).
-    NaN when a changed transition row would span more than MAX_SCALED_TRANSITION_RANGE (the step is then
-    refused)."""
+def _window_logz_joint(
+    gi,
+    g,
+    seq_ptr,
+    gseq,
+    gptr,
+    otok,
+    oval,
+    okind,
+    E,
+    ES,
+    EM,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    bfull,
+    w,
+    boff,
+    trans,
+    expM0,
+    tmax0,
+    dl,
+    dp,
+    nzp,
+    nnzp,
+    step,
+    A0,
+    LA0,
+    B1,
+    LB1,
+    cur,
+    nxt,
+    es,
+    Mt,
+    Et,
+):
+    """log Z of the sequence of group ``g`` after a trial step of its joint block, forward over the
+    window t1..t2 only: the emissions at a state occurrence change by ``step * v * dl``, the
+    transition scores into a label-pair occurrence by ``step * v * dp`` (``dp`` dense L*L, non-zero
+    at ``nzp[:nnzp]``). NaN when a changed transition row would span more than
+    MAX_SCALED_TRANSITION_RANGE (the step is then refused)."""
     L = ES.shape[1]
     LL = L * L
     i = gseq[g]
@@ -332,8 +473,22 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
                 nxt[j] = es[j]
             base = m
         else:
-            mx, mn = _pos_trans(r, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                                Mt, Et)
+            mx, mn = _pos_trans(
+                r,
+                btok_ptr,
+                battr,
+                bval,
+                battr_ptr,
+                bfeat_pair,
+                bfull,
+                w,
+                boff,
+                trans,
+                expM0,
+                tmax0,
+                Mt,
+                Et,
+            )
             if hb and nnzp > 0:
                 for q in range(nnzp):
                     p = nzp[q]
@@ -372,26 +527,96 @@ def _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
 
 
 @njit(**_NOPY)
-def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub, seq_ptr, attr_ptr, feat_label,
-                       btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, boff, trans, expM0, tmax0, emp, eptr, erel,
-                       evl, ebuf, w, E, ES, EM,
-                       lz, inv_n, l1, l2, kappa, sigma, max_step, max_back, hscale, skip_tol, max_skip, zrun, skip,
-                       CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, NLZ, G, H, d, dl, dp, nzp, cur, nxt,
-                       es, M, EX, TM, stats, sw):
-    """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks ``order[b0:b1]``:
-    block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair features of bigram
-    attribute ``ub[j]`` (either may be -1), one observation's features as in Wapiti.  Its step is the
-    diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with one Armijo backtracking on the
-    exact change of the objective (window log Z's), or with ``hscale`` Wapiti's rule (each part's curvatures
-    scaled by :func:`curvature_scale`, the whole step, no trial, ``lz`` left stale).  The transitions of a
-    position are built from the weights where a forward-backward or a trial needs them (no transition row is
-    cached); the forward and backward messages are kept between blocks (``CA`` ... ``VB``, see
-    :func:`block_grad_joint`).  An accepted step updates ``w``, the emission caches at its state occurrences,
-    ``lz`` and the message markers.  Empirical counts: ``emp``
-    (dense) those of the features before ``boff`` (state and transition features), and those of the
-    label-pair features by bigram attribute ``b``: its non-zero ones, ``evl[eptr[b]:eptr[b+1]]`` at the
-    label-pair indices ``erel[...]`` (relative to ``boff``; most label pairs never fire with an
-    observation's gold labels); ``ebuf`` (>= L^2) holds a block's."""
+def sweep_blocks_joint(
+    order,
+    b0,
+    b1,
+    ap,
+    gseq,
+    gptr,
+    otok,
+    oval,
+    okind,
+    ua,
+    ub,
+    seq_ptr,
+    attr_ptr,
+    feat_label,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    bfull,
+    boff,
+    trans,
+    expM0,
+    tmax0,
+    emp,
+    eptr,
+    erel,
+    evl,
+    ebuf,
+    w,
+    E,
+    ES,
+    EM,
+    lz,
+    inv_n,
+    l1,
+    l2,
+    kappa,
+    sigma,
+    max_step,
+    max_back,
+    hscale,
+    skip_tol,
+    max_skip,
+    zrun,
+    skip,
+    CA,
+    CLA,
+    CB,
+    CLB,
+    VA,
+    VB,
+    tmp,
+    A0,
+    LA0,
+    B1,
+    LB1,
+    LZ0,
+    NLZ,
+    G,
+    H,
+    d,
+    dl,
+    dp,
+    nzp,
+    cur,
+    nxt,
+    es,
+    M,
+    EX,
+    TM,
+    stats,
+    sw,
+):
+    """:func:`sweep_blocks` with label-pair x observation features, on the joint blocks
+    ``order[b0:b1]``: block ``j`` holds the state features of attribute ``ua[j]`` and the label-pair
+    features of bigram attribute ``ub[j]`` (either may be -1), one observation's features as in
+    Wapiti.  Its step is the diagonal prox-Newton step of eq. (10)-(11) on both parts at once, with
+    one Armijo backtracking on the exact change of the objective (window log Z's), or with
+    ``hscale`` Wapiti's rule (each part's curvatures scaled by :func:`curvature_scale`, the whole
+    step, no trial, ``lz`` left stale).  The transitions of a position are built from the weights
+    where a forward-backward or a trial needs them (no transition row is cached); the forward and
+    backward messages are kept between blocks (``CA`` ... ``VB``, see :func:`block_grad_joint`).  An
+    accepted step updates ``w``, the emission caches at its state occurrences, ``lz`` and the
+    message markers.  Empirical counts: ``emp`` (dense) those of the features before ``boff`` (state
+    and transition features), and those of the label-pair features by bigram attribute ``b``: its
+    non-zero ones, ``evl[eptr[b]:eptr[b+1]]`` at the label-pair indices ``erel[...]`` (relative to
+    ``boff``; most label pairs never fire with an observation's gold labels); ``ebuf`` (>= L^2)
+    holds a block's."""
     L = ES.shape[1]
     for bb in range(b0, b1):
         j = order[bb]
@@ -415,9 +640,51 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                         w[k] = 0.0
                 stats[ST_DF] += dF
             continue
-        block_grad_joint(j, ap, gseq, gptr, otok, oval, okind, ua, ub, attr_ptr, feat_label, seq_ptr, ES, EM,
-                         btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0, M, EX, TM,
-                         CA, CLA, CB, CLB, VA, VB, tmp, A0, LA0, B1, LB1, LZ0, G, H, sw)
+        block_grad_joint(
+            j,
+            ap,
+            gseq,
+            gptr,
+            otok,
+            oval,
+            okind,
+            ua,
+            ub,
+            attr_ptr,
+            feat_label,
+            seq_ptr,
+            ES,
+            EM,
+            btok_ptr,
+            battr,
+            bval,
+            battr_ptr,
+            bfeat_pair,
+            bfull,
+            w,
+            boff,
+            trans,
+            expM0,
+            tmax0,
+            M,
+            EX,
+            TM,
+            CA,
+            CLA,
+            CB,
+            CLB,
+            VA,
+            VB,
+            tmp,
+            A0,
+            LA0,
+            B1,
+            LB1,
+            LZ0,
+            G,
+            H,
+            sw,
+        )
         stats[ST_ORACLE] += ng
         # the label-pair part's empirical counts: the block's few non-zero ones scattered into ebuf
         if nkp > 0:
@@ -431,8 +698,11 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         if hscale:
             ku_kappa = kappa * curvature_scale(G, H, emp, ku, nku)
             kp_kappa = kappa * curvature_scale(G[nku:], H[nku:], ebuf, 0, nkp)
-        delta = newton_direction(w, ku, nku, G, H, emp, ku, inv_n, l1, l2, ku_kappa, d) + \
-            newton_direction(w, kabs, nkp, G[nku:], H[nku:], ebuf, 0, inv_n, l1, l2, kp_kappa, d[nku:])
+        delta = newton_direction(
+            w, ku, nku, G, H, emp, ku, inv_n, l1, l2, ku_kappa, d
+        ) + newton_direction(
+            w, kabs, nkp, G[nku:], H[nku:], ebuf, 0, inv_n, l1, l2, kp_kappa, d[nku:]
+        )
         if max_skip > 0:
             zero = True
             for kk in range(nk):
@@ -456,7 +726,8 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         step = 1.0
         gold = 0.0
         if not hscale:
-            # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the step cap
+            # the Armijo trials' data (the scaled rule needs neither): the step's gold part, the
+            # step cap
             step = capped_step(d, nk, max_step)
             for kk in range(nk):
                 gold += d[kk] * (emp[ku + kk] if kk < nku else ebuf[kk - nku])
@@ -464,7 +735,8 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
             dl[jj] = 0.0
         for kk in range(nku):
             dl[feat_label[ku + kk]] = d[kk]
-        # hscale (Wapiti's rule): the scaled model's whole step, no trial; lz goes stale (the driver recomputes it)
+        # hscale (Wapiti's rule): the scaled model's whole step, no trial; lz goes stale (the driver
+        # recomputes it)
         accepted = hscale
         dF = 0.0
         if not hscale:
@@ -480,18 +752,55 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
                 s = 0.0
                 for gi in range(ng):
                     g = ap[j] + gi
-                    NLZ[gi] = _window_logz_joint(gi, g, seq_ptr, gseq, gptr, otok, oval, okind, E, ES, EM,
-                                                 btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans,
-                                                 expM0, tmax0, dl, dp, nzp, nnzp, step, A0, LA0, B1, LB1, cur, nxt, es,
-                                                 M[0], EX[0])
+                    NLZ[gi] = _window_logz_joint(
+                        gi,
+                        g,
+                        seq_ptr,
+                        gseq,
+                        gptr,
+                        otok,
+                        oval,
+                        okind,
+                        E,
+                        ES,
+                        EM,
+                        btok_ptr,
+                        battr,
+                        bval,
+                        battr_ptr,
+                        bfeat_pair,
+                        bfull,
+                        w,
+                        boff,
+                        trans,
+                        expM0,
+                        tmax0,
+                        dl,
+                        dp,
+                        nzp,
+                        nnzp,
+                        step,
+                        A0,
+                        LA0,
+                        B1,
+                        LB1,
+                        cur,
+                        nxt,
+                        es,
+                        M[0],
+                        EX[0],
+                    )
                     if sw.shape[0] == 0:
                         s += NLZ[gi] - LZ0[gi]
                     else:
                         s += sw[gseq[g]] * (NLZ[gi] - LZ0[gi])
                 stats[ST_TRIALS] += 1
                 stats[ST_ORACLE] += ng
-                dF = (s - step * gold) * inv_n + pen_change(w, ku, nku, d, step, l1, l2) + \
-                    pen_change(w, kabs, nkp, d[nku:], step, l1, l2)
+                dF = (
+                    (s - step * gold) * inv_n
+                    + pen_change(w, ku, nku, d, step, l1, l2)
+                    + pen_change(w, kabs, nkp, d[nku:], step, l1, l2)
+                )
                 if dF <= sigma * step * delta:
                     accepted = True
                     break
@@ -504,7 +813,7 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
         stats[ST_ACCEPT] += 1
         stats[ST_DF] += dF
         for kk in range(nk):
-            if d[kk] != 0.0:    # (only the entries that move are written, as in sweep_blocks)
+            if d[kk] != 0.0:  # (only the entries that move are written, as in sweep_blocks)
                 k = ku + kk if kk < nku else kabs + kk - nku
                 w[k] += step * d[kk]
         for gi in range(ng):
@@ -521,8 +830,28 @@ def sweep_blocks_joint(order, b0, b1, ap, gseq, gptr, otok, oval, okind, ua, ub,
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff,
-                        trans, expM0, tmax0, lz, EC, SQ, sw):
+def transition_stats_pd(
+    seq_ptr,
+    bounds,
+    Tmax,
+    ES,
+    EM,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    bfull,
+    w,
+    boff,
+    trans,
+    expM0,
+    tmax0,
+    lz,
+    EC,
+    SQ,
+    sw,
+):
     """:func:`transition_stats` with position-dependent transitions (built per sequence)."""
     L = ES.shape[1]
     LL = L * L
@@ -543,8 +872,25 @@ def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, ba
         for s in range(bounds[c], bounds[c + 1]):
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
-            _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0, tmax0,
-                       M, EX, TM)
+            _seq_trans(
+                s0,
+                1,
+                T - 1,
+                btok_ptr,
+                battr,
+                bval,
+                battr_ptr,
+                bfeat_pair,
+                bfull,
+                w,
+                boff,
+                trans,
+                expM0,
+                tmax0,
+                M,
+                EX,
+                TM,
+            )
             window_forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)
             window_backward_pd(ES, EM, s0, T, 0, EX, TM, beta, lb, tmp)
             logz = window_logz_at(alpha, la, beta, lb, T - 1)
@@ -565,10 +911,29 @@ def transition_stats_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, ba
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans,
-                expM0, tmax0, out, rngs):
-    """out[s] = log Z of every sequence with position-dependent transitions; rngs[c] = the largest range
-    of a transition row in chunk c (the caller refuses weights where it exceeds the scaled limit)."""
+def all_logz_pd(
+    seq_ptr,
+    bounds,
+    Tmax,
+    ES,
+    EM,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    bfull,
+    w,
+    boff,
+    trans,
+    expM0,
+    tmax0,
+    out,
+    rngs,
+):
+    """out[s] = log Z of every sequence with position-dependent transitions; rngs[c] = the largest
+    range of a transition row in chunk c (the caller refuses weights where it exceeds the scaled
+    limit)."""
     L = ES.shape[1]
     LL = L * L
     nc = len(bounds) - 1
@@ -582,8 +947,25 @@ def all_logz_pd(seq_ptr, bounds, Tmax, ES, EM, btok_ptr, battr, bval, battr_ptr,
         for s in range(bounds[c], bounds[c + 1]):
             s0 = seq_ptr[s]
             T = seq_ptr[s + 1] - s0
-            r = _seq_trans(s0, 1, T - 1, btok_ptr, battr, bval, battr_ptr, bfeat_pair, bfull, w, boff, trans, expM0,
-                           tmax0, M, EX, TM)
+            r = _seq_trans(
+                s0,
+                1,
+                T - 1,
+                btok_ptr,
+                battr,
+                bval,
+                battr_ptr,
+                bfeat_pair,
+                bfull,
+                w,
+                boff,
+                trans,
+                expM0,
+                tmax0,
+                M,
+                EX,
+                TM,
+            )
             if r > rng:
                 rng = r
             window_forward_pd(ES, EM, s0, 0, T - 1, EX, TM, alpha, la)

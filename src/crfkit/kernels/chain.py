@@ -35,6 +35,7 @@ the solvers' kernels call these instead of keeping their own copies):
 
 The names this module held before the split are re-exported here (``__all__``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -82,14 +83,52 @@ from .chain_pd import (
 from .chain_viterbi import pd_viterbi, tag_codes, tag_codes_seqs, viterbi, viterbi_m
 
 # the names this module held before it was split keep working from here
-__all__ = ["add_full_row", "add_part_row", "add_scattered_rows", "add_scores", "add_transition_gradient", "back_step",
-           "bigram_row", "bigram_transitions", "bits_f64", "compact_bigram", "edge_marginal_sum", "emissions",
-           "emissions_rows", "EXACT", "exp_minus", "exp_shift_into", "FAST", "forward_backward",
-           "forward_backward_edges", "full_rows", "gold_score", "log_partition", "max_min",
-           "MAX_SCALED_TRANSITION_RANGE", "pd_edge", "pd_exp", "pd_forward_backward", "pd_gold_score",
-           "pd_log_partition", "pd_node", "pd_scaled_forward", "pd_viterbi", "propagate", "row_emissions", "row_exp",
-           "row_pairs", "row_sum", "scaled_forward", "tag_codes", "tag_codes_seqs", "transition_matrix", "vec_sum",
-           "viterbi", "viterbi_m"]
+__all__ = [
+    "add_full_row",
+    "add_part_row",
+    "add_scattered_rows",
+    "add_scores",
+    "add_transition_gradient",
+    "back_step",
+    "bigram_row",
+    "bigram_transitions",
+    "bits_f64",
+    "compact_bigram",
+    "edge_marginal_sum",
+    "emissions",
+    "emissions_rows",
+    "EXACT",
+    "exp_minus",
+    "exp_shift_into",
+    "FAST",
+    "forward_backward",
+    "forward_backward_edges",
+    "full_rows",
+    "gold_score",
+    "log_partition",
+    "max_min",
+    "MAX_SCALED_TRANSITION_RANGE",
+    "pd_edge",
+    "pd_exp",
+    "pd_forward_backward",
+    "pd_gold_score",
+    "pd_log_partition",
+    "pd_node",
+    "pd_scaled_forward",
+    "pd_viterbi",
+    "propagate",
+    "row_emissions",
+    "row_exp",
+    "row_pairs",
+    "row_sum",
+    "scaled_forward",
+    "tag_codes",
+    "tag_codes_seqs",
+    "transition_matrix",
+    "vec_sum",
+    "viterbi",
+    "viterbi_m",
+]
 
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -171,9 +210,10 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
 @njit(**_NOPY)
 def forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, out):
     """:func:`forward_backward` followed by :func:`edge_marginal_sum` into ``out``, with the edge
-    statistics gathered in the backward sweep itself: the message ``es[t+1] * beta[t+1] / scale[t+1]``
-    that gives beta[t] is the one the edge marginals of (t, t+1) need, so it is formed once.
-    Returns log Z (the log-domain fallback as in forward_backward)."""
+    statistics gathered in the backward sweep itself: the message
+    ``es[t+1] * beta[t+1] / scale[t+1]`` that gives beta[t] is the one the edge marginals of (t,
+    t+1) need, so it is formed once. Returns log Z (the log-domain fallback as in
+    forward_backward)."""
     L = trans.shape[0]
     if tmax - max_min(trans)[1] <= MAX_SCALED_TRANSITION_RANGE:
         logz = scaled_forward(score, T, expM, tmax, es, alpha, scale)
@@ -236,8 +276,9 @@ def edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, out):
 
 @njit(**_NOPY)
 def add_transition_gradient(v, n_state, trans_index, edge, y, t0, T, coef):
-    """v[n_state + k] += coef * (expected - gold count) of each transition feature k of the sequence of
-    ``T`` tokens from ``t0`` (``edge``: its summed edge marginals, L x L; ``y``: the gold labels)."""
+    """v[n_state + k] += coef * (expected - gold count) of each transition feature k of the sequence
+    of ``T`` tokens from ``t0`` (``edge``: its summed edge marginals, L x L; ``y``: the gold
+    labels)."""
     L = trans_index.shape[0]
     for a in range(L):
         for b in range(L):
@@ -261,15 +302,16 @@ def gold_score(score, y, t0, T, trans):
 
 
 # ------------------------------------------------------------------ variants kept beside the family
-# Two forward-backward forms that other kernels need and that do not give forward_backward's bits (or
-# cannot be expressed through it): kept here, next to the family, with what differs.
+# Two forward-backward forms that other kernels need and that do not give forward_backward's bits
+# (or cannot be expressed through it): kept here, next to the family, with what differs.
 
-# forward_backward_exp (batch's full-batch gradient, was batch._fb_exp): the emissions come in already
-# exponentiated (``es``, one exp per attribute weight instead of per token score), the forward step sums
-# ``alpha[t-1, i] * expMT[j, i]`` over i for each j (the transposed matrix, no skip of zero rows: another
-# order of the additions than ``propagate``), the scales are tested against 1e300 as well, and the edge
-# statistics are gathered in the backward sweep before the factor expM.  No log-domain fallback: NaN
-# sends the caller to its robust path.
+
+# forward_backward_exp (batch's full-batch gradient, was batch._fb_exp): the emissions come in
+# already exponentiated (``es``, one exp per attribute weight instead of per token score), the
+# forward step sums ``alpha[t-1, i] * expMT[j, i]`` over i for each j (the transposed matrix, no
+# skip of zero rows: another order of the additions than ``propagate``), the scales are tested
+# against 1e300 as well, and the edge statistics are gathered in the backward sweep before the
+# factor expM.  No log-domain fallback: NaN sends the caller to its robust path.
 @njit(cache=True, nogil=True, fastmath=FAST)
 def forward_backward_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc):
     """Scaled forward-backward from exp-domain emissions ``es``; adds the edge
@@ -316,15 +358,17 @@ def forward_backward_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
                 acc[i, j] += a * tmp[j]
     return logz
 
-# forward_backward_ranged (constrained decoding, was decode._fb): forward_backward's scaled recursion
-# and log-domain fallback, but the transition range comes in as ``rng`` (forbidden pairs are -inf in
-# ``trans`` and 0 in ``expM``, so max_min(trans) would give an infinite range and always the log domain)
-# and the backward sweep is optional (``backward``).  The scaled path runs the same operations as
-# forward_backward (scaled_forward, then back_step from T-2 down), so the same bits where both apply.
+
+# forward_backward_ranged (constrained decoding, was decode._fb): forward_backward's scaled
+# recursion and log-domain fallback, but the transition range comes in as ``rng`` (forbidden pairs
+# are -inf in ``trans`` and 0 in ``expM``, so max_min(trans) would give an infinite range and always
+# the log domain) and the backward sweep is optional (``backward``).  The scaled path runs the same
+# operations as forward_backward (scaled_forward, then back_step from T-2 down), so the same bits
+# where both apply.
 @njit(**_NOPY)
 def forward_backward_ranged(score, T, trans, expM, tmax, rng, es, alpha, beta, scale, backward):
-    """Forward(-backward) with one transition matrix whose forbidden pairs are -inf in ``trans`` and 0
-    in ``expM`` (``tmax``/``rng``: max and range over the finite pairs).  Returns log Z; the node
+    """Forward(-backward) with one transition matrix whose forbidden pairs are -inf in ``trans`` and
+    0 in ``expM`` (``tmax``/``rng``: max and range over the finite pairs).  Returns log Z; the node
     marginals are alpha * beta when ``backward``."""
     L = trans.shape[0]
     if rng <= MAX_SCALED_TRANSITION_RANGE:

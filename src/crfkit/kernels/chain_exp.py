@@ -6,6 +6,7 @@ recursions hand over to the log domain), the vectorisable exponential (``exp_shi
 (``row_exp``, ``propagate`` forward, ``back_step`` backward) that the scaled, position-dependent and
 windowed recursions (``chain``, ``chain_pd``, ``chain_window``) are built from.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,17 +38,19 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
-# no reassociation: it would undo exp's argument reduction, and make short sums depend on where their arrays
-# lie (row_sum); the flags of every kernel that needs its additions in the order written
+# no reassociation: it would undo exp's argument reduction, and make short sums depend on where
+# their arrays lie (row_sum); the flags of every kernel that needs its additions in the order
+# written
 EXACT = dict(cache=True, nogil=True, fastmath={"contract"})
 
 
 @njit(**EXACT)
 def row_sum(x, t):
-    """``sum_j x[t, j]`` added in index order.  Without re-association on purpose: with it, LLVM compiles
-    such a short reduction into code whose summation order depends on where the arrays lie (their
-    alignment), so that the same inputs gave other last bits from call to call, and the full-batch
-    gradient other bits from run to run with threads (``tests/test_kernel_addresses.py``)."""
+    """``sum_j x[t, j]`` added in index order.  Without re-association on purpose: with it, LLVM
+    compiles such a short reduction into code whose summation order depends on where the arrays lie
+    (their alignment), so that the same inputs gave other last bits from call to call, and the
+    full-batch gradient other bits from run to run with threads
+    (``tests/test_kernel_addresses.py``)."""
     s = 0.0
     for j in range(x.shape[1]):
         s += x[t, j]
@@ -65,10 +68,11 @@ def vec_sum(x):
 
 @njit(**EXACT)
 def exp_shift_into(x, shift, o):
-    """o[i] = exp(x[i] - shift) for 1-D contiguous ``x`` and ``o`` (distinct arrays; see :func:`exp_minus` for
-    the method and accuracy).  2^k is built from its bits (:mod:`crfkit.kernels.bitcast`) in the same loop.
-    (Until 2026-11-29 the bits went through an int64 scratch, read back through a float64 view in a second
-    loop: the same values, but about 30 ns more a call, a call per token in the forward recursions.)"""
+    """o[i] = exp(x[i] - shift) for 1-D contiguous ``x`` and ``o`` (distinct arrays; see
+    :func:`exp_minus` for the method and accuracy).  2^k is built from its bits
+    (:mod:`crfkit.kernels.bitcast`) in the same loop.  (Until 2026-11-29 the bits went through an
+    int64 scratch, read back through a float64 view in a second loop: the same values, but about 30
+    ns more a call, a call per token in the forward recursions.)"""
     n = x.shape[0]
     c = _EXP_C
     for i in range(n):
@@ -104,7 +108,8 @@ def exp_minus(m, shift):
 
 @njit(**_NOPY)
 def max_min(m):
-    """(max, min) of a C-contiguous array; NaN entries are skipped (an all-NaN array gives (-inf, inf)).
+    """(max, min) of a C-contiguous array; NaN entries are skipped (an all-NaN array gives (-inf,
+    inf)).
 
     Eight independent running maxima and minima, so that the compare-selects
     of consecutive elements do not wait for each other and vectorise: 0.29 us

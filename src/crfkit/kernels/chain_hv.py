@@ -1,11 +1,13 @@
 """Forward-backward with tangent messages: the node and edge marginals of one chain and their
-derivatives along a direction ``d`` (exact Hessian-vector products, SMD; see :mod:`crfkit.kernels.smd`
-for the equations), in the scaled domain with the log domain as fallback.
+derivatives along a direction ``d`` (exact Hessian-vector products, SMD; see
+:mod:`crfkit.kernels.smd` for the equations), in the scaled domain with the log domain as fallback.
 
-Kept apart from :func:`crfkit.kernels.chain.forward_backward_edges`: the recursion carries the weighted
-messages ``A_t``/``B_t`` (or, in the log domain, the conditional expectations ``a_t``/``b_t``) beside
-``alpha``/``beta`` in the same loops, so its operations (and bits) are its own.
+Kept apart from :func:`crfkit.kernels.chain.forward_backward_edges`: the recursion carries the
+weighted messages ``A_t``/``B_t`` (or, in the log domain, the conditional expectations
+``a_t``/``b_t``) beside ``alpha``/``beta`` in the same loops, so its operations (and bits) are its
+own.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -3,6 +3,7 @@
 ``MAX_SCALED_TRANSITION_RANGE`` or a scale under/overflows, with ``logsumexp`` and the log-domain
 backward messages that the edge marginals of that path re-use.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,11 @@
-"""N-best Viterbi (the ``K`` best label paths of one chain, with one transition matrix or per-position
-ones; ``-inf`` marks a forbidden pair), for :func:`crfkit.kernels.decode.decode_constrained`.
+"""N-best Viterbi (the ``K`` best label paths of one chain, with one transition matrix or
+per-position ones; ``-inf`` marks a forbidden pair), for
+:func:`crfkit.kernels.decode.decode_constrained`.
 
 Kept apart from :mod:`crfkit.kernels.chain_viterbi`: each position keeps the K best (score, label,
 rank) triples merged from L lists, not one maximum; with K = 1 the paths are the Viterbi paths.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,14 +19,15 @@ NEG = -np.inf
 
 @njit(inline="always", **_NOPY)
 def _merge_top(delta, cnt, t, tr, add, K, ov, oi, orr, hv, hi, hr):
-    """The K best of the candidates delta[t, r, i] + tr[i] (+ add), r < cnt[t, i], -inf ones left out,
-    in rank order (score, then i, then r), into ov / oi / orr; returns how many.
+    """The K best of the candidates delta[t, r, i] + tr[i] (+ add), r < cnt[t, i], -inf ones left
+    out, in rank order (score, then i, then r), into ov / oi / orr; returns how many.
 
-    Each list i is sorted, so its head is its best candidate, and only the lists whose heads are among
-    the K best heads (in the same order) can hold one of the K best: every other candidate ranks below
-    those K heads.  So one pass over the L heads keeps the K best in a small sorted buffer (hi), and the
-    K rounds of the merge scan those lists only (taken by ascending i, so that equal scores go to the
-    smaller i as in the rank order): L + K * min(K, L) steps instead of K * L."""
+    Each list i is sorted, so its head is its best candidate, and only the lists whose heads are
+    among the K best heads (in the same order) can hold one of the K best: every other candidate
+    ranks below those K heads.  So one pass over the L heads keeps the K best in a small sorted
+    buffer (hi), and the K rounds of the merge scan those lists only (taken by ascending i, so that
+    equal scores go to the smaller i as in the rank order): L + K * min(K, L) steps instead of
+    K * L."""
     L = delta.shape[2]
     m = 0
     for i in range(L):
@@ -32,7 +35,7 @@ def _merge_top(delta, cnt, t, tr, add, K, ov, oi, orr, hv, hi, hr):
         hv[i] = v
         if not (v > NEG):
             continue
-        if m == K and not (v > hv[hi[m - 1]]):   # a later i loses a tie
+        if m == K and not (v > hv[hi[m - 1]]):  # a later i loses a tie
             continue
         p = m if m < K else K - 1
         while p > 0 and v > hv[hi[p - 1]]:
@@ -75,14 +78,35 @@ def _merge_top(delta, cnt, t, tr, add, K, ov, oi, orr, hv, hi, hr):
 
 
 @njit(**_NOPY)
-def kbest(score, T, M, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr, hv, hi, hr,
-           out, o0, out_score, s):
+def kbest(
+    score,
+    T,
+    M,
+    pd,
+    K,
+    delta,
+    bi,
+    br,
+    cnt,
+    trcol,
+    zero,
+    ov,
+    oi,
+    orr,
+    hv,
+    hi,
+    hr,
+    out,
+    o0,
+    out_score,
+    s,
+):
     """The K best label paths of the first T rows of ``score`` (transition scores M[t] into token t
-    when ``pd``, else M[0]): path k into out[o0:o0+T, k], its score into out_score[s, k]; returns how
-    many there are (fewer than K when fewer paths have a finite score).  Work arrays: delta (>=T x K x
-    L: delta[t, r, j] the score of the r-th best path ending in (t, j)), bi / br (same, int32: its
-    previous label and that one's rank), cnt (>=T x L, int32), trcol (L), zero (L, zeros), ov / oi / orr
-    (K), hv / hi / hr (L)."""
+    when ``pd``, else M[0]): path k into out[o0:o0+T, k], its score into out_score[s, k]; returns
+    how many there are (fewer than K when fewer paths have a finite score).  Work arrays: delta
+    (>=T x K x L: delta[t, r, j] the score of the r-th best path ending in (t, j)), bi / br (same,
+    int32: its previous label and that one's rank), cnt (>=T x L, int32), trcol (L), zero (L,
+    zeros), ov / oi / orr (K), hv / hi / hr (L)."""
     L = score.shape[1]
     for j in range(L):
         v = score[0, j]

@@ -1,14 +1,24 @@
-"""Position-dependent transitions (bigram-observation features): building the per-position transition
-scores ``M[t]`` (``bigram_transitions``, ``compact_bigram``) and the scaled forward-backward with them
-(``pd_scaled_forward``, ``pd_forward_backward``, ``pd_edge``, ``pd_node``, ``pd_log_partition``), the
-log-domain fallback being :func:`crfkit.kernels.chain_log.pd_log`.
+"""Position-dependent transitions (bigram-observation features): building the per-position
+transition scores ``M[t]`` (``bigram_transitions``, ``compact_bigram``) and the scaled
+forward-backward with them (``pd_scaled_forward``, ``pd_forward_backward``, ``pd_edge``,
+``pd_node``, ``pd_log_partition``), the log-domain fallback being
+:func:`crfkit.kernels.chain_log.pd_log`.
 """
+
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, back_step, exp_shift_into, propagate, row_exp, row_sum
+from .chain_exp import (
+    FAST,
+    MAX_SCALED_TRANSITION_RANGE,
+    back_step,
+    exp_shift_into,
+    propagate,
+    row_exp,
+    row_sum,
+)
 from .chain_log import pd_log
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -30,18 +40,20 @@ _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 
 # Implicit label pairs.  An empty ``bfeat_pair`` beside bigram-observation features (what
-# FeatureSpace.pairs_for_full_rows gives for FeatureSpace(bfeat_pair=ALL_PAIRS): every attribute has its L^2
-# features in pair order) means feature ``k0 + q`` of an attribute whose features start at ``k0`` is label
-# pair ``q``: a candidate space of 123.6M label-pair features (NETtalk 5-grm) then needs no 247 MB array of
-# pairs.  The kernels read a row's pairs from a slice: of ``bfeat_pair``, or of :func:`row_pairs`'s
-# identity row (0 .. L^2 - 1), chosen once per row.  A test of the layout inside the loop over a row's
-# weights kept LLVM from vectorising it (BCD sweeps 2-4x slower on NETtalk with a helper called per feature).
+# FeatureSpace.pairs_for_full_rows gives for FeatureSpace(bfeat_pair=ALL_PAIRS): every attribute has
+# its L^2 features in pair order) means feature ``k0 + q`` of an attribute whose features start at
+# ``k0`` is label pair ``q``: a candidate space of 123.6M label-pair features (NETtalk 5-grm) then
+# needs no 247 MB array of pairs.  The kernels read a row's pairs from a slice: of ``bfeat_pair``,
+# or of :func:`row_pairs`'s identity row (0 .. L^2 - 1), chosen once per row.  A test of the layout
+# inside the loop over a row's weights kept LLVM from vectorising it (BCD sweeps 2-4x slower on
+# NETtalk with a helper called per feature).
 
 
 @njit(**_NOPY)
 def row_pairs(bfeat_pair, LL):
-    """The identity row ``0 .. LL - 1`` (``bfeat_pair``'s type) when ``bfeat_pair`` is empty (implicit pairs,
-    see above), else an empty array: a row's pairs are then ``ident[:n]`` or ``bfeat_pair[k0:k0 + n]``."""
+    """The identity row ``0 .. LL - 1`` (``bfeat_pair``'s type) when ``bfeat_pair`` is empty
+    (implicit pairs, see above), else an empty array: a row's pairs are then ``ident[:n]`` or
+    ``bfeat_pair[k0:k0 + n]``."""
     n = LL if bfeat_pair.shape[0] == 0 else 0
     ident = np.empty(n, bfeat_pair.dtype)
     for q in range(n):
@@ -51,17 +63,19 @@ def row_pairs(bfeat_pair, LL):
 
 @njit(inline="always", **_NOPY)
 def bigram_row(w, boff, battr_ptr, bfeat_pair, ident, b):
-    """``(weights, pairs)`` of bigram attribute ``b``'s features, as slices: ``w[boff + k0:...]`` and
-    ``bfeat_pair[k0:...]`` or, with implicit pairs, ``ident[:n]`` (:func:`row_pairs`)."""
+    """``(weights, pairs)`` of bigram attribute ``b``'s features, as slices: ``w[boff + k0:...]``
+    and ``bfeat_pair[k0:...]`` or, with implicit pairs, ``ident[:n]`` (:func:`row_pairs`)."""
     k0 = battr_ptr[b]
     n = battr_ptr[b + 1] - k0
-    return w[boff + k0:boff + k0 + n], (ident[:n] if ident.shape[0] else bfeat_pair[k0:k0 + n])
+    return w[boff + k0 : boff + k0 + n], (ident[:n] if ident.shape[0] else bfeat_pair[k0 : k0 + n])
 
 
 @njit(**_NOPY)
-def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx,
-                       expM0, tmax0, expM):
-    """Fill M[t] (1 <= t < T) with the transition scores into token t0+t and tmx[t] with their maximum.
+def bigram_transitions(
+    btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M, tmx, expM0, tmax0, expM
+):
+    """Fill M[t] (1 <= t < T) with the transition scores into token t0+t and tmx[t] with their
+    maximum.
 
     ``w[boff + k]`` is the weight of bigram-observation feature ``k``, for the
     label pair ``bfeat_pair[k] = i*L + j``.  Returns the largest range
@@ -82,7 +96,7 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
     L = trans.shape[0]
     LL = L * L
     want_exp = expM.shape[0] > 0
-    ident = row_pairs(bfeat_pair, LL)           # (implicit pairs, see above)
+    ident = row_pairs(bfeat_pair, LL)  # (implicit pairs, see above)
     Mf = M.reshape((M.shape[0], LL))
     Ef = expM.reshape((expM.shape[0], LL))
     rng = 0.0
@@ -113,9 +127,9 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
             continue
         Et = Ef[t]
         if 6 * nnz > LL or tmax0 - mx > MAX_SCALED_TRANSITION_RANGE:
-            # many touched pairs (a vectorised exponential costs about a sixth of one through libm), or the
-            # features lowered the base maximum far (exp(trans - tmax0) may have underflowed where
-            # exp(M[t] - mx) does not): every exponential directly
+            # many touched pairs (a vectorised exponential costs about a sixth of one through libm),
+            # or the features lowered the base maximum far (exp(trans - tmax0) may have underflowed
+            # where exp(M[t] - mx) does not): every exponential directly
             exp_shift_into(Mt, mx, Et)
         else:
             c = np.exp(tmax0 - mx)
@@ -133,12 +147,13 @@ def bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, b
 
 @njit(**_NOPY)
 def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
-    """The bigram-observation features with a non-zero weight, when at most ``max_share`` of them are:
-    ``(ptr, pair, wz)`` with ``wz = w[:boff]`` followed by those weights, attribute ``b``'s at
-    ``wz[boff + ptr[b]:boff + ptr[b + 1]]`` (label pairs in ``pair``), so that ``(ptr, pair, wz, boff)``
-    stands for ``(battr_ptr, bfeat_pair, w, boff)`` wherever scores are built (a zero weight adds
-    nothing) but the per-position work skips the zeros: an L1-trained candidate space is mostly zero.
-    Otherwise the three arrays are empty (the caller keeps the full ones)."""
+    """The bigram-observation features with a non-zero weight, when at most ``max_share`` of them
+    are: ``(ptr, pair, wz)`` with ``wz = w[:boff]`` followed by those weights, attribute ``b``'s at
+    ``wz[boff + ptr[b]:boff + ptr[b + 1]]`` (label pairs in ``pair``), so that
+    ``(ptr, pair, wz, boff)`` stands for ``(battr_ptr, bfeat_pair, w, boff)`` wherever scores are
+    built (a zero weight adds nothing) but the per-position work skips the zeros: an L1-trained
+    candidate space is mostly zero. Otherwise the three arrays are empty (the caller keeps the full
+    ones)."""
     nb = battr_ptr.shape[0] - 1
     nf = battr_ptr[nb]
     nnz = 0
@@ -154,7 +169,9 @@ def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
         wz[k] = w[k]
     q = 0
     ptr[0] = 0
-    ident = row_pairs(bfeat_pair, battr_ptr[1] - battr_ptr[0] if nb > 0 else 0)   # (every row: L^2 pairs)
+    ident = row_pairs(
+        bfeat_pair, battr_ptr[1] - battr_ptr[0] if nb > 0 else 0
+    )  # (every row: L^2 pairs)
     for b in range(nb):
         wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, b)
         for r in range(wb.shape[0]):
@@ -257,7 +274,8 @@ def pd_edge(t, score, M, expM, es, alpha, beta, scale, logz, xi):
 
 @njit(**_NOPY)
 def pd_node(T, alpha, beta, scale):
-    """Turn ``alpha`` into the node marginals after :func:`pd_forward_backward` (call after pd_edge)."""
+    """Turn ``alpha`` into the node marginals after :func:`pd_forward_backward` (call after
+    pd_edge)."""
     if scale[0] < 0.0:
         return
     L = alpha.shape[1]

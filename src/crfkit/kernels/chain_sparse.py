@@ -1,11 +1,12 @@
 """Sparse forward-backward (Lavergne et al. 2010): pair scores listed per position (the pairs that
-have a non-zero bigram feature), the recursion evaluated as (mass of the unlisted pairs) + (listed pairs
-times exp(s)), and the dense reference it is measured against.
+have a non-zero bigram feature), the recursion evaluated as (mass of the unlisted pairs) + (listed
+pairs times exp(s)), and the dense reference it is measured against.
 
 Kept apart from :func:`crfkit.kernels.chain_pd.pd_forward_backward`: no L x L matrix per position is
-formed, the scales are per position over the listed pairs, and the complements are recomputed exactly
-when they cancel: other operations, so other bits.
+formed, the scales are per position over the listed pairs, and the complements are recomputed
+exactly when they cancel: other operations, so other bits.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,10 +15,11 @@ from numba import njit
 from .chain_exp import EXACT, FAST, row_exp, row_sum, vec_sum
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
-# the recursions' sums over labels are added in index order (chain.row_sum / vec_sum, and chain.EXACT's flags
-# for the masked sums): re-associated, LLVM compiled them into code whose result depended on where the work
-# arrays lie (a vectorised loop behind a run-time check of the arrays' addresses), so that two runs with
-# threads (per-thread arrays at addresses that vary with the timing) gave other last bits
+# the recursions' sums over labels are added in index order (chain.row_sum / vec_sum, and
+# chain.EXACT's flags for the masked sums): re-associated, LLVM compiled them into code whose result
+# depended on where the work arrays lie (a vectorised loop behind a run-time check of the arrays'
+# addresses), so that two runs with threads (per-thread arrays at addresses that vary with the
+# timing) gave other last bits
 _EXACT_BELOW = 1e-6
 
 
@@ -41,8 +43,25 @@ def _first_position(es, alpha, scale, shift):
 
 
 @njit(**_NOPY)
-def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node, edge_nz,
-                            alpha, beta, es, scale, em1, acc, mark, cnt, exp_given=False):
+def sparse_forward_backward(
+    score,
+    T,
+    pair_ptr,
+    pair_from,
+    pair_to,
+    pair_s,
+    node,
+    edge_nz,
+    alpha,
+    beta,
+    es,
+    scale,
+    em1,
+    acc,
+    mark,
+    cnt,
+    exp_given=False,
+):
     """Scaled forward-backward with sparse pair scores; returns log Z.
 
     Outputs: ``node`` (>= T x L) node marginals; ``edge_nz`` (one per listed
@@ -60,7 +79,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
     ``1 + M`` is never formed, so nothing cancels.
     """
     L = score.shape[1]
-    shift = scale[T:2 * T]
+    shift = scale[T : 2 * T]
     _exp_rows(score, T, es, shift)
     if not exp_given:
         for k in range(pair_ptr[1] if T > 1 else 0, pair_ptr[T] if T > 1 else 0):
@@ -72,8 +91,8 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
         k1 = pair_ptr[t + 1]
         S = row_sum(alpha, t - 1)
         for j in range(L):
-            acc[j] = 0.0     # alpha mass of the listed pairs into j
-            mark[j] = 0.0    # sum over listed pairs into j of alpha * exp(s)
+            acc[j] = 0.0  # alpha mass of the listed pairs into j
+            mark[j] = 0.0  # sum over listed pairs into j of alpha * exp(s)
             cnt[j] = 0
         for k in range(k0, k1):
             a = alpha[t - 1, pair_from[k]]
@@ -82,7 +101,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
             cnt[pair_to[k]] += 1
         for j in range(L):
             if cnt[j] == L:
-                rest = 0.0   # every pair into j is listed
+                rest = 0.0  # every pair into j is listed
             else:
                 rest = S - acc[j]
                 if rest < _EXACT_BELOW * S:
@@ -101,7 +120,7 @@ def sparse_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node
         k1 = pair_ptr[t + 1]
         inv = 1.0 / scale[t]
         for j in range(L):
-            acc[j] = es[t, j] * beta[t, j] * inv   # v_t(j)
+            acc[j] = es[t, j] * beta[t, j] * inv  # v_t(j)
         V = vec_sum(acc)
         for i in range(L):
             mark[i] = 0.0
@@ -157,11 +176,13 @@ def _complement_out(v, pair_from, pair_to, k0, k1, i, L):
 
 
 @njit(**_NOPY)
-def dense_forward_backward(score, T, pair_ptr, pair_from, pair_to, pair_s, node, alpha, beta, es, scale, expM):
+def dense_forward_backward(
+    score, T, pair_ptr, pair_from, pair_to, pair_s, node, alpha, beta, es, scale, expM
+):
     """The same recursions with a full L x L factor exp(s_t) per position (the reference the
     sparse version is measured against: L^2 exponentials and products per position)."""
     L = score.shape[1]
-    shift = scale[T:2 * T]
+    shift = scale[T : 2 * T]
     _exp_rows(score, T, es, shift)
     logz = _first_position(es, alpha, scale, shift)
     for t in range(1, T):

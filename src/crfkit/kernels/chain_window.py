@@ -1,12 +1,13 @@
 """Windowed forward-backward (BCD, Lavergne et al. 2010 §4.1): normalised messages with their
-log-scales kept apart (``alpha~_t = alpha_t exp(la_t)``), over a window ``ta..tb`` started from stored
-messages, with one transition matrix or with per-position ones (flat ``EX[t]`` rows).
+log-scales kept apart (``alpha~_t = alpha_t exp(la_t)``), over a window ``ta..tb`` started from
+stored messages, with one transition matrix or with per-position ones (flat ``EX[t]`` rows).
 
 Kept apart from :func:`crfkit.kernels.chain.scaled_forward`: the emissions come in cached as
-``ES = exp(E - EM)``/``EM`` (no exp per step), every position keeps its own log-scale ``la[t]`` rather
-than one running log Z, the recursions start and stop anywhere, and ``log Z`` can be read at any
-position (``window_logz_at``): other operations in another order, so other bits.
+``ES = exp(E - EM)``/``EM`` (no exp per step), every position keeps its own log-scale ``la[t]``
+rather than one running log Z, the recursions start and stop anywhere, and ``log Z`` can be read at
+any position (``window_logz_at``): other operations in another order, so other bits.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,8 @@ _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 # ------------------------------------------------------------------ recursions
 @njit(**_NOPY)
 def window_forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
-    """Normalised forward messages at positions ta..tb (alpha[ta-1], la[ta-1] must hold when ta > 0)."""
+    """Normalised forward messages at positions ta..tb (alpha[ta-1], la[ta-1] must hold when
+    ta > 0)."""
     L = expM.shape[0]
     for t in range(ta, tb + 1):
         r = s0 + t
@@ -40,8 +42,8 @@ def window_forward(ES, EM, s0, ta, tb, expM, tmax, alpha, la):
 
 @njit(inline="always", **_NOPY)
 def _backward_start(T, ts, beta, lb):
-    """The backward recursion's start: ``ts`` itself when beta[ts], lb[ts] are held (ts < T), else (ts = T)
-    beta[T-1] = 1, lb[T-1] = 0 set here and T - 1."""
+    """The backward recursion's start: ``ts`` itself when beta[ts], lb[ts] are held (ts < T), else
+    (ts = T) beta[T-1] = 1, lb[T-1] = 0 set here and T - 1."""
     if ts < T:
         return ts
     for j in range(beta.shape[1]):
@@ -58,8 +60,8 @@ def window_backward(ES, EM, s0, T, tb, expM, tmax, beta, lb, tmp):
 
 @njit(**_NOPY)
 def window_backward_from(ES, EM, s0, T, ts, tb, expM, tmax, beta, lb, tmp):
-    """Normalised backward messages at positions ts-1 down to tb, from beta[ts], lb[ts] (held; ``ts = T``:
-    from the end, beta[T-1] = 1 set here)."""
+    """Normalised backward messages at positions ts-1 down to tb, from beta[ts], lb[ts] (held;
+    ``ts = T``: from the end, beta[T-1] = 1 set here)."""
     L = expM.shape[0]
     ts = _backward_start(T, ts, beta, lb)
     for t in range(ts - 1, tb - 1, -1):
@@ -91,7 +93,9 @@ def prop_flat(prev, Et, es_row, out, L):
     for i in range(L):
         a = prev[i]
         if a != 0.0:
-            er = Et[i * L:(i + 1) * L]     # indexed from 0: no wrap-around test per access, so it vectorises
+            er = Et[
+                i * L : (i + 1) * L
+            ]  # indexed from 0: no wrap-around test per access, so it vectorises
             for j in range(L):
                 out[j] += a * er[j]
     for j in range(L):
@@ -100,7 +104,8 @@ def prop_flat(prev, Et, es_row, out, L):
 
 @njit(**_NOPY)
 def window_forward_pd(ES, EM, s0, ta, tb, EX, TM, alpha, la):
-    """Normalised forward messages at ta..tb with per-position transitions (alpha[ta-1] held when ta > 0)."""
+    """Normalised forward messages at ta..tb with per-position transitions (alpha[ta-1] held when
+    ta > 0)."""
     L = ES.shape[1]
     for t in range(ta, tb + 1):
         r = s0 + t
@@ -126,8 +131,8 @@ def window_backward_pd(ES, EM, s0, T, tb, EX, TM, beta, lb, tmp):
 
 @njit(**_NOPY)
 def window_backward_pd_from(ES, EM, s0, T, ts, tb, EX, TM, beta, lb, tmp):
-    """Normalised backward messages at ts-1 down to tb with per-position transitions, from beta[ts], lb[ts]
-    (held; ``ts = T``: from the end, beta[T-1] = 1 set here)."""
+    """Normalised backward messages at ts-1 down to tb with per-position transitions, from beta[ts],
+    lb[ts] (held; ``ts = T``: from the end, beta[T-1] = 1 set here)."""
     L = ES.shape[1]
     ts = _backward_start(T, ts, beta, lb)
     for t in range(ts - 1, tb - 1, -1):

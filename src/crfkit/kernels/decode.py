@@ -9,17 +9,19 @@ log Z, node marginals and n-best list.  A sequence no label path satisfies gets 
 score -inf and no n-best entry; the callers (:mod:`crfkit.decode`) report it.
 
 n-best (:func:`crfkit.kernels.chain_nbest.kbest`): a K-best Viterbi.  For every token t and label j
-it keeps the K best partial paths ending in (t, j), sorted; the candidates of (t, j) are the L sorted lists of (t-1, i) shifted by
-the transition score i -> j, merged by K rounds of a scan over the L list heads (O(K L) per (t, j), so
-O(T K L^2) a sequence; for the K of n-best lists, up to a few tens, faster than a heap of the heads,
-which was 2x slower at K = 1 and 1.2x at K = 5 on 22 labels).  Exact: every path of the K best ending
-in (t, j) extends one of the K best ending in some (t-1, i).
+it keeps the K best partial paths ending in (t, j), sorted; the candidates of (t, j) are the L
+sorted lists of (t-1, i) shifted by the transition score i -> j, merged by K rounds of a scan over
+the L list heads (O(K L) per (t, j), so O(T K L^2) a sequence; for the K of n-best lists, up to a
+few tens, faster than a heap of the heads, which was 2x slower at K = 1 and 1.2x at K = 5 on 22
+labels).  Exact: every path of the K best ending in (t, j) extends one of the K best ending in some
+(t-1, i).
 
 Order of equal scores (ties): among paths of equal score the one whose label sequence, read from the
 last token to the first, is lexicographically smaller (by label id) comes first.  At K = 1 this is
-the path :func:`crfkit.kernels.chain.viterbi` returns (it keeps the first best previous label and the
-first best last label).
+the path :func:`crfkit.kernels.chain.viterbi` returns (it keeps the first best previous label and
+the first best last label).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +32,13 @@ from .chain import forward_backward_ranged, gold_score
 from .chain_emit import add_scores, emissions, emissions_rows, transition_matrix
 from .chain_exp import FAST
 from .chain_nbest import NEG, kbest
-from .chain_pd import bigram_transitions, pd_forward_backward, pd_gold_score, pd_log_partition, pd_node
+from .chain_pd import (
+    bigram_transitions,
+    pd_forward_backward,
+    pd_gold_score,
+    pd_log_partition,
+    pd_node,
+)
 from .chain_viterbi import viterbi_m
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -38,37 +46,69 @@ _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 @njit(**_NOPY)
 def _path_score(score, T, M, pd, y, t0):
-    """The score of path y[t0:t0+T]: the family's gold_score / pd_gold_score (the same additions in the
-    same order as the loop this kernel kept before)."""
+    """The score of path y[t0:t0+T]: the family's gold_score / pd_gold_score (the same additions in
+    the same order as the loop this kernel kept before)."""
     if pd:
         return pd_gold_score(score, y, t0, T, M)
     return gold_score(score, y, t0, T, M[0])
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label, trans_index,
-                       battr_ptr, bfeat_pair, w, n_state, boff, bounds, xs, full,
-                       allowed, forbid, start_ok, end_ok, posterior,
-                       ids, path_score, marg, logz, labels, label_score, K, nb_ids, nb_score, nb_count):
+def decode_constrained(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    btok_ptr,
+    battr,
+    bval,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    battr_ptr,
+    bfeat_pair,
+    w,
+    n_state,
+    boff,
+    bounds,
+    xs,
+    full,
+    allowed,
+    forbid,
+    start_ok,
+    end_ok,
+    posterior,
+    ids,
+    path_score,
+    marg,
+    logz,
+    labels,
+    label_score,
+    K,
+    nb_ids,
+    nb_score,
+    nb_count,
+):
     """Per sequence, under the constraints, whatever is asked for (zero-length output: not wanted):
 
-    * ``ids`` (n_tokens) and ``path_score`` (n_seq): the best path and its score (with ``posterior``:
-      the path maximising the sum of the node marginals among the allowed ones -- per token the
-      max-marginal label when nothing forbids a pair -- and its score under the model);
+    * ``ids`` (n_tokens) and ``path_score`` (n_seq): the best path and its score (with
+      ``posterior``: the path maximising the sum of the node marginals among the allowed ones -- per
+      token the max-marginal label when nothing forbids a pair -- and its score under the model);
     * ``marg`` (n_tokens x L): node marginals; ``logz`` (n_seq): log Z of the allowed paths;
-    * ``label_score`` (n_seq): the score of the given ``labels`` (-inf when they break a constraint);
+    * ``label_score`` (n_seq): the score of the given ``labels`` (-inf when they break a
+      constraint);
     * ``nb_ids`` (n_tokens x K), ``nb_score`` (n_seq x K), ``nb_count`` (n_seq): the K best paths.
 
-    Constraints: ``allowed`` (n_tokens x L, uint8; no rows: every label), ``forbid`` (L x L, uint8: 1
-    for a forbidden pair), ``start_ok`` / ``end_ok`` (L, uint8: labels allowed first / last).  Model
-    arrays as :func:`crfkit.kernels.batch.decode_all_bigram` (a corpus without bigram attributes:
-    ``battr`` empty); ``full``: as in ``decode_all`` (no rows: the plain scatter).
+    Constraints: ``allowed`` (n_tokens x L, uint8; no rows: every label), ``forbid`` (L x L, uint8:
+    1 for a forbidden pair), ``start_ok`` / ``end_ok`` (L, uint8: labels allowed first / last).
+    Model arrays as :func:`crfkit.kernels.batch.decode_all_bigram` (a corpus without bigram
+    attributes: ``battr`` empty); ``full``: as in ``decode_all`` (no rows: the plain scatter).
     """
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     pd = battr.shape[0] > 0
     tmax0 = trans.max()
-    expM0 = np.exp(trans - tmax0)            # unconstrained, for bigram_transitions
+    expM0 = np.exp(trans - tmax0)  # unconstrained, for bigram_transitions
     tc = trans.copy()
     for i in range(L):
         for j in range(L):
@@ -146,7 +186,9 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
                         nb_score[s, k] = NEG
                 continue
             if full.shape[0] > 0:
-                emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
+                emissions_rows(
+                    tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score
+                )
             else:
                 emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
             add_scores(xs, t0, T, score)
@@ -169,8 +211,23 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
                     feasible = False
             rngp = 0.0
             if pd:
-                rngp = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans,
-                                          M, tmx, expM0, tmax0, expM)
+                rngp = bigram_transitions(
+                    btok_ptr,
+                    battr,
+                    bval,
+                    t0,
+                    T,
+                    battr_ptr,
+                    bfeat_pair,
+                    w,
+                    boff,
+                    trans,
+                    M,
+                    tmx,
+                    expM0,
+                    tmax0,
+                    expM,
+                )
                 for t in range(1, T):
                     for i in range(L):
                         for j in range(L):
@@ -184,13 +241,26 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
             if feasible and (want_marg or want_logz or posterior):
                 if pd:
                     if want_marg or posterior:
-                        lz = pd_forward_backward(score, T, M, tmx, rngp, expM, es, alpha, beta, scale)
+                        lz = pd_forward_backward(
+                            score, T, M, tmx, rngp, expM, es, alpha, beta, scale
+                        )
                         pd_node(T, alpha, beta, scale)
                     else:
                         lz = pd_log_partition(score, T, M, tmx, rngp, expM, es, alpha, scale)
                 else:
-                    lz = forward_backward_ranged(score, T, tc, expMc, tmax, rng, es, alpha, beta, scale,
-                                                 want_marg or posterior)
+                    lz = forward_backward_ranged(
+                        score,
+                        T,
+                        tc,
+                        expMc,
+                        tmax,
+                        rng,
+                        es,
+                        alpha,
+                        beta,
+                        scale,
+                        want_marg or posterior,
+                    )
                     if want_marg or posterior:
                         for t in range(T):
                             for l in range(L):
@@ -219,8 +289,29 @@ def decode_constrained(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_
                     path_score[s] = viterbi_m(score, T, MM, pd, ids, t0)
             if want_nb:
                 if feasible:
-                    nb_count[s] = kbest(score, T, MM, pd, K, delta, bi, br, cnt, trcol, zero, ov, oi, orr,
-                                         hv, hi, hr, nb_ids, t0, nb_score, s)
+                    nb_count[s] = kbest(
+                        score,
+                        T,
+                        MM,
+                        pd,
+                        K,
+                        delta,
+                        bi,
+                        br,
+                        cnt,
+                        trcol,
+                        zero,
+                        ov,
+                        oi,
+                        orr,
+                        hv,
+                        hi,
+                        hr,
+                        nb_ids,
+                        t0,
+                        nb_score,
+                        s,
+                    )
                 else:
                     nb_count[s] = 0
                     for k in range(K):

@@ -1,4 +1,5 @@
-"""Numba kernels of CRFsuite's SGD (``l2sgd``) and of Cao's natural-gradient updates on top of it (``ngd``).
+"""Numba kernels of CRFsuite's SGD (``l2sgd``) and of Cao's natural-gradient updates on top of it
+(``ngd``).
 
 One step for sequence ``i`` at global step ``t`` (counted from 0 over the
 whole run, as CRFsuite's ``t``), exactly in CRFsuite's order
@@ -44,6 +45,7 @@ is read through the per-occurrence layout of :mod:`crfkit.kernels.occ`.
 The table variant (Cao 2015, 3.6) looks ``T`` up in a table of ``m`` values on
 ``[-R, R]`` (the nearest entry); outside the table it computes ``T``.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,25 +56,35 @@ from numba import njit
 from .chain_emit import add_full_row
 from .chain_exp import FAST
 from .occ import apply_gradient, oracle
-from .vecmath import VEC, atan_into, atan_nonneg, erf_nonneg, erf_split_into, gd_nonneg, gd_split_into
+from .vecmath import (
+    VEC,
+    atan_into,
+    atan_nonneg,
+    erf_nonneg,
+    erf_split_into,
+    gd_nonneg,
+    gd_split_into,
+)
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 # update codes (the *_LIBM ones: the same functions through libm, one call per entry)
 IDENTITY, U1G1, ATAN, ERF, GD, ATAN_LIBM, ERF_LIBM, GD_LIBM = 0, 1, 2, 3, 4, 5, 6, 7
-# slots of the scalar state ``scal``: the scale z, the steps done t, the sum of the losses of the steps
+# slots of the scalar state ``scal``: the scale z, the steps done t, the sum of the losses of the
+# steps
 Z, T_, LOSS = 0, 1, 2
 FOLD_BELOW = 1e-9
 
 
 @njit(**VEC)
 def transform(code, g, p):
-    """Cao's transforms: U1G1 ``g / (g^2 + p)``; ATAN ``atan(p g)``; ERF ``erf(p g)``; GD ``gd(p g)`` with
-    ``gd(x) = 2 atan(exp(x)) - pi/2``; IDENTITY ``g``.  ATAN, ERF and GD by the vectorisable approximations
-    of :mod:`crfkit.kernels.vecmath` (within 1.2, 4 and 2.9 ulp); ATAN_LIBM, ERF_LIBM, GD_LIBM the same
-    functions through libm (``gd`` as ``2 atan(tanh(x/2))``: no overflow, exact 0 at 0).  Not inlined: a
-    caller's reassociating fast-math flags would apply to the inlined reductions and change the last bit
-    (and the values would differ from :func:`transform_into`'s)."""
+    """Cao's transforms: U1G1 ``g / (g^2 + p)``; ATAN ``atan(p g)``; ERF ``erf(p g)``; GD
+    ``gd(p g)`` with ``gd(x) = 2 atan(exp(x)) - pi/2``; IDENTITY ``g``.  ATAN, ERF and GD by the
+    vectorisable approximations of :mod:`crfkit.kernels.vecmath` (within 1.2, 4 and 2.9 ulp);
+    ATAN_LIBM, ERF_LIBM, GD_LIBM the same functions through libm (``gd`` as ``2 atan(tanh(x/2))``:
+    no overflow, exact 0 at 0).  Not inlined: a caller's reassociating fast-math flags would apply
+    to the inlined reductions and change the last bit (and the values would differ from
+    :func:`transform_into`'s)."""
     if code == U1G1:
         return g / (g * g + p)
     if code == ATAN:
@@ -103,7 +115,8 @@ def transform_array(code, g, p):
 
 @njit(**_NOPY)
 def make_table(code, p, m, r):
-    """``m`` (odd) values of T on the grid ``-r + 2r j / (m - 1)``, j = 0..m-1 (the middle one is T(0) = 0)."""
+    """``m`` (odd) values of T on the grid ``-r + 2r j / (m - 1)``, j = 0..m-1 (the middle one is
+    T(0) = 0)."""
     tab = np.empty(m)
     h = 2.0 * r / (m - 1)
     for j in range(m):
@@ -140,12 +153,13 @@ def fold(v, scal):
 
 @njit(**VEC)
 def transform_into(code, buf, n, p, tab, r, scr):
-    """buf[:n] <- T(buf[:n]) in place: loops over the contiguous buffer that LLVM vectorises (compiled
-    with numpy's error model, see :mod:`crfkit.kernels.vecmath`; arctan in one loop, ``vecmath.atan_into``;
-    erf and gd evaluate the small-argument polynomial on every entry and the full formula only on the entries
-    past its split point, ``vecmath.erf_split_into`` etc., with ``scr``, float64 scratch of shape (4, >= n));
-    from the table ``tab`` (nearest entry, computed outside ``[-r, r]``) when it has >= 2 entries.  The values are
-    :func:`transform`'s, to the bit."""
+    """buf[:n] <- T(buf[:n]) in place: loops over the contiguous buffer that LLVM vectorises
+    (compiled with numpy's error model, see :mod:`crfkit.kernels.vecmath`; arctan in one loop,
+    ``vecmath.atan_into``; erf and gd evaluate the small-argument polynomial on every entry and the
+    full formula only on the entries past its split point, ``vecmath.erf_split_into`` etc., with
+    ``scr``, float64 scratch of shape (4, >= n)); from the table ``tab`` (nearest entry, computed
+    outside ``[-r, r]``) when it has >= 2 entries.  The values are :func:`transform`'s, to the
+    bit."""
     if tab.shape[0] >= 2:
         inv_h = (tab.shape[0] - 1) / (2.0 * r)
         for j in range(n):
@@ -166,9 +180,45 @@ def transform_into(code, buf, n, p, tab, r, scr):
 
 
 @njit(**_NOPY)
-def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
-              order, start, stop, t0, lam, code, p, tab, r, v, scal, bo, nbuf, gbuf, kbuf,
-              gscr, tn, node, edge, trans, expM, score, es, bm, scale, pm, sw):
+def run_steps(
+    seq_ptr,
+    tok_ptr,
+    ok0,
+    onk,
+    val,
+    lab,
+    y,
+    trans_index,
+    n_state,
+    n_trans,
+    order,
+    start,
+    stop,
+    t0,
+    lam,
+    code,
+    p,
+    tab,
+    r,
+    v,
+    scal,
+    bo,
+    nbuf,
+    gbuf,
+    kbuf,
+    gscr,
+    tn,
+    node,
+    edge,
+    trans,
+    expM,
+    score,
+    es,
+    bm,
+    scale,
+    pm,
+    sw,
+):
     """The steps for the sequences ``order[start:stop]`` (see the module docstring).
 
     ``ok0, onk, lab``: :func:`crfkit.kernels.occ.layout` of the corpus; ``trans`` ... ``pm``:
@@ -179,12 +229,13 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
     ``scal`` = [z, t, sum of losses]: updated in place (``t`` and the loss sum
     carry on from their values).  ``tab``: the table of ``T`` (length >= 2)
     or an empty array for computing ``T``; ``r`` its half-width.  ``bo``,
-    ``nbuf``: :func:`crfkit.kernels.occ.buffer_offsets` (``direct``) of the corpus (read for ``T`` not the
-    identity), ``gbuf``: scratch of the largest ``nbuf`` plus ``n_trans``,
+    ``nbuf``: :func:`crfkit.kernels.occ.buffer_offsets` (``direct``) of the corpus (read for ``T``
+    not the identity), ``gbuf``: scratch of the largest ``nbuf`` plus ``n_trans``,
     ``kbuf`` (int64) the same size for their feature indices, ``tn``: scratch of
     (longest sequence) x L entries, ``gscr`` float64 scratch of shape (4, the larger of
     the two sizes) (all read for ``T`` not the identity).
-    Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too large).
+    Returns the last step size, or -1 (without taking the step) when ``1 - eta lam <= 0`` (eta0 too
+    large).
     """
     eta = 0.0
     L = trans_index.shape[0]
@@ -201,24 +252,60 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
         z *= 1.0 - eta * lam
         gain = eta / z
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
-        loss = wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
-                           trans, expM, score, es, bm, scale)
+        loss = wi * oracle(
+            seq_ptr,
+            tok_ptr,
+            ok0,
+            onk,
+            val,
+            lab,
+            y,
+            trans_index,
+            n_state,
+            v,
+            z,
+            i,
+            node,
+            edge,
+            trans,
+            expM,
+            score,
+            es,
+            bm,
+            scale,
+        )
         if code == IDENTITY:
-            apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, i, node, edge,
-                           -gain * wi, v, pm)
+            apply_gradient(
+                seq_ptr,
+                tok_ptr,
+                ok0,
+                onk,
+                val,
+                lab,
+                y,
+                trans_index,
+                n_state,
+                i,
+                node,
+                edge,
+                -gain * wi,
+                v,
+                pm,
+            )
         else:
-            # (module docstring) direct occurrences (bo < 0) take their step in the walk, from T of their
-            # token's row; the others add into their attribute's block of the buffer (at the offset bo),
-            # token by token; then T over the buffer in one loop and its step: one read-modify-write of v
-            # per distinct feature
+            # (module docstring) direct occurrences (bo < 0) take their step in the walk, from T of
+            # their token's row; the others add into their attribute's block of the buffer (at the
+            # offset bo), token by token; then T over the buffer in one loop and its step: one
+            # read-modify-write of v per distinct feature
             ts = seq_ptr[i]
             T = seq_ptr[i + 1] - ts
             b = nbuf[i]
             for j in range(b):
                 gbuf[j] = 0.0
-            # node[t] - one-hot(y_t): the gradient's factor at t; T of all of it (times the sequence's weight)
-            # in one vectorised loop: the net gradient of an attribute that occurs once in the sequence, with
-            # value 1, is its token's row (the direct occurrences, bo < 0)
+            # node[t] - one-hot(y_t): the gradient's factor at t; T of all of it (times the
+            # sequence's weight) in one vectorised loop: the net gradient of an attribute that
+            # occurs once in the sequence, with value 1, is its token's row (the direct occurrences,
+            # bo < 0)
             for tt in range(T):
                 node[tt, y[ts + tt]] -= 1.0
                 for j in range(L):
@@ -234,7 +321,7 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
                     if o < 0:
                         # the attribute's only occurrence: its step now, from T of the token's row
                         if nk < 0:
-                            add_full_row(v[k0:k0 + L], tn, row, -gain)
+                            add_full_row(v[k0 : k0 + L], tn, row, -gain)
                         else:
                             for j in range(nk):
                                 v[k0 + j] -= gain * tn[row + lab[k0 + j]]
@@ -248,7 +335,8 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
                         for j in range(nk):
                             gbuf[o + j] += c * nr[lab[k0 + j]]
                             kbuf[o + j] = k0 + j
-            # the transition features' net gradient appended to the buffer (transformed with the rest)
+            # the transition features' net gradient appended to the buffer (transformed with the
+            # rest)
             for a in range(L):
                 for c2 in range(L):
                     gtr[a, c2] = edge[a, c2]
@@ -282,13 +370,57 @@ def run_steps(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_t
 
 
 @njit(**_NOPY)
-def sample_loss(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, order, start, stop,
-                v, z, node, edge, trans, expM, score, es, bm, scale, sw):
-    """Sum of -sw_i log p(y_i|x_i) at w = z * v over the sequences order[start:stop] (``sw`` empty: all 1)."""
+def sample_loss(
+    seq_ptr,
+    tok_ptr,
+    ok0,
+    onk,
+    val,
+    lab,
+    y,
+    trans_index,
+    n_state,
+    order,
+    start,
+    stop,
+    v,
+    z,
+    node,
+    edge,
+    trans,
+    expM,
+    score,
+    es,
+    bm,
+    scale,
+    sw,
+):
+    """Sum of -sw_i log p(y_i|x_i) at w = z * v over the sequences order[start:stop] (``sw`` empty:
+    all 1)."""
     total = 0.0
     for s in range(start, stop):
         i = order[s]
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
-        total += wi * oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, z, i, node, edge,
-                             trans, expM, score, es, bm, scale)
+        total += wi * oracle(
+            seq_ptr,
+            tok_ptr,
+            ok0,
+            onk,
+            val,
+            lab,
+            y,
+            trans_index,
+            n_state,
+            v,
+            z,
+            i,
+            node,
+            edge,
+            trans,
+            expM,
+            score,
+            es,
+            bm,
+            scale,
+        )
     return total

@@ -1,5 +1,5 @@
-"""The per-occurrence layout of the stochastic steps (``l2sgd``, ``ngd``, ``pa``, ``ap``, ``arow``) and the
-oracle and gradient walks that read it.
+"""The per-occurrence layout of the stochastic steps (``l2sgd``, ``ngd``, ``pa``, ``ap``, ``arow``)
+and the oracle and gradient walks that read it.
 
 The corpus stores per attribute occurrence its attribute ``a``; a step then
 reads ``attr_ptr[a]``, ``attr_ptr[a + 1]``, ``full[a]`` and ``feat_label[k]``:
@@ -20,6 +20,7 @@ instead of 0.16 (same benchmark).  The sums run in the same order as
 others, each in occurrence order), so the results are the same to the bit.
 Memory: 6 bytes per attribute occurrence (4 + 2), while the run lasts.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,12 +34,13 @@ _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 
 def layout(tok_ptr, attr, attr_ptr, feat_label, full, n_labels):
-    """``(ok0, onk, lab)`` of the module docstring for the corpus occurrences ``attr`` (numpy; O(occurrences))."""
+    """``(ok0, onk, lab)`` of the module docstring for the corpus occurrences ``attr`` (numpy;
+    O(occurrences))."""
     attr = np.asarray(attr)
     nf = np.diff(attr_ptr)
-    k_type = np.int32 if attr_ptr[-1] < 2 ** 31 - 1 else np.int64
+    k_type = np.int32 if attr_ptr[-1] < 2**31 - 1 else np.int64
     ok0 = attr_ptr[:-1].astype(k_type)[attr]
-    n_type = np.int16 if n_labels < 2 ** 15 else np.int32
+    n_type = np.int16 if n_labels < 2**15 else np.int32
     nk = nf.astype(n_type)
     nk[np.asarray(full, dtype=bool)] = -1
     onk = nk[attr]
@@ -47,15 +49,15 @@ def layout(tok_ptr, attr, attr_ptr, feat_label, full, n_labels):
 
 def labels(feat_label, n_labels):
     """The feature labels in the narrowest integer type that holds them."""
-    t = np.uint8 if n_labels <= 256 else (np.int16 if n_labels < 2 ** 15 else np.int32)
+    t = np.uint8 if n_labels <= 256 else (np.int16 if n_labels < 2**15 else np.int32)
     return np.ascontiguousarray(feat_label, dtype=t)
 
 
 def attribute_layout(attr_ptr, full, attrs, n_labels):
     """``(k0, nk)`` as :func:`layout` for a list of attributes (``attrs``: attribute ids)."""
     attrs = np.asarray(attrs)
-    k_type = np.int32 if attr_ptr[-1] < 2 ** 31 - 1 else np.int64
-    n_type = np.int16 if n_labels < 2 ** 15 else np.int32
+    k_type = np.int32 if attr_ptr[-1] < 2**31 - 1 else np.int64
+    n_type = np.int16 if n_labels < 2**15 else np.int32
     nk = np.diff(attr_ptr).astype(n_type)
     nk[np.asarray(full, dtype=bool)] = -1
     return attr_ptr[:-1].astype(k_type)[attrs], nk[attrs]
@@ -80,8 +82,8 @@ class Work:
 
 @njit(**_NOPY)
 def emissions(tok_ptr, ok0, onk, val, lab, t0, t1, w, scale, out):
-    """out[t - t0, l] = scale * the weights firing at token t for label l (full rows as vectors, then the
-    others; the order of :func:`crfkit.kernels.chain.row_emissions`)."""
+    """out[t - t0, l] = scale * the weights firing at token t for label l (full rows as vectors,
+    then the others; the order of :func:`crfkit.kernels.chain.row_emissions`)."""
     L = out.shape[1]
     for t in range(t0, t1):
         orow = out[t - t0]
@@ -114,8 +116,28 @@ def transitions(v, beta, n_state, trans_index, trans):
 
 
 @njit(**_NOPY)
-def oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, beta, i, node, edge,
-           trans, expM, score, es, bm, scale):
+def oracle(
+    seq_ptr,
+    tok_ptr,
+    ok0,
+    onk,
+    val,
+    lab,
+    y,
+    trans_index,
+    n_state,
+    v,
+    beta,
+    i,
+    node,
+    edge,
+    trans,
+    expM,
+    score,
+    es,
+    bm,
+    scale,
+):
     """:func:`crfkit.kernels.oracle.sequence_oracle` on the layout, with preallocated work arrays
     (:class:`Work`): the loss -log p(y_i|x_i) at w = beta v, node marginals into node[:T], summed
     edge marginals into edge (overwritten)."""
@@ -139,8 +161,11 @@ def oracle(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, v, bet
 
 
 @njit(**_NOPY)
-def apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, i, node, edge, coef, v, pm):
-    """v += coef * grad_i (:func:`crfkit.kernels.oracle.apply_gradient` on the layout; ``pm``: L scratch)."""
+def apply_gradient(
+    seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, i, node, edge, coef, v, pm
+):
+    """v += coef * grad_i (:func:`crfkit.kernels.oracle.apply_gradient` on the layout; ``pm``: L
+    scratch)."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
@@ -155,7 +180,7 @@ def apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state
         for e in range(e0, e1):
             if onk[e] < 0:
                 k0 = ok0[e]
-                add_full_row(v[k0:k0 + L], pm, 0, coef * val[e])
+                add_full_row(v[k0 : k0 + L], pm, 0, coef * val[e])
             else:
                 part = True
         if part:
@@ -171,24 +196,26 @@ def apply_gradient(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state
 
 @njit(**_NOPY)
 def buffer_offsets(seq_ptr, tok_ptr, attr, width, val, direct):
-    """Per attribute occurrence ``e`` (counted from the first sequence's first occurrence), the offset
-    ``bo[e]`` of its attribute's block in its sequence's local buffer, the blocks in order of first
-    occurrence, ``width[a]`` entries for attribute ``a``; per sequence, the buffer's length ``nbuf[i]``.
-    Returns ``(bo, nbuf)`` (int32, int64).  The buffer of ``ngd``'s net gradient
+    """Per attribute occurrence ``e`` (counted from the first sequence's first occurrence), the
+    offset ``bo[e]`` of its attribute's block in its sequence's local buffer, the blocks in order of
+    first occurrence, ``width[a]`` entries for attribute ``a``; per sequence, the buffer's length
+    ``nbuf[i]``.  Returns ``(bo, nbuf)`` (int32, int64).  The buffer of ``ngd``'s net gradient
     (:func:`crfkit.kernels.ngd.run_steps`) and of the dual methods' primal direction
-    (:func:`crfkit.kernels.sdca.accumulate_direction`): 4 bytes per occurrence while a run lasts, in place
-    of a lookup by attribute (a random read in an array of the attributes) at every occurrence.  The first
-    occurrence of an attribute in its sequence is the one whose offset equals the sum of the widths of the
-    attributes met before it.
+    (:func:`crfkit.kernels.sdca.accumulate_direction`): 4 bytes per occurrence while a run lasts, in
+    place of a lookup by attribute (a random read in an array of the attributes) at every
+    occurrence.  The first occurrence of an attribute in its sequence is the one whose offset equals
+    the sum of the widths of the attributes met before it.
 
     ``direct`` (``ngd``'s direct route): an attribute that occurs once in its sequence with value 1
-    (``val``, read only then) takes no block; its occurrence gets -1, and the blocks are those of the other
-    attributes."""
+    (``val``, read only then) takes no block; its occurrence gets -1, and the blocks are those of
+    the other attributes."""
     n = seq_ptr.shape[0] - 1
     na = width.shape[0]
     slot = np.zeros(na, dtype=np.int64)
     seen = np.full(na, -1, dtype=np.int64)
-    many = np.zeros(na if direct else 0, dtype=np.int64)   # occurrences in the sequence (2 for a value != 1)
+    many = np.zeros(
+        na if direct else 0, dtype=np.int64
+    )  # occurrences in the sequence (2 for a value != 1)
     e0 = tok_ptr[seq_ptr[0]]
     bo = np.empty(tok_ptr[seq_ptr[n]] - e0, dtype=np.int32)
     nbuf = np.zeros(n, dtype=np.int64)

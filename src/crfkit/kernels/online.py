@@ -1,5 +1,5 @@
-"""Numba kernels of CRFsuite's online large-margin learners: passive-aggressive (PA, PA-I, PA-II), the
-averaged structured perceptron (AP) and AROW, as ``crfsuite learn -a pa|ap|arow`` runs them.
+"""Numba kernels of CRFsuite's online large-margin learners: passive-aggressive (PA, PA-I, PA-II),
+the averaged structured perceptron (AP) and AROW, as ``crfsuite learn -a pa|ap|arow`` runs them.
 
 For sequence ``i`` the Viterbi path ``v`` at the current weights is compared
 with the gold path ``y``; when ``d`` (the number of positions where they
@@ -20,6 +20,7 @@ The average (PA with ``averaging``, AP) is kept lazily with Daume's trick:
 (CRFsuite's ``u``/``c``), and the average is ``w - ws / u``.  Work per sequence:
 Viterbi plus the features of the sequence and the transitions.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,9 +41,37 @@ U, LOSS = 0, 1
 
 
 @njit(**_NOPY)
-def run_online(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_trans,
-               order, start, stop, method, pa_type, C, error_sensitive, gamma,
-               w, ws, cov, scal, dbuf, stamp, touched, path, score, trans, sw):
+def run_online(
+    seq_ptr,
+    tok_ptr,
+    ok0,
+    onk,
+    val,
+    lab,
+    y,
+    trans_index,
+    n_state,
+    n_trans,
+    order,
+    start,
+    stop,
+    method,
+    pa_type,
+    C,
+    error_sensitive,
+    gamma,
+    w,
+    ws,
+    cov,
+    scal,
+    dbuf,
+    stamp,
+    touched,
+    path,
+    score,
+    trans,
+    sw,
+):
     """Process the sequences ``order[start:stop]`` (see the module docstring).
 
     ``ok0, onk, lab``: :func:`crfkit.kernels.occ.layout` of the corpus; ``score``
@@ -74,10 +103,11 @@ def run_online(seq_ptr, tok_ptr, ok0, onk, val, lab, y, trans_index, n_state, n_
                     d += 1
             if d > 0:
                 sc = gold_score(score, y, t0, T, trans)
-                # delta = Phi(gold) - Phi(viterbi): a token whose Viterbi label is the gold one adds nothing
-                # to the state features, so only the d wrong tokens are walked (here, for the touched list
-                # and for the reset): per occurrence, +val on the gold label's feature, -val on the
-                # predicted label's (labels without a feature for this attribute are not in the model)
+                # delta = Phi(gold) - Phi(viterbi): a token whose Viterbi label is the gold one adds
+                # nothing to the state features, so only the d wrong tokens are walked (here, for
+                # the touched list and for the reset): per occurrence, +val on the gold label's
+                # feature, -val on the predicted label's (labels without a feature for this
+                # attribute are not in the model)
                 for t in range(T):
                     yt = y[t0 + t]
                     pt = path[t]

@@ -8,6 +8,7 @@ made dense: :func:`apply_gradient` adds ``coef * grad_i`` to ``v`` touching only
 the state features of the attributes that occur in the sequence and the
 transition features.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,9 +24,26 @@ _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
 
 @njit(**_NOPY)
-def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                    v, beta, n_state, i, node, edge, full, xs=None):
-    """Loss -log p(y_i|x_i) at w = beta*v; node marginals into node[:T], summed edge marginals into edge.
+def sequence_oracle(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    v,
+    beta,
+    n_state,
+    i,
+    node,
+    edge,
+    full,
+    xs=None,
+):
+    """Loss -log p(y_i|x_i) at w = beta*v; node marginals into node[:T], summed edge marginals into
+    edge.
 
     ``node`` must have at least T rows; ``edge`` (L x L) is overwritten.
     ``full``: :func:`crfkit.kernels.chain.full_rows` of the feature space (those
@@ -60,8 +78,23 @@ def sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
 
 
 @njit(**_NOPY)
-def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                   n_state, i, node, edge, coef, v, full):
+def apply_gradient(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    i,
+    node,
+    edge,
+    coef,
+    v,
+    full,
+):
     """v += coef * grad_i, where grad_i is the gradient of -log p(y_i|x_i) given by its marginals.
 
     Touches only the state features of attributes that occur in sequence i and
@@ -83,7 +116,7 @@ def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
         for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
             a = attr[e]
             if full[a]:
-                add_full_row(v[attr_ptr[a]:attr_ptr[a] + L], pm, 0, coef * val[e])
+                add_full_row(v[attr_ptr[a] : attr_ptr[a] + L], pm, 0, coef * val[e])
             else:
                 part = True
         if part:
@@ -97,19 +130,40 @@ def apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_i
 
 
 @njit(**_NOPY)
-def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label, btok_ptr, battr, bval, battr_ptr,
-                   bfeat_pair, boff, v, beta, n_state, i, full, bfull):
-    """The scores of sequence i at w = beta*v with bigram-observation features: (emission scores (T x L),
-    M (T x L x L: M[t] the transition scores into position t, t >= 1), expM[t] = exp(M[t] - tmx[t]),
-    tmx, the largest range of the M[t]), as :func:`crfkit.kernels.chain.bigram_transitions` defines them.
+def _bigram_scores(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    trans_index,
+    attr_ptr,
+    feat_label,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    boff,
+    v,
+    beta,
+    n_state,
+    i,
+    full,
+    bfull,
+):
+    """The scores of sequence i at w = beta*v with bigram-observation features: (emission scores
+    (T x L), M (T x L x L: M[t] the transition scores into position t, t >= 1),
+    expM[t] = exp(M[t] - tmx[t]), tmx, the largest range of the M[t]), as
+    :func:`crfkit.kernels.chain.bigram_transitions` defines them.
 
-    M[t] is built over flat rows of L*L (a feature's pair is its index there: no division per feature),
-    the scale beta applied as the weights are read, and ``exp(M[t] - max)`` is taken over the whole row
-    by the vectorised exp (:func:`~crfkit.kernels.chain.exp_shift_into`, within 1 ulp of libm's) rather
-    than one libm call per pair a feature touches: with every label pair of every observation
-    (Wapiti's space) those calls were most of a step's time.  ``bfull`` (per bigram attribute; empty: none):
-    the attribute has a feature for every label pair, in pair order, so its weights are added to the row
-    as one contiguous run (vectorised) instead of through ``bfeat_pair`` (the same additions)."""
+    M[t] is built over flat rows of L*L (a feature's pair is its index there: no division per
+    feature), the scale beta applied as the weights are read, and ``exp(M[t] - max)`` is taken over
+    the whole row by the vectorised exp (:func:`~crfkit.kernels.chain.exp_shift_into`, within 1 ulp
+    of libm's) rather than one libm call per pair a feature touches: with every label pair of every
+    observation (Wapiti's space) those calls were most of a step's time.  ``bfull`` (per bigram
+    attribute; empty: none): the attribute has a feature for every label pair, in pair order, so its
+    weights are added to the row as one contiguous run (vectorised) instead of through
+    ``bfeat_pair`` (the same additions)."""
     L = trans_index.shape[0]
     LL = L * L
     t0 = seq_ptr[i]
@@ -133,7 +187,7 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
             x = bval[e] * beta
             k0 = battr_ptr[b]
             if some_full and bfull[b]:
-                vb = v[boff + k0:boff + k0 + LL]
+                vb = v[boff + k0 : boff + k0 + LL]
                 for p in range(LL):
                     row[p] += vb[p] * x
             else:
@@ -149,17 +203,39 @@ def _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_labe
 
 
 @njit(**_NOPY)
-def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
-                           bval, battr_ptr, bfeat_pair, boff, v, beta, n_state, i, node, edges, edge, full,
-                           bfull):
-    """:func:`sequence_oracle` for a feature space with bigram-observation features (weights of bigram
-    feature k at ``v[boff + k]``): loss -log p(y_i|x_i) at w = beta*v, node marginals into node[:T], the
-    edge marginals of position t (pair (t-1, t), 1 <= t < T) into edges[t] (``edges``: at least T x L x L;
-    edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).  ``bfull``: as
-    :func:`_bigram_scores` (empty: none).
+def sequence_oracle_bigram(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    boff,
+    v,
+    beta,
+    n_state,
+    i,
+    node,
+    edges,
+    edge,
+    full,
+    bfull,
+):
+    """:func:`sequence_oracle` for a feature space with bigram-observation features (weights of
+    bigram feature k at ``v[boff + k]``): loss -log p(y_i|x_i) at w = beta*v, node marginals into
+    node[:T], the edge marginals of position t (pair (t-1, t), 1 <= t < T) into edges[t] (``edges``:
+    at least T x L x L; edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).
+    ``bfull``: as :func:`_bigram_scores` (empty: none).
 
-    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`): the
-    position-dependent transition scores (:func:`_bigram_scores`), then
+    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`):
+    the position-dependent transition scores (:func:`_bigram_scores`), then
     :func:`~crfkit.kernels.batch.bigram_sequence_marginals`."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
@@ -169,25 +245,82 @@ def sequence_oracle_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label,
             edge[a, b] = 0.0
     if T == 0:
         return 0.0
-    score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr, feat_label,
-                                              btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, v, beta, n_state,
-                                              i, full, bfull)
+    score, M, expM, tmx, rng = _bigram_scores(
+        seq_ptr,
+        tok_ptr,
+        attr,
+        val,
+        trans_index,
+        attr_ptr,
+        feat_label,
+        btok_ptr,
+        battr,
+        bval,
+        battr_ptr,
+        bfeat_pair,
+        boff,
+        v,
+        beta,
+        n_state,
+        i,
+        full,
+        bfull,
+    )
     es = np.empty((T, L))
     alpha = np.empty((T, L))
     beta_m = np.empty((T, L))
     scale = np.empty(T)
-    logz = bigram_sequence_marginals(0, T, 0, M, tmx, rng, expM, score, es, alpha, beta_m, scale, 1.0, edges, node,
-                                     edge, np.zeros((0, L)), False)
+    logz = bigram_sequence_marginals(
+        0,
+        T,
+        0,
+        M,
+        tmx,
+        rng,
+        expM,
+        score,
+        es,
+        alpha,
+        beta_m,
+        scale,
+        1.0,
+        edges,
+        node,
+        edge,
+        np.zeros((0, L)),
+        False,
+    )
     return logz - pd_gold_score(score, y, t0, T, M)
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def loss_sum_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr, bval,
-                    battr_ptr, bfeat_pair, boff, v, beta, n_state, bounds, full, sw, bfull):
-    """sum_i sw_i * -log p(y_i|x_i) at w = beta*v (``sw`` empty: all 1) by the forward recursion over the
-    scores of :func:`_bigram_scores`: the value the full-batch ``loss_only_bigram`` computes (to
-    rounding), at the per-example oracle's cost (its vectorised exponentials); chunks ``bounds`` of
-    sequences on numba's threads.  SGD-L1's per-pass objective."""
+def loss_sum_bigram(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    boff,
+    v,
+    beta,
+    n_state,
+    bounds,
+    full,
+    sw,
+    bfull,
+):
+    """sum_i sw_i * -log p(y_i|x_i) at w = beta*v (``sw`` empty: all 1) by the forward recursion
+    over the scores of :func:`_bigram_scores`: the value the full-batch ``loss_only_bigram``
+    computes (to rounding), at the per-example oracle's cost (its vectorised exponentials); chunks
+    ``bounds`` of sequences on numba's threads.  SGD-L1's per-pass objective."""
     L = trans_index.shape[0]
     nc = bounds.shape[0] - 1
     out = np.zeros(nc)
@@ -199,44 +332,134 @@ def loss_sum_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_
             ws = 1.0 if sw.shape[0] == 0 else sw[i]
             if T == 0 or ws == 0.0:
                 continue
-            score, M, expM, tmx, rng = _bigram_scores(seq_ptr, tok_ptr, attr, val, trans_index, attr_ptr,
-                                                      feat_label, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff,
-                                                      v, beta, n_state, i, full, bfull)
+            score, M, expM, tmx, rng = _bigram_scores(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                trans_index,
+                attr_ptr,
+                feat_label,
+                btok_ptr,
+                battr,
+                bval,
+                battr_ptr,
+                bfeat_pair,
+                boff,
+                v,
+                beta,
+                n_state,
+                i,
+                full,
+                bfull,
+            )
             es = np.empty((T, L))
             alpha = np.empty((T, L))
             scale = np.empty(T)
-            acc += ws * (pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale)
-                         - pd_gold_score(score, y, t0, T, M))
+            acc += ws * (
+                pd_log_partition(score, T, M, tmx, rng, expM, es, alpha, scale)
+                - pd_gold_score(score, y, t0, T, M)
+            )
         out[c] = acc
     return out.sum()
 
 
 @njit(**_NOPY)
-def apply_gradient_bigram(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, btok_ptr, battr,
-                          bval, battr_ptr, bfeat_pair, boff, n_state, i, node, eflat, edge, coef, v, full):
+def apply_gradient_bigram(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    boff,
+    n_state,
+    i,
+    node,
+    eflat,
+    edge,
+    coef,
+    v,
+    full,
+):
     """v += coef * grad_i for a feature space with bigram-observation features, from the outputs of
     :func:`sequence_oracle_bigram` (``eflat``: its ``edges`` viewed as rows of L*L): the state and
-    transition features as :func:`apply_gradient`, and for every position t >= 1 and bigram attribute
-    occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) - [pair of k is gold])``
-    for the features k of b.  The attributes of a sequence's first token take no part (no transition
-    enters it)."""
-    apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, node, edge,
-                   coef, v, full)
-    add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat,
-                        trans_index.shape[0], coef, v, np.zeros(0, np.int8), np.zeros(0, np.int64), -1)
+    transition features as :func:`apply_gradient`, and for every position t >= 1 and bigram
+    attribute occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) - [pair
+    of k is gold])`` for the features k of b.  The attributes of a sequence's first token take no
+    part (no transition enters it)."""
+    apply_gradient(
+        seq_ptr,
+        tok_ptr,
+        attr,
+        val,
+        y,
+        attr_ptr,
+        feat_label,
+        trans_index,
+        n_state,
+        i,
+        node,
+        edge,
+        coef,
+        v,
+        full,
+    )
+    add_bigram_gradient(
+        seq_ptr,
+        y,
+        btok_ptr,
+        battr,
+        bval,
+        battr_ptr,
+        bfeat_pair,
+        boff,
+        i,
+        eflat,
+        trans_index.shape[0],
+        coef,
+        v,
+        np.zeros(0, np.int8),
+        np.zeros(0, np.int64),
+        -1,
+    )
 
 
 @njit(**_NOPY)
-def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair, boff, i, eflat, L, coef, v, bfull,
-                        stamp, step):
-    """The bigram-observation part of :func:`apply_gradient_bigram`: for every position t >= 1 of sequence i
-    and bigram attribute occurrence (b, value) there, ``v[boff + k] += coef * value * (p_t(pair of k) -
-    [pair of k is gold])``.  ``bfull`` (per bigram attribute; empty: none): b has a feature for every label
-    pair, in pair order (Wapiti's space), so its whole row of edge marginals is added as one contiguous run
-    and the gold pair's 1 taken off after it (SGD-L1's step, :mod:`crfkit.kernels.sgdl1`); the other
-    attributes pair by pair.  The same additions per weight either way.  ``stamp`` (empty: none), ``step``:
-    SGD-L1's step marks, per attribute then per bigram attribute; a full attribute marked ``step`` (seen once
-    in the sequence) is skipped: the step adds its gradient in the penalty's walk."""
+def add_bigram_gradient(
+    seq_ptr,
+    y,
+    btok_ptr,
+    battr,
+    bval,
+    battr_ptr,
+    bfeat_pair,
+    boff,
+    i,
+    eflat,
+    L,
+    coef,
+    v,
+    bfull,
+    stamp,
+    step,
+):
+    """The bigram-observation part of :func:`apply_gradient_bigram`: for every position t >= 1 of
+    sequence i and bigram attribute occurrence (b, value) there,
+    ``v[boff + k] += coef * value * (p_t(pair of k) - [pair of k is gold])``.  ``bfull`` (per bigram
+    attribute; empty: none): b has a feature for every label pair, in pair order (Wapiti's space),
+    so its whole row of edge marginals is added as one contiguous run and the gold pair's 1 taken
+    off after it (SGD-L1's step, :mod:`crfkit.kernels.sgdl1`); the other attributes pair by pair.
+    The same additions per weight either way.  ``stamp`` (empty: none), ``step``: SGD-L1's step
+    marks, per attribute then per bigram attribute; a full attribute marked ``step`` (seen once in
+    the sequence) is skipped: the step adds its gradient in the penalty's walk."""
     L2 = L * L
     some_full = bfull.shape[0] > 0
     s0 = stamp.shape[0] - (battr_ptr.shape[0] - 1)
@@ -253,7 +476,7 @@ def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair
             if some_full and bfull[b] and stamp.shape[0] > 0 and stamp[s0 + b] == step:
                 continue
             if some_full and bfull[b]:
-                vb = v[boff + k0:boff + k1]
+                vb = v[boff + k0 : boff + k1]
                 for q in range(L2):
                     vb[q] += c * xi[q]
                 vb[gold] -= c
@@ -267,7 +490,8 @@ def add_bigram_gradient(seq_ptr, y, btok_ptr, battr, bval, battr_ptr, bfeat_pair
 
 @njit(**_NOPY)
 def touched_features(seq_ptr, tok_ptr, attr, attr_ptr, i, out):
-    """Write the state-feature indices touched by sequence i into ``out``; return how many (with repeats)."""
+    """Write the state-feature indices touched by sequence i into ``out``; return how many (with
+    repeats)."""
     n = 0
     for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
         a = attr[e]

@@ -39,6 +39,7 @@ line search runs, the emission scores of the gradient.  Attributes whose
 features are all labels in order (:func:`full_rows`, e.g. dense pixel
 attributes) are handled as contiguous label rows, which numba vectorises.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,7 +75,8 @@ _U53 = 1.0 / 9007199254740992.0
 # --------------------------------------------------------------------- random
 @njit(**_NOPY)
 def rng_uniform(st):
-    """A uniform double in [0, 1) from the splitmix64 generator whose state is ``st[0]`` (uint64)."""
+    """A uniform double in [0, 1) from the splitmix64 generator whose state is ``st[0]``
+    (uint64)."""
     st[0] += np.uint64(0x9E3779B97F4A7C15)
     z = st[0]
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -92,7 +94,8 @@ def rng_below(st, n):
 
 # ------------------------------------------------------------------- sum tree
 def tree_size(n: int) -> int:
-    """Number of leaves P (a power of two >= n); the tree arrays have 2P entries, leaf i at P + i."""
+    """Number of leaves P (a power of two >= n); the tree arrays have 2P entries, leaf i at
+    P + i."""
     P = 1
     while P < max(n, 1):
         P *= 2
@@ -109,7 +112,8 @@ def tree_clear(tsum, tmax, tmin):
 
 @njit(**_NOPY)
 def tree_set(tsum, tmax, tmin, i, value):
-    """Leaf i <- value (value > 0 makes it active); recompute its O(log n) ancestors from their children."""
+    """Leaf i <- value (value > 0 makes it active); recompute its O(log n) ancestors from their
+    children."""
     P = tsum.shape[0] // 2
     k = P + i
     if value > 0.0:
@@ -131,7 +135,8 @@ def tree_set(tsum, tmax, tmin, i, value):
 
 @njit(**_NOPY)
 def tree_sample(tsum, u):
-    """The leaf whose cumulative-weight interval holds ``u * total`` (u in [0, 1)): P(i) = w_i / total."""
+    """The leaf whose cumulative-weight interval holds ``u * total`` (u in [0, 1)):
+    P(i) = w_i / total."""
     P = tsum.shape[0] // 2
     target = u * tsum[1]
     k = 1
@@ -157,7 +162,8 @@ def tree_build(tsum, tmax, tmin, Li):
 
 
 def max_occurrences(seq_ptr, tok_ptr) -> int:
-    """The largest number of attribute occurrences of one sequence (a bound on its distinct attributes)."""
+    """The largest number of attribute occurrences of one sequence (a bound on its distinct
+    attributes)."""
     if len(seq_ptr) < 2:
         return 1
     return max(int(np.max(tok_ptr[seq_ptr[1:]] - tok_ptr[seq_ptr[:-1]])), 1)
@@ -165,7 +171,8 @@ def max_occurrences(seq_ptr, tok_ptr) -> int:
 
 def max_coordinates(seq_ptr, tok_ptr, attr, attr_ptr, n_trans) -> int:
     """A bound on the coordinates one sequence touches: the features of its attribute occurrences
-    (largest over the sequences) plus the transition features; the size of the example-local buffers."""
+    (largest over the sequences) plus the transition features; the size of the example-local
+    buffers."""
     if len(seq_ptr) < 2:
         return max(int(n_trans), 1)
     cs = np.concatenate(([0], np.cumsum(np.diff(attr_ptr)[attr])))
@@ -187,8 +194,28 @@ def _catch_up_range(v, d, k0, k1, delta):
 
 
 @njit(**_NOPY)
-def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
-                       v, beta, d, alast, cum, t, mark, ulist, obase, out):
+def catch_up_emissions(
+    tok_ptr,
+    attr,
+    val,
+    t0,
+    t1,
+    attr_ptr,
+    feat_label,
+    full,
+    n_state,
+    n_trans,
+    v,
+    beta,
+    d,
+    alast,
+    cum,
+    t,
+    mark,
+    ulist,
+    obase,
+    out,
+):
     """Bring the coordinates of tokens t0..t1-1 (and the transition features) up to date through
     iteration t of the window and write their emission scores at w = beta*v into ``out``; one walk.
 
@@ -240,7 +267,9 @@ def catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n
             else:
                 part = True
         if part:
-            add_scattered_rows(orow, v, False, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, beta)
+            add_scattered_rows(
+                orow, v, False, tt, e0, tok_ptr, attr, val, attr_ptr, feat_label, full, obase, beta
+            )
     la = alast[na]
     if la < t:
         _catch_up_range(v, d, n_state, n_state + n_trans, c - cum[la])
@@ -275,7 +304,8 @@ def full_catch_up(attr_ptr, n_state, n_trans, v, d, alast, cum, fsc, isc):
 @njit(**_NOPY)
 def _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, bm, es, scale):
     """The oracle from the emission scores ``score[:T]`` of the example whose tokens start at t0:
-    (loss, transition score matrix); node marginals into ``node[:T]``, summed edge marginals into ``edge``."""
+    (loss, transition score matrix); node marginals into ``node[:T]``, summed edge marginals into
+    ``edge``."""
     Lab = trans_index.shape[0]
     for a in range(Lab):
         for b in range(Lab):
@@ -309,7 +339,9 @@ def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, e
                 tr2[a, b] = trans[a, b] - inv * gtr[a, b]
         tmax = max_min(tr2)[0]
         expM = exp_minus(tr2, tmax)
-        fp = log_partition(sc2, T, tr2, expM, tmax, es, alpha, scale) - gold_score(sc2, y, t0, T, tr2)
+        fp = log_partition(sc2, T, tr2, expM, tmax, es, alpha, scale) - gold_score(
+            sc2, y, t0, T, tr2
+        )
         nev += 1
         if fp < f - gnorm2 * 0.5 * inv or nev > LS_MAX_DOUBLINGS:
             break
@@ -318,12 +350,15 @@ def _line_search_scores(y, t0, T, score, shift, trans, gtr, gnorm2, f, L, sc2, e
 
 
 @njit(**_NOPY)
-def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc):
+def gradient_and_difference(
+    tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc
+):
     """One walk over the occurrences of tokens t0..t1-1, into the example-local buffers laid out by
-    :func:`catch_up_emissions`: ``gloc += x * pm[r, label]`` (the state part of the loss gradient when
-    ``pm`` = node marginals minus the gold indicator, as :func:`crfkit.kernels.oracle.apply_gradient`
-    adds it, coordinate by coordinate in the same order) and ``dloc += x * dp[r, label]`` (with ``dp`` =
-    new minus stored node marginals: g_new - g_old, the gold part cancelling)."""
+    :func:`catch_up_emissions`: ``gloc += x * pm[r, label]`` (the state part of the loss gradient
+    when ``pm`` = node marginals minus the gold indicator, as
+    :func:`crfkit.kernels.oracle.apply_gradient` adds it, coordinate by coordinate in the same
+    order) and ``dloc += x * dp[r, label]`` (with ``dp`` = new minus stored node marginals:
+    g_new - g_old, the gold part cancelling)."""
     L = pm.shape[1]
     e0 = tok_ptr[t0]
     for tt in range(t0, t1):
@@ -335,8 +370,8 @@ def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, fu
             if full[a]:
                 b = obase[e - e0]
                 x = val[e]
-                gr = gloc[b:b + L]
-                br = dloc[b:b + L]
+                gr = gloc[b : b + L]
+                br = dloc[b : b + L]
                 for l in range(L):
                     gr[l] += x * pr[l]
                     br[l] += x * dr[l]
@@ -358,13 +393,53 @@ def gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, fu
 @njit(**_NOPY)
 def local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, gloc, out):
     """:func:`crfkit.kernels.chain.emissions` of the example-local vector ``gloc`` (scale 1)."""
-    row_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, gloc, 1.0, out, True, obase)
+    row_emissions(
+        tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, gloc, 1.0, out, True, obase
+    )
 
 
 @njit(**_NOPY)
-def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-                    i, store, stored, do_ls, L, v, beta, d, alast, cum, t, mark, ulist, obase, node_store,
-                    trans_store, node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale):
+def process_example(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    full,
+    trans_index,
+    n_state,
+    n_trans,
+    i,
+    store,
+    stored,
+    do_ls,
+    L,
+    v,
+    beta,
+    d,
+    alast,
+    cum,
+    t,
+    mark,
+    ulist,
+    obase,
+    node_store,
+    trans_store,
+    node,
+    edge,
+    gloc,
+    dloc,
+    pm,
+    dp,
+    score,
+    shift,
+    sc2,
+    es,
+    alpha,
+    scale,
+):
     """Evaluate example i at the current weights and put ``g_new - g_old`` into ``dloc``.
 
     Brings i's coordinates up to date while computing its emission scores
@@ -387,13 +462,36 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
     t1 = seq_ptr[i + 1]
     T = t1 - t0
     Lab = trans_index.shape[0]
-    nu, ts = catch_up_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, n_state, n_trans,
-                                v, beta, d, alast, cum, t, mark, ulist, obase, score)
-    loss, trans = _chain_oracle(y, t0, T, v, beta, n_state, trans_index, node, edge, score, sc2, es, scale)
+    nu, ts = catch_up_emissions(
+        tok_ptr,
+        attr,
+        val,
+        t0,
+        t1,
+        attr_ptr,
+        feat_label,
+        full,
+        n_state,
+        n_trans,
+        v,
+        beta,
+        d,
+        alast,
+        cum,
+        t,
+        mark,
+        ulist,
+        obase,
+        score,
+    )
+    loss, trans = _chain_oracle(
+        y, t0, T, v, beta, n_state, trans_index, node, edge, score, sc2, es, scale
+    )
     nev = 1
-    # pm: marginals minus the gold indicator (the gradient's weights); dp: new minus stored marginals.
-    # When storing, the new marginals are stored first and dp is taken from the stored value, so that
-    # d stays the sum of the gradients the store rebuilds even when it holds them in float32.
+    # pm: marginals minus the gold indicator (the gradient's weights); dp: new minus stored
+    # marginals. When storing, the new marginals are stored first and dp is taken from the stored
+    # value, so that d stays the sum of the gradients the store rebuilds even when it holds them in
+    # float32.
     for r in range(T):
         yt = y[t0 + r]
         for lab in range(Lab):
@@ -410,8 +508,11 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
                     dp[r, lab] = ps - 1.0 if lab == yt else ps
             else:
                 dp[r, lab] = p - node_store[t0 + r, lab] if stored else q
-    gradient_and_difference(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc)
-    # transition gradient at local offset ts (as apply_gradient: expected counts, minus the gold transitions)
+    gradient_and_difference(
+        tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, pm, dp, gloc, dloc
+    )
+    # transition gradient at local offset ts (as apply_gradient: expected counts, minus the gold
+    # transitions)
     for a in range(Lab):
         for b in range(Lab):
             k = trans_index[a, b]
@@ -428,7 +529,9 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
     if do_ls and g2 > LS_MIN_GNORM2:
         local_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, full, obase, gloc, shift)
         gtr = transition_matrix(gloc, 1.0, ts, trans_index)
-        L, ls = _line_search_scores(y, t0, T, score, shift, trans, gtr, g2, loss, L, sc2, es, alpha, scale)
+        L, ls = _line_search_scores(
+            y, t0, T, score, shift, trans, gtr, g2, loss, L, sc2, es, alpha, scale
+        )
         nev += ls
     for k in range(n_trans):
         x = gloc[ts + k]
@@ -445,8 +548,9 @@ def process_example(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, 
 
 @njit(**_NOPY)
 def consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, dcoef, vcoef, d, v):
-    """d += dcoef * dloc and v += vcoef * dloc for the example-local buffer ``dloc`` laid out over the
-    attributes ``ulist[:nu]`` and the transition features (see :func:`process_example`); dloc back to zero."""
+    """d += dcoef * dloc and v += vcoef * dloc for the example-local buffer ``dloc`` laid out over
+    the attributes ``ulist[:nu]`` and the transition features (see :func:`process_example`); dloc
+    back to zero."""
     # (the loops over an attribute's features are written on slices and repeated for the two cases:
     # numba vectorises them only so)
     off = 0
@@ -455,7 +559,7 @@ def consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, dcoef, vcoef, d, v):
             a = ulist[u]
             k0 = attr_ptr[a]
             k1 = attr_ptr[a + 1]
-            br = dloc[off:off + k1 - k0]
+            br = dloc[off : off + k1 - k0]
             dr = d[k0:k1]
             for k in range(k1 - k0):
                 dr[k] += dcoef * br[k]
@@ -465,7 +569,7 @@ def consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, dcoef, vcoef, d, v):
             a = ulist[u]
             k0 = attr_ptr[a]
             k1 = attr_ptr[a + 1]
-            br = dloc[off:off + k1 - k0]
+            br = dloc[off : off + k1 - k0]
             dr = d[k0:k1]
             vr = v[k0:k1]
             for k in range(k1 - k0):
@@ -477,7 +581,7 @@ def consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, dcoef, vcoef, d, v):
         x = dloc[off + k]
         d[n_state + k] += dcoef * x
         v[n_state + k] += vcoef * x
-    dloc[:off + n_trans] = 0.0
+    dloc[: off + n_trans] = 0.0
 
 
 @njit(**_NOPY)
@@ -510,12 +614,64 @@ def _mark_stored(i, perm, pos, isc):
 
 # --------------------------------------------------------------- the driver
 @njit(**_NOPY)
-def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-            method, step_rule, l2, L0, eval_target, ls_skip, lmax_decayed,
-            v, d, alast, cum, node_store, trans_store, perm, pos, kperm, kpos, Li, skip_left, skip_streak,
-            tsum, tmax, tmin, fsc, isc, rng, mark, ulist, ulist2, obase, node, edge, gloc, dloc, dloc2, pm, dp,
-            score, shift, sc2, es, alpha, scale):
-    """Iterate until ``isc[I_EVALS] >= eval_target`` (evaluations: oracle calls plus line-search forward passes).
+def sag_run(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    full,
+    trans_index,
+    n_state,
+    n_trans,
+    method,
+    step_rule,
+    l2,
+    L0,
+    eval_target,
+    ls_skip,
+    lmax_decayed,
+    v,
+    d,
+    alast,
+    cum,
+    node_store,
+    trans_store,
+    perm,
+    pos,
+    kperm,
+    kpos,
+    Li,
+    skip_left,
+    skip_streak,
+    tsum,
+    tmax,
+    tmin,
+    fsc,
+    isc,
+    rng,
+    mark,
+    ulist,
+    ulist2,
+    obase,
+    node,
+    edge,
+    gloc,
+    dloc,
+    dloc2,
+    pm,
+    dp,
+    score,
+    shift,
+    sc2,
+    es,
+    alpha,
+    scale,
+):
+    """Iterate until ``isc[I_EVALS] >= eval_target`` (evaluations: oracle calls plus line-search
+    forward passes).
 
     Returns 0, or 1 when a step made ``1 - alpha*l2 <= 0`` (the run must stop).
     State: ``fsc`` = [beta, L_g, last step, L_max (SAG-NUS)], ``isc`` = [m
@@ -577,7 +733,8 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
                 else:
                     j = kperm[rng_below(rng, mk)]
         elif method == SAG_NUS_STAR:
-            # 5: with probability 1/2 uniformly, with 1/2 proportionally to L_i among the seen examples
+            # 5: with probability 1/2 uniformly, with 1/2 proportionally to L_i among the seen
+            # examples
             if mk == 0 or rng_uniform(rng) < 0.5:
                 j = rng_below(rng, n)
             else:
@@ -611,15 +768,52 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
         saga_b = (method == SAGA or method == SAGA_NUS) and step_rule == STEP_B
         store_j = not saga_b
         loss, g2, Lnew, nev, nu = process_example(
-            seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-            j, store_j, stored, not skipping, Lstart, v, beta, d, alast, cum, t, mark, ulist, obase, node_store,
-            trans_store, node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale)
+            seq_ptr,
+            tok_ptr,
+            attr,
+            val,
+            y,
+            attr_ptr,
+            feat_label,
+            full,
+            trans_index,
+            n_state,
+            n_trans,
+            j,
+            store_j,
+            stored,
+            not skipping,
+            Lstart,
+            v,
+            beta,
+            d,
+            alast,
+            cum,
+            t,
+            mark,
+            ulist,
+            obase,
+            node_store,
+            trans_store,
+            node,
+            edge,
+            gloc,
+            dloc,
+            pm,
+            dp,
+            score,
+            shift,
+            sc2,
+            es,
+            alpha,
+            scale,
+        )
         isc[I_EVALS] += nev
         if ls_skip and per_example:
             if skipping:
                 skip_left[j] -= 1
             elif g2 > LS_MIN_GNORM2:
-                if nev == 2:        # the oracle and one trial: the starting estimate was accepted
+                if nev == 2:  # the oracle and one trial: the starting estimate was accepted
                     if skip_streak[j] < LS_SKIP_MAX_STREAK:
                         skip_streak[j] += 1
                     skip_left[j] = np.int64(1) << (skip_streak[j] - 1)
@@ -658,7 +852,11 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
                 Lhi = tmax[1] if mk > 0 else lbar
             if mk < n and lbar > Lhi:
                 Lhi = lbar
-            a_t = n * pmin / (4.0 * (Lhi + l2) + n * l2) if step_rule == STEP_A else 1.0 / (4.0 * (lbar + l2))
+            a_t = (
+                n * pmin / (4.0 * (Lhi + l2) + n * l2)
+                if step_rule == STEP_A
+                else 1.0 / (4.0 * (lbar + l2))
+            )
         shrink = 1.0 - a_t * l2
         if shrink <= 0.0:
             return 1
@@ -668,9 +866,46 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
         if saga_b:
             r = rng_below(rng, n)
             _l, _g, _L, nev2, nu2 = process_example(
-                seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, n_trans,
-                r, True, pos[r] < m, False, 1.0, v, beta, d, alast, cum, t, mark, ulist2, obase, node_store,
-                trans_store, node, edge, gloc, dloc2, pm, dp, score, shift, sc2, es, alpha, scale)
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                full,
+                trans_index,
+                n_state,
+                n_trans,
+                r,
+                True,
+                pos[r] < m,
+                False,
+                1.0,
+                v,
+                beta,
+                d,
+                alast,
+                cum,
+                t,
+                mark,
+                ulist2,
+                obase,
+                node_store,
+                trans_store,
+                node,
+                edge,
+                gloc,
+                dloc2,
+                pm,
+                dp,
+                score,
+                shift,
+                sc2,
+                es,
+                alpha,
+                scale,
+            )
             isc[I_EVALS] += nev2
             _mark_stored(r, perm, pos, isc)
         beta *= shrink
@@ -683,19 +918,31 @@ def sag_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_in
             norm = float(isc[I_M])
         else:
             # Proposition 1: w <- (1 - a l2) w - a [c (g_j - s_j) + d_old / n], c = 1/(n p_j);
-            # the dense term is deferred with the updated d, so the touched coordinates get the difference
+            # the dense term is deferred with the updated d, so the touched coordinates get the
+            # difference
             c = 1.0 / (n * pj)
             if saga_b:
                 consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, 0.0, -a_t * c / beta, d, v)
                 consume(attr_ptr, n_state, n_trans, ulist2, nu2, dloc2, 1.0, a_t / (n * beta), d, v)
             else:
-                consume(attr_ptr, n_state, n_trans, ulist, nu, dloc, 1.0, -a_t * (c - 1.0 / n) / beta, d, v)
+                consume(
+                    attr_ptr,
+                    n_state,
+                    n_trans,
+                    ulist,
+                    nu,
+                    dloc,
+                    1.0,
+                    -a_t * (c - 1.0 / n) / beta,
+                    d,
+                    v,
+                )
             norm = float(n)
         cum[t + 1] = cum[t] + a_t / (norm * beta)
         isc[I_T] = t + 1
         isc[I_ITER] += 1
         if method == SAG or method == SAGA:
-            fsc[F_LG] *= decay      # Algorithm 1, line 16
+            fsc[F_LG] *= decay  # Algorithm 1, line 16
         elif method == SAG_NUS or lmax_decayed:
             fsc[F_LMAX] *= decay
     return 0

@@ -2,6 +2,7 @@
 marginals, initial and warm stores), the conjugate weights ``w_hat``, the projection of a primal
 point onto the dual, and the entropies and divergences of stored chains (paper eq. 9, 10).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,9 @@ from .chain_emit import add_full_row, emissions_rows
 from .chain_exp import FAST
 from .chain_pairs import chain_marginals, pd_chain_marginals
 
-# error_model="numpy": a float division is IEEE (no ZeroDivisionError branch), so that the loops over
-# marginal entries vectorise (the branch kept LLVM from it; every division here is guarded anyway)
+# error_model="numpy": a float division is IEEE (no ZeroDivisionError branch), so that the loops
+# over marginal entries vectorise (the branch kept LLVM from it; every division here is guarded
+# anyway)
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 
 _PAR = dict(cache=True, nogil=True, fastmath=FAST, parallel=True, error_model="numpy")
@@ -61,14 +63,14 @@ def gold_marginals(y, t0, T, L, value, node, pair):
 
 @njit(**_NOPY)
 def gold_marginals_closed(y, t0, T, L, value, node, pair):
-    """:func:`gold_marginals` in closed form, written into ``node`` (T x L) and ``pair`` ((T-1) x L x L),
-    which may be rows of a float32 store.  Every label but the gold one scores 0 at a position and on
-    an edge, so the forward (backward) messages take two values per position, the gold label's and the
-    others' (all equal), and an edge's pairwise marginals four: gold-gold, gold-other, other-gold,
-    other-other.  The messages are normalised at every position and each edge's (node's) marginals by
-    their own sum, so no exp but ``exp(value)`` and no overflow; O(T) arithmetic besides writing the
-    T L + (T-1) L^2 entries (the forward-backward on a position-dependent chain took 176 us per CoNLL-2000
-    sentence, most of an SDCA step)."""
+    """:func:`gold_marginals` in closed form, written into ``node`` (T x L) and ``pair``
+    ((T-1) x L x L), which may be rows of a float32 store.  Every label but the gold one scores 0 at
+    a position and on an edge, so the forward (backward) messages take two values per position, the
+    gold label's and the others' (all equal), and an edge's pairwise marginals four: gold-gold,
+    gold-other, other-gold, other-other.  The messages are normalised at every position and each
+    edge's (node's) marginals by their own sum, so no exp but ``exp(value)`` and no overflow; O(T)
+    arithmetic besides writing the T L + (T-1) L^2 entries (the forward-backward on a
+    position-dependent chain took 176 us per CoNLL-2000 sentence, most of an SDCA step)."""
     E = np.exp(value)
     o = L - 1.0
     ag = np.empty(T)
@@ -81,8 +83,9 @@ def gold_marginals_closed(y, t0, T, L, value, node, pair):
     ag[0] = g / sm
     ao[0] = x / sm
     for t in range(1, T):
-        # gold at t: from gold at t-1 with the transition's and the node's score, from any other with the
-        # node's; others at t: from everything with score 0 (the previous messages sum to 1)
+        # gold at t: from gold at t-1 with the transition's and the node's score, from any other
+        # with the node's; others at t: from everything with score 0 (the previous messages sum to
+        # 1)
         g = E * (1.0 + ag[t - 1] * (E - 1.0))
         sm = g + o
         ag[t] = g / sm
@@ -130,9 +133,10 @@ GOLD_CLOSED_MAX = 300.0
 
 @njit(**_PAR)
 def init_store(seq_ptr, eptr, y, L, value, node_store, pair_store):
-    """Every sequence's marginals of :func:`gold_marginals` into the stores (one thread per sequence),
-    from the closed form :func:`gold_marginals_closed`, written straight into the store rows; for
-    ``|value| > GOLD_CLOSED_MAX`` (exp(value)^2 would overflow) from :func:`gold_marginals` itself."""
+    """Every sequence's marginals of :func:`gold_marginals` into the stores (one thread per
+    sequence), from the closed form :func:`gold_marginals_closed`, written straight into the store
+    rows; for ``|value| > GOLD_CLOSED_MAX`` (exp(value)^2 would overflow) from
+    :func:`gold_marginals` itself."""
     n = seq_ptr.shape[0] - 1
     closed = abs(value) <= GOLD_CLOSED_MAX
     for i in prange(n):
@@ -142,7 +146,9 @@ def init_store(seq_ptr, eptr, y, L, value, node_store, pair_store):
             continue
         e0 = eptr[i]
         if closed:
-            gold_marginals_closed(y, t0, T, L, value, node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)])
+            gold_marginals_closed(
+                y, t0, T, L, value, node_store[t0 : t0 + T], pair_store[e0 : e0 + max(T - 1, 0)]
+            )
         else:
             node = np.empty((T, L))
             pair = np.empty((max(T - 1, 1), L, L))
@@ -174,8 +180,21 @@ def trans_into(w, n_state, trans_index, out):
 
 
 @njit(**_PAR)
-def warm_store(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, trans_index, n_state, w,
-               node_store, pair_store):
+def warm_store(
+    seq_ptr,
+    eptr,
+    tok_ptr,
+    attr,
+    val,
+    attr_ptr,
+    feat_label,
+    full,
+    trans_index,
+    n_state,
+    w,
+    node_store,
+    pair_store,
+):
     """Every sequence's marginals under the weights ``w`` into the stores (a warm start)."""
     n = seq_ptr.shape[0] - 1
     L = trans_index.shape[0]
@@ -190,14 +209,37 @@ def warm_store(seq_ptr, eptr, tok_ptr, attr, val, attr_ptr, feat_label, full, tr
         emissions_rows(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, full, w, 1.0, score)
         node = np.empty((T, L))
         pair = np.empty((max(T - 1, 1), L, L))
-        chain_marginals(score, T, trans, np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T),
-                        node, pair)
+        chain_marginals(
+            score,
+            T,
+            trans,
+            np.empty((T, L)),
+            np.empty((T, L)),
+            np.empty((T, L)),
+            np.empty(T),
+            node,
+            pair,
+        )
         _store_marginals(node, pair, T, t0, eptr[i], node_store, pair_store)
 
 
 @njit(**_NOPY)
-def w_hat(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, coef,
-          node_store, pair_store, w):
+def w_hat(
+    seq_ptr,
+    eptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    coef,
+    node_store,
+    pair_store,
+    w,
+):
     """w = coef * sum_i (F(x_i, y_i) - E_{mu_i} F(x_i, .)) with mu the stored marginals
     (coef = 1 / (l2 n): the conjugate weights w_hat(mu))."""
     L = trans_index.shape[0]
@@ -234,14 +276,31 @@ def w_hat(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_inde
 
 
 @njit(**_NOPY)
-def project_dual(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, full, trans_index, n_state, coef,
-                 node_store, pair_store, w, H, entropy):
+def project_dual(
+    seq_ptr,
+    eptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    full,
+    trans_index,
+    n_state,
+    coef,
+    node_store,
+    pair_store,
+    w,
+    H,
+    entropy,
+):
     """The weights and (``entropy`` True) the entropies of the chain distributions the store holds.
 
     Rounded (float32) marginals are not exactly consistent: the pairwise marginals of neighbouring
-    edges disagree on their shared node in the last bits, so no distribution has them as marginals and
-    eq. (9) is not exactly an entropy.  The distribution used here is the Markov chain they define:
-    ``p(y_0, y_1) = pair_0 / sum(pair_0)`` and ``p(y_{t+1} | y_t) = pair_t[y_t, .] / sum_b
+    edges disagree on their shared node in the last bits, so no distribution has them as marginals
+    and eq. (9) is not exactly an entropy.  The distribution used here is the Markov chain they
+    define: ``p(y_0, y_1) = pair_0 / sum(pair_0)`` and ``p(y_{t+1} | y_t) = pair_t[y_t, .] / sum_b
     pair_t[y_t, b]`` (T = 1: the normalised node marginals); its exact marginals are propagated
     forward in float64, ``w = coef * sum_i (F(x_i, y_i) - E F)`` is taken from them and ``H[i]`` is
     its entropy (chain rule).  For a float64 store this is the store itself up to rounding; for
@@ -320,14 +379,14 @@ def project_dual(seq_ptr, eptr, tok_ptr, attr, val, y, attr_ptr, feat_label, ful
             for l in range(L):
                 d[l] = -node[t, l]
             d[y[t0 + t]] += 1.0
-            # the attributes whose features are all the labels in order (``full``) as vector rows; the
-            # same products added in the same order as the generic loop
+            # the attributes whose features are all the labels in order (``full``) as vector rows;
+            # the same products added in the same order as the generic loop
             for e in range(tok_ptr[t0 + t], tok_ptr[t0 + t + 1]):
                 a = attr[e]
                 x = val[e]
                 k0 = attr_ptr[a]
                 if full[a]:
-                    add_full_row(w[k0:k0 + L], d, 0, x)
+                    add_full_row(w[k0 : k0 + L], d, 0, x)
                 else:
                     for k in range(k0, attr_ptr[a + 1]):
                         w[k] += x * d[feat_label[k]]
@@ -404,4 +463,4 @@ def store_entropies(seq_ptr, eptr, node_store, pair_store, out):
         t0 = seq_ptr[i]
         T = seq_ptr[i + 1] - t0
         e0 = eptr[i]
-        out[i] = chain_entropy(node_store[t0:t0 + T], pair_store[e0:e0 + max(T - 1, 0)], T)
+        out[i] = chain_entropy(node_store[t0 : t0 + T], pair_store[e0 : e0 + max(T - 1, 0)], T)

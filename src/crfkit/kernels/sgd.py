@@ -1,4 +1,5 @@
-"""Numba kernels of the classic stochastic gradient baselines of Schmidt et al. (2015, 6), sparse and lazy.
+"""Numba kernels of the classic stochastic gradient baselines of Schmidt et al. (2015, 6), sparse
+and lazy.
 
 * SG and Pegasos keep ``w = beta * v``: the L2 part of a step is a change of
   ``beta``, the loss gradient touches only the example's coordinates.
@@ -12,6 +13,7 @@
   the shrinkage of the iterations it missed is applied at once, as a power,
   when the coordinate is next touched.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,8 +47,11 @@ def fold(v, c, fsc, average):
 
 
 @njit(**_NOPY)
-def adagrad_catch_up(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, w, G, last, t, eta, dlt, l2):
-    """Apply to example i's coordinates the proximal shrinkage of the iterations through t they missed."""
+def adagrad_catch_up(
+    seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, w, G, last, t, eta, dlt, l2
+):
+    """Apply to example i's coordinates the proximal shrinkage of the iterations through t they
+    missed."""
     if l2 == 0.0:
         return
     for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
@@ -75,8 +80,35 @@ def adagrad_catch_up_all(w, G, last, t, eta, dlt, l2):
 
 
 @njit(**_NOPY)
-def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, n_trans,
-            method, eta, l2, dlt, t_target, v, c, G, last, fsc, isc, rng, node, edge, gbuf, full, sw):
+def sgd_run(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    n_trans,
+    method,
+    eta,
+    l2,
+    dlt,
+    t_target,
+    v,
+    c,
+    G,
+    last,
+    fsc,
+    isc,
+    rng,
+    node,
+    edge,
+    gbuf,
+    full,
+    sw,
+):
     """Iterations (one uniformly drawn example each) until ``isc[I_T] == t_target``.
 
     SG: ``w <- (1 - eta l2) w - eta g_i``; Pegasos: the same with ``eta_t =
@@ -94,11 +126,56 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         i = rng_below(rng, n)
         wi = 1.0 if sw.shape[0] == 0 else sw[i]
         if method == ADAGRAD:
-            adagrad_catch_up(seq_ptr, tok_ptr, attr, attr_ptr, n_state, n_trans, i, v, G, last, t - 1, eta, dlt, l2)
-            sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                            v, 1.0, n_state, i, node, edge, full)
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, wi, gbuf, full)
+            adagrad_catch_up(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                attr_ptr,
+                n_state,
+                n_trans,
+                i,
+                v,
+                G,
+                last,
+                t - 1,
+                eta,
+                dlt,
+                l2,
+            )
+            sequence_oracle(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                v,
+                1.0,
+                n_state,
+                i,
+                node,
+                edge,
+                full,
+            )
+            apply_gradient(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                n_state,
+                i,
+                node,
+                edge,
+                wi,
+                gbuf,
+                full,
+            )
             for e in range(tok_ptr[seq_ptr[i]], tok_ptr[seq_ptr[i + 1]]):
                 a = attr[e]
                 for k in range(attr_ptr[a], attr_ptr[a + 1]):
@@ -120,8 +197,23 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
             isc[I_T] = t
             continue
         beta = fsc[F_BETA]
-        sequence_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                        v, beta, n_state, i, node, edge, full)
+        sequence_oracle(
+            seq_ptr,
+            tok_ptr,
+            attr,
+            val,
+            y,
+            attr_ptr,
+            feat_label,
+            trans_index,
+            v,
+            beta,
+            n_state,
+            i,
+            node,
+            edge,
+            full,
+        )
         step = eta / (l2 * t) if method == PEGASOS else eta
         shrink = 1.0 - step * l2
         if shrink <= 0.0 and method != PEGASOS:
@@ -136,16 +228,62 @@ def sgd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         fsc[F_BETA] = beta
         fsc[F_STEP] = step
         if not average:
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, -step * wi / beta, v, full)
+            apply_gradient(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                n_state,
+                i,
+                node,
+                edge,
+                -step * wi / beta,
+                v,
+                full,
+            )
         else:
-            # v += coef g and the compensation c -= B coef g (S = B v + c unchanged), as two sparse walks
+            # v += coef g and the compensation c -= B coef g (S = B v + c unchanged), as two sparse
+            # walks
             B = fsc[F_B]
             coef = -step * wi / beta
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, coef, v, full)
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, -coef * B, c, full)
+            apply_gradient(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                n_state,
+                i,
+                node,
+                edge,
+                coef,
+                v,
+                full,
+            )
+            apply_gradient(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                n_state,
+                i,
+                node,
+                edge,
+                -coef * B,
+                c,
+                full,
+            )
             fsc[F_B] = B + beta
         isc[I_T] = t
         if abs(beta) < FOLD_BELOW:

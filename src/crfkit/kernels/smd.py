@@ -1,5 +1,6 @@
-"""Numba kernels of stochastic meta-descent (SMD) for CRFs (Vishwanathan, Schraudolph, Schmidt & Murphy,
-ICML 2006): exact Hessian-vector products of a sequence's negative log-likelihood, and the SMD steps.
+"""Numba kernels of stochastic meta-descent (SMD) for CRFs (Vishwanathan, Schraudolph,
+Schmidt & Murphy, ICML 2006): exact Hessian-vector products of a sequence's negative log-likelihood,
+and the SMD steps.
 
 Hessian-vector products.  The Hessian of ``nll_i(w) = log Z(x_i, w) - w.F(x_i, y_i)``
 is the covariance of the feature vector ``F(x_i, Y)`` under ``p(Y | x_i, w)``, so
@@ -54,6 +55,7 @@ sparse walks over the example's features (gradient and ``H d``).
 The forward-backward with tangent messages (``hv_chain``) lives with the other recursions, in
 :mod:`crfkit.kernels.chain_hv`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -77,11 +79,30 @@ N_ISC = 2
 
 
 @njit(**_NOPY)
-def sequence_hv(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, d, n_state, i,
-                node, dnode, edge, dedge, full, force_log):
-    """Loss ``-log p(y_i | x_i)`` at ``w``; the marginals (as :func:`crfkit.kernels.oracle.sequence_oracle`)
-    and their derivatives along ``d`` into ``node``/``dnode`` (>= T rows) and ``edge``/``dedge``, from
-    which :func:`apply_gradient` and :func:`apply_direction` make the gradient and ``H_i d``."""
+def sequence_hv(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    w,
+    d,
+    n_state,
+    i,
+    node,
+    dnode,
+    edge,
+    dedge,
+    full,
+    force_log,
+):
+    """Loss ``-log p(y_i | x_i)`` at ``w``; the marginals (as
+    :func:`crfkit.kernels.oracle.sequence_oracle`) and their derivatives along ``d`` into
+    ``node``/``dnode`` (>= T rows) and ``edge``/``dedge``, from which :func:`apply_gradient` and
+    :func:`apply_direction` make the gradient and ``H_i d``."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     t1 = seq_ptr[i + 1]
@@ -103,10 +124,24 @@ def sequence_hv(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_inde
 
 
 @njit(**_NOPY)
-def apply_direction(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, n_state, i, dnode, dedge,
-                    coef, out, full):
-    """out += coef * H_i d, from the marginal derivatives of :func:`sequence_hv` (touches the state features
-    of the attributes of sequence i and the transition features)."""
+def apply_direction(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    i,
+    dnode,
+    dedge,
+    coef,
+    out,
+    full,
+):
+    """out += coef * H_i d, from the marginal derivatives of :func:`sequence_hv` (touches the state
+    features of the attributes of sequence i and the transition features)."""
     L = trans_index.shape[0]
     t0 = seq_ptr[i]
     T = seq_ptr[i + 1] - t0
@@ -117,7 +152,7 @@ def apply_direction(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_ind
             c = coef * val[e]
             k0 = attr_ptr[a]
             if full[a]:
-                o = out[k0:k0 + L]
+                o = out[k0 : k0 + L]
                 for l in range(L):
                     o[l] += c * dr[l]
             else:
@@ -131,9 +166,37 @@ def apply_direction(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_ind
 
 
 @njit(**_NOPY)
-def smd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, full,
-            batch, mu, lam, l2, seen_target, w, gain, v, gbuf, hbuf, fsc, isc, rng, node, dnode, edge, dedge):
-    """SMD steps (see the module docstring) until ``isc[I_SEEN] == seen_target`` examples were processed.
+def smd_run(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    full,
+    batch,
+    mu,
+    lam,
+    l2,
+    seen_target,
+    w,
+    gain,
+    v,
+    gbuf,
+    hbuf,
+    fsc,
+    isc,
+    rng,
+    node,
+    dnode,
+    edge,
+    dedge,
+):
+    """SMD steps (see the module docstring) until ``isc[I_SEEN] == seen_target`` examples were
+    processed.
 
     Each step draws ``batch`` examples uniformly with replacement (fewer for
     the last step before ``seen_target``, so that a pass ends on a step); the
@@ -149,12 +212,59 @@ def smd_run(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n
         coef = 1.0 / b
         for _ in range(b):
             i = rng_below(rng, n)
-            total += sequence_hv(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, w, v,
-                                 n_state, i, node, dnode, edge, dedge, full, False)
-            apply_gradient(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index,
-                           n_state, i, node, edge, coef, gbuf, full)
-            apply_direction(seq_ptr, tok_ptr, attr, val, attr_ptr, feat_label, trans_index, n_state, i,
-                            dnode, dedge, coef, hbuf, full)
+            total += sequence_hv(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                w,
+                v,
+                n_state,
+                i,
+                node,
+                dnode,
+                edge,
+                dedge,
+                full,
+                False,
+            )
+            apply_gradient(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                y,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                n_state,
+                i,
+                node,
+                edge,
+                coef,
+                gbuf,
+                full,
+            )
+            apply_direction(
+                seq_ptr,
+                tok_ptr,
+                attr,
+                val,
+                attr_ptr,
+                feat_label,
+                trans_index,
+                n_state,
+                i,
+                dnode,
+                dedge,
+                coef,
+                hbuf,
+                full,
+            )
         gsum = 0.0
         for k in range(p):
             g = gbuf[k] + l2 * w[k]

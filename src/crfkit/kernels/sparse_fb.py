@@ -31,6 +31,7 @@ error of about 1e-10.  Pair scores must keep ``exp`` finite and the scaled
 recursion in range (as the dense kernels' ``MAX_SCALED_TRANSITION_RANGE``);
 :func:`pair_scores_ok` checks it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,10 +43,29 @@ from .chain_pd import bigram_row, bigram_transitions, pd_forward_backward, pd_no
 from .chain_sparse import dense_forward_backward, sparse_forward_backward
 
 # the names this module held before it was split keep working from here
-__all__ = ["add_scores", "bigram_row", "bigram_transitions", "dense_forward_backward", "emissions", "EXACT", "FAST",
-           "MAX_SCALED_TRANSITION_RANGE", "nonzero_transitions", "pair_capacity", "pair_scores_ok",
-           "pd_forward_backward", "pd_node", "row_exp", "row_pairs", "row_sum", "sequence_pairs",
-           "sparse_forward_backward", "sparse_marginals_bigram", "transition_matrix", "vec_sum"]
+__all__ = [
+    "add_scores",
+    "bigram_row",
+    "bigram_transitions",
+    "dense_forward_backward",
+    "emissions",
+    "EXACT",
+    "FAST",
+    "MAX_SCALED_TRANSITION_RANGE",
+    "nonzero_transitions",
+    "pair_capacity",
+    "pair_scores_ok",
+    "pd_forward_backward",
+    "pd_node",
+    "row_exp",
+    "row_pairs",
+    "row_sum",
+    "sequence_pairs",
+    "sparse_forward_backward",
+    "sparse_marginals_bigram",
+    "transition_matrix",
+    "vec_sum",
+]
 
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
@@ -68,8 +88,27 @@ def pair_scores_ok(pair_s) -> bool:
 
 
 @njit(**_NOPY)
-def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, tr_e, L, slot,
-                   pair_ptr, pair_from, pair_to, pair_s, pair_e):
+def sequence_pairs(
+    btok_ptr,
+    battr,
+    bval,
+    t0,
+    T,
+    battr_ptr,
+    bfeat_pair,
+    w,
+    boff,
+    tr_pair,
+    tr_s,
+    tr_e,
+    L,
+    slot,
+    pair_ptr,
+    pair_from,
+    pair_to,
+    pair_s,
+    pair_e,
+):
     """The non-zero label-pair scores of every position of one sequence, as lists.
 
     Position ``t`` (1 <= t < T) gets the non-zero transition weights
@@ -80,7 +119,7 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
     from the transitions' precomputed ``tr_e = exp(tr_s)`` times one
     exponential per bigram feature; returns the number of entries.
     """
-    ident = row_pairs(bfeat_pair, L * L)        # implicit pairs (kernels.chain)
+    ident = row_pairs(bfeat_pair, L * L)  # implicit pairs (kernels.chain)
     n = 0
     pair_ptr[0] = 0
     pair_ptr[1] = 0
@@ -122,8 +161,8 @@ def sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff,
 
 @njit(**_NOPY)
 def nonzero_transitions(trans):
-    """The non-zero entries of the (position-independent) transition matrix as lists: pair ``i*L + j``,
-    score, exp(score) (what :func:`sequence_pairs` lists at every position)."""
+    """The non-zero entries of the (position-independent) transition matrix as lists: pair
+    ``i*L + j``, score, exp(score) (what :func:`sequence_pairs` lists at every position)."""
     L = trans.shape[0]
     ntr = 0
     for i in range(L):
@@ -146,7 +185,8 @@ def nonzero_transitions(trans):
 
 @njit(**_NOPY)
 def pair_capacity(seq_ptr, btok_ptr, battr, battr_ptr, s0, s1, ntr):
-    """(longest sequence, most pairs :func:`sequence_pairs` can list for one sequence) over sequences s0..s1-1."""
+    """(longest sequence, most pairs :func:`sequence_pairs` can list for one sequence) over
+    sequences s0..s1-1."""
     maxT = 1
     cap = 0
     for s in range(s0, s1):
@@ -165,8 +205,28 @@ def pair_capacity(seq_ptr, btok_ptr, battr, battr_ptr, s0, s1, ntr):
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)
-def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, attr_ptr, feat_label,
-                            trans_index, battr_ptr, bfeat_pair, w, n_state, boff, bounds, marg, logz, xs, counts):
+def sparse_marginals_bigram(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    btok_ptr,
+    battr,
+    bval,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    battr_ptr,
+    bfeat_pair,
+    w,
+    n_state,
+    boff,
+    bounds,
+    marg,
+    logz,
+    xs,
+    counts,
+):
     """Node marginals (n_tokens x L) and log Z per sequence of a model with label-pair x observation
     features, by the sparse recursions; the same outputs as ``batch.decode_all_bigram`` with
     ``marginals``.  ``counts[c]`` receives (positions, listed pairs) of chunk ``c``, for the
@@ -210,13 +270,49 @@ def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                 continue
             emissions(tok_ptr, attr, val, t0, t0 + T, attr_ptr, feat_label, w, 1.0, score)
             add_scores(xs, t0, T, score)
-            n = sequence_pairs(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, tr_pair, tr_s, tr_e,
-                               L, slot, pair_ptr, pf, pt, ps, em1)
+            n = sequence_pairs(
+                btok_ptr,
+                battr,
+                bval,
+                t0,
+                T,
+                battr_ptr,
+                bfeat_pair,
+                w,
+                boff,
+                tr_pair,
+                tr_s,
+                tr_e,
+                L,
+                slot,
+                pair_ptr,
+                pf,
+                pt,
+                ps,
+                em1,
+            )
             positions += T - 1
             listed += n
             if pair_scores_ok(ps[:n]):
-                logz[s] = sparse_forward_backward(score, T, pair_ptr, pf, pt, ps, node, edge, alpha, beta, es,
-                                                  scale, em1, acc, mark, cnt, True)
+                logz[s] = sparse_forward_backward(
+                    score,
+                    T,
+                    pair_ptr,
+                    pf,
+                    pt,
+                    ps,
+                    node,
+                    edge,
+                    alpha,
+                    beta,
+                    es,
+                    scale,
+                    em1,
+                    acc,
+                    mark,
+                    cnt,
+                    True,
+                )
                 for t in range(T):
                     for l in range(L):
                         marg[t0 + t, l] = node[t, l]
@@ -225,8 +321,23 @@ def sparse_marginals_bigram(seq_ptr, tok_ptr, attr, val, btok_ptr, battr, bval, 
                     M = np.empty((maxT, L, L))
                 Mx = np.empty((maxT, L, L))
                 tmx = np.empty(maxT)
-                rng = bigram_transitions(btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, trans, M,
-                                         tmx, expM0, tmax, Mx)
+                rng = bigram_transitions(
+                    btok_ptr,
+                    battr,
+                    bval,
+                    t0,
+                    T,
+                    battr_ptr,
+                    bfeat_pair,
+                    w,
+                    boff,
+                    trans,
+                    M,
+                    tmx,
+                    expM0,
+                    tmax,
+                    Mx,
+                )
                 logz[s] = pd_forward_backward(score, T, M, tmx, rng, Mx, es, alpha, beta, scale)
                 pd_node(T, alpha, beta, scale)
                 for t in range(T):

@@ -1,4 +1,5 @@
 """Numba vector kernels for the optimizers (fused loops, no temporaries)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,15 +26,16 @@ def _fdot(a, b):
 
 @njit(cache=True)
 def diff_into(a, b, out):
-    """out = a - b (rounded to out's dtype: float32 history rows); the same values as numpy's subtract."""
+    """out = a - b (rounded to out's dtype: float32 history rows); the same values as numpy's
+    subtract."""
     for i in range(a.shape[0]):
         out[i] = a[i] - b[i]
 
 
 @njit(cache=True)
 def curvature(x_new, x, g_new, g):
-    """(s.y, y.y) for s = x_new - x, y = g_new - g without storing s or y (the same sums, in the same
-    order, as dot(s, y) and dot(y, y) over the stored vectors)."""
+    """(s.y, y.y) for s = x_new - x, y = g_new - g without storing s or y (the same sums, in the
+    same order, as dot(s, y) and dot(y, y) over the stored vectors)."""
     sy = 0.0
     yy = 0.0
     for i in range(x.shape[0]):
@@ -88,13 +90,14 @@ def _pg_entry(xi, gi, l1):
 def pseudo_gradient(x, g, l1, pg):
     """pg = pseudo-gradient of f + l1|x|_1; returns (pg.pg, max|pg|, nnz(x), x.x).
 
-    Without branches (selects, so that the loop vectorises: the branches on the signs of the gradient's
-    entries were mispredicted at random, 15 ns an entry on 13M features): at ``x_i = 0`` the pseudo-
-    gradient is ``min(g + l1, 0) + max(g - l1, 0)`` (at most one of the two is non-zero since l1 >= 0).
-    The sums may be reassociated (their last bits depend on the vector width).  :func:`constrain_direction`
-    and :func:`orthant_step` compute the same entries from ``(x, g, l1)`` again rather than read a stored
-    ``pg`` (OWL-QN keeps no vector of them: one vector of the problem's size less; the entries can differ
-    from these only in the sign of a zero, which changes neither kernel's result)."""
+    Without branches (selects, so that the loop vectorises: the branches on the signs of the
+    gradient's entries were mispredicted at random, 15 ns an entry on 13M features): at ``x_i = 0``
+    the pseudo- gradient is ``min(g + l1, 0) + max(g - l1, 0)`` (at most one of the two is non-zero
+    since l1 >= 0).  The sums may be reassociated (their last bits depend on the vector width).
+    :func:`constrain_direction` and :func:`orthant_step` compute the same entries from
+    ``(x, g, l1)`` again rather than read a stored ``pg`` (OWL-QN keeps no vector of them: one
+    vector of the problem's size less; the entries can differ from these only in the sign of a zero,
+    which changes neither kernel's result)."""
     s2 = 0.0
     mx = 0.0
     nnz = 0
@@ -112,8 +115,8 @@ def pseudo_gradient(x, g, l1, pg):
 
 @njit(cache=True)
 def constrain_direction(d, x, g, l1):
-    """Zero d_i where sign(d_i) != sign(-pg_i) (also where pg_i = 0), pg the pseudo-gradient at ``x`` of
-    the smooth gradient ``g`` (computed here); returns (d.pg, d.d)."""
+    """Zero d_i where sign(d_i) != sign(-pg_i) (also where pg_i = 0), pg the pseudo-gradient at
+    ``x`` of the smooth gradient ``g`` (computed here); returns (d.pg, d.d)."""
     dg = 0.0
     dd = 0.0
     for i in range(d.shape[0]):
@@ -128,8 +131,8 @@ def constrain_direction(d, x, g, l1):
 
 @njit(cache=True)
 def orthant_step(x, d, a, g, l1, out):
-    """out = x + a d projected onto the orthant of x (sign(-pg_i) where x_i = 0; pg the pseudo-gradient
-    at ``x`` of the smooth gradient ``g``, computed here).
+    """out = x + a d projected onto the orthant of x (sign(-pg_i) where x_i = 0; pg the
+    pseudo-gradient at ``x`` of the smooth gradient ``g``, computed here).
 
     Returns (||out||_1, pg . (out - x)): the L1 term at the trial point and
     the directional derivative along the projected step.
@@ -180,8 +183,8 @@ def sparse_dot(idx, val, y):
 
 @njit(cache=True)
 def two_loop_sparse_steps(g, ptr, sidx, sval, Y, rho, order, out):
-    """:func:`two_loop` with the steps s given sparse: pair r (oldest first) has s's non-zero entries
-    ``sidx[ptr[r]:ptr[r + 1]]``, ``sval[...]`` and y = ``Y[order[r]]``."""
+    """:func:`two_loop` with the steps s given sparse: pair r (oldest first) has s's non-zero
+    entries ``sidx[ptr[r]:ptr[r + 1]]``, ``sval[...]`` and y = ``Y[order[r]]``."""
     k = order.shape[0]
     n = g.shape[0]
     for i in range(n):
@@ -222,9 +225,10 @@ def all_finite(x):
 
 @njit(cache=True)
 def nonzero_into(bits, out):
-    """The positions of the first ``out.shape[0]`` non-zero entries of ``bits`` (an unsigned-integer view of
-    a vector: non-zero as bits), written to ``out`` in increasing order; returns how many were written.  One
-    walk, against numpy's ``flatnonzero`` (a counting walk, then a slower gathering one)."""
+    """The positions of the first ``out.shape[0]`` non-zero entries of ``bits`` (an unsigned-integer
+    view of a vector: non-zero as bits), written to ``out`` in increasing order; returns how many
+    were written.  One walk, against numpy's ``flatnonzero`` (a counting walk, then a slower
+    gathering one)."""
     m = out.shape[0]
     k = 0
     for i in range(bits.shape[0]):

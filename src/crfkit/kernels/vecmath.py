@@ -5,26 +5,27 @@ these are 2-6 ns per entry in a vectorised loop on this machine, ``benchmarks/ng
 
 Each is computed on ``|x|`` and given the sign of ``x`` (exactly odd; ``T(0) = 0``):
 
-* ``atan_nonneg``: the argument reduced to ``|a| <= tan(pi/8)`` by ``atan(x) = pi/4 + atan((x-1)/(x+1))``
-  (``tan(pi/8) < x <= tan(3pi/8)``) and ``atan(x) = pi/2 + atan(-1/x)`` (beyond; one division, selected),
-  then ``a + a^3 P(a^2)`` with ``P`` of degree 10 fitted on Chebyshev nodes; ``pi/2`` and ``pi/4`` added in
-  two parts.  Max error 1.2 ulp against ``numpy.arctan`` in long double (on [-8, 8] step 8e-6 and
-  +-[1e-300, 1e300]).
-* ``erf_nonneg``: ``x E(x^2)`` (degree 12) for ``x <= 1.25``; ``1 - exp(-x^2) R(1/(1 + x))`` with ``R`` of
-  degree 16 fitted to ``erfcx`` on [1.25, 6]; 1 beyond 6 (``erfc(6) = 2e-17``, below half an ulp of 1).
-  Max absolute error 9e-16 against ``scipy.special.erf`` (4 ulp of 1).
-* ``gd_nonneg``: ``x G(x^2)`` (degree 14) for ``x <= 0.8814``; ``pi/2 - 2 atan(e^-x)`` beyond (``e^-x <=
-  tan(pi/8)``, so only the reduced arctan), ``x`` capped at 40 (``gd(40)`` is ``pi/2`` in double).  Max error
-  2.9 ulp against ``2 atan(tanh(x/2))`` in long double.
-* ``exp_neg``: ``exp(-y)`` for ``0 <= y <= 44``: ``y = m ln2 - r``, ``|r| <= ln2/2``, degree-13 Taylor
-  polynomial, times ``2^-m`` built from six exact power-of-two factors selected on the bits of ``m`` (no
-  float-to-int conversion, no table gather: either keeps the loop scalar).
+* ``atan_nonneg``: the argument reduced to ``|a| <= tan(pi/8)`` by
+  ``atan(x) = pi/4 + atan((x-1)/(x+1))`` (``tan(pi/8) < x <= tan(3pi/8)``) and
+  ``atan(x) = pi/2 + atan(-1/x)`` (beyond; one division, selected), then ``a + a^3 P(a^2)`` with
+  ``P`` of degree 10 fitted on Chebyshev nodes; ``pi/2`` and ``pi/4`` added in two parts.  Max error
+  1.2 ulp against ``numpy.arctan`` in long double (on [-8, 8] step 8e-6 and +-[1e-300, 1e300]).
+* ``erf_nonneg``: ``x E(x^2)`` (degree 12) for ``x <= 1.25``; ``1 - exp(-x^2) R(1/(1 + x))`` with
+  ``R`` of degree 16 fitted to ``erfcx`` on [1.25, 6]; 1 beyond 6 (``erfc(6) = 2e-17``, below half
+  an ulp of 1).  Max absolute error 9e-16 against ``scipy.special.erf`` (4 ulp of 1).
+* ``gd_nonneg``: ``x G(x^2)`` (degree 14) for ``x <= 0.8814``; ``pi/2 - 2 atan(e^-x)`` beyond
+  (``e^-x <= tan(pi/8)``, so only the reduced arctan), ``x`` capped at 40 (``gd(40)`` is ``pi/2`` in
+  double).  Max error 2.9 ulp against ``2 atan(tanh(x/2))`` in long double.
+* ``exp_neg``: ``exp(-y)`` for ``0 <= y <= 44``: ``y = m ln2 - r``, ``|r| <= ln2/2``, degree-13
+  Taylor polynomial, times ``2^-m`` built from six exact power-of-two factors selected on the bits
+  of ``m`` (no float-to-int conversion, no table gather: either keeps the loop scalar).
 
 The functions are ``inline="always"`` and compiled with numpy's error model: Python's raises on a
-division by zero, and that branch keeps LLVM from vectorising (the ``u1g1`` loop ``g / (g^2 + eps)`` was
-scalar for that reason alone).  The tests check them against numpy/scipy on a grid and at extremes,
-oddness, ``T(0) = 0`` and monotonicity (``tests/test_ngd.py``).
+division by zero, and that branch keeps LLVM from vectorising (the ``u1g1`` loop ``g / (g^2 + eps)``
+was scalar for that reason alone).  The tests check them against numpy/scipy on a grid and at
+extremes, oddness, ``T(0) = 0`` and monotonicity (``tests/test_ngd.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,9 @@ _ERF_SPLIT = 1.25
 _ERF_ONE = 6.0
 
 
-# the polynomials (Horner, coefficients fitted by least squares on Chebyshev nodes against long-double
-# references; the constant terms set to their exact values -1/3, 2/sqrt(pi), 1; exp's are 1/k!)
+# the polynomials (Horner, coefficients fitted by least squares on Chebyshev nodes against
+# long-double references; the constant terms set to their exact values -1/3, 2/sqrt(pi), 1; exp's
+# are 1/k!)
 @njit(inline="always", **_VEC)
 def _atan_poly(s):
     r = -0.019156428554844243
@@ -170,7 +172,8 @@ def atan_nonneg(x):
 
 @njit(inline="always", **_VEC)
 def _pow2_neg(m):
-    """2^-m for an integer-valued 0 <= m < 64: exact power-of-two factors selected on the bits of m."""
+    """2^-m for an integer-valued 0 <= m < 64: exact power-of-two factors selected on the bits of
+    m."""
     f = 2.3283064365386963e-10 if m >= 32.0 else 1.0
     m = m - (32.0 if m >= 32.0 else 0.0)
     f = f * (1.52587890625e-05 if m >= 16.0 else 1.0)
@@ -222,8 +225,8 @@ def exp_neg_split(y):
     """exp(-y) = e * 2^-m for 0 <= y <= 44, as ``(e, magic)``: ``magic = (1023 - m) + 2^52`` holds
     ``1023 - m`` in its low mantissa bits, so that shifting its bits left by 52 gives the bits of
     ``2^-m`` (the exponent field; the ``2^52`` bits shift out).  For the buffer loops of
-    :func:`erf_into` and :func:`gd_into`: the shift runs over an int64 view in a loop of its own, and
-    every loop vectorises (no float-to-int conversion)."""
+    :func:`erf_into` and :func:`gd_into`: the shift runs over an int64 view in a loop of its own,
+    and every loop vectorises (no float-to-int conversion)."""
     m = np.floor(y * _LOG2E + 0.5)
     r = (m * _LN2_HI - y) + m * _LN2_LO
     return _exp_poly(r), (1023.0 - m) + _TWO52
@@ -277,24 +280,25 @@ def gd_into(buf, n, p, scr):
         buf[j] = math.copysign(r, x)
 
 
-
 # ---------------------------------------------------------------- buffers split by argument size
-# Most entries of a sequence's gradient are small (CoNLL-2000, after two epochs: 96-98% have |p g| below
-# every split point), so the buffer loops of erf and gd below list the entries past the split point
-# (:func:`crfkit.kernels.compress.list_above`: AVX-512's compress where there is one), evaluate the
-# small-argument polynomial on every entry (one vectorised loop, no argument reduction, no exp), and the full
-# formula on the listed ones only, in a vectorised loop over the list.  Every entry gets the bits the one-loop
-# forms give (the tests compare them bitwise): the small branch is ``x P(x^2)``, which is the one-loop form's
-# ``copysign(|x| P(x^2), x)`` to the bit, since ``P > 0`` on the small range and rounding is symmetric
-# (without the sign handling: 3% less time in that loop).
+# Most entries of a sequence's gradient are small (CoNLL-2000, after two epochs: 96-98% have |p g|
+# below every split point), so the buffer loops of erf and gd below list the entries past the split
+# point (:func:`crfkit.kernels.compress.list_above`: AVX-512's compress where there is one),
+# evaluate the small-argument polynomial on every entry (one vectorised loop, no argument reduction,
+# no exp), and the full formula on the listed ones only, in a vectorised loop over the list.  Every
+# entry gets the bits the one-loop forms give (the tests compare them bitwise): the small branch is
+# ``x P(x^2)``, which is the one-loop form's ``copysign(|x| P(x^2), x)`` to the bit, since ``P > 0``
+# on the small range and rounding is symmetric (without the sign handling: 3% less time in that
+# loop).
+
 
 @njit(inline="always", **_VEC)
 def atan_into(buf, n, p):
-    """buf[:n] <- atan(p buf[:n]) (:func:`atan_nonneg` with the sign) in one vectorised loop.  Its reduction
-    is two selects and one division, cheap enough that listing the large entries and evaluating the small
-    branch everywhere (as erf and gd do, below) costs more: 0.58 against 0.79 ns an entry on a buffer of
-    CoNLL-like gradients; an ngd ``u2g1`` epoch at fixed weights 0.969x the split form's, in one process
-    (the same bits; 2026-11-29, an AVX-512 machine)."""
+    """buf[:n] <- atan(p buf[:n]) (:func:`atan_nonneg` with the sign) in one vectorised loop.  Its
+    reduction is two selects and one division, cheap enough that listing the large entries and
+    evaluating the small branch everywhere (as erf and gd do, below) costs more: 0.58 against 0.79
+    ns an entry on a buffer of CoNLL-like gradients; an ngd ``u2g1`` epoch at fixed weights 0.969x
+    the split form's, in one process (the same bits; 2026-11-29, an AVX-512 machine)."""
     for j in range(n):
         x = p * buf[j]
         buf[j] = math.copysign(atan_nonneg(abs(x)), x)
@@ -302,8 +306,8 @@ def atan_into(buf, n, p):
 
 @njit(inline="always", **_VEC)
 def erf_split_into(buf, n, p, scr):
-    """buf[:n] <- erf(p buf[:n]) (as :func:`erf_into`, to the bit); ``scr``: float64 scratch of shape
-    (4, >= n)."""
+    """buf[:n] <- erf(p buf[:n]) (as :func:`erf_into`, to the bit); ``scr``: float64 scratch of
+    shape (4, >= n)."""
     sv = scr[0]
     idx = scr[1].view(np.int64)
     cnt = list_above(buf, n, p, _ERF_SPLIT, idx, sv)

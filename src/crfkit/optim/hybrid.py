@@ -1,6 +1,7 @@
-"""The hybrid deterministic-stochastic method (Friedlander & Schmidt 2012, "Hybrid deterministic-stochastic
-methods for data fitting"), as the SAG paper (Schmidt et al. 2015, section 6) compares it: L-BFGS on a
-sample of the training sequences that grows geometrically until it is the whole set.
+"""The hybrid deterministic-stochastic method (Friedlander & Schmidt 2012, "Hybrid
+deterministic-stochastic methods for data fitting"), as the SAG paper (Schmidt et al. 2015, section
+6) compares it: L-BFGS on a sample of the training sequences that grows geometrically until it is
+the whole set.
 
 Iteration ``k`` works on the batch ``B_k`` = the first ``b_k`` sequences of a
 random permutation (drawn from ``seed``; batches are nested) and its objective
@@ -17,8 +18,9 @@ random permutation (drawn from ``seed``; batches are nested) and its objective
   old batch, whose gradient at the accepted point the line search already has);
   only the new sequences' gradient at ``w_{k+1}`` is computed on top.
 
-Sample weights: the batch objective is ``(1/b_k) sum_{i in B_k} s_i nll_i(w) + (l2/2)|w|^2`` with the full
-objective's scales ``s_i = omega_i n / W`` (an unbiased estimate of ``f``; on the whole set it is ``f``).
+Sample weights: the batch objective is ``(1/b_k) sum_{i in B_k} s_i nll_i(w) + (l2/2)|w|^2`` with
+the full objective's scales ``s_i = omega_i n / W`` (an unbiased estimate of ``f``; on the whole set
+it is ``f``).
 
 Effective passes count every sequence whose loss (and gradient) is evaluated,
 line-search trials included: ``obj.n_oracle`` grows by the batch size per
@@ -29,6 +31,7 @@ per iteration (``iteration`` = iterations done; ``f`` = the full objective at
 the iterate, not counted as passes, with ``monitor=True``).  ``state=``
 resumes bitwise; Ctrl-C returns the last completed iteration.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +49,8 @@ DEFAULT_PASSES = 100
 
 
 class _Batches:
-    """Sums of nll and its gradient over ranges of a fixed permutation (sub-objectives built on demand)."""
+    """Sums of nll and its gradient over ranges of a fixed permutation (sub-objectives built on
+    demand)."""
 
     def __init__(self, obj, perm, threads):
         self.obj, self.perm, self.threads = obj, perm, threads
@@ -60,11 +64,13 @@ class _Batches:
             idx = self.perm[a:b]
             sub = self.obj.corpus.subset(idx)
             sub.weight = None
-            # sample weights: the batch keeps the full objective's scales omega_i n / W (uniform sampling with
-            # weighted losses: f_k is an unbiased estimate of f, and a batch of zero weights is allowed)
+            # sample weights: the batch keeps the full objective's scales omega_i n / W (uniform
+            # sampling with weighted losses: f_k is an unbiased estimate of f, and a batch of zero
+            # weights is allowed)
             scales = self.obj.sw[idx] if getattr(self.obj, "weighted", False) else None
-            self._cache[key] = Objective(sub, self.obj.space, Regularization(l2=0.0), threads=self.threads,
-                                         scales=scales)
+            self._cache[key] = Objective(
+                sub, self.obj.space, Regularization(l2=0.0), threads=self.threads, scales=scales
+            )
         return self._cache[key]
 
     def sum_grad(self, a, b, w):
@@ -73,16 +79,31 @@ class _Batches:
         return v, g.copy()
 
 
-def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, state: dict | None = None,
-           m: int = 6, growth: float = 1.1, batch0: int | None = None, c1: float = 1e-4, gtol: float = 1e-8,
-           monitor: bool = True) -> StochasticResult:
+def hybrid(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback=None,
+    seed: int = 0,
+    state: dict | None = None,
+    m: int = 6,
+    growth: float = 1.1,
+    batch0: int | None = None,
+    c1: float = 1e-4,
+    gtol: float = 1e-8,
+    monitor: bool = True,
+) -> StochasticResult:
     """L-BFGS on a geometrically growing sample (see the module docstring)."""
     check_supported("hybrid", obj, reg)
     try:
         m, growth, c1, gtol = int(m), float(growth), float(c1), float(gtol)
         batch0 = None if batch0 is None else int(batch0)
     except (TypeError, ValueError):
-        raise ParameterError("hybrid: m and batch0 must be integers; growth, c1, gtol numbers") from None
+        raise ParameterError(
+            "hybrid: m and batch0 must be integers; growth, c1, gtol numbers"
+        ) from None
     if m < 1 or not growth >= 1.0 or not 0 < c1 < 1 or gtol < 0:
         raise ParameterError("hybrid: m >= 1, growth >= 1, 0 < c1 < 1, gtol >= 0")
     n, d, l2 = obj.n, obj.n_features, float(reg.l2)
@@ -93,12 +114,22 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
     perm = np.random.default_rng(int(seed)).permutation(n).astype(np.int64)
     batches = _Batches(obj, perm, getattr(obj, "threads", None))
     hist = History(m, d)
-    settings = {"n": int(n), "n_features": int(d), "l2": l2, "seed": int(seed), "m": m, "growth": growth,
-                "batch0": b if state is None else state["settings"]["batch0"], "c1": c1}
+    settings = {
+        "n": int(n),
+        "n_features": int(d),
+        "l2": l2,
+        "seed": int(seed),
+        "m": m,
+        "growth": growth,
+        "batch0": b if state is None else state["settings"]["batch0"],
+        "c1": c1,
+    }
     if state is not None:
         bad = [k for k, val in settings.items() if state.get("settings", {}).get(k) != val]
         if bad:
-            raise ParameterError("hybrid: the state was made with other settings: " + ", ".join(bad))
+            raise ParameterError(
+                "hybrid: the state was made with other settings: " + ", ".join(bad)
+            )
         x = np.array(state["x"], dtype=np.float64, copy=True)
         b, k = int(state["b"]), int(state["iteration"])
         gsum = np.array(state["gsum"], dtype=np.float64, copy=True)
@@ -115,11 +146,22 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
         monitor_s = 0.0
 
     def snapshot():
-        # x and gsum are never changed in place (each iteration binds new arrays to them): shared, not copied;
-        # the history's rows are (its ring buffer is overwritten by the next pushes)
+        # x and gsum are never changed in place (each iteration binds new arrays to them): shared,
+        # not copied; the history's rows are (its ring buffer is overwritten by the next pushes)
         S, Y, rho = hist.pairs()
-        st = {"iteration": k, "x": x, "b": b, "gsum": gsum, "vsum": vsum, "S": S, "Y": Y, "rho": rho,
-              "n_oracle": int(obj.n_oracle), "monitor_s": monitor_s, "settings": dict(settings)}
+        st = {
+            "iteration": k,
+            "x": x,
+            "b": b,
+            "gsum": gsum,
+            "vsum": vsum,
+            "S": S,
+            "Y": Y,
+            "rho": rho,
+            "n_oracle": int(obj.n_oracle),
+            "monitor_s": monitor_s,
+            "settings": dict(settings),
+        }
         return lambda: st
 
     state_fn = snapshot() if k > 0 else None
@@ -149,9 +191,12 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
                 step *= 0.5
             else:
                 if b == n:
-                    status, message = "converged", "the line search found no decrease on the whole set"
+                    status, message = (
+                        "converged",
+                        "the line search found no decrease on the whole set",
+                    )
                     break
-                xt, vt, gt = x, vsum, gsum        # no progress on this batch: just grow it
+                xt, vt, gt = x, vsum, gsum  # no progress on this batch: just grow it
             # curvature pair on the old batch
             hist.push(xt, x, gt / b + l2 * xt, g)
             b_new = min(n, math.ceil(growth * b + 1))
@@ -167,8 +212,18 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
             monitor_s += time.perf_counter() - tm
             state_fn = snapshot()
             if callback is not None:
-                stop = notify(callback, iteration=k, f=f, x=x, step=step, nnz=int(np.count_nonzero(x)),
-                              state=state_fn, examples_seen=int(obj.n_oracle), monitor_s=monitor_s, gnorm_inf=ginf)
+                stop = notify(
+                    callback,
+                    iteration=k,
+                    f=f,
+                    x=x,
+                    step=step,
+                    nnz=int(np.count_nonzero(x)),
+                    state=state_fn,
+                    examples_seen=int(obj.n_oracle),
+                    monitor_s=monitor_s,
+                    gnorm_inf=ginf,
+                )
                 if stop:
                     status, message = "stopped", f"stopped by the callback after iteration {k}"
                     break
@@ -178,5 +233,11 @@ def hybrid(obj, x0, *, reg, max_iterations=None, callback=None, seed: int = 0, s
         f = float("nan")
     if not math.isfinite(f):
         f = obj.value(x, count=False)
-    return StochasticResult(x=x, f=f, status=status, message=message + f"; batch {b} of {n} at the end",
-                            iterations=int(k), state_fn=state_fn)
+    return StochasticResult(
+        x=x,
+        f=f,
+        status=status,
+        message=message + f"; batch {b} of {n} at the end",
+        iterations=int(k),
+        state_fn=state_fn,
+    )

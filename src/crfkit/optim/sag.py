@@ -1,4 +1,5 @@
-"""Stochastic average gradient methods for CRFs (Schmidt, Babanezhad, Ahmed, Defazio, Clifton & Sarkar, 2015).
+"""Stochastic average gradient methods for CRFs (Schmidt, Babanezhad, Ahmed, Defazio,
+Clifton & Sarkar, 2015).
 
 Five optimizers, each following the protocol of :mod:`crfkit.optim.stochastic`
 (``max_iterations`` counts effective passes; the callback runs once per pass):
@@ -103,11 +104,11 @@ methods ``step``, for the per-example ``L_i`` methods ``ls_skip`` (see
 (``"decayed"`` or ``"current"``, see ``sag-nus*``; a resumed state carries
 ``L_max``, so the same ``lmax`` resumes bitwise).
 """
+
 from __future__ import annotations
 
-from typing import Callable
-
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -116,28 +117,48 @@ from ..kernels import sag as K
 from .stochastic import StochasticResult, notify
 
 DEFAULT_EPOCHS = 100
-METHODS = {"sag": K.SAG, "sag-nus": K.SAG_NUS, "sag-nus*": K.SAG_NUS_STAR, "saga": K.SAGA, "saga-nus": K.SAGA_NUS}
+METHODS = {
+    "sag": K.SAG,
+    "sag-nus": K.SAG_NUS,
+    "sag-nus*": K.SAG_NUS_STAR,
+    "saga": K.SAGA,
+    "saga-nus": K.SAGA_NUS,
+}
 
 
 def check_supported(name: str, obj, reg) -> None:
     """The settings these kernels do not handle: an L1 term, dense real-valued feature blocks."""
     if reg.l1 > 0:
-        raise ParameterError(f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
-                             "(use lbfgs/owlqn or sgd-l1)")
+        raise ParameterError(
+            f"{name} optimizes the L2-regularised objective only; l1 > 0 is not supported "
+            "(use lbfgs/owlqn or sgd-l1)"
+        )
     if getattr(obj.space, "n_dense", 0) > 0:
         raise CrfkitError(f"{name} does not support dense features yet")
 
 
 def seed_state(seed: int) -> np.ndarray:
-    """The generator state for a seed (splitmix64 of the seed, so nearby seeds give unrelated streams)."""
-    return np.array([(int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % (1 << 64)], dtype=np.uint64)
+    """The generator state for a seed (splitmix64 of the seed, so nearby seeds give unrelated
+    streams)."""
+    return np.array(
+        [(int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % (1 << 64)], dtype=np.uint64
+    )
 
 
 class _Run:
     """The arrays of one SAG-family run and their (de)serialisation."""
 
-    def __init__(self, name: str, obj, x0, l2: float, seed: int, L0: float, state: dict | None,
-                 store=np.float32):
+    def __init__(
+        self,
+        name: str,
+        obj,
+        x0,
+        l2: float,
+        seed: int,
+        L0: float,
+        state: dict | None,
+        store=np.float32,
+    ):
         c, s = obj.corpus, obj.space
         self.name, self.obj, self.l2 = name, obj, float(l2)
         n, p, L = obj.n, s.n_features, s.n_labels
@@ -155,7 +176,8 @@ class _Run:
         self.scale = np.empty(maxT)
         self.pm = np.empty((maxT, L))
         self.dp = np.empty((maxT, L))
-        # per attribute (plus one entry for the transition block): see kernels.sag.catch_up_emissions
+        # per attribute (plus one entry for the transition block): see
+        # kernels.sag.catch_up_emissions
         self.full = obj.full_rows
         na = len(s.attr_ptr) - 1
         self.alast = np.zeros(na + 1, dtype=np.int64)
@@ -176,7 +198,11 @@ class _Run:
         self.tmin = np.zeros(2 * P)
         self.fsc = np.zeros(K.N_FSC)
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
-        resume = state is not None and state.get("algorithm") == name and float(state.get("l2", -1)) == self.l2
+        resume = (
+            state is not None
+            and state.get("algorithm") == name
+            and float(state.get("l2", -1)) == self.l2
+        )
         if state is None:
             self.v = np.array(x0 if x0 is not None else np.zeros(p), dtype=np.float64, copy=True)
             self.d = np.zeros(p)
@@ -202,8 +228,12 @@ class _Run:
             self.kperm = np.array(state["kperm"], dtype=np.int64, copy=True)
             self.Li = np.array(state["Li"], dtype=np.float64, copy=True)
             # line-search skipping counters (states written before they existed: none)
-            self.skip_left = np.array(state.get("ls_skip_left", np.zeros(n)), dtype=np.int64, copy=True)
-            self.skip_streak = np.array(state.get("ls_skip_streak", np.zeros(n)), dtype=np.int64, copy=True)
+            self.skip_left = np.array(
+                state.get("ls_skip_left", np.zeros(n)), dtype=np.int64, copy=True
+            )
+            self.skip_streak = np.array(
+                state.get("ls_skip_streak", np.zeros(n)), dtype=np.int64, copy=True
+            )
             self.isc[K.I_M] = int(state["m"])
             self.isc[K.I_MK] = int(state["mk"])
             self.fsc[K.F_LG] = float(state["L"])
@@ -226,22 +256,52 @@ class _Run:
 
     @staticmethod
     def _check_state(state, n, p, n_tokens, L):
-        for key in ("x", "d", "node", "trans", "perm", "kperm", "Li", "m", "mk", "L", "Lmax", "step"):
+        for key in (
+            "x",
+            "d",
+            "node",
+            "trans",
+            "perm",
+            "kperm",
+            "Li",
+            "m",
+            "mk",
+            "L",
+            "Lmax",
+            "step",
+        ):
             if key not in state:
                 raise ParameterError(f"state lacks {key!r}: not a state of crfkit.optim.sag")
-        if np.shape(state["x"]) != (p,) or np.shape(state["node"]) != (n_tokens, L) or len(state["perm"]) != n:
+        if (
+            np.shape(state["x"]) != (p,)
+            or np.shape(state["node"]) != (n_tokens, L)
+            or len(state["perm"]) != n
+        ):
             raise ParameterError("state was made for another corpus or feature space")
 
     def state(self) -> dict:
         """The resumable state at the end of the last pass (arrays copied)."""
         return {
-            "algorithm": self.name, "iteration": self.iteration, "l2": self.l2,
-            "x": self.v.copy(), "d": self.d.copy(), "node": self.node_store.copy(), "trans": self.trans_store.copy(),
-            "perm": self.perm.copy(), "kperm": self.kperm.copy(), "Li": self.Li.copy(),
-            "ls_skip_left": self.skip_left.copy(), "ls_skip_streak": self.skip_streak.copy(),
-            "m": int(self.isc[K.I_M]), "mk": int(self.isc[K.I_MK]), "evals": int(self.isc[K.I_EVALS]),
-            "steps": int(self.isc[K.I_ITER]), "L": float(self.fsc[K.F_LG]), "Lmax": float(self.fsc[K.F_LMAX]),
-            "step": float(self.fsc[K.F_STEP]), "rng": int(self.rng[0]),
+            "algorithm": self.name,
+            "iteration": self.iteration,
+            "l2": self.l2,
+            "x": self.v.copy(),
+            "d": self.d.copy(),
+            "node": self.node_store.copy(),
+            "trans": self.trans_store.copy(),
+            "perm": self.perm.copy(),
+            "kperm": self.kperm.copy(),
+            "Li": self.Li.copy(),
+            "ls_skip_left": self.skip_left.copy(),
+            "ls_skip_streak": self.skip_streak.copy(),
+            "m": int(self.isc[K.I_M]),
+            "mk": int(self.isc[K.I_MK]),
+            "evals": int(self.isc[K.I_EVALS]),
+            "steps": int(self.isc[K.I_ITER]),
+            "L": float(self.fsc[K.F_LG]),
+            "Lmax": float(self.fsc[K.F_LMAX]),
+            "step": float(self.fsc[K.F_STEP]),
+            "rng": int(self.rng[0]),
         }
 
     @property
@@ -252,23 +312,87 @@ class _Run:
     def naive_state_bytes(self) -> int:
         return int(self.n) * int(self.p) * 8
 
-    def run_until(self, method: int, step_rule: int, L0: float, target: int, ls_skip: bool = False,
-                  lmax_decayed: bool = False) -> int:
+    def run_until(
+        self,
+        method: int,
+        step_rule: int,
+        L0: float,
+        target: int,
+        ls_skip: bool = False,
+        lmax_decayed: bool = False,
+    ) -> int:
         c, s = self.obj.corpus, self.obj.space
-        return K.sag_run(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, self.full,
-                         s.trans_index, s.n_state, self.n_trans, method, step_rule, self.l2, float(L0), int(target),
-                         bool(ls_skip), bool(lmax_decayed), self.v, self.d, self.alast, self.cum, self.node_store,
-                         self.trans_store, self.perm, self.pos, self.kperm, self.kpos, self.Li, self.skip_left,
-                         self.skip_streak, self.tsum, self.tmax, self.tmin,
-                         self.fsc, self.isc, self.rng, self.mark, self.ulist, self.ulist2, self.obase,
-                         self.node, self.edge, self.gloc, self.dloc, self.dloc2, self.pm, self.dp,
-                         self.score, self.shift, self.sc2, self.es, self.alpha, self.scale)
+        return K.sag_run(
+            c.seq_ptr,
+            c.tok_ptr,
+            c.attr,
+            c.val,
+            c.y,
+            s.attr_ptr,
+            s.feat_label,
+            self.full,
+            s.trans_index,
+            s.n_state,
+            self.n_trans,
+            method,
+            step_rule,
+            self.l2,
+            float(L0),
+            int(target),
+            bool(ls_skip),
+            bool(lmax_decayed),
+            self.v,
+            self.d,
+            self.alast,
+            self.cum,
+            self.node_store,
+            self.trans_store,
+            self.perm,
+            self.pos,
+            self.kperm,
+            self.kpos,
+            self.Li,
+            self.skip_left,
+            self.skip_streak,
+            self.tsum,
+            self.tmax,
+            self.tmin,
+            self.fsc,
+            self.isc,
+            self.rng,
+            self.mark,
+            self.ulist,
+            self.ulist2,
+            self.obase,
+            self.node,
+            self.edge,
+            self.gloc,
+            self.dloc,
+            self.dloc2,
+            self.pm,
+            self.dp,
+            self.score,
+            self.shift,
+            self.sc2,
+            self.es,
+            self.alpha,
+            self.scale,
+        )
 
     def close_window(self) -> None:
         if self.isc[K.I_T] != 0 or self.fsc[K.F_BETA] != 1.0:
             s = self.obj.space
-            K.full_catch_up(s.attr_ptr, s.n_state, self.n_trans, self.v, self.d, self.alast, self.cum,
-                            self.fsc, self.isc)
+            K.full_catch_up(
+                s.attr_ptr,
+                s.n_state,
+                self.n_trans,
+                self.v,
+                self.d,
+                self.alast,
+                self.cum,
+                self.fsc,
+                self.isc,
+            )
 
     def lipschitz(self, method: int, lmax_decayed: bool = False) -> float:
         if method in (K.SAG, K.SAGA):
@@ -282,8 +406,23 @@ STORES = {"float32": np.float32, "float64": np.float64}
 LMAX_RULES = ("decayed", "current")
 
 
-def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state, delta, L0, step_rule,
-              ls_skip=False, store="float32", lmax="current"):
+def _optimize(
+    name: str,
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations,
+    callback,
+    seed,
+    state,
+    delta,
+    L0,
+    step_rule,
+    ls_skip=False,
+    store="float32",
+    lmax="current",
+):
     check_supported(name, obj, reg)
     if lmax not in LMAX_RULES:
         raise ParameterError(f"{name}: lmax must be 'decayed' or 'current', not {lmax!r}")
@@ -306,8 +445,14 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
 
     def finish(status, message, f=None):
         x = run.v.copy()
-        return StochasticResult(x=x, f=obj.value(x, count=False) if f is None else f, status=status,
-                                message=message, iterations=run.iteration, state_fn=run.state)
+        return StochasticResult(
+            x=x,
+            f=obj.value(x, count=False) if f is None else f,
+            status=status,
+            message=message,
+            iterations=run.iteration,
+            state_fn=run.state,
+        )
 
     f = None
     monitor_s = 0.0
@@ -318,8 +463,10 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
             run.close_window()
             sync_counter()
             if rc != 0:
-                raise CrfkitError(f"{name}: the step {run.fsc[K.F_STEP]:.3g} times l2={l2:.3g} reached 1; "
-                                  "the Lipschitz estimates are inconsistent")
+                raise CrfkitError(
+                    f"{name}: the step {run.fsc[K.F_STEP]:.3g} times l2={l2:.3g} reached 1; "
+                    "the Lipschitz estimates are inconsistent"
+                )
             run.iteration += 1
             x = run.v
             t_mon = time.perf_counter()
@@ -327,13 +474,26 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
             monitor_s += time.perf_counter() - t_mon
             m = int(run.isc[K.I_M])
             gnorm_inf = float(np.abs(run.d / n + l2 * x).max()) if run.p else 0.0
-            stop = notify(callback, iteration=run.iteration, f=f, x=x.copy(), step=float(run.fsc[K.F_STEP]),
-                          gnorm_inf=gnorm_inf, nnz=int(np.count_nonzero(x)), state=run.state,
-                          state_bytes=run.state_bytes, naive_state_bytes=run.naive_state_bytes,
-                          lipschitz=run.lipschitz(method, lmax_decayed), examples_seen=m,
-                          steps=int(run.isc[K.I_ITER]), monitor_s=monitor_s)
+            stop = notify(
+                callback,
+                iteration=run.iteration,
+                f=f,
+                x=x.copy(),
+                step=float(run.fsc[K.F_STEP]),
+                gnorm_inf=gnorm_inf,
+                nnz=int(np.count_nonzero(x)),
+                state=run.state,
+                state_bytes=run.state_bytes,
+                naive_state_bytes=run.naive_state_bytes,
+                lipschitz=run.lipschitz(method, lmax_decayed),
+                examples_seen=m,
+                steps=int(run.isc[K.I_ITER]),
+                monitor_s=monitor_s,
+            )
             if m == n and gnorm_inf < delta:
-                return finish("converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f)
+                return finish(
+                    "converged", f"||d/n + l2*w||_inf = {gnorm_inf:.3g} < delta = {delta:g}", f
+                )
             if stop:
                 return finish("stopped", "stopped by the callback", f)
         return finish("max_iterations", f"{epochs} effective passes", f)
@@ -346,29 +506,101 @@ def _optimize(name: str, obj, x0, *, reg, max_iterations, callback, seed, state,
         return finish("interrupted", "interrupted")
 
 
-def sag(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-        state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
-        store: str = "float32") -> StochasticResult:
+def sag(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    delta: float = 1e-5,
+    L0: float = 1.0,
+    store: str = "float32",
+) -> StochasticResult:
     """SAG for CRFs (Algorithm 1 with the line search of Algorithm 2); see the module docstring."""
-    return _optimize("sag", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, store=store)
+    return _optimize(
+        "sag",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        delta=delta,
+        L0=L0,
+        step_rule=K.STEP_A,
+        store=store,
+    )
 
 
-def sag_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-            state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
-            ls_skip: bool = False, store: str = "float32") -> StochasticResult:
-    """SAG with the non-uniform sampling of Schmidt, Le Roux & Bach (2013, 5.5); see the module docstring."""
-    return _optimize("sag-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip, store=store)
+def sag_nus(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    delta: float = 1e-5,
+    L0: float = 1.0,
+    ls_skip: bool = False,
+    store: str = "float32",
+) -> StochasticResult:
+    """SAG with the non-uniform sampling of Schmidt, Le Roux & Bach (2013, 5.5); see the module
+    docstring."""
+    return _optimize(
+        "sag-nus",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        delta=delta,
+        L0=L0,
+        step_rule=K.STEP_A,
+        ls_skip=ls_skip,
+        store=store,
+    )
 
 
-def sag_nus_star(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-                 state: dict | None = None, delta: float = 1e-5, L0: float = 1.0,
-                 ls_skip: bool = True, store: str = "float32", lmax: str = "decayed") -> StochasticResult:
+def sag_nus_star(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    delta: float = 1e-5,
+    L0: float = 1.0,
+    ls_skip: bool = True,
+    store: str = "float32",
+    lmax: str = "decayed",
+) -> StochasticResult:
     """SAG-NUS*, the sampling and step of 5 of the paper; see the module docstring."""
-    return _optimize("sag-nus*", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=K.STEP_A, ls_skip=ls_skip, store=store,
-                     lmax=lmax)
+    return _optimize(
+        "sag-nus*",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        delta=delta,
+        L0=L0,
+        step_rule=K.STEP_A,
+        ls_skip=ls_skip,
+        store=store,
+        lmax=lmax,
+    )
 
 
 def _step_rule(name, step):
@@ -377,22 +609,74 @@ def _step_rule(name, step):
     return K.STEP_A if step == "a" else K.STEP_B
 
 
-def saga(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-         state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "a",
-         store: str = "float32") -> StochasticResult:
+def saga(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    delta: float = 1e-5,
+    L0: float = 1.0,
+    step: str = "a",
+    store: str = "float32",
+) -> StochasticResult:
     """SAGA with uniform sampling, the update of Proposition 1; see the module docstring."""
-    return _optimize("saga", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=_step_rule("saga", step), store=store)
+    return _optimize(
+        "saga",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        delta=delta,
+        L0=L0,
+        step_rule=_step_rule("saga", step),
+        store=store,
+    )
 
 
-def saga_nus(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-             state: dict | None = None, delta: float = 1e-5, L0: float = 1.0, step: str = "b",
-             ls_skip: bool = False, store: str = "float32", lmax: str | None = None) -> StochasticResult:
-    """SAGA sampling proportionally to the L_i, the update of Proposition 1; see the module docstring."""
+def saga_nus(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    delta: float = 1e-5,
+    L0: float = 1.0,
+    step: str = "b",
+    ls_skip: bool = False,
+    store: str = "float32",
+    lmax: str | None = None,
+) -> StochasticResult:
+    """SAGA sampling proportionally to the L_i, the update of Proposition 1; see the module
+    docstring."""
     rule = _step_rule("saga-nus", step)
     if lmax is not None and rule == K.STEP_B:
-        raise ParameterError("saga-nus: lmax sets the L of step rule 'a'; rule 'b' (the default) takes "
-                             "a = 1/(4 Lbar) and no L_max (give step=a with it)")
-    return _optimize("saga-nus", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, delta=delta, L0=L0, step_rule=rule, ls_skip=ls_skip, store=store,
-                     lmax=lmax if lmax is not None else ("decayed" if rule == K.STEP_A else "current"))
+        raise ParameterError(
+            "saga-nus: lmax sets the L of step rule 'a'; rule 'b' (the default) takes "
+            "a = 1/(4 Lbar) and no L_max (give step=a with it)"
+        )
+    return _optimize(
+        "saga-nus",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        delta=delta,
+        L0=L0,
+        step_rule=rule,
+        ls_skip=ls_skip,
+        store=store,
+        lmax=lmax if lmax is not None else ("decayed" if rule == K.STEP_A else "current"),
+    )

@@ -21,16 +21,16 @@ benchmark's search over powers of 10 uses):
 ``g_i`` is the gradient of ``-log p(y_i|x_i, w)``; the objective is crfkit's
 ``(1/n) sum_i nll_i + (l2/2)||w||^2``.  With sample weights the draw stays
 uniform and ``g_i`` is multiplied by ``s_i = omega_i n / W`` (the objective
-``(1/W) sum_i omega_i nll_i + ...``; weight k = k copies in expectation).  Defaults: ``eta = 0.1`` for sg, asg
-and adagrad, ``eta = 1`` for pegasos (its textbook ``1/(l2 t)``); the paper
+``(1/W) sum_i omega_i nll_i + ...``; weight k = k copies in expectation).  Defaults: ``eta = 0.1``
+for sg, asg and adagrad, ``eta = 1`` for pegasos (its textbook ``1/(l2 t)``); the paper
 picks ``eta`` among powers of 10 by the training objective.  ``state=`` from
 ``info["state"]()`` resumes a run bitwise.
 """
+
 from __future__ import annotations
 
-from typing import Callable
-
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -60,8 +60,14 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
     fsc[K.F_BETA] = 1.0
     fsc[K.F_STEP] = np.nan
     if state is not None:
-        if state.get("algorithm") != name or float(state.get("l2", -1)) != l2 or np.shape(state.get("x")) != (p,):
-            raise ParameterError(f"{name}: state was made by another algorithm, l2 or feature space")
+        if (
+            state.get("algorithm") != name
+            or float(state.get("l2", -1)) != l2
+            or np.shape(state.get("x")) != (p,)
+        ):
+            raise ParameterError(
+                f"{name}: state was made by another algorithm, l2 or feature space"
+            )
         v = np.array(state["w"], dtype=np.float64, copy=True)
         csum = np.array(state["sum"], dtype=np.float64, copy=True)
         G = np.array(state["G"], dtype=np.float64, copy=True)
@@ -88,9 +94,18 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
         return v.copy()
 
     def make_state():
-        return {"algorithm": name, "iteration": iteration, "l2": l2, "x": weights(), "w": v.copy(),
-                "sum": csum.copy(), "G": G.copy(), "t": int(isc[K.I_T]), "rng": int(rng[0]),
-                "step": float(fsc[K.F_STEP])}
+        return {
+            "algorithm": name,
+            "iteration": iteration,
+            "l2": l2,
+            "x": weights(),
+            "w": v.copy(),
+            "sum": csum.copy(),
+            "G": G.copy(),
+            "t": int(isc[K.I_T]),
+            "rng": int(rng[0]),
+            "step": float(fsc[K.F_STEP]),
+        }
 
     def close(target):
         """Bookkeeping at the end of a pass (idempotent)."""
@@ -104,62 +119,179 @@ def _optimize(name, obj, x0, *, reg, max_iterations, callback, seed, state, eta,
 
     def finish(status, message, f=None):
         x = weights()
-        return StochasticResult(x=x, f=obj.value(x, count=False) if f is None else f, status=status,
-                                message=message, iterations=iteration, state_fn=make_state)
+        return StochasticResult(
+            x=x,
+            f=obj.value(x, count=False) if f is None else f,
+            status=status,
+            message=message,
+            iterations=iteration,
+            state_fn=make_state,
+        )
 
     f = None
     monitor_s = 0.0
     try:
         while iteration < epochs:
             target = (iteration + 1) * n
-            rc = K.sgd_run(c_.seq_ptr, c_.tok_ptr, c_.attr, c_.val, c_.y, s.attr_ptr, s.feat_label, s.trans_index,
-                           s.n_state, s.n_trans, method, float(eta), l2, float(delta), target,
-                           v, csum, G, last, fsc, isc, rng, node, edge, gbuf, obj.full_rows, obj.sw)
+            rc = K.sgd_run(
+                c_.seq_ptr,
+                c_.tok_ptr,
+                c_.attr,
+                c_.val,
+                c_.y,
+                s.attr_ptr,
+                s.feat_label,
+                s.trans_index,
+                s.n_state,
+                s.n_trans,
+                method,
+                float(eta),
+                l2,
+                float(delta),
+                target,
+                v,
+                csum,
+                G,
+                last,
+                fsc,
+                isc,
+                rng,
+                node,
+                edge,
+                gbuf,
+                obj.full_rows,
+                obj.sw,
+            )
             if rc != 0:
-                raise CrfkitError(f"{name}: eta * l2 = {eta * l2:.3g} >= 1 makes the L2 shrinkage "
-                                  "1 - eta*l2 non-positive; use a smaller eta")
+                raise CrfkitError(
+                    f"{name}: eta * l2 = {eta * l2:.3g} >= 1 makes the L2 shrinkage "
+                    "1 - eta*l2 non-positive; use a smaller eta"
+                )
             close(target)
             iteration += 1
             x = weights()
             t_mon = time.perf_counter()
             f = obj.value(x, count=False)
             monitor_s += time.perf_counter() - t_mon
-            stop = notify(callback, iteration=iteration, f=f, x=x, step=float(fsc[K.F_STEP]),
-                          nnz=int(np.count_nonzero(x)), state=make_state, monitor_s=monitor_s)
+            stop = notify(
+                callback,
+                iteration=iteration,
+                f=f,
+                x=x,
+                step=float(fsc[K.F_STEP]),
+                nnz=int(np.count_nonzero(x)),
+                state=make_state,
+                monitor_s=monitor_s,
+            )
             if stop:
                 return finish("stopped", "stopped by the callback", f)
         return finish("max_iterations", f"{epochs} effective passes", f)
     except KeyboardInterrupt:
         target = (iteration + 1) * n
-        if isc[K.I_T] >= target:   # this pass's kernel ran (kernel calls are never cut short)
+        if isc[K.I_T] >= target:  # this pass's kernel ran (kernel calls are never cut short)
             close(target)
             iteration += 1
         return finish("interrupted", "interrupted")
 
 
-def sg(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-       state: dict | None = None, eta: float = 0.1) -> StochasticResult:
+def sg(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    eta: float = 0.1,
+) -> StochasticResult:
     """Stochastic gradient with a constant step ``eta``."""
-    return _optimize("sg", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, eta=eta)
+    return _optimize(
+        "sg",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        eta=eta,
+    )
 
 
-def asg(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-        state: dict | None = None, eta: float = 0.1) -> StochasticResult:
-    """Averaged stochastic gradient (constant step ``eta``, average of all iterates, kept lazily)."""
-    return _optimize("asg", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, eta=eta)
+def asg(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    eta: float = 0.1,
+) -> StochasticResult:
+    """Averaged stochastic gradient (constant step ``eta``, average of all iterates, kept
+    lazily)."""
+    return _optimize(
+        "asg",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        eta=eta,
+    )
 
 
-def adagrad(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-            state: dict | None = None, eta: float = 0.1, delta: float = 1.0) -> StochasticResult:
+def adagrad(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    eta: float = 0.1,
+    delta: float = 1.0,
+) -> StochasticResult:
     """Diagonal AdaGrad with the proximal L2 step; ``a_j = eta / (delta + sqrt(G_j))``."""
-    return _optimize("adagrad", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, eta=eta, delta=delta)
+    return _optimize(
+        "adagrad",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        eta=eta,
+        delta=delta,
+    )
 
 
-def pegasos(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-            state: dict | None = None, eta: float = 1.0) -> StochasticResult:
+def pegasos(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    eta: float = 1.0,
+) -> StochasticResult:
     """Pegasos: step ``eta / (l2 t)`` at iteration t."""
-    return _optimize("pegasos", obj, x0, reg=reg, max_iterations=max_iterations, callback=callback, seed=seed,
-                     state=state, eta=eta)
+    return _optimize(
+        "pegasos",
+        obj,
+        x0,
+        reg=reg,
+        max_iterations=max_iterations,
+        callback=callback,
+        seed=seed,
+        state=state,
+        eta=eta,
+    )

@@ -67,6 +67,7 @@ Checkpoints: the state (``info['state']()``) is taken at the end of a pass,
 where every weight is up to date and ``beta = 1``; a run interrupted (Ctrl-C)
 during a pass returns the weights and state of the last completed pass.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,15 +81,18 @@ from .stochastic import StochasticResult, last_completed, notify, state_function
 
 PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
 SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}
-DEFAULT_PASSES = 30          # the paper's number of passes
-ETA0_GRID = (1.0, 0.5, 0.2, 0.1)   # §4.1
-ALPHA_GRID = (0.9, 0.85, 0.8)      # §4.1
-BLOCK = 512                  # samples per numba call (Ctrl-C is seen between calls)
-FOLD_BELOW = 1e-6            # fold beta into v mid-pass when it gets this small
+DEFAULT_PASSES = 30  # the paper's number of passes
+ETA0_GRID = (1.0, 0.5, 0.2, 0.1)  # §4.1
+ALPHA_GRID = (0.9, 0.85, 0.8)  # §4.1
+BLOCK = 512  # samples per numba call (Ctrl-C is seen between calls)
+FOLD_BELOW = 1e-6  # fold beta into v mid-pass when it gets this small
 
 
-def learning_rate(k, n: int, *, schedule: str = "exponential", eta0: float = 0.1, alpha: float = 0.85):
-    """eta_k of ``schedule`` for step(s) ``k`` (from 0) with ``n`` samples per pass (eq. 5 / eq. 6)."""
+def learning_rate(
+    k, n: int, *, schedule: str = "exponential", eta0: float = 0.1, alpha: float = 0.85
+):
+    """eta_k of ``schedule`` for step(s) ``k`` (from 0) with ``n`` samples per pass (eq. 5 / eq.
+    6)."""
     k = np.asarray(k, dtype=np.float64)
     if schedule == "inverse":
         return eta0 / (1.0 + k / n)
@@ -101,13 +105,15 @@ def learning_rate(k, n: int, *, schedule: str = "exponential", eta0: float = 0.1
 
 def pass_order(seed: int, epoch: int, n: int) -> np.ndarray:
     """The visiting order of pass ``epoch`` (from 0): a permutation drawn from (seed, epoch)."""
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)]).permutation(n).astype(np.int64)
+    return (
+        np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)]).permutation(n).astype(np.int64)
+    )
 
 
 def step_bound(obj) -> int:
-    """The most features one step lists (a sequence's state features, each of its attribute occurrences
-    counted, plus the transitions, plus its bigram features after the first token): the size of the
-    kernels' ``touched`` buffer, which need not span the whole feature space."""
+    """The most features one step lists (a sequence's state features, each of its attribute
+    occurrences counted, plus the transitions, plus its bigram features after the first token): the
+    size of the kernels' ``touched`` buffer, which need not span the whole feature space."""
     c, s = obj.corpus, obj.space
     per_entry = np.diff(s.attr_ptr)[c.attr] if len(c.attr) else np.zeros(0, np.int64)
     cum = np.concatenate(([0], np.cumsum(per_entry, dtype=np.int64)))[c.tok_ptr]
@@ -123,11 +129,12 @@ def step_bound(obj) -> int:
 
 
 def bigram_step_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
-    """``(tb, bfull)`` for :func:`crfkit.kernels.sgdl1.run_steps_bigram`: room for the most bigram attribute
-    occurrences of a sequence after its first token (the step's distinct bigram attributes, each with its
-    first occurrence and that occurrence's position), and per bigram attribute whether it has a feature for
-    every label pair in pair order (:attr:`~crfkit.model.FeatureSpace.bigram_full_rows`; Wapiti's space: its
-    scores, gradient and penalty then run over contiguous rows)."""
+    """``(tb, bfull)`` for :func:`crfkit.kernels.sgdl1.run_steps_bigram`: room for the most bigram
+    attribute occurrences of a sequence after its first token (the step's distinct bigram
+    attributes, each with its first occurrence and that occurrence's position), and per bigram
+    attribute whether it has a feature for every label pair in pair order
+    (:attr:`~crfkit.model.FeatureSpace.bigram_full_rows`; Wapiti's space: its scores, gradient and
+    penalty then run over contiguous rows)."""
     c, s = obj.corpus, obj.space
     btok_ptr = c.bigram_arrays()[0]
     first = np.minimum(c.seq_ptr[:-1] + 1, c.seq_ptr[1:])
@@ -140,64 +147,109 @@ def check_params(penalty, schedule, eta0, alpha, reg, max_iterations):
     if penalty not in PENALTIES:
         raise ParameterError(f"sgd-l1: unknown penalty {penalty!r}; one of {', '.join(PENALTIES)}")
     if schedule not in SCHEDULES:
-        raise ParameterError(f"sgd-l1: unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
+        raise ParameterError(
+            f"sgd-l1: unknown schedule {schedule!r}; one of {', '.join(SCHEDULES)}"
+        )
     try:
         eta0 = float(eta0)
         alpha = float(alpha)
     except (TypeError, ValueError):
-        raise ParameterError(f"sgd-l1: eta0 and alpha must be numbers (got {eta0!r}, {alpha!r})") from None
+        raise ParameterError(
+            f"sgd-l1: eta0 and alpha must be numbers (got {eta0!r}, {alpha!r})"
+        ) from None
     if not (math.isfinite(eta0) and eta0 > 0):
         raise ParameterError(f"sgd-l1: eta0 must be a positive number (got {eta0!r})")
     if schedule == "exponential" and not (0 < alpha <= 1):
-        raise ParameterError(f"sgd-l1: alpha must be in (0, 1] for the exponential schedule (got {alpha!r})")
+        raise ParameterError(
+            f"sgd-l1: alpha must be in (0, 1] for the exponential schedule (got {alpha!r})"
+        )
     if reg.l2 > 0 and eta0 * reg.l2 >= 1:
-        raise ParameterError(f"sgd-l1: eta0 * l2 = {eta0 * reg.l2:g} >= 1: the L2 shrinkage (1 - eta*l2) would not "
-                             "be positive; lower eta0")
+        raise ParameterError(
+            f"sgd-l1: eta0 * l2 = {eta0 * reg.l2:g} >= 1: the L2 shrinkage (1 - eta*l2) would not "
+            "be positive; lower eta0"
+        )
     if max_iterations is not None and int(max_iterations) < 0:
         raise ParameterError("sgd-l1: max_iterations (passes) must be >= 0")
     return eta0, alpha
 
 
-def _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, tune_sample, tune_passes, state):
-    """Resolve ``eta0="auto"`` / ``alpha="auto"``: from the state being resumed (the values its run picked),
-    else with :func:`tune_sgd_l1` on a sample.  Returns (eta0, alpha, tuning result or None)."""
+def _auto_rates(
+    obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, tune_sample, tune_passes, state
+):
+    """Resolve ``eta0="auto"`` / ``alpha="auto"``: from the state being resumed (the values its run
+    picked), else with :func:`tune_sgd_l1` on a sample.  Returns (eta0, alpha, tuning result or
+    None)."""
     auto_eta, auto_alpha = eta0 == "auto", alpha == "auto"
     if not (auto_eta or auto_alpha):
         return eta0, alpha, None
     if auto_alpha and schedule != "exponential":
-        alpha, auto_alpha = 0.85, False      # not used by this schedule
+        alpha, auto_alpha = 0.85, False  # not used by this schedule
         if not auto_eta:
             return eta0, alpha, None
     if state is not None:
         picked = state.get("settings", {})
-        return (picked.get("eta0", eta0) if auto_eta else eta0), (picked.get("alpha", alpha) if auto_alpha
-                                                                    else alpha), None
+        return (
+            (picked.get("eta0", eta0) if auto_eta else eta0),
+            (picked.get("alpha", alpha) if auto_alpha else alpha),
+            None,
+        )
     try:
         sample = int(tune_sample)
-        passes = int(tune_passes) if tune_passes is not None else (
-            DEFAULT_PASSES if max_iterations is None else max(1, int(max_iterations)))
+        passes = (
+            int(tune_passes)
+            if tune_passes is not None
+            else (DEFAULT_PASSES if max_iterations is None else max(1, int(max_iterations)))
+        )
     except (TypeError, ValueError):
-        raise ParameterError(f"sgd-l1: tune_sample and tune_passes must be integers (got {tune_sample!r}, "
-                             f"{tune_passes!r})") from None
+        raise ParameterError(
+            f"sgd-l1: tune_sample and tune_passes must be integers (got {tune_sample!r}, "
+            f"{tune_passes!r})"
+        ) from None
     if sample < 1 or passes < 1:
         raise ParameterError("sgd-l1: tune_sample and tune_passes must be >= 1")
     if not auto_eta:
         check_params(penalty, schedule, eta0, 0.85, reg, None)
-    out = tune_sgd_l1(obj, reg=reg, sample_size=sample, passes=passes, penalty=penalty, schedule=schedule,
-                      eta0_grid=ETA0_GRID if auto_eta else (float(eta0),),
-                      alpha_grid=ALPHA_GRID if auto_alpha else (),
-                      alpha=0.85 if auto_alpha else alpha, seed=seed, threads=getattr(obj, "threads", None))
+    out = tune_sgd_l1(
+        obj,
+        reg=reg,
+        sample_size=sample,
+        passes=passes,
+        penalty=penalty,
+        schedule=schedule,
+        eta0_grid=ETA0_GRID if auto_eta else (float(eta0),),
+        alpha_grid=ALPHA_GRID if auto_alpha else (),
+        alpha=0.85 if auto_alpha else alpha,
+        seed=seed,
+        threads=getattr(obj, "threads", None),
+    )
     if not math.isfinite(out["f"]):
-        raise CrfkitError("sgd-l1: every learning rate tried on the sample diverged "
-                          f"(eta0 grid {', '.join(f'{e:g}' for e in ETA0_GRID)}); give eta0 explicitly")
+        raise CrfkitError(
+            "sgd-l1: every learning rate tried on the sample diverged "
+            f"(eta0 grid {', '.join(f'{e:g}' for e in ETA0_GRID)}); give eta0 explicitly"
+        )
     return out["eta0"], out["alpha"], out
 
 
-def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None, callback=None, seed: int = 0,
-           penalty: str = "cumulative", schedule: str = "exponential", eta0: float | str = 0.1,
-           alpha: float | str = 0.85, monitor: bool = True, state: dict | None = None, tune_sample: int = 1000,
-           tune_passes: int | None = None, resumable: bool = True) -> StochasticResult:
-    """SGD with an L1 penalty (``naive`` | ``clipping`` | ``cumulative``) and L2 shrinkage; see the module doc.
+def sgd_l1(
+    obj,
+    x0: np.ndarray | None,
+    *,
+    reg,
+    max_iterations: int | None = None,
+    callback=None,
+    seed: int = 0,
+    penalty: str = "cumulative",
+    schedule: str = "exponential",
+    eta0: float | str = 0.1,
+    alpha: float | str = 0.85,
+    monitor: bool = True,
+    state: dict | None = None,
+    tune_sample: int = 1000,
+    tune_passes: int | None = None,
+    resumable: bool = True,
+) -> StochasticResult:
+    """SGD with an L1 penalty (``naive`` | ``clipping`` | ``cumulative``) and L2 shrinkage; see the
+    module doc.
 
     ``max_iterations``: passes over the data (default 30).  ``eta0``, ``alpha``:
     the learning-rate parameters (``alpha`` is used by ``exponential`` only).
@@ -222,25 +274,60 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         raise CrfkitError("sgd-l1 does not support dense features yet")
     if penalty not in PENALTIES or schedule not in SCHEDULES:
         check_params(penalty, schedule, 0.1, 0.85, reg, max_iterations)
-    eta0, alpha, tuned = _auto_rates(obj, reg, penalty, schedule, eta0, alpha, max_iterations, seed, tune_sample,
-                                     tune_passes, state)
+    eta0, alpha, tuned = _auto_rates(
+        obj,
+        reg,
+        penalty,
+        schedule,
+        eta0,
+        alpha,
+        max_iterations,
+        seed,
+        tune_sample,
+        tune_passes,
+        state,
+    )
     eta0, alpha = check_params(penalty, schedule, eta0, alpha, reg, max_iterations)
-    picked = "" if tuned is None else (
-        f"; eta0={eta0:g}" + (f", alpha={alpha:g}" if schedule == "exponential" else "")
-        + f" picked on {tuned['sample_size']} sequences (objective after {tuned['passes']} passes: "
-        + ", ".join((f"eta0={e:g} alpha={a:g}" if schedule == "exponential" else f"eta0={e:g}") + f" {f:.6g}"
-                    for e, a, f in tuned["trials"]) + ")")
+    picked = (
+        ""
+        if tuned is None
+        else (
+            f"; eta0={eta0:g}"
+            + (f", alpha={alpha:g}" if schedule == "exponential" else "")
+            + f" picked on {tuned['sample_size']} sequences (objective after {tuned['passes']} passes: "
+            + ", ".join(
+                (f"eta0={e:g} alpha={a:g}" if schedule == "exponential" else f"eta0={e:g}")
+                + f" {f:.6g}"
+                for e, a, f in tuned["trials"]
+            )
+            + ")"
+        )
+    )
     pcode, scode = PENALTIES[penalty], SCHEDULES[schedule]
     epochs = DEFAULT_PASSES if max_iterations is None else int(max_iterations)
     c, s = obj.corpus, obj.space
     n, d, ns = obj.n, s.n_features, s.n_state
-    settings = {"penalty": penalty, "schedule": schedule, "eta0": eta0, "alpha": alpha, "seed": int(seed),
-                "l1": float(reg.l1), "l2": float(reg.l2), "n": int(n), "n_features": int(d)}
+    settings = {
+        "penalty": penalty,
+        "schedule": schedule,
+        "eta0": eta0,
+        "alpha": alpha,
+        "seed": int(seed),
+        "l1": float(reg.l1),
+        "l2": float(reg.l2),
+        "n": int(n),
+        "n_features": int(d),
+    }
     if state is not None:
         bad = [k for k, val in settings.items() if state.get("settings", {}).get(k) != val]
         if bad:
-            raise ParameterError("sgd-l1: the state was made with other settings: " + ", ".join(
-                f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now" for k in bad))
+            raise ParameterError(
+                "sgd-l1: the state was made with other settings: "
+                + ", ".join(
+                    f"{k}={state.get('settings', {}).get(k)!r} there, {settings[k]!r} now"
+                    for k in bad
+                )
+            )
         v = np.array(state["x"], dtype=np.float64, copy=True)
         aux = np.array(state["aux"], dtype=np.float64, copy=True)
         lastk = np.array(state["lastk"], dtype=np.int64, copy=True)
@@ -251,7 +338,7 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         v = np.zeros(d) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
         if v.shape != (d,):
             raise ParameterError(f"x0 has shape {v.shape}; the feature space has {d} features")
-        aux = np.zeros(d)                     # last (naive, clipping) or q (cumulative)
+        aux = np.zeros(d)  # last (naive, clipping) or q (cumulative)
         lastk = np.zeros(d if pcode == K.NAIVE else 1, dtype=np.int64)
         u = 0.0
         epoch0 = 0
@@ -270,25 +357,35 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
     bigram = s.n_bigram > 0
     if bigram:
         # position-dependent transitions (bigram features after the transitions, which then end at
-        # bigram_offset, also when this corpus has no bigram attribute): the per-position edge marginals
+        # bigram_offset, also when this corpus has no bigram attribute): the per-position edge
+        # marginals
         edges = np.empty((max(Tmax, 1), L, L))
         args += c.bigram_arrays() + (s.battr_ptr, s.pairs_for_full_rows, s.bigram_offset)
         tb, bfull = bigram_step_arrays(obj)
     monitor_s = 0.0
 
     def state_at(epoch_, u_, step, keep, nnz=None):
-        # keep=False: the run's own arrays, copied when asked for (valid until the next pass steps); keep=True:
-        # the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint written after it) in
-        # the least memory: the weights as their non-zeros, q (dense) in a temporary file once the space is
-        # large, so that a pass holds two vectors of the candidate space (v and q), not four; not resumable:
-        # the weights only (what an interrupted run returns), not a state to resume from
+        # keep=False: the run's own arrays, copied when asked for (valid until the next pass steps);
+        # keep=True: the pass just ended, kept through the next pass (for Ctrl-C and the checkpoint
+        # written after it) in the least memory: the weights as their non-zeros, q (dense) in a
+        # temporary file once the space is large, so that a pass holds two vectors of the candidate
+        # space (v and q), not four; not resumable: the weights only (what an interrupted run
+        # returns), not a state to resume from
         arrays = {"x": v, "aux": aux, "lastk": lastk} if resumable or not keep else {"x": v}
-        return state_function(arrays, {"iteration": int(epoch_), "u": float(u_), "step": float(step),
-                                       "settings": settings}, keep=keep, nnz=nnz)
+        return state_function(
+            arrays,
+            {"iteration": int(epoch_), "u": float(u_), "step": float(step), "settings": settings},
+            keep=keep,
+            nnz=nnz,
+        )
 
-    # the per-pass objective; with bigram features through the oracle's own scores (Objective.value_bigram)
-    value = obj.value_bigram if bigram and getattr(obj, "_bigram", False) else (
-        lambda x: obj.value(x, count=False))
+    # the per-pass objective; with bigram features through the oracle's own scores
+    # (Objective.value_bigram)
+    value = (
+        obj.value_bigram
+        if bigram and getattr(obj, "_bigram", False)
+        else (lambda x: obj.value(x, count=False))
+    )
     # the kept state of the last completed pass (what a Ctrl-C returns)
     state_fn = kept_fn = state_at(epoch0, u, eta, True) if epoch0 > 0 else None
     last_f = done_f = float("nan")
@@ -301,14 +398,63 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             for b0 in range(0, n, BLOCK):
                 b1 = min(n, b0 + BLOCK)
                 if bigram:
-                    eta = K.run_steps_bigram(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
-                                             float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign,
-                                             node, edges, edges.reshape(edges.shape[0], L * L), edge,
-                                             obj.full_rows, obj.sw, tb, bfull)
+                    eta = K.run_steps_bigram(
+                        *args,
+                        order,
+                        b0,
+                        b1,
+                        k0 + b0,
+                        n,
+                        scode,
+                        eta0,
+                        alpha,
+                        float(reg.l1),
+                        float(reg.l2),
+                        pcode,
+                        v,
+                        scal,
+                        aux,
+                        lastk,
+                        aux,
+                        stamp,
+                        touched,
+                        sign,
+                        node,
+                        edges,
+                        edges.reshape(edges.shape[0], L * L),
+                        edge,
+                        obj.full_rows,
+                        obj.sw,
+                        tb,
+                        bfull,
+                    )
                 else:
-                    eta = K.run_steps(*args, order, b0, b1, k0 + b0, n, scode, eta0, alpha, float(reg.l1),
-                                      float(reg.l2), pcode, v, scal, aux, lastk, aux, stamp, touched, sign, node,
-                                      edge, obj.full_rows, obj.sw)
+                    eta = K.run_steps(
+                        *args,
+                        order,
+                        b0,
+                        b1,
+                        k0 + b0,
+                        n,
+                        scode,
+                        eta0,
+                        alpha,
+                        float(reg.l1),
+                        float(reg.l2),
+                        pcode,
+                        v,
+                        scal,
+                        aux,
+                        lastk,
+                        aux,
+                        stamp,
+                        touched,
+                        sign,
+                        node,
+                        edge,
+                        obj.full_rows,
+                        obj.sw,
+                    )
                 obj.n_oracle += b1 - b0
                 if scal[K.BETA] < FOLD_BELOW:
                     K.fold(v, aux, scal)
@@ -316,26 +462,40 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
             k = (epoch + 1) * n
             if pcode != K.CUMUL:
                 K.catch_up_all(pcode, v, scal[K.U], k, aux, lastk)
-            # one walk over v: beta folded in, and the counts and the finiteness check the pass end needs
+            # one walk over v: beta folded in, and the counts and the finiteness check the pass end
+            # needs
             nnz, nnz_bits, finite = K.fold(v, aux, scal)
             if pcode != K.CUMUL:
-                aux[:] = 0.0           # all up to date: u restarts from 0 (keeps its precision)
+                aux[:] = 0.0  # all up to date: u restarts from 0 (keeps its precision)
                 scal[K.U] = 0.0
             epoch += 1
             if not finite:
                 hint = f"eta0={eta0:g} is too large for this problem (lower it, or pick it with eta0=auto)"
-                raise TrainingDiverged(f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
-                                       algorithm="sgd-l1", iteration=epoch, hint=hint)
-            # until the next pass starts, the run's own arrays are this pass's state (no copies: the callback's
-            # info["x"] is v, valid until it returns, as with OWL-QN)
+                raise TrainingDiverged(
+                    f"sgd-l1 diverged: non-finite weights in pass {epoch}; {hint}",
+                    algorithm="sgd-l1",
+                    iteration=epoch,
+                    hint=hint,
+                )
+            # until the next pass starts, the run's own arrays are this pass's state (no copies: the
+            # callback's info["x"] is v, valid until it returns, as with OWL-QN)
             state_fn = state_at(epoch, scal[K.U], eta, False)
             t = time.perf_counter()
             last_f = value(v) if (monitor or epoch == epochs) else float("nan")
             done_f = last_f
             monitor_s += time.perf_counter() - t
             if callback is not None:
-                stop = notify(callback, iteration=epoch, f=last_f, x=v, step=float(eta), nnz=int(nnz),
-                              state=state_fn, examples_seen=epoch * n, monitor_s=monitor_s)
+                stop = notify(
+                    callback,
+                    iteration=epoch,
+                    f=last_f,
+                    x=v,
+                    step=float(eta),
+                    nnz=int(nnz),
+                    state=state_fn,
+                    examples_seen=epoch * n,
+                    monitor_s=monitor_s,
+                )
                 if stop:
                     status, message = "stopped", f"stopped by the callback after pass {epoch}"
                     break
@@ -346,16 +506,34 @@ def sgd_l1(obj, x0: np.ndarray | None, *, reg, max_iterations: int | None = None
         v, epoch = last_completed(state_fn, x0, d)
         last_f = done_f
         if not resumable and state_fn is kept_fn:
-            state_fn = None        # the weights only: not a state to resume from
+            state_fn = None  # the weights only: not a state to resume from
     if not math.isfinite(last_f) and status != "interrupted":
         last_f = value(v)
-    return StochasticResult(x=v, f=last_f, status=status, message=message + picked, iterations=int(epoch),
-                            state_fn=state_fn)
+    return StochasticResult(
+        x=v,
+        f=last_f,
+        status=status,
+        message=message + picked,
+        iterations=int(epoch),
+        state_fn=state_fn,
+    )
 
 
-def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: int = DEFAULT_PASSES,
-                penalty: str = "cumulative", schedule: str = "exponential", eta0_grid=ETA0_GRID,
-                alpha_grid=ALPHA_GRID, alpha: float = 0.85, seed: int = 0, threads: int | None = None) -> dict:
+def tune_sgd_l1(
+    obj,
+    space=None,
+    *,
+    reg=None,
+    sample_size: int = 1000,
+    passes: int = DEFAULT_PASSES,
+    penalty: str = "cumulative",
+    schedule: str = "exponential",
+    eta0_grid=ETA0_GRID,
+    alpha_grid=ALPHA_GRID,
+    alpha: float = 0.85,
+    seed: int = 0,
+    threads: int | None = None,
+) -> dict:
     """Pick ``eta0`` (and ``alpha``) on a random sample of the training sequences, as §4.1 does.
 
     ``obj``: an :class:`~crfkit.objective.Objective` (its corpus, space and
@@ -377,13 +555,16 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
     Returns ``{"eta0", "alpha", "f", "sample_size", "passes", "trials": [(eta0, alpha, f), ...]}``.
     """
     from ..objective import Objective
+
     if isinstance(obj, Objective):
         corpus, space = obj.corpus, obj.space
         reg = obj.reg if reg is None else reg
     else:
         corpus = obj
         if space is None or reg is None:
-            raise ParameterError("tune_sgd_l1: give an Objective, or a corpus with its space and reg")
+            raise ParameterError(
+                "tune_sgd_l1: give an Objective, or a corpus with its space and reg"
+            )
     if getattr(space, "n_dense", 0) > 0:
         raise CrfkitError("sgd-l1 does not support dense features yet")
     if int(sample_size) < 1 or int(passes) < 1:
@@ -392,17 +573,31 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
         raise ParameterError("tune_sgd_l1: eta0_grid is empty")
     n = corpus.n_sequences
     m = min(int(sample_size), n)
-    idx = np.sort(np.random.default_rng(int(seed)).choice(n, size=m, replace=False)) if m < n else np.arange(n)
+    idx = (
+        np.sort(np.random.default_rng(int(seed)).choice(n, size=m, replace=False))
+        if m < n
+        else np.arange(n)
+    )
     sub = Objective(corpus.subset(idx), space, reg, threads=threads)
     trials = []
 
     def trial(e0, a):
         try:
-            res = sgd_l1(sub, None, reg=reg, max_iterations=int(passes), seed=int(seed), penalty=penalty,
-                         schedule=schedule, eta0=e0, alpha=a, monitor=False)
+            res = sgd_l1(
+                sub,
+                None,
+                reg=reg,
+                max_iterations=int(passes),
+                seed=int(seed),
+                penalty=penalty,
+                schedule=schedule,
+                eta0=e0,
+                alpha=a,
+                monitor=False,
+            )
             f = res.f if math.isfinite(res.f) else math.inf
         except ParameterError:
-            raise                        # a bad setting, not a rate that diverged
+            raise  # a bad setting, not a rate that diverged
         except CrfkitError:
             f = math.inf
         trials.append((float(e0), float(a), float(f)))
@@ -413,9 +608,15 @@ def tune_sgd_l1(obj, space=None, *, reg=None, sample_size: int = 1000, passes: i
     if schedule == "exponential":
         for a in alpha_grid:
             if float(a) == float(alpha):
-                continue                 # already tried with this eta0
+                continue  # already tried with this eta0
             f = trial(best_eta, a)
             if f < best_f:
                 best_alpha, best_f = float(a), f
-    return {"eta0": float(best_eta), "alpha": best_alpha, "f": float(best_f), "sample_size": m, "passes": int(passes),
-            "trials": trials}
+    return {
+        "eta0": float(best_eta),
+        "alpha": best_alpha,
+        "f": float(best_f),
+        "sample_size": m,
+        "passes": int(passes),
+        "trials": trials,
+    }

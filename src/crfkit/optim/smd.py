@@ -1,6 +1,6 @@
 """Stochastic meta-descent (SMD) for CRFs (Vishwanathan, Schraudolph, Schmidt & Murphy, ICML 2006,
-"Accelerated training of conditional random fields with stochastic gradient methods"), the SAG paper's
-SMD baseline (Schmidt et al. 2015, section 6).
+"Accelerated training of conditional random fields with stochastic gradient methods"), the SAG
+paper's SMD baseline (Schmidt et al. 2015, section 6).
 
 Per-coordinate gains adapted multiplicatively by the correlation of the
 current gradient with ``v``, an exponential average (decay ``lam``) of the
@@ -33,10 +33,11 @@ large sparse feature sets SMD's passes are much slower than SG's.
 last completed pass; ``x0`` warm-starts the weights (gains and ``v`` start
 afresh).  L2 only; no dense or bigram-observation blocks.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -46,9 +47,20 @@ from .sag import DEFAULT_EPOCHS, check_supported, seed_state
 from .stochastic import StochasticResult, notify
 
 
-def smd(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, seed: int = 0,
-        state: dict | None = None, eta: float = 0.1, mu: float = 0.1, lam: float = 0.99,
-        batch: int = 1) -> StochasticResult:
+def smd(
+    obj,
+    x0,
+    *,
+    reg,
+    max_iterations=None,
+    callback: Callable | None = None,
+    seed: int = 0,
+    state: dict | None = None,
+    eta: float = 0.1,
+    mu: float = 0.1,
+    lam: float = 0.99,
+    batch: int = 1,
+) -> StochasticResult:
     """Stochastic meta-descent with exact Hessian-vector products (see the module docstring)."""
     name = "smd"
     check_supported(name, obj, reg)
@@ -107,25 +119,67 @@ def smd(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, 
     saved = {}
 
     def snapshot():
-        st = {"algorithm": name, "iteration": iteration, "settings": dict(settings), "x": w.copy(),
-              "w": w.copy(), "gain": gain.copy(), "v": v.copy(), "seen": int(isc[K.I_SEEN]),
-              "steps": int(isc[K.I_STEPS]), "mean_gain": float(fsc[K.F_GAIN]), "rng": int(rng[0])}
+        st = {
+            "algorithm": name,
+            "iteration": iteration,
+            "settings": dict(settings),
+            "x": w.copy(),
+            "w": w.copy(),
+            "gain": gain.copy(),
+            "v": v.copy(),
+            "seen": int(isc[K.I_SEEN]),
+            "steps": int(isc[K.I_STEPS]),
+            "mean_gain": float(fsc[K.F_GAIN]),
+            "rng": int(rng[0]),
+        }
         saved["state"] = st
         return lambda: st
 
     state_fn = snapshot() if state is not None else None
 
     def finish(status, message, x, f=None):
-        return StochasticResult(x=x, f=obj.value(x, count=False) if f is None else f, status=status,
-                                message=message, iterations=iteration, state_fn=state_fn)
+        return StochasticResult(
+            x=x,
+            f=obj.value(x, count=False) if f is None else f,
+            status=status,
+            message=message,
+            iterations=iteration,
+            state_fn=state_fn,
+        )
 
     f = None
     monitor_s = 0.0
     try:
         while iteration < epochs:
-            K.smd_run(c_.seq_ptr, c_.tok_ptr, c_.attr, c_.val, c_.y, s.attr_ptr, s.feat_label, s.trans_index,
-                      s.n_state, obj.full_rows, batch, mu, lam, l2, (iteration + 1) * n, w, gain, v, gbuf, hbuf,
-                      fsc, isc, rng, node, dnode, edge, dedge)
+            K.smd_run(
+                c_.seq_ptr,
+                c_.tok_ptr,
+                c_.attr,
+                c_.val,
+                c_.y,
+                s.attr_ptr,
+                s.feat_label,
+                s.trans_index,
+                s.n_state,
+                obj.full_rows,
+                batch,
+                mu,
+                lam,
+                l2,
+                (iteration + 1) * n,
+                w,
+                gain,
+                v,
+                gbuf,
+                hbuf,
+                fsc,
+                isc,
+                rng,
+                node,
+                dnode,
+                edge,
+                dedge,
+            )
             obj.n_oracle = oracle0 + int(isc[K.I_SEEN]) - seen0
             iteration += 1
             state_fn = snapshot()
@@ -133,8 +187,17 @@ def smd(obj, x0, *, reg, max_iterations=None, callback: Callable | None = None, 
             t_mon = time.perf_counter()
             f = obj.value(x, count=False)
             monitor_s += time.perf_counter() - t_mon
-            stop = notify(callback, iteration=iteration, f=f, x=x, step=float(fsc[K.F_GAIN]),
-                          nnz=int(np.count_nonzero(x)), state=state_fn, monitor_s=monitor_s, steps=int(isc[K.I_STEPS]))
+            stop = notify(
+                callback,
+                iteration=iteration,
+                f=f,
+                x=x,
+                step=float(fsc[K.F_GAIN]),
+                nnz=int(np.count_nonzero(x)),
+                state=state_fn,
+                monitor_s=monitor_s,
+                steps=int(isc[K.I_STEPS]),
+            )
             if stop:
                 return finish("stopped", "stopped by the callback", x, f)
         return finish("max_iterations", f"{epochs} effective passes", w.copy(), f)

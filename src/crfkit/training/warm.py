@@ -1,9 +1,11 @@
-"""Where a run starts and how it ends on the active features: warm starts (:func:`init_weights` maps a previous
-model's weights onto a new feature space by name; :func:`start_weights` picks a run's starting vector from
-``init`` / ``w0`` / a checkpoint) and fine-tuning (:func:`fine_tune`: a few L-BFGS iterations on the
-non-zero features with a small L2, Lavergne et al. 2010, 5.3.1).  Incremental feature sets, which warm-start
-each stage from the previous one, are :mod:`crfkit.training.incremental`.
+"""Where a run starts and how it ends on the active features: warm starts (:func:`init_weights` maps
+a previous model's weights onto a new feature space by name; :func:`start_weights` picks a run's
+starting vector from ``init`` / ``w0`` / a checkpoint) and fine-tuning (:func:`fine_tune`: a few
+L-BFGS iterations on the non-zero features with a small L2, Lavergne et al. 2010, 5.3.1).
+Incremental feature sets, which warm-start each stage from the previous one, are
+:mod:`crfkit.training.incremental`.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,7 +26,9 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
     if not isinstance(init, CRFModel):
         w = np.array(init, dtype=np.float64, copy=True)
         if w.shape != (space.n_features,):
-            raise ParameterError(f"init has shape {w.shape}; the feature space has {space.n_features} features")
+            raise ParameterError(
+                f"init has shape {w.shape}; the feature space has {space.n_features} features"
+            )
         return w
     old = init.space
     w = np.zeros(space.n_features)
@@ -42,7 +46,7 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
         pos = np.searchsorted(new_keys[order], old_keys)
         pos = np.minimum(pos, len(order) - 1)
         hit = new_keys[order][pos] == old_keys
-        w[order[pos[hit]]] = init.weights[:old.n_state][live][hit]
+        w[order[pos[hit]]] = init.weights[: old.n_state][live][hit]
     if old.n_dense and space.n_dense:
         # dense block: by (dimension name, label)
         dim = {d: j for j, d in enumerate(space.dense_names)}
@@ -75,16 +79,34 @@ def init_weights(init, space: FeatureSpace) -> np.ndarray:
             order = np.argsort(new_keys, kind="stable")
             pos = np.minimum(np.searchsorted(new_keys[order], old_keys), len(order) - 1)
             hit = new_keys[order][pos] == old_keys
-            ob = init.weights[old.bigram_offset:old.dense_offset][live][hit]
+            ob = init.weights[old.bigram_offset : old.dense_offset][live][hit]
             w[space.bigram_offset + order[pos[hit]]] = ob
     return w
 
 
-def fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, tr_path, t0, algorithm,
-               dev, dev_labels, verbose, log):
+def fine_tune(
+    obj,
+    corpus,
+    space,
+    reg,
+    x,
+    iterations,
+    l2,
+    threads,
+    history,
+    *,
+    tr_path,
+    t0,
+    algorithm,
+    dev,
+    dev_labels,
+    verbose,
+    log,
+):
     """A few L-BFGS iterations on the active features only, with a small L2 and no L1
     (Lavergne et al. 2010, 5.3.1): the zero weights stay zero, the others are re-fitted."""
     from ..optim.lbfgs import lbfgs
+
     active = np.flatnonzero(x)
     l2 = reg.l2 if l2 is None else float(l2)
     if l2 == 0.0 and reg.l2 == 0.0:
@@ -101,11 +123,19 @@ def fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, t
     tr = Trace(tr_path, history) if tr_path else None
 
     def on_iter(info):
-        rec = {"algorithm": "fine-tune", "iteration": base_it + info["iteration"],
-               "effective_passes": obj.effective_passes + sub.effective_passes,
-               "wall_s": time.perf_counter() - t0, "objective": info["f"], "grad_inf_norm": info["gnorm_inf"],
-               "grad_norm": info["gnorm"], "nnz": int(np.count_nonzero(info["x"])), "step": info["step"],
-               "l2": l2, "phase": "fine_tune"}
+        rec = {
+            "algorithm": "fine-tune",
+            "iteration": base_it + info["iteration"],
+            "effective_passes": obj.effective_passes + sub.effective_passes,
+            "wall_s": time.perf_counter() - t0,
+            "objective": info["f"],
+            "grad_inf_norm": info["gnorm_inf"],
+            "grad_norm": info["gnorm"],
+            "nnz": int(np.count_nonzero(info["x"])),
+            "step": info["step"],
+            "l2": l2,
+            "phase": "fine_tune",
+        }
         if dev is not None:
             w = np.zeros_like(x)
             w[active] = info["x"]
@@ -114,13 +144,22 @@ def fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, t
         if tr:
             tr.write(rec)
         if verbose:
-            log(f"fine-tune {info['iteration']:3d}  obj {info['f']:.8g}  active {rec['nnz']}  (l2={l2:.3g}, "
-                f"{len(active)} features)")
+            log(
+                f"fine-tune {info['iteration']:3d}  obj {info['f']:.8g}  active {rec['nnz']}  (l2={l2:.3g}, "
+                f"{len(active)} features)"
+            )
         return None
 
     try:
-        res = lbfgs(fg, x[active].copy(), max_iterations=int(iterations), callback=on_iter, epsilon=0.0,
-                    delta=0.0, period=10)
+        res = lbfgs(
+            fg,
+            x[active].copy(),
+            max_iterations=int(iterations),
+            callback=on_iter,
+            epsilon=0.0,
+            delta=0.0,
+            period=10,
+        )
     finally:
         if tr:
             tr.close()
@@ -128,14 +167,16 @@ def fine_tune(obj, corpus, space, reg, x, iterations, l2, threads, history, *, t
     out[active] = res.x
     f = training_objective(obj, reg, out)
     if verbose:
-        log(f"fine-tuned {len(active)} active features for {res.iterations} iterations (l2={l2:.3g}): "
-            f"objective {f:.10g} (with the training regularisation)")
+        log(
+            f"fine-tuned {len(active)} active features for {res.iterations} iterations (l2={l2:.3g}): "
+            f"objective {f:.10g} (with the training regularisation)"
+        )
     return out, f
 
 
 def start_weights(space: FeatureSpace, init, w0, resumed: bool) -> np.ndarray | None:
-    """A run's starting weights: None when it resumes a checkpoint (the state holds them), those of ``init``
-    (:func:`init_weights`), ``w0``, else zeros."""
+    """A run's starting weights: None when it resumes a checkpoint (the state holds them), those of
+    ``init`` (:func:`init_weights`), ``w0``, else zeros."""
     if resumed:
         x0 = None
     elif init is not None:
