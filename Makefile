@@ -1,7 +1,8 @@
 # crfkit
 #   make chunker   train + evaluate a chunker on CoNLL-2000 (sets up .venv with crfkit's core
 #                  dependencies only: numpy, scipy, numba)
-#   make test      run the tests (adds the test extra: pytest, hypothesis, scikit-learn, ...)
+#   make test      lint (ruff, import-linter), run the tests, build the docs strictly (adds the test
+#                  and docs extras: pytest, hypothesis, scikit-learn, ruff, import-linter, mkdocs, ...)
 #   make bench     crfkit vs CRFsuite on CoNLL-2000 (adds the bench extra: python-crfsuite, ...)
 #   make docs      build the documentation site into build/site/ (adds the docs extra: mkdocs-material, mkdocstrings)
 #
@@ -44,6 +45,9 @@ chunker: $(VENV)/.installed
 	@$(BIN)/crfkit demo $(DEMO_ARGS)
 
 test: $(VENV)/.test-installed
+	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff format --check src tests benchmarks docs
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m mkdocs build --strict -q
 
