@@ -43,8 +43,14 @@ import inspect
 import os
 import tempfile
 from itertools import chain, repeat
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .hints import Allowed, Forbid, LabelSequences, SampleWeight, Sequences, Token
 
 from .errors import DataError
 from .features.dicts import LazyAttributes, to_attributes
@@ -451,7 +457,14 @@ class CRF:
             kw.update(self.train_params)
         return kw
 
-    def fit(self, X, y, X_dev=None, y_dev=None, sample_weight=None) -> CRF:
+    def fit(
+        self,
+        X: Sequences,
+        y: LabelSequences,
+        X_dev: Sequences | None = None,
+        y_dev: LabelSequences | None = None,
+        sample_weight: SampleWeight | None = None,
+    ) -> CRF:
         """Train on ``X`` (one list of token features per sequence) and ``y`` (label lists).
 
         ``X_dev`` / ``y_dev``: a development set scored after every iteration
@@ -589,7 +602,13 @@ class CRF:
         return m
 
     def predict(
-        self, X, *, allowed=None, constraints=None, forbid=None, method: str = "viterbi"
+        self,
+        X: Sequences,
+        *,
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
+        method: str = "viterbi",
     ) -> list[list[str]]:
         """The most likely label sequence of every sequence in ``X``.
 
@@ -618,7 +637,15 @@ class CRF:
             else []
         )
 
-    def predict_nbest(self, X, k: int, *, allowed=None, constraints=None, forbid=None):
+    def predict_nbest(
+        self,
+        X: Sequences,
+        k: int,
+        *,
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
+    ) -> list[list[tuple[list[str], float]]]:
         """The ``k`` most probable label sequences of every sequence in ``X`` with their
         probabilities: per sequence a list of ``(labels, probability)`` pairs, best first (exact;
         constraints as in :meth:`predict`)."""
@@ -638,11 +665,11 @@ class CRF:
         )
         return [list(nb) for nb in lists]
 
-    def predict_single(self, xseq) -> list[str]:
+    def predict_single(self, xseq: Sequence[Token]) -> list[str]:
         """The most likely label sequence of one sequence."""
         return self.predict([xseq])[0]
 
-    def predict_marginals(self, X) -> list[list[dict[str, float]]]:
+    def predict_marginals(self, X: Sequences) -> list[list[dict[str, float]]]:
         """Per sequence, per token, ``{label: probability}`` (the node marginals)."""
         model = self._model()
         F, dense = _split_dense(X, "X")
@@ -655,11 +682,11 @@ class CRF:
         p = corpus.seq_ptr.tolist()
         return [toks[p[i] : p[i + 1]] for i in range(len(p) - 1)]
 
-    def predict_marginals_single(self, xseq) -> list[dict[str, float]]:
+    def predict_marginals_single(self, xseq: Sequence[Token]) -> list[dict[str, float]]:
         """``predict_marginals`` for one sequence."""
         return self.predict_marginals([xseq])[0]
 
-    def score(self, X, y) -> float:
+    def score(self, X: Sequences, y: LabelSequences) -> float:
         """Token accuracy (fraction of tokens labelled right), as sklearn-crfsuite's ``score``."""
         return flat_accuracy_score(_label_sequences(y, "y"), self.predict(X))
 

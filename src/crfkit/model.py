@@ -15,8 +15,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
+    from .decode import NBest
+    from .hints import Allowed, DenseBlocks, Forbid, LabelSequences, Rows, Sequences
 
 from .errors import DataError
 from .features.space import (
@@ -81,7 +87,14 @@ class CRFModel:
     def labels(self) -> list[str]:
         return self.space.labels
 
-    def encode(self, X, Y=None, name: str = "<data>", dense=None, B=None):
+    def encode(
+        self,
+        X: Sequences,
+        Y: LabelSequences | None = None,
+        name: str = "<data>",
+        dense: DenseBlocks | None = None,
+        B: Sequences | None = None,
+    ) -> Corpus:
         """The :class:`crfkit.corpus.Corpus` of attribute sequences ``X`` (an already encoded
         corpus, e.g. :meth:`encode_rows`', is returned as it is)."""
         from .corpus import Corpus
@@ -92,7 +105,7 @@ class CRFModel:
 
         return encode(X, self.space, Y, name=name, dense=dense, B=B)
 
-    def encode_rows(self, sentences):
+    def encode_rows(self, sentences: Rows) -> Corpus | None:
         """The corpus of token rows (per sentence a list of tokens, each the list of its observation
         columns) through the model's templates, or None when the model's features need more than
         the unigram templates (bigram-observation templates, dense columns): then
@@ -110,7 +123,7 @@ class CRFModel:
 
         return encode_template_rows(tids, sentences)
 
-    def tag_dicts(self, X, threads: int | None = None) -> list[list[str]] | None:
+    def tag_dicts(self, X: Sequences, threads: int | None = None) -> list[list[str]] | None:
         """Viterbi labels of sequences of flat feature dicts (sklearn-crfsuite's input) by the fast
         path of :mod:`crfkit.features.dictenc` (no attribute strings built); ``None`` when ``X`` is
         not of that shape or the model has dense or bigram-observation features (then use
@@ -210,7 +223,7 @@ class CRFModel:
 
     def decode(
         self,
-        corpus,
+        corpus: Corpus,
         *,
         path: bool = True,
         marginals: bool = False,
@@ -327,19 +340,25 @@ class CRFModel:
 
         return decode_result(path, marginals, want_labels, ids, ps, marg, logz, lsc)
 
-    def pair_density(self, corpus) -> float:
+    def pair_density(self, corpus: Corpus) -> float:
         """Estimated share of the L x L label pairs with a non-zero score at a position (transitions
         plus the label-pair x observation features of the tokens' attributes): what the sparse
         recursions cost relative to the dense ones (:func:`pair_density`)."""
         return pair_density(self.space, corpus, self.weights)
 
-    def viterbi(self, corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def viterbi(self, corpus: Corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus."""
         r = self.decode(corpus, threads=threads)
         return r["ids"], r["path_score"]
 
     def marginals(
-        self, corpus, threads: int | None = None, *, allowed=None, constraints=None, forbid=None
+        self,
+        corpus: Corpus,
+        threads: int | None = None,
+        *,
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Node marginals (n_tokens x L) and log Z per sequence (under constraints when given: see
         :mod:`crfkit.decode`)."""
@@ -365,14 +384,14 @@ class CRFModel:
 
     def tag(
         self,
-        X,
+        X: Sequences,
         threads: int | None = None,
-        dense=None,
-        B=None,
+        dense: DenseBlocks | None = None,
+        B: Sequences | None = None,
         *,
-        allowed=None,
-        constraints=None,
-        forbid=None,
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
         method: str = "viterbi",
     ) -> list[list[str]]:
         """Viterbi labels for a list of attribute sequences (``dense``: their token vectors, one
@@ -401,16 +420,16 @@ class CRFModel:
 
     def tag_with_probability(
         self,
-        X,
+        X: Sequences,
         threads: int | None = None,
-        dense=None,
-        B=None,
+        dense: DenseBlocks | None = None,
+        B: Sequences | None = None,
         *,
-        allowed=None,
-        constraints=None,
-        forbid=None,
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
         method: str = "viterbi",
-    ):
+    ) -> tuple[list[list[str]], np.ndarray, np.ndarray, Corpus]:
         """Viterbi labels, the probability of each best path, node marginals and the encoded corpus
         (constraints and ``method``: as :meth:`tag`)."""
         if allowed is not None or constraints is not None or forbid or method != "viterbi":
@@ -439,15 +458,15 @@ class CRFModel:
 
     def sequence_probability(
         self,
-        X,
-        Y,
+        X: Sequences,
+        Y: LabelSequences | None,
         threads: int | None = None,
-        dense=None,
-        B=None,
+        dense: DenseBlocks | None = None,
+        B: Sequences | None = None,
         *,
-        allowed=None,
-        constraints=None,
-        forbid=None,
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
     ) -> np.ndarray:
         """p(y|x) of the given label sequences (under constraints: p(y | x, y allowed), 0 when y
         breaks them; see :mod:`crfkit.decode`)."""
@@ -475,7 +494,7 @@ class CRFModel:
         r = self.decode(corpus, path=False, marginals=True, labels=corpus.y, threads=threads)
         return np.exp(r["label_score"] - r["logz"])
 
-    def tag_rows(self, sentences, threads: int | None = None, **kw) -> list[list[str]]:
+    def tag_rows(self, sentences: Rows, threads: int | None = None, **kw) -> list[list[str]]:
         """Labels of token rows with a model trained from a column file: per sentence a list of
         tokens, each the list of its column values (``[["He", "PRP"], ["runs", "VBZ"]]``; a string
         is split on whitespace), run through the model's templates.  ``kw``: as :meth:`tag`
@@ -487,16 +506,16 @@ class CRFModel:
 
     def nbest(
         self,
-        X,
+        X: Sequences,
         k: int,
         threads: int | None = None,
-        dense=None,
-        B=None,
+        dense: DenseBlocks | None = None,
+        B: Sequences | None = None,
         *,
-        allowed=None,
-        constraints=None,
-        forbid=None,
-    ):
+        allowed: Allowed | None = None,
+        constraints: str | None = None,
+        forbid: Forbid | None = None,
+    ) -> list[NBest]:
         """The ``k`` most probable label sequences of each sequence, with their probabilities: one
         :class:`crfkit.decode.NBest` per sequence (exact; constraints as :meth:`tag`)."""
         from .decode import nbest

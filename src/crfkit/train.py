@@ -10,6 +10,14 @@ code imports them from :mod:`crfkit.training` (the driver reads its tunables, su
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from .hints import DenseBlocks, LabelSequences, SampleWeight, Sequences
+
 from .errors import ParameterError
 from .features.encode import build
 from .objective import Regularization, regularization
@@ -49,27 +57,27 @@ __all__ = [
 
 
 def train(
-    X,
-    Y,
+    X: Sequences,
+    Y: LabelSequences | None,
     *,
     support: str = "observed",
     transitions: str | None = None,
     min_freq: float = 0,
-    l1=None,
-    l2=None,
-    c1=None,
-    c2=None,
-    rho1=None,
-    rho2=None,
-    X_dev=None,
-    Y_dev=None,
-    dense=None,
-    dense_dev=None,
-    dense_names=None,
-    B=None,
-    B_dev=None,
-    client=None,
-    weights=None,
+    l1: float | None = None,
+    l2: float | None = None,
+    c1: float | None = None,
+    c2: float | None = None,
+    rho1: float | None = None,
+    rho2: float | None = None,
+    X_dev: Sequences | None = None,
+    Y_dev: LabelSequences | None = None,
+    dense: DenseBlocks | None = None,
+    dense_dev: DenseBlocks | None = None,
+    dense_names: Sequence[str] | None = None,
+    B: Sequences | None = None,
+    B_dev: Sequences | None = None,
+    client: Any = None,
+    weights: SampleWeight | None = None,
     **kwargs,
 ) -> TrainResult:
     """Train a CRF on attribute sequences ``X`` with label sequences ``Y``.
