@@ -12,9 +12,14 @@ function-scoped fixtures) can import them: ``from conftest import ...``.
 from __future__ import annotations
 
 import itertools
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+import crfkit
 
 from crfkit.model import CRFModel, FeatureSpace
 from crfkit.parallel import set_threads
@@ -437,3 +442,56 @@ def random_model(seed: int, support: str = "all", scale: float = 1.0, zero_share
         ptr, _, _ = chain.compact_bigram(w, space.bigram_offset, space.battr_ptr, space.bfeat_pair, 0.3)
         assert ptr.shape[0] > 0 and np.count_nonzero(w[b]) > 0      # the compact path is the one tested
     return CRFModel(space, w), X, Y, B, corpus
+
+
+# ------------------------------------------------ subprocess runs of the command line, shared small inputs
+CRFKIT_SRC = str(Path(crfkit.__file__).resolve().parents[1])
+
+
+def crfkit_env() -> dict:
+    """The environment of a ``python -m crfkit`` subprocess: this source tree first on PYTHONPATH, no proxy."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = CRFKIT_SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        env.pop(var, None)
+    env["no_proxy"] = "*"
+    return env
+
+
+def crfkit_cmd(*argv) -> list[str]:
+    """``python -m crfkit ARGV...`` as a subprocess argument list."""
+    return [sys.executable, "-m", "crfkit", *[str(a) for a in argv]]
+
+
+def no_temp_files(*dirs) -> bool:
+    """Whether none of ``dirs`` holds a temporary file of ``crfkit.io.atomic`` (``.tmp-*``)."""
+    return not [n for d in dirs for n in os.listdir(d) if n.startswith(".tmp-")]
+
+
+def stream_corpus(d) -> dict:
+    """Synthetic chunking files in the directory ``d``: train.txt (60 sentences) and test.txt (40)."""
+    from crfkit.datasets import synthetic
+    synthetic.write(d / "train.txt", 60, seed=1)
+    synthetic.write(d / "test.txt", 40, seed=2)
+    return {"dir": d, "train": d / "train.txt", "test": d / "test.txt"}
+
+
+def stream_model(data: dict) -> Path:
+    """A model trained (15 iterations) on ``stream_corpus``'s train.txt, saved next to it."""
+    from crfkit import cli
+    path = data["dir"] / "model.crfkit"
+    assert cli.main(["train", str(data["train"]), "-m", str(path), "--max-iterations", "15", "-q"]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def chunker(tmp_path_factory):
+    """A small chunking model trained on synthetic data: {"dir", "model", "test"} (train.txt in "dir")."""
+    from crfkit import cli
+    from crfkit.datasets import synthetic
+    d = tmp_path_factory.mktemp("rough")
+    synthetic.write(d / "train.txt", 40, seed=1)
+    synthetic.write(d / "test.txt", 8, seed=2)
+    m = d / "m.crfkit"
+    assert cli.main(["train", str(d / "train.txt"), "-m", str(m), "--max-iterations", "10", "-q"]) == 0
+    return {"dir": d, "model": m, "test": d / "test.txt"}

@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,21 @@ def test_mkdocs_build_strict(tmp_path):
     proc = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_chunker_installs_the_core_only_and_make_test_the_test_extra(tmp_path):
+    """`make chunker` (the main job) installs crfkit's core dependencies only; `make test` adds the test extra."""
+    root = Path(__file__).resolve().parents[1]
+    venv = tmp_path / "venv"      # not there: make prints every step it would take to build it
+
+    def plan(target: str) -> str:
+        return subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+
+    chunker = plan("chunker")
+    assert "install -e ." in chunker and "[test]" not in chunker and "[bench]" not in chunker
+    assert "crfkit demo" in chunker
+    test = plan("test")
+    assert "install -e ." in test and "install -e '.[test]'" in test and "pytest" in test
+    assert test.index("install -e .\n") < test.index("[test]")

@@ -6,16 +6,20 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 
 import crfkit
 import crfkit.train
-from crfkit.errors import DataError
+import crfkit.train as train_mod
+from crfkit.errors import DataError, OutputError, TrainingDiverged
 from crfkit.model import StringTable
 from crfkit.estimator import CRF, flat_accuracy_score, flat_f1_score, make_scorer, sequence_accuracy_score
 from crfkit.features.dicts import to_attributes
+
+from conftest import markov_corpus
 
 LABELS = ["B-X", "I-X", "O"]
 
@@ -337,3 +341,32 @@ def test_stochastic_algorithm_with_its_params_and_seed():
     assert CRF(algorithm_params={"eta": 1}).get_params()["algorithm_params"] == {"eta": 1}
     with pytest.raises(ValueError, match="eta"):
         CRF(algorithm="lbfgs", algorithm_params={"eta": 0.1}).fit(X, y)
+
+
+def test_estimator_fit_raises_and_keeps_its_previous_model(tmp_path):
+    X, Y = markov_corpus(2, 30)
+    path = tmp_path / "est.crfkit"
+    crf = CRF(algorithm="sg", algorithm_params={"eta": 0.1}, max_iterations=3, model_filename=str(path))
+    crf.fit(X, Y)
+    before, model_before, pred = path.read_bytes(), crf.model_, crf.predict(X[:5])
+    crf.set_params(algorithm_params={"eta": 1e300}, c2=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(TrainingDiverged, match="eta=1e\\+300 is too large"):
+            crf.fit(X, Y)
+    assert crf.model_ is model_before and crf.predict(X[:5]) == pred
+    assert path.read_bytes() == before
+
+
+def test_estimator_refuses_an_unwritable_model_filename_before_training(tmp_path, monkeypatch):
+    X, Y = markov_corpus(2, 10)
+    called = []
+    monkeypatch.setattr(train_mod, "train", lambda *a, **k: called.append(1))
+    with pytest.raises(OutputError, match="it is a directory"):
+        CRF(model_filename=str(tmp_path)).fit(X, Y)
+    assert not called
+
+
+def test_crf_is_in_dir_crfkit():
+    names = dir(crfkit)
+    assert "CRF" in names and "CRFModel" in names and "__version__" in names

@@ -425,3 +425,18 @@ def test_top_features_and_counts():
     for a, lab, w in top:
         assert sf[(a, lab)] == w
     assert m.n_active == np.count_nonzero(m.weights)
+
+
+def test_tag_rows_with_a_template_model(chunker):
+    from crfkit.io.columns import read_columns_list
+    from crfkit.pipeline import tag_columns
+    model = CRFModel.load(chunker["model"])
+    sents = read_columns_list(str(chunker["test"]), has_labels=True)
+    rows = [s.columns for s in sents]
+    assert model.tag_rows(rows) == tag_columns(model, str(chunker["test"])).labels
+    # a token may be given as one whitespace-separated string
+    assert model.tag_rows([[" ".join(tok) for tok in rows[0]]]) == model.tag_rows(rows[:1])
+    assert all(s[0] != "I-NP" for s in model.tag_rows(rows, constraints="bio"))
+    from crfkit.errors import DataError
+    with pytest.raises(DataError, match="observation columns"):
+        model.tag_rows([[["a", "b", "c"]]])

@@ -180,3 +180,32 @@ def test_nbest_with_marginals(data, capsys):
         for r, r2 in zip(rows, rows2):
             lab, q = r[-1].rsplit("/", 1)
             assert lab == r2[-1] and 0.0 <= float(q) <= 1.0 and r[:-1] == r2[:-1]
+
+
+def test_tag_empty_input_gives_empty_output_and_exit_0(chunker, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    out_file = tmp_path / "out.txt"
+    rc, out, err = run(capsys, "tag", "-m", chunker["model"], empty, "-o", out_file)
+    assert rc == 0 and out == "" and "warning" in err and "empty input" in err
+    assert out_file.read_text() == ""
+    rc, out, err = run(capsys, "tag", "-m", chunker["model"], empty, "-n", "3")
+    assert rc == 0 and out == ""
+
+
+def test_tag_eval_reports_accuracy_for_non_chunk_labels(tmp_path, capsys):
+    rows = []
+    for i in range(30):
+        for w, t in (("the", "DT"), ("dog", "NN"), ("runs", "VBZ")):
+            rows.append(f"{w} {t}")
+        rows.append("")
+    f = tmp_path / "pos.txt"
+    f.write_text("\n".join(rows) + "\n")
+    tpl = tmp_path / "tpl"
+    tpl.write_text("U00:%x[0,0]\nB\n")
+    m = tmp_path / "pos.crfkit"
+    assert cli.main(["train", str(f), "-m", str(m), "-t", str(tpl), "-q", "--max-iterations", "20"]) == 0
+    rc, out, err = run(capsys, "tag", "-m", m, f, "--eval")
+    assert rc == 0 and "accuracy: 100.00% of 90 tokens" in err and "phrases" not in err
+    rc, out, err = run(capsys, "tag", "-m", m, f, "--eval", "--raw")
+    assert rc == 0 and "FB1: 100.00" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -460,3 +461,16 @@ def test_sag_runs_last_the_passes_asked_for(small, tmp_path):
     assert loose.status == "converged" and loose.effective_passes < 40
     full = brunner.run_one(small, brunner.Spec("sag-nus*"), passes=40, trace_path=tmp_path / "b.jsonl", l2=l2)
     assert full.effective_passes >= 40 - 1e-9 and full.status != "converged"
+
+
+def test_bench_records_a_diverged_step_size_and_goes_on(tmp_path, monkeypatch):
+    from crfkit.bench import data as bdata
+    from crfkit.bench import runner as brunner
+    small = bdata.load("synthetic", limit=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        man = brunner.run_benchmark(small, [brunner.Spec("sg")], passes=2, out=tmp_path, etas=[1e10, 1e-2], l2=1e-12,
+                                    warm_up=False)
+    runs = {r["params"]["eta"]: r for r in man["runs"]}
+    assert runs[1e10]["status"] == "diverged" and runs[1e10]["final_objective"] is None
+    assert runs[1e-2]["role"] == "best"

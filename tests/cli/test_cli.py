@@ -525,3 +525,27 @@ def test_train_lbfgs_history_option(data, tmp_path):
     m = tmp_path / "m64.crfkit"
     assert cli.main(["train", str(data["train"]), "-m", str(m), "--max-iterations", "5", "-q"]) == 0
     assert CRFModel.load(m).meta["lbfgs_history"] == "float64"
+
+
+def test_sgd_l1_without_c1_says_it_trains_l2_only(chunker, tmp_path, capsys):
+    rc, out, err = run(capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-a", "sgd-l1",
+                       "--max-iterations", "1")
+    assert rc == 0 and "without --c1" in err and "L2" in err
+    rc, out, err = run(capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-a", "sgd-l1",
+                       "--max-iterations", "1", "--c1", "0.1")
+    assert "without --c1" not in err
+
+
+def test_interrupt_message_is_not_an_error(chunker, tmp_path, capsys, monkeypatch):
+    import crfkit.pipeline as pl
+    real = pl.train_columns
+
+    def interrupted(*a, **kw):
+        res = real(*a, **{**kw, "max_iterations": 2})
+        res.status = "interrupted"
+        return res
+    monkeypatch.setattr(pl, "train_columns", interrupted)
+    rc, out, err = run(capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-q")
+    assert rc == 130
+    assert "error" not in err and "was saved to" in err and "interrupted" in err
+    assert CRFModel.load(tmp_path / "m.crfkit").n_active > 0

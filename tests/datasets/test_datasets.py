@@ -7,7 +7,10 @@ import hashlib
 import http.server
 import os
 import shutil
+import signal
+import subprocess
 import threading
+import time
 import zipfile
 from functools import partial
 from pathlib import Path
@@ -17,8 +20,12 @@ import pytest
 
 from crfkit import cli, datasets
 from crfkit.datasets import download as fetch_mod
+from crfkit.datasets import download as dl
 from crfkit.datasets.download import REGISTRY, DataFile, Dataset, FetchError, fetch, mrg_to_columns, verify
 from crfkit.errors import DataError
+
+from conftest import crfkit_cmd
+from conftest import crfkit_env as _env
 
 SHARED = datasets.data_dir()
 
@@ -380,3 +387,158 @@ def test_content_hash_helper(tmp_path):
     assert fetch_mod._content_sha256(p) == hashlib.sha256(b"hello").hexdigest()
     (tmp_path / "y.gz").write_bytes(b"not gzip")
     assert fetch_mod._content_sha256(tmp_path / "y.gz") is None
+
+
+# --------------------------------------------------------------------------- download limits, interruptions
+
+class _Server:
+    """A loopback HTTP server whose GET handler is ``handler(request)``."""
+
+    def __init__(self, handler):
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                try:
+                    handler(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.t = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.t.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _trickle(total: int, every: float, length: int | None | bool = None, block: int = 1):
+    """A handler sending ``total`` bytes, ``block`` bytes every ``every`` seconds
+    (``length``: the Content-Length announced; ``False``: none, the end is the close)."""
+    def handler(req):
+        req.send_response(200)
+        if length is not False:
+            req.send_header("Content-Length", str(total if length is None else length))
+        req.end_headers()
+        sent = 0
+        while sent < total:
+            n = min(block, total - sent)
+            req.wfile.write(b"x" * n)
+            req.wfile.flush()
+            sent += n
+            if every:
+                time.sleep(every)
+    return handler
+
+
+def _registry(size: int | None = None) -> dict:
+    df = DataFile("t/file.gz", "0" * 64, "0" * 64) if size is None else DataFile("t/file.gz", "0" * 64, "0" * 64,
+                                                                                  size=size)
+    return {"t": Dataset("t", (df,), None)}
+
+
+def test_timeout_is_a_deadline_for_the_whole_download(tmp_path):
+    srv = _Server(_trickle(200, 0.05))  # 10 s in all, a byte every 50 ms: no single read times out
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(FetchError, match=r"did not finish within the 1 s timeout"):
+            fetch("t", cache_dir=tmp_path / "c", base_url=srv.url, timeout=1.0, registry=_registry())
+        assert time.monotonic() - t0 < 6
+    finally:
+        srv.close()
+    _no_partials(tmp_path / "c")
+
+
+def test_download_larger_than_the_table_says_is_abandoned(tmp_path):
+    srv = _Server(_trickle(4 << 20, 0, length=False, block=1 << 16))  # 4 MiB, no length announced
+    try:
+        with pytest.raises(FetchError, match=r"more than the 1000 bytes expected"):
+            fetch("t", cache_dir=tmp_path / "c", base_url=srv.url, registry=_registry(1000))
+    finally:
+        srv.close()
+    _no_partials(tmp_path / "c")
+    srv = _Server(_trickle(10, 0, length=50 << 20))  # announces 50 MiB
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(FetchError, match=r"announces 52428800 bytes, more than the 1000"):
+            fetch("t", cache_dir=tmp_path / "c", base_url=srv.url, registry=_registry(1000))
+        assert time.monotonic() - t0 < 5
+    finally:
+        srv.close()
+    _no_partials(tmp_path / "c")
+
+
+def test_zip_members_larger_than_the_content_are_refused_before_decompressing(tmp_path):
+    z = tmp_path / "src.zip"
+    with zipfile.ZipFile(z, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("d/a.txt", b"\0" * (8 << 20))  # 8 MiB of zeros: a few KB compressed
+    content = b"w P O\n"
+    df = DataFile("d/a.txt.gz", "0" * 64, hashlib.sha256(content).hexdigest(), ("d/a.txt",), None, len(content))
+    reg = {"z": Dataset("z", (df,), z.as_uri())}
+    with pytest.raises(FetchError, match=r"declare 8388608 bytes, more than the 6 expected"):
+        fetch("z", cache_dir=tmp_path / "c", registry=reg)
+    _no_partials(tmp_path / "c")
+
+
+def test_registry_sizes_match_the_shared_files():
+    from crfkit import datasets
+    seen = 0
+    for ds in dl.REGISTRY.values():
+        for df in ds.files:
+            assert df.size and df.content_size, df.path
+            p = datasets.data_dir() / df.path
+            if p.is_file():
+                seen += 1
+                assert p.stat().st_size == df.size, df.path
+                with gzip.open(p, "rb") as f:
+                    assert sum(len(b) for b in iter(lambda: f.read(1 << 20), b"")) == df.content_size
+    if not seen:
+        pytest.skip("no shared data here")
+
+
+def test_sigterm_during_data_fetch_leaves_no_part_file(tmp_path):
+    srv = _Server(_trickle(500_000, 0.02, block=1000))  # a slow download: 10 s
+    cache = tmp_path / "cache"
+    try:
+        p = subprocess.Popen(crfkit_cmd("data", "fetch", "conll2000", "--base-url", srv.url, "--cache-dir", cache),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        deadline = time.monotonic() + 120
+        while not list(cache.rglob("*.part")):
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        srv.close()
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert b"terminated" in err and b"Traceback" not in err
+    _no_partials(cache)
+
+
+def test_a_stale_part_file_left_by_kill_9_is_removed_by_the_next_fetch(tmp_path):
+    content = b"w P O\n"
+    gz = gzip.compress(content, mtime=0)
+    www = tmp_path / "www" / "t"
+    www.mkdir(parents=True)
+    (www / "file.gz").write_bytes(gz)
+    df = DataFile("t/file.gz", hashlib.sha256(gz).hexdigest(), hashlib.sha256(content).hexdigest(),
+                  size=len(gz), content_size=len(content))
+    cache = tmp_path / "c"
+    (cache / "t").mkdir(parents=True)
+    stale = cache / "t" / ".file.gz.abc123.part"
+    fresh = cache / "t" / ".file.gz.def456.part"  # another fetch, still running
+    other = cache / "t" / ".other.gz.abc123.part"
+    for p in (stale, fresh, other):
+        p.write_bytes(b"partial")
+    old = time.time() - 2 * 3600
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    fetch("t", cache_dir=cache, base_url=str(tmp_path / "www"), registry={"t": Dataset("t", (df,), None)})
+    assert (cache / "t" / "file.gz").read_bytes() == gz
+    assert not stale.exists() and fresh.exists() and other.exists()

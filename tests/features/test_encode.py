@@ -1,12 +1,19 @@
 """Feature space construction and encoding, checked on hand-made examples (counts by hand)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from conftest import random_sequences, token_attr_totals
+from conftest import markov_corpus
+from conftest import run_cli as run
+from crfkit import cli
 from crfkit.errors import DataError
 from crfkit.features.encode import build, encode
+from crfkit.estimator import CRF
+from crfkit.train import train
 
 # Two sentences, counts by hand.
 #   S1: [a b] [a c] [d]            labels X Y X
@@ -223,3 +230,71 @@ def test_subset_of_corpus():
 def test_empty_training_sequence_is_a_clear_error():
     with pytest.raises(DataError, match="sequence 1 is empty"):
         build([[["a"]], [], [["b"]]], [["x"], [], ["y"]])
+
+
+# --------------------------------------------------------------------------- the bound on feature values
+
+def _attr_file(path: Path, value: str) -> Path:
+    lines = []
+    for i in range(12):
+        lines += [f"A\tw=a{i % 3}\tx:{value if i == 7 else '0.5'}", f"B\tw=b{i % 2}", ""]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("value", ["1e300", "1e150", "-2e6", "1000000.5"])
+def test_cli_refuses_huge_attribute_values_with_file_and_line(tmp_path, capsys, value):
+    f = _attr_file(tmp_path / "big.txt", value)
+    rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "-f", "crfsuite", "-q")
+    assert rc == cli.EXIT_ERROR, out
+    # item 7 of the sequences: the 8th sequence starts on line 3*7 + 1 = 22
+    assert f"{f}:22:" in err and "'x'" in err and "|value| <= 1e+06" in err
+    assert not (tmp_path / "m.crfkit").exists()
+
+
+def test_the_bound_itself_is_accepted(tmp_path, capsys):
+    f = _attr_file(tmp_path / "edge.txt", "-1e6")
+    rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "-f", "crfsuite", "-q",
+                       "--max-iterations", "3")
+    assert rc == 0, err
+    # the CLI shows crfkit's warnings as lines, also with -q
+    assert "crfkit: warning: feature values reach 1e+06 (sequence 7, token 0)" in err
+
+
+def test_estimator_and_api_refuse_huge_values_naming_sequence_and_token():
+    X, Y = markov_corpus(2, 10)
+    Xd = [[{a if isinstance(a, str) else a[0]: 1.0 for a in tok} for tok in s] for s in X]
+    Xd[3][1]["len"] = 1e300
+    with pytest.raises(DataError, match=r"sequence 3, token 1: attribute 'len' has the value 1e\+300"):
+        CRF(max_iterations=2).fit(Xd, Y)
+    X[4][0].append(("big", -1e150))
+    with pytest.raises(DataError, match=r"sequence 4, token 0: attribute 'big'"):
+        train(X, Y, max_iterations=2)
+    # tagging refuses them too (scores would be inf)
+    Xc, Yc = markov_corpus(2, 10)
+    model = train(Xc, Yc, max_iterations=2).model
+    with pytest.raises(DataError, match="sequence 0, token 0"):
+        model.tag([[[("len", 2e6)]]])
+
+
+def test_dense_values_are_bounded(tmp_path, capsys):
+    X, Y = markov_corpus(2, 6)
+    dense = [np.ones((len(s), 2)) for s in X]
+    dense[2][1, 1] = 1e300
+    with pytest.raises(DataError, match=r"sequence 2, token 1: dense feature 1 is 1e\+300"):
+        train(X, Y, dense=dense, max_iterations=2)
+    # a dense column of a column file: file:line
+    f = tmp_path / "d.txt"
+    f.write_text("a N 0.5 B-NP\nb V 3e200 B-VP\n\nc N 0.1 B-NP\n")
+    rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "--dense-columns", "3", "-q")
+    assert rc == cli.EXIT_ERROR and f"{f}:2:" in err and "3e200" in err
+
+
+def test_large_values_within_the_bound_warn():
+    X, Y = markov_corpus(2, 10)
+    X[1][0].append(("big", 500.0))
+    with pytest.warns(RuntimeWarning, match="feature values reach 500 \\(sequence 1, token 0\\)"):
+        train(X, Y, max_iterations=2)
+    logged = []
+    train(X, Y, max_iterations=1, verbose=True, log=logged.append)
+    assert any(x.startswith("warning: feature values reach 500") for x in logged)

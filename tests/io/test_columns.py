@@ -19,6 +19,8 @@ from crfkit.io.columns import (
     write_columns,
 )
 
+from conftest import run_cli as run
+
 SIMPLE = "He PRP B-NP\nreckons VBZ B-VP\n\nThe DT B-NP\ncurrent JJ I-NP\naccount NN I-NP\n"
 
 
@@ -384,3 +386,22 @@ def test_arbitrary_input_only_raises_dataerror(data, has_labels, docstart, sep):
                 assert len(s.labels) == len(s.columns)
     except DataError:
         pass
+
+
+def test_utf16_input_names_the_bom_and_encoding_reads_it(chunker, tmp_path, capsys):
+    text = chunker["test"].read_text()
+    u16 = tmp_path / "u16.txt"
+    u16.write_bytes(text.encode("utf-16"))
+    rc, out, err = run(capsys, "tag", "-m", chunker["model"], u16)
+    assert rc == 2 and "UTF-16 little-endian byte-order mark" in err and "--encoding utf-16" in err
+    rc, out16, err = run(capsys, "tag", "-m", chunker["model"], u16, "--encoding", "utf-16")
+    assert rc == 0, err
+    rc, out8, _ = run(capsys, "tag", "-m", chunker["model"], chunker["test"])
+    assert out16 == out8
+    tr16 = tmp_path / "train16.txt"
+    tr16.write_bytes((chunker["dir"] / "train.txt").read_text().encode("utf-16"))
+    rc, _, err = run(capsys, "train", tr16, "-m", tmp_path / "m16.crfkit", "--encoding", "utf-16", "-q",
+                     "--max-iterations", "2")
+    assert rc == 0, err
+    rc, _, err = run(capsys, "tag", "-m", chunker["model"], u16, "--encoding", "nope")
+    assert rc == 2 and "unknown encoding" in err

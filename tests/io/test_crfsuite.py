@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crfkit.errors import DataError
+from crfkit.errors import DataError, DataWarning
 from crfkit.io.crfsuite import (
     AttributeSequence,
     escape,
@@ -296,3 +296,14 @@ def test_format_detection_rule():
     assert looks_like_crfsuite(ragged_tabs)
     assert not looks_like_crfsuite(["A\tx\n", "B\n"])  # a line without a TAB
     assert not looks_like_crfsuite([])
+
+
+def test_cr_only_attribute_file_too(tmp_path):
+    X = [[["a", ("b", 0.5)], ["c"]], [["d"]]]
+    Y = [["L1", "L2"], ["L1"]]
+    p = tmp_path / "attrs.txt"
+    write_crfsuite(X, p, Y)
+    p.write_bytes(p.read_bytes().replace(b"\n", b"\r"))
+    with pytest.warns(DataWarning, match="CR only"):
+        seqs = read_crfsuite_list(p)
+    assert [s.attributes for s in seqs] == X and [s.labels for s in seqs] == Y
