@@ -38,7 +38,8 @@ $(VENV)/.installed: pyproject.toml
 
 # the test and docs extras on top of the core install (make test only: make chunker needs none of it)
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) install -e '.[test,docs]'
+	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[docs]'
 	touch $@
 
 chunker: $(VENV)/.installed
