@@ -9,6 +9,7 @@ forward-backward.
 The helpers are plain functions so that hypothesis tests (which must not use
 function-scoped fixtures) can import them: ``from conftest import ...``.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,17 +21,26 @@ import numpy as np
 import pytest
 
 import crfkit
-
-from crfkit.model import CRFModel, FeatureSpace
-from crfkit.parallel import set_threads
 from crfkit.features.encode import build
 from crfkit.kernels import chain
+from crfkit.model import CRFModel, FeatureSpace
+from crfkit.parallel import set_threads
 
 
 # --------------------------------------------------------------------------- data
-def random_sequences(rng: np.random.Generator, n_seq: int, *, min_len: int = 1, max_len: int = 5,
-                     n_attr: int = 6, n_labels: int = 3, max_attrs: int = 3, real: bool = False,
-                     attr_prefix: str = "a", label_prefix: str = "L"):
+def random_sequences(
+    rng: np.random.Generator,
+    n_seq: int,
+    *,
+    min_len: int = 1,
+    max_len: int = 5,
+    n_attr: int = 6,
+    n_labels: int = 3,
+    max_attrs: int = 3,
+    real: bool = False,
+    attr_prefix: str = "a",
+    label_prefix: str = "L",
+):
     """A random tiny labelled corpus (X, Y) in crfkit's input format.
 
     Tokens carry 0..max_attrs attributes drawn (with repetition) from
@@ -57,11 +67,20 @@ def random_sequences(rng: np.random.Generator, n_seq: int, *, min_len: int = 1, 
     return X, Y
 
 
-def markov_corpus(seed: int, n_seq: int, *, noise: tuple[str, int, int] = ("noise", 12, 2),
-                  real_range: tuple[float, float] = (0.0, 2.0), bos: bool = False, labels=("A", "B", "C"),
-                  lengths: tuple[int, int] = (2, 9), sig_p: float = 0.85, real_p: float = 0.4):
-    """A learnable tiny corpus (X, Y): Markov-chain labels over three states, sequence lengths drawn from
-    ``range(*lengths)``; each token shows its label's signature attribute ``sig=<label>`` with
+def markov_corpus(
+    seed: int,
+    n_seq: int,
+    *,
+    noise: tuple[str, int, int] = ("noise", 12, 2),
+    real_range: tuple[float, float] = (0.0, 2.0),
+    bos: bool = False,
+    labels=("A", "B", "C"),
+    lengths: tuple[int, int] = (2, 9),
+    sig_p: float = 0.85,
+    real_p: float = 0.4,
+):
+    """A learnable tiny corpus (X, Y): Markov-chain labels over three states, sequence lengths drawn
+    from ``range(*lengths)``; each token shows its label's signature attribute ``sig=<label>`` with
     probability ``sig_p`` (else a random one), ``noise[2]`` noise attributes ``<noise[0]>=k`` with k
     below ``noise[1]``, with probability ``real_p`` a real-valued ``("len", u)`` with u uniform in
     ``real_range``, and with ``bos`` a ``BOS`` attribute on the first token."""
@@ -77,7 +96,9 @@ def markov_corpus(seed: int, n_seq: int, *, noise: tuple[str, int, int] = ("nois
         x = []
         for lab in y:
             sig = lab if rng.random() < sig_p else int(rng.integers(3))
-            tok = [f"sig={labels[sig]}"] + [f"{name}={int(rng.integers(vocab))}" for _ in range(count)]
+            tok = [f"sig={labels[sig]}"] + [
+                f"{name}={int(rng.integers(vocab))}" for _ in range(count)
+            ]
             if rng.random() < real_p:
                 tok.append(("len", float(rng.uniform(*real_range))))
             x.append(tok)
@@ -115,8 +136,9 @@ class Reference:
         self.L = len(self.labels)
         self.sf = model.state_features()
         tf = model.transition_features()
-        self.trans = np.array([[tf.get((a, b), 0.0) for b in self.labels] for a in self.labels],
-                              dtype=np.float64).reshape(self.L, self.L)
+        self.trans = np.array(
+            [[tf.get((a, b), 0.0) for b in self.labels] for a in self.labels], dtype=np.float64
+        ).reshape(self.L, self.L)
 
     def scores(self, x) -> np.ndarray:
         score = np.zeros((len(x), self.L))
@@ -143,10 +165,11 @@ def _lse(x, axis=None):
 
 
 def viterbi_reference(score: np.ndarray, M: np.ndarray) -> tuple[float, list[int]]:
-    """The best label path of ``score`` (T x L) and its score, with the transitions into position t in
-    ``M[t]`` (T x L x L; ``M[0]`` unused), by a running arg max per label that keeps the first maximum
-    (numpy's ``argmax``): ties go to the lowest label, for the last label and every predecessor, and a
-    label with no predecessor above -inf gets predecessor 0, as the kernels have it."""
+    """The best label path of ``score`` (T x L) and its score, with the transitions into position t
+    in ``M[t]`` (T x L x L; ``M[0]`` unused), by a running arg max per label that keeps the first
+    maximum (numpy's ``argmax``): ties go to the lowest label, for the last label and every
+    predecessor, and a label with no predecessor above -inf gets predecessor 0, as the kernels have
+    it."""
     T, L = score.shape
     delta = np.array(score[0], dtype=float)
     back = np.zeros((T, L), dtype=int)
@@ -178,8 +201,16 @@ def enumerate_chain(score: np.ndarray, trans: np.ndarray) -> dict:
     order = np.argsort(-s, kind="stable")
     best = int(order[0])
     gap = float(s[order[0]] - s[order[1]]) if len(s) > 1 else np.inf
-    return dict(logz=logz, node=node, edge=edge, best_path=paths[best].copy(), best_score=float(s[best]),
-                gap=gap, paths=paths, scores=s)
+    return dict(
+        logz=logz,
+        node=node,
+        edge=edge,
+        best_path=paths[best].copy(),
+        best_score=float(s[best]),
+        gap=gap,
+        paths=paths,
+        scores=s,
+    )
 
 
 def logdomain_chain(score: np.ndarray, trans: np.ndarray) -> dict:
@@ -226,8 +257,10 @@ def brute_gradient(space: FeatureSpace, x, y_ids, node: np.ndarray, edge: np.nda
     for k in range(space.n_state):
         name = space.attributes[fa[k]]
         l = int(space.feat_label[k])
-        g[k] = sum(totals[t].get(name, 0.0) * (node[t, l] - (1.0 if y_ids[t] == l else 0.0))
-                   for t in range(T))
+        g[k] = sum(
+            totals[t].get(name, 0.0) * (node[t, l] - (1.0 if y_ids[t] == l else 0.0))
+            for t in range(T)
+        )
     L = space.n_labels
     for i in range(L):
         for j in range(L):
@@ -246,18 +279,23 @@ def model_from_scores(score: np.ndarray, trans: np.ndarray):
     label; every label pair has a transition feature. Returns (model, X).
     """
     T, L = score.shape
-    space = FeatureSpace(labels=[f"y{k}" for k in range(L)], attributes=[f"tok{t}" for t in range(T)],
-                         attr_ptr=np.arange(T + 1, dtype=np.int64) * L,
-                         feat_label=np.tile(np.arange(L, dtype=np.int32), T),
-                         trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L))
-    w = np.concatenate([np.asarray(score, dtype=np.float64).ravel(), np.asarray(trans, dtype=np.float64).ravel()])
+    space = FeatureSpace(
+        labels=[f"y{k}" for k in range(L)],
+        attributes=[f"tok{t}" for t in range(T)],
+        attr_ptr=np.arange(T + 1, dtype=np.int64) * L,
+        feat_label=np.tile(np.arange(L, dtype=np.int32), T),
+        trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L),
+    )
+    w = np.concatenate(
+        [np.asarray(score, dtype=np.float64).ravel(), np.asarray(trans, dtype=np.float64).ravel()]
+    )
     return CRFModel(space, w), [[[f"tok{t}"] for t in range(T)]]
 
 
 def corpus_dense_scores(space: FeatureSpace, corpus, w: np.ndarray) -> np.ndarray:
     """Emission scores (n_tokens x L) of an encoded corpus, from a dense attribute x label table."""
     W = np.zeros((space.n_attributes, space.n_labels))
-    W[space.feature_attr(), space.feat_label] = w[:space.n_state]
+    W[space.feature_attr(), space.feat_label] = w[: space.n_state]
     score = np.zeros((corpus.n_tokens, space.n_labels))
     tok_of = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.tok_ptr))
     np.add.at(score, tok_of, corpus.val[:, None] * W[corpus.attr])
@@ -281,8 +319,10 @@ def rng():
 @pytest.fixture(scope="session")
 def make_corpus():
     """Factory: make_corpus(seed, n_seq, **kw) -> (X, Y), seeded and reproducible."""
+
     def _make(seed: int = 0, n_seq: int = 5, **kw):
         return random_sequences(np.random.default_rng(seed), n_seq, **kw)
+
     return _make
 
 
@@ -295,6 +335,7 @@ def restore_threads():
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
     """``crfkit ARGV...`` in this process: (exit status, stdout, stderr)."""
     from crfkit import cli
+
     rc = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -310,20 +351,23 @@ def random_bigram_attributes(rng, X, n_battr: int = 4, real: bool = True) -> lis
             tok = []
             for _ in range(int(rng.integers(0, 3))):
                 name = f"b{int(rng.integers(n_battr))}"
-                tok.append((name, float(rng.uniform(-1.5, 1.5))) if real and rng.random() < 0.5 else name)
+                tok.append(
+                    (name, float(rng.uniform(-1.5, 1.5))) if real and rng.random() < 0.5 else name
+                )
             seq.append(tok)
         B.append(seq)
     return B
 
 
 def sdca_step_prefix(run, i, space, corp, rows):
-    """What ``sdca_step`` computes on sequence ``i`` of a ``crfkit.optim.sdca._Dual`` run before its line
-    search: the chain marginals at the run's point, the individual gap, f'(0), the end curvatures c0, c1
-    and the line search's entries (``ent`` = ``ls_entries``: the cliques' mu, mu' and the separators'), and the
-    direction
-    accumulated from ``rows()`` (called after the load, T x L node rows).  Returns a dict of what the
-    tests of the step read."""
+    """What ``sdca_step`` computes on sequence ``i`` of a ``crfkit.optim.sdca._Dual`` run before its
+    line search: the chain marginals at the run's point, the individual gap, f'(0), the end
+    curvatures c0, c1 and the line search's entries (``ent`` = ``ls_entries``: the cliques' mu, mu'
+    and the separators'), and the direction
+    accumulated from ``rows()`` (called after the load, T x L node rows).  Returns a dict of what
+    the tests of the step read."""
     from crfkit.kernels import sdca as K
+
     c, s = corp, space
     t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
     T = t1 - t0
@@ -331,43 +375,95 @@ def sdca_step_prefix(run, i, space, corp, rows):
     L = s.n_labels
     K.trans_into(run.w, s.n_state, s.trans_index, run.trans)
     K.occ_emissions(c.tok_ptr, run.ok0, run.onk, c.val, run.lab, t0, t1, run.w, 1.0, run.score)
-    K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
+    K.chain_marginals(
+        run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n
+    )
     f = run.flat
     tdir = np.zeros((L, L))
-    gap, fp0, c0, c1 = K.load_gap(T, t0, e0, run.node_store, run.pair_store.reshape(-1, L * L), run.node_n,
-                                  run.pair_n.reshape(-1, L * L), run.m_node, run.d_node, tdir, f)
-    # the line search's entries (the cliques' mu, mu', then the separators'): copies of the views the step
-    # reads, so that a test may move the store and the scratch afterwards
-    ent = tuple(a.copy() for a in K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n))
+    gap, fp0, c0, c1 = K.load_gap(
+        T,
+        t0,
+        e0,
+        run.node_store,
+        run.pair_store.reshape(-1, L * L),
+        run.node_n,
+        run.pair_n.reshape(-1, L * L),
+        run.m_node,
+        run.d_node,
+        tdir,
+        f,
+    )
+    # the line search's entries (the cliques' mu, mu', then the separators'): copies of the views
+    # the step reads, so that a test may move the store and the scratch afterwards
+    ent = tuple(
+        a.copy()
+        for a in K.ls_entries(T, t0, e0, run.node_store, run.pair_store, run.node_n, run.pair_n)
+    )
     acc = np.zeros_like(run.w)
     alist = np.zeros_like(run.alist)
-    na = K.accumulate_direction(c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t1, rows(), acc,
-                                alist)
-    return dict(t0=t0, t1=t1, T=T, e0=e0, f=f, tdir=tdir, gap=gap, fp0=fp0, c0=c0, c1=c1, acc=acc, alist=alist,
-                na=na, ent=ent)
+    na = K.accumulate_direction(
+        c.tok_ptr, c.attr, run.ok0, run.onk, c.val, run.lab, run.bo, t0, t1, rows(), acc, alist
+    )
+    return dict(
+        t0=t0,
+        t1=t1,
+        T=T,
+        e0=e0,
+        f=f,
+        tdir=tdir,
+        gap=gap,
+        fp0=fp0,
+        c0=c0,
+        c1=c1,
+        acc=acc,
+        alist=alist,
+        na=na,
+        ent=ent,
+    )
 
 
 def sdca_mean_divergence(run, n, space, corp):
-    """The mean over the ``n`` sequences of KL(stored marginals || the model's at ``run.w``): the duality
-    gap of an SDCA run recomputed from its dual store (Le Priol et al., eq. 5)."""
+    """The mean over the ``n`` sequences of KL(stored marginals || the model's at ``run.w``): the
+    duality gap of an SDCA run recomputed from its dual store (Le Priol et al., eq. 5)."""
     from crfkit.kernels import sdca as K
+
     c, s = corp, space
     K.trans_into(run.w, s.n_state, s.trans_index, run.trans)
     tot = 0.0
     for i in range(n):
         t0, t1 = c.seq_ptr[i], c.seq_ptr[i + 1]
         T = t1 - t0
-        K.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, s.attr_ptr, s.feat_label, run.full, run.w, 1.0,
-                         run.score)
-        K.chain_marginals(run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n)
+        K.emissions_rows(
+            c.tok_ptr,
+            c.attr,
+            c.val,
+            t0,
+            t1,
+            s.attr_ptr,
+            s.feat_label,
+            run.full,
+            run.w,
+            1.0,
+            run.score,
+        )
+        K.chain_marginals(
+            run.score, T, run.trans, run.es, run.alpha, run.beta, run.scale, run.node_n, run.pair_n
+        )
         e0 = run.eptr[i]
-        tot += K.chain_kl(run.node_store[t0:t1], run.pair_store[e0:e0 + max(T - 1, 0)], run.node_n, run.pair_n, T)
+        tot += K.chain_kl(
+            run.node_store[t0:t1],
+            run.pair_store[e0 : e0 + max(T - 1, 0)],
+            run.node_n,
+            run.pair_n,
+            T,
+        )
     return tot / n
 
 
 def refined_grid_max(fn, grid, half_width: float = 1e-3, points: int = 2001):
-    """``(points, values)`` of ``fn`` on a fine grid (spacing 1e-6 by default) around the maximiser of
-    ``fn`` over ``grid``, clipped to [0, 1]: the reference a 1-D line search is checked against."""
+    """``(points, values)`` of ``fn`` on a fine grid (spacing 1e-6 by default) around the maximiser
+    of ``fn`` over ``grid``, clipped to [0, 1]: the reference a 1-D line search is checked
+    against."""
     vals = np.array([fn(g) for g in grid])
     best = grid[vals.argmax()]
     fine = np.linspace(max(0.0, best - half_width), min(1.0, best + half_width), points)
@@ -375,20 +471,26 @@ def refined_grid_max(fn, grid, half_width: float = 1e-3, points: int = 2001):
 
 
 def bcd_blocks_with_and_without_kept_messages(e1, e2, order, reg, kappas, safeguard, seq_ptr):
-    """BCD block by block on two engines at the same weights, ``e2``'s kept messages marked stale before
-    every block: asserts the same weights after each block, to the bit, and, with the Armijo rule (log Z
-    kept current), that every position where both of ``e1``'s kept messages are marked valid gives its
-    sequence's log Z.  Returns (positions found valid before the blocks, in total; e1's stats; e2's)."""
+    """BCD block by block on two engines at the same weights, ``e2``'s kept messages marked stale
+    before every block: asserts the same weights after each block, to the bit, and, with the Armijo
+    rule (log Z kept current), that every position where both of ``e1``'s kept messages are marked
+    valid gives its sequence's log Z.  Returns (positions found valid before the blocks, in total;
+    e1's stats; e2's)."""
     from crfkit.kernels import bcd as K
+
     s1, s2 = np.zeros(K.N_STATS), np.zeros(K.N_STATS)
     reused = 0
     for kappa in kappas:
         for b in range(len(order)):
             CA, CLA, CB, CLB, VA, VB = e1.msg
             reused += int(((VA >= 0) | (VB < np.diff(seq_ptr))).sum())
-            e1.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s1, safeguard=safeguard)
+            e1.attribute_blocks(
+                order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s1, safeguard=safeguard
+            )
             e2._invalidate_messages()
-            e2.attribute_blocks(order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s2, safeguard=safeguard)
+            e2.attribute_blocks(
+                order, b, b + 1, reg, kappa, 1e-4, 10.0, 20, s2, safeguard=safeguard
+            )
             assert np.array_equal(e1.w, e2.w), (kappa, b)
             if safeguard == "armijo":
                 for i in range(len(seq_ptr) - 1):
@@ -419,17 +521,27 @@ def mapping_rss_kb(arr) -> int:
     return total
 
 
-def bigram_data(seed: int, n_seq: int = 6, *, max_len: int = 5, n_labels: int = 3, real: bool = True,
-                n_battr: int = 4):
+def bigram_data(
+    seed: int,
+    n_seq: int = 6,
+    *,
+    max_len: int = 5,
+    n_labels: int = 3,
+    real: bool = True,
+    n_battr: int = 4,
+):
     """(X, Y, B): a random labelled corpus with random bigram attributes (some real-valued)."""
     rng = np.random.default_rng(seed)
     X, Y = random_sequences(rng, n_seq, max_len=max_len, n_labels=n_labels)
     return X, Y, random_bigram_attributes(rng, X, n_battr, real)
 
 
-def random_model(seed: int, support: str = "all", scale: float = 1.0, zero_share: float = 0.0, **kw):
-    """A random model; ``zero_share``: that share of its bigram weights set to 0 (an L1-trained model's
-    shape: the kernels then build the scores from the non-zero ones only, ``chain.compact_bigram``)."""
+def random_model(
+    seed: int, support: str = "all", scale: float = 1.0, zero_share: float = 0.0, **kw
+):
+    """A random model; ``zero_share``: that share of its bigram weights set to 0 (an L1-trained
+    model's shape: the kernels then build the scores from the non-zero ones only,
+    ``chain.compact_bigram``)."""
     X, Y, B = bigram_data(seed, **kw)
     space, corpus = build(X, Y, B=B, support=support)
     rng = np.random.default_rng(seed + 100)
@@ -437,21 +549,31 @@ def random_model(seed: int, support: str = "all", scale: float = 1.0, zero_share
     if zero_share:
         b = slice(space.bigram_offset, space.dense_offset)
         keep = np.zeros(space.n_bigram, bool)
-        keep[rng.choice(space.n_bigram, size=max(1, int((1 - zero_share) * space.n_bigram)), replace=False)] = True
+        keep[
+            rng.choice(
+                space.n_bigram, size=max(1, int((1 - zero_share) * space.n_bigram)), replace=False
+            )
+        ] = True
         w[b] *= keep
-        ptr, _, _ = chain.compact_bigram(w, space.bigram_offset, space.battr_ptr, space.bfeat_pair, 0.3)
-        assert ptr.shape[0] > 0 and np.count_nonzero(w[b]) > 0      # the compact path is the one tested
+        ptr, _, _ = chain.compact_bigram(
+            w, space.bigram_offset, space.battr_ptr, space.bfeat_pair, 0.3
+        )
+        assert ptr.shape[0] > 0 and np.count_nonzero(w[b]) > 0  # the compact path is the one tested
     return CRFModel(space, w), X, Y, B, corpus
 
 
-# ------------------------------------------------ subprocess runs of the command line, shared small inputs
+# ------------------------------------------------ subprocess runs of the command line, shared small
+# inputs
 CRFKIT_SRC = str(Path(crfkit.__file__).resolve().parents[1])
 
 
 def crfkit_env() -> dict:
-    """The environment of a ``python -m crfkit`` subprocess: this source tree first on PYTHONPATH, no proxy."""
+    """The environment of a ``python -m crfkit`` subprocess: this source tree first on PYTHONPATH,
+    no proxy."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = CRFKIT_SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = CRFKIT_SRC + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         env.pop(var, None)
     env["no_proxy"] = "*"
@@ -469,8 +591,10 @@ def no_temp_files(*dirs) -> bool:
 
 
 def stream_corpus(d) -> dict:
-    """Synthetic chunking files in the directory ``d``: train.txt (60 sentences) and test.txt (40)."""
+    """Synthetic chunking files in the directory ``d``: train.txt (60 sentences) and test.txt
+    (40)."""
     from crfkit.datasets import synthetic
+
     synthetic.write(d / "train.txt", 60, seed=1)
     synthetic.write(d / "test.txt", 40, seed=2)
     return {"dir": d, "train": d / "train.txt", "test": d / "test.txt"}
@@ -479,19 +603,27 @@ def stream_corpus(d) -> dict:
 def stream_model(data: dict) -> Path:
     """A model trained (15 iterations) on ``stream_corpus``'s train.txt, saved next to it."""
     from crfkit import cli
+
     path = data["dir"] / "model.crfkit"
-    assert cli.main(["train", str(data["train"]), "-m", str(path), "--max-iterations", "15", "-q"]) == 0
+    assert (
+        cli.main(["train", str(data["train"]), "-m", str(path), "--max-iterations", "15", "-q"])
+        == 0
+    )
     return path
 
 
 @pytest.fixture(scope="module")
 def chunker(tmp_path_factory):
-    """A small chunking model trained on synthetic data: {"dir", "model", "test"} (train.txt in "dir")."""
+    """A small chunking model trained on synthetic data: {"dir", "model", "test"} (train.txt in
+    "dir")."""
     from crfkit import cli
     from crfkit.datasets import synthetic
+
     d = tmp_path_factory.mktemp("rough")
     synthetic.write(d / "train.txt", 40, seed=1)
     synthetic.write(d / "test.txt", 8, seed=2)
     m = d / "m.crfkit"
-    assert cli.main(["train", str(d / "train.txt"), "-m", str(m), "--max-iterations", "10", "-q"]) == 0
+    assert (
+        cli.main(["train", str(d / "train.txt"), "-m", str(m), "--max-iterations", "10", "-q"]) == 0
+    )
     return {"dir": d, "model": m, "test": d / "test.txt"}

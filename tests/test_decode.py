@@ -1,9 +1,10 @@
 """n-best, constrained, forced and posterior decoding (crfkit.decode, crfkit.kernels.decode) against
 brute-force enumeration of every label path of tiny chains.
 
-The reference ranks all L^T paths by score, equal scores by the label ids read from the last token to
-the first (the documented order), and applies the constraints by filtering the paths.
+The reference ranks all L^T paths by score, equal scores by the label ids read from the last token
+to the first (the documented order), and applies the constraints by filtering the paths.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,8 +20,13 @@ from crfkit.errors import CrfkitError, DataError
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 
-SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 # --------------------------------------------------------------------------- reference
@@ -32,8 +38,12 @@ def brute(score, trans, *, mask=None, forbid=None, start=None, end=None):
     """Allowed paths, their scores, ranked (score desc, then reversed label ids ascending)."""
     T, L = score.shape
     P = all_paths(T, L)
-    s = np.array([sum(score[t, p[t]] for t in range(T)) + sum(trans[p[t - 1], p[t]] for t in range(1, T))
-                  for p in P])
+    s = np.array(
+        [
+            sum(score[t, p[t]] for t in range(T)) + sum(trans[p[t - 1], p[t]] for t in range(1, T))
+            for p in P
+        ]
+    )
     ok = np.ones(len(P), bool)
     for n, p in enumerate(P):
         if mask is not None and not all(mask[t, p[t]] for t in range(T)):
@@ -62,16 +72,23 @@ def brute(score, trans, *, mask=None, forbid=None, start=None, end=None):
 def chains(draw):
     L = draw(st.integers(1, 4))
     T = draw(st.integers(1, 5 if L <= 3 else 4))
-    return dict(seed=draw(st.integers(0, 2**32 - 1)), L=L, T=T, K=draw(st.integers(1, L ** T + 3)),
-                mask=draw(st.booleans()), forbid=draw(st.booleans()), ends=draw(st.booleans()),
-                scale=draw(st.sampled_from([0.5, 2.0, 30.0])))
+    return dict(
+        seed=draw(st.integers(0, 2**32 - 1)),
+        L=L,
+        T=T,
+        K=draw(st.integers(1, L**T + 3)),
+        mask=draw(st.booleans()),
+        forbid=draw(st.booleans()),
+        ends=draw(st.booleans()),
+        scale=draw(st.sampled_from([0.5, 2.0, 30.0])),
+    )
 
 
 def _constraints(p, rng, L, T):
     mask = forbid = start = end = None
     if p["mask"]:
         mask = rng.random((T, L)) < 0.7
-        mask[np.arange(T), rng.integers(0, L, T)] = True       # at least one label per token
+        mask[np.arange(T), rng.integers(0, L, T)] = True  # at least one label per token
     if p["forbid"]:
         forbid = rng.random((L, L)) < 0.3
     if p["ends"]:
@@ -83,8 +100,14 @@ def _constraints(p, rng, L, T):
 def _run(model, X, mask, forbid, start, end, **kw):
     c = D.Constraints(model.labels, forbid, start, end)
     corpus = model.encode(X)
-    return D.decode(model, corpus, allowed=None if mask is None else mask.astype(np.uint8), constraints=c,
-                    check=False, **kw), corpus
+    return D.decode(
+        model,
+        corpus,
+        allowed=None if mask is None else mask.astype(np.uint8),
+        constraints=c,
+        check=False,
+        **kw,
+    ), corpus
 
 
 # --------------------------------------------------------------------------- n-best
@@ -98,14 +121,16 @@ def test_nbest_against_enumeration(p):
     model, X = model_from_scores(score, trans)
     ref = brute(score, trans)
     nb = model.nbest(X, K)[0]
-    n = min(K, L ** T)
+    n = min(K, L**T)
     assert len(nb) == n
     assert [list(map(lambda s: int(s[1:]), lab)) for lab in nb.labels] == ref["paths"][:n].tolist()
     np.testing.assert_allclose(nb.scores, ref["scores"][:n], rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(nb.probabilities, np.exp(ref["scores"][:n] - ref["logz"]), rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(
+        nb.probabilities, np.exp(ref["scores"][:n] - ref["logz"]), rtol=1e-9, atol=1e-300
+    )
     # top-1 is the Viterbi path, and the probabilities sum to 1 over all paths
     assert nb.labels[0] == model.tag(X)[0]
-    if K >= L ** T:
+    if K >= L**T:
         assert abs(sum(nb.probabilities) - 1.0) < 1e-9
 
 
@@ -118,7 +143,7 @@ def test_nbest_ties_follow_the_documented_order():
         trans = rng.integers(-1, 2, size=(L, L)).astype(float)
         model, X = model_from_scores(score, trans)
         ref = brute(score, trans)
-        nb = model.nbest(X, L ** T)[0]
+        nb = model.nbest(X, L**T)[0]
         assert [[int(s[1:]) for s in lab] for lab in nb.labels] == ref["paths"].tolist()
         assert nb.labels[0] == model.tag(X)[0]
 
@@ -161,10 +186,16 @@ def test_constrained_against_enumeration(p):
     ref = brute(score, trans, mask=mask, forbid=forbid, start=start, end=end)
     r, corpus = _run(model, X, mask, forbid, start, end, marginals=True, nbest=K)
     if not len(ref["scores"]):
-        assert r["logz"][0] == -np.inf and r["path_score"][0] == -np.inf and r["nbest_count"][0] == 0
+        assert (
+            r["logz"][0] == -np.inf and r["path_score"][0] == -np.inf and r["nbest_count"][0] == 0
+        )
         with pytest.raises(DataError, match="no label sequence satisfies"):
-            D.decode(model, corpus, allowed=None if mask is None else mask.astype(np.uint8),
-                     constraints=D.Constraints(model.labels, forbid, start, end))
+            D.decode(
+                model,
+                corpus,
+                allowed=None if mask is None else mask.astype(np.uint8),
+                constraints=D.Constraints(model.labels, forbid, start, end),
+            )
         return
     assert abs(r["logz"][0] - ref["logz"]) <= 1e-9 * max(1.0, abs(ref["logz"]))
     np.testing.assert_allclose(r["marginals"], ref["node"], atol=1e-9)
@@ -176,7 +207,9 @@ def test_constrained_against_enumeration(p):
     np.testing.assert_allclose(r["nbest_score"][0, :n], ref["scores"][:n], rtol=1e-12, atol=1e-9)
     # the probability of a given sequence under the constraints; 0 for one that breaks them
     for path in all_paths(T, L)[:6]:
-        r2, _ = _run(model, X, mask, forbid, start, end, path=False, logz=True, labels=path.astype(np.int32))
+        r2, _ = _run(
+            model, X, mask, forbid, start, end, path=False, logz=True, labels=path.astype(np.int32)
+        )
         hit = [k for k, q in enumerate(ref["paths"].tolist()) if q == path.tolist()]
         want = np.exp(ref["scores"][hit[0]] - ref["logz"]) if hit else 0.0
         got = np.exp(r2["label_score"][0] - r2["logz"][0])
@@ -219,7 +252,7 @@ def test_bio_and_iobes_schemes():
     c = D.Constraints.scheme(il, "iobes")
     assert c.valid(["B-PER", "I-PER", "E-PER", "S-LOC", "O", "S-PER"])
     assert not c.valid(["B-PER", "O"])
-    assert not c.valid(["B-PER"])                  # a chunk left open at the end
+    assert not c.valid(["B-PER"])  # a chunk left open at the end
     assert not c.valid(["E-PER"])
     assert not c.valid(["S-PER", "I-PER"])
     with pytest.raises(CrfkitError, match="not O or B/I-TYPE"):
@@ -241,7 +274,7 @@ def test_bio_constrained_output_is_always_valid(make_corpus):
     model = CRFModel(space, rng.normal(size=space.n_features) * 3)
     c = D.Constraints.scheme(model.labels, "bio")
     plain = model.tag(X)
-    assert sum(not c.valid(s) for s in plain) > 0          # random weights do break the scheme
+    assert sum(not c.valid(s) for s in plain) > 0  # random weights do break the scheme
     for method in ("viterbi", "posterior"):
         out = model.tag(X, constraints="bio", method=method)
         assert all(c.valid(s) for s in out)
@@ -303,6 +336,7 @@ def test_constrained_sequence_probability():
 # --------------------------------------------------------------------------- bigram models
 def test_bigram_model_nbest_and_constraints_are_consistent():
     from conftest import bigram_data
+
     X, Y, B = bigram_data(21, n_seq=12, max_len=5, n_labels=3)
     space, corpus = build(X, Y, B=B, support="all")
     model = CRFModel(space, np.random.default_rng(0).normal(size=space.n_features))
@@ -313,25 +347,30 @@ def test_bigram_model_nbest_and_constraints_are_consistent():
     for nb, v, pr in zip(nbs, plain, probs):
         assert nb.labels[0] == v
         assert abs(nb.probabilities[0] - pr) < 1e-10
-        assert abs(sum(nb.probabilities) - 1) < 1e-9      # every path (3^5 = 243 < 300)
+        assert abs(sum(nb.probabilities) - 1) < 1e-9  # every path (3^5 = 243 < 300)
         assert all(a >= b for a, b in zip(nb.scores, nb.scores[1:]))
     # constrained: the marginals equal those of the allowed part of the full n-best list
     forbid = [("L0", "L1")]
     cm, _ = model.marginals(corpus, forbid=forbid)
     ptr = corpus.seq_ptr
     for s, nb in enumerate(nbs):
-        ok = [(lab, p) for lab, p in nb if not any((a, b) == ("L0", "L1") for a, b in zip(lab, lab[1:]))]
+        ok = [
+            (lab, p)
+            for lab, p in nb
+            if not any((a, b) == ("L0", "L1") for a, b in zip(lab, lab[1:]))
+        ]
         tot = sum(p for _, p in ok)
         ref = np.zeros((len(nb.labels[0]), 3))
         for lab, p in ok:
             for t, x in enumerate(lab):
                 ref[t, model.space.label_index[x]] += p / tot
-        np.testing.assert_allclose(cm[ptr[s]:ptr[s + 1]], ref, atol=1e-9)
+        np.testing.assert_allclose(cm[ptr[s] : ptr[s + 1]], ref, atol=1e-9)
 
 
 # --------------------------------------------------------------------------- estimator
 def test_estimator_predict_nbest_and_constraints():
     from crfkit import CRF
+
     rng = np.random.default_rng(0)
     labels = ["O", "B-NP", "I-NP"]
     X, y = [], []

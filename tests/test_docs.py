@@ -1,6 +1,7 @@
-"""The README and the docs site: the README stays a front page, the CLI reference is generated from the
-argparse parsers and covers every option, no development narrative ("stop NN", "issue NN") is left in the
-pages, and `mkdocs build --strict` passes (skipped when mkdocs is not installed)."""
+"""The README and the docs site: the README stays a front page, the CLI reference is generated from
+the argparse parsers and covers every option, no development narrative ("stop NN", "issue NN") is
+left in the pages, and `mkdocs build --strict` passes (skipped when mkdocs is not installed)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,13 +15,17 @@ from pathlib import Path
 
 import pytest
 
-ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").exists())  # also from tests/x/
+ROOT = next(
+    p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").exists()
+)  # also from tests/x/
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
 
 def _hook():
-    spec = importlib.util.spec_from_file_location("crfkit_docs_cli_reference", DOCS / "hooks" / "cli_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "crfkit_docs_cli_reference", DOCS / "hooks" / "cli_reference.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -36,6 +41,7 @@ def _all_parsers(parser: argparse.ArgumentParser, path=()):
 
 def test_cli_reference_lists_every_option_of_every_command():
     from crfkit.cli import COMMANDS, build_parser
+
     text = _hook().render_cli_reference()
     parsers = list(_all_parsers(build_parser()))
     assert {p[0] for p, _ in parsers if p} >= set(COMMANDS)
@@ -65,7 +71,7 @@ def test_readme_is_a_front_page():
     assert "make chunker" in first and "make test" in first
 
 
-NARRATIVE = re.compile(r"(?<![-\w])(stop|issue)\s+\d+", re.IGNORECASE)   # not `--dev-stop 5`
+NARRATIVE = re.compile(r"(?<![-\w])(stop|issue)\s+\d+", re.IGNORECASE)  # not `--dev-stop 5`
 
 
 def test_no_development_narrative_in_readme_or_docs():
@@ -83,23 +89,43 @@ def test_mkdocs_build_strict(tmp_path):
     pytest.importorskip("mkdocstrings")
     pytest.importorskip("material")
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "src") + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
-           "-d", str(tmp_path / "site")]
-    proc = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env["PYTHONPATH"] = str(ROOT / "src") + (
+        ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "mkdocs",
+        "build",
+        "--strict",
+        "-q",
+        "-f",
+        str(ROOT / "mkdocs.yml"),
+        "-d",
+        str(tmp_path / "site"),
+    ]
+    proc = subprocess.run(
+        cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_chunker_installs_the_core_only_and_make_test_the_test_extra(tmp_path):
-    """`make chunker` (the main job) installs crfkit's core dependencies only; `make test` adds the test extra."""
+    """`make chunker` (the main job) installs crfkit's core dependencies only; `make test` adds the
+    test extra."""
     root = Path(__file__).resolve().parents[1]
-    venv = tmp_path / "venv"      # not there: make prints every step it would take to build it
+    venv = tmp_path / "venv"  # not there: make prints every step it would take to build it
 
     def plan(target: str) -> str:
-        return subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=root, capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["make", "-n", target, f"VENV={venv}"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     chunker = plan("chunker")
     assert "install -e ." in chunker and "[test]" not in chunker and "[bench]" not in chunker

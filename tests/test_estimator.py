@@ -1,5 +1,6 @@
 """crfkit.CRF, the scikit-learn estimator: equivalence with crfkit.train and with python-crfsuite,
 the scikit-learn protocol (params, clone, GridSearchCV), pickling, history, errors."""
+
 from __future__ import annotations
 
 import os
@@ -14,18 +15,24 @@ import pytest
 import crfkit
 import crfkit.train
 import crfkit.train as train_mod
-from crfkit.errors import DataError, OutputError, TrainingDiverged
-from crfkit.model import StringTable
-from crfkit.estimator import CRF, flat_accuracy_score, flat_f1_score, make_scorer, sequence_accuracy_score
-from crfkit.features.dicts import to_attributes
-
 from conftest import markov_corpus
+from crfkit.errors import DataError, OutputError, TrainingDiverged
+from crfkit.estimator import (
+    CRF,
+    flat_accuracy_score,
+    flat_f1_score,
+    make_scorer,
+    sequence_accuracy_score,
+)
+from crfkit.features.dicts import to_attributes
+from crfkit.model import StringTable
 
 LABELS = ["B-X", "I-X", "O"]
 
 
 def dict_corpus(seed: int, n: int = 40):
-    """Token-feature dicts in the sklearn-crfsuite style (str, float, bool, nested dict, list) and labels.
+    """Token-feature dicts in the sklearn-crfsuite style (str, float, bool, nested dict, list) and
+    labels.
 
     Labels follow a Markov chain; a token's word comes from its label's
     vocabulary 70% of the time, so the features are informative but noisy.
@@ -43,12 +50,25 @@ def dict_corpus(seed: int, n: int = 40):
         for _t in range(T):
             ys.append(LABELS[s])
             s = int(rng.choice(3, p=P[s]))
-        ws = [str(rng.choice(words[lab] if rng.random() > 0.3 else words[LABELS[int(rng.integers(3))]]))
-              for lab in ys]
+        ws = [
+            str(
+                rng.choice(
+                    words[lab] if rng.random() > 0.3 else words[LABELS[int(rng.integers(3))]]
+                )
+            )
+            for lab in ys
+        ]
         xs = []
         for t, w in enumerate(ws):
-            f = {"bias": 1.0, "w": w, "suf": w[-1], "cap": bool(rng.random() < 0.5), "len": len(w) / 3,
-                 "ctx": {"prev": ws[t - 1] if t else "<s>"}, "tags": [f"t{rng.integers(3)}"]}
+            f = {
+                "bias": 1.0,
+                "w": w,
+                "suf": w[-1],
+                "cap": bool(rng.random() < 0.5),
+                "len": len(w) / 3,
+                "ctx": {"prev": ws[t - 1] if t else "<s>"},
+                "tags": [f"t{rng.integers(3)}"],
+            }
             if t == 0:
                 f["BOS"] = True
             xs.append(f)
@@ -106,14 +126,25 @@ def test_same_predictions_and_marginals_as_python_crfsuite(data, tmp_path, c2, a
     # same objective (CRFsuite's sum form, same feature sets), both optimised tightly
     X, Y, Xt, _ = data
     loss, pred, marg, info = _pycrfsuite_reference(
-        X, Y, Xt, {"c2": c2, "feature.possible_states": aps, "feature.possible_transitions": apt}, tmp_path)
-    crf = CRF(c2=c2, epsilon=1e-8, delta=1e-10, all_possible_states=aps, all_possible_transitions=apt)
+        X,
+        Y,
+        Xt,
+        {"c2": c2, "feature.possible_states": aps, "feature.possible_transitions": apt},
+        tmp_path,
+    )
+    crf = CRF(
+        c2=c2, epsilon=1e-8, delta=1e-10, all_possible_states=aps, all_possible_transitions=apt
+    )
     crf.fit(X, Y)
     assert crf.objective_crfsuite_ == pytest.approx(loss, rel=1e-6)
     assert crf.predict(Xt) == pred
     ours = crf.predict_marginals(Xt)
-    diff = max(abs(ours[i][t][lab] - marg[i][t][lab])
-               for i in range(len(Xt)) for t in range(len(Xt[i])) for lab in LABELS)
+    diff = max(
+        abs(ours[i][t][lab] - marg[i][t][lab])
+        for i in range(len(Xt))
+        for t in range(len(Xt[i]))
+        for lab in LABELS
+    )
     assert diff < 1e-4
     assert set(crf.state_features_) == set(info.state_features)
     assert set(crf.transition_features_) == set(info.transitions)
@@ -122,7 +153,9 @@ def test_same_predictions_and_marginals_as_python_crfsuite(data, tmp_path, c2, a
         assert crf.state_features_[k] == pytest.approx(w, rel=1e-3, abs=1e-3)
 
 
-@pytest.mark.skipif("owlqn" not in crfkit.train.ALGORITHMS, reason="OWL-QN (needed for c1 > 0) not available yet")
+@pytest.mark.skipif(
+    "owlqn" not in crfkit.train.ALGORITHMS, reason="OWL-QN (needed for c1 > 0) not available yet"
+)
 def test_l1_like_python_crfsuite(data, tmp_path):
     X, Y, Xt, _ = data
     loss, pred, marg, info = _pycrfsuite_reference(X, Y, Xt, {"c1": 0.5, "c2": 0.05}, tmp_path)
@@ -159,7 +192,11 @@ def test_introspection(data, fitted):
     assert all(w != 0 for w in fitted.state_features_.values())
     assert len(fitted.state_features_) + len(fitted.transition_features_) == m.n_active
     assert {a for a, _ in fitted.state_features_} == set(fitted.attributes_)
-    assert "w:b-x0" in fitted.attributes_ and "cap" in fitted.attributes_ and "ctx:prev:<s>" in fitted.attributes_
+    assert (
+        "w:b-x0" in fitted.attributes_
+        and "cap" in fitted.attributes_
+        and "ctx:prev:<s>" in fitted.attributes_
+    )
     assert all(a in LABELS and b in LABELS for a, b in fitted.transition_features_)
     assert isinstance(fitted.size_, int) and fitted.size_ > 100
 
@@ -169,16 +206,26 @@ def test_history(data, fitted):
     assert len(h) == fitted.n_iter_ > 0
     for k, rec in enumerate(h, start=1):
         assert rec["iteration"] == k
-        for key in ("iteration", "effective_passes", "seconds", "objective", "objective_crfsuite",
-                    "active_features"):
+        for key in (
+            "iteration",
+            "effective_passes",
+            "seconds",
+            "objective",
+            "objective_crfsuite",
+            "active_features",
+        ):
             assert key in rec
         assert "dev_accuracy" not in rec
-    assert all(a["seconds"] <= b["seconds"] and a["effective_passes"] < b["effective_passes"]
-               for a, b in zip(h, h[1:]))
+    assert all(
+        a["seconds"] <= b["seconds"] and a["effective_passes"] < b["effective_passes"]
+        for a, b in zip(h, h[1:])
+    )
     assert h[-1]["objective"] == pytest.approx(fitted.objective_)
     assert h[-1]["objective_crfsuite"] == pytest.approx(fitted.objective_crfsuite_)
     assert isinstance(fitted.training_status_, str) and isinstance(fitted.converged_, bool)
-    assert fitted.converged_ == (fitted.training_status_ in ("converged", "delta", "gtol", "stop_value"))
+    assert fitted.converged_ == (
+        fitted.training_status_ in ("converged", "delta", "gtol", "stop_value")
+    )
 
 
 def test_dev_scores_in_history(data):
@@ -195,10 +242,27 @@ def test_dev_scores_in_history(data):
 def test_get_params_set_params():
     crf = CRF(c1=0.1, c2=0.2, max_iterations=50, all_possible_transitions=True)
     p = crf.get_params()
-    assert p["c1"] == 0.1 and p["c2"] == 0.2 and p["max_iterations"] == 50 and p["algorithm"] is None
-    for name in ("algorithm", "c1", "c2", "max_iterations", "all_possible_states", "all_possible_transitions",
-                 "min_freq", "epsilon", "delta", "period", "num_memories", "verbose", "model_filename",
-                 "keep_tempfiles", "threads", "trace"):
+    assert (
+        p["c1"] == 0.1 and p["c2"] == 0.2 and p["max_iterations"] == 50 and p["algorithm"] is None
+    )
+    for name in (
+        "algorithm",
+        "c1",
+        "c2",
+        "max_iterations",
+        "all_possible_states",
+        "all_possible_transitions",
+        "min_freq",
+        "epsilon",
+        "delta",
+        "period",
+        "num_memories",
+        "verbose",
+        "model_filename",
+        "keep_tempfiles",
+        "threads",
+        "trace",
+    ):
         assert name in p
     assert crf.set_params(c2=3.0, min_freq=2) is crf
     assert crf.c2 == 3.0 and crf.get_params()["min_freq"] == 2
@@ -219,8 +283,10 @@ def test_sklearn_clone(data, fitted):
 
 
 def test_sklearn_is_not_imported():
-    code = ("import sys, crfkit; crfkit.CRF(c2=1).get_params(); import crfkit.estimator; "
-            "assert 'sklearn' not in sys.modules, 'sklearn imported'; assert 'numba' not in sys.modules")
+    code = (
+        "import sys, crfkit; crfkit.CRF(c2=1).get_params(); import crfkit.estimator; "
+        "assert 'sklearn' not in sys.modules, 'sklearn imported'; assert 'numba' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -228,8 +294,10 @@ def test_grid_search_over_c2_with_flat_f1(data):
     ms = pytest.importorskip("sklearn.model_selection")
     skm = pytest.importorskip("sklearn.metrics")
     X, Y, Xt, Yt = data
-    for scorer in (make_scorer(flat_f1_score, average="weighted", labels=["B-X", "I-X"]),
-                   skm.make_scorer(flat_f1_score, average="weighted", labels=["B-X", "I-X"])):
+    for scorer in (
+        make_scorer(flat_f1_score, average="weighted", labels=["B-X", "I-X"]),
+        skm.make_scorer(flat_f1_score, average="weighted", labels=["B-X", "I-X"]),
+    ):
         gs = ms.GridSearchCV(CRF(max_iterations=50), {"c2": [0.01, 1.0]}, cv=2, scoring=scorer)
         gs.fit(X, Y)
         assert gs.best_params_["c2"] in (0.01, 1.0)
@@ -249,8 +317,10 @@ def test_sequence_metrics():
     assert sequence_accuracy_score(y, p) == pytest.approx(1 / 2)
     pytest.importorskip("sklearn")
     from sklearn.metrics import f1_score
-    assert flat_f1_score(y, p, average="macro") == pytest.approx(f1_score(["A", "B", "A"], ["A", "A", "A"],
-                                                                          average="macro"))
+
+    assert flat_f1_score(y, p, average="macro") == pytest.approx(
+        f1_score(["A", "B", "A"], ["A", "A", "A"], average="macro")
+    )
     with pytest.raises(DataError, match="sequence 1"):
         flat_accuracy_score(y, [["A", "A"], ["A", "B"]])
 
@@ -262,12 +332,15 @@ def test_pickle_round_trip(data, fitted):
     fitted.predict(Xt)
     blob = pickle.dumps(fitted)
     back = pickle.loads(blob)
-    # the lookup tables: the space's dict, or (attributes packed since training, crfkit.model.StringTable)
-    # the table's hashes / dict; none travels
+
+    # the lookup tables: the space's dict, or (attributes packed since training,
+    # crfkit.model.StringTable) the table's hashes / dict; none travels
     def lookups(space):
         t = space.attributes
-        return ("attr_index" in space.__dict__
-                or (isinstance(t, StringTable) and (t._dict is not None or t._hash is not None)))
+        return "attr_index" in space.__dict__ or (
+            isinstance(t, StringTable) and (t._dict is not None or t._hash is not None)
+        )
+
     assert lookups(fitted.model_.space) and not lookups(back.model_.space)
     assert back.get_params() == fitted.get_params()
     assert back.predict(Xt) == fitted.predict(Xt)
@@ -301,7 +374,9 @@ def test_errors(data, tmp_path):
     Xb = [list(s) for s in X]
     Xb[2] = [dict(t) for t in Xb[2]]
     Xb[2][1]["w"] = None
-    with pytest.raises(DataError, match=r"X: sequence 2, token 1: feature 'w' has a value of type NoneType"):
+    with pytest.raises(
+        DataError, match=r"X: sequence 2, token 1: feature 'w' has a value of type NoneType"
+    ):
         CRF().fit(Xb, Y)
     with pytest.raises(DataError, match=r"X_dev: sequence 2, token 1"):
         CRF().fit(X, Y, X_dev=Xb, y_dev=Y)
@@ -313,7 +388,7 @@ def test_errors(data, tmp_path):
         CRF().fit(X, Y, X_dev=X)
     with pytest.raises(ValueError, match="'perceptron' is not available; crfkit has: lbfgs"):
         CRF(algorithm="perceptron").fit(X, Y)
-    assert CRF(algorithm="averaged-perceptron")._algorithm() == "ap"     # CRFsuite's long names
+    assert CRF(algorithm="averaged-perceptron")._algorithm() == "ap"  # CRFsuite's long names
     assert CRF(algorithm="passive-aggressive")._algorithm() == "pa"
     with pytest.raises(ValueError):
         CRF(c2=-1.0).fit(X, Y)
@@ -332,11 +407,17 @@ def test_lazy_export():
 
 def test_stochastic_algorithm_with_its_params_and_seed():
     X, y = dict_corpus(3, 40)[:2]
-    a = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=1, max_iterations=3).fit(X, y)
-    b = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=1, max_iterations=3).fit(X, y)
-    c = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=2, max_iterations=3).fit(X, y)
+    a = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=1, max_iterations=3).fit(
+        X, y
+    )
+    b = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=1, max_iterations=3).fit(
+        X, y
+    )
+    c = CRF(algorithm="asg", algorithm_params={"eta": 0.05}, random_state=2, max_iterations=3).fit(
+        X, y
+    )
     assert a.n_iter_ == 3 and a.model_.meta["algorithm"] == "asg"
-    np.testing.assert_array_equal(a.model_.weights, b.model_.weights)   # same seed, same run
+    np.testing.assert_array_equal(a.model_.weights, b.model_.weights)  # same seed, same run
     assert not np.array_equal(a.model_.weights, c.model_.weights)
     assert CRF(algorithm_params={"eta": 1}).get_params()["algorithm_params"] == {"eta": 1}
     with pytest.raises(ValueError, match="eta"):
@@ -346,7 +427,9 @@ def test_stochastic_algorithm_with_its_params_and_seed():
 def test_estimator_fit_raises_and_keeps_its_previous_model(tmp_path):
     X, Y = markov_corpus(2, 30)
     path = tmp_path / "est.crfkit"
-    crf = CRF(algorithm="sg", algorithm_params={"eta": 0.1}, max_iterations=3, model_filename=str(path))
+    crf = CRF(
+        algorithm="sg", algorithm_params={"eta": 0.1}, max_iterations=3, model_filename=str(path)
+    )
     crf.fit(X, Y)
     before, model_before, pred = path.read_bytes(), crf.model_, crf.predict(X[:5])
     crf.set_params(algorithm_params={"eta": 1e300}, c2=0.0)

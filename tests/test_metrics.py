@@ -5,6 +5,7 @@ conlleval.pl's rules (see the module docstring of crfkit.metrics); the
 reasoning is in the comments.  Notation: "gold NP[0,2)" is a gold chunk of
 type NP covering tokens 0 and 1.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -46,17 +47,21 @@ def as_lines(gold, pred):
 # split_tag
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("tag, expected", [
-    ("B-NP", ("B", "NP")),
-    ("I-NP", ("I", "NP")),
-    ("O", ("O", "")),
-    ("NP", ("NP", "")),            # no '-': the whole tag is the prefix
-    ("I-A-B", ("I", "A-B")),       # split at the first '-' only
-    ("-X", ("", "X")),
-    ("B-", ("B", "")),
-    ("B-0", ("B", "")),            # Perl: "0" is false, conlleval makes it ""
-    ("[", ("[", "")),
-])
+
+@pytest.mark.parametrize(
+    "tag, expected",
+    [
+        ("B-NP", ("B", "NP")),
+        ("I-NP", ("I", "NP")),
+        ("O", ("O", "")),
+        ("NP", ("NP", "")),  # no '-': the whole tag is the prefix
+        ("I-A-B", ("I", "A-B")),  # split at the first '-' only
+        ("-X", ("", "X")),
+        ("B-", ("B", "")),
+        ("B-0", ("B", "")),  # Perl: "0" is false, conlleval makes it ""
+        ("[", ("[", "")),
+    ],
+)
 def test_split_tag(tag, expected):
     assert split_tag(tag) == expected
 
@@ -65,9 +70,13 @@ def test_split_tag(tag, expected):
 # chunk extraction rules
 # ---------------------------------------------------------------------------
 
+
 def test_chunks_iob2():
     assert chunks(["B-NP", "I-NP", "O", "B-VP", "B-NP", "I-NP"]) == [
-        ("NP", 0, 2), ("VP", 3, 4), ("NP", 4, 6)]
+        ("NP", 0, 2),
+        ("VP", 3, 4),
+        ("NP", 4, 6),
+    ]
 
 
 def test_i_after_o_starts_a_chunk():
@@ -113,15 +122,40 @@ def test_ioe1_and_ioe2():
 
 
 def test_iobes():
-    tags = ["S-NP", "B-VP", "E-VP", "S-NP", "S-NP", "O", "B-PP", "I-PP", "E-PP", "B-NP", "E-NP",
-            "B-NP", "E-NP"]
+    tags = [
+        "S-NP",
+        "B-VP",
+        "E-VP",
+        "S-NP",
+        "S-NP",
+        "O",
+        "B-PP",
+        "I-PP",
+        "E-PP",
+        "B-NP",
+        "E-NP",
+        "B-NP",
+        "E-NP",
+    ]
     # S is a one-token chunk; E->B and S->S split chunks of the same type.
-    assert chunks(tags) == [("NP", 0, 1), ("VP", 1, 3), ("NP", 3, 4), ("NP", 4, 5),
-                            ("PP", 6, 9), ("NP", 9, 11), ("NP", 11, 13)]
+    assert chunks(tags) == [
+        ("NP", 0, 1),
+        ("VP", 1, 3),
+        ("NP", 3, 4),
+        ("NP", 4, 5),
+        ("PP", 6, 9),
+        ("NP", 9, 11),
+        ("NP", 11, 13),
+    ]
     # conlleval.pl verbatim has no rule for S or E->B: S-NP S-NP (same type,
     # no start rule) is one chunk, and so is B-NP E-NP B-NP E-NP.
-    assert chunks(tags, iobes=False) == [("NP", 0, 1), ("VP", 1, 3), ("NP", 3, 5),
-                                         ("PP", 6, 9), ("NP", 9, 13)]
+    assert chunks(tags, iobes=False) == [
+        ("NP", 0, 1),
+        ("VP", 1, 3),
+        ("NP", 3, 5),
+        ("PP", 6, 9),
+        ("NP", 9, 13),
+    ]
 
 
 def test_bracket_tags():
@@ -139,6 +173,7 @@ def test_chunks_empty():
 # ---------------------------------------------------------------------------
 # conlleval scores, hand-made cases
 # ---------------------------------------------------------------------------
+
 
 def test_perfect_prediction():
     gold = [["B-NP", "I-NP", "O", "B-VP"], ["B-PP", "B-NP"]]
@@ -227,7 +262,7 @@ def test_chunk_across_sentence_boundary_is_split():
     assert conlleval_lines(lines).gold_chunks == 2
     lines_x = ["a B-NP B-NP", "b I-NP I-NP", "-X- -X- O O", "c I-NP I-NP", "d I-NP I-NP"]
     rep = conlleval_lines(lines_x)
-    assert (rep.tokens, rep.gold_chunks) == (4, 2)     # the -X- line is no token
+    assert (rep.tokens, rep.gold_chunks) == (4, 2)  # the -X- line is no token
     # Without the break it is one chunk of 4 tokens.
     assert conlleval_lines(lines[:2] + lines[3:]).gold_chunks == 1
     # A guessed tag on a boundary line is ignored (conlleval forces O).
@@ -243,7 +278,8 @@ def test_no_chunks():
     assert rep.per_type == {}
     assert rep.format() == (
         "processed 3 tokens with 0 phrases; found: 0 phrases; correct: 0.\n"
-        "accuracy: 100.00%; precision:   0.00%; recall:   0.00%; FB1:   0.00\n")
+        "accuracy: 100.00%; precision:   0.00%; recall:   0.00%; FB1:   0.00\n"
+    )
     # Guessed chunks only: precision 0/2, recall undefined -> 0, F1 0.
     rep = conlleval([["O", "O", "O"]], [["B-NP", "O", "B-NP"]])
     assert (rep.gold_chunks, rep.found_chunks, rep.f1) == (0, 2, 0.0)
@@ -291,7 +327,8 @@ def test_format_long_type_and_sorting():
         "processed 3 tokens with 2 phrases; found: 2 phrases; correct: 2.\n"
         "accuracy: 100.00%; precision: 100.00%; recall: 100.00%; FB1: 100.00\n"
         "             Zeta: precision: 100.00%; recall: 100.00%; FB1: 100.00  1\n"
-        "a-very-long-type-name: precision: 100.00%; recall: 100.00%; FB1: 100.00  1\n")
+        "a-very-long-type-name: precision: 100.00%; recall: 100.00%; FB1: 100.00  1\n"
+    )
 
 
 def test_format_empty_type_printed_twice_like_conlleval():
@@ -310,6 +347,7 @@ def test_format_empty_type_printed_twice_like_conlleval():
 # ---------------------------------------------------------------------------
 # conlleval_lines: options and errors
 # ---------------------------------------------------------------------------
+
 
 def test_lines_take_last_two_columns_and_line_ends():
     lines = ["He PRP B-NP B-NP\r\n", "ran VBD B-VP B-NP\n", "\n", "Go VB B-VP B-VP\n"]
@@ -384,11 +422,12 @@ def test_mismatched_lengths():
 # token accuracy and label table
 # ---------------------------------------------------------------------------
 
+
 def test_token_accuracy():
     gold = [["B-NP", "I-NP", "O"], ["B-VP"]]
     pred = [["B-NP", "B-NP", "O"], ["B-VP"]]
     assert token_accuracy(gold, pred) == 0.75
-    assert token_accuracy(["a", "b"], ["a", "c"]) == 0.5     # a flat list is one sentence
+    assert token_accuracy(["a", "b"], ["a", "c"]) == 0.5  # a flat list is one sentence
     assert token_accuracy([], []) == 0.0
     assert token_accuracy(gold, pred) * 100 == conlleval(gold, pred).accuracy
 
@@ -403,17 +442,22 @@ def test_label_table():
     # weighted P (2+1/3)/4 = 0.5833, R (1+1)/4 = 0.5, F (4/3+0.5)/4 = 0.4583
     text = label_table(gold, pred)
     w = len("weighted avg")
-    expected = "\n".join([
-        " " * w + "  precision    recall  f1-score   support",
-        "",
-        f"{'A':>{w}} " + "    1.0000    0.5000    0.6667         2",
-        f"{'B':>{w}} " + "    0.3333    1.0000    0.5000         1",
-        f"{'C':>{w}} " + "    0.0000    0.0000    0.0000         1",
-        "",
-        f"{'accuracy':>{w}} " + " " * 20 + "    0.5000         4",
-        f"{'macro avg':>{w}} " + "    0.4444    0.5000    0.3889         4",
-        f"{'weighted avg':>{w}} " + "    0.5833    0.5000    0.4583         4",
-    ]) + "\n"
+    expected = (
+        "\n".join(
+            [
+                " " * w + "  precision    recall  f1-score   support",
+                "",
+                f"{'A':>{w}} " + "    1.0000    0.5000    0.6667         2",
+                f"{'B':>{w}} " + "    0.3333    1.0000    0.5000         1",
+                f"{'C':>{w}} " + "    0.0000    0.0000    0.0000         1",
+                "",
+                f"{'accuracy':>{w}} " + " " * 20 + "    0.5000         4",
+                f"{'macro avg':>{w}} " + "    0.4444    0.5000    0.3889         4",
+                f"{'weighted avg':>{w}} " + "    0.5833    0.5000    0.4583         4",
+            ]
+        )
+        + "\n"
+    )
     assert text == expected
     assert "0.67" in label_table(gold, pred, digits=2)
     only_a = label_table(gold, pred, labels=["A"])
@@ -497,13 +541,14 @@ def test_gold_against_itself(gold, iobes):
 
 # Encoders of a chunk segmentation in the schemes conlleval reads.
 
+
 @st.composite
 def segmentation(draw):
     """A sentence length and its chunks [(type, start, end)], in order."""
     spans = []
     pos = 0
     for _ in range(draw(st.integers(0, 6))):
-        pos += draw(st.integers(0, 2))                 # gap of O tokens
+        pos += draw(st.integers(0, 2))  # gap of O tokens
         length = draw(st.integers(1, 3))
         spans.append((draw(st.sampled_from(TYPES)), pos, pos + length))
         pos += length
@@ -548,6 +593,7 @@ def test_all_schemes_read_the_same_chunks(seg):
 # real data: the CoNLL-2000 test set
 # ---------------------------------------------------------------------------
 
+
 def _data_dir() -> Path | None:
     env = os.environ.get("CRFKIT_DATA")
     candidates = [Path(env)] if env else []
@@ -575,11 +621,16 @@ def test_conll2000_gold_against_itself():
     rep = conlleval_lines(doubled, name=str(path))
     # conlleval's known counts for the CoNLL-2000 test set.
     assert (rep.tokens, rep.gold_chunks, rep.found_chunks, rep.correct_chunks) == (
-        47377, 23852, 23852, 23852)
+        47377,
+        23852,
+        23852,
+        23852,
+    )
     assert (rep.accuracy, rep.precision, rep.recall, rep.f1) == (100.0, 100.0, 100.0, 100.0)
     assert rep.per_type["NP"].gold == 12422
     assert rep.format().splitlines()[0] == (
-        "processed 47377 tokens with 23852 phrases; found: 23852 phrases; correct: 23852.")
+        "processed 47377 tokens with 23852 phrases; found: 23852 phrases; correct: 23852."
+    )
 
     # The same corpus as sentences, guessed in IOB1: the same chunks, so the
     # chunk scores stay 100 while the tag accuracy drops.
@@ -596,6 +647,10 @@ def test_conll2000_gold_against_itself():
     iob1 = [encode(len(s), chunks(s), "iob1") for s in sents]
     rep1 = conlleval(sents, iob1)
     assert (rep1.tokens, rep1.gold_chunks, rep1.found_chunks, rep1.correct_chunks) == (
-        47377, 23852, 23852, 23852)
+        47377,
+        23852,
+        23852,
+        23852,
+    )
     assert rep1.f1 == 100.0 and rep1.accuracy < 100.0
     assert rep1.correct_tags == sum(a == b for s, t in zip(sents, iob1) for a, b in zip(s, t))

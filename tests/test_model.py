@@ -1,4 +1,6 @@
-"""CRFModel: file round trip, pruning to non-zero weights, atomic writes, corrupted files, no pickle."""
+"""CRFModel: file round trip, pruning to non-zero weights, atomic writes, corrupted files, no
+pickle."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,8 +15,8 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import random_sequences
 import crfkit.model as model_mod
+from conftest import random_sequences
 from crfkit.errors import DataError, ModelError
 from crfkit.features.encode import build
 from crfkit.model import FORMAT_VERSION, MAGIC, CRFModel
@@ -27,7 +29,9 @@ def _model(seed=0, n_seq=15, support="observed", transitions=None, real=True, ze
     w = rng.normal(0, 2.0, space.n_features)
     if zero_frac:
         w[rng.random(len(w)) < zero_frac] = 0.0
-    Xt, _ = random_sequences(rng, 20, n_labels=4, real=real, n_attr=30, max_len=7)  # a5..a29 partly unseen
+    Xt, _ = random_sequences(
+        rng, 20, n_labels=4, real=real, n_attr=30, max_len=7
+    )  # a5..a29 partly unseen
     return CRFModel(space, w, meta={"note": "test", "n": 3}), X, Y, Xt
 
 
@@ -42,7 +46,7 @@ DIGEST = 32
 def _split(data):
     (hl,) = struct.unpack_from("<I", data, len(MAGIC))
     h0 = len(MAGIC) + 4
-    return json.loads(data[h0:h0 + hl].decode()), data[h0 + hl:-DIGEST], h0, hl
+    return json.loads(data[h0 : h0 + hl].decode()), data[h0 + hl : -DIGEST], h0, hl
 
 
 def _assemble(header, payload):
@@ -60,8 +64,10 @@ def load_without_pickle(monkeypatch, path):
 
     (Only around the load itself: numba's own kernel cache uses pickle.)
     """
+
     def boom(*a, **k):
         raise AssertionError("pickle used while loading a model")
+
     with monkeypatch.context() as mp:
         mp.setattr(pickle, "loads", boom)
         mp.setattr(pickle, "load", boom)
@@ -69,7 +75,9 @@ def load_without_pickle(monkeypatch, path):
         return CRFModel.load(path)
 
 
-@pytest.mark.parametrize("support,transitions", [("observed", "observed"), ("all", "all"), ("all", "observed")])
+@pytest.mark.parametrize(
+    "support,transitions", [("observed", "observed"), ("all", "all"), ("all", "observed")]
+)
 def test_save_load_round_trip(tmp_path, monkeypatch, support, transitions):
     m, X, Y, Xt = _model(1, support=support, transitions=transitions)
     path = tmp_path / "m.crfkit"
@@ -111,8 +119,8 @@ def test_unicode_labels_and_attributes(tmp_path):
 
 def test_only_nonzero_weights_are_stored(tmp_path):
     m, X, Y, Xt = _model(2, support="all", transitions="all", zero_frac=0.5)
-    nz_state = int(np.count_nonzero(m.weights[:m.space.n_state]))
-    nz_trans = int(np.count_nonzero(m.weights[m.space.n_state:]))
+    nz_state = int(np.count_nonzero(m.weights[: m.space.n_state]))
+    nz_trans = int(np.count_nonzero(m.weights[m.space.n_state :]))
     assert 0 < nz_state < m.space.n_state and 0 < nz_trans < m.space.n_trans
     m.save(tmp_path / "half.crfkit")
     m2 = CRFModel.load(tmp_path / "half.crfkit")
@@ -121,7 +129,7 @@ def test_only_nonzero_weights_are_stored(tmp_path):
     assert np.all(m2.weights != 0)
     # attributes whose every weight is zero are gone; the others are kept
     fa = m.space.feature_attr()
-    live = {m.space.attributes[a] for a in np.unique(fa[m.weights[:m.space.n_state] != 0])}
+    live = {m.space.attributes[a] for a in np.unique(fa[m.weights[: m.space.n_state] != 0])}
     assert set(m2.space.attributes) == live
     # the non-zero features keep their weights, by name
     sf = {k: v for k, v in m.state_features().items() if v != 0}
@@ -130,8 +138,12 @@ def test_only_nonzero_weights_are_stored(tmp_path):
     # tagging, marginals and probabilities unchanged
     data = X + Xt
     assert m2.tag(data) == m.tag(data)
-    np.testing.assert_allclose(m2.marginals(m2.encode(data))[0], m.marginals(m.encode(data))[0], rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(m2.sequence_probability(X, Y), m.sequence_probability(X, Y), rtol=1e-12)
+    np.testing.assert_allclose(
+        m2.marginals(m2.encode(data))[0], m.marginals(m.encode(data))[0], rtol=1e-12, atol=1e-14
+    )
+    np.testing.assert_allclose(
+        m2.sequence_probability(X, Y), m.sequence_probability(X, Y), rtol=1e-12
+    )
     # pruning in memory does the same
     space, w = m.space.prune(m.weights)
     assert space.n_features == m2.space.n_features
@@ -159,6 +171,7 @@ def test_failed_replace_leaves_old_file_intact(tmp_path, monkeypatch):
 
     def boom(*a, **k):
         raise OSError("disk on fire")
+
     monkeypatch.setattr(os, "replace", boom)
     m.weights[:] = 1.0
     with pytest.raises(OSError, match="disk on fire"):
@@ -175,6 +188,7 @@ def test_failure_while_writing_leaves_old_file_intact(tmp_path, monkeypatch):
 
     def boom(fd):
         raise OSError("fsync failed")
+
     monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(OSError):
         m.save(path)
@@ -192,6 +206,7 @@ def test_interrupt_while_writing_cleans_up(tmp_path, monkeypatch):
 
     def boom(fd):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(KeyboardInterrupt):
         m.save(path)
@@ -287,7 +302,12 @@ def test_pickle_payload_is_never_unpickled(saved, monkeypatch):
     blob = zlib.compress(pickle.dumps(_Evil(target)))
     header, body, _, _ = _split(data)
     # replace the weights array by an object array holding the pickle, checksum made consistent
-    header["arrays"]["weights"] = {"dtype": "|O", "shape": [1], "offset": len(body), "nbytes": len(blob)}
+    header["arrays"]["weights"] = {
+        "dtype": "|O",
+        "shape": [1],
+        "offset": len(body),
+        "nbytes": len(blob),
+    }
     body2 = body + blob
     header["payload_sha256"] = hashlib.sha256(body2).hexdigest()
     p = d / "evil.crfkit"
@@ -318,7 +338,8 @@ def test_file_helpers_match_the_format(saved):
 
 
 def test_every_single_bit_flip_is_a_model_error(saved):
-    """Header, payload, checksum: any flipped bit anywhere is detected (never KeyError, never garbage)."""
+    """Header, payload, checksum: any flipped bit anywhere is detected (never KeyError, never
+    garbage)."""
     m, X, data, d = saved
     p = d / "flip.crfkit"
     for pos in range(len(data)):
@@ -329,11 +350,12 @@ def test_every_single_bit_flip_is_a_model_error(saved):
 
 
 def test_flipped_weights_dtype_bit_is_detected(saved):
-    """'<f8' -> '>f8' (one bit) would load byte-swapped weights if the header were not checksummed."""
+    """'<f8' -> '>f8' (one bit) would load byte-swapped weights if the header were not
+    checksummed."""
     m, X, data, d = saved
     header, _, h0, hl = _split(data)
     assert header["arrays"]["weights"]["dtype"] == "<f8"
-    hb = data[h0:h0 + hl]
+    hb = data[h0 : h0 + hl]
     pos = h0 + hb.index(b'"weights": {"dtype": "<f8"') + len(b'"weights": {"dtype": "')
     b = bytearray(data)
     b[pos] ^= 0x02  # '<' (0x3c) -> '>' (0x3e)
@@ -346,28 +368,38 @@ def _replace_array(header, payload, name, arr):
     """Append a new version of array ``name`` to the payload and point the header at it."""
     arr = np.ascontiguousarray(arr)
     blob = zlib.compress(arr.tobytes())
-    header["arrays"][name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": len(payload),
-                              "nbytes": len(blob)}
+    header["arrays"][name] = {
+        "dtype": arr.dtype.str,
+        "shape": list(arr.shape),
+        "offset": len(payload),
+        "nbytes": len(blob),
+    }
     return payload + blob
 
 
 def _read_array(header, payload, name):
     spec = header["arrays"][name]
-    raw = zlib.decompress(payload[spec["offset"]:spec["offset"] + spec["nbytes"]])
+    raw = zlib.decompress(payload[spec["offset"] : spec["offset"] + spec["nbytes"]])
     return np.frombuffer(raw, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"]).copy()
 
 
-@pytest.mark.parametrize("edit", [
-    "bad_dtype", "header_list", "bad_offset",
-    # regression tests: these escaped as KeyError/ValueError or loaded unchecked indices
-    "drop_weights",
-    "short_weights",
-    "attr_nfeat_sum",
-    "feat_label_range",
-    "trans_index_range",
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "bad_dtype",
+        "header_list",
+        "bad_offset",
+        # regression tests: these escaped as KeyError/ValueError or loaded unchecked indices
+        "drop_weights",
+        "short_weights",
+        "attr_nfeat_sum",
+        "feat_label_range",
+        "trans_index_range",
+    ],
+)
 def test_consistent_checksums_but_inconsistent_content(saved, edit):
-    """A file whose checksums are right but whose content is not a valid model: a ModelError naming it.
+    """A file whose checksums are right but whose content is not a valid model: a ModelError naming
+    it.
 
     (Such files come from a buggy or foreign writer, not from disk corruption;
     they must not load, and must not reach the kernels.)
@@ -377,7 +409,9 @@ def test_consistent_checksums_but_inconsistent_content(saved, edit):
     if edit == "drop_weights":
         del header["arrays"]["weights"]
     elif edit == "short_weights":
-        payload = _replace_array(header, payload, "weights", _read_array(header, payload, "weights")[:-1])
+        payload = _replace_array(
+            header, payload, "weights", _read_array(header, payload, "weights")[:-1]
+        )
     elif edit == "attr_nfeat_sum":
         a = _read_array(header, payload, "attr_nfeat")
         a[0] += 1
@@ -420,7 +454,7 @@ def test_top_features_and_counts():
     top = m.top_features(5)
     mags = [abs(w) for _, _, w in top]
     assert mags == sorted(mags, reverse=True)
-    assert mags[0] == np.abs(m.weights[:m.space.n_state]).max()
+    assert mags[0] == np.abs(m.weights[: m.space.n_state]).max()
     sf = m.state_features()
     for a, lab, w in top:
         assert sf[(a, lab)] == w
@@ -430,6 +464,7 @@ def test_top_features_and_counts():
 def test_tag_rows_with_a_template_model(chunker):
     from crfkit.io.columns import read_columns_list
     from crfkit.pipeline import tag_columns
+
     model = CRFModel.load(chunker["model"])
     sents = read_columns_list(str(chunker["test"]), has_labels=True)
     rows = [s.columns for s in sents]
@@ -438,5 +473,6 @@ def test_tag_rows_with_a_template_model(chunker):
     assert model.tag_rows([[" ".join(tok) for tok in rows[0]]]) == model.tag_rows(rows[:1])
     assert all(s[0] != "I-NP" for s in model.tag_rows(rows, constraints="bio"))
     from crfkit.errors import DataError
+
     with pytest.raises(DataError, match="observation columns"):
         model.tag_rows([[["a", "b", "c"]]])

@@ -1,4 +1,5 @@
-"""Model files (and the templates they carry) as untrusted input: issue 13, items 1-5, and a fuzz test.
+"""Model files (and the templates they carry) as untrusted input: issue 13, items 1-5, and a fuzz
+test.
 
 Every crafted file is made here, small: the decompression bombs are zlib members of
 zeros (1 MB of file for 1 GiB of zeros).  What could take the machine's memory runs
@@ -12,6 +13,7 @@ the SHA-256 of every byte before it.  ``_split`` / ``_assemble`` take a file apa
 and put an edited one back together with both checksums recomputed, so that an
 edit reaches the check it is about instead of stopping at the checksum.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,11 +44,12 @@ SRC = os.path.dirname(os.path.dirname(os.path.abspath(crfkit.__file__)))
 GIB = 1 << 30
 
 
-# ------------------------------------------------------------------------------------------- file helpers
+# ------------------------------------------------------------------------------------------- file
+# helpers
 def _split(data: bytes) -> tuple[dict, bytes]:
     (hl,) = struct.unpack_from("<I", data, len(MAGIC))
     h0 = len(MAGIC) + 4
-    return json.loads(data[h0:h0 + hl].decode()), data[h0 + hl:-32]
+    return json.loads(data[h0 : h0 + hl].decode()), data[h0 + hl : -32]
 
 
 def _assemble(header: dict, payload: bytes, payload_sha: bool = True) -> bytes:
@@ -59,9 +62,9 @@ def _assemble(header: dict, payload: bytes, payload_sha: bool = True) -> bytes:
 
 
 def _zeros_member(n: int) -> bytes:
-    """A zlib member of n zero bytes (1 MB for 1 GiB), made in milliseconds: the deflate blocks of 1 MiB of
-    zeros after a full flush (no back-references across it) are the same every time, so they are repeated;
-    the Adler-32 of n zeros is ((n mod 65521) << 16) | 1."""
+    """A zlib member of n zero bytes (1 MB for 1 GiB), made in milliseconds: the deflate blocks of 1
+    MiB of zeros after a full flush (no back-references across it) are the same every time, so they
+    are repeated; the Adler-32 of n zeros is ((n mod 65521) << 16) | 1."""
     chunk = 1 << 20
     if n <= 2 * chunk:
         return zlib.compress(bytes(n), 9)
@@ -79,7 +82,8 @@ def test_zeros_member_helper():
 
 
 def _put(header: dict, payload: bytes, name: str, blob: bytes, dtype=None, shape=None) -> bytes:
-    """Append ``blob`` as array ``name`` (dtype, shape as given or unchanged) and point the table at it."""
+    """Append ``blob`` as array ``name`` (dtype, shape as given or unchanged) and point the table at
+    it."""
     spec = dict(header["arrays"][name], offset=len(payload), nbytes=len(blob))
     if dtype is not None:
         spec["dtype"] = dtype
@@ -91,35 +95,49 @@ def _put(header: dict, payload: bytes, name: str, blob: bytes, dtype=None, shape
 
 def _get(header: dict, payload: bytes, name: str) -> np.ndarray:
     s = header["arrays"][name]
-    raw = zlib.decompress(payload[s["offset"]:s["offset"] + s["nbytes"]])
+    raw = zlib.decompress(payload[s["offset"] : s["offset"] + s["nbytes"]])
     return np.frombuffer(raw, dtype=s["dtype"]).reshape(s["shape"]).copy()
 
 
-# ------------------------------------------------------------------------------------------ a real model
+# ------------------------------------------------------------------------------------------ a real
+# model
 TEMPLATES = "U00:%x[0,0]\nU01:%x[0,1]\nU02:%x[-1,0]/%x[1,1]\nB01:%x[0,1]\nB\n"
 SENTENCES = [
     [("the", "DT", "0.5", "B-NP"), ("cat", "NN", "1.0", "I-NP"), ("sat", "VBD", "-0.5", "B-VP")],
-    [("a", "DT", "0.25", "B-NP"), ("dog", "NN", "0.75", "I-NP"), ("ran", "VBD", "-1.0", "B-VP"),
-     ("home", "NN", "0.1", "B-NP")],
+    [
+        ("a", "DT", "0.25", "B-NP"),
+        ("dog", "NN", "0.75", "I-NP"),
+        ("ran", "VBD", "-1.0", "B-VP"),
+        ("home", "NN", "0.1", "B-NP"),
+    ],
     [("dogs", "NNS", "0.3", "B-NP"), ("bark", "VBP", "-0.2", "B-VP")],
 ]
 
 
 def _column_text(with_labels: bool = True) -> str:
-    return "".join("".join(" ".join(tok if with_labels else tok[:-1]) + "\n" for tok in s) + "\n"
-                   for s in SENTENCES * 3)
+    return "".join(
+        "".join(" ".join(tok if with_labels else tok[:-1]) + "\n" for tok in s) + "\n"
+        for s in SENTENCES * 3
+    )
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    """A model with every block (state, transition, label-pair x observation, dense) and the metadata a
-    column-file model carries (templates, padding, columns, dense columns, training settings)."""
+    """A model with every block (state, transition, label-pair x observation, dense) and the
+    metadata a column-file model carries (templates, padding, columns, dense columns, training
+    settings)."""
     from crfkit.pipeline import train_columns
+
     d = tmp_path_factory.mktemp("hardening")
     data = d / "train.txt"
     data.write_text(_column_text())
-    res = train_columns(str(data), Templates.parse(TEMPLATES, name="t"), dense_columns="3",
-                        max_iterations=30, l2=0.01)
+    res = train_columns(
+        str(data),
+        Templates.parse(TEMPLATES, name="t"),
+        dense_columns="3",
+        max_iterations=30,
+        l2=0.01,
+    )
     model = res.model
     path = d / "model.crfkit"
     model.save(path)
@@ -134,7 +152,8 @@ def _write(work, name: str, data: bytes):
     return p
 
 
-# ----------------------------------------------------------------------- a loader under a memory limit
+# ----------------------------------------------------------------------- a loader under a memory
+# limit
 CHILD = textwrap.dedent(r"""
     import contextlib, io, json, resource, sys, time, traceback
     import numpy as np
@@ -187,14 +206,23 @@ CHILD = textwrap.dedent(r"""
 
 
 class LimitedLoader:
-    """A child process that loads model files under RLIMIT_AS = its size after imports + ``extra`` bytes."""
+    """A child process that loads model files under RLIMIT_AS = its size after imports + ``extra``
+    bytes."""
 
     def __init__(self, extra: int = 1536 << 20, timeout: float = 120.0):
         self.extra, self.timeout = extra, timeout
-        env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   OPENBLAS_NUM_THREADS="1")
-        self.p = subprocess.Popen([sys.executable, "-c", CHILD, str(extra)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, env=env)
+        env = dict(
+            os.environ,
+            PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            OPENBLAS_NUM_THREADS="1",
+        )
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(extra)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         ready = self._reply(300)
         assert ready.get("ready"), ready
         self.base = ready["base"]
@@ -240,9 +268,10 @@ def _refused(r: dict, path, match: str | None = None) -> None:
 
 # ------------------------------------------------------------------ 1. decompression bombs
 def test_zlib_bomb_in_an_array_is_refused_in_bounded_memory(work, loader):
-    """1 GiB of zeros in place of the weights (1 MB of file, checksums right): refused after the declared
-    size, under a limit of 1.5 GB over the child's size (before the fix: the whole GiB, then another
-    copy for the reshape, so a MemoryError here; 4.1 GB RSS and 21 s for a 2 GiB member when unlimited)."""
+    """1 GiB of zeros in place of the weights (1 MB of file, checksums right): refused after the
+    declared size, under a limit of 1.5 GB over the child's size (before the fix: the whole GiB,
+    then another copy for the reshape, so a MemoryError here; 4.1 GB RSS and 21 s for a 2 GiB member
+    when unlimited)."""
     header, payload = _split(work["bytes"])
     payload = _put(header, payload, "weights", _zeros_member(GIB))
     p = _write(work, "bomb.crfkit", _assemble(header, payload))
@@ -253,15 +282,22 @@ def test_zlib_bomb_in_an_array_is_refused_in_bounded_memory(work, loader):
 
 
 def test_bomb_with_counts_to_match_is_refused_before_allocating(work, loader):
-    """A file whose counts and shapes all agree with 1 GiB of declared arrays (2 MB of zeros members):
-    refused by the ceiling on declared size against payload size, before any array is allocated."""
+    """A file whose counts and shapes all agree with 1 GiB of declared arrays (2 MB of zeros
+    members): refused by the ceiling on declared size against payload size, before any array is
+    allocated."""
     header, payload = _split(work["bytes"])
     n = GIB // 8
     L = header["n_labels"]
     header.update(n_state=n - header["n_trans"] - header.get("n_bigram", 0) - header["n_dense"] * L)
     payload = _put(header, payload, "weights", _zeros_member(8 * n), shape=[n])
-    payload = _put(header, payload, "feat_label", _zeros_member(header["n_state"]), dtype="|u1",
-                   shape=[header["n_state"]])
+    payload = _put(
+        header,
+        payload,
+        "feat_label",
+        _zeros_member(header["n_state"]),
+        dtype="|u1",
+        shape=[header["n_state"]],
+    )
     p = _write(work, "bomb2.crfkit", _assemble(header, payload))
     r = loader.ask(p)
     _refused(r, p, "ceiling")
@@ -286,34 +322,49 @@ def test_bomb_reaches_no_entry_point(work, capsys, entry):
 def test_member_shorter_than_declared_or_with_trailing_bytes(work):
     header, payload = _split(work["bytes"])
     w = _get(header, payload, "weights")
-    for blob, why in ((zlib.compress(w[:-1].tobytes()), "declares"),
-                      (zlib.compress(w.tobytes()) + b"junk", "after the end"),
-                      (zlib.compress(w.tobytes())[:-6], "cut short")):
+    for blob, why in (
+        (zlib.compress(w[:-1].tobytes()), "declares"),
+        (zlib.compress(w.tobytes()) + b"junk", "after the end"),
+        (zlib.compress(w.tobytes())[:-6], "cut short"),
+    ):
         h = json.loads(json.dumps(header))
         p = _write(work, "short.crfkit", _assemble(h, _put(h, payload, "weights", blob)))
         with pytest.raises(ModelError, match=why):
             CRFModel.load(p)
 
 
-
-@pytest.mark.parametrize("dtype, bad", [("<i8", (1 << 32) + 1), ("<u8", (1 << 32) + 1), ("<i8", -1), ("<u4", 1 << 31)])
+@pytest.mark.parametrize(
+    "dtype, bad", [("<i8", (1 << 32) + 1), ("<u8", (1 << 32) + 1), ("<i8", -1), ("<u4", 1 << 31)]
+)
 def test_state_feature_labels_are_checked_before_narrowing(work, dtype, bad):
-    """feat_label is checked on the stored values, then narrowed to int32: a wide value whose int32 cast
-    would land inside the label table (2**32 + 1 -> 1) is refused, not loaded as label 1."""
+    """feat_label is checked on the stored values, then narrowed to int32: a wide value whose int32
+    cast would land inside the label table (2**32 + 1 -> 1) is refused, not loaded as label 1."""
     header, payload = _split(work["bytes"])
     fl = _get(header, payload, "feat_label").astype(dtype)
     ok = json.loads(json.dumps(header))
-    m = CRFModel.load(_write(work, "wide_ok.crfkit", _assemble(ok, _put(ok, payload, "feat_label",
-                                                                         zlib.compress(fl.tobytes()), dtype=dtype))))
-    np.testing.assert_array_equal(m.space.feat_label, fl)       # wider types load when the values fit
+    m = CRFModel.load(
+        _write(
+            work,
+            "wide_ok.crfkit",
+            _assemble(
+                ok, _put(ok, payload, "feat_label", zlib.compress(fl.tobytes()), dtype=dtype)
+            ),
+        )
+    )
+    np.testing.assert_array_equal(m.space.feat_label, fl)  # wider types load when the values fit
     fl[len(fl) // 2] = bad
     h = json.loads(json.dumps(header))
-    p = _write(work, "wide.crfkit", _assemble(h, _put(h, payload, "feat_label", zlib.compress(fl.tobytes()), dtype=dtype)))
+    p = _write(
+        work,
+        "wide.crfkit",
+        _assemble(h, _put(h, payload, "feat_label", zlib.compress(fl.tobytes()), dtype=dtype)),
+    )
     with pytest.raises(ModelError, match="label outside the label table"):
         CRFModel.load(p)
 
 
-# ------------------------------------------------------------------ 2. read the header first, stream the rest
+# ------------------------------------------------------------------ 2. read the header first,
+# stream the rest
 def test_dev_zero_and_large_wrong_files_are_refused_at_the_magic(work, loader, tmp_path):
     """Before the fix the whole file was read before the magic check: /dev/zero ended in MemoryError
     (7.5 GB under an 8 GiB limit), and so does a 4 GiB sparse file under this 1.5 GB limit."""
@@ -327,8 +378,8 @@ def test_dev_zero_and_large_wrong_files_are_refused_at_the_magic(work, loader, t
 
 
 def test_header_length_and_table_are_checked_before_reading_on(work, loader, tmp_path):
-    """A valid magic followed by a 4 GiB header length, or by a header whose array table points past the
-    end of the file: refused from the header, before the payload is read."""
+    """A valid magic followed by a 4 GiB header length, or by a header whose array table points past
+    the end of the file: refused from the header, before the payload is read."""
     sparse = tmp_path / "hl.crfkit"
     with open(sparse, "wb") as f:
         f.write(MAGIC + struct.pack("<I", 0xFFFFFFFF))
@@ -338,7 +389,8 @@ def test_header_length_and_table_are_checked_before_reading_on(work, loader, tmp
     header["arrays"]["weights"]["offset"] = len(payload) + 10
     p = _write(work, "offset.crfkit", _assemble(header, payload))
     _refused(loader.ask(p), p, "array table needs")
-    # a good model followed by 4 GiB (sparse) of something: refused from the table, not hashed through
+    # a good model followed by 4 GiB (sparse) of something: refused from the table, not hashed
+    # through
     p = _write(work, "tail.crfkit", work["bytes"])
     with open(p, "r+b") as f:
         f.truncate(4 * GIB)
@@ -366,53 +418,81 @@ def test_model_loads_from_a_pipe(work, tmp_path):
 
 
 # ------------------------------------------------------------------ 3. template offsets
-@pytest.mark.parametrize("offset", ["30000000", "99999999999999999999", "-1001", "1001", "1" * 5000])
+@pytest.mark.parametrize(
+    "offset", ["30000000", "99999999999999999999", "-1001", "1001", "1" * 5000]
+)
 def test_template_offset_beyond_the_limit_is_a_file_line_error(tmp_path, offset, loader):
-    """Before the fix: 30000000 built padding tuples of that size (5.1 GB, 26 s), 20 digits did not finish
-    (MemoryError at 8 GiB after 55 s), 5,000 digits raised a raw ValueError."""
+    """Before the fix: 30000000 built padding tuples of that size (5.1 GB, 26 s), 20 digits did not
+    finish (MemoryError at 8 GiB after 55 s), 5,000 digits raised a raw ValueError."""
     p = tmp_path / "t.txt"
     p.write_text(f"# comment\nU00:%x[0,0]\nU01:%x[{offset},0]\nB\n")
-    r = loader.ask(code=textwrap.dedent(f"""
+    r = loader.ask(
+        code=textwrap.dedent(f"""
         from crfkit.features.templates import Templates
         Templates.from_file({str(p)!r}).apply([["a"], ["b"]])
-    """))
+    """)
+    )
     assert r["outcome"] == "CrfkitError" and r["type"] == "TemplateError", r
-    assert r["message"].startswith(f"{p}:3: row offset ") and f"-{MAX_ROW_OFFSET}..{MAX_ROW_OFFSET}" in r["message"]
+    assert (
+        r["message"].startswith(f"{p}:3: row offset ")
+        and f"-{MAX_ROW_OFFSET}..{MAX_ROW_OFFSET}" in r["message"]
+    )
     assert len(r["message"]) < 300
     assert r["grew"] < (64 << 20), r
 
 
-@pytest.mark.parametrize("col, why", [("100000", "over the limit"), ("99999999999999999999999", "over the limit"),
-                                      ("-5", ">= 0"), ("-" + "9" * 5000, ">= 0")])
+@pytest.mark.parametrize(
+    "col, why",
+    [
+        ("100000", "over the limit"),
+        ("99999999999999999999999", "over the limit"),
+        ("-5", ">= 0"),
+        ("-" + "9" * 5000, ">= 0"),
+    ],
+)
 def test_template_column_limits(col, why):
     with pytest.raises(TemplateError, match=why) as e:
         Templates.parse(f"U00:%x[0,{col}]\n", name="t.txt")
     assert str(e.value).startswith("t.txt:1: ") and len(str(e.value)) < 300
 
 
-row_st = st.one_of(st.integers(-3, 3), st.integers(-MAX_ROW_OFFSET, MAX_ROW_OFFSET),
-                   st.sampled_from([-MAX_ROW_OFFSET, MAX_ROW_OFFSET, -33, 33, -32, 32]))
+row_st = st.one_of(
+    st.integers(-3, 3),
+    st.integers(-MAX_ROW_OFFSET, MAX_ROW_OFFSET),
+    st.sampled_from([-MAX_ROW_OFFSET, MAX_ROW_OFFSET, -33, 33, -32, 32]),
+)
 macro_st = st.tuples(st.sampled_from("xXtTmM"), row_st, st.integers(0, 1)).map(
-    lambda k: f"%{k[0]}[{k[1]},{k[2]}]" if k[0] in "xX" else f'%{k[0]}[{k[1]},{k[2]},"[ab]"]')
+    lambda k: f"%{k[0]}[{k[1]},{k[2]}]" if k[0] in "xX" else f'%{k[0]}[{k[1]},{k[2]},"[ab]"]'
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(st.one_of(macro_st, st.sampled_from(["/", ":", "u"])), min_size=1, max_size=4)
-                .map(lambda ps: "U" + "".join(ps)), min_size=1, max_size=4),
-       st.lists(st.lists(st.sampled_from(["a", "B", "ab", "c"]), min_size=2, max_size=2), max_size=6))
+@given(
+    st.lists(
+        st.lists(st.one_of(macro_st, st.sampled_from(["/", ":", "u"])), min_size=1, max_size=4).map(
+            lambda ps: "U" + "".join(ps)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.lists(st.sampled_from(["a", "B", "ab", "c"]), min_size=2, max_size=2), max_size=6),
+)
 def test_far_offsets_match_the_reference(lines, sent):
-    """Offsets anywhere in the allowed range (the padding made lazily past INLINE_PAD tokens) give what the
-    plain reference expansion gives, padded and not."""
+    """Offsets anywhere in the allowed range (the padding made lazily past INLINE_PAD tokens) give
+    what the plain reference expansion gives, padded and not."""
     t = Templates.parse("\n".join(lines))
     n = len(sent)
     assert t.apply(sent) == [[u.expand(sent, i) for u in t.unigram] for i in range(n)]
     assert t.apply(sent, pad=False) == [
-        [u.expand(sent, i) for u in t.unigram if all(0 <= i + m.row < n for m in u.macros)] for i in range(n)]
+        [u.expand(sent, i) for u in t.unigram if all(0 <= i + m.row < n for m in u.macros)]
+        for i in range(n)
+    ]
 
 
 def test_offset_bomb_stored_in_a_model(work, loader, capsys):
-    """A model whose stored templates hold %x[30000000,0]: `info` and `tag` compiled them (4.2 GB, 34 s
-    for `crfkit info` before the fix); now the load refuses it, naming the model file and the template."""
+    """A model whose stored templates hold %x[30000000,0]: `info` and `tag` compiled them (4.2 GB,
+    34 s for `crfkit info` before the fix); now the load refuses it, naming the model file and the
+    template."""
     header, payload = _split(work["bytes"])
     header["meta"]["templates"] = "U00:%x[0,0]\nU01:%x[30000000,0]\nB\n"
     p = _write(work, "tbomb.crfkit", _assemble(header, payload))
@@ -429,7 +509,7 @@ META_CASES = [
     ("columns", "two", "whole number"),
     ("columns", -1, "whole number"),
     ("columns", True, "whole number"),
-    ("columns", 1, "column 1"),                 # the templates read column 1
+    ("columns", 1, "column 1"),  # the templates read column 1
     ("template_pad", "yes", "true or false"),
     ("templates", 5, "string"),
     ("templates", "X00:%x[0,0]\n", "(stored templates):1: unknown template type"),
@@ -470,9 +550,10 @@ def test_meta_columns_two_in_crfkit_tag(work, capsys):
 
 
 def test_string_l2_with_a_huge_n_train_is_refused(work, loader):
-    """`crfkit info` printed l2 * n_train / 2: with l2 a string that is a string repeated n_train times."""
+    """`crfkit info` printed l2 * n_train / 2: with l2 a string that is a string repeated n_train
+    times."""
     header, payload = _split(work["bytes"])
-    header["meta"].update(l2="xx", n_train=10 ** 12 - 1)
+    header["meta"].update(l2="xx", n_train=10**12 - 1)
     p = _write(work, "l2.crfkit", _assemble(header, payload))
     _refused(loader.ask(p, cli_data=work["data"]), p, "'l2'")
 
@@ -533,46 +614,130 @@ def test_unpickling_checks_the_space():
         FeatureSpace.__new__(FeatureSpace).__setstate__(state)
 
 
-# ------------------------------------------------------------------ 6. fuzz: every case ends in a CrfkitError
+# ------------------------------------------------------------------ 6. fuzz: every case ends in a
+# CrfkitError
 def _extend(children):
-    return st.one_of(st.lists(children, max_size=3), st.dictionaries(st.text(max_size=6), children, max_size=3))
+    return st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=6), children, max_size=3)
+    )
 
 
 JSON_VALUE = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.integers(-3, 300),
-              st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
-              st.sampled_from(["<f8", ">f8", "|u1", "<i4", "<u2", "|O", "<U4", "V8", "<c16", "S3", "|b1",
-                               "<M8[s]", "f8,i4", "<f2", "[0]", "U00:%x[0,0]\n", "U00:%x[9,0]\n"])),
-    _extend, max_leaves=6)
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.integers(-3, 300),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+        st.sampled_from(
+            [
+                "<f8",
+                ">f8",
+                "|u1",
+                "<i4",
+                "<u2",
+                "|O",
+                "<U4",
+                "V8",
+                "<c16",
+                "S3",
+                "|b1",
+                "<M8[s]",
+                "f8,i4",
+                "<f2",
+                "[0]",
+                "U00:%x[0,0]\n",
+                "U00:%x[9,0]\n",
+            ]
+        ),
+    ),
+    _extend,
+    max_leaves=6,
+)
 
 
-HEADER_KEYS = ["format_version", "n_labels", "n_attributes", "n_state", "n_trans", "n_dense", "n_bigram",
-               "n_battributes", "arrays", "meta", "format"]
-ARRAY_NAMES = ["attr_blob", "attr_lens", "label_blob", "label_lens", "attr_nfeat", "feat_label", "trans_index",
-               "weights", "dense_blob", "dense_lens", "battr_blob", "battr_lens", "battr_nfeat", "bfeat_pair"]
-META_KEYS = ["templates", "template_pad", "columns", "dense_columns", "l2", "l1", "n_train", "iterations",
-             "algorithm", "status", "input_format", "train_file", "support", "transitions", "min_freq"]
+HEADER_KEYS = [
+    "format_version",
+    "n_labels",
+    "n_attributes",
+    "n_state",
+    "n_trans",
+    "n_dense",
+    "n_bigram",
+    "n_battributes",
+    "arrays",
+    "meta",
+    "format",
+]
+ARRAY_NAMES = [
+    "attr_blob",
+    "attr_lens",
+    "label_blob",
+    "label_lens",
+    "attr_nfeat",
+    "feat_label",
+    "trans_index",
+    "weights",
+    "dense_blob",
+    "dense_lens",
+    "battr_blob",
+    "battr_lens",
+    "battr_nfeat",
+    "bfeat_pair",
+]
+META_KEYS = [
+    "templates",
+    "template_pad",
+    "columns",
+    "dense_columns",
+    "l2",
+    "l1",
+    "n_train",
+    "iterations",
+    "algorithm",
+    "status",
+    "input_format",
+    "train_file",
+    "support",
+    "transitions",
+    "min_freq",
+]
 
 
 @st.composite
 def mutated_file(draw, base: bytes) -> bytes:
     header, payload = _split(base)
-    kind = draw(st.sampled_from(["flip", "flip_rehashed", "truncate", "truncate_rehashed", "header_field",
-                                 "array_field", "meta_field", "array_values", "array_bomb", "delete"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "flip",
+                "flip_rehashed",
+                "truncate",
+                "truncate_rehashed",
+                "header_field",
+                "array_field",
+                "meta_field",
+                "array_values",
+                "array_bomb",
+                "delete",
+            ]
+        )
+    )
     if kind == "flip":
         b = bytearray(base)
         for _ in range(draw(st.integers(1, 4))):
             b[draw(st.integers(0, len(b) - 1))] ^= draw(st.integers(1, 255))
         return bytes(b)
-    if kind == "flip_rehashed":    # the flips reach the decompressor and the content checks
+    if kind == "flip_rehashed":  # the flips reach the decompressor and the content checks
         b = bytearray(payload)
         for _ in range(draw(st.integers(1, 4))):
             b[draw(st.integers(0, len(b) - 1))] ^= draw(st.integers(1, 255))
         return _assemble(header, bytes(b))
     if kind == "truncate":
-        return base[:draw(st.integers(0, len(base) - 1))]
+        return base[: draw(st.integers(0, len(base) - 1))]
     if kind == "truncate_rehashed":
-        return _assemble(header, payload[:draw(st.integers(0, len(payload)))])
+        return _assemble(header, payload[: draw(st.integers(0, len(payload)))])
     if kind == "header_field":
         header[draw(st.sampled_from(HEADER_KEYS))] = draw(JSON_VALUE)
     elif kind == "delete":
@@ -588,11 +753,16 @@ def mutated_file(draw, base: bytes) -> bytes:
         name = draw(st.sampled_from(ARRAY_NAMES + ["extra"]))
         spec = header["arrays"].setdefault(name, dict(header["arrays"]["weights"]))
         field = draw(st.sampled_from(["dtype", "shape", "offset", "nbytes"]))
-        spec[field] = draw(st.one_of(JSON_VALUE, st.integers(-5, 5 + len(payload)),
-                                     st.lists(st.integers(-2, 2 ** 40), max_size=3)))
+        spec[field] = draw(
+            st.one_of(
+                JSON_VALUE,
+                st.integers(-5, 5 + len(payload)),
+                st.lists(st.integers(-2, 2**40), max_size=3),
+            )
+        )
     elif kind == "meta_field":
         header["meta"][draw(st.sampled_from(META_KEYS + ["user"]))] = draw(JSON_VALUE)
-    elif kind == "array_values":   # same dtype and shape, values changed: the content checks
+    elif kind == "array_values":  # same dtype and shape, values changed: the content checks
         name = draw(st.sampled_from(sorted(header["arrays"])))
         a = _get(header, payload, name)
         if a.size:
@@ -608,8 +778,10 @@ def mutated_file(draw, base: bytes) -> bytes:
         if new_dtype is not None:
             with np.errstate(invalid="ignore", over="ignore"):
                 a = a.astype(new_dtype)
-        payload = _put(header, payload, name, zlib.compress(a.tobytes()), dtype=a.dtype.str, shape=a.shape)
-    elif kind == "array_bomb":     # zeros, declared or not, up to 64 MiB
+        payload = _put(
+            header, payload, name, zlib.compress(a.tobytes()), dtype=a.dtype.str, shape=a.shape
+        )
+    elif kind == "array_bomb":  # zeros, declared or not, up to 64 MiB
         name = draw(st.sampled_from(sorted(header["arrays"])))
         n = draw(st.sampled_from([0, 1, 7, 1 << 16, 1 << 24, 64 << 20]))
         itemsize = np.dtype(header["arrays"][name]["dtype"]).itemsize
@@ -627,8 +799,14 @@ def _fuzz_one(work, loader, data: bytes) -> None:
     assert r["seconds"] < 30, r
 
 
-FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = dict(
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 @settings(max_examples=300, **FUZZ)
@@ -636,8 +814,8 @@ FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fi
 def test_fuzz_model_loader(work, loader, data):
     """Random byte flips, truncations, header / array table / metadata mutations with the checksums
     recomputed, changed array values and dtypes, zeros bombs: loading (and, when that succeeds,
-    `crfkit info` and `crfkit tag`) ends in a CrfkitError or a model, never another exception, in a child
-    under a 1.5 GB address-space limit, each case in bounded time."""
+    `crfkit info` and `crfkit tag`) ends in a CrfkitError or a model, never another exception, in a
+    child under a 1.5 GB address-space limit, each case in bounded time."""
     _fuzz_one(work, loader, data.draw(mutated_file(work["bytes"])))
 
 
@@ -649,8 +827,9 @@ def test_fuzz_model_loader_long(work, loader, data):
 
 
 def test_fuzz_reaches_past_the_checksum(work):
-    """The mutations with recomputed checksums reach the array and metadata checks (a sanity check of the
-    fuzz test's own helpers: an unchanged file reassembled loads; a changed count is refused by its check)."""
+    """The mutations with recomputed checksums reach the array and metadata checks (a sanity check
+    of the fuzz test's own helpers: an unchanged file reassembled loads; a changed count is refused
+    by its check)."""
     header, payload = _split(work["bytes"])
     assert _assemble(header, payload) == work["bytes"]
     header["n_state"] += 1
@@ -659,11 +838,14 @@ def test_fuzz_reaches_past_the_checksum(work):
         CRFModel.load(p)
 
 
-# ------------------------------------------------------------------ the string tables (decoded once, then sliced)
+# ------------------------------------------------------------------ the string tables (decoded
+# once, then sliced)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=6), max_size=12))
 def test_string_table_round_trip(strings):
-    from crfkit.features.space import pack_strings as _pack_strings, unpack_strings as _unpack_strings
+    from crfkit.features.space import pack_strings as _pack_strings
+    from crfkit.features.space import unpack_strings as _unpack_strings
+
     blob, lens = _pack_strings(strings)
     assert _unpack_strings(blob, lens) == strings
 
@@ -677,16 +859,22 @@ def test_string_cut_inside_a_character_is_refused(tmp_path):
     lens = _get(header, payload, "label_lens")
     assert sorted(lens.tolist()) == [2, 3]
     lens[0] += 1
-    lens[1] -= 1       # the second label now starts inside the first one's last character
-    p.write_bytes(_assemble(header, _put(header, payload, "label_lens", zlib.compress(lens.tobytes()))))
+    lens[1] -= 1  # the second label now starts inside the first one's last character
+    p.write_bytes(
+        _assemble(header, _put(header, payload, "label_lens", zlib.compress(lens.tobytes())))
+    )
     with pytest.raises(ModelError, match="inside a UTF-8 character|decode"):
         CRFModel.load(p)
 
 
 def test_templates_built_in_code_obey_the_offset_limit():
     from crfkit.features.templates import Macro, Template
+
     far = Template("U", "U:far", ("U:", Macro(MAX_ROW_OFFSET + 1, 0)), 1)
     with pytest.raises(TemplateError, match="limit"):
         Templates([far], name="code")
     edge = Template("U", "U:edge", ("U:", Macro(-MAX_ROW_OFFSET, 0)), 1)
-    assert Templates([edge]).apply([["a"], ["b"]]) == [[f"U:_B-{MAX_ROW_OFFSET}"], [f"U:_B-{MAX_ROW_OFFSET - 1}"]]
+    assert Templates([edge]).apply([["a"], ["b"]]) == [
+        [f"U:_B-{MAX_ROW_OFFSET}"],
+        [f"U:_B-{MAX_ROW_OFFSET - 1}"],
+    ]

@@ -1,4 +1,6 @@
-"""The numpy decoding path for small inputs (crfkit.npdecode) against the numba kernels and brute force."""
+"""The numpy decoding path for small inputs (crfkit.npdecode) against the numba kernels and brute
+force."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +18,13 @@ from crfkit import npdecode
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def _numba(model, corpus, **kw):
@@ -44,20 +51,38 @@ def _random_model(seed, *, n_labels=4, real=False, dense=0, support="observed", 
 
 @st.composite
 def cases(draw):
-    return dict(seed=draw(st.integers(0, 2**32 - 1)), n_labels=draw(st.integers(1, 6)),
-                real=draw(st.booleans()), dense=draw(st.sampled_from([0, 0, 3])),
-                support=draw(st.sampled_from(["observed", "all"])),
-                scale=draw(st.sampled_from([0.1, 1.0, 20.0])), n_seq=draw(st.integers(0, 12)),
-                empty=draw(st.booleans()))
+    return dict(
+        seed=draw(st.integers(0, 2**32 - 1)),
+        n_labels=draw(st.integers(1, 6)),
+        real=draw(st.booleans()),
+        dense=draw(st.sampled_from([0, 0, 3])),
+        support=draw(st.sampled_from(["observed", "all"])),
+        scale=draw(st.sampled_from([0.1, 1.0, 20.0])),
+        n_seq=draw(st.integers(0, 12)),
+        empty=draw(st.booleans()),
+    )
 
 
 def _case(p):
-    """A random model of case ``p`` and new sequences for it (unknown attributes, which are dropped, tokens
-    without attributes, empty sequences), encoded: ``(model, corpus, labels)``."""
-    model, rng = _random_model(p["seed"], n_labels=p["n_labels"], real=p["real"], dense=p["dense"],
-                               support=p["support"], scale=p["scale"])
-    X, Y = random_sequences(rng, p["n_seq"], n_labels=p["n_labels"], n_attr=11, max_len=9, real=p["real"],
-                            min_len=0 if p["empty"] else 1)
+    """A random model of case ``p`` and new sequences for it (unknown attributes, which are dropped,
+    tokens without attributes, empty sequences), encoded: ``(model, corpus, labels)``."""
+    model, rng = _random_model(
+        p["seed"],
+        n_labels=p["n_labels"],
+        real=p["real"],
+        dense=p["dense"],
+        support=p["support"],
+        scale=p["scale"],
+    )
+    X, Y = random_sequences(
+        rng,
+        p["n_seq"],
+        n_labels=p["n_labels"],
+        n_attr=11,
+        max_len=9,
+        real=p["real"],
+        min_len=0 if p["empty"] else 1,
+    )
     D = [rng.normal(size=(len(x), p["dense"])) for x in X] if p["dense"] else None
     corpus = model.encode(X, Y, dense=D)
     return model, corpus, np.maximum(corpus.y, 0)
@@ -81,7 +106,12 @@ def test_numpy_path_equals_the_kernels(p):
 
 
 @SETTINGS
-@given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.integers(1, 5), st.sampled_from([0.5, 3.0, 40.0]))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.sampled_from([0.5, 3.0, 40.0]),
+)
 def test_against_enumeration(seed, L, T, scale):
     rng = np.random.default_rng(seed)
     score = rng.normal(scale=scale, size=(T, L))
@@ -135,26 +165,34 @@ def test_threshold_switches_paths(monkeypatch):
     assert calls == [1]
     monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", str(corpus.n_tokens - 1))
     big = model.decode(corpus)
-    assert calls == [1]          # the kernels this time
+    assert calls == [1]  # the kernels this time
     np.testing.assert_array_equal(small["ids"], big["ids"])
     monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", "not a number")
     assert npdecode.max_tokens() == npdecode.MAX_TOKENS
 
 
 def test_small_tagging_never_imports_numba(tmp_path):
-    """A model load and a small tagging run in a fresh interpreter: numba is never imported.  (The second
-    small call would start the background warm-up of the kernels, which imports numba in a thread: that
-    raced with the check and failed it once in a full suite run; it is off here, CRFKIT_SMALL_KERNELS=0.)"""
+    """A model load and a small tagging run in a fresh interpreter: numba is never imported.  (The
+    second small call would start the background warm-up of the kernels, which imports numba in a
+    thread: that raced with the check and failed it once in a full suite run; it is off here,
+    CRFKIT_SMALL_KERNELS=0.)"""
     model, rng = _random_model(11)
     path = tmp_path / "m.crfkit"
     model.save(path)
     X, _ = random_sequences(rng, 5, n_labels=4, n_attr=8, max_len=7)
-    code = ("import sys, json; from crfkit.model import CRFModel; m = CRFModel.load(sys.argv[1]); "
-            f"X = {X!r}; m.tag(X); m.tag_with_probability(X); "
-            "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in ('numba', 'scipy'))))")
+    code = (
+        "import sys, json; from crfkit.model import CRFModel; m = CRFModel.load(sys.argv[1]); "
+        f"X = {X!r}; m.tag(X); m.tag_with_probability(X); "
+        "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in ('numba', 'scipy'))))"
+    )
     src = str(Path(__file__).resolve().parents[1] / "src")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, PYTHONPATH=src, CRFKIT_SMALL_KERNELS="0"))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=src, CRFKIT_SMALL_KERNELS="0"),
+    )
     assert out.stdout.strip() == "[]", out.stdout
 
 
@@ -166,7 +204,8 @@ def test_serial_kernels_equal_the_batch_kernels(p):
     ref = _numba(model, corpus, path=True, marginals=True, labels=labels)
     np.testing.assert_array_equal(got["ids"], ref["ids"])
     for k in ("path_score", "logz", "label_score", "marginals"):
-        # the kernels decode_all runs per sequence (its full-row emissions may round the last bit apart)
+        # the kernels decode_all runs per sequence (its full-row emissions may round the last bit
+        # apart)
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-13, atol=1e-13)
 
 
@@ -178,10 +217,11 @@ def test_second_small_call_warms_the_serial_kernels(monkeypatch):
     X, _ = random_sequences(rng, 4, n_labels=4, n_attr=8, max_len=7)
     corpus = model.encode(X)
     first = model.decode(corpus)
-    assert npdecode._WARM["state"] == "cold"            # one call: nothing started
+    assert npdecode._WARM["state"] == "cold"  # one call: nothing started
     second = model.decode(corpus)
     assert npdecode._WARM["state"] in ("warming", "ready")
     import threading
+
     for t in threading.enumerate():
         if t.name == "crfkit-kernel-warmup":
             t.join(600)
@@ -212,8 +252,9 @@ def test_warmup_works_for_dense_models(monkeypatch, dense):
     model, rng = _random_model(9, dense=dense)
     X, _ = random_sequences(rng, 3, n_labels=4, n_attr=8, max_len=5)
     D = [rng.normal(size=(len(x), dense)) for x in X] if dense else None
-    before = model.tag(X, dense=D)                 # the second small call: the warm-up starts
+    before = model.tag(X, dense=D)  # the second small call: the warm-up starts
     import threading
+
     for t in threading.enumerate():
         if t.name == "crfkit-kernel-warmup":
             t.join(600)

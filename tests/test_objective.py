@@ -1,4 +1,6 @@
-"""The objective f(w) = (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1: values, gradient, threads, conventions."""
+"""The objective f(w) = (1/n) sum nll + (l2/2)|w|^2 + l1|w|_1: values, gradient, threads,
+conventions."""
+
 from __future__ import annotations
 
 import math
@@ -57,14 +59,25 @@ def test_regularization_conversions(n):
     assert d.l2 == pytest.approx(2.0 / n) and d.l1 == 0.0
 
 
-@pytest.mark.parametrize("kw", [dict(l2=1, c2=1), dict(c2=1, rho2=1), dict(l2=1, rho2=1),
-                                dict(l1=1, c1=1), dict(c1=1, rho1=1), dict(l1=1, rho1=1)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(l2=1, c2=1),
+        dict(c2=1, rho2=1),
+        dict(l2=1, rho2=1),
+        dict(l1=1, c1=1),
+        dict(c1=1, rho1=1),
+        dict(l1=1, rho1=1),
+    ],
+)
 def test_two_conventions_for_one_term_is_an_error(kw):
     with pytest.raises(ValueError):
         regularization(10, **kw)
 
 
-@pytest.mark.parametrize("kw", [dict(l2=-1.0), dict(c1=-0.1), dict(c2=float("nan")), dict(rho2=float("inf"))])
+@pytest.mark.parametrize(
+    "kw", [dict(l2=-1.0), dict(c1=-0.1), dict(c2=float("nan")), dict(rho2=float("inf"))]
+)
 def test_bad_strengths_rejected(kw):
     with pytest.raises(ValueError):
         regularization(10, **kw)
@@ -84,18 +97,28 @@ def test_crfsuite_units_equal_hand_computed_sum_form():
     # Wapiti's sum form: sum nll + rho1 |w|_1 + (rho2/2) |w|^2
     rho1, rho2 = 0.2, 3.0
     obj = Objective(corpus, space, regularization(n, rho1=rho1, rho2=rho2))
-    assert n * obj.value(w) == pytest.approx(nll.sum() + rho1 * np.abs(w).sum() + 0.5 * rho2 * (w @ w), rel=1e-12)
+    assert n * obj.value(w) == pytest.approx(
+        nll.sum() + rho1 * np.abs(w).sum() + 0.5 * rho2 * (w @ w), rel=1e-12
+    )
     # crfkit's own normalisation
     obj = Objective(corpus, space, Regularization(l1=0.01, l2=0.5))
-    assert obj.value(w) == pytest.approx(nll.mean() + 0.25 * (w @ w) + 0.01 * np.abs(w).sum(), rel=1e-12)
+    assert obj.value(w) == pytest.approx(
+        nll.mean() + 0.25 * (w @ w) + 0.01 * np.abs(w).sum(), rel=1e-12
+    )
     assert obj.to_crfsuite(2.0) == pytest.approx(2.0 * n)
 
 
 # ------------------------------------------------------------------ value / gradient
-@pytest.mark.parametrize("real", [True, False])  # real-valued attributes / binary (exp-domain emission path)
-@pytest.mark.parametrize("support,transitions", [("observed", "observed"), ("all", "all"), ("observed", "all")])
+@pytest.mark.parametrize(
+    "real", [True, False]
+)  # real-valued attributes / binary (exp-domain emission path)
+@pytest.mark.parametrize(
+    "support,transitions", [("observed", "observed"), ("all", "all"), ("observed", "all")]
+)
 def test_gradient_matches_central_differences(support, transitions, real):
-    _, X, Y, space, corpus, w = _problem(2, n_seq=8, support=support, transitions=transitions, real=real)
+    _, X, Y, space, corpus, w = _problem(
+        2, n_seq=8, support=support, transitions=transitions, real=real
+    )
     obj = Objective(corpus, space, Regularization(l2=0.3))
     f, g = obj.value_and_grad(w)
     assert obj.value(w) == pytest.approx(f, rel=1e-13)
@@ -195,12 +218,13 @@ def test_counters_count_full_evaluations_and_oracle_calls():
 @pytest.mark.parametrize("bigram, chunk", [(False, None), (True, None), (True, 50), (True, 7)])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, chunk, weighted):
-    """In a large candidate space the full-batch objective keeps the empirical counts sparse (the non-zero
-    ones: most features never fire with their gold labels).  Forced on a small space (support all: most
-    (attribute, label) pairs have a zero count), the gradient is the dense path's to the bit, the value to
-    rounding; the dense vector comes back on request."""
+    """In a large candidate space the full-batch objective keeps the empirical counts sparse (the
+    non-zero ones: most features never fire with their gold labels).  Forced on a small space
+    (support all: most (attribute, label) pairs have a zero count), the gradient is the dense path's
+    to the bit, the value to rounding; the dense vector comes back on request."""
+    from conftest import random_bigram_attributes, random_sequences
     from crfkit.features.encode import build
-    from conftest import random_sequences, random_bigram_attributes
+
     rng = np.random.default_rng(5)
     X, Y = random_sequences(rng, 8, n_labels=6, real=True, n_attr=80, max_len=5)
     B = random_bigram_attributes(rng, X, 5, True) if bigram else None
@@ -212,19 +236,20 @@ def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, chu
     assert dense._emp_sparse is False
     monkeypatch.setattr(Objective, "SPARSE_EMP_MIN", 0)
     if chunk is not None:
-        # the label-pair counts made a chunk of bigram attributes at a time (36 features per attribute here:
-        # 50 puts one attribute in a chunk, 7 makes each attribute a chunk larger than the limit)
+        # the label-pair counts made a chunk of bigram attributes at a time (36 features per
+        # attribute here: 50 puts one attribute in a chunk, 7 makes each attribute a chunk larger
+        # than the limit)
         monkeypatch.setattr(Objective, "EMP_CHUNK", chunk)
     sp = Objective(corpus, space, Regularization(l2=0.1), threads=1, scales=scales)
     f1, g1 = sp.value_and_grad(w)
-    assert sp._emp_sparse is not False and sp._emp is None               # the sparse path ran
+    assert sp._emp_sparse is not False and sp._emp is None  # the sparse path ran
     nz = sp._emp_sparse[1].shape[0]
     assert 0 < nz <= space.n_features // 4
     assert np.array_equal(g0, g1)
     assert f1 == pytest.approx(f0, rel=1e-13)
     np.testing.assert_array_equal(sp.empirical_counts, dense.empirical_counts)
     nzd = np.flatnonzero(dense.empirical_counts)
-    np.testing.assert_array_equal(sp._emp_sparse[1], nzd)           # the non-zero counts, in order, exactly
+    np.testing.assert_array_equal(sp._emp_sparse[1], nzd)  # the non-zero counts, in order, exactly
     np.testing.assert_array_equal(sp._emp_sparse[2], dense.empirical_counts[nzd])
     assert sp.value_and_grad(w)[1].tobytes() == g0.tobytes()
 
@@ -233,6 +258,7 @@ def test_sparse_empirical_counts_give_the_same_gradient(monkeypatch, bigram, chu
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=30))
 def test_abs_max_is_numpys_without_the_temporary(xs):
     from crfkit.objective import abs_max
+
     w = np.array(xs, dtype=np.float64)
     want = float(np.abs(w).max()) if w.size else 0.0
     got = abs_max(w)

@@ -1,4 +1,5 @@
 """Column files -> attributes -> model -> tagged columns."""
+
 from __future__ import annotations
 
 import io
@@ -125,11 +126,15 @@ def test_saved_model_tags_alone(trained, files, tmp_path: Path):
     trained.model.save(path)
     loaded = CRFModel.load(path)
     assert loaded.meta["templates"] == trained.model.meta["templates"]
-    assert tag_columns(loaded, files["test"]).labels == tag_columns(trained.model, files["test"]).labels
+    assert (
+        tag_columns(loaded, files["test"]).labels
+        == tag_columns(trained.model, files["test"]).labels
+    )
 
 
 def test_model_without_templates_cannot_tag_columns(files):
     from crfkit.train import train
+
     res = train([[["a"], ["b"]]], [["X", "Y"]], max_iterations=2)
     with pytest.raises(CrfkitError, match="no feature templates"):
         tagger_from_model(res.model)
@@ -138,8 +143,12 @@ def test_model_without_templates_cannot_tag_columns(files):
 
 
 def test_no_padding_is_remembered(files):
-    res = train_columns(files["train"], Templates.parse("U00:%x[-1,0]\nU01:%x[0,1]\nB\n"), pad=False,
-                        max_iterations=5)
+    res = train_columns(
+        files["train"],
+        Templates.parse("U00:%x[-1,0]\nU01:%x[0,1]\nB\n"),
+        pad=False,
+        max_iterations=5,
+    )
     assert res.model.meta["template_pad"] is False
     assert not any(a.startswith("U00:_B") for a in res.model.space.attributes)
     assert tagger_from_model(res.model)[1] is False
@@ -147,7 +156,9 @@ def test_no_padding_is_remembered(files):
 
 
 def test_templates_without_B_train_no_transitions(files):
-    res = train_columns(files["train"], Templates.parse("U00:%x[0,0]\nU01:%x[0,1]\n"), max_iterations=5)
+    res = train_columns(
+        files["train"], Templates.parse("U00:%x[0,0]\nU01:%x[0,1]\n"), max_iterations=5
+    )
     assert res.model.space.n_trans == 0
     assert res.model.meta["transitions"] == "none"
     out = tag_columns(res.model, files["test"])
@@ -155,20 +166,27 @@ def test_templates_without_B_train_no_transitions(files):
 
 
 def test_bigram_observation_templates_train_and_tag(files):
-    # (they were refused before bigram-observation features existed; tests/test_bigram.py covers them)
-    res = train_columns(files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\n"), max_iterations=5)
+    # (they were refused before bigram-observation features existed; tests/test_bigram.py covers
+    # them)
+    res = train_columns(
+        files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\n"), max_iterations=5
+    )
     assert res.model.space.n_bigram > 0
     assert all(a.startswith("B01:") for a in res.model.space.battributes)
     out = tag_columns(res.model, files["test"])
     assert out.has_labels and len(out.labels) == len(out.sentences)
     # no plain B line: no plain transition features (CRF++ and Wapiti build none either)
     assert res.model.space.n_trans == 0 and res.model.meta["transitions"] == "none"
-    res = train_columns(files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\nB\n"), max_iterations=5)
+    res = train_columns(
+        files["train"], Templates.parse("U00:%x[0,0]\nB01:%x[0,1]\nB\n"), max_iterations=5
+    )
     assert res.model.space.n_trans > 0 and res.model.space.n_bigram > 0
 
 
 def test_dev_file(files):
-    res = train_columns(files["train"], default_chunking_templates(), dev_path=files["test"], max_iterations=3)
+    res = train_columns(
+        files["train"], default_chunking_templates(), dev_path=files["test"], max_iterations=3
+    )
     assert "dev_f1" in res.history[-1]
 
 

@@ -1,4 +1,5 @@
 """crfkit.progress: silent off a terminal, counts and ETA on one, rate-limited redraws."""
+
 from __future__ import annotations
 
 import io
@@ -93,6 +94,8 @@ def test_write_puts_a_line_above_the_bar():
     assert quiet.getvalue() == "plain\n"
 
 
-@pytest.mark.parametrize("s,txt", [(0, "0:00"), (61, "1:01"), (3725, "1:02:05"), (float("nan"), "?")])
+@pytest.mark.parametrize(
+    "s,txt", [(0, "0:00"), (61, "1:01"), (3725, "1:02:05"), (float("nan"), "?")]
+)
 def test_format_seconds(s, txt):
     assert format_seconds(s) == txt

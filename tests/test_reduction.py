@@ -1,14 +1,17 @@
-"""The full-batch gradient's attribute-partitioned reduction (crfkit.reduction, kernels.batch.loss_grad):
-the plan indexes every corpus entry once, each attribute is owned by one group per block, and the
-gradient matches the per-sequence oracle and finite differences, with 1 and 2 threads, one block or many.
+"""The full-batch gradient's attribute-partitioned reduction (crfkit.reduction,
+kernels.batch.loss_grad): the plan indexes every corpus entry once, each attribute is owned by one
+group per block, and the gradient matches the per-sequence oracle and finite differences, with 1 and
+2 threads, one block or many.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_sequences, random_bigram_attributes
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from conftest import random_bigram_attributes, random_sequences
 from crfkit import reduction
 from crfkit.features.encode import build
 from crfkit.objective import Objective, Regularization
@@ -39,10 +42,10 @@ def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
         g = occ.groups[b]
         assert g[0] <= g[-1] and np.all(np.diff(g) >= 0) and len(g) == n_groups + 1
         runs = range(g[0], g[-1])
-        attrs = occ.run_attr[g[0]:g[-1]]
+        attrs = occ.run_attr[g[0] : g[-1]]
         assert len(set(attrs.tolist())) == len(attrs), "an attribute has two runs in one block"
         for r in runs:
-            toks = occ.tok[occ.run_ptr[r]:occ.run_ptr[r + 1]]
+            toks = occ.tok[occ.run_ptr[r] : occ.run_ptr[r + 1]]
             assert np.all(np.diff(toks) >= 0), "a run's tokens are not in order"
             for o in range(occ.run_ptr[r], occ.run_ptr[r + 1]):
                 v = float(occ.val[o]) if len(occ.val) else 1.0
@@ -54,28 +57,41 @@ def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10 ** 6), n_seq=st.integers(1, 25), chunks=st.integers(1, 5),
-       budget=st.sampled_from([1, 200, 2000, 1 << 20]), real=st.booleans())
+@given(
+    seed=st.integers(0, 10**6),
+    n_seq=st.integers(1, 25),
+    chunks=st.integers(1, 5),
+    budget=st.sampled_from([1, 200, 2000, 1 << 20]),
+    real=st.booleans(),
+)
 def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
     rng = np.random.default_rng(seed)
     X, Y, B = _bigram_data(rng, n_seq, real=real)
     space, corpus = build(X, Y, support="all", B=B)
-    plan = reduction.grad_plan(corpus, space, chunks, budget=budget, edge_budget=budget, bigram=True)
+    plan = reduction.grad_plan(
+        corpus, space, chunks, budget=budget, edge_budget=budget, bigram=True
+    )
     sp = corpus.seq_ptr
     # blocks and chunks partition the sequences in order
-    assert plan.blocks[0] == 0 and plan.blocks[-1] == corpus.n_sequences and np.all(np.diff(plan.blocks) > 0)
+    assert (
+        plan.blocks[0] == 0
+        and plan.blocks[-1] == corpus.n_sequences
+        and np.all(np.diff(plan.blocks) > 0)
+    )
     for b in range(plan.n_blocks):
         c = plan.chunks[b]
         assert c[0] == plan.blocks[b] and c[-1] == plan.blocks[b + 1] and np.all(np.diff(c) >= 0)
         ntok = sp[plan.blocks[b + 1]] - sp[plan.blocks[b]]
         assert ntok <= plan.store_tokens
         L = space.n_labels
-        longest = int(np.diff(sp).max())       # a block holds at least the longest sequence's worth
+        longest = int(np.diff(sp).max())  # a block holds at least the longest sequence's worth
         assert ntok <= max(budget // (8 * L * L), longest, 1)
-    assert _plan_entries(plan, plan.state, sp, chunks, np.diff(space.attr_ptr)) == \
-        _entries(corpus.tok_ptr, corpus.attr, corpus.val, sp, False)
-    assert _plan_entries(plan, plan.bigram, sp, chunks, np.diff(space.battr_ptr)) == \
-        _entries(corpus.btok_ptr, corpus.battr, corpus.bval, sp, True)
+    assert _plan_entries(plan, plan.state, sp, chunks, np.diff(space.attr_ptr)) == _entries(
+        corpus.tok_ptr, corpus.attr, corpus.val, sp, False
+    )
+    assert _plan_entries(plan, plan.bigram, sp, chunks, np.diff(space.battr_ptr)) == _entries(
+        corpus.btok_ptr, corpus.battr, corpus.bval, sp, True
+    )
 
 
 def _grad(corpus, space, w, threads, budget, monkeypatch, sparse=False):
@@ -93,7 +109,8 @@ def test_gradient_matches_the_per_sequence_oracle(restore_threads, monkeypatch, 
     X, Y = random_sequences(rng, 60, n_labels=4, real=real, n_attr=25, max_len=9)
     space, corpus = build(X, Y, support="all")
     w = rng.normal(0, 0.7, space.n_features)
-    # reference: sum over sequences of the per-example oracle's sparse gradient (an independent path)
+    # reference: sum over sequences of the per-example oracle's sparse gradient (an independent
+    # path)
     obj, _, _ = _grad(corpus, space, w, 1, 1 << 20, monkeypatch)
     ref = np.zeros(space.n_features)
     nll = 0.0
@@ -104,7 +121,7 @@ def test_gradient_matches_the_per_sequence_oracle(restore_threads, monkeypatch, 
     ref = ref / corpus.n_sequences + 0.1 * w
     fref = nll / corpus.n_sequences + 0.05 * float(w @ w)
     for threads in (1, 2):
-        for budget in (1, 300, 1 << 20):     # a block per sequence, a few blocks, one block
+        for budget in (1, 300, 1 << 20):  # a block per sequence, a few blocks, one block
             obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch)
             assert (obj._plan.n_blocks == 1) == (budget > 1 << 19)
             assert f == pytest.approx(fref, rel=1e-12)
@@ -112,31 +129,33 @@ def test_gradient_matches_the_per_sequence_oracle(restore_threads, monkeypatch, 
 
 
 @pytest.mark.parametrize("support,sparse", [("all", False), ("observed", False), ("all", True)])
-def test_state_and_bigram_gradients_are_the_same_bits_for_any_threads_and_blocks(restore_threads, monkeypatch,
-                                                                                 support, sparse):
+def test_state_and_bigram_gradients_are_the_same_bits_for_any_threads_and_blocks(
+    restore_threads, monkeypatch, support, sparse
+):
     """One thread adds each sequence's bigram part at once (loss_grad_bigram's direct path), several
-    threads through the attribute-partitioned reduction: the same bits either way, with the standard or
-    the sparse recursions (whose sums over labels moved in the last bit with the work arrays' addresses
-    until stop 40)."""
+    threads through the attribute-partitioned reduction: the same bits either way, with the standard
+    or the sparse recursions (whose sums over labels moved in the last bit with the work arrays'
+    addresses until stop 40)."""
     rng = np.random.default_rng(11)
     X, Y, B = _bigram_data(rng, 80, n_labels=4)
     space, corpus = build(X, Y, support=support, B=B)
     w = rng.normal(0, 0.5, space.n_features)
     if sparse:
-        w[space.bigram_offset:] *= rng.random(space.n_bigram) < 0.3     # listed pairs: a third
+        w[space.bigram_offset :] *= rng.random(space.n_bigram) < 0.3  # listed pairs: a third
     ns, nt, bo = space.n_state, space.n_trans, space.bigram_offset
     _, f0, g0 = _grad(corpus, space, w, 1, 1 << 22, monkeypatch, sparse)
     junk = []
     for threads, budget in ((2, 1 << 22), (1, 1), (2, 1), (2, 1500)):
-        for k in range(5):          # repeated: the per-thread work arrays land at other addresses each time
-            junk.append(np.empty(1 + 37 * k))       # (and the heap moves between repetitions)
+        for k in range(5):  # repeated: the per-thread work arrays land at other addresses each time
+            junk.append(np.empty(1 + 37 * k))  # (and the heap moves between repetitions)
             obj, f, g = _grad(corpus, space, w, threads, budget, monkeypatch, sparse)
             assert len(obj.bounds) - 1 == threads
-            # per weight, the expected counts are summed over the tokens in corpus order, whatever the split;
-            # the recursions' sums do not depend on where their arrays lie (tests/test_kernel_addresses.py)
+            # per weight, the expected counts are summed over the tokens in corpus order, whatever
+            # the split; the recursions' sums do not depend on where their arrays lie
+            # (tests/test_kernel_addresses.py)
             assert np.array_equal(g[:ns], g0[:ns])
             assert np.array_equal(g[bo:], g0[bo:])
-            np.testing.assert_allclose(g[ns:ns + nt], g0[ns:ns + nt], rtol=1e-12, atol=1e-13)
+            np.testing.assert_allclose(g[ns : ns + nt], g0[ns : ns + nt], rtol=1e-12, atol=1e-13)
             assert f == pytest.approx(f0, rel=1e-13)
 
 
@@ -164,7 +183,7 @@ def test_plan_memory_follows_the_corpus_not_the_candidate_space():
     plan = reduction.grad_plan(corpus, space, 2, bigram=True)
     entries = len(corpus.attr) + len(corpus.battr)
     assert plan.nbytes < 64 * (entries + corpus.n_tokens) + 1024
-    assert plan.nbytes < space.n_features   # well under one byte per candidate feature
+    assert plan.nbytes < space.n_features  # well under one byte per candidate feature
 
 
 def test_plan_indexes_tokens_in_two_bytes_unless_a_block_is_longer(monkeypatch):
@@ -180,19 +199,27 @@ def test_plan_indexes_tokens_in_two_bytes_unless_a_block_is_longer(monkeypatch):
     monkeypatch.setattr(reduction, "TOK16_TOKENS", 3)
     monkeypatch.setattr(reduction, "RUN32_ENTRIES", 5)
     wide = reduction.grad_plan(corpus, space, 2, budget=300, edge_budget=300, bigram=True)
-    for a, b, nfeat, skip in ((plan.state, wide.state, np.diff(space.attr_ptr), False),
-                              (plan.bigram, wide.bigram, np.diff(space.battr_ptr), True)):
+    for a, b, nfeat, skip in (
+        (plan.state, wide.state, np.diff(space.attr_ptr), False),
+        (plan.bigram, wide.bigram, np.diff(space.battr_ptr), True),
+    ):
         assert b.tok.dtype == np.int32 and b.run_ptr.dtype == np.int64
         assert np.array_equal(a.tok, b.tok) and np.array_equal(a.run_ptr, b.run_ptr)
-        assert _plan_entries(wide, b, sp, 2, nfeat) == _entries(*((corpus.tok_ptr, corpus.attr, corpus.val) if not skip
-                                                                  else (corpus.btok_ptr, corpus.battr, corpus.bval)),
-                                                                sp, skip)
+        assert _plan_entries(wide, b, sp, 2, nfeat) == _entries(
+            *(
+                (corpus.tok_ptr, corpus.attr, corpus.val)
+                if not skip
+                else (corpus.btok_ptr, corpus.battr, corpus.bval)
+            ),
+            sp,
+            skip,
+        )
 
 
 @pytest.mark.slow
 def test_wide_token_ids_give_the_same_gradient_bits(restore_threads, monkeypatch):
-    """The 4- and 8-byte index (a block of more than 65,536 tokens) compiles the kernels for those types:
-    the same bits as the 2- and 4-byte one."""
+    """The 4- and 8-byte index (a block of more than 65,536 tokens) compiles the kernels for those
+    types: the same bits as the 2- and 4-byte one."""
     rng = np.random.default_rng(9)
     X, Y, B = _bigram_data(rng, 40, n_labels=3)
     space, corpus = build(X, Y, support="all", B=B)

@@ -1,16 +1,16 @@
-"""``crfkit tag`` with -n, --constraints, --forbid, --allowed-column, --force and --decode posterior."""
+"""``crfkit tag`` with -n, --constraints, --forbid, --allowed-column, --force and --decode
+posterior."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from conftest import run_cli as run
 from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.decode import Constraints
 from crfkit.model import CRFModel
-
-
-from conftest import run_cli as run
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,24 @@ def data(tmp_path_factory):
     synthetic.write(d / "test.txt", 15, seed=2)
     m = d / "model.crfkit"
     # few iterations: a weak model, so that unconstrained output breaks BIO now and then
-    assert cli.main(["train", str(d / "train.txt"), "-m", str(m), "--max-iterations", "3", "-q",
-                     "--support", "all", "--transitions", "all"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(d / "train.txt"),
+                "-m",
+                str(m),
+                "--max-iterations",
+                "3",
+                "-q",
+                "--support",
+                "all",
+                "--transitions",
+                "all",
+            ]
+        )
+        == 0
+    )
     return {"dir": d, "train": d / "train.txt", "test": d / "test.txt", "model": m}
 
 
@@ -49,8 +65,9 @@ def test_nbest_column_layout_matches_the_api(data, capsys):
     # a blank line after every candidate, as crf_test -n
     assert out.count("\n\n") == len(b)
     model = CRFModel.load(data["model"])
-    from crfkit.pipeline import attributes_of, tagger_from_model
     from crfkit.io.columns import read_columns_list
+    from crfkit.pipeline import attributes_of, tagger_from_model
+
     t, pad = tagger_from_model(model)
     sent = read_columns_list(str(data["test"]), has_labels=True)
     nb = model.nbest(attributes_of(sent, t, pad=pad), 3)
@@ -58,7 +75,9 @@ def test_nbest_column_layout_matches_the_api(data, capsys):
         for k in range(3):
             kk, p, rows = b[3 * i + k]
             assert [r[-1] for r in rows] == nb[i].labels[k]
-            assert [r[:3] for r in rows] == [[*c, g] for c, g in zip(sent[i].columns, sent[i].labels)]
+            assert [r[:3] for r in rows] == [
+                [*c, g] for c, g in zip(sent[i].columns, sent[i].labels)
+            ]
             assert abs(p - nb[i].probabilities[k]) < 1e-6
         # top-1 is what plain tagging gives
     rc, plain, _ = run(capsys, "tag", "-m", data["model"], data["test"])
@@ -69,6 +88,7 @@ def test_nbest_column_layout_matches_the_api(data, capsys):
 def test_bio_constraints_make_every_sentence_valid(data, capsys):
     model = CRFModel.load(data["model"])
     c = Constraints.scheme(model.labels, "bio")
+
     def sents(text):
         out, cur = [], []
         for line in text.splitlines():
@@ -80,16 +100,31 @@ def test_bio_constraints_make_every_sentence_valid(data, capsys):
                 out.append(cur)
                 cur = []
         return out
+
     rc, plain, _ = run(capsys, "tag", "-m", data["model"], data["test"])
-    rc, cons, err = run(capsys, "tag", "-m", data["model"], data["test"], "--constraints", "bio", "--eval")
+    rc, cons, err = run(
+        capsys, "tag", "-m", data["model"], data["test"], "--constraints", "bio", "--eval"
+    )
     assert rc == 0, err
     assert "accuracy" in err
     assert all(c.valid(s) for s in sents(cons))
-    rc, post, _ = run(capsys, "tag", "-m", data["model"], data["test"], "--constraints", "bio",
-                      "--decode", "posterior", "--probability")
+    rc, post, _ = run(
+        capsys,
+        "tag",
+        "-m",
+        data["model"],
+        data["test"],
+        "--constraints",
+        "bio",
+        "--decode",
+        "posterior",
+        "--probability",
+    )
     assert rc == 0
     assert post.count("# ") == 15 and all(c.valid(s) for s in sents(post))
-    rc, nb, _ = run(capsys, "tag", "-m", data["model"], data["test"], "--constraints", "bio", "-n", "4")
+    rc, nb, _ = run(
+        capsys, "tag", "-m", data["model"], data["test"], "--constraints", "bio", "-n", "4"
+    )
     assert all(c.valid([r[-1] for r in rows]) for _, _, rows in blocks(nb))
 
 
@@ -127,8 +162,9 @@ def test_allowed_column_and_forbid(data, tmp_path, capsys):
         rows.append(f"{w} B-NP|I-NP|O {pos}")
     f = tmp_path / "allowed.txt"
     f.write_text("\n".join(rows) + "\n")
-    rc, out, err = run(capsys, "tag", "-m", data["model"], f, "--allowed-column", "2",
-                       "--forbid", "O,I-NP")
+    rc, out, err = run(
+        capsys, "tag", "-m", data["model"], f, "--allowed-column", "2", "--forbid", "O,I-NP"
+    )
     assert rc == 0, err
     prev = None
     for line in out.splitlines():
@@ -141,7 +177,9 @@ def test_allowed_column_and_forbid(data, tmp_path, capsys):
         prev = parts[-1]
     rc, out, err = run(capsys, "tag", "-m", data["model"], f, "--forbid", "O,ZZ")
     assert rc == 2 and "not a label of the model" in err
-    rc, out, err = run(capsys, "tag", "-m", data["model"], data["test"], "-n", "2", "--decode", "posterior")
+    rc, out, err = run(
+        capsys, "tag", "-m", data["model"], data["test"], "-n", "2", "--decode", "posterior"
+    )
     assert rc == 2
 
 
@@ -156,11 +194,30 @@ def test_crfsuite_format_nbest_and_force(tmp_path, capsys):
         lines.append("")
     train.write_text("\n".join(lines) + "\n")
     m = tmp_path / "m.crfkit"
-    assert cli.main(["train", str(train), "-m", str(m), "--format", "crfsuite", "-q", "--max-iterations", "20"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(train),
+                "-m",
+                str(m),
+                "--format",
+                "crfsuite",
+                "-q",
+                "--max-iterations",
+                "20",
+            ]
+        )
+        == 0
+    )
     rc, out, err = run(capsys, "tag", "-m", m, "--format", "crfsuite", train, "-n", "2", "-r")
     assert rc == 0, err
     heads = [line for line in out.splitlines() if line.startswith("@nbest")]
-    assert len(heads) == 80 and heads[0].startswith("@nbest\t0\t") and heads[1].startswith("@nbest\t1\t")
+    assert (
+        len(heads) == 80
+        and heads[0].startswith("@nbest\t0\t")
+        and heads[1].startswith("@nbest\t1\t")
+    )
     forced = tmp_path / "forced.crfsuite"
     forced.write_text("B\tw=A\n?\tw=A\n\n")
     rc, out, err = run(capsys, "tag", "-m", m, "--format", "crfsuite", forced, "--force")
@@ -204,7 +261,10 @@ def test_tag_eval_reports_accuracy_for_non_chunk_labels(tmp_path, capsys):
     tpl = tmp_path / "tpl"
     tpl.write_text("U00:%x[0,0]\nB\n")
     m = tmp_path / "pos.crfkit"
-    assert cli.main(["train", str(f), "-m", str(m), "-t", str(tpl), "-q", "--max-iterations", "20"]) == 0
+    assert (
+        cli.main(["train", str(f), "-m", str(m), "-t", str(tpl), "-q", "--max-iterations", "20"])
+        == 0
+    )
     rc, out, err = run(capsys, "tag", "-m", m, f, "--eval")
     assert rc == 0 and "accuracy: 100.00% of 90 tokens" in err and "phrases" not in err
     rc, out, err = run(capsys, "tag", "-m", m, f, "--eval", "--raw")

@@ -1,7 +1,8 @@
-"""``crfkit tag`` batch by batch (``crfkit.tagging``): the output does not depend on the batch size, it
-streams while its input is still open, and an output file is written whole or not at all (an input
-error half-way leaves none; a symbolic link and the file's mode are kept).  Data are generated
+"""``crfkit tag`` batch by batch (``crfkit.tagging``): the output does not depend on the batch size,
+it streams while its input is still open, and an output file is written whole or not at all (an
+input error half-way leaves none; a symbolic link and the file's mode are kept).  Data are generated
 (``crfkit.datasets.synthetic``)."""
+
 from __future__ import annotations
 
 import os
@@ -12,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import crfkit_cmd, stream_corpus, stream_model
+from conftest import crfkit_env as _env
+from conftest import run_cli as run
 from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.io.columns import read_columns_list
 from crfkit.io.crfsuite import write_crfsuite
-
-from conftest import crfkit_cmd, stream_corpus, stream_model
-from conftest import crfkit_env as _env
-from conftest import run_cli as run
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +33,13 @@ def model(data) -> Path:
 
 
 OPTION_SETS = [
-    [], ["--marginals"], ["--all-marginals"], ["--probability"],
-    ["--marginals", "--probability", "--all-marginals"], ["--eval"], ["--eval", "--marginals"],
+    [],
+    ["--marginals"],
+    ["--all-marginals"],
+    ["--probability"],
+    ["--marginals", "--probability", "--all-marginals"],
+    ["--eval"],
+    ["--eval", "--marginals"],
     ["--labels"],
 ]
 
@@ -43,7 +48,9 @@ OPTION_SETS = [
 def test_tag_output_does_not_depend_on_the_batch_size(data, model, capsys, opts):
     """The whole input as one batch is what tagging computed before batching; every
     batch size gives the same bytes (and the same --eval report)."""
-    rc, want_out, want_err = run(capsys, "tag", "-m", model, data["test"], *opts, "--batch-tokens", 10 ** 9)
+    rc, want_out, want_err = run(
+        capsys, "tag", "-m", model, data["test"], *opts, "--batch-tokens", 10**9
+    )
     assert rc == 0, want_err
     for bt in (1, 7, 100):
         rc, out, err = run(capsys, "tag", "-m", model, data["test"], *opts, "--batch-tokens", bt)
@@ -53,14 +60,29 @@ def test_tag_output_does_not_depend_on_the_batch_size(data, model, capsys, opts)
 
 def test_tag_without_gold_labels_does_not_depend_on_the_batch_size(data, model, tmp_path, capsys):
     nogold = tmp_path / "nogold.txt"
-    nogold.write_text("".join((" ".join(line.split()[:-1]) + "\n") if line.strip() else "\n"
-                              for line in data["test"].read_text().splitlines(keepends=True)))
-    rc, want, err = run(capsys, "tag", "-m", model, nogold, "--all-marginals", "--probability",
-                        "--batch-tokens", 10 ** 9)
+    nogold.write_text(
+        "".join(
+            (" ".join(line.split()[:-1]) + "\n") if line.strip() else "\n"
+            for line in data["test"].read_text().splitlines(keepends=True)
+        )
+    )
+    rc, want, err = run(
+        capsys,
+        "tag",
+        "-m",
+        model,
+        nogold,
+        "--all-marginals",
+        "--probability",
+        "--batch-tokens",
+        10**9,
+    )
     assert rc == 0, err
-    rc, out, err = run(capsys, "tag", "-m", model, nogold, "--all-marginals", "--probability", "--batch-tokens", 5)
+    rc, out, err = run(
+        capsys, "tag", "-m", model, nogold, "--all-marginals", "--probability", "--batch-tokens", 5
+    )
     assert rc == 0 and out == want
-    rc, want, err = run(capsys, "tag", "-m", model, nogold, "--no-labels", "--batch-tokens", 10 ** 9)
+    rc, want, err = run(capsys, "tag", "-m", model, nogold, "--no-labels", "--batch-tokens", 10**9)
     rc, out, err = run(capsys, "tag", "-m", model, nogold, "--no-labels", "--batch-tokens", 3)
     assert rc == 0 and out == want
     rc, out, err = run(capsys, "tag", "-m", model, nogold, "--eval", "--batch-tokens", 5)
@@ -76,8 +98,22 @@ def attr_data(tmp_path_factory) -> dict:
     write_crfsuite(X[:50], d / "train.txt", Y[:50])
     write_crfsuite(X[50:], d / "test.txt", Y[50:])
     m = d / "m.crfkit"
-    assert cli.main(["train", str(d / "train.txt"), "-m", str(m), "-f", "crfsuite", "--max-iterations", "10",
-                     "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(d / "train.txt"),
+                "-m",
+                str(m),
+                "-f",
+                "crfsuite",
+                "--max-iterations",
+                "10",
+                "-q",
+            ]
+        )
+        == 0
+    )
     return {"test": d / "test.txt", "model": m}
 
 
@@ -86,12 +122,21 @@ def _synthetic(d: Path) -> Path:
     return d / "src.txt"
 
 
-@pytest.mark.parametrize("opts", [[], ["-r"], ["--marginals"], ["--all-marginals"], ["--probability"],
-                                  ["-r", "--marginals", "--probability", "--all-marginals", "--eval"]],
-                         ids=lambda o: " ".join(o) or "plain")
+@pytest.mark.parametrize(
+    "opts",
+    [
+        [],
+        ["-r"],
+        ["--marginals"],
+        ["--all-marginals"],
+        ["--probability"],
+        ["-r", "--marginals", "--probability", "--all-marginals", "--eval"],
+    ],
+    ids=lambda o: " ".join(o) or "plain",
+)
 def test_crfsuite_tag_output_does_not_depend_on_the_batch_size(attr_data, capsys, opts):
     args = ("tag", "-m", attr_data["model"], "-f", "crfsuite", attr_data["test"], *opts)
-    rc, want_out, want_err = run(capsys, *args, "--batch-tokens", 10 ** 9)
+    rc, want_out, want_err = run(capsys, *args, "--batch-tokens", 10**9)
     assert rc == 0, want_err
     for bt in (1, 13):
         rc, out, err = run(capsys, *args, "--batch-tokens", bt)
@@ -106,8 +151,13 @@ def test_tag_streams_while_its_input_is_still_open(data, model, tmp_path):
     reps = 30_000 // sum(len(s) for s in read_columns_list(data["test"])) + 1  # > one default batch
     big = tmp_path / "big.txt"
     big.write_bytes(one * reps)
-    p = subprocess.Popen(crfkit_cmd("tag", "-m", model), stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    p = subprocess.Popen(
+        crfkit_cmd("tag", "-m", model),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
     seen = threading.Event()
 
     def feed():  # in a thread: the child's output must be read while it reads its input
@@ -131,7 +181,9 @@ def test_tag_streams_while_its_input_is_still_open(data, model, tmp_path):
     rest = p.stdout.read()
     t.join(60)
     assert p.wait(60) == 0, p.stderr.read()
-    ref = subprocess.run(crfkit_cmd("tag", "-m", model, big), env=_env(), capture_output=True, timeout=300)
+    ref = subprocess.run(
+        crfkit_cmd("tag", "-m", model, big), env=_env(), capture_output=True, timeout=300
+    )
     assert first + rest == ref.stdout
 
 
@@ -150,7 +202,9 @@ def test_an_input_error_half_way_leaves_no_output_file(data, model, tmp_path, ca
     assert sorted(os.listdir(tmp_path)) == ["bad.txt", "out.txt"]
 
 
-def test_tag_output_file_through_a_symlink_keeps_the_link_and_the_mode(data, model, tmp_path, capsys):
+def test_tag_output_file_through_a_symlink_keeps_the_link_and_the_mode(
+    data, model, tmp_path, capsys
+):
     real = tmp_path / "real.txt"
     real.write_text("old\n")
     real.chmod(0o640)

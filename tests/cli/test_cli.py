@@ -1,11 +1,12 @@
 """The command line, run in-process through ``crfkit.cli.main``."""
+
 from __future__ import annotations
 
 import gzip
-import json
-import re
 import io
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import run_cli as run
 from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.metrics import conlleval, conlleval_lines
 from crfkit.model import CRFModel
 from crfkit.pipeline import tag_columns
-
-
-from conftest import run_cli as run
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +43,25 @@ def test_train_prints_progress_and_summary(data, tmp_path, capsys):
     tr = tmp_path / "trace.jsonl"
     tpl = tmp_path / "template.txt"
     tpl.write_text("# words and POS\nU00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\nU02:%x[0,1]\n\nB\n")
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "-t", tpl, "--c2", "0.5",
-                       "--max-iterations", "4", "--trace", tr, "--dev", data["test"], "--threads", "1")
+    rc, out, err = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        m,
+        "-t",
+        tpl,
+        "--c2",
+        "0.5",
+        "--max-iterations",
+        "4",
+        "--trace",
+        tr,
+        "--dev",
+        data["test"],
+        "--threads",
+        "1",
+    )
     assert rc == 0, err
     assert "iter    1" in err and "dev F1" in err
     assert "model:" in out and "features:" in out and "4 iterations" in out and "objective" in out
@@ -59,8 +75,23 @@ def test_train_prints_progress_and_summary(data, tmp_path, capsys):
 
 def test_quiet_train_and_regularisation_conventions(data, tmp_path, capsys):
     m = tmp_path / "m.crfkit"
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--rho2", "3", "--max-iterations", "2", "-q",
-                       "--no-pad", "--support", "all", "--transitions", "all")
+    rc, out, err = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        m,
+        "--rho2",
+        "3",
+        "--max-iterations",
+        "2",
+        "-q",
+        "--no-pad",
+        "--support",
+        "all",
+        "--transitions",
+        "all",
+    )
     assert rc == 0 and err == ""
     meta = CRFModel.load(m).meta
     assert meta["l2"] == pytest.approx(3 / 60)
@@ -127,7 +158,11 @@ def test_tag_marginals_and_probability(data, model, capsys):
 def test_tag_explicit_no_labels_on_labelled_file_is_an_error(data, model, capsys):
     rc, out, err = run(capsys, "tag", "-m", model, data["test"], "--no-labels")
     assert rc == 2
-    assert err.startswith("crfkit: error: ") and "observation columns" in err and "Traceback" not in err
+    assert (
+        err.startswith("crfkit: error: ")
+        and "observation columns" in err
+        and "Traceback" not in err
+    )
 
 
 def test_tag_eval_without_gold_is_an_error(data, model, tmp_path, capsys):
@@ -155,15 +190,18 @@ def test_missing_files_are_named(data, model, tmp_path, capsys):
     assert rc == 2 and "does not exist" in err
 
 
-@pytest.mark.parametrize("args,message", [
-    (["-a", "saga", "-p", "step=c"], "saga: step must be 'a' or 'b'"),
-    (["-a", "sag-nus*", "-p", "store=float16"], "store must be 'float32' or 'float64'"),
-    (["-a", "sag", "-p", "bogus=1"], "unexpected keyword argument 'bogus'"),
-    (["-a", "sgd-l1", "--c1", "1", "-p", "eta0=-1"], "eta0 must be a positive number"),
-    (["-a", "sg", "-p", "eta=0"], "eta must be > 0"),
-    (["-a", "bcd", "--c1", "1", "-p", "order=sideways"], "unknown order"),
-    (["-a", "lbfgs", "-p", "eta=1"], "takes no optimizer parameters"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-a", "saga", "-p", "step=c"], "saga: step must be 'a' or 'b'"),
+        (["-a", "sag-nus*", "-p", "store=float16"], "store must be 'float32' or 'float64'"),
+        (["-a", "sag", "-p", "bogus=1"], "unexpected keyword argument 'bogus'"),
+        (["-a", "sgd-l1", "--c1", "1", "-p", "eta0=-1"], "eta0 must be a positive number"),
+        (["-a", "sg", "-p", "eta=0"], "eta must be > 0"),
+        (["-a", "bcd", "--c1", "1", "-p", "order=sideways"], "unknown order"),
+        (["-a", "lbfgs", "-p", "eta=1"], "takes no optimizer parameters"),
+    ],
+)
 def test_bad_optimizer_parameters_are_errors_not_tracebacks(data, tmp_path, capsys, args, message):
     m = tmp_path / "m.crfkit"
     rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "1", *args)
@@ -263,6 +301,7 @@ def test_interrupt_before_the_optimizer_writes_nothing(data, tmp_path, capsys, m
 
 def test_model_trained_from_attribute_lists_cannot_tag(tmp_path, data, capsys):
     from crfkit.train import train
+
     m = tmp_path / "attr.crfkit"
     train([[["a"], ["b"]]], [["X", "Y"]], max_iterations=2).model.save(m)
     rc, out, err = run(capsys, "tag", "-m", m, data["test"])
@@ -273,8 +312,20 @@ def test_model_trained_from_attribute_lists_cannot_tag(tmp_path, data, capsys):
 
 def test_demo_falls_back_to_synthetic(tmp_path, capsys):
     out_dir = tmp_path / "runs"
-    rc, out, err = run(capsys, "demo", "--data-dir", tmp_path / "empty", "--out", out_dir,
-                       "--max-iterations", "3", "--synthetic-sentences", "40", "--threads", "1")
+    rc, out, err = run(
+        capsys,
+        "demo",
+        "--data-dir",
+        tmp_path / "empty",
+        "--out",
+        out_dir,
+        "--max-iterations",
+        "3",
+        "--synthetic-sentences",
+        "40",
+        "--threads",
+        "1",
+    )
     assert rc == 0, err
     lines = out.strip().splitlines()
     assert "SYNTHETIC" in lines[0] and "NOT found" in lines[0]
@@ -292,8 +343,16 @@ def test_demo_uses_conll2000_when_present(tmp_path, capsys):
     d = tmp_path / "data" / "conll2000"
     synthetic.write(d / "train.txt.gz", 30, seed=5)
     synthetic.write(d / "test.txt.gz", 10, seed=6)
-    rc, out, err = run(capsys, "demo", "--data-dir", tmp_path / "data", "--out", tmp_path / "runs",
-                       "--max-iterations", "2")
+    rc, out, err = run(
+        capsys,
+        "demo",
+        "--data-dir",
+        tmp_path / "data",
+        "--out",
+        tmp_path / "runs",
+        "--max-iterations",
+        "2",
+    )
     assert rc == 0, err
     lines = out.strip().splitlines()
     assert "CoNLL-2000" in lines[0] and "SYNTHETIC" not in lines[0]
@@ -302,13 +361,17 @@ def test_demo_uses_conll2000_when_present(tmp_path, capsys):
 
 
 def test_python_dash_m_help():
-    r = subprocess.run([sys.executable, "-m", "crfkit", "--help"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "crfkit", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0
     for cmd in ("train", "tag", "eval", "info", "demo"):
         assert cmd in r.stdout
 
 
-# --------------------------------------------------------------------------- progress bars, tag options
+# --------------------------------------------------------------------------- progress bars, tag
+# options
+
 
 class _TTY(io.StringIO):
     def isatty(self):
@@ -324,22 +387,55 @@ def _train_on_a_terminal(monkeypatch, *argv) -> tuple[int, str]:
     return rc, err.getvalue()
 
 
-def test_train_on_a_terminal_draws_bars_instead_of_iteration_lines(data, tmp_path, monkeypatch, capsys):
-    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
-                                   "--max-iterations", "5", "--threads", "1")
+def test_train_on_a_terminal_draws_bars_instead_of_iteration_lines(
+    data, tmp_path, monkeypatch, capsys
+):
+    rc, err = _train_on_a_terminal(
+        monkeypatch,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "m.crfkit",
+        "--max-iterations",
+        "5",
+        "--threads",
+        "1",
+    )
     assert rc == 0, err
-    assert "\r" in err and "features: 60/60" in err and "training: 5/5 (100%)" in err and "obj " in err
+    assert (
+        "\r" in err and "features: 60/60" in err and "training: 5/5 (100%)" in err and "obj " in err
+    )
     assert "iter    1" not in err  # the bar replaces them
     assert "crfkit lbfgs: 60 sequences" in err  # other log lines stay
     assert "model:" in capsys.readouterr().out
 
 
-def test_train_on_a_terminal_verbose_keeps_iteration_lines_quiet_silences_all(data, tmp_path, monkeypatch):
-    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
-                                   "--max-iterations", "3", "-v", "--threads", "1")
+def test_train_on_a_terminal_verbose_keeps_iteration_lines_quiet_silences_all(
+    data, tmp_path, monkeypatch
+):
+    rc, err = _train_on_a_terminal(
+        monkeypatch,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "m.crfkit",
+        "--max-iterations",
+        "3",
+        "-v",
+        "--threads",
+        "1",
+    )
     assert rc == 0 and "iter    3" in err and "training: 3/3" in err
-    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
-                                   "--max-iterations", "3", "-q")
+    rc, err = _train_on_a_terminal(
+        monkeypatch,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "m.crfkit",
+        "--max-iterations",
+        "3",
+        "-q",
+    )
     assert rc == 0 and err == ""
 
 
@@ -347,10 +443,24 @@ def test_train_bars_stay_off_under_ci_and_without_iteration_limit(data, tmp_path
     monkeypatch.setenv("CI", "1")
     err = _TTY()
     monkeypatch.setattr(sys, "stderr", err)
-    assert cli.main(["train", str(data["train"]), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2"]) == 0
+    assert (
+        cli.main(
+            ["train", str(data["train"]), "-m", str(tmp_path / "m.crfkit"), "--max-iterations", "2"]
+        )
+        == 0
+    )
     assert "\r" not in err.getvalue() and "iter    2" in err.getvalue()
-    rc, err = _train_on_a_terminal(monkeypatch, "train", data["train"], "-m", tmp_path / "m.crfkit",
-                                   "--epsilon", "1e-2", "--threads", "1")
+    rc, err = _train_on_a_terminal(
+        monkeypatch,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "m.crfkit",
+        "--epsilon",
+        "1e-2",
+        "--threads",
+        "1",
+    )
     assert rc == 0 and "training: " in err and "/" not in err.split("training: ")[-1].split()[0]
 
 
@@ -363,7 +473,9 @@ def _parse_all_marginals(fields: list[str], sep: str, labels: list[str]) -> dict
 def test_tag_all_marginals_columns(data, model, capsys):
     m = CRFModel.load(model)
     labels = list(m.labels)
-    rc, out, err = run(capsys, "tag", "-m", model, data["test"], "--all-marginals", "--marginals", "--probability")
+    rc, out, err = run(
+        capsys, "tag", "-m", model, data["test"], "--all-marginals", "--marginals", "--probability"
+    )
     assert rc == 0, err
     res = tag_columns(m, data["test"], all_marginals=True)
     assert res.label_names == labels and len(res.all_marginals) == 20
@@ -401,61 +513,137 @@ def crfsuite_data(data, tmp_path_factory) -> dict:
     from crfkit.features.templates import default_chunking_templates
     from crfkit.io.crfsuite import write_crfsuite
     from crfkit.pipeline import attributes_of
+
     d = tmp_path_factory.mktemp("cli_crfsuite")
     for name, n, seed in (("train", 60, 1), ("test", 10, 2)):
         sents = synthetic.generate(n, seed)
-        write_crfsuite(attributes_of(sents, default_chunking_templates()), d / f"{name}.txt",
-                       [s.labels for s in sents])
+        write_crfsuite(
+            attributes_of(sents, default_chunking_templates()),
+            d / f"{name}.txt",
+            [s.labels for s in sents],
+        )
     path = d / "model.crfkit"
-    assert cli.main(["train", str(d / "train.txt"), "-m", str(path), "--format", "crfsuite",
-                     "--max-iterations", "10", "-q", "--threads", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(d / "train.txt"),
+                "-m",
+                str(path),
+                "--format",
+                "crfsuite",
+                "--max-iterations",
+                "10",
+                "-q",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     return {"train": d / "train.txt", "test": d / "test.txt", "model": path}
 
 
 def test_tag_crfsuite_all_marginals(crfsuite_data, capsys):
     labels = list(CRFModel.load(crfsuite_data["model"]).labels)
-    rc, out, err = run(capsys, "tag", "-m", crfsuite_data["model"], "--format", "crfsuite",
-                       crfsuite_data["test"], "--all-marginals", "--marginals", "-r")
+    rc, out, err = run(
+        capsys,
+        "tag",
+        "-m",
+        crfsuite_data["model"],
+        "--format",
+        "crfsuite",
+        crfsuite_data["test"],
+        "--all-marginals",
+        "--marginals",
+        "-r",
+    )
     assert rc == 0, err
     rows = [line.split("\t") for line in out.splitlines() if line]
     assert rows and all(len(r) == 2 + len(labels) for r in rows)
     for gold, pred_p, *rest in rows:
         pred, p = pred_p.rsplit(":", 1)
         probs = _parse_all_marginals(rest, ":", labels)
-        assert probs[pred] == pytest.approx(float(p), abs=1e-6) == pytest.approx(max(probs.values()), abs=0.5)
+        assert (
+            probs[pred]
+            == pytest.approx(float(p), abs=1e-6)
+            == pytest.approx(max(probs.values()), abs=0.5)
+        )
         assert sum(probs.values()) == pytest.approx(1.0, abs=1e-5)
 
 
 def _pipe(args: list, stdin: bytes) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crfkit", *map(str, args)], input=stdin,
-                          capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "crfkit", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def test_tag_reads_standard_input_in_a_subprocess(data, model, crfsuite_data):
     text = gzip.decompress(data["test"].read_bytes())
-    want = subprocess.run([sys.executable, "-m", "crfkit", "tag", "-m", str(model), str(data["test"]),
-                           "--probability"], capture_output=True, timeout=120)
+    want = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crfkit",
+            "tag",
+            "-m",
+            str(model),
+            str(data["test"]),
+            "--probability",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert want.returncode == 0, want.stderr
     for args in (["tag", "-m", model, "--probability"], ["tag", "-m", model, "-", "--probability"]):
         r = _pipe(args, text)
         assert r.returncode == 0, r.stderr
         assert r.stdout == want.stdout
     att = crfsuite_data["test"].read_bytes()
-    ref = _pipe(["tag", "-m", crfsuite_data["model"], "--format", "crfsuite", crfsuite_data["test"], "--probability"], b"")
+    ref = _pipe(
+        [
+            "tag",
+            "-m",
+            crfsuite_data["model"],
+            "--format",
+            "crfsuite",
+            crfsuite_data["test"],
+            "--probability",
+        ],
+        b"",
+    )
     assert ref.returncode == 0, ref.stderr
     assert ref.stdout.startswith(b"@probability\t")
-    for args in (["tag", "-m", crfsuite_data["model"], "--format", "crfsuite", "--probability"],
-                 ["tag", "-m", crfsuite_data["model"], "--format", "auto", "-", "--probability"]):
+    for args in (
+        ["tag", "-m", crfsuite_data["model"], "--format", "crfsuite", "--probability"],
+        ["tag", "-m", crfsuite_data["model"], "--format", "auto", "-", "--probability"],
+    ):
         r = _pipe(args, att)
         assert r.returncode == 0, r.stderr
         assert r.stdout == ref.stdout
 
 
 def test_train_crfsuite_format_on_a_terminal_draws_bars(crfsuite_data, tmp_path, monkeypatch):
-    rc, err = _train_on_a_terminal(monkeypatch, "train", crfsuite_data["train"], "-m", tmp_path / "m.crfkit",
-                                   "--format", "crfsuite", "--max-iterations", "3", "--threads", "1")
+    rc, err = _train_on_a_terminal(
+        monkeypatch,
+        "train",
+        crfsuite_data["train"],
+        "-m",
+        tmp_path / "m.crfkit",
+        "--format",
+        "crfsuite",
+        "--max-iterations",
+        "3",
+        "--threads",
+        "1",
+    )
     assert rc == 0, err
-    assert "reading " in err and ": 60 " in err and "training: 3/3" in err and "iter    1" not in err
+    assert (
+        "reading " in err and ": 60 " in err and "training: 3/3" in err and "iter    1" not in err
+    )
 
 
 def test_checkpoint_and_resume_give_the_uninterrupted_model(data, tmp_path, capsys):
@@ -464,27 +652,64 @@ def test_checkpoint_and_resume_give_the_uninterrupted_model(data, tmp_path, caps
     rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "straight.crfkit", *common)
     assert rc == 0
     ck = tmp_path / "run.ckpt"
-    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "part.crfkit", "--threads", "1",
-                   "--max-iterations", "5", "-q", "--checkpoint", ck)
+    rc, _, _ = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "part.crfkit",
+        "--threads",
+        "1",
+        "--max-iterations",
+        "5",
+        "-q",
+        "--checkpoint",
+        ck,
+    )
     assert rc == 0 and ck.exists()
-    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "resumed.crfkit", *common, "--resume", ck)
+    rc, _, _ = run(
+        capsys, "train", data["train"], "-m", tmp_path / "resumed.crfkit", *common, "--resume", ck
+    )
     assert rc == 0
     a = CRFModel.load(tmp_path / "straight.crfkit")
     b = CRFModel.load(tmp_path / "resumed.crfkit")
     assert a.space.attributes == b.space.attributes
     np.testing.assert_array_equal(a.weights, b.weights)
     # a checkpoint of other data is refused with a clear error
-    rc, _, err = run(capsys, "train", data["test"], "-m", tmp_path / "x.crfkit",
-                     *common, "--resume", ck)
+    rc, _, err = run(
+        capsys, "train", data["test"], "-m", tmp_path / "x.crfkit", *common, "--resume", ck
+    )
     assert rc == 2 and "checkpoint" in err.lower()
 
 
 def test_init_model_warm_start(data, tmp_path, capsys):
-    rc, _, _ = run(capsys, "train", data["train"], "-m", tmp_path / "a.crfkit", "--threads", "1", "-q",
-                   "--trace", tmp_path / "a.jsonl")
+    rc, _, _ = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "a.crfkit",
+        "--threads",
+        "1",
+        "-q",
+        "--trace",
+        tmp_path / "a.jsonl",
+    )
     assert rc == 0
-    rc, out, _ = run(capsys, "train", data["train"], "-m", tmp_path / "b.crfkit", "--threads", "1", "-q",
-                     "--init-model", tmp_path / "a.crfkit", "--trace", tmp_path / "b.jsonl")
+    rc, out, _ = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "b.crfkit",
+        "--threads",
+        "1",
+        "-q",
+        "--init-model",
+        tmp_path / "a.crfkit",
+        "--trace",
+        tmp_path / "b.jsonl",
+    )
     assert rc == 0
     a = [json.loads(line) for line in open(tmp_path / "a.jsonl")]
     b = [json.loads(line) for line in open(tmp_path / "b.jsonl")]
@@ -492,8 +717,17 @@ def test_init_model_warm_start(data, tmp_path, capsys):
     # iterations of history before it can stop, so the iteration count says little)
     assert b[0]["objective"] <= a[-1]["objective"] * (1 + 1e-9)
     assert a[0]["objective"] > a[-1]["objective"] * 1.01
-    rc, _, err = run(capsys, "train", data["train"], "-m", tmp_path / "c.crfkit", "--init-model",
-                     tmp_path / "a.crfkit", "--resume", tmp_path / "none.ckpt")
+    rc, _, err = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        tmp_path / "c.crfkit",
+        "--init-model",
+        tmp_path / "a.crfkit",
+        "--resume",
+        tmp_path / "none.ckpt",
+    )
     assert rc == 2 and "exclude" in err
 
 
@@ -518,9 +752,24 @@ def test_unseen_gold_labels_are_tagged_and_reported(data, model, tmp_path, capsy
 
 def test_train_lbfgs_history_option(data, tmp_path):
     from crfkit.model import CRFModel
+
     m = tmp_path / "m32.crfkit"
-    assert cli.main(["train", str(data["train"]), "-m", str(m), "--max-iterations", "5", "-q",
-                     "--lbfgs-history", "float32"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(data["train"]),
+                "-m",
+                str(m),
+                "--max-iterations",
+                "5",
+                "-q",
+                "--lbfgs-history",
+                "float32",
+            ]
+        )
+        == 0
+    )
     assert CRFModel.load(m).meta["lbfgs_history"] == "float32"
     m = tmp_path / "m64.crfkit"
     assert cli.main(["train", str(data["train"]), "-m", str(m), "--max-iterations", "5", "-q"]) == 0
@@ -528,24 +777,48 @@ def test_train_lbfgs_history_option(data, tmp_path):
 
 
 def test_sgd_l1_without_c1_says_it_trains_l2_only(chunker, tmp_path, capsys):
-    rc, out, err = run(capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-a", "sgd-l1",
-                       "--max-iterations", "1")
+    rc, out, err = run(
+        capsys,
+        "train",
+        chunker["dir"] / "train.txt",
+        "-m",
+        tmp_path / "m.crfkit",
+        "-a",
+        "sgd-l1",
+        "--max-iterations",
+        "1",
+    )
     assert rc == 0 and "without --c1" in err and "L2" in err
-    rc, out, err = run(capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-a", "sgd-l1",
-                       "--max-iterations", "1", "--c1", "0.1")
+    rc, out, err = run(
+        capsys,
+        "train",
+        chunker["dir"] / "train.txt",
+        "-m",
+        tmp_path / "m.crfkit",
+        "-a",
+        "sgd-l1",
+        "--max-iterations",
+        "1",
+        "--c1",
+        "0.1",
+    )
     assert "without --c1" not in err
 
 
 def test_interrupt_message_is_not_an_error(chunker, tmp_path, capsys, monkeypatch):
     import crfkit.pipeline as pl
+
     real = pl.train_columns
 
     def interrupted(*a, **kw):
         res = real(*a, **{**kw, "max_iterations": 2})
         res.status = "interrupted"
         return res
+
     monkeypatch.setattr(pl, "train_columns", interrupted)
-    rc, out, err = run(capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-q")
+    rc, out, err = run(
+        capsys, "train", chunker["dir"] / "train.txt", "-m", tmp_path / "m.crfkit", "-q"
+    )
     assert rc == 130
     assert "error" not in err and "was saved to" in err and "interrupted" in err
     assert CRFModel.load(tmp_path / "m.crfkit").n_active > 0

@@ -1,4 +1,5 @@
 """``crfkit dump`` and ``crfkit prune``: round trips against the model's own feature tables."""
+
 from __future__ import annotations
 
 import json
@@ -6,13 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from crfkit import cli
-from crfkit.datasets import synthetic
-from crfkit.cli.info import prune
-from crfkit.model import CRFModel
-
-
 from conftest import run_cli as run
+from crfkit import cli
+from crfkit.cli.info import prune
+from crfkit.datasets import synthetic
+from crfkit.model import CRFModel
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +20,22 @@ def data(tmp_path_factory):
     synthetic.write(d / "train.txt", 50, seed=3)
     synthetic.write(d / "test.txt", 10, seed=4)
     m = d / "m.crfkit"
-    assert cli.main(["train", str(d / "train.txt"), "-m", str(m), "--max-iterations", "15", "-q",
-                     "--c1", "0.05"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(d / "train.txt"),
+                "-m",
+                str(m),
+                "--max-iterations",
+                "15",
+                "-q",
+                "--c1",
+                "0.05",
+            ]
+        )
+        == 0
+    )
     return {"dir": d, "model": m, "test": d / "test.txt"}
 
 
@@ -32,7 +45,7 @@ def parse_text(text):
         if line.startswith("# "):
             continue
         if line.startswith("["):
-            sec = line[1:line.index("]")]
+            sec = line[1 : line.index("]")]
             continue
         f = line.split("\t")
         if sec == "labels":
@@ -68,8 +81,20 @@ def test_dump_filters_sorts_and_top(data, capsys):
     rows = parse_text(out)["state"]
     want = sorted(sf.items(), key=lambda kv: -abs(kv[1]))[:7]
     assert list(rows) == [k for k, _ in want]
-    rc, out, _ = run(capsys, "dump", "-m", data["model"], "--attribute", "^U00:", "--sort", "weight",
-                     "--label", "^B-NP$", "--section", "state")
+    rc, out, _ = run(
+        capsys,
+        "dump",
+        "-m",
+        data["model"],
+        "--attribute",
+        "^U00:",
+        "--sort",
+        "weight",
+        "--label",
+        "^B-NP$",
+        "--section",
+        "state",
+    )
     rows = parse_text(out)["state"]
     want = {k: v for k, v in sf.items() if k[0].startswith("U00:") and k[1] == "B-NP"}
     assert set(rows) == set(want) and len(rows) > 0
@@ -83,7 +108,7 @@ def test_dump_filters_sorts_and_top(data, capsys):
 
 def test_prune_threshold_and_top(data, tmp_path, capsys):
     model = CRFModel.load(data["model"])
-    ws = model.weights[:model.space.n_state]
+    ws = model.weights[: model.space.n_state]
     thr = float(np.quantile(np.abs(ws[ws != 0]), 0.5))
     out = tmp_path / "p.crfkit"
     rc, text, err = run(capsys, "prune", "-m", data["model"], "-o", out, "--threshold", thr)
@@ -91,21 +116,30 @@ def test_prune_threshold_and_top(data, tmp_path, capsys):
     assert "dropped" in text
     small = CRFModel.load(out)
     assert all(abs(v) >= thr for v in small.state_features().values())
-    assert small.state_features() == {k: v for k, v in model.state_features().items() if abs(v) >= thr}
-    assert small.transition_features() == {k: v for k, v in model.transition_features().items() if v != 0}
+    assert small.state_features() == {
+        k: v for k, v in model.state_features().items() if abs(v) >= thr
+    }
+    assert small.transition_features() == {
+        k: v for k, v in model.transition_features().items() if v != 0
+    }
     # it tags as the original with the small weights set to 0
-    ref = CRFModel(model.space, np.where((np.arange(len(model.weights)) < model.space.n_state)
-                                         & (np.abs(model.weights) < thr), 0.0, model.weights))
-    X = [[[a for a in x] for x in seq] for seq in
-         [[["U00:the", "U12:DT"], ["U00:cat", "U12:NN"]]]]
+    ref = CRFModel(
+        model.space,
+        np.where(
+            (np.arange(len(model.weights)) < model.space.n_state) & (np.abs(model.weights) < thr),
+            0.0,
+            model.weights,
+        ),
+    )
+    X = [[[a for a in x] for x in seq] for seq in [[["U00:the", "U12:DT"], ["U00:cat", "U12:NN"]]]]
     assert small.tag(X) == ref.tag(X)
     rc, _, err = run(capsys, "tag", "-m", out, data["test"])
     assert rc == 0, err
     new, dropped = prune(model, top=5)
-    assert np.count_nonzero(new.weights[:new.space.n_state]) == 5
+    assert np.count_nonzero(new.weights[: new.space.n_state]) == 5
     top5 = sorted(model.state_features().items(), key=lambda kv: -abs(kv[1]))[:5]
     assert new.state_features() == dict(top5)
-    with pytest.raises(SystemExit):       # one of --threshold / --top is required (argparse)
+    with pytest.raises(SystemExit):  # one of --threshold / --top is required (argparse)
         cli.main(["prune", "-m", str(data["model"]), "-o", str(out)])
     X2 = [[["U00:the", "U12:DT"]]]
     assert prune(model, threshold=0.0)[0].tag(X2) == model.tag(X2)

@@ -1,5 +1,6 @@
 """Signals to the command line: SIGTERM while ``crfkit tag`` writes a file leaves no temporary file;
 Ctrl-C during start-up (console script or ``python -m crfkit``) exits 130 without a traceback."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import crfkit
-
 from conftest import crfkit_cmd, stream_corpus, stream_model
 from conftest import crfkit_env as _env
 
@@ -32,8 +32,13 @@ def model(data) -> Path:
 
 def test_sigterm_during_tag_to_a_file_leaves_no_temporary_file(data, model, tmp_path):
     out = tmp_path / "out.txt"
-    p = subprocess.Popen(crfkit_cmd("tag", "-m", model, "-o", out, "--batch-tokens", 5), stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    p = subprocess.Popen(
+        crfkit_cmd("tag", "-m", model, "-o", out, "--batch-tokens", 5),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
     try:
         p.stdin.write(data["test"].read_bytes())  # the input stays open: tag waits for more
         p.stdin.flush()
@@ -62,10 +67,17 @@ def test_ctrl_c_during_start_up_exits_130_quietly(model, delay):
     """SIGINT while the console-script target imports crfkit, numpy and numba (or
     later, while it waits for input): exit status 130, no traceback."""
     mod, fn = _entry_point()
-    code = (f"import sys; sys.argv = ['crfkit', 'tag', '-m', {str(model)!r}]; print('go', flush=True); "
-            f"from {mod} import {fn}; sys.exit({fn}())")
-    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=_env())
+    code = (
+        f"import sys; sys.argv = ['crfkit', 'tag', '-m', {str(model)!r}]; print('go', flush=True); "
+        f"from {mod} import {fn}; sys.exit({fn}())"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
     assert p.stdout.readline() == b"go\n"
     time.sleep(delay)
     p.send_signal(signal.SIGINT)
@@ -78,8 +90,9 @@ def test_ctrl_c_during_start_up_exits_130_quietly(model, delay):
 
 
 def test_python_dash_m_start_up_too(model):
-    p = subprocess.Popen(crfkit_cmd("info", "-m", model), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=_env())
+    p = subprocess.Popen(
+        crfkit_cmd("info", "-m", model), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+    )
     time.sleep(0.4)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)

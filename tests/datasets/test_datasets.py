@@ -1,5 +1,6 @@
 """crfkit.datasets: loaders (shared data and tiny hand-made files), fetch through a
 loopback HTTP server (never the internet), verification, the `crfkit data` command."""
+
 from __future__ import annotations
 
 import gzip
@@ -18,14 +19,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crfkit import cli, datasets
-from crfkit.datasets import download as fetch_mod
-from crfkit.datasets import download as dl
-from crfkit.datasets.download import REGISTRY, DataFile, Dataset, FetchError, fetch, mrg_to_columns, verify
-from crfkit.errors import DataError
-
 from conftest import crfkit_cmd
 from conftest import crfkit_env as _env
+from crfkit import cli, datasets
+from crfkit.datasets import download as dl
+from crfkit.datasets import download as fetch_mod
+from crfkit.datasets.download import (
+    REGISTRY,
+    DataFile,
+    Dataset,
+    FetchError,
+    fetch,
+    mrg_to_columns,
+    verify,
+)
+from crfkit.errors import DataError
 
 SHARED = datasets.data_dir()
 
@@ -47,6 +55,7 @@ def _isolated(monkeypatch, tmp_path):
 
 
 # --------------------------------------------------------------------------- loopback server
+
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):  # quiet
@@ -104,6 +113,7 @@ def _no_partials(d: Path) -> None:
 
 # --------------------------------------------------------------------------- fetch
 
+
 def test_registry_matches_the_shared_files():
     for ds in REGISTRY.values():
         for df in ds.files:
@@ -118,7 +128,9 @@ def test_fetch_from_a_loopback_mirror(server, tmp_path):
     _mirror(root)
     cache = tmp_path / "cache"
     lines = []
-    got = fetch("small", cache_dir=cache, base_url=url, registry=_small_registry(), log=lines.append)
+    got = fetch(
+        "small", cache_dir=cache, base_url=url, registry=_small_registry(), log=lines.append
+    )
     assert got == cache
     for rel in SMALL:
         assert (cache / rel).read_bytes() == (root / rel).read_bytes()
@@ -185,7 +197,9 @@ def test_fetch_from_a_directory_or_file_url(tmp_path):
     fetch("small", cache_dir=tmp_path / "a", base_url=str(mirror), registry=_small_registry())
     fetch("small", cache_dir=tmp_path / "b", base_url=mirror.as_uri(), registry=_small_registry())
     for d in ("a", "b"):
-        assert verify("small", tmp_path / d, registry=_small_registry()) == [(r, "ok") for r in SMALL]
+        assert verify("small", tmp_path / d, registry=_small_registry()) == [
+            (r, "ok") for r in SMALL
+        ]
 
 
 def test_fetch_from_a_zip_source(server, tmp_path):
@@ -195,9 +209,21 @@ def test_fetch_from_a_zip_source(server, tmp_path):
     members = {}
     for rel in SMALL:
         members[rel] = gzip.decompress(shared_file(rel).read_bytes())
-    reg = {"z": Dataset("z", tuple(DataFile(r, _registry_file(r).sha256, _registry_file(r).content_sha256,
-                                            (f"corpus/{r.split('/')[-1][:-3]}",)) for r in SMALL),
-                        url + "corpus.zip")}
+    reg = {
+        "z": Dataset(
+            "z",
+            tuple(
+                DataFile(
+                    r,
+                    _registry_file(r).sha256,
+                    _registry_file(r).content_sha256,
+                    (f"corpus/{r.split('/')[-1][:-3]}",),
+                )
+                for r in SMALL
+            ),
+            url + "corpus.zip",
+        )
+    }
     with zipfile.ZipFile(root / "corpus.zip", "w") as z:
         for rel, content in members.items():
             z.writestr(f"corpus/{rel.split('/')[-1][:-3]}", content)
@@ -240,7 +266,9 @@ def test_mrg_conversion():
         mrg_to_columns("(NN a))")
 
 
-# --------------------------------------------------------------------------- loaders on hand-made files
+# --------------------------------------------------------------------------- loaders on hand-made
+# files
+
 
 def _letter_line(i, letter, next_id, word, pos, fold, pixels):
     return "\t".join(map(str, [i, letter, next_id, word, pos, fold, *pixels])) + "\n"
@@ -251,18 +279,26 @@ def test_loaders_on_tiny_files(tmp_path):
     (d / "conll2000").mkdir(parents=True)
     (d / "conll2000" / "test.txt").write_text("He PRP B-NP\nran VBD B-VP\n\nOk UH O\n")
     s = datasets.load_conll2000("test", data_dir=d)
-    assert [x.labels for x in s] == [["B-NP", "B-VP"], ["O"]] and s[0].columns == [["He", "PRP"], ["ran", "VBD"]]
+    assert [x.labels for x in s] == [["B-NP", "B-VP"], ["O"]] and s[0].columns == [
+        ["He", "PRP"],
+        ["ran", "VBD"],
+    ]
     (d / "conll2002").mkdir()
     with gzip.open(d / "conll2002" / "ned.testb.gz", "wt") as f:
         f.write("-DOCSTART- -DOCSTART- O\nDe Art O\nJan N B-PER\n\nZo Adv O\n")
     assert [len(x) for x in datasets.load_conll2002("nl", "testb", data_dir=d)] == [2, 1]
-    assert [len(x) for x in datasets.load_conll2002("ned", "testb", data_dir=d, docstart="keep")] == [3, 1]
+    assert [
+        len(x) for x in datasets.load_conll2002("ned", "testb", data_dir=d, docstart="keep")
+    ] == [3, 1]
     (d / "ocr_letters").mkdir()
     px = [[int(k % (j + 2) == 0) for k in range(128)] for j in range(5)]
     (d / "ocr_letters" / "letter.data").write_text(
-        _letter_line(1, "a", 2, 1, 1, 0, px[0]) + _letter_line(2, "b", -1, 1, 2, 0, px[1])
+        _letter_line(1, "a", 2, 1, 1, 0, px[0])
+        + _letter_line(2, "b", -1, 1, 2, 0, px[1])
         + _letter_line(3, "c", -1, 2, 1, 3, px[2])
-        + _letter_line(4, "d", 5, 3, 1, 3, [0.5] * 128) + _letter_line(5, "e", -1, 3, 2, 3, px[4]))
+        + _letter_line(4, "d", 5, 3, 1, 3, [0.5] * 128)
+        + _letter_line(5, "e", -1, 3, 2, 3, px[4])
+    )
     X, Y = datasets.load_ocr_letters(data_dir=d)
     assert Y == [["a", "b"], ["c"], ["d", "e"]]
     assert X[0].shape == (2, 128) and X[0].dtype == np.float64
@@ -280,20 +316,34 @@ def test_loaders_on_tiny_files(tmp_path):
         datasets.load_ocr_letters(10, data_dir=d)
     (d / "ptb_wsj_sample").mkdir()
     (d / "ptb_wsj_sample" / "treebank_wsj_sample.txt").write_text(
-        "".join(f"w{i} NN\n\n" for i in range(3002)))
+        "".join(f"w{i} NN\n\n" for i in range(3002))
+    )
     assert len(datasets.load_ptb_sample("train", data_dir=d)) == 3000
     assert len(datasets.load_ptb_sample("test", data_dir=d)) == 2
     assert len(datasets.load_ptb_sample(data_dir=d)) == 3002
 
 
-@pytest.mark.parametrize("body, match, line", [
-    (_letter_line(1, "a", -1, 1, 1, 0, [0] * 127), "133 fields", 1),
-    (_letter_line(1, "a", -1, 1, 1, 0, ["x"] * 128), "not a number", 1),
-    (_letter_line(1, "a", -1, 1, 1, 11, [0] * 128), "fold 11", 1),
-    (_letter_line(1, "a", 2, 1, 1, 0, [0] * 128) + _letter_line(2, "b", -1, 1, 3, 0, [0] * 128), "position 3", 2),
-    (_letter_line(1, "a", 2, 1, 1, 0, [0] * 128) + _letter_line(2, "b", -1, 2, 2, 0, [0] * 128), "changes word_id", 2),
-    (_letter_line(1, "a", 2, 1, 1, 0, [0] * 128), "ends inside word", None),
-])
+@pytest.mark.parametrize(
+    "body, match, line",
+    [
+        (_letter_line(1, "a", -1, 1, 1, 0, [0] * 127), "133 fields", 1),
+        (_letter_line(1, "a", -1, 1, 1, 0, ["x"] * 128), "not a number", 1),
+        (_letter_line(1, "a", -1, 1, 1, 11, [0] * 128), "fold 11", 1),
+        (
+            _letter_line(1, "a", 2, 1, 1, 0, [0] * 128)
+            + _letter_line(2, "b", -1, 1, 3, 0, [0] * 128),
+            "position 3",
+            2,
+        ),
+        (
+            _letter_line(1, "a", 2, 1, 1, 0, [0] * 128)
+            + _letter_line(2, "b", -1, 2, 2, 0, [0] * 128),
+            "changes word_id",
+            2,
+        ),
+        (_letter_line(1, "a", 2, 1, 1, 0, [0] * 128), "ends inside word", None),
+    ],
+)
 def test_bad_letter_files(tmp_path, body, match, line):
     d = tmp_path / "ocr_letters"
     d.mkdir()
@@ -304,7 +354,9 @@ def test_bad_letter_files(tmp_path, body, match, line):
 
 
 def test_missing_files_and_bad_arguments(tmp_path, monkeypatch):
-    with pytest.raises(DataError, match=r"conll2000/test.txt.gz not found .*crfkit data fetch conll2000"):
+    with pytest.raises(
+        DataError, match=r"conll2000/test.txt.gz not found .*crfkit data fetch conll2000"
+    ):
         datasets.load_conll2000("test", data_dir=tmp_path)
     monkeypatch.setenv("CRFKIT_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(DataError, match="nowhere.* or .*user-cache"):
@@ -317,7 +369,9 @@ def test_missing_files_and_bad_arguments(tmp_path, monkeypatch):
         datasets.load_conll2002("es", "dev", data_dir=tmp_path)
 
 
-# --------------------------------------------------------------------------- loaders on the shared data
+# --------------------------------------------------------------------------- loaders on the shared
+# data
+
 
 def test_conll_counts_on_shared_data():
     shared_file("conll2000/test.txt.gz")
@@ -330,8 +384,10 @@ def test_conll_counts_on_shared_data():
     shared_file("conll2002/ned.testa.gz")
     s = datasets.load_conll2002("nl", "testa")  # the 74 -DOCSTART- lines dropped
     assert sum(map(len, s)) == 37761 - 74
-    assert {lab for x in s for lab in x.labels} == {"O", *(f"{p}-{t}" for p in "BI"
-                                                           for t in ("PER", "LOC", "ORG", "MISC"))}
+    assert {lab for x in s for lab in x.labels} == {
+        "O",
+        *(f"{p}-{t}" for p in "BI" for t in ("PER", "LOC", "ORG", "MISC")),
+    }
 
 
 def test_ocr_and_ptb_on_shared_data():
@@ -350,13 +406,17 @@ def test_ocr_and_ptb_on_shared_data():
     assert tr[0].columns[0] == ["Pierre"] and tr[0].labels[0] == "NNP"
 
 
-# --------------------------------------------------------------------------- the `crfkit data` command
+# --------------------------------------------------------------------------- the `crfkit data`
+# command
+
 
 def test_data_command(server, tmp_path, capsys):
     root, url, _ = server
     _mirror(root, [df.path for df in REGISTRY["conll2000"].files])
     cache = tmp_path / "c"
-    rc = cli.main(["data", "fetch", "conll2000", "--cache-dir", str(cache), "--base-url", url, "-q"])
+    rc = cli.main(
+        ["data", "fetch", "conll2000", "--cache-dir", str(cache), "--base-url", url, "-q"]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "fetched conll2000" in out
@@ -376,7 +436,9 @@ def test_data_command(server, tmp_path, capsys):
     rc = cli.main(["data", "fetch", "nope", "--cache-dir", str(cache)])
     out, err = capsys.readouterr()
     assert rc == 2 and "unknown data set" in err
-    rc = cli.main(["data", "fetch", "ocr_letters", "--cache-dir", str(cache), "--base-url", url, "-q"])
+    rc = cli.main(
+        ["data", "fetch", "ocr_letters", "--cache-dir", str(cache), "--base-url", url, "-q"]
+    )
     out, err = capsys.readouterr()
     assert rc == 2 and "HTTP 404" in err
 
@@ -389,7 +451,9 @@ def test_content_hash_helper(tmp_path):
     assert fetch_mod._content_sha256(tmp_path / "y.gz") is None
 
 
-# --------------------------------------------------------------------------- download limits, interruptions
+# --------------------------------------------------------------------------- download limits,
+# interruptions
+
 
 class _Server:
     """A loopback HTTP server whose GET handler is ``handler(request)``."""
@@ -407,7 +471,9 @@ class _Server:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
-        self.t = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.t = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.t.start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
 
@@ -419,6 +485,7 @@ class _Server:
 def _trickle(total: int, every: float, length: int | None | bool = None, block: int = 1):
     """A handler sending ``total`` bytes, ``block`` bytes every ``every`` seconds
     (``length``: the Content-Length announced; ``False``: none, the end is the close)."""
+
     def handler(req):
         req.send_response(200)
         if length is not False:
@@ -432,12 +499,16 @@ def _trickle(total: int, every: float, length: int | None | bool = None, block: 
             sent += n
             if every:
                 time.sleep(every)
+
     return handler
 
 
 def _registry(size: int | None = None) -> dict:
-    df = DataFile("t/file.gz", "0" * 64, "0" * 64) if size is None else DataFile("t/file.gz", "0" * 64, "0" * 64,
-                                                                                  size=size)
+    df = (
+        DataFile("t/file.gz", "0" * 64, "0" * 64)
+        if size is None
+        else DataFile("t/file.gz", "0" * 64, "0" * 64, size=size)
+    )
     return {"t": Dataset("t", (df,), None)}
 
 
@@ -446,7 +517,9 @@ def test_timeout_is_a_deadline_for_the_whole_download(tmp_path):
     try:
         t0 = time.monotonic()
         with pytest.raises(FetchError, match=r"did not finish within the 1 s timeout"):
-            fetch("t", cache_dir=tmp_path / "c", base_url=srv.url, timeout=1.0, registry=_registry())
+            fetch(
+                "t", cache_dir=tmp_path / "c", base_url=srv.url, timeout=1.0, registry=_registry()
+            )
         assert time.monotonic() - t0 < 6
     finally:
         srv.close()
@@ -477,7 +550,14 @@ def test_zip_members_larger_than_the_content_are_refused_before_decompressing(tm
     with zipfile.ZipFile(z, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("d/a.txt", b"\0" * (8 << 20))  # 8 MiB of zeros: a few KB compressed
     content = b"w P O\n"
-    df = DataFile("d/a.txt.gz", "0" * 64, hashlib.sha256(content).hexdigest(), ("d/a.txt",), None, len(content))
+    df = DataFile(
+        "d/a.txt.gz",
+        "0" * 64,
+        hashlib.sha256(content).hexdigest(),
+        ("d/a.txt",),
+        None,
+        len(content),
+    )
     reg = {"z": Dataset("z", (df,), z.as_uri())}
     with pytest.raises(FetchError, match=r"declare 8388608 bytes, more than the 6 expected"):
         fetch("z", cache_dir=tmp_path / "c", registry=reg)
@@ -486,6 +566,7 @@ def test_zip_members_larger_than_the_content_are_refused_before_decompressing(tm
 
 def test_registry_sizes_match_the_shared_files():
     from crfkit import datasets
+
     seen = 0
     for ds in dl.REGISTRY.values():
         for df in ds.files:
@@ -495,7 +576,9 @@ def test_registry_sizes_match_the_shared_files():
                 seen += 1
                 assert p.stat().st_size == df.size, df.path
                 with gzip.open(p, "rb") as f:
-                    assert sum(len(b) for b in iter(lambda: f.read(1 << 20), b"")) == df.content_size
+                    assert (
+                        sum(len(b) for b in iter(lambda: f.read(1 << 20), b"")) == df.content_size
+                    )
     if not seen:
         pytest.skip("no shared data here")
 
@@ -504,8 +587,12 @@ def test_sigterm_during_data_fetch_leaves_no_part_file(tmp_path):
     srv = _Server(_trickle(500_000, 0.02, block=1000))  # a slow download: 10 s
     cache = tmp_path / "cache"
     try:
-        p = subprocess.Popen(crfkit_cmd("data", "fetch", "conll2000", "--base-url", srv.url, "--cache-dir", cache),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        p = subprocess.Popen(
+            crfkit_cmd("data", "fetch", "conll2000", "--base-url", srv.url, "--cache-dir", cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+        )
         deadline = time.monotonic() + 120
         while not list(cache.rglob("*.part")):
             assert p.poll() is None, p.communicate()
@@ -527,8 +614,13 @@ def test_a_stale_part_file_left_by_kill_9_is_removed_by_the_next_fetch(tmp_path)
     www = tmp_path / "www" / "t"
     www.mkdir(parents=True)
     (www / "file.gz").write_bytes(gz)
-    df = DataFile("t/file.gz", hashlib.sha256(gz).hexdigest(), hashlib.sha256(content).hexdigest(),
-                  size=len(gz), content_size=len(content))
+    df = DataFile(
+        "t/file.gz",
+        hashlib.sha256(gz).hexdigest(),
+        hashlib.sha256(content).hexdigest(),
+        size=len(gz),
+        content_size=len(content),
+    )
     cache = tmp_path / "c"
     (cache / "t").mkdir(parents=True)
     stale = cache / "t" / ".file.gz.abc123.part"
@@ -539,6 +631,11 @@ def test_a_stale_part_file_left_by_kill_9_is_removed_by_the_next_fetch(tmp_path)
     old = time.time() - 2 * 3600
     os.utime(stale, (old, old))
     os.utime(other, (old, old))
-    fetch("t", cache_dir=cache, base_url=str(tmp_path / "www"), registry={"t": Dataset("t", (df,), None)})
+    fetch(
+        "t",
+        cache_dir=cache,
+        base_url=str(tmp_path / "www"),
+        registry={"t": Dataset("t", (df,), None)},
+    )
     assert (cache / "t" / "file.gz").read_bytes() == gz
     assert not stale.exists() and fresh.exists() and other.exists()

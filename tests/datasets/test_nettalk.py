@@ -1,6 +1,7 @@
 """NETtalk (issue 18): the loader and its split, the joint labels, the paper's window feature sets
 (against a brute-force enumeration written here from the paper's definitions), candidate counts
 (against crfkit's own feature space), and the incremental stage rule."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,15 +9,32 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import run_cli
 from crfkit.datasets import data_dir
-from crfkit.datasets.nettalk import (joint_label_count, load_nettalk, nettalk_fold, nettalk_split,
-                                     nettalk_split_folds, phoneme_of, read_nettalk, write_columns)
+from crfkit.datasets.nettalk import (
+    joint_label_count,
+    load_nettalk,
+    nettalk_fold,
+    nettalk_split,
+    nettalk_split_folds,
+    phoneme_of,
+    read_nettalk,
+    write_columns,
+)
 from crfkit.errors import DataError, ParameterError, TemplateError
-from crfkit.features.windows import (Window, candidate_counts, parent_window, parse_preset, pattern_text,
-                                     preset_templates, stages, windows_of)
+from crfkit.features.windows import (
+    Window,
+    candidate_counts,
+    parent_window,
+    parse_preset,
+    pattern_text,
+    preset_templates,
+    stages,
+    windows_of,
+)
 from crfkit.io.columns import Sentence, read_columns_list
 
 NETTALK = data_dir() / "nettalk" / "nettalk.data.gz"
@@ -24,6 +42,7 @@ needs_data = pytest.mark.skipif(not NETTALK.is_file(), reason="shared NETtalk da
 
 
 # --------------------------------------------------------------------------- loader and split
+
 
 def _write(tmp_path, lines, name="n.data"):
     p = tmp_path / name
@@ -48,8 +67,12 @@ def test_small_file_split_is_by_index_mod_10(tmp_path):
     p = _write(tmp_path, lines)
     tr, dv, te = nettalk_split(9, path=p)
     got = {"".join(c[0] for c in s.columns): i for i, s in enumerate(tr)}
-    assert [("".join(c[0] for c in s.columns)) for s in te] == [words[i] for i in range(37) if i % 10 == 9]
-    assert [("".join(c[0] for c in s.columns)) for s in dv] == [words[i] for i in range(37) if i % 10 == 8]
+    assert [("".join(c[0] for c in s.columns)) for s in te] == [
+        words[i] for i in range(37) if i % 10 == 9
+    ]
+    assert [("".join(c[0] for c in s.columns)) for s in dv] == [
+        words[i] for i in range(37) if i % 10 == 8
+    ]
     assert set(got) == {words[i] for i in range(37) if i % 10 < 8}
     # line numbers kept for messages; labels letter-aligned
     assert tr[0].line == 1 and tr[0].labels == list(words[0].upper())
@@ -79,7 +102,7 @@ def test_joint_labels_count_and_phoneme_recovery():
     ph = load_nettalk(labels="phoneme")
     jo = load_nettalk(labels="joint")
     stress = load_nettalk(labels="stress")
-    assert joint_label_count(jo) == 163            # letter-aligned marks; the paper reports 114 (see docs)
+    assert joint_label_count(jo) == 163  # letter-aligned marks; the paper reports 114 (see docs)
     assert joint_label_count(stress) == 5
     for a, b, c in zip(ph[:500], jo[:500], stress[:500]):
         assert [phoneme_of(y) for y in b.labels] == a.labels
@@ -114,15 +137,18 @@ def test_write_columns_round_trip(tmp_path):
 
 # --------------------------------------------------------------------------- feature sets
 
+
 def _brute_windows(n: int, kind: str) -> set:
     """The windows of a feature set straight from the paper's wording (section 5.1.1)."""
     r = n // 2
-    inside = [(a, b) for a in range(-r, r + 1) for b in range(a, r + 1)]   # every letter sequence in the window
-    centred = {(a, b) for a, b in inside if a == -b}                      # odd sizes 1, 3, ..., n
+    inside = [
+        (a, b) for a in range(-r, r + 1) for b in range(a, r + 1)
+    ]  # every letter sequence in the window
+    centred = {(a, b) for a, b in inside if a == -b}  # odd sizes 1, 3, ..., n
     if kind == "-":
         return {(-r, r)}
     out = centred | {"empty"}
-    if kind == "+":    # even sizes: the windows of size k that are as centred as can be (|a + b| = 1)
+    if kind == "+":  # even sizes: the windows of size k that are as centred as can be (|a + b| = 1)
         out |= {(a, b) for a, b in inside if (b - a + 1) % 2 == 0 and abs(a + b) == 1}
     if kind == "++":
         out |= set(inside)
@@ -156,7 +182,9 @@ def test_lemma_example_of_the_paper():
     def pair_values(preset):
         t = preset_templates(preset)
         return {a.split(":", 1)[1] for a in t.apply_bigram(cols)[1]} | (
-            {"(y',y)"} if t.bigram else set())
+            {"(y',y)"} if t.bigram else set()
+        )
+
     assert pair_values("nettalk:3-grm") == {"(y',y)", "e", "l/e/m"}
     assert pair_values("nettalk:3-grm-") == {"l/e/m"}
     assert pair_values("nettalk:3-grm+") == {"(y',y)", "e", "l/e/m", "l/e", "e/m"}
@@ -197,32 +225,47 @@ def test_generated_attributes_and_counts_against_brute_force(words, n, kind):
     base = (L + L * L) if "empty" in wins else 0
     want_total = n_pairs * (L + L * L) + base
     # crfkit leaves out the label-pair features of values seen only at a word's first letter
-    inner = sum(len({_brute_value(word, t, *w) for word in words for t in range(1, len(word))})
-                for w in wins if w != "empty")
+    inner = sum(
+        len({_brute_value(word, t, *w) for word in words for t in range(1, len(word))})
+        for w in wins
+        if w != "empty"
+    )
     want_crfkit = n_pairs * L + inner * L * L + base
     got = candidate_counts(spec, words, L)
     assert got["total"] == want_total and got["total_crfkit"] == want_crfkit
     # and that is the size of crfkit's own feature space with every label / label pair (support all)
     from crfkit.features.encode import build
+
     labels = ["A", "B", "C"]
     Y = [[labels[(i + t) % 3] for t in range(len(w))] for i, w in enumerate(words)]
     X = [templates.apply([[c] for c in w]) for w in words]
-    B = [templates.apply_bigram([[c] for c in w]) for w in words] if templates.bigram_observation else None
+    B = (
+        [templates.apply_bigram([[c] for c in w]) for w in words]
+        if templates.bigram_observation
+        else None
+    )
     if len({y for ys in Y for y in ys}) == L:
-        space, _ = build(X, Y, support="all", B=B, transitions="all" if templates.bigram else "none")
+        space, _ = build(
+            X, Y, support="all", B=B, transitions="all" if templates.bigram else "none"
+        )
         assert space.n_features == want_crfkit
     u = parse_preset(f"{n}-grm{kind}:u")
-    assert candidate_counts(u, words, L)["total"] == n_pairs * L + ((L + L * L) if "empty" in wins else 0)
+    assert candidate_counts(u, words, L)["total"] == n_pairs * L + (
+        (L + L * L) if "empty" in wins else 0
+    )
 
 
 def test_pattern_text_formats_parse_alike():
     for preset in ("nettalk:5-grm+", "nettalk:3-grm:u", "nettalk:7-grm++"):
         from crfkit.features.templates import Templates
+
         w = Templates.parse(pattern_text(preset, "wapiti"))
         c = Templates.parse(pattern_text(preset, "crfpp"))
         word = [[x] for x in "phonetic"]
-        assert [sorted(a.split(":", 1)[-1] for a in tok if a[0] != "*" and a[0] != "U") for tok in w.apply(word)] \
-            or True
+        assert [
+            sorted(a.split(":", 1)[-1] for a in tok if a[0] != "*" and a[0] != "U")
+            for tok in w.apply(word)
+        ] or True
         strip = lambda toks: [sorted(a[1:] for a in tok) for tok in toks]  # noqa: E731
         assert strip(w.apply(word)) == strip(c.apply(word))
         assert strip(w.apply_bigram(word)) == strip(c.apply_bigram(word))
@@ -250,7 +293,7 @@ def test_parents_and_stages():
                 assert w.radius == s
                 p = parent_window(w)
                 if s and p is not None:
-                    assert p in sts[s - 1]       # every parent is trained a stage earlier
+                    assert p in sts[s - 1]  # every parent is trained a stage earlier
 
 
 @needs_data
@@ -265,8 +308,10 @@ def test_counts_on_the_training_folds_next_to_the_paper():
 
 # --------------------------------------------------------------------------- incremental
 
+
 def test_gate_keeps_a_window_only_where_its_parent_is_active():
     from crfkit.training.incremental import Gated
+
     spec = parse_preset("nettalk:5-grm")
     templates = preset_templates(spec)
     words = ["abcab", "ba", "cabbage", "a"]
@@ -299,7 +344,8 @@ def test_gate_keeps_a_window_only_where_its_parent_is_active():
 
 
 def _toy_sentences(rng, n):
-    # phoneme = the letter, except 'c' reads 'k' before a/o and 's' before e/i: a context the 3-window sees
+    # phoneme = the letter, except 'c' reads 'k' before a/o and 's' before e/i: a context the
+    # 3-window sees
     out = []
     for _ in range(n):
         w = "".join(rng.choice(list("caeiobt"), size=int(rng.integers(2, 7))))
@@ -313,11 +359,21 @@ def _toy_sentences(rng, n):
 
 def test_train_incremental_stages_follow_the_rule(tmp_path):
     from crfkit.incremental import active_attributes, train_incremental
+
     rng = np.random.default_rng(0)
     sents = _toy_sentences(rng, 120)
     trace = tmp_path / "t.jsonl"
-    r = train_incremental(sents, features="nettalk:3-grm", stage_iterations=15, final_iterations=30,
-                          algorithm="owlqn", rho1=0.5, rho2=1e-3, threads=1, trace=trace)
+    r = train_incremental(
+        sents,
+        features="nettalk:3-grm",
+        stage_iterations=15,
+        final_iterations=30,
+        algorithm="owlqn",
+        rho1=0.5,
+        rho2=1e-3,
+        threads=1,
+        trace=trace,
+    )
     assert [s["stage"] for s in r.stages] == [0, 1]
     s0, s1 = r.stages
     assert s1["features"] == s0["features"] + s1["features_added"] and s1["features_added"] > 0
@@ -330,13 +386,22 @@ def test_train_incremental_stages_follow_the_rule(tmp_path):
     tri = [a for a in m.space.attributes + m.space.battributes if a.startswith("*w-1+1:")]
     assert tri
     # re-derive stage 0's active letters from a stage-0-only run with the same settings
-    r0 = train_incremental(sents, features="nettalk:1-grm", final_iterations=15,
-                           algorithm="owlqn", rho1=0.5, rho2=1e-3, threads=1)
+    r0 = train_incremental(
+        sents,
+        features="nettalk:1-grm",
+        final_iterations=15,
+        algorithm="owlqn",
+        rho1=0.5,
+        rho2=1e-3,
+        threads=1,
+    )
     act = active_attributes(r0.model)
     for a in tri:
         assert "*w+0+0:" + a.split(":", 1)[1].split("/")[1] in act
-    # the model tags with the full template set (gated values are unknown attributes) and learnt the rule
+    # the model tags with the full template set (gated values are unknown attributes) and learnt the
+    # rule
     from crfkit.pipeline import attributes_of, bigram_attributes_of
+
     t = preset_templates("nettalk:3-grm")
     test = _toy_sentences(np.random.default_rng(1), 40)
     pred = m.tag(attributes_of(test, t), B=bigram_attributes_of(test, t))
@@ -346,6 +411,7 @@ def test_train_incremental_stages_follow_the_rule(tmp_path):
 
 def test_train_incremental_refuses_bad_settings():
     from crfkit.incremental import train_incremental
+
     s = [Sentence([["a"]], ["a"], 1)]
     with pytest.raises(ParameterError, match="nothing to grow"):
         train_incremental(s, features="nettalk:3-grm-")
@@ -357,6 +423,7 @@ def test_train_incremental_refuses_bad_settings():
 
 # --------------------------------------------------------------------------- CLI
 
+
 def test_cli_patterns_and_export(tmp_path, capsys):
     rc, out, err = run_cli(capsys, "patterns", "nettalk:5-grm+")
     assert rc == 0 and out == pattern_text("nettalk:5-grm+")
@@ -365,14 +432,30 @@ def test_cli_patterns_and_export(tmp_path, capsys):
     assert rc == 0 and p.read_text() == pattern_text("nettalk:3-grm", "crfpp")
     rc, out, err = run_cli(capsys, "patterns", "nettalk:2-grm")
     assert rc != 0 and "N odd" in err
-    data = _write(tmp_path, [f"{w}\t{w}\t{'0' * len(w)}\t0" for w in ["ab", "ba", "abc", "cab"] * 5])
-    rc, out, err = run_cli(capsys, "data", "export", "nettalk", tmp_path / "out", "--data-dir", tmp_path / "none")
+    data = _write(
+        tmp_path, [f"{w}\t{w}\t{'0' * len(w)}\t0" for w in ["ab", "ba", "abc", "cab"] * 5]
+    )
+    rc, out, err = run_cli(
+        capsys, "data", "export", "nettalk", tmp_path / "out", "--data-dir", tmp_path / "none"
+    )
     assert rc != 0 and "nettalk/nettalk.data.gz not found" in err
     (tmp_path / "d" / "nettalk").mkdir(parents=True)
-    with open(data, "rb") as f, gzip.open(tmp_path / "d" / "nettalk" / "nettalk.data.gz", "wb") as g:
+    with (
+        open(data, "rb") as f,
+        gzip.open(tmp_path / "d" / "nettalk" / "nettalk.data.gz", "wb") as g,
+    ):
         g.write(f.read())
-    rc, out, err = run_cli(capsys, "data", "export", "nettalk", tmp_path / "out", "--data-dir", tmp_path / "d",
-                           "--test-fold", "0")
+    rc, out, err = run_cli(
+        capsys,
+        "data",
+        "export",
+        "nettalk",
+        tmp_path / "out",
+        "--data-dir",
+        tmp_path / "d",
+        "--test-fold",
+        "0",
+    )
     assert rc == 0 and "dev fold 9, test fold 0" in out
     assert len(read_columns_list(tmp_path / "out" / "test.txt")) == 2
     assert len(read_columns_list(tmp_path / "out" / "train.txt")) == 16
@@ -383,15 +466,35 @@ def test_cli_train_features_and_incremental(tmp_path, capsys):
     f = tmp_path / "train.txt"
     write_columns(sents, f)
     m = tmp_path / "m.crf"
-    rc, out, err = run_cli(capsys, "train", f, "-m", m, "--features", "nettalk:3-grm", "--incremental",
-                           "--stage-iterations", "10", "--max-iterations", "20", "--rho1", "0.5",
-                           "--threads", "1", "--support", "all", "-q")
+    rc, out, err = run_cli(
+        capsys,
+        "train",
+        f,
+        "-m",
+        m,
+        "--features",
+        "nettalk:3-grm",
+        "--incremental",
+        "--stage-iterations",
+        "10",
+        "--max-iterations",
+        "20",
+        "--rho1",
+        "0.5",
+        "--threads",
+        "1",
+        "--support",
+        "all",
+        "-q",
+    )
     assert rc == 0, err
     rc, out, err = run_cli(capsys, "tag", "-m", m, f)
     rows = [line.split("\t") for line in out.splitlines() if line.strip()]
     assert rc == 0 and len(rows) == sum(len(s) for s in sents)
     assert np.mean([r[-1] == r[-2] for r in rows]) > 0.97
-    rc, out, err = run_cli(capsys, "train", f, "-m", m, "--features", "nettalk:1-grm", "-t", "x.tpl")
+    rc, out, err = run_cli(
+        capsys, "train", f, "-m", m, "--features", "nettalk:1-grm", "-t", "x.tpl"
+    )
     assert rc != 0 and "not both" in err
     rc, out, err = run_cli(capsys, "train", f, "-m", m, "--incremental")
     assert rc != 0 and "--features" in err

@@ -1,4 +1,5 @@
 """The synthetic chunking corpus and the data-directory lookup."""
+
 from __future__ import annotations
 
 import gzip
@@ -100,7 +101,7 @@ def test_data_dir_default_is_next_to_the_repository(monkeypatch, tmp_path: Path)
     monkeypatch.delenv("CRFKIT_DATA", raising=False)
     monkeypatch.chdir(tmp_path)  # ../shared/data does not exist from here
     repo = Path(datasets.__file__).resolve().parents[3]
-    expected = (repo / ".." / "shared" / "data")
+    expected = repo / ".." / "shared" / "data"
     got = datasets.data_dir()
     if expected.is_dir():
         assert got.resolve() == expected.resolve()

@@ -5,6 +5,7 @@ References are computed from feature *names* (``state_features``,
 ``transition_features``, ``bigram_features``) and brute-force enumeration of
 all label paths, independently of the kernels.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -13,15 +14,19 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import bigram_data, random_model, Reference, attr_value, random_sequences, random_bigram_attributes
 
+from conftest import (
+    Reference,
+    attr_value,
+    bigram_data,
+    random_model,
+)
 from crfkit.errors import CrfkitError, DataError, TemplateError
 from crfkit.features.encode import build, encode
 from crfkit.features.templates import Templates
 from crfkit.kernels import chain
 from crfkit.model import MAGIC, CRFModel
 from crfkit.objective import Objective, Regularization
-
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -44,7 +49,8 @@ def transitions_of(model: CRFModel, b) -> np.ndarray:
 
 
 def enumerate_pd(score: np.ndarray, M: np.ndarray) -> dict:
-    """All L^T paths with position-dependent transitions: log Z, node and per-position edge marginals."""
+    """All L^T paths with position-dependent transitions: log Z, node and per-position edge
+    marginals."""
     T, L = score.shape
     paths = np.array(list(itertools.product(range(L), repeat=T)), dtype=np.int64).reshape(-1, T)
     s = score[np.arange(T)[None, :], paths].sum(axis=1)
@@ -60,7 +66,15 @@ def enumerate_pd(score: np.ndarray, M: np.ndarray) -> dict:
     for t in range(1, T):
         np.add.at(xi[t], (paths[:, t - 1], paths[:, t]), p)
     best = int(np.argmax(s))
-    return dict(logz=logz, node=node, xi=xi, best=paths[best], best_score=float(s[best]), scores=s, paths=paths)
+    return dict(
+        logz=logz,
+        node=node,
+        xi=xi,
+        best=paths[best],
+        best_score=float(s[best]),
+        scores=s,
+        paths=paths,
+    )
 
 
 # ----------------------------------------------------------------------------- layout
@@ -74,8 +88,12 @@ def test_layout_and_supports():
         assert space.n_features == space.dense_offset
         assert corpus.has_bigram and len(corpus.btok_ptr) == corpus.n_tokens + 1
         # the (attribute, gold pair) combinations after the first token of each sequence
-        seen = {(attr_value(a)[0], ys[t - 1], ys[t]) for bs, ys in zip(B, Y) for t in range(1, len(ys))
-                for a in bs[t]}
+        seen = {
+            (attr_value(a)[0], ys[t - 1], ys[t])
+            for bs, ys in zip(B, Y)
+            for t in range(1, len(ys))
+            for a in bs[t]
+        }
         model = CRFModel(space, np.zeros(space.n_features))
         keys = set(model.bigram_features())
         if support == "observed":
@@ -91,14 +109,15 @@ def test_first_token_bigram_attributes_are_ignored():
     Y = [["A", "B"], ["B"]]
     B = [[["only_first"], ["inner"]], [["only_first"]]]
     space, corpus = build(X, Y, B=B, support="all")
-    assert space.battributes == ["inner"]           # never after the first token: no feature
+    assert space.battributes == ["inner"]  # never after the first token: no feature
     w = np.zeros(space.n_features)
-    w[space.bigram_offset:] = 5.0
+    w[space.bigram_offset :] = 5.0
     model = CRFModel(space, w)
     # the second sequence has one token: its score does not depend on the bigram block
     r = model.decode(encode([[["x"]]], space, B=[[["inner"]]]), marginals=True)
-    r0 = CRFModel(space, np.zeros(space.n_features)).decode(encode([[["x"]]], space, B=[[["inner"]]]),
-                                                              marginals=True)
+    r0 = CRFModel(space, np.zeros(space.n_features)).decode(
+        encode([[["x"]]], space, B=[[["inner"]]]), marginals=True
+    )
     assert r["logz"][0] == pytest.approx(r0["logz"][0])
 
 
@@ -121,20 +140,27 @@ def test_logz_marginals_viterbi_against_enumeration(seed, support, zero_share):
         assert r["path_score"][i] == pytest.approx(e["best_score"], rel=1e-12, abs=1e-12)
         path = r["ids"][t0:t1]
         gold = corpus.y[t0:t1]
-        assert e["scores"][(e["paths"] == path).all(axis=1)][0] == pytest.approx(e["best_score"], abs=1e-12)
-        assert r["label_score"][i] == pytest.approx(e["scores"][(e["paths"] == gold).all(axis=1)][0], abs=1e-10)
+        assert e["scores"][(e["paths"] == path).all(axis=1)][0] == pytest.approx(
+            e["best_score"], abs=1e-12
+        )
+        assert r["label_score"][i] == pytest.approx(
+            e["scores"][(e["paths"] == gold).all(axis=1)][0], abs=1e-10
+        )
     # the transitions matter: without the bigram block the answer differs
     w0 = model.weights.copy()
-    w0[model.space.bigram_offset:model.space.dense_offset] = 0.0
-    assert not np.allclose(CRFModel(model.space, w0).decode(corpus, marginals=True)["logz"], r["logz"])
+    w0[model.space.bigram_offset : model.space.dense_offset] = 0.0
+    assert not np.allclose(
+        CRFModel(model.space, w0).decode(corpus, marginals=True)["logz"], r["logz"]
+    )
 
 
 def test_log_domain_fallback_matches_enumeration():
-    """Bigram weights so large that a position's transition range passes the scaled-recursion limit."""
+    """Bigram weights so large that a position's transition range passes the scaled-recursion
+    limit."""
     model, X, Y, B, _ = random_model(5, support="all", scale=1.0)
     s = model.space
     w = model.weights.copy()
-    w[s.bigram_offset:s.dense_offset] *= 400.0
+    w[s.bigram_offset : s.dense_offset] *= 400.0
     model = CRFModel(s, w)
     corpus = model.encode(X, Y, B=B)
     ref = Reference(model)
@@ -203,7 +229,9 @@ def expected_gradient(model: CRFModel, X, Y, B) -> np.ndarray:
         for i, j in itertools.product(range(L), repeat=2):
             k = s.trans_index[i, j]
             if k >= 0:
-                g[s.n_state + k] += sum(e["xi"][t, i, j] - (yi[t - 1] == i and yi[t] == j) for t in range(1, T))
+                g[s.n_state + k] += sum(
+                    e["xi"][t, i, j] - (yi[t - 1] == i and yi[t] == j) for t in range(1, T)
+                )
         for k in range(s.n_bigram):
             n, p = s.battributes[bfa[k]], int(s.bfeat_pair[k])
             i, j = divmod(p, L)
@@ -223,7 +251,7 @@ def test_gradient_against_enumeration_and_finite_differences(support, zero_share
     n = corpus.n_sequences
     g_ref = expected_gradient(model, X, Y, B) / n + 0.3 * w
     np.testing.assert_allclose(g, g_ref, atol=1e-10)
-    assert np.abs(g[model.space.bigram_offset:]).max() > 1e-3
+    assert np.abs(g[model.space.bigram_offset :]).max() > 1e-3
     eps = 1e-6
     idx = np.random.default_rng(0).choice(len(w), size=min(25, len(w)), replace=False)
     for k in idx:
@@ -251,8 +279,13 @@ def test_empirical_counts_of_the_bigram_block():
     for k in range(space.n_bigram):
         n = space.battributes[bfa[k]]
         i, j = divmod(int(space.bfeat_pair[k]), L)
-        want = sum(attr_value(a)[1] for b, y in zip(B, Y) for t in range(1, len(y)) for a in b[t]
-                   if attr_value(a)[0] == n and lab[y[t - 1]] == i and lab[y[t]] == j)
+        want = sum(
+            attr_value(a)[1]
+            for b, y in zip(B, Y)
+            for t in range(1, len(y))
+            for a in b[t]
+            if attr_value(a)[0] == n and lab[y[t - 1]] == i and lab[y[t]] == j
+        )
         assert emp[space.bigram_offset + k] == pytest.approx(want, abs=1e-12)
 
 
@@ -262,6 +295,7 @@ def test_oracle_refuses_bigram_blocks():
     with pytest.raises(CrfkitError, match="bigram"):
         obj.oracle(0, model.weights)
     from crfkit.train import train
+
     with pytest.raises(CrfkitError, match="bigram"):
         train(X, Y, B=B, algorithm="sg", max_iterations=1)
 
@@ -273,7 +307,7 @@ def test_corpus_without_bigram_attributes_uses_plain_transitions():
     assert not c.has_bigram
     s = model.space
     w0 = model.weights.copy()
-    w0[s.bigram_offset:] = 0.0
+    w0[s.bigram_offset :] = 0.0
     r1 = model.decode(c, marginals=True)
     r0 = CRFModel(s, w0).decode(c, marginals=True)
     np.testing.assert_allclose(r1["logz"], r0["logz"], rtol=1e-13)
@@ -286,14 +320,16 @@ def test_save_load_round_trip_and_version(tmp_path):
     model, X, Y, B, corpus = random_model(6, support="observed")
     s = model.space
     w = model.weights.copy()
-    w[s.bigram_offset:s.bigram_offset + s.n_bigram:3] = 0.0   # pruned on save
+    w[s.bigram_offset : s.bigram_offset + s.n_bigram : 3] = 0.0  # pruned on save
     model = CRFModel(s, w)
     p = tmp_path / "m.crfkit"
     model.save(p)
     data = p.read_bytes()
     (hl,) = struct.unpack_from("<I", data, len(MAGIC))
-    header = json.loads(data[len(MAGIC) + 4:len(MAGIC) + 4 + hl])
-    assert header["format_version"] == 3 and header["n_bigram"] == int(np.count_nonzero(w[s.bigram_offset:]))
+    header = json.loads(data[len(MAGIC) + 4 : len(MAGIC) + 4 + hl])
+    assert header["format_version"] == 3 and header["n_bigram"] == int(
+        np.count_nonzero(w[s.bigram_offset :])
+    )
     m2 = CRFModel.load(p)
     assert m2.space.n_bigram < s.n_bigram
     assert m2.bigram_features() == {k: v for k, v in model.bigram_features().items() if v != 0}
@@ -307,11 +343,12 @@ def test_save_load_round_trip_and_version(tmp_path):
     CRFModel(plain, np.ones(plain.n_features)).save(tmp_path / "p.crfkit")
     d = (tmp_path / "p.crfkit").read_bytes()
     (hl,) = struct.unpack_from("<I", d, len(MAGIC))
-    assert json.loads(d[len(MAGIC) + 4:len(MAGIC) + 4 + hl])["format_version"] == 1
+    assert json.loads(d[len(MAGIC) + 4 : len(MAGIC) + 4 + hl])["format_version"] == 1
 
 
 def test_warm_start_maps_bigram_weights_by_name():
     from crfkit.train import init_weights
+
     model, X, Y, B, _ = random_model(8, support="observed")
     # a new space from other data (other attribute order) shares some features
     X2, Y2, B2 = bigram_data(9)
@@ -334,22 +371,35 @@ def test_crfpp_bigram_macro_templates():
 
 
 def test_wapiti_patterns():
-    src = ('u1:%x[0,0]\n'
-           'u2:%X[0,0]\n'
-           'u3:%t[0,0,"^\\u"]\n'
-           'u4:%m[0,0,"\\d+"]\n'
-           'u5:%T[0,0,"^re"]/%M[1,0,"CK"]\n'
-           'b6:%x[-1,1]\n'
-           '*7:%X[0,0]\n'
-           'b\n')
+    src = (
+        "u1:%x[0,0]\n"
+        "u2:%X[0,0]\n"
+        'u3:%t[0,0,"^\\u"]\n'
+        'u4:%m[0,0,"\\d+"]\n'
+        'u5:%T[0,0,"^re"]/%M[1,0,"CK"]\n'
+        "b6:%x[-1,1]\n"
+        "*7:%X[0,0]\n"
+        "b\n"
+    )
     t = Templates.parse(src, name="w.pat")
     assert len(t.unigram) == 6 and len(t.bigram_observation) == 2 and len(t.bigram) == 1
     cols = [["He", "PRP"], ["Reckons42", "VBZ"], ["back", "RB"]]
     got = t.apply(cols)
     assert got[0] == ["u1:He", "u2:he", "u3:true", "u4:", "u5:false/ck", "*7:he"]
-    assert got[1] == ["u1:Reckons42", "u2:reckons42", "u3:true", "u4:42", "u5:true/ck", "*7:reckons42"]
+    assert got[1] == [
+        "u1:Reckons42",
+        "u2:reckons42",
+        "u3:true",
+        "u4:42",
+        "u5:true/ck",
+        "*7:reckons42",
+    ]
     assert got[2] == ["u1:back", "u2:back", "u3:false", "u4:", "u5:false/_B+1", "*7:back"]
-    assert t.apply_bigram(cols) == [["b6:_B-1", "*7:he"], ["b6:PRP", "*7:reckons42"], ["b6:VBZ", "*7:back"]]
+    assert t.apply_bigram(cols) == [
+        ["b6:_B-1", "*7:he"],
+        ["b6:PRP", "*7:reckons42"],
+        ["b6:VBZ", "*7:back"],
+    ]
     # the reference expansion agrees with the compiled one, padded or not
     for tpl in t.unigram:
         assert [tpl.expand(cols, i) for i in range(3)] == [row[t.unigram.index(tpl)] for row in got]
@@ -357,14 +407,17 @@ def test_wapiti_patterns():
     assert nopad[2] == ["u1:back", "u2:back", "u3:false", "u4:", "*7:back"]
 
 
-@pytest.mark.parametrize("line, what", [
-    ('u:%t[0,0,"(("]', "bad regular expression"),
-    ('u:%m[0,0]', "malformed macro"),
-    ('u:%t[0,0,abc]', "malformed macro"),
-    ('b:%X[0,a]', "malformed macro"),
-    ('u:%q[0,0]', "unsupported macro"),
-    ('v:%x[0,0]', "unknown template type"),
-])
+@pytest.mark.parametrize(
+    "line, what",
+    [
+        ('u:%t[0,0,"(("]', "bad regular expression"),
+        ("u:%m[0,0]", "malformed macro"),
+        ("u:%t[0,0,abc]", "malformed macro"),
+        ("b:%X[0,a]", "malformed macro"),
+        ("u:%q[0,0]", "unsupported macro"),
+        ("v:%x[0,0]", "unknown template type"),
+    ],
+)
 def test_template_errors_name_file_and_line(tmp_path, line, what):
     p = tmp_path / "bad.tpl"
     p.write_text("# comment\nU0:%x[0,0]\n" + line + "\n")
@@ -377,6 +430,7 @@ def test_template_errors_name_file_and_line(tmp_path, line, what):
 # ------------------------------------------------------------------------------- training
 def test_owlqn_with_bigram_features_reduces_objective_and_is_sparse():
     from crfkit.train import train
+
     X, Y, B = bigram_data(21, n_seq=40, max_len=8, n_labels=3, real=False)
     # make the bigram attributes informative: label changes happen where "sw" is
     rng = np.random.default_rng(3)
@@ -392,8 +446,8 @@ def test_owlqn_with_bigram_features_reduces_objective_and_is_sparse():
     f0 = obj.value(np.zeros(s.n_features))
     f1 = obj.value(m.weights)
     assert f1 < f0 - 0.05
-    bw = m.weights[s.bigram_offset:s.dense_offset]
-    assert np.count_nonzero(bw) < 0.5 * len(bw)          # L1 zeroes most bigram features
+    bw = m.weights[s.bigram_offset : s.dense_offset]
+    assert np.count_nonzero(bw) < 0.5 * len(bw)  # L1 zeroes most bigram features
     assert any(a == "sw" and v != 0 for (a, _, _), v in m.bigram_features().items())
     pred = m.tag(X, B=B)
     assert len(pred) == len(X) and all(len(p) == len(x) for p, x in zip(pred, X))
@@ -401,6 +455,7 @@ def test_owlqn_with_bigram_features_reduces_objective_and_is_sparse():
 
 def test_pipeline_round_trip_with_bigram_template(tmp_path):
     from crfkit.pipeline import tag_columns, train_columns
+
     rng = np.random.default_rng(0)
     words = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
     lines = []
@@ -409,7 +464,11 @@ def test_pipeline_round_trip_with_bigram_template(tmp_path):
         lab = "O"
         for _t in range(T):
             w = words[int(rng.integers(len(words)))]
-            lab = "B" if w in ("the", "on") else ("I" if lab in ("B", "I") and rng.random() < 0.7 else "O")
+            lab = (
+                "B"
+                if w in ("the", "on")
+                else ("I" if lab in ("B", "I") and rng.random() < 0.7 else "O")
+            )
             lines.append(f"{w} {'DT' if w == 'the' else 'NN'} {lab}")
         lines.append("")
     data = tmp_path / "train.txt"
@@ -467,6 +526,7 @@ def test_subset_keeps_bigram_attributes():
 
 def test_stochastic_refusal_is_in_train_corpus_too():
     from crfkit.train import train_corpus
+
     model, X, Y, B, corpus = random_model(3)
     with pytest.raises(CrfkitError, match="bigram"):
         train_corpus(model.space, corpus, algorithm="sag", max_iterations=1)
@@ -475,9 +535,13 @@ def test_stochastic_refusal_is_in_train_corpus_too():
 def test_checkpoint_fingerprint_covers_the_bigram_features():
     from crfkit.checkpoint import fingerprint
     from crfkit.features.encode import build
+
     X, Y, B = bigram_data(5, n_seq=8)
     s1, c1 = build(X, Y, B=B)
-    B2 = [[[a + "x" if isinstance(a, str) else (a[0] + "x", a[1]) for a in tok] for tok in seq] for seq in B]
+    B2 = [
+        [[a + "x" if isinstance(a, str) else (a[0] + "x", a[1]) for a in tok] for tok in seq]
+        for seq in B
+    ]
     s2, c2 = build(X, Y, B=B2)
     assert s1.n_features == s2.n_features
     assert fingerprint(s1, c1) != fingerprint(s2, c2)
@@ -487,9 +551,17 @@ def test_checkpoint_fingerprint_covers_the_bigram_features():
 
 def _space_with_pairs(L, pairs):
     from crfkit.model import FeatureSpace
-    return FeatureSpace(labels=[f"y{j}" for j in range(L)], attributes=[], attr_ptr=[0], feat_label=[],
-                        trans_index=-np.ones((L, L), dtype=np.int32), battributes=["b"],
-                        battr_ptr=[0, len(pairs)], bfeat_pair=np.asarray(pairs, dtype=np.int64))
+
+    return FeatureSpace(
+        labels=[f"y{j}" for j in range(L)],
+        attributes=[],
+        attr_ptr=[0],
+        feat_label=[],
+        trans_index=-np.ones((L, L), dtype=np.int32),
+        battributes=["b"],
+        battr_ptr=[0, len(pairs)],
+        bfeat_pair=np.asarray(pairs, dtype=np.int64),
+    )
 
 
 def test_label_pairs_are_stored_in_the_narrowest_signed_type():
@@ -509,16 +581,18 @@ def test_label_pairs_are_stored_in_the_narrowest_signed_type():
 
 
 def test_int16_and_int32_label_pairs_give_the_same_objective_and_fingerprint():
-    # the kernels are generic in the pairs' type: the same value and gradient to the bit; the checkpoint
-    # fingerprint digests the pairs as int32, as before the narrowing, so older checkpoints still resume
+    # the kernels are generic in the pairs' type: the same value and gradient to the bit; the
+    # checkpoint fingerprint digests the pairs as int32, as before the narrowing, so older
+    # checkpoints still resume
     from crfkit.checkpoint import fingerprint
+
     X, Y, B = bigram_data(6, n_seq=8)
     for support in ("observed", "all"):
         space, corpus = build(X, Y, B=B, support=support)
         w = np.random.default_rng(2).normal(0.0, 0.5, space.n_features)
         f16, g16 = Objective(corpus, space, Regularization(l2=0.1)).value_and_grad(w)
         fp16 = fingerprint(space, corpus)
-        space.bfeat_pair = space.bfeat_pair.astype(np.int32)      # as spaces were stored before
+        space.bfeat_pair = space.bfeat_pair.astype(np.int32)  # as spaces were stored before
         f32, g32 = Objective(corpus, space, Regularization(l2=0.1)).value_and_grad(w)
         assert f16 == f32 and np.array_equal(g16, g32)
         assert fingerprint(space, corpus) == fp16
@@ -527,9 +601,9 @@ def test_int16_and_int32_label_pairs_give_the_same_objective_and_fingerprint():
 # ----------------------------------------------------------------------------- score building
 def test_bigram_transitions_against_numpy_both_exponential_paths():
     """M[t] and expM[t] = exp(M[t] - tmx[t]) from bigram_transitions against numpy, for tokens whose
-    non-zero features touch few pairs (expM0 times a factor, exp of the touched pairs) and many (every
-    exponential, vectorised), real values and zero weights included; and the same from compact_bigram's
-    arrays."""
+    non-zero features touch few pairs (expM0 times a factor, exp of the touched pairs) and many
+    (every exponential, vectorised), real values and zero weights included; and the same from
+    compact_bigram's arrays."""
     rng = np.random.default_rng(3)
     L, n_battr = 7, 6
     LL = L * L
@@ -561,13 +635,18 @@ def test_bigram_transitions_against_numpy_both_exponential_paths():
                 ref[t].flat[bfeat_pair[k]] += w[boff + k] * bval[e]
     zp, zpair, wz = chain.compact_bigram(w, boff, battr_ptr, bfeat_pair, 1.0)
     assert len(zpair) == np.count_nonzero(w[boff:]) and np.array_equal(wz[:boff], w[:boff])
-    assert chain.compact_bigram(w, boff, battr_ptr, bfeat_pair, 0.5)[0].shape[0] == 0   # 70% non-zero
+    assert (
+        chain.compact_bigram(w, boff, battr_ptr, bfeat_pair, 0.5)[0].shape[0] == 0
+    )  # 70% non-zero
     for args in ((battr_ptr, bfeat_pair, w), (zp, zpair, wz)):
         M, expM, tmx = np.empty((T, L, L)), np.empty((T, L, L)), np.empty(T)
-        rng_ = chain.bigram_transitions(btok_ptr, battr, bval, 0, T, *args, boff, trans, M, tmx, expM0, tmax0, expM)
+        rng_ = chain.bigram_transitions(
+            btok_ptr, battr, bval, 0, T, *args, boff, trans, M, tmx, expM0, tmax0, expM
+        )
         np.testing.assert_allclose(M[1:], ref[1:], rtol=0, atol=1e-13)
         mx = ref[1:].max(axis=(1, 2))
         np.testing.assert_allclose(tmx[1:], mx, rtol=0, atol=1e-13)
-        np.testing.assert_allclose(expM[1:], np.exp(ref[1:] - mx[:, None, None]), rtol=4e-15, atol=0)
+        np.testing.assert_allclose(
+            expM[1:], np.exp(ref[1:] - mx[:, None, None]), rtol=4e-15, atol=0
+        )
         assert rng_ == pytest.approx(max(np.ptp(ref[t]) for t in range(1, T)), abs=1e-13)
-

@@ -17,6 +17,7 @@ the same dicts 1.57-2.72 s in the same runs (crfkit 1.3-1.6x faster).  Measured 
 ``test_conversion_speed_on_conll2002`` (marked slow:
 ``.venv/bin/python -m pytest -m slow tests/test_dicts.py -s``).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -40,6 +41,7 @@ except ImportError:  # not in the test extra: the hand-written reference below s
 def reference_items(xseq) -> list[dict]:
     """What ``pycrfsuite.ItemSequence(xseq).items()`` returns, written from python-crfsuite's
     ``to_item`` (checked against pycrfsuite itself when it is installed)."""
+
     def item(x):
         out = []
         if isinstance(x, dict):
@@ -56,6 +58,7 @@ def reference_items(xseq) -> list[dict]:
         else:
             out += [(k.decode("utf-8") if isinstance(k, bytes) else k, 1.0) for k in x]
         return out
+
     return [dict(item(x)) for x in xseq]
 
 
@@ -91,7 +94,9 @@ def check_like_pycrfsuite(xseq):
 
 CASES = {
     "str": [{"w": "Rockwell", "pos": "NNP"}, {"w": "said"}],
-    "int_float": [{"bias": 1.0, "n": 3, "x": 2.5, "neg": -0.25, "one_int": 1, "zero": 0, "fzero": 0.0}],
+    "int_float": [
+        {"bias": 1.0, "n": 3, "x": 2.5, "neg": -0.25, "one_int": 1, "zero": 0, "fzero": 0.0}
+    ],
     "bool": [{"isupper": True, "istitle": False, "BOS": True}],
     "nested_dict": [{"f": {"g": "h", "i": 1.5, "j": {"k": "l", "m": True}}}],
     "nested_list": [{"m": ["n", "o"], "p": {"q": ["r", "s"]}}],
@@ -100,9 +105,16 @@ CASES = {
     "unicode": [{"mot": "é", "éü": "ñ", "x": ["日本", "語"]}, {"ключ": 2.0}],
     "colons": [{"a:b": "c:d", "": "x", "e": ""}],
     "bytes": [{b"k": b"v", "s": [b"t"]}],
-    "numpy": [{"a": np.float32(1.5), "b": np.int64(3), "c": np.bool_(True), "d": np.str_("x"),
-               np.str_("e"): np.float64(0.0)}],
-    "big_int": [{"a": 10 ** 20}],
+    "numpy": [
+        {
+            "a": np.float32(1.5),
+            "b": np.int64(3),
+            "c": np.bool_(True),
+            "d": np.str_("x"),
+            np.str_("e"): np.float64(0.0),
+        }
+    ],
+    "big_int": [{"a": 10**20}],
     "negative_zero": [{"a": -0.0}],
     "list_tokens": [["a", "b"], ["c"], []],
     "tuple_and_set_tokens": [("a", "b"), {"c"}],
@@ -116,10 +128,25 @@ def test_same_attributes_as_pycrfsuite(case):
 
 
 def test_exact_output_of_the_tutorial_shapes():
-    tok = {"bias": 1.0, "word.lower()": "melbourne", "word.isupper()": False, "word.istitle()": True,
-           "postag": "NP", "-1:postag": "Fc", "BOS": True, "n": 2}
-    assert token_attributes(tok) == ["bias", "word.lower():melbourne", "word.istitle()", "postag:NP",
-                                     "-1:postag:Fc", "BOS", ("n", 2.0)]
+    tok = {
+        "bias": 1.0,
+        "word.lower()": "melbourne",
+        "word.isupper()": False,
+        "word.istitle()": True,
+        "postag": "NP",
+        "-1:postag": "Fc",
+        "BOS": True,
+        "n": 2,
+    }
+    assert token_attributes(tok) == [
+        "bias",
+        "word.lower():melbourne",
+        "word.istitle()",
+        "postag:NP",
+        "-1:postag:Fc",
+        "BOS",
+        ("n", 2.0),
+    ]
     assert token_attributes(tok, keep_zeros=True)[2] == ("word.isupper()", 0.0)
 
 
@@ -160,15 +187,29 @@ def test_reference_is_pycrfsuite(case):
 
 
 # NUL is left out: CRFsuite keeps C strings and cuts names at a NUL; crfkit keeps them whole
-_txt = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3)
+_txt = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3
+)
 
 
 @needs_pycrfsuite
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.dictionaries(_txt, st.recursive(
-    st.one_of(_txt, st.booleans(), st.integers(-3, 3), st.floats(-3, 3)),
-    lambda inner: st.one_of(st.dictionaries(_txt, inner, max_size=3), st.lists(_txt, max_size=3)),
-    max_leaves=5), max_size=4), max_size=3))
+@given(
+    st.lists(
+        st.dictionaries(
+            _txt,
+            st.recursive(
+                st.one_of(_txt, st.booleans(), st.integers(-3, 3), st.floats(-3, 3)),
+                lambda inner: st.one_of(
+                    st.dictionaries(_txt, inner, max_size=3), st.lists(_txt, max_size=3)
+                ),
+                max_leaves=5,
+            ),
+            max_size=4,
+        ),
+        max_size=3,
+    )
+)
 def test_reference_is_pycrfsuite_random(xseq):
     assert reference_items(xseq) == pycrfsuite.ItemSequence(xseq).items()
 
@@ -176,8 +217,18 @@ def test_reference_is_pycrfsuite_random(xseq):
 def test_fast_and_general_paths_agree():
     # one corpus where every token is a flat dict (fast loop) vs the same tokens one by one
     rng = np.random.default_rng(3)
-    X = [[{"w": f"w{rng.integers(50)}", "b": bool(rng.integers(2)), "v": float(rng.integers(-2, 3)) / 2,
-           "bias": 1.0} for _ in range(int(rng.integers(1, 8)))] for _ in range(40)]
+    X = [
+        [
+            {
+                "w": f"w{rng.integers(50)}",
+                "b": bool(rng.integers(2)),
+                "v": float(rng.integers(-2, 3)) / 2,
+                "bias": 1.0,
+            }
+            for _ in range(int(rng.integers(1, 8)))
+        ]
+        for _ in range(40)
+    ]
     for keep in (False, True):
         fast = to_attributes(X, keep_zeros=keep)
         slow = [[token_attributes(t, keep_zeros=keep) for t in s] for s in X]
@@ -187,12 +238,24 @@ def test_fast_and_general_paths_agree():
 
 
 # ------------------------------------------------------------------ property test
-names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=4)
-leaf = st.one_of(names, st.booleans(), st.integers(-3, 3),
-                 st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=64))
-values = st.recursive(leaf, lambda inner: st.one_of(st.dictionaries(names, inner, max_size=3),
-                                                    st.lists(names, max_size=3),
-                                                    st.sets(names, max_size=3)), max_leaves=6)
+names = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=4
+)
+leaf = st.one_of(
+    names,
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=64),
+)
+values = st.recursive(
+    leaf,
+    lambda inner: st.one_of(
+        st.dictionaries(names, inner, max_size=3),
+        st.lists(names, max_size=3),
+        st.sets(names, max_size=3),
+    ),
+    max_leaves=6,
+)
 tokens = st.one_of(st.dictionaries(names, values, max_size=5), st.lists(names, max_size=4))
 
 
@@ -203,20 +266,23 @@ def test_random_feature_dicts_like_pycrfsuite(xseq):
 
 
 # ------------------------------------------------------------------------- errors
-@pytest.mark.parametrize("tok, words", [
-    ({"a": None}, ["'a'", "NoneType"]),
-    ({"a": ("x", "y")}, ["'a'", "tuple"]),
-    ({"a": 1j}, ["'a'", "complex"]),
-    ({1: "x"}, ["1", "int", "strings"]),
-    ({"a": float("nan")}, ["'a'", "non-finite"]),
-    ({"a": float("inf")}, ["'a'", "non-finite"]),
-    ({"a": 10 ** 400}, ["'a'", "int"]),
-    ({"a": ["x", 2]}, ["'a'", "2", "strings"]),
-    ({"a": {"b": object()}}, ["'a:b'", "object"]),
-    ("word", ["string"]),
-    (3, ["int"]),
-    ([("a", "x")], ["'a'", "str"]),
-])
+@pytest.mark.parametrize(
+    "tok, words",
+    [
+        ({"a": None}, ["'a'", "NoneType"]),
+        ({"a": ("x", "y")}, ["'a'", "tuple"]),
+        ({"a": 1j}, ["'a'", "complex"]),
+        ({1: "x"}, ["1", "int", "strings"]),
+        ({"a": float("nan")}, ["'a'", "non-finite"]),
+        ({"a": float("inf")}, ["'a'", "non-finite"]),
+        ({"a": 10**400}, ["'a'", "int"]),
+        ({"a": ["x", 2]}, ["'a'", "2", "strings"]),
+        ({"a": {"b": object()}}, ["'a:b'", "object"]),
+        ("word", ["string"]),
+        (3, ["int"]),
+        ([("a", "x")], ["'a'", "str"]),
+    ],
+)
 def test_bad_values_name_sequence_and_token(tok, words):
     X = [[{"ok": "x"}], [{"ok": "y"}, {"ok": "z"}, tok]]
     with pytest.raises(DataError) as e:
@@ -235,6 +301,7 @@ def test_bad_containers():
 
 def test_garbage_collector_state_is_restored():
     import gc
+
     assert gc.isenabled()
     to_attributes([[{"a": "x"}]])
     assert gc.isenabled()
@@ -252,6 +319,7 @@ def test_garbage_collector_state_is_restored():
 # -------------------------------------------------------------------------- speed
 def _conll2002_dicts(limit=None):
     from crfkit.datasets import data_dir
+
     path = os.path.join(data_dir() or "", "conll2002", "esp.train.gz")
     if not os.path.exists(path):
         pytest.skip("CoNLL-2002 data not found")
@@ -270,19 +338,41 @@ def _conll2002_dicts(limit=None):
 
     def word2features(sent, i):  # the sklearn-crfsuite tutorial's features
         word, postag = sent[i][0], sent[i][1]
-        f = {"bias": 1.0, "word.lower()": word.lower(), "word[-3:]": word[-3:], "word[-2:]": word[-2:],
-             "word.isupper()": word.isupper(), "word.istitle()": word.istitle(),
-             "word.isdigit()": word.isdigit(), "postag": postag, "postag[:2]": postag[:2]}
+        f = {
+            "bias": 1.0,
+            "word.lower()": word.lower(),
+            "word[-3:]": word[-3:],
+            "word[-2:]": word[-2:],
+            "word.isupper()": word.isupper(),
+            "word.istitle()": word.istitle(),
+            "word.isdigit()": word.isdigit(),
+            "postag": postag,
+            "postag[:2]": postag[:2],
+        }
         if i > 0:
             w1, p1 = sent[i - 1][0], sent[i - 1][1]
-            f.update({"-1:word.lower()": w1.lower(), "-1:word.istitle()": w1.istitle(),
-                      "-1:word.isupper()": w1.isupper(), "-1:postag": p1, "-1:postag[:2]": p1[:2]})
+            f.update(
+                {
+                    "-1:word.lower()": w1.lower(),
+                    "-1:word.istitle()": w1.istitle(),
+                    "-1:word.isupper()": w1.isupper(),
+                    "-1:postag": p1,
+                    "-1:postag[:2]": p1[:2],
+                }
+            )
         else:
             f["BOS"] = True
         if i < len(sent) - 1:
             w1, p1 = sent[i + 1][0], sent[i + 1][1]
-            f.update({"+1:word.lower()": w1.lower(), "+1:word.istitle()": w1.istitle(),
-                      "+1:word.isupper()": w1.isupper(), "+1:postag": p1, "+1:postag[:2]": p1[:2]})
+            f.update(
+                {
+                    "+1:word.lower()": w1.lower(),
+                    "+1:word.istitle()": w1.istitle(),
+                    "+1:word.isupper()": w1.isupper(),
+                    "+1:postag": p1,
+                    "+1:postag[:2]": p1[:2],
+                }
+            )
         else:
             f["EOS"] = True
         return f
@@ -304,7 +394,11 @@ def test_conversion_speed_on_conll2002():
         t = time.process_time()
         S = [pycrfsuite.ItemSequence(x) for x in X]
         best["pycrfsuite"] = min(best.get("pycrfsuite", 1e9), time.process_time() - t)
-    print(f"\n{len(X)} sequences, {n_tok} tokens: to_attributes {best['crfkit']:.2f}s "
-          f"({n_tok / best['crfkit'] / 1e3:.0f}k tokens/s), pycrfsuite.ItemSequence {best['pycrfsuite']:.2f}s")
+    print(
+        f"\n{len(X)} sequences, {n_tok} tokens: to_attributes {best['crfkit']:.2f}s "
+        f"({n_tok / best['crfkit'] / 1e3:.0f}k tokens/s), pycrfsuite.ItemSequence {best['pycrfsuite']:.2f}s"
+    )
     for s, a in zip(S[:500], A[:500]):
-        assert [as_dict(t) for t in a] == [{k: v for k, v in r.items() if v != 0} for r in s.items()]
+        assert [as_dict(t) for t in a] == [
+            {k: v for k, v in r.items() if v != 0} for r in s.items()
+        ]

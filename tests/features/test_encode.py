@@ -1,4 +1,5 @@
 """Feature space construction and encoding, checked on hand-made examples (counts by hand)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,13 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import random_sequences, token_attr_totals
-from conftest import markov_corpus
+from conftest import markov_corpus, random_sequences, token_attr_totals
 from conftest import run_cli as run
 from crfkit import cli
 from crfkit.errors import DataError
-from crfkit.features.encode import build, encode
 from crfkit.estimator import CRF
+from crfkit.features.encode import build, encode
 from crfkit.train import train
 
 # Two sentences, counts by hand.
@@ -22,20 +22,24 @@ from crfkit.train import train
 #   (a,X)=1 (b,X)=1 (d,X)=1 (a,Y)=2 (c,Y)=3 (b,Z)=1 (e,Z)=1      -> 7 observed state features
 # attribute occurrences: a=3 b=2 c=3 d=1 e=1
 # label bigrams inside sentences: X->Y, Y->X, Y->Y, Y->Z            -> 4 observed transitions
-X2 = [[["a", "b"], ["a", "c"], ["d"]],
-      [["a"], ["c", "c"], ["b", ("e", 2.5)]]]
+X2 = [[["a", "b"], ["a", "c"], ["d"]], [["a"], ["c", "c"], ["b", ("e", 2.5)]]]
 Y2 = [["X", "Y", "X"], ["Y", "Y", "Z"]]
 PAIRS = {("a", "X"), ("b", "X"), ("d", "X"), ("a", "Y"), ("c", "Y"), ("b", "Z"), ("e", "Z")}
 
 
 def _pairs(space):
     fa = space.feature_attr()
-    return {(space.attributes[a], space.labels[l]) for a, l in zip(fa.tolist(), space.feat_label.tolist())}
+    return {
+        (space.attributes[a], space.labels[l])
+        for a, l in zip(fa.tolist(), space.feat_label.tolist())
+    }
 
 
 def _trans_pairs(space):
     L = space.labels
-    return {(L[i], L[j]) for i in range(len(L)) for j in range(len(L)) if space.trans_index[i, j] >= 0}
+    return {
+        (L[i], L[j]) for i in range(len(L)) for j in range(len(L)) if space.trans_index[i, j] >= 0
+    }
 
 
 def _decode_corpus(space, corpus):
@@ -50,7 +54,7 @@ def _decode_corpus(space, corpus):
 
 def test_observed_space_has_exactly_the_seen_pairs():
     space, corpus = build(X2, Y2, support="observed")
-    assert space.labels == ["X", "Y", "Z"]                  # first occurrence
+    assert space.labels == ["X", "Y", "Z"]  # first occurrence
     assert set(space.attributes) == {"a", "b", "c", "d", "e"}
     assert space.n_state == 7
     assert _pairs(space) == PAIRS
@@ -59,7 +63,7 @@ def test_observed_space_has_exactly_the_seen_pairs():
     assert space.n_features == 11
     # CSR by attribute: attr_ptr consistent with feature_attr, labels sorted within an attribute
     for a in range(space.n_attributes):
-        labs = space.feat_label[space.attr_ptr[a]:space.attr_ptr[a + 1]]
+        labs = space.feat_label[space.attr_ptr[a] : space.attr_ptr[a + 1]]
         assert list(labs) == sorted(labs)
     # transition offsets are a permutation of 0..n_trans-1
     ti = space.trans_index[space.trans_index >= 0]
@@ -71,11 +75,26 @@ def test_corpus_arrays_by_hand():
     assert corpus.seq_ptr.tolist() == [0, 3, 6]
     assert corpus.tok_ptr.tolist() == [0, 2, 4, 5, 6, 8, 10]
     toks, labels = _decode_corpus(space, corpus)
-    assert toks == [[("a", 1.0), ("b", 1.0)], [("a", 1.0), ("c", 1.0)], [("d", 1.0)],
-                    [("a", 1.0)], [("c", 1.0), ("c", 1.0)], [("b", 1.0), ("e", 2.5)]]
+    assert toks == [
+        [("a", 1.0), ("b", 1.0)],
+        [("a", 1.0), ("c", 1.0)],
+        [("d", 1.0)],
+        [("a", 1.0)],
+        [("c", 1.0), ("c", 1.0)],
+        [("b", 1.0), ("e", 2.5)],
+    ]
     assert labels == ["X", "Y", "X", "Y", "Y", "Z"]
-    assert corpus.attr.dtype == np.int32 and corpus.val.dtype == np.float64 and corpus.y.dtype == np.int32
-    assert corpus.n_sequences == 2 and corpus.n_tokens == 6 and corpus.max_length == 3 and corpus.has_labels
+    assert (
+        corpus.attr.dtype == np.int32
+        and corpus.val.dtype == np.float64
+        and corpus.y.dtype == np.int32
+    )
+    assert (
+        corpus.n_sequences == 2
+        and corpus.n_tokens == 6
+        and corpus.max_length == 3
+        and corpus.has_labels
+    )
 
 
 def test_all_support_and_mixed_transitions():
@@ -126,7 +145,14 @@ def test_min_freq_observed_drops_features_and_attributes():
     assert set(space.attributes) == {"a", "c"} and space.n_state == 2
     assert space.n_trans == 4  # transitions do not depend on min_freq
     toks, _ = _decode_corpus(space, corpus)
-    assert toks == [[("a", 1.0)], [("a", 1.0), ("c", 1.0)], [], [("a", 1.0)], [("c", 1.0), ("c", 1.0)], []]
+    assert toks == [
+        [("a", 1.0)],
+        [("a", 1.0), ("c", 1.0)],
+        [],
+        [("a", 1.0)],
+        [("c", 1.0), ("c", 1.0)],
+        [],
+    ]
     assert corpus.tok_ptr.tolist() == [0, 1, 3, 3, 4, 6, 6]
     s3, _ = build(X2, Y2, support="observed", min_freq=3)
     assert _pairs(s3) == {("c", "Y")}
@@ -138,8 +164,14 @@ def test_min_freq_all_drops_rare_attributes():
     space, corpus = build(X2, Y2, support="all", min_freq=2)
     assert set(space.attributes) == {"a", "b", "c"} and space.n_state == 9
     toks, _ = _decode_corpus(space, corpus)
-    assert toks == [[("a", 1.0), ("b", 1.0)], [("a", 1.0), ("c", 1.0)], [], [("a", 1.0)],
-                    [("c", 1.0), ("c", 1.0)], [("b", 1.0)]]
+    assert toks == [
+        [("a", 1.0), ("b", 1.0)],
+        [("a", 1.0), ("c", 1.0)],
+        [],
+        [("a", 1.0)],
+        [("c", 1.0), ("c", 1.0)],
+        [("b", 1.0)],
+    ]
     s3, _ = build(X2, Y2, support="all", min_freq=3)
     assert set(s3.attributes) == {"a", "c"} and s3.n_state == 6
 
@@ -193,19 +225,23 @@ def test_random_corpora_encode_consistently():
                     for a in tok:
                         n = a if isinstance(a, str) else a[0]
                         counts[(n, lab)] = counts.get((n, lab), 0) + 1
-            assert _pairs(build(X, Y, support="observed", min_freq=mf)[0]) == \
-                {k for k, c in counts.items() if c >= mf}
+            assert _pairs(build(X, Y, support="observed", min_freq=mf)[0]) == {
+                k for k, c in counts.items() if c >= mf
+            }
 
 
-@pytest.mark.parametrize("X,Y", [
-    ([[["a"]]], [["x", "y"]]),                 # label count mismatch
-    ([[["a"]]], []),                           # sequence count mismatch
-    ([[[("a", "big")]]], [["x"]]),             # value not a number
-    ([[[("a", float("nan"))]]], [["x"]]),      # non-finite value
-    ([[[3]]], [["x"]]),                        # attribute not a string
-    ([], []),                                  # no sequences
-    ([[]], [[]]),                              # no tokens
-])
+@pytest.mark.parametrize(
+    "X,Y",
+    [
+        ([[["a"]]], [["x", "y"]]),  # label count mismatch
+        ([[["a"]]], []),  # sequence count mismatch
+        ([[[("a", "big")]]], [["x"]]),  # value not a number
+        ([[[("a", float("nan"))]]], [["x"]]),  # non-finite value
+        ([[[3]]], [["x"]]),  # attribute not a string
+        ([], []),  # no sequences
+        ([[]], [[]]),  # no tokens
+    ],
+)
 def test_bad_training_data_is_data_error(X, Y):
     with pytest.raises(DataError):
         build(X, Y)
@@ -232,7 +268,9 @@ def test_empty_training_sequence_is_a_clear_error():
         build([[["a"]], [], [["b"]]], [["x"], [], ["y"]])
 
 
-# --------------------------------------------------------------------------- the bound on feature values
+# --------------------------------------------------------------------------- the bound on feature
+# values
+
 
 def _attr_file(path: Path, value: str) -> Path:
     lines = []
@@ -254,8 +292,18 @@ def test_cli_refuses_huge_attribute_values_with_file_and_line(tmp_path, capsys, 
 
 def test_the_bound_itself_is_accepted(tmp_path, capsys):
     f = _attr_file(tmp_path / "edge.txt", "-1e6")
-    rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "-f", "crfsuite", "-q",
-                       "--max-iterations", "3")
+    rc, out, err = run(
+        capsys,
+        "train",
+        f,
+        "-m",
+        tmp_path / "m.crfkit",
+        "-f",
+        "crfsuite",
+        "-q",
+        "--max-iterations",
+        "3",
+    )
     assert rc == 0, err
     # the CLI shows crfkit's warnings as lines, also with -q
     assert "crfkit: warning: feature values reach 1e+06 (sequence 7, token 0)" in err
@@ -265,7 +313,9 @@ def test_estimator_and_api_refuse_huge_values_naming_sequence_and_token():
     X, Y = markov_corpus(2, 10)
     Xd = [[{a if isinstance(a, str) else a[0]: 1.0 for a in tok} for tok in s] for s in X]
     Xd[3][1]["len"] = 1e300
-    with pytest.raises(DataError, match=r"sequence 3, token 1: attribute 'len' has the value 1e\+300"):
+    with pytest.raises(
+        DataError, match=r"sequence 3, token 1: attribute 'len' has the value 1e\+300"
+    ):
         CRF(max_iterations=2).fit(Xd, Y)
     X[4][0].append(("big", -1e150))
     with pytest.raises(DataError, match=r"sequence 4, token 0: attribute 'big'"):
@@ -286,7 +336,9 @@ def test_dense_values_are_bounded(tmp_path, capsys):
     # a dense column of a column file: file:line
     f = tmp_path / "d.txt"
     f.write_text("a N 0.5 B-NP\nb V 3e200 B-VP\n\nc N 0.1 B-NP\n")
-    rc, out, err = run(capsys, "train", f, "-m", tmp_path / "m.crfkit", "--dense-columns", "3", "-q")
+    rc, out, err = run(
+        capsys, "train", f, "-m", tmp_path / "m.crfkit", "--dense-columns", "3", "-q"
+    )
     assert rc == cli.EXIT_ERROR and f"{f}:2:" in err and "3e200" in err
 
 

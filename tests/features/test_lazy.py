@@ -1,11 +1,12 @@
 """Lazy, chunked encoding of the training input (issue 18, everyday memory).
 
 ``CRF.fit`` and ``crfkit train`` hand :func:`crfkit.features.encode.build` a
-:class:`crfkit.features.lazy.LazySequences` that converts feature dicts (or applies templates) a chunk of
-sequences at a time; ``build`` encodes each chunk before the next is converted.  The result must be the
-same feature space and corpus as the eager path's, whatever the chunk boundaries, with the same error
-messages, and the whole input as attribute strings must never exist at once.
+:class:`crfkit.features.lazy.LazySequences` that converts feature dicts (or applies templates) a
+chunk of sequences at a time; ``build`` encodes each chunk before the next is converted.  The result
+must be the same feature space and corpus as the eager path's, whatever the chunk boundaries, with
+the same error messages, and the whole input as attribute strings must never exist at once.
 """
+
 from __future__ import annotations
 
 import gc
@@ -16,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import random_sequences
 import crfkit.features.encode as encode_mod
 import crfkit.features.lazy as lazy_mod
+from conftest import random_sequences
 from crfkit.errors import DataError
 from crfkit.features.dicts import LazyAttributes, to_attributes
 from crfkit.features.encode import build, encode
@@ -36,14 +37,19 @@ def _same_build(a, b):
 
 
 def _dicts(rng, n_seq, real=False):
-    """Random sklearn-crfsuite style feature dicts: string, bool, int and (optionally) float values."""
+    """Random sklearn-crfsuite style feature dicts: string, bool, int and (optionally) float
+    values."""
     X, Y = [], []
     for _ in range(n_seq):
         T = int(rng.integers(1, 6))
         xs = []
         for _t in range(T):
-            d = {"w": f"v{int(rng.integers(0, 9))}", "suf": f"s{int(rng.integers(0, 4))}",
-                 "up": bool(rng.integers(0, 2)), "bias": 1.0}
+            d = {
+                "w": f"v{int(rng.integers(0, 9))}",
+                "suf": f"s{int(rng.integers(0, 4))}",
+                "up": bool(rng.integers(0, 2)),
+                "bias": 1.0,
+            }
             if real and rng.random() < 0.3:
                 d["len"] = float(rng.integers(-3, 4)) / 2
             xs.append(d)
@@ -60,9 +66,15 @@ def small_chunks(monkeypatch):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n_seq=st.integers(1, 30), chunk=st.integers(1, 7),
-       flat_chunk=st.integers(1, 9), real=st.booleans(), support=st.sampled_from(["observed", "all"]),
-       min_freq=st.sampled_from([0, 2]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_seq=st.integers(1, 30),
+    chunk=st.integers(1, 7),
+    flat_chunk=st.integers(1, 9),
+    real=st.booleans(),
+    support=st.sampled_from(["observed", "all"]),
+    min_freq=st.sampled_from([0, 2]),
+)
 def test_lazy_build_equals_eager(seed, n_seq, chunk, flat_chunk, real, support, min_freq):
     rng = np.random.default_rng(seed)
     X, Y = _dicts(rng, n_seq, real=real)
@@ -136,8 +148,12 @@ def test_progress_advances_per_chunk(small_chunks):
 
         def update(self, n):
             self.n += n
-    lazy = LazySequences(list(range(7)), lambda chunk, first: [x * 2 for x in chunk],
-                         progress=lambda: Bar("features", 7))
+
+    lazy = LazySequences(
+        list(range(7)),
+        lambda chunk, first: [x * 2 for x in chunk],
+        progress=lambda: Bar("features", 7),
+    )
     assert list(lazy) == [x * 2 for x in range(7)]
     assert seen == [(7, 7)]
     assert [len(c) for c in lazy.iter_chunks()] == [3, 3, 1]
@@ -170,8 +186,11 @@ def test_index_keeps_copies_not_the_chunks_strings(small_chunks):
         out = [[[f"a:{t}" for t in tok] for tok in seq] for seq in chunk]
         made.extend(s for seq in out for tok in seq for s in tok)
         return out
+
     X = [[["x", "y"], ["x"]], [["z"]], [["y", "w"]], [["x"]], [["q"]]]
-    space, corpus = build(LazySequences(X, convert, chunk=2), [["A", "B"], ["A"], ["B"], ["A"], ["B"]])
+    space, corpus = build(
+        LazySequences(X, convert, chunk=2), [["A", "B"], ["A"], ["B"], ["A"], ["B"]]
+    )
     assert list(space.attributes) == ["a:x", "a:y", "a:z", "a:w", "a:q"]
     ids_made = {id(s) for s in made}
     assert not any(id(a) in ids_made for a in space.attributes)
@@ -205,13 +224,16 @@ def test_fit_reads_the_input_lazily(monkeypatch):
     # CRF.fit hands build a lazy view, not a converted list
     import crfkit.train as train_mod
     from crfkit import CRF
+
     seen = {}
     real_build = train_mod.build
 
     def spy(X, Y, **kw):
         seen["type"] = type(X)
         return real_build(X, Y, **kw)
-    import crfkit.training.driver as driver_mod   # where the driver reads build
+
+    import crfkit.training.driver as driver_mod  # where the driver reads build
+
     monkeypatch.setattr(driver_mod, "build", spy)
     X, Y = _dicts(np.random.default_rng(4), 20)
     crf = CRF(max_iterations=3).fit(X, Y)
@@ -222,7 +244,7 @@ def test_fit_reads_the_input_lazily(monkeypatch):
 
 def test_once_releases_the_items_after_one_pass():
     lazy = LazySequences(list(range(5)), lambda chunk, first: list(chunk), chunk=2, once=True)
-    assert lazy[3] == 3                       # single items before the pass
+    assert lazy[3] == 3  # single items before the pass
     assert list(lazy) == [0, 1, 2, 3, 4]
     assert len(lazy) == 5 and lazy._items is None
     with pytest.raises(RuntimeError, match="read once"):
@@ -247,38 +269,43 @@ def _column_file(tmp_path, n=30, seed=0):
 def test_templates_applied_lazily_equal_eager(tmp_path, small_chunks):
     from crfkit.features.templates import default_chunking_templates
     from crfkit.pipeline import load_columns
+
     path = _column_file(tmp_path)
     tpl = default_chunking_templates()
     X, Y, _ = load_columns(str(path), tpl)
     Xl, Yl, _ = load_columns(str(path), tpl, lazy=True, once=True)
     assert isinstance(Xl, LazySequences) and Yl == Y
     _same_build(build(X, Y), build(Xl, Yl))
-    assert Xl._items is None                   # once: the sentences were dropped after the build's pass
+    assert Xl._items is None  # once: the sentences were dropped after the build's pass
 
 
 def test_train_columns_model_equals_eager(tmp_path):
-    # crfkit train's path (lazy templates, labels copied, sentences dropped) trains the same model as
-    # the attribute lists given whole
+    # crfkit train's path (lazy templates, labels copied, sentences dropped) trains the same model
+    # as the attribute lists given whole
     from crfkit.features.templates import default_chunking_templates
-    from crfkit.pipeline import attributes_of, train_columns
     from crfkit.io.columns import read_columns_list
+    from crfkit.pipeline import attributes_of, train_columns
     from crfkit.train import train
+
     path = _column_file(tmp_path, n=40, seed=1)
     tpl = default_chunking_templates()
     res = train_columns(str(path), tpl, max_iterations=5)
     sents = read_columns_list(str(path))
-    ref = train(attributes_of(sents, tpl), [s.labels for s in sents], max_iterations=5, transitions=None)
+    ref = train(
+        attributes_of(sents, tpl), [s.labels for s in sents], max_iterations=5, transitions=None
+    )
     assert list(res.model.space.attributes) == list(ref.model.space.attributes)
     np.testing.assert_allclose(res.model.weights, ref.model.weights)
 
 
 @pytest.mark.parametrize("support", ["observed", "all"])
 def test_lazy_bigram_attributes_build_as_eager(tmp_path, small_chunks, support):
-    # label pair x observation attributes (a Wapiti * pattern) read lazily, a chunk of sentences at a
-    # time (crfkit train's path): the same bigram space and arrays as the lists given whole
+    # label pair x observation attributes (a Wapiti * pattern) read lazily, a chunk of sentences at
+    # a time (crfkit train's path): the same bigram space and arrays as the lists given whole
     from crfkit.features.templates import Templates
     from crfkit.io.columns import read_columns_list
     from crfkit.pipeline import attributes_of, bigram_attributes_of
+
     sents = read_columns_list(str(_column_file(tmp_path, n=25, seed=4)))
     tpl = Templates.parse("U00:%x[0,0]\n*01:%x[-1,0]/%x[0,1]\nB\n", name="t.pat")
     Y = [s.labels for s in sents]
@@ -293,19 +320,22 @@ def test_lazy_bigram_attributes_build_as_eager(tmp_path, small_chunks, support):
     for a, b in zip(ca.bigram_arrays(), cb.bigram_arrays()):
         np.testing.assert_array_equal(a, b)
     assert Bl._items is None
-    with pytest.raises(DataError, match="bigram attributes"):     # a shape mismatch is still refused
+    with pytest.raises(DataError, match="bigram attributes"):  # a shape mismatch is still refused
         build(X, Y, B=bigram_attributes_of(sents[:-1] + [sents[0]], tpl, lazy=True))
 
 
-# --------------------------------------------------------------------------- a corpus of ones stores no values
+# --------------------------------------------------------------------------- a corpus of ones
+# stores no values
 def test_corpus_of_ones_stores_no_values():
-    from crfkit.corpus import Corpus
     import pickle
+
+    from crfkit.corpus import Corpus
+
     c = Corpus(seq_ptr=[0, 2], tok_ptr=[0, 2, 3], attr=[0, 1, 0], val=None, y=[0, 1])
     assert len(c.raw_val) == 0 and c.all_ones and "val" not in c.__dict__
     c2 = pickle.loads(pickle.dumps(c))
     assert len(c2.raw_val) == 0
-    np.testing.assert_array_equal(c.val, [1.0, 1.0, 1.0])          # made on first use, then kept
+    np.testing.assert_array_equal(c.val, [1.0, 1.0, 1.0])  # made on first use, then kept
     assert c.raw_val is c.val and c.all_ones
     np.testing.assert_array_equal(c2.val, c.val)
     with pytest.raises(AttributeError):
@@ -323,26 +353,37 @@ def test_build_leaves_binary_corpora_without_values():
 
 @pytest.mark.parametrize("bigram", [False, True])
 def test_full_batch_objective_same_with_and_without_stored_ones(bigram):
-    # the full-batch kernels read an empty val as all ones: the objective, gradient and empirical counts
-    # equal those of the same corpus with its array of ones made, and training never makes the array
+    # the full-batch kernels read an empty val as all ones: the objective, gradient and empirical
+    # counts equal those of the same corpus with its array of ones made, and training never makes
+    # the array
     from crfkit.corpus import Corpus
     from crfkit.objective import Objective, regularization
+
     rng = np.random.default_rng(11)
     X, Y = random_sequences(rng, 25, n_attr=7, max_attrs=3)
     B = [[[f"b{a}" for a in tok] for tok in seq] for seq in X] if bigram else None
     space, lean = build(X, Y, B=B)
     assert len(lean.raw_val) == 0
-    full = Corpus(lean.seq_ptr, lean.tok_ptr, lean.attr, np.ones(len(lean.attr)), lean.y,
-                  btok_ptr=lean.btok_ptr, battr=lean.battr, bval=lean.bval)
+    full = Corpus(
+        lean.seq_ptr,
+        lean.tok_ptr,
+        lean.attr,
+        np.ones(len(lean.attr)),
+        lean.y,
+        btok_ptr=lean.btok_ptr,
+        battr=lean.battr,
+        bval=lean.bval,
+    )
     reg = regularization(lean.n_sequences, c2=1.0)
     w = rng.normal(scale=0.5, size=space.n_features)
-    big = w * 400.0           # past the exp-domain bound: the log-domain emissions read val
+    big = w * 400.0  # past the exp-domain bound: the log-domain emissions read val
     for x in (w, big):
         a = Objective(lean, space, reg).value_and_grad(x)
         b = Objective(full, space, reg).value_and_grad(x)
         np.testing.assert_allclose(a[0], b[0], rtol=1e-12)
         np.testing.assert_allclose(a[1], b[1], rtol=1e-10, atol=1e-12)
     from crfkit.train import train_corpus
+
     train_corpus(space, lean, reg=reg, max_iterations=3)
     assert "val" not in lean.__dict__
 
@@ -350,6 +391,7 @@ def test_full_batch_objective_same_with_and_without_stored_ones(bigram):
 def test_checkpoint_fingerprint_unchanged_by_stored_ones():
     from crfkit.checkpoint import fingerprint
     from crfkit.corpus import Corpus
+
     X, Y = random_sequences(np.random.default_rng(12), 30, n_attr=5)
     space, lean = build(X, Y)
     full = Corpus(lean.seq_ptr, lean.tok_ptr, lean.attr, np.ones(len(lean.attr)), lean.y)
@@ -359,7 +401,9 @@ def test_checkpoint_fingerprint_unchanged_by_stored_ones():
 
 def test_release_memory_is_safe_to_call():
     import sys
+
     from crfkit import memtrim
+
     r = memtrim.release_memory()
     assert isinstance(r, bool)
     if not sys.platform.startswith("linux"):
@@ -367,10 +411,14 @@ def test_release_memory_is_safe_to_call():
 
 
 def test_train_releases_memory_after_training(monkeypatch):
-    from crfkit import memtrim
     import crfkit.train as train_mod
+    from crfkit import memtrim
+
     calls = []
     monkeypatch.setattr(memtrim, "release_memory", lambda: calls.append(1) or True)
     X, Y = random_sequences(np.random.default_rng(13), 10)
     train_mod.train(X, Y, max_iterations=2)
-    assert calls == [1, 1]      # once the corpus is encoded (the encoding's temporaries), once after training
+    assert calls == [
+        1,
+        1,
+    ]  # once the corpus is encoded (the encoding's temporaries), once after training

@@ -1,4 +1,6 @@
-"""The packed attribute table of a loaded model (crfkit.model.StringTable): the ids it finds are a dict's."""
+"""The packed attribute table of a loaded model (crfkit.model.StringTable): the ids it finds are a
+dict's."""
+
 from __future__ import annotations
 
 import pickle
@@ -9,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crfkit.features import space as M
-from crfkit.features.space import StringTable, pack_strings as _pack_strings
+from crfkit.features.space import StringTable
+from crfkit.features.space import pack_strings as _pack_strings
 from crfkit.model import CRFModel, FeatureSpace
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
@@ -39,7 +42,7 @@ def test_probe_path_is_taken_and_agrees():
     t = _table(strings)
     names = ["w[0]=17", "é", "日本", "", "a\x00b", "nope", "w[0]=4999", "a", "\udc80", "w[0]=17"]
     got = t.ids(names)
-    assert t._dict is None and t._list is None        # answered by the hashes, no dict, no strings
+    assert t._dict is None and t._list is None  # answered by the hashes, no dict, no strings
     np.testing.assert_array_equal(got, _ref(strings, names))
     # asked again: a dict from then on
     for more in (names[::-1], ["w[0]=1", "w[0]=1", "x"], [], ["日本"]):
@@ -50,15 +53,15 @@ def test_probe_path_is_taken_and_agrees():
 
 def test_every_hash_colliding_still_gives_the_right_ids(monkeypatch):
     monkeypatch.setattr(M, "_packed_hashes", lambda blob, lens: np.zeros(len(lens), np.uint64))
-    strings = ["a", "b", "ab", "ba", "b"]           # a duplicate: the last id wins, as in a dict
+    strings = ["a", "b", "ab", "ba", "b"]  # a duplicate: the last id wins, as in a dict
     t = _table(strings)
     names = ["b", "ab", "x", "a"]
     np.testing.assert_array_equal(t.ids(names), _ref(strings, names))
-    np.testing.assert_array_equal(t.ids(names[1:]), _ref(strings, names[1:]))   # the dict
+    np.testing.assert_array_equal(t.ids(names[1:]), _ref(strings, names[1:]))  # the dict
 
 
 def test_no_hashes_for_very_long_strings_falls_back_to_the_dict():
-    strings = ["x" * 100_000] + [f"s{i}" for i in range(300)]    # a 301 x 100,000 padded matrix: no
+    strings = ["x" * 100_000] + [f"s{i}" for i in range(300)]  # a 301 x 100,000 padded matrix: no
     t = _table(strings)
     assert M._packed_hashes(t._blob, t._lens) is None
     np.testing.assert_array_equal(t.ids(["s3", "x" * 100_000, "q"]), [4, 0, -1])
@@ -67,7 +70,9 @@ def test_no_hashes_for_very_long_strings_falls_back_to_the_dict():
 def test_many_names_use_the_dict():
     strings = [f"k{i}" for i in range(100)]
     t = _table(strings)
-    np.testing.assert_array_equal(t.ids(strings[::-1] + ["z"]), _ref(strings, strings[::-1] + ["z"]))
+    np.testing.assert_array_equal(
+        t.ids(strings[::-1] + ["z"]), _ref(strings, strings[::-1] + ["z"])
+    )
     assert t._dict is not None
 
 
@@ -82,10 +87,13 @@ def test_loaded_model_tags_as_the_saved_one(tmp_path):
     rng = np.random.default_rng(0)
     attrs = [f"a{i}" for i in range(300)] + ["ü", "∑x"]
     L = 3
-    space = FeatureSpace(labels=["A", "B", "C"], attributes=attrs,
-                         attr_ptr=np.arange(len(attrs) + 1, dtype=np.int64) * L,
-                         feat_label=np.tile(np.arange(L, dtype=np.int32), len(attrs)),
-                         trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L))
+    space = FeatureSpace(
+        labels=["A", "B", "C"],
+        attributes=attrs,
+        attr_ptr=np.arange(len(attrs) + 1, dtype=np.int64) * L,
+        feat_label=np.tile(np.arange(L, dtype=np.int32), len(attrs)),
+        trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L),
+    )
     m = CRFModel(space, rng.normal(size=space.n_features))
     m.save(tmp_path / "m.crfkit")
     m2 = CRFModel.load(tmp_path / "m.crfkit")
@@ -101,30 +109,44 @@ def test_loaded_model_tags_as_the_saved_one(tmp_path):
 @given(st.lists(TEXT, max_size=40), st.data())
 def test_take_slices_the_packed_bytes(strings, data):
     t = _table(strings)
-    idx = data.draw(st.lists(st.integers(0, max(len(strings) - 1, 0)), max_size=50) if strings else st.just([]))
+    idx = data.draw(
+        st.lists(st.integers(0, max(len(strings) - 1, 0)), max_size=50) if strings else st.just([])
+    )
     sub = t.take(idx)
     assert isinstance(sub, StringTable) and sub == [strings[i] for i in idx]
-    assert t._list is None                       # the source table made no Python strings
+    assert t._list is None  # the source table made no Python strings
     blob, lens = t.packed()
-    assert (blob.tobytes(), lens.tolist()) == (b"".join(s.encode() for s in strings), [len(s.encode()) for s in strings])
+    assert (blob.tobytes(), lens.tolist()) == (
+        b"".join(s.encode() for s in strings),
+        [len(s.encode()) for s in strings],
+    )
 
 
 def test_model_with_a_packed_table_prunes_and_saves_as_with_the_list(tmp_path):
-    """A space whose attribute names are a StringTable (what a Dask client holds) prunes, saves and loads
-    to the model the list of strings gives, without turning the table into strings."""
+    """A space whose attribute names are a StringTable (what a Dask client holds) prunes, saves and
+    loads to the model the list of strings gives, without turning the table into strings."""
     rng = np.random.default_rng(1)
     attrs = [f"w={i}" for i in range(200)] + ["ü", "∑x", ""]
     L = 3
-    kw = dict(labels=["A", "B", "C"], attr_ptr=np.arange(len(attrs) + 1, dtype=np.int64) * L,
-              feat_label=np.tile(np.arange(L, dtype=np.int32), len(attrs)),
-              trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L))
+    kw = dict(
+        labels=["A", "B", "C"],
+        attr_ptr=np.arange(len(attrs) + 1, dtype=np.int64) * L,
+        feat_label=np.tile(np.arange(L, dtype=np.int32), len(attrs)),
+        trans_index=np.arange(L * L, dtype=np.int32).reshape(L, L),
+    )
     w = rng.normal(size=len(attrs) * L + L * L)
-    w[: len(attrs) * L][rng.random(len(attrs) * L) < 0.6] = 0.0      # many attributes lose every feature
+    w[: len(attrs) * L][rng.random(len(attrs) * L) < 0.6] = (
+        0.0  # many attributes lose every feature
+    )
     table = _table(attrs)
     ref = CRFModel(FeatureSpace(attributes=attrs, **kw), w)
     packed = CRFModel(FeatureSpace(attributes=table, **kw), w)
     (s1, w1), (s2, w2) = ref.space.prune(w), packed.space.prune(w)
-    assert isinstance(s2.attributes, StringTable) and s2.attributes == s1.attributes and table._list is None
+    assert (
+        isinstance(s2.attributes, StringTable)
+        and s2.attributes == s1.attributes
+        and table._list is None
+    )
     np.testing.assert_array_equal(w1, w2)
     ref.save(tmp_path / "a.crfkit")
     packed.save(tmp_path / "b.crfkit")

@@ -1,4 +1,5 @@
 """CRF++ templates: parsing, expansion checked by hand, padding, errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -56,7 +57,11 @@ def test_no_identifier_is_literal():
 
 def test_literal_percent_and_braces():
     # '%' not followed by a letter is text; braces and quotes survive code generation
-    assert one("U01:{%x[0,0]}%'\"\\") == ["U01:{He}%'\"\\", "U01:{reckons}%'\"\\", "U01:{the}%'\"\\"]
+    assert one("U01:{%x[0,0]}%'\"\\") == [
+        "U01:{He}%'\"\\",
+        "U01:{reckons}%'\"\\",
+        "U01:{the}%'\"\\",
+    ]
 
 
 def test_pad_false_fires_only_inside():
@@ -149,7 +154,7 @@ def test_apply_with_too_few_columns_is_dataerror():
         ("U00:%x[0,-1]", "column index -1"),
         ("U00:%x[0,1.5]", "malformed macro"),
         ("U00:%q[0,0]", "unsupported macro '%q'"),
-        ("U00:%t[0,0,\"a\"", "unterminated macro"),
+        ('U00:%t[0,0,"a"', "unterminated macro"),
         ("X00:%x[0,0]", "unknown template type 'X'"),
         ("+:%x[0,0]", "unknown template type '+'"),
         ("B01:%x[0,", "unterminated macro"),
@@ -242,7 +247,9 @@ def test_default_chunking_templates_hand_worked():
 
 macro_st = st.tuples(st.integers(-4, 4), st.integers(0, 2)).map(lambda rc: f"%x[{rc[0]},{rc[1]}]")
 literal_st = st.text(alphabet="ab:/_{}'\"\\% =", max_size=3).filter(lambda s: "%" not in s)
-template_st = st.lists(st.one_of(macro_st, literal_st), max_size=4).map(lambda ps: "U" + "".join(ps))
+template_st = st.lists(st.one_of(macro_st, literal_st), max_size=4).map(
+    lambda ps: "U" + "".join(ps)
+)
 value_st = st.text(alphabet="xyz{}'\\", min_size=1, max_size=3)
 
 

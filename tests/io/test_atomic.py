@@ -1,5 +1,6 @@
-"""``crfkit.io.atomic.atomic_file``: a failed write is an ``OutputError`` (an ``OSError`` with its errno)
-naming the file; a destination that is not a regular file is refused."""
+"""``crfkit.io.atomic.atomic_file``: a failed write is an ``OutputError`` (an ``OSError`` with its
+errno) naming the file; a destination that is not a regular file is refused."""
+
 from __future__ import annotations
 
 import errno
@@ -8,10 +9,9 @@ import stat
 
 import pytest
 
+from conftest import no_temp_files as _no_temp_files
 from crfkit.errors import OutputError
 from crfkit.io.atomic import atomic_file
-
-from conftest import no_temp_files as _no_temp_files
 
 
 def test_output_error_is_an_oserror_with_errno(tmp_path, monkeypatch):
@@ -19,6 +19,7 @@ def test_output_error_is_an_oserror_with_errno(tmp_path, monkeypatch):
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError) as ei:
         with atomic_file(p) as f:

@@ -1,5 +1,6 @@
 """Column-file reader/writer: format edge cases, errors naming file:line,
 round-trip and robustness property tests."""
+
 from __future__ import annotations
 
 import gzip
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import run_cli as run
 from crfkit.errors import DataError
 from crfkit.io.columns import (
     Sentence,
@@ -18,8 +20,6 @@ from crfkit.io.columns import (
     read_columns_list,
     write_columns,
 )
-
-from conftest import run_cli as run
 
 SIMPLE = "He PRP B-NP\nreckons VBZ B-VP\n\nThe DT B-NP\ncurrent JJ I-NP\naccount NN I-NP\n"
 
@@ -184,7 +184,9 @@ def test_stream_source_and_name():
 
 
 def test_stdin_dash(monkeypatch):
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(SIMPLE.encode()), encoding="utf-8"))
+    monkeypatch.setattr(
+        sys, "stdin", io.TextIOWrapper(io.BytesIO(SIMPLE.encode()), encoding="utf-8")
+    )
     assert as_tuples(read_columns_list("-")) == EXPECTED_SIMPLE
     monkeypatch.setattr(sys, "stdin", io.StringIO("x\n"))
     with pytest.raises(DataError) as e:
@@ -351,7 +353,9 @@ def corpora(draw):
     return sents
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(corpora(), st.sampled_from([" ", "\t"]), st.booleans())
 def test_roundtrip(tmp_path, sents, sep, gz):
     p = tmp_path / ("rt.txt.gz" if gz else "rt.txt")
@@ -372,7 +376,9 @@ def test_roundtrip(tmp_path, sents, sep, gz):
 @given(
     st.one_of(
         st.binary(max_size=200),
-        st.text(alphabet="ab \t\n\r-#\x85\u2028DOCSTART\xe9", max_size=200).map(lambda s: s.encode()),
+        st.text(alphabet="ab \t\n\r-#\x85\u2028DOCSTART\xe9", max_size=200).map(
+            lambda s: s.encode()
+        ),
     ),
     st.booleans(),
     st.sampled_from(["skip", "keep"]),
@@ -400,8 +406,18 @@ def test_utf16_input_names_the_bom_and_encoding_reads_it(chunker, tmp_path, caps
     assert out16 == out8
     tr16 = tmp_path / "train16.txt"
     tr16.write_bytes((chunker["dir"] / "train.txt").read_text().encode("utf-16"))
-    rc, _, err = run(capsys, "train", tr16, "-m", tmp_path / "m16.crfkit", "--encoding", "utf-16", "-q",
-                     "--max-iterations", "2")
+    rc, _, err = run(
+        capsys,
+        "train",
+        tr16,
+        "-m",
+        tmp_path / "m16.crfkit",
+        "--encoding",
+        "utf-16",
+        "-q",
+        "--max-iterations",
+        "2",
+    )
     assert rc == 0, err
     rc, _, err = run(capsys, "tag", "-m", chunker["model"], u16, "--encoding", "nope")
     assert rc == 2 and "unknown encoding" in err

@@ -1,4 +1,5 @@
 """CRFsuite attribute files: reading, escaping, errors, writing, round trip."""
+
 from __future__ import annotations
 
 import gzip
@@ -40,16 +41,19 @@ def bad(text: str, match: str, line: int | None, **kw) -> DataError:
 
 # --------------------------------------------------------------------------- reading
 
+
 def test_reads_labels_attributes_weights_and_sequences():
-    text = ("B-NP\tw[0]=He\tpos[0]=PRP\t__BOS__\n"
-            "B-VP\tw[0]=reckons\tlen:7\tscale:-0.5\n"
-            "\n"
-            "O\tw[0]=.\n")
+    text = (
+        "B-NP\tw[0]=He\tpos[0]=PRP\t__BOS__\nB-VP\tw[0]=reckons\tlen:7\tscale:-0.5\n\nO\tw[0]=.\n"
+    )
     seqs = read_text(text)
     assert len(seqs) == 2
     a, b = seqs
     assert a.labels == ["B-NP", "B-VP"] and a.line == 1 and a.weight == 1.0
-    assert a.attributes == [["w[0]=He", "pos[0]=PRP", "__BOS__"], ["w[0]=reckons", ("len", 7.0), ("scale", -0.5)]]
+    assert a.attributes == [
+        ["w[0]=He", "pos[0]=PRP", "__BOS__"],
+        ["w[0]=reckons", ("len", 7.0), ("scale", -0.5)],
+    ]
     assert b.labels == ["O"] and b.attributes == [["w[0]=."]] and b.line == 4
     assert len(a) == 2
 
@@ -91,17 +95,20 @@ def test_explicit_weights_read_as_pairs_empty_weight_is_one():
     assert all(isinstance(a, tuple) for a in s.attributes[0])
 
 
-@pytest.mark.parametrize("field, match", [
-    ("a:xyz", "weight 'xyz' is not a number"),
-    ("a:1,5", "not a number"),
-    ("a:0x10", "not a number"),
-    ("a: 1", "not a number"),
-    ("a:inf", "not a number"),
-    ("a:nan", "not a number"),
-    ("a:1e999", "not finite"),
-    ("a:1:2", "more than one unescaped ':'"),
-    (":2", "empty name"),
-])
+@pytest.mark.parametrize(
+    "field, match",
+    [
+        ("a:xyz", "weight 'xyz' is not a number"),
+        ("a:1,5", "not a number"),
+        ("a:0x10", "not a number"),
+        ("a: 1", "not a number"),
+        ("a:inf", "not a number"),
+        ("a:nan", "not a number"),
+        ("a:1e999", "not finite"),
+        ("a:1:2", "more than one unescaped ':'"),
+        (":2", "empty name"),
+    ],
+)
 def test_bad_attributes_name_file_and_line(field, match):
     bad(f"L\tok\n\nL\tok\tx\n{'L'}\t{field}\n", match, 4)
 
@@ -164,6 +171,7 @@ def test_reads_binary_streams_and_stdin(monkeypatch):
 
 # --------------------------------------------------------------------------- escaping helpers
 
+
 def test_escape_unescape_parse_format():
     assert escape("a:b\\c") == "a\\:b\\\\c"
     assert unescape("a\\:b\\\\c") == "a:b\\c"
@@ -180,6 +188,7 @@ def test_escape_unescape_parse_format():
 
 
 # --------------------------------------------------------------------------- writing
+
 
 def test_writer_escapes_and_writes_weights(tmp_path):
     seqs = [AttributeSequence([["a:b", ("c\\", 0.25)], []], ["L:1", "M"], weight=2.0)]
@@ -206,22 +215,25 @@ def test_writer_plain_sequences_labels_dummy_and_gz(tmp_path):
         write_crfsuite(X, io.StringIO(), [["A", "B"], ["C"]], dummy_label="_")
 
 
-@pytest.mark.parametrize("X, Y, match", [
-    ([[["a\tb"]]], [["L"]], "TAB or a line break"),
-    ([[["a"]]], [["L\n"]], "TAB or a line break"),
-    ([[[""]]], [["L"]], "empty attribute name"),
-    ([[[("", 1.0)]]], [["L"]], "non-empty string"),
-    ([[["a"]]], [["  "]], "only spaces"),
-    ([[["a"]]], [[""]], "only spaces"),
-    ([[["a"]]], [["@x"]], "starts with '@'"),
-    ([[[("a", math.inf)]]], [["L"]], "non-finite"),
-    ([[[("a", "x")]]], [["L"]], "not a number"),
-    ([[["a"], ["b"]]], [["L"]], "2 items but 1 labels"),
-    ([[]], [[]], "empty"),
-    ([[["a"]], [["b"]]], [["L"]], "labels given for 1 sequences"),
-    ([[["a"]]], [["L"], ["M"]], "more than the 1 sequences"),
-    ([["ab"]], [["L"]], "must be a list"),
-])
+@pytest.mark.parametrize(
+    "X, Y, match",
+    [
+        ([[["a\tb"]]], [["L"]], "TAB or a line break"),
+        ([[["a"]]], [["L\n"]], "TAB or a line break"),
+        ([[[""]]], [["L"]], "empty attribute name"),
+        ([[[("", 1.0)]]], [["L"]], "non-empty string"),
+        ([[["a"]]], [["  "]], "only spaces"),
+        ([[["a"]]], [[""]], "only spaces"),
+        ([[["a"]]], [["@x"]], "starts with '@'"),
+        ([[[("a", math.inf)]]], [["L"]], "non-finite"),
+        ([[[("a", "x")]]], [["L"]], "not a number"),
+        ([[["a"], ["b"]]], [["L"]], "2 items but 1 labels"),
+        ([[]], [[]], "empty"),
+        ([[["a"]], [["b"]]], [["L"]], "labels given for 1 sequences"),
+        ([[["a"]]], [["L"], ["M"]], "more than the 1 sequences"),
+        ([["ab"]], [["L"]], "must be a list"),
+    ],
+)
 def test_writer_refuses_what_would_not_read_back(X, Y, match):
     with pytest.raises(DataError, match=match):
         write_crfsuite(X, io.StringIO(), Y)
@@ -235,9 +247,14 @@ _name_chars = st.one_of(
     st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs",)),
 )
 names = st.text(_name_chars, min_size=1, max_size=8)
-labels = st.text(st.one_of(st.sampled_from([":", "\\", "B", "-", " "]),
-                           st.characters(blacklist_characters="\t\n\r\ufeff", blacklist_categories=("Cs",))),
-                 min_size=1, max_size=6).filter(lambda s: s.strip(" ") and not s.startswith("@"))
+labels = st.text(
+    st.one_of(
+        st.sampled_from([":", "\\", "B", "-", " "]),
+        st.characters(blacklist_characters="\t\n\r\ufeff", blacklist_categories=("Cs",)),
+    ),
+    min_size=1,
+    max_size=6,
+).filter(lambda s: s.strip(" ") and not s.startswith("@"))
 weights = st.floats(allow_nan=False, allow_infinity=False)
 attributes = st.one_of(names, st.tuples(names, weights))
 sequences = st.lists(
@@ -246,7 +263,8 @@ sequences = st.lists(
         st.lists(st.tuples(st.lists(attributes, max_size=5), labels), min_size=1, max_size=5),
         st.one_of(st.just(1.0), st.floats(min_value=0, max_value=1e6, allow_nan=False)),
     ),
-    min_size=1, max_size=4,
+    min_size=1,
+    max_size=4,
 )
 
 
@@ -258,8 +276,9 @@ def test_round_trip(seqs):
     text = buf.getvalue()
     back = read_crfsuite_list(io.BytesIO(text.encode("utf-8")), strict=True)
     lenient = read_crfsuite_list(io.StringIO(text))  # the fast paths of the default mode
-    assert [(b.attributes, b.labels, b.weight, b.line) for b in lenient] == \
-        [(b.attributes, b.labels, b.weight, b.line) for b in back]
+    assert [(b.attributes, b.labels, b.weight, b.line) for b in lenient] == [
+        (b.attributes, b.labels, b.weight, b.line) for b in back
+    ]
     assert len(back) == len(seqs)
     for a, b in zip(seqs, back):
         assert b.labels == a.labels
@@ -280,6 +299,7 @@ def test_round_trip(seqs):
 
 
 # --------------------------------------------------------------------------- format detection
+
 
 def test_format_detection_rule():
     conll = ["Confidence NN B-NP\n", "in IN B-PP\n", "\n", "the DT B-NP\n"]

@@ -1,7 +1,8 @@
 """Inputs that stream (``crfkit.io.columns``: ``LineSource``, ``open_source``): CR-only line endings
-(read as their lines, with a warning), ``--format auto`` on pipes, FIFOs, gz and standard input, read
-once.  Subprocess tests run ``python -m crfkit`` from this source tree; data are generated
+(read as their lines, with a warning), ``--format auto`` on pipes, FIFOs, gz and standard input,
+read once.  Subprocess tests run ``python -m crfkit`` from this source tree; data are generated
 (``crfkit.datasets.synthetic``)."""
+
 from __future__ import annotations
 
 import gzip
@@ -19,13 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crfkit.errors import DataWarning
-from crfkit.io.columns import LOOKAHEAD, LineSource, open_source, read_columns_list
-from crfkit.model import CRFModel
-
 from conftest import crfkit_cmd, stream_corpus, stream_model
 from conftest import crfkit_env as _env
 from conftest import run_cli as run
+from crfkit.errors import DataWarning
+from crfkit.io.columns import LOOKAHEAD, LineSource, open_source, read_columns_list
+from crfkit.model import CRFModel
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,7 @@ def _n_sentences(path: Path) -> int:
 
 # --------------------------------------------------------------------------- CR-only line endings
 
+
 def test_cr_only_file_reads_as_its_lines_with_a_warning(data, tmp_path):
     lf = data["train"].read_bytes()
     cr = tmp_path / "mac.txt"
@@ -51,7 +52,9 @@ def test_cr_only_file_reads_as_its_lines_with_a_warning(data, tmp_path):
     with pytest.warns(DataWarning, match=r"mac\.txt: the line endings are CR only"):
         got = read_columns_list(cr)
     want = read_columns_list(data["train"])
-    assert [(s.columns, s.labels, s.line) for s in got] == [(s.columns, s.labels, s.line) for s in want]
+    assert [(s.columns, s.labels, s.line) for s in got] == [
+        (s.columns, s.labels, s.line) for s in want
+    ]
 
 
 def test_crlf_and_lf_read_without_a_warning(data, tmp_path):
@@ -68,7 +71,9 @@ def test_crlf_and_lf_read_without_a_warning(data, tmp_path):
 def test_train_on_a_cr_only_file_learns_every_label(data, tmp_path, capsys):
     cr = tmp_path / "mac.txt"
     cr.write_bytes(data["train"].read_bytes().replace(b"\n", b"\r"))
-    rc, out, err = run(capsys, "train", cr, "-m", tmp_path / "m.crfkit", "--max-iterations", "3", "-q")
+    rc, out, err = run(
+        capsys, "train", cr, "-m", tmp_path / "m.crfkit", "--max-iterations", "3", "-q"
+    )
     assert rc == 0, err
     assert f"crfkit: warning: {cr}: the line endings are CR only" in err
     n_labels = len({lab for s in read_columns_list(data["train"]) for lab in s.labels})
@@ -90,7 +95,7 @@ class _Trickle(io.RawIOBase):
 
     def readinto(self, b):
         n = min(len(b), next(self.sizes), len(self.data) - self.pos)
-        b[:n] = self.data[self.pos:self.pos + n]
+        b[:n] = self.data[self.pos : self.pos + n]
         self.pos += n
         return n
 
@@ -99,8 +104,12 @@ _line = st.text(alphabet="ab \t#x", max_size=6)
 
 
 @settings(max_examples=150, deadline=None)
-@given(lines=st.lists(st.tuples(_line, st.sampled_from(["\r", "\n", "\r\n"])), max_size=30),
-       cr_first=st.booleans(), last_open=st.booleans(), seed=st.integers(0, 2 ** 16))
+@given(
+    lines=st.lists(st.tuples(_line, st.sampled_from(["\r", "\n", "\r\n"])), max_size=30),
+    cr_first=st.booleans(),
+    last_open=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_line_source_splits_like_universal_newlines(lines, cr_first, last_open, seed):
     """Through reads of random sizes, with or without a sniff first: a file whose
     first line ends in a lone CR gives the lines of ``str.splitlines``; any other
@@ -141,7 +150,9 @@ def test_cr_handling_across_the_lookahead(tmp_path):
     assert len(sents) == 1 and len(sents[0]) == k + 11
 
 
-# --------------------------------------------------------------------------- --format auto reads once
+# --------------------------------------------------------------------------- --format auto reads
+# once
+
 
 def _pipe_from(path: Path) -> tuple[int, subprocess.Popen]:
     """A pipe a `cat` subprocess writes ``path`` into: (read end, the writer)."""
@@ -155,7 +166,9 @@ def test_auto_format_on_a_dev_fd_pipe_trains_on_every_sentence(data, tmp_path, c
     r, writer = _pipe_from(data["train"])
     try:
         m = tmp_path / "m.crfkit"
-        rc, out, err = run(capsys, "train", f"/dev/fd/{r}", "-f", "auto", "-m", m, "--max-iterations", "2", "-q")
+        rc, out, err = run(
+            capsys, "train", f"/dev/fd/{r}", "-f", "auto", "-m", m, "--max-iterations", "2", "-q"
+        )
     finally:
         os.close(r)
         writer.wait()
@@ -182,8 +195,13 @@ def test_auto_format_on_a_fifo_does_not_hang(data, model, tmp_path):
     m = tmp_path / "m.crfkit"
     writer = subprocess.Popen(["sh", "-c", f'cat "{data["train"]}" > "{fifo}"'])
     try:
-        p = subprocess.run(crfkit_cmd("train", fifo, "-f", "auto", "-m", m, "--max-iterations", "2", "-q"),
-                           env=_env(), capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            crfkit_cmd("train", fifo, "-f", "auto", "-m", m, "--max-iterations", "2", "-q"),
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         writer.kill()
         writer.wait()

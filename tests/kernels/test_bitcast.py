@@ -1,4 +1,5 @@
 """The scalar bit casts of ``crfkit.kernels.bitcast`` against numpy's views."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -29,10 +30,10 @@ def test_bits_are_numpys_view_and_round_trip(xs):
     assert np.array_equal(b, x.view(np.int64))
     back = np.empty(len(x))
     _from_bits(b, back)
-    assert np.array_equal(back.view(np.int64), x.view(np.int64))      # NaN payloads and -0.0 too
+    assert np.array_equal(back.view(np.int64), x.view(np.int64))  # NaN payloads and -0.0 too
 
 
-@given(st.integers(-2**63, 2**63 - 1))
+@given(st.integers(-(2**63), 2**63 - 1))
 def test_any_int64_pattern_is_a_double(b):
     out = np.empty(1)
     _from_bits(np.array([b], dtype=np.int64), out)
@@ -41,11 +42,11 @@ def test_any_int64_pattern_is_a_double(b):
 
 def test_known_patterns():
     out = np.empty(3, dtype=np.int64)
-    _to_bits(np.array([1.0, -0.0, 2.0 ** 52]), out)
-    assert out.tolist() == [0x3FF0000000000000, -2**63, 0x4330000000000000]
+    _to_bits(np.array([1.0, -0.0, 2.0**52]), out)
+    assert out.tolist() == [0x3FF0000000000000, -(2**63), 0x4330000000000000]
     d = np.empty(1)
     _from_bits(np.array([0x4330000000000000 + 7], dtype=np.int64), d)
-    assert d[0] == 2.0 ** 52 + 7                           # the exponent trick of the vectorised log
+    assert d[0] == 2.0**52 + 7  # the exponent trick of the vectorised log
 
 
 def test_wrong_types_do_not_compile():

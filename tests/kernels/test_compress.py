@@ -1,8 +1,10 @@
-"""``kernels.compress.list_above``: both forms (AVX-512's compress, 8 entries at a time, and the one-at-a-time
-listing) list exactly the entries with ``|p x| > split``, in order, with their values, whatever the length (the
-compress form's tail), the mix, the signs and the special values, and write nothing at or past ``n``; on an
-AVX-512 machine the compress form is the one the kernels use, and it is the instruction; compiled for a CPU
-without AVX-512, the kernels use the serial form and the erf/gd transforms still give the scalar bits."""
+"""``kernels.compress.list_above``: both forms (AVX-512's compress, 8 entries at a time, and the
+one-at-a-time listing) list exactly the entries with ``|p x| > split``, in order, with their values,
+whatever the length (the compress form's tail), the mix, the signs and the special values, and write
+nothing at or past ``n``; on an AVX-512 machine the compress form is the one the kernels use, and it
+is the instruction; compiled for a CPU without AVX-512, the kernels use the serial form and the
+erf/gd transforms still give the scalar bits."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +12,8 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numba import njit
 
 from crfkit.kernels import compress as C
@@ -31,12 +34,18 @@ def _check(buf, p, split):
     for compress in FORMS:
         pos, val = C.list_above_array(buf, p, split, compress)
         np.testing.assert_array_equal(pos, want_pos)
-        np.testing.assert_array_equal(val.view(np.int64), want_val.view(np.int64))   # the bits, -0.0 and NaN too
+        np.testing.assert_array_equal(
+            val.view(np.int64), want_val.view(np.int64)
+        )  # the bits, -0.0 and NaN too
 
 
 @settings(max_examples=80, deadline=None)
-@given(n=st.integers(0, 70), seed=st.integers(0, 2 ** 32 - 1), share=st.floats(0.0, 1.0),
-       p=st.sampled_from([1.0, 5.0 * math.sqrt(math.pi), 10.0, -3.0]))
+@given(
+    n=st.integers(0, 70),
+    seed=st.integers(0, 2**32 - 1),
+    share=st.floats(0.0, 1.0),
+    p=st.sampled_from([1.0, 5.0 * math.sqrt(math.pi), 10.0, -3.0]),
+)
 def test_both_forms_list_what_numpy_lists(n, seed, share, p):
     split = 1.25
     rng = np.random.default_rng(seed)
@@ -55,17 +64,19 @@ def test_special_values_and_lengths_around_the_vector_width(n):
     specials = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e308, -1e-308, 5e-324, 0.2, -0.2])
     buf = np.resize(specials, n).astype(np.float64)
     _check(buf, 8.0, 1.25)
-    _check(np.full(n, 3.0), 1.0, 1.25)        # every entry listed
-    _check(np.full(n, 0.5), 1.0, 1.25)        # none
+    _check(np.full(n, 3.0), 1.0, 1.25)  # every entry listed
+    _check(np.full(n, 0.5), 1.0, 1.25)  # none
 
 
 @pytest.mark.parametrize("compress", FORMS)
 def test_nothing_written_at_or_past_n(compress):
-    if compress:       # its own function: the compress intrinsic compiles only for AVX-512
+    if compress:  # its own function: the compress intrinsic compiles only for AVX-512
+
         @njit(cache=False)
         def run(buf, n, idx, sv):
             return C.list_above_compress(buf, n, 1.0, 1.25, idx, sv)
     else:
+
         @njit(cache=False)
         def run(buf, n, idx, sv):
             return C.list_above_serial(buf, n, 1.0, 1.25, idx, sv)
@@ -77,7 +88,11 @@ def test_nothing_written_at_or_past_n(compress):
         sv = np.full(n + 9, -7.0)
         cnt = run(buf, n, idx, sv)
         want = np.nonzero(np.abs(buf[:n]) > 1.25)[0]
-        assert cnt == len(want) and idx[:cnt].tolist() == want.tolist() and sv[:cnt].tolist() == buf[want].tolist()
+        assert (
+            cnt == len(want)
+            and idx[:cnt].tolist() == want.tolist()
+            and sv[:cnt].tolist() == buf[want].tolist()
+        )
         assert (idx[n:] == -7).all() and (sv[n:] == -7.0).all()
 
 
@@ -86,6 +101,7 @@ def test_compress_rejects_other_types():
     @njit(cache=False)
     def bad(buf, idx, sv):
         return C.compress8_above(buf, 0, 1.0, 1.0, idx, sv, 0)
+
     with pytest.raises(Exception):
         bad(np.zeros(8, np.float32), np.zeros(8, np.int64), np.zeros(8))
 
@@ -109,12 +125,14 @@ def test_compress_form_refused_without_avx512(monkeypatch):
 
 
 def test_without_avx512_the_serial_form_is_used_and_the_transforms_keep_their_bits(tmp_path):
-    """Compiled for a CPU without AVX-512 (``NUMBA_CPU_NAME=generic``, in a subprocess with its own cache): the
-    kernels use the one-at-a-time listing (the compress intrinsic exists only for AVX-512, so compiling it there
-    would fail), it lists right, and erf's and gd's buffer transforms give the scalar transform's bits."""
+    """Compiled for a CPU without AVX-512 (``NUMBA_CPU_NAME=generic``, in a subprocess with its own
+    cache): the kernels use the one-at-a-time listing (the compress intrinsic exists only for
+    AVX-512, so compiling it there would fail), it lists right, and erf's and gd's buffer transforms
+    give the scalar transform's bits."""
     import os
     import subprocess
     import sys
+
     code = (
         "import numpy as np\n"
         "from crfkit.kernels import compress as C, ngd as K\n"
@@ -128,8 +146,11 @@ def test_without_avx512_the_serial_form_is_used_and_the_transforms_keep_their_bi
         "    b = g.copy()\n"
         "    K.transform_into(code, b, b.size, p, np.empty(0), 1.0, np.empty((4, b.size)))\n"
         "    assert np.array_equal(b.view(np.int64), K.transform_array(code, g, p).view(np.int64))\n"
-        "print('ok')\n")
+        "print('ok')\n"
+    )
     env = dict(os.environ, NUMBA_CPU_NAME="generic", NUMBA_CACHE_DIR=str(tmp_path))
     env.pop("NUMBA_CPU_FEATURES", None)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

@@ -1,13 +1,14 @@
 """The chain kernels give the same bits wherever their work arrays lie in memory.
 
-Fast-math re-association lets LLVM compile a reduction into code whose summation order can depend on the
-arrays' addresses (their alignment): the same inputs then give results that differ in the last bits from
-call to call, and with threads, from run to run (per-thread scratch arrays land at addresses that vary with
-the timing).  That broke the bit-for-bit equality of the full-batch gradient across threads
-(``tests/test_reduction.py``).  Here each recursion is called with each of its work and output arrays placed
-at its own offset of 0-7 doubles from a 64-byte boundary (16 draws per chain, 300 random small chains), and
-every output must be the same bits for every placement.
+Fast-math re-association lets LLVM compile a reduction into code whose summation order can depend on
+the arrays' addresses (their alignment): the same inputs then give results that differ in the last
+bits from call to call, and with threads, from run to run (per-thread scratch arrays land at
+addresses that vary with the timing).  That broke the bit-for-bit equality of the full-batch
+gradient across threads (``tests/test_reduction.py``).  Here each recursion is called with each of
+its work and output arrays placed at its own offset of 0-7 doubles from a 64-byte boundary (16 draws
+per chain, 300 random small chains), and every output must be the same bits for every placement.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,12 +18,12 @@ from crfkit.kernels import batch, chain
 
 
 def _placed(shape, where, fill):
-    """A C-contiguous float64 array of ``shape`` starting 0-7 doubles (drawn from ``where``) into a fresh
-    64-byte-aligned buffer."""
+    """A C-contiguous float64 array of ``shape`` starting 0-7 doubles (drawn from ``where``) into a
+    fresh 64-byte-aligned buffer."""
     n = int(np.prod(shape))
     buf = np.full(n + 16, fill)
     start = (-buf.ctypes.data % 64) // 8 + int(where.integers(0, 8))
-    return buf[start:start + n].reshape(shape)
+    return buf[start : start + n].reshape(shape)
 
 
 def _chain(rng):
@@ -46,20 +47,44 @@ def _standard(name):
             out = chain.scaled_forward(score, T, expM, tmax, es, alpha, scale)
             return out, es, alpha, scale
         if name == "log_partition":
-            return chain.log_partition(score, T, trans, expM, tmax, es, alpha, scale), es, alpha, scale
-        if name == "exp_domain_forward_backward":       # batch._fb_exp: the emissions given as exp(score)
+            return (
+                chain.log_partition(score, T, trans, expM, tmax, es, alpha, scale),
+                es,
+                alpha,
+                scale,
+            )
+        if (
+            name == "exp_domain_forward_backward"
+        ):  # batch._fb_exp: the emissions given as exp(score)
             es[:] = np.exp(score - score.max(1, keepdims=True))
             tmp = _placed((L,), where, fill)
             acc = _placed((L, L), where, 0.0)
             acc[:] = 0.0
-            z = batch.forward_backward_exp(T, es, expM, expM.T.copy(), tmax, alpha, beta, scale, tmp, acc)
+            z = batch.forward_backward_exp(
+                T, es, expM, expM.T.copy(), tmax, alpha, beta, scale, tmp, acc
+            )
             return z, alpha, beta, scale, acc
         if name == "forward_backward":
-            return chain.forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale), es, alpha, beta, scale
+            return (
+                chain.forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale),
+                es,
+                alpha,
+                beta,
+                scale,
+            )
         edges = _placed((L, L), where, 0.0)
         edges[:] = 0.0
-        return (chain.forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, edges), es, alpha,
-                beta, scale, edges)
+        return (
+            chain.forward_backward_edges(
+                score, T, trans, expM, tmax, es, alpha, beta, scale, edges
+            ),
+            es,
+            alpha,
+            beta,
+            scale,
+            edges,
+        )
+
     return call
 
 
@@ -69,24 +94,41 @@ def _positional(name):
         expM = np.exp(M - tmx[:, None, None])
         es, alpha, beta = (_placed((T, L), where, fill) for _ in range(3))
         scale = _placed((T,), where, fill)
-        rng_ = float((M.reshape(T, -1).max(1) - M.reshape(T, -1).min(1))[1:].max()) if T > 1 else 0.0
+        rng_ = (
+            float((M.reshape(T, -1).max(1) - M.reshape(T, -1).min(1))[1:].max()) if T > 1 else 0.0
+        )
         if name == "pd_scaled_forward":
-            return chain.pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale), es, alpha, scale
+            return (
+                chain.pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale),
+                es,
+                alpha,
+                scale,
+            )
         if name == "pd_log_partition":
-            return chain.pd_log_partition(score, T, M, tmx, rng_, expM, es, alpha, scale), es, alpha, scale
+            return (
+                chain.pd_log_partition(score, T, M, tmx, rng_, expM, es, alpha, scale),
+                es,
+                alpha,
+                scale,
+            )
         z = chain.pd_forward_backward(score, T, M, tmx, rng_, expM, es, alpha, beta, scale)
         xi = _placed((L, L), where, fill)
-        edges = [xi.copy() for t in range(1, T) if chain.pd_edge(t, score, M, expM, es, alpha, beta, scale, z, xi)
-                 is None]
+        edges = [
+            xi.copy()
+            for t in range(1, T)
+            if chain.pd_edge(t, score, M, expM, es, alpha, beta, scale, z, xi) is None
+        ]
         chain.pd_node(T, alpha, beta, scale)
         return (z, es, alpha, beta, scale, *edges)
+
     return call
 
 
 def _sparse(rng, where, fill):
-    """The sparse forward-backward (crfkit.kernels.sparse_fb, Lavergne et al.'s listed pair scores): each
-    position lists a random subset of the L x L pairs, some positions all of them or none."""
+    """The sparse forward-backward (crfkit.kernels.sparse_fb, Lavergne et al.'s listed pair scores):
+    each position lists a random subset of the L x L pairs, some positions all of them or none."""
     from crfkit.kernels import sparse_fb
+
     L, T, score, _, _, _ = _chain(rng)
     lists = []
     for t in range(T):
@@ -108,15 +150,28 @@ def _sparse(rng, where, fill):
     em1, enz = _placed((n,), where, fill), _placed((n,), where, fill)
     acc, mark = _placed((L,), where, fill), _placed((L,), where, fill)
     cnt = np.zeros(L, np.int64)
-    z = sparse_fb.sparse_forward_backward(sc, T, pair_ptr, pf, pt, ps, node, enz, alpha, beta, es, scale, em1,
-                                          acc, mark, cnt)
-    return z, node[:T], enz[:len(flat)], alpha[:T], beta[:T], scale[:T]
+    z = sparse_fb.sparse_forward_backward(
+        sc, T, pair_ptr, pf, pt, ps, node, enz, alpha, beta, es, scale, em1, acc, mark, cnt
+    )
+    return z, node[:T], enz[: len(flat)], alpha[:T], beta[:T], scale[:T]
 
 
-KERNELS = {name: _standard(name) for name in ("scaled_forward", "log_partition", "forward_backward",
-                                               "forward_backward_edges", "exp_domain_forward_backward")}
-KERNELS.update({name: _positional(name) for name in ("pd_scaled_forward", "pd_log_partition",
-                                                     "pd_forward_backward")})
+KERNELS = {
+    name: _standard(name)
+    for name in (
+        "scaled_forward",
+        "log_partition",
+        "forward_backward",
+        "forward_backward_edges",
+        "exp_domain_forward_backward",
+    )
+}
+KERNELS.update(
+    {
+        name: _positional(name)
+        for name in ("pd_scaled_forward", "pd_log_partition", "pd_forward_backward")
+    }
+)
 KERNELS["sparse_forward_backward"] = _sparse
 
 
@@ -130,7 +185,7 @@ def test_outputs_do_not_depend_on_where_the_work_arrays_lie(name):
     differ = []
     for seed in range(300):
         ref = None
-        where = np.random.default_rng(seed + 10 ** 6)
+        where = np.random.default_rng(seed + 10**6)
         for k in range(16):
             for fill in (0.0, np.nan):
                 got = _bits(call(np.random.default_rng(seed), where, fill))
@@ -138,4 +193,6 @@ def test_outputs_do_not_depend_on_where_the_work_arrays_lie(name):
                     ref = got
                 elif got != ref:
                     differ.append((seed, k, fill))
-    assert not differ, f"{name}: {len(differ)} placements of 300 x 16 give other bits, e.g. {differ[:3]}"
+    assert not differ, (
+        f"{name}: {len(differ)} placements of 300 x 16 give other bits, e.g. {differ[:3]}"
+    )

@@ -6,6 +6,7 @@ of every label path: log Z, node marginals, summed edge marginals, the Viterbi
 path and score, p(y|x), the gradient.  Long chains and huge weights are
 checked against a log-domain numpy forward-backward.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,33 +14,54 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import (Reference, brute_gradient, corpus_dense_scores, dense_transitions, enumerate_chain,
-                      logdomain_chain, model_from_scores, path_score, random_sequences)
+from conftest import (
+    Reference,
+    brute_gradient,
+    corpus_dense_scores,
+    dense_transitions,
+    enumerate_chain,
+    logdomain_chain,
+    model_from_scores,
+    path_score,
+    random_sequences,
+)
 from crfkit.features.encode import build, encode
 from crfkit.kernels import chain
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
 
 TOL = 1e-10
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @st.composite
 def chains(draw):
     L = draw(st.integers(1, 4))
     T = draw(st.integers(1, 5 if L <= 3 else 4))
-    return dict(seed=draw(st.integers(0, 2**32 - 1)), L=L, T=T,
-                support=draw(st.sampled_from(["observed", "all"])),
-                transitions=draw(st.sampled_from(["observed", "all"])),
-                real=draw(st.booleans()))
+    return dict(
+        seed=draw(st.integers(0, 2**32 - 1)),
+        L=L,
+        T=T,
+        support=draw(st.sampled_from(["observed", "all"])),
+        transitions=draw(st.sampled_from(["observed", "all"])),
+        real=draw(st.booleans()),
+    )
 
 
 def _setup(p):
-    """A model built on random training data, a test sequence of length T (with an unknown attribute)."""
+    """A model built on random training data, a test sequence of length T (with an unknown
+    attribute)."""
     rng = np.random.default_rng(p["seed"])
     X, Y = random_sequences(rng, int(rng.integers(1, 4)), n_labels=p["L"], real=p["real"], n_attr=5)
-    x, y = random_sequences(rng, 1, min_len=p["T"], max_len=p["T"], n_labels=p["L"], real=p["real"], n_attr=5)
+    x, y = random_sequences(
+        rng, 1, min_len=p["T"], max_len=p["T"], n_labels=p["L"], real=p["real"], n_attr=5
+    )
     X, Y = x + X, y + Y
     space, _ = build(X, Y, support=p["support"], transitions=p["transitions"])
     w = rng.normal(0.0, 2.0, space.n_features)
@@ -85,12 +107,16 @@ def test_random_chain_against_enumeration(p):
     lab = model.encode([x], [y])
     obj = Objective(lab, model.space, Regularization())
     loss, node, edge = obj.oracle(0, model.weights)
-    assert loss == pytest.approx(bf["logz"] - path_score(score, ref.trans, y_ids), rel=1e-12, abs=TOL)
+    assert loss == pytest.approx(
+        bf["logz"] - path_score(score, ref.trans, y_ids), rel=1e-12, abs=TOL
+    )
     np.testing.assert_allclose(node, bf["node"], atol=TOL)
     np.testing.assert_allclose(edge, bf["edge"], atol=TOL)
     nll, g = obj.nll_sum_grad(model.weights)
     assert nll == pytest.approx(loss, rel=1e-12, abs=TOL)
-    np.testing.assert_allclose(g, brute_gradient(model.space, x, y_ids, bf["node"], bf["edge"]), atol=1e-9)
+    np.testing.assert_allclose(
+        g, brute_gradient(model.space, x, y_ids, bf["node"], bf["edge"]), atol=1e-9
+    )
     assert obj.nll_sum(model.weights) == pytest.approx(nll, rel=1e-12, abs=TOL)
 
 
@@ -114,13 +140,16 @@ def test_brute_force_reference_sanity():
 def test_batch_of_sequences_with_empty_ones(threads, restore_threads):
     """Several sequences (some empty) over several chunks: every sequence as if alone."""
     from crfkit.parallel import set_threads
+
     set_threads(threads)
     rng = np.random.default_rng(7)
     X, Y = random_sequences(rng, 40, min_len=0, max_len=4, n_labels=3, real=True, n_attr=8)
     X[0], Y[0] = [["a1"]], ["L0"]
-    # training refuses empty sequences, but the kernels must take them (tagging input may have them):
-    # build the space from the non-empty ones, then encode all of them against it
-    space, _ = build([x for x in X if x], [y for x, y in zip(X, Y) if x], support="observed", transitions="all")
+    # training refuses empty sequences, but the kernels must take them (tagging input may have
+    # them): build the space from the non-empty ones, then encode all of them against it
+    space, _ = build(
+        [x for x in X if x], [y for x, y in zip(X, Y) if x], support="observed", transitions="all"
+    )
     corpus = encode(X, space, Y)
     model = CRFModel(space, rng.normal(0, 2, space.n_features))
     ref = Reference(model)
@@ -162,14 +191,18 @@ def test_single_label_model():
 # ------------------------------------------------------------------- stability
 def _long_corpus(T, L, seed, real=True):
     rng = np.random.default_rng(seed)
-    X, Y = random_sequences(rng, 1, min_len=T, max_len=T, n_attr=40, n_labels=L, max_attrs=3, real=real)
+    X, Y = random_sequences(
+        rng, 1, min_len=T, max_len=T, n_attr=40, n_labels=L, max_attrs=3, real=real
+    )
     X[0][0].append("a0")
     space, corpus = build(X, Y, support="all", transitions="all")
     return rng, space, corpus
 
 
-@pytest.mark.parametrize("emission_scale,real", [(50.0, True), (500.0, True), (50.0, False), (75.0, False),
-                                                 (500.0, False)])
+@pytest.mark.parametrize(
+    "emission_scale,real",
+    [(50.0, True), (500.0, True), (50.0, False), (75.0, False), (500.0, False)],
+)
 def test_long_sequence_large_weights_match_log_domain(emission_scale, real):
     """10,000 tokens, transitions of magnitude 50, emissions of magnitude 50..500.
 
@@ -178,8 +211,12 @@ def test_long_sequence_large_weights_match_log_domain(emission_scale, real):
     """
     T, L = 10_000, 5
     rng, space, corpus = _long_corpus(T, L, 11, real=real)
-    w = np.concatenate([rng.uniform(-emission_scale, emission_scale, space.n_state),
-                        rng.uniform(-50.0, 50.0, space.n_trans)])
+    w = np.concatenate(
+        [
+            rng.uniform(-emission_scale, emission_scale, space.n_state),
+            rng.uniform(-50.0, 50.0, space.n_trans),
+        ]
+    )
     model = CRFModel(space, w)
     score = corpus_dense_scores(space, corpus, w)
     trans = dense_transitions(space, w)
@@ -215,7 +252,7 @@ def brute_gradient_from_corpus(space, corpus, node, edge):
     G = np.zeros((space.n_attributes, L))
     np.add.at(G, corpus.attr, corpus.val[:, None] * resid[tok_of])
     g = np.zeros(space.n_features)
-    g[:space.n_state] = G[space.feature_attr(), space.feat_label]
+    g[: space.n_state] = G[space.feature_attr(), space.feat_label]
     E = edge.copy()
     np.add.at(E, (corpus.y[:-1], corpus.y[1:]), -1.0)
     m = space.trans_index >= 0
@@ -303,7 +340,8 @@ def test_scaled_recursion_lost_mass_that_later_dominates():
 
 
 def test_scaled_recursion_subnormal_mass_with_transitions_of_400():
-    """Regression (fixed in a88f251): a subnormal exp(score - max), amplified by transitions spanning 400.
+    """Regression (fixed in a88f251): a subnormal exp(score - max), amplified by transitions
+    spanning 400.
 
     Before the fix log Z was off by 7.5e-5.
     """
@@ -315,7 +353,8 @@ def test_scaled_recursion_subnormal_mass_with_transitions_of_400():
 
 @pytest.mark.parametrize("span", [150.0, 199.9, 200.1, 400.0, 1500.0])
 def test_transition_spans_around_the_log_domain_switch(span):
-    """Transitions spanning ``span`` with emissions spanning 900, on both sides of the scaled/log switch."""
+    """Transitions spanning ``span`` with emissions spanning 900, on both sides of the scaled/log
+    switch."""
     rng = np.random.default_rng(int(span * 10))
     T, L = 40, 4
     for _ in range(5):
@@ -336,7 +375,8 @@ def test_transition_spans_around_the_log_domain_switch(span):
 
 
 def test_fallback_random_large_transitions():
-    """Many random chains with transitions of magnitude ~800 and emissions ~900: always the reference."""
+    """Many random chains with transitions of magnitude ~800 and emissions ~900: always the
+    reference."""
     for seed in range(20):
         score, trans = _fallback_chain(30, 100 + seed)
         model, X = model_from_scores(score, trans)
@@ -346,7 +386,8 @@ def test_fallback_random_large_transitions():
         np.testing.assert_allclose(marg, ref["node"], atol=1e-10)
 
 
-# ------------------------------------------------------------------ vector helpers of the per-example kernels
+# ------------------------------------------------------------------ vector helpers of the
+# per-example kernels
 def test_vector_exp_is_within_one_ulp_of_libm():
     x = np.concatenate([np.linspace(-708.0, 709.0, 200_001), [0.0, -0.0, -1e-300, 1e-300]])
     got = chain.exp_minus(x.reshape(-1, 1), 0.0).ravel()
@@ -360,23 +401,33 @@ def test_vector_exp_is_within_one_ulp_of_libm():
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), L=st.integers(1, 5), support=st.sampled_from(["observed", "all"]))
+@given(
+    seed=st.integers(0, 10_000), L=st.integers(1, 5), support=st.sampled_from(["observed", "all"])
+)
 def test_row_emissions_are_the_scattered_ones(seed, L, support):
-    """emissions_rows (full label rows as vectors, the rest scattered) gives emissions' scores, to the
-    rounding of the changed summation order; full_rows flags exactly the attributes with every label in order."""
+    """emissions_rows (full label rows as vectors, the rest scattered) gives emissions' scores, to
+    the rounding of the changed summation order; full_rows flags exactly the attributes with every
+    label in order."""
     rng = np.random.default_rng(seed)
     labels = [f"l{k}" for k in range(L)]
     X, Y = [], []
     for _ in range(int(rng.integers(1, 6))):
         T = int(rng.integers(1, 7))
-        X.append([[f"a{int(rng.integers(8))}" for _ in range(int(rng.integers(0, 4)))]
-                  + ([("r", float(rng.normal()))] if rng.random() < 0.5 else []) for _ in range(T)])
+        X.append(
+            [
+                [f"a{int(rng.integers(8))}" for _ in range(int(rng.integers(0, 4)))]
+                + ([("r", float(rng.normal()))] if rng.random() < 0.5 else [])
+                for _ in range(T)
+            ]
+        )
         Y.append([labels[int(rng.integers(L))] for _ in range(T)])
     space, corpus = build(X, Y, support=support)
     full = chain.full_rows(space.attr_ptr, space.feat_label, space.n_labels)
     for a in range(len(space.attr_ptr) - 1):
-        labs = space.feat_label[space.attr_ptr[a]:space.attr_ptr[a + 1]]
-        assert bool(full[a]) == (len(labs) == space.n_labels and np.array_equal(labs, np.arange(space.n_labels)))
+        labs = space.feat_label[space.attr_ptr[a] : space.attr_ptr[a + 1]]
+        assert bool(full[a]) == (
+            len(labs) == space.n_labels and np.array_equal(labs, np.arange(space.n_labels))
+        )
     if support == "all":
         assert full.all()
     w = rng.standard_normal(space.n_features)
@@ -385,17 +436,26 @@ def test_row_emissions_are_the_scattered_ones(seed, L, support):
         t0, t1 = int(c.seq_ptr[i]), int(c.seq_ptr[i + 1])
         want = np.empty((t1 - t0, space.n_labels))
         got = np.empty_like(want)
-        chain.emissions(c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, w, 0.7, want)
-        chain.emissions_rows(c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, full, w, 0.7, got)
+        chain.emissions(
+            c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, w, 0.7, want
+        )
+        chain.emissions_rows(
+            c.tok_ptr, c.attr, c.val, t0, t1, space.attr_ptr, space.feat_label, full, w, 0.7, got
+        )
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), T=st.integers(1, 9), L=st.integers(1, 6),
-       span=st.sampled_from([1.0, 30.0, 250.0]))
+@given(
+    seed=st.integers(0, 10_000),
+    T=st.integers(1, 9),
+    L=st.integers(1, 6),
+    span=st.sampled_from([1.0, 30.0, 250.0]),
+)
 def test_fused_backward_edges_equal_the_two_passes(seed, T, L, span):
-    """forward_backward_edges (edge statistics gathered in the backward sweep) against forward_backward
-    followed by edge_marginal_sum, in the scaled domain and past the log-domain switch (span 250)."""
+    """forward_backward_edges (edge statistics gathered in the backward sweep) against
+    forward_backward followed by edge_marginal_sum, in the scaled domain and past the log-domain
+    switch (span 250)."""
     rng = np.random.default_rng(seed)
     score = rng.normal(0, 3, (T, L))
     trans = rng.uniform(-span, 0.0, (L, L))
@@ -407,7 +467,7 @@ def test_fused_backward_edges_equal_the_two_passes(seed, T, L, span):
     chain.edge_marginal_sum(T, expM, bufs[0], bufs[1], bufs[2], bufs[3], score, trans, lz, want)
     node_want = bufs[1] * bufs[2]
     fb = [np.empty((T, L)) for _ in range(3)] + [np.empty(T)]
-    got = np.full((L, L), 0.25)      # it adds, as edge_marginal_sum does
+    got = np.full((L, L), 0.25)  # it adds, as edge_marginal_sum does
     lz2 = chain.forward_backward_edges(score, T, trans, expM, tmax, *fb, got)
     assert lz2 == pytest.approx(lz, rel=1e-13, abs=1e-13)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
@@ -423,13 +483,15 @@ def test_max_min_is_numpys(values):
 
 
 @settings(deadline=None)
-@given(st.lists(st.one_of(st.floats(-1e300, 1e300), st.just(float("nan"))), min_size=1, max_size=80))
+@given(
+    st.lists(st.one_of(st.floats(-1e300, 1e300), st.just(float("nan"))), min_size=1, max_size=80)
+)
 def test_max_min_skips_nan(values):
     m = np.array(values).reshape(1, -1)
     finite = m[~np.isnan(m)]
     want = (finite.max(), finite.min()) if finite.size else (-np.inf, np.inf)
     assert chain.max_min(m) == want
-    sq = np.random.default_rng(len(values)).normal(0, 3, (26, 26))   # the transition matrix's shape
+    sq = np.random.default_rng(len(values)).normal(0, 3, (26, 26))  # the transition matrix's shape
     assert chain.max_min(sq) == (sq.max(), sq.min())
 
 

@@ -1,4 +1,5 @@
 """Per-example oracle, sparse gradient application on w = beta * v, ScaledWeights."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,13 @@ from crfkit.kernels.oracle import ScaledWeights, touched_features
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
 
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def _problem(seed, n_seq=6, support="observed", transitions=None, L=3, real=True):
@@ -24,11 +30,17 @@ def _problem(seed, n_seq=6, support="observed", transitions=None, L=3, real=True
 
 
 @SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), support=st.sampled_from(["observed", "all"]),
-       transitions=st.sampled_from(["observed", "all"]), L=st.integers(1, 4),
-       beta=st.sampled_from([1.0, 0.5, 3.0, 1e-3]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    support=st.sampled_from(["observed", "all"]),
+    transitions=st.sampled_from(["observed", "all"]),
+    L=st.integers(1, 4),
+    beta=st.sampled_from([1.0, 0.5, 3.0, 1e-3]),
+)
 def test_oracle_against_enumeration(seed, support, transitions, L, beta):
-    rng, X, Y, space, corpus = _problem(seed, n_seq=4, support=support, transitions=transitions, L=L)
+    rng, X, Y, space, corpus = _problem(
+        seed, n_seq=4, support=support, transitions=transitions, L=L
+    )
     v = rng.normal(0, 2.0, space.n_features) / beta
     w = beta * v
     ref = Reference(CRFModel(space, w))
@@ -38,7 +50,9 @@ def test_oracle_against_enumeration(seed, support, transitions, L, beta):
         bf = enumerate_chain(sc, ref.trans)
         ids = [space.label_index[lab] for lab in y]
         loss, node, edge = obj.oracle(i, v, beta)
-        assert loss == pytest.approx(bf["logz"] - path_score(sc, ref.trans, ids), rel=1e-11, abs=1e-10)
+        assert loss == pytest.approx(
+            bf["logz"] - path_score(sc, ref.trans, ids), rel=1e-11, abs=1e-10
+        )
         assert node.shape == (len(x), space.n_labels)
         np.testing.assert_allclose(node, bf["node"], atol=1e-10)
         np.testing.assert_allclose(edge, bf["edge"], atol=1e-10)
@@ -78,7 +92,9 @@ def test_oracle_reuses_buffers_without_stale_values():
 
 def _allowed_indices(space, corpus, i):
     toks = range(corpus.seq_ptr[i], corpus.seq_ptr[i + 1])
-    attrs = {int(corpus.attr[e]) for t in toks for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1])}
+    attrs = {
+        int(corpus.attr[e]) for t in toks for e in range(corpus.tok_ptr[t], corpus.tok_ptr[t + 1])
+    }
     allowed = set()
     for a in attrs:
         allowed.update(range(space.attr_ptr[a], space.attr_ptr[a + 1]))
@@ -86,7 +102,9 @@ def _allowed_indices(space, corpus, i):
     return allowed
 
 
-@pytest.mark.parametrize("support,transitions", [("observed", "observed"), ("all", "all"), ("all", "observed")])
+@pytest.mark.parametrize(
+    "support,transitions", [("observed", "observed"), ("all", "all"), ("all", "observed")]
+)
 def test_apply_gradient_is_sparse_dense_gradient(support, transitions):
     rng, X, Y, space, corpus = _problem(13, n_seq=10, support=support, transitions=transitions)
     obj = Objective(corpus, space, Regularization())

@@ -1,11 +1,14 @@
-"""``kernels.prefetch.prefetch_range`` only hints: it compiles for every array type the kernels pass, takes
-empty, unaligned and end-of-array ranges, and changes no value; the SDCA oracle that prefetches the stored
-marginals (``kernels.sdca.chain_marginals_pf``) gives ``chain_marginals``' values."""
+"""``kernels.prefetch.prefetch_range`` only hints: it compiles for every array type the kernels
+pass, takes empty, unaligned and end-of-array ranges, and changes no value; the SDCA oracle that
+prefetches the stored marginals (``kernels.sdca.chain_marginals_pf``) gives ``chain_marginals``'
+values."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numba import njit
 
 from crfkit.kernels import sdca as K
@@ -38,6 +41,7 @@ def test_prefetch_rejects_non_arrays():
     @njit(cache=False)
     def bad(x):
         prefetch_range(x, 0, 1)
+
     with pytest.raises(Exception):
         bad(1.5)
 
@@ -54,13 +58,24 @@ def test_chain_marginals_pf_is_chain_marginals(T, L, seed, f32):
     out = []
     for pf in (False, True):
         node, pair = np.zeros((T, L)), np.zeros((max(T - 1, 1), L, L))
-        args = (score.copy(), T, trans, np.empty((T, L)), np.empty((T, L)), np.empty((T, L)), np.empty(T), node, pair)
+        args = (
+            score.copy(),
+            T,
+            trans,
+            np.empty((T, L)),
+            np.empty((T, L)),
+            np.empty((T, L)),
+            np.empty(T),
+            node,
+            pair,
+        )
         if pf:
             lz = K.chain_marginals_pf(*args, ns.reshape(-1), 2 * L, ps.reshape(-1), 1 * L * L)
         else:
             lz = K.chain_marginals(*args)
         out.append((lz, node, pair))
-    # the same computation, compiled with the prefetches in between: equal up to the rounding of a reassociated sum
+    # the same computation, compiled with the prefetches in between: equal up to the rounding of a
+    # reassociated sum
     assert out[1][0] == pytest.approx(out[0][0], rel=1e-14, abs=1e-14)
     np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-13, atol=1e-300)
     np.testing.assert_allclose(out[1][2], out[0][2], rtol=1e-13, atol=1e-300)

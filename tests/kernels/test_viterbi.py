@@ -1,13 +1,16 @@
-"""The Viterbi kernels (``chain.viterbi``, ``chain.pd_viterbi``, and ``chain.viterbi_m``, the constrained
-decoder's) against a plain running-arg-max reference (``conftest.viterbi_reference``), to the bit, on tables
-full of ties and of -inf entries (forbidden transitions), where the tie rule shows: the lowest label wins, for
-the last label and for every predecessor.  (Their scores against brute-force enumeration on random chains are
-in ``test_kernels.py`` and ``test_bigram.py``; constrained decoding against enumeration in ``test_decode.py``.)"""
+"""The Viterbi kernels (``chain.viterbi``, ``chain.pd_viterbi``, and ``chain.viterbi_m``, the
+constrained decoder's) against a plain running-arg-max reference (``conftest.viterbi_reference``),
+to the bit, on tables full of ties and of -inf entries (forbidden transitions), where the tie rule
+shows: the lowest label wins, for the last label and for every predecessor.  (Their scores against
+brute-force enumeration on random chains are in ``test_kernels.py`` and ``test_bigram.py``;
+constrained decoding against enumeration in ``test_decode.py``.)"""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import viterbi_reference as reference
 from crfkit.kernels import chain
@@ -17,8 +20,8 @@ from crfkit.kernels import chain
 def tables(draw, position_dependent=False):
     T = draw(st.integers(1, 7))
     L = draw(st.integers(1, 12))
-    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
-    levels = draw(st.sampled_from([2, 3, 1000]))       # few levels: many exact ties
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    levels = draw(st.sampled_from([2, 3, 1000]))  # few levels: many exact ties
     score = rng.integers(-levels, levels, size=(T, L)).astype(float) / 2
     shape = (T, L, L) if position_dependent else (L, L)
     trans = rng.integers(-levels, levels, size=shape).astype(float) / 2
@@ -38,8 +41,8 @@ def test_viterbi_matches_the_running_arg_max_with_ties_and_forbidden_pairs(tab):
     got = chain.viterbi(score, T, trans, out, 1)
     want, path = reference(score, np.broadcast_to(trans, (T,) + trans.shape))
     assert got == want or (np.isnan(got) and np.isnan(want))
-    assert out[1:T + 1].tolist() == path
-    assert out[0] == -7 and out[T + 1] == -7          # nothing written outside out[o0:o0+T]
+    assert out[1 : T + 1].tolist() == path
+    assert out[0] == -7 and out[T + 1] == -7  # nothing written outside out[o0:o0+T]
 
 
 @settings(max_examples=300, deadline=None)

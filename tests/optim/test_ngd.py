@@ -1,6 +1,7 @@
-"""CRFsuite's SGD (l2sgd) and Cao's natural-gradient updates (ngd): transforms and tables against numpy,
-the kernel against a dense numpy reference step by step, convergence, python-crfsuite agreement, resume,
-warm start, Ctrl-C, refusals."""
+"""CRFsuite's SGD (l2sgd) and Cao's natural-gradient updates (ngd): transforms and tables against
+numpy, the kernel against a dense numpy reference step by step, convergence, python-crfsuite
+agreement, resume, warm start, Ctrl-C, refusals."""
+
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
+from conftest import markov_corpus
 from crfkit.errors import CrfkitError, ParameterError
 from crfkit.features.encode import build
 from crfkit.kernels import ngd as K
@@ -19,8 +21,6 @@ from crfkit.optim.sgdl1 import pass_order
 from crfkit.optim.stochastic import available, resolve
 from crfkit.train import train
 
-from conftest import markov_corpus
-
 UPDATES = list(N.UPDATES)
 NUMPY_T = {
     "u1g1": lambda g, eps=0.1: g / (g * g + eps),
@@ -29,7 +29,13 @@ NUMPY_T = {
     "u2g2": lambda g, alpha=5 * np.sqrt(np.pi): erf(alpha * g),
     "u2g3": lambda g, beta=10.0: 2 * np.arctan(np.exp(np.clip(beta * g, -700, 700))) - np.pi / 2,
 }
-SLOPE0 = {"u1g1": 10.0, "u2g1": 1 / np.sqrt(0.1), "u2g1b": 10.0, "u2g2": 10.0, "u2g3": 10.0}   # max |T'|
+SLOPE0 = {
+    "u1g1": 10.0,
+    "u2g1": 1 / np.sqrt(0.1),
+    "u2g1b": 10.0,
+    "u2g2": 10.0,
+    "u2g3": 10.0,
+}  # max |T'|
 
 
 def code_p(update, value=None):
@@ -39,7 +45,9 @@ def code_p(update, value=None):
 
 @pytest.fixture(scope="module")
 def problem():
-    X, Y = markov_corpus(3, 30, noise=("noise", 5, 3))    # 3 noise attributes of 5: repeats within a token
+    X, Y = markov_corpus(
+        3, 30, noise=("noise", 5, 3)
+    )  # 3 noise attributes of 5: repeats within a token
     space, corp = build(X, Y)
     return X, Y, space, corp
 
@@ -52,7 +60,9 @@ def objective(problem, l2=0.05):
 # --------------------------------------------------------------------------- transforms
 @pytest.mark.parametrize("update", UPDATES)
 def test_transform_against_numpy(update):
-    g = np.concatenate([np.arange(-3000, 3001) / 1000.0, [0.0, 1e-12, -1e-12, 25.0, -25.0, 300.0, -300.0]])
+    g = np.concatenate(
+        [np.arange(-3000, 3001) / 1000.0, [0.0, 1e-12, -1e-12, 25.0, -25.0, 300.0, -300.0]]
+    )
     code, p = code_p(update)
     got = K.transform_array(code, g, p)
     np.testing.assert_allclose(got, NUMPY_T[update](g), rtol=1e-12, atol=1e-14)
@@ -66,51 +76,64 @@ LIBM = {"u2g1": K.ATAN_LIBM, "u2g1b": K.ATAN_LIBM, "u2g2": K.ERF_LIBM, "u2g3": K
 
 @pytest.mark.parametrize("update", list(LIBM))
 def test_libm_codes_and_the_approximations_agree(update):
-    """The libm path (libm=True) against numpy, and the default (vectorisable) path within a few ulp of it;
-    the in-place buffer loop of the kernel gives the scalar transform's values."""
-    g = np.concatenate([np.linspace(-3, 3, 60001), [0.0, 1e-300, -1e-300, 5e-324, 1e300, -1e300, np.inf, -np.inf]])
+    """The libm path (libm=True) against numpy, and the default (vectorisable) path within a few ulp
+    of it; the in-place buffer loop of the kernel gives the scalar transform's values."""
+    g = np.concatenate(
+        [np.linspace(-3, 3, 60001), [0.0, 1e-300, -1e-300, 5e-324, 1e300, -1e300, np.inf, -np.inf]]
+    )
     code, p = code_p(update)
     exact = K.transform_array(LIBM[update], g, p)
     fin = np.isfinite(g)
-    np.testing.assert_allclose(exact[fin], NUMPY_T[update](g[fin]), rtol=1e-14, atol=1e-15)   # numpy gd: cancels at 0
+    np.testing.assert_allclose(
+        exact[fin], NUMPY_T[update](g[fin]), rtol=1e-14, atol=1e-15
+    )  # numpy gd: cancels at 0
     approx = K.transform_array(code, g, p)
     assert np.max(np.abs(approx - exact)) <= 1e-15
     buf = g.copy()
     K.transform_into(code, buf, g.shape[0] - 3, p, np.empty(0), 1.0, np.empty((4, g.shape[0])))
     np.testing.assert_array_equal(buf[:-3], approx[:-3])
-    np.testing.assert_array_equal(buf[-3:], g[-3:])          # past n: untouched
+    np.testing.assert_array_equal(buf[-3:], g[-3:])  # past n: untouched
 
 
 @pytest.mark.parametrize("update", list(LIBM))
 def test_buffer_split_by_size_gives_the_scalar_bits(update):
-    """transform_into evaluates the small-argument polynomial everywhere and the full formula only on the
-    entries past the split point: every entry must get the scalar transform's bits, whatever the mix of
-    small and large entries (buffers of random length, magnitudes over 12 decades, both signs, a few
-    entries at the split points themselves)."""
-    from hypothesis import given, settings, strategies as st
+    """transform_into evaluates the small-argument polynomial everywhere and the full formula only
+    on the entries past the split point: every entry must get the scalar transform's bits, whatever
+    the mix of small and large entries (buffers of random length, magnitudes over 12 decades, both
+    signs, a few entries at the split points themselves)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
     from crfkit.kernels import vecmath as V
+
     code, p = code_p(update)
     splits = np.array([V._TANPI8, V._ERF_SPLIT, V._GD_SPLIT]) / p
 
     @settings(max_examples=60, deadline=None)
-    @given(st.integers(0, 400), st.integers(0, 2 ** 32 - 1), st.floats(0.0, 1.0))
+    @given(st.integers(0, 400), st.integers(0, 2**32 - 1), st.floats(0.0, 1.0))
     def check(n, seed, share_large):
         rng = np.random.default_rng(seed)
         mag = 10.0 ** rng.uniform(-10, 0.5, n)
         mag[rng.random(n) < share_large] *= 30.0
         g = np.where(rng.random(n) < 0.5, -mag, mag)
         if n >= 3:
-            g[rng.integers(0, n, 3)] = rng.choice(np.concatenate([splits, -splits, np.nextafter(splits, 1)]), 3)
+            g[rng.integers(0, n, 3)] = rng.choice(
+                np.concatenate([splits, -splits, np.nextafter(splits, 1)]), 3
+            )
         buf = np.concatenate([g, [7.0]])
         K.transform_into(code, buf, n, p, np.empty(0), 1.0, np.empty((4, n + 1)))
-        np.testing.assert_array_equal(buf[:n].view(np.int64), K.transform_array(code, g, p).view(np.int64))
+        np.testing.assert_array_equal(
+            buf[:n].view(np.int64), K.transform_array(code, g, p).view(np.int64)
+        )
         assert buf[n] == 7.0
+
     check()
 
 
 def test_vecmath_accuracy_extremes_oddness_monotonicity():
-    from crfkit.kernels import vecmath as V
     from numba import njit
+
+    from crfkit.kernels import vecmath as V
 
     @njit(**V.VEC)
     def ev(which, x, out):
@@ -127,37 +150,45 @@ def test_vecmath_accuracy_extremes_oddness_monotonicity():
             out[j] = math.copysign(r, x[j]) if which < 3 else r
 
     LD = np.longdouble
-    x = np.concatenate([np.linspace(-8, 8, 400001), np.geomspace(1e-300, 1e300, 4001),
-                        -np.geomspace(1e-300, 1e300, 4001), [0.0, -0.0, 5e-324, np.inf, -np.inf]])
+    x = np.concatenate(
+        [
+            np.linspace(-8, 8, 400001),
+            np.geomspace(1e-300, 1e300, 4001),
+            -np.geomspace(1e-300, 1e300, 4001),
+            [0.0, -0.0, 5e-324, np.inf, -np.inf],
+        ]
+    )
     out = np.empty_like(x)
     xl = x.astype(LD)
     refs = {0: np.arctan(xl), 1: erf(x).astype(LD), 2: 2 * np.arctan(np.tanh(xl / 2))}
-    bound = {0: 1.5 * 2.0 ** -52 * (np.pi / 2), 1: 1e-15, 2: 3.0 * 2.0 ** -52 * (np.pi / 2)}   # absolute
+    bound = {0: 1.5 * 2.0**-52 * (np.pi / 2), 1: 1e-15, 2: 3.0 * 2.0**-52 * (np.pi / 2)}  # absolute
     for which, ref in refs.items():
         ev(which, x, out)
         err = np.abs(out.astype(LD) - ref)
         assert float(err.max()) <= bound[which], (which, float(err.max()))
         # relative error near 0 (where |T| is small): a few ulp
         small = (np.abs(x) > 0) & (np.abs(x) < 1e-3)
-        assert float(np.max(err[small] / np.abs(ref[small]))) <= 4 * 2.0 ** -52
+        assert float(np.max(err[small] / np.abs(ref[small]))) <= 4 * 2.0**-52
         mirror = np.empty_like(x)
         ev(which, -x, mirror)
-        np.testing.assert_array_equal(mirror, -out)          # exactly odd
+        np.testing.assert_array_equal(mirror, -out)  # exactly odd
         assert out[np.flatnonzero(x == 0)[0]] == 0.0
-        assert np.all(np.diff(out[:400001]) >= 0)            # monotone on the grid
-        assert out[-2] == {0: np.pi / 2, 1: 1.0, 2: np.pi / 2}[which]   # T(+inf)
+        assert np.all(np.diff(out[:400001]) >= 0)  # monotone on the grid
+        assert out[-2] == {0: np.pi / 2, 1: 1.0, 2: np.pi / 2}[which]  # T(+inf)
     # exp(-y) on its range [0, 44], relative
     y = np.linspace(0, 44, 200001)
     out = np.empty_like(y)
     ev(3, y, out)
     rel = np.abs(out.astype(LD) - np.exp(-y.astype(LD))) / np.exp(-y.astype(LD))
-    assert float(rel.max()) <= 3 * 2.0 ** -52
+    assert float(rel.max()) <= 3 * 2.0**-52
 
 
 def test_ngd_libm_option(problem):
     obj = objective(problem)
     a = N.ngd(obj, None, reg=obj.reg, max_iterations=3, update="u2g3", eta0=0.1, monitor=False)
-    b = N.ngd(obj, None, reg=obj.reg, max_iterations=3, update="u2g3", eta0=0.1, monitor=False, libm=True)
+    b = N.ngd(
+        obj, None, reg=obj.reg, max_iterations=3, update="u2g3", eta0=0.1, monitor=False, libm=True
+    )
     np.testing.assert_allclose(a.x, b.x, rtol=1e-9, atol=1e-12)
     with pytest.raises(ParameterError, match="libm"):
         N.ngd(obj, None, reg=obj.reg, max_iterations=1, update="u2g3", eta0=0.1, libm="maybe")
@@ -168,17 +199,23 @@ def test_ngd_libm_option(problem):
 def test_table_against_numpy(update, m, r):
     code, p = code_p(update)
     tab = K.make_table(code, p, m, r)
-    g = np.concatenate([np.random.default_rng(0).uniform(-1.5 * r, 1.5 * r, 20000), [0.0, r, -r, 1e-9]])
+    g = np.concatenate(
+        [np.random.default_rng(0).uniform(-1.5 * r, 1.5 * r, 20000), [0.0, r, -r, 1e-9]]
+    )
     got = K.lookup_array(code, g, p, tab, r)
     h = 2 * r / (m - 1)
     err = np.abs(got - NUMPY_T[update](g))
     assert err.max() <= SLOPE0[update] * h / 2 * (1 + 1e-9) + 1e-15
     outside = np.abs(g) > r
-    np.testing.assert_allclose(got[outside], NUMPY_T[update](g[outside]), rtol=1e-12)   # computed there
+    np.testing.assert_allclose(
+        got[outside], NUMPY_T[update](g[outside]), rtol=1e-12
+    )  # computed there
     assert K.lookup_array(code, np.zeros(1), p, tab, r)[0] == 0.0
     # the grid points themselves are exact
     grid = -r + h * np.arange(0, m, max(1, m // 97))
-    np.testing.assert_allclose(K.lookup_array(code, grid, p, tab, r), NUMPY_T[update](grid), atol=1e-12)
+    np.testing.assert_allclose(
+        K.lookup_array(code, grid, p, tab, r), NUMPY_T[update](grid), atol=1e-12
+    )
 
 
 # --------------------------------------------------------------------------- kernel vs dense numpy
@@ -192,7 +229,7 @@ def dense_reference(obj, order, t0, update, value=None):
         w = (1 - eta * lam) * w
         loss, node, edge = obj.oracle(i, w)
         g = np.zeros(obj.n_features)
-        obj.apply_gradient(i, node, edge, 1.0, g)      # the net gradient of the sequence, per feature
+        obj.apply_gradient(i, node, edge, 1.0, g)  # the net gradient of the sequence, per feature
         if update is not None:
             g = NUMPY_T[update](g) if value is None else NUMPY_T[update](g, value)
         w = w - eta * g
@@ -212,7 +249,7 @@ def test_kernel_matches_dense_reference(problem, update):
     v = np.zeros(obj.n_features)
     scal = np.array([1.0, 0.0, 0.0])
     steps.run(order, 0, n, t0, v, scal)
-    steps.run(order, n, 2 * n, t0, v, scal)      # two calls: t and the loss sum carry over
+    steps.run(order, n, 2 * n, t0, v, scal)  # two calls: t and the loss sum carry over
     assert scal[K.T_] == 2 * n
     np.testing.assert_allclose(scal[K.Z] * v, w_ref, rtol=1e-9, atol=1e-12)
     assert scal[K.LOSS] == pytest.approx(loss_ref, rel=1e-10)
@@ -220,9 +257,9 @@ def test_kernel_matches_dense_reference(problem, update):
 
 @pytest.mark.parametrize("update", UPDATES)
 def test_kernel_matches_dense_reference_with_sample_weights(problem, update):
-    """Sequence scales s_i != 1: the step is T(s_i g), where g is the sequence's net gradient, on both of
-    the kernel's routes (an attribute that occurs once with value 1 takes T of its token's row; the others
-    are summed in the buffer first)."""
+    """Sequence scales s_i != 1: the step is T(s_i g), where g is the sequence's net gradient, on
+    both of the kernel's routes (an attribute that occurs once with value 1 takes T of its token's
+    row; the others are summed in the buffer first)."""
     _, _, space, corp = problem
     sw = np.random.default_rng(7).uniform(0.3, 2.5, corp.n_sequences)
     obj = Objective(corp, space, Regularization(l2=0.02), threads=1, scales=sw)
@@ -240,10 +277,11 @@ def test_kernel_matches_dense_reference_with_sample_weights(problem, update):
 
 
 def test_direct_offsets_against_python(problem):
-    """Per occurrence: -1 when it is its attribute's only occurrence in the sequence and its value is 1 (the
-    direct route), else the offset of its attribute's block in the sequence's buffer (blocks in order of
-    first occurrence among the buffered attributes, width entries each); per sequence, the buffer's length.
-    The fixture has attributes repeated within a token and across tokens, and real-valued ones."""
+    """Per occurrence: -1 when it is its attribute's only occurrence in the sequence and its value
+    is 1 (the direct route), else the offset of its attribute's block in the sequence's buffer
+    (blocks in order of first occurrence among the buffered attributes, width entries each); per
+    sequence, the buffer's length. The fixture has attributes repeated within a token and across
+    tokens, and real-valued ones."""
     _, _, space, corp = problem
     width = np.random.default_rng(3).integers(1, 5, space.n_attributes)
     bo, nbuf = occ.buffer_offsets(corp.seq_ptr, corp.tok_ptr, corp.attr, width, corp.val, True)
@@ -287,9 +325,14 @@ def test_net_gradient_is_per_feature_not_per_occurrence():
     steps.run(np.array([0]), 0, 1, t0, v, scal)
     eta = 1.0 / (0.1 * t0)
     z = 1 - eta * 0.1
-    ka = space.attr_ptr[space.attr_index["a"]] + int(np.flatnonzero(
-        space.feat_label[space.attr_ptr[space.attr_index["a"]]:space.attr_ptr[space.attr_index["a"] + 1]]
-        == space.label_index["P"])[0])
+    ka = space.attr_ptr[space.attr_index["a"]] + int(
+        np.flatnonzero(
+            space.feat_label[
+                space.attr_ptr[space.attr_index["a"]] : space.attr_ptr[space.attr_index["a"] + 1]
+            ]
+            == space.label_index["P"]
+        )[0]
+    )
     # at w = 0 both labels are equally likely: g(a, P) = 2 * (0.5 - 1) = -1
     assert scal[K.Z] * v[ka] == pytest.approx(-eta * math.atan(-1.0 / math.sqrt(0.1)), rel=1e-12)
     assert scal[K.Z] == pytest.approx(z)
@@ -298,21 +341,36 @@ def test_net_gradient_is_per_feature_not_per_occurrence():
 # --------------------------------------------------------------------------- convergence
 def test_l2sgd_reaches_the_lbfgs_optimum():
     """With one training sequence the stochastic gradient is the full one, so the 1/t schedule's own
-    convergence is what is tested, to 1e-6; with many sequences the gradient noise leaves an O(1/t) gap
-    (checked loosely below)."""
+    convergence is what is tested, to 1e-6; with many sequences the gradient noise leaves an O(1/t)
+    gap (checked loosely below)."""
     X, Y = markov_corpus(4, 1, lengths=(40, 41))
     ref = train(X, Y, l2=0.05, algorithm="lbfgs", gtol=1e-12, max_iterations=1000, threads=1)
-    # (CRFsuite's calibration cannot work on one sequence: its trial loss is the loss before the one step)
-    res = train(X, Y, l2=0.05, algorithm="l2sgd", max_iterations=20000, threads=1,
-                params={"period": 0, "monitor": False, "eta0": 1.0})
+    # (CRFsuite's calibration cannot work on one sequence: its trial loss is the loss before the one
+    # step)
+    res = train(
+        X,
+        Y,
+        l2=0.05,
+        algorithm="l2sgd",
+        max_iterations=20000,
+        threads=1,
+        params={"period": 0, "monitor": False, "eta0": 1.0},
+    )
     assert res.objective == pytest.approx(ref.objective, rel=1e-6)
 
 
 def test_l2sgd_near_the_optimum_with_noise(problem):
     X, Y, _, _ = problem
     ref = train(X, Y, l2=0.05, algorithm="lbfgs", gtol=1e-11, max_iterations=1000, threads=1)
-    res = train(X, Y, l2=0.05, algorithm="l2sgd", max_iterations=300, threads=1,
-                params={"period": 0, "monitor": False})
+    res = train(
+        X,
+        Y,
+        l2=0.05,
+        algorithm="l2sgd",
+        max_iterations=300,
+        threads=1,
+        params={"period": 0, "monitor": False},
+    )
     assert res.objective == pytest.approx(ref.objective, rel=3e-3)
 
 
@@ -324,11 +382,18 @@ def test_ngd_decreases_the_objective(update):
     obj = Objective(corp, space, reg, threads=1)
     f0 = obj.value(np.zeros(space.n_features), count=False)
     fs = []
-    res = N.ngd(obj, None, reg=reg, max_iterations=15, update=update, period=0,
-                callback=lambda info: fs.append(info["f"]))
-    # Every update lowers the objective well below its start.  (On this corpus the transformed updates'
-    # objective rises again after the first epoch or two: the point where E_i T(g_i) = 0 is not the
-    # regularised MLE; l2sgd's keeps falling.)
+    res = N.ngd(
+        obj,
+        None,
+        reg=reg,
+        max_iterations=15,
+        update=update,
+        period=0,
+        callback=lambda info: fs.append(info["f"]),
+    )
+    # Every update lowers the objective well below its start.  (On this corpus the transformed
+    # updates' objective rises again after the first epoch or two: the point where E_i T(g_i) = 0 is
+    # not the regularised MLE; l2sgd's keeps falling.)
     assert len(fs) == 15
     assert max(fs) < 0.6 * f0
     assert res.f < 0.6 * f0
@@ -338,6 +403,7 @@ def test_ngd_decreases_the_objective(update):
 
 def _tag(space, w, x):
     from crfkit.model import CRFModel
+
     return CRFModel(space, w).tag([x])[0]
 
 
@@ -351,16 +417,18 @@ def _crfsuite(X, Y, algorithm, params, tmp_path):
         def message(self, s):
             self.text += s
             super().message(s)
+
     tr = Trainer(algorithm=algorithm, verbose=False)
     for x, y in zip(X, Y):
         tr.append([[a if isinstance(a, str) else a[0] for a in tok] for tok in x], y)
     tr.set_params(params)
     path = str(tmp_path / f"{algorithm}.crfsuite")
-    # CRFsuite shuffles with the C library's rand(), whose state every earlier CRFsuite training in this
-    # process has advanced: seed it as a fresh process has it (glibc: 1), so the run does not depend on
-    # which tests ran before (its final objective moved by up to 3e-3 with the test order)
+    # CRFsuite shuffles with the C library's rand(), whose state every earlier CRFsuite training in
+    # this process has advanced: seed it as a fresh process has it (glibc: 1), so the run does not
+    # depend on which tests ran before (its final objective moved by up to 3e-3 with the test order)
     try:
         import ctypes
+
         ctypes.CDLL(None).srand(1)
     except (OSError, AttributeError):
         pass
@@ -375,7 +443,7 @@ def crfsuite_weights(space, info):
     for (a, lab), val in info.state_features.items():
         k = space.attr_index[a]
         lo = space.attr_ptr[k]
-        hit = np.flatnonzero(space.feat_label[lo:space.attr_ptr[k + 1]] == space.label_index[lab])
+        hit = np.flatnonzero(space.feat_label[lo : space.attr_ptr[k + 1]] == space.label_index[lab])
         w[lo + hit[0]] = val
     for (a, b), val in info.transitions.items():
         w[space.n_state + space.trans_index[space.label_index[a], space.label_index[b]]] = val
@@ -396,7 +464,9 @@ def crfsuite_problem():
 def test_l2sgd_against_crfsuite(crfsuite_problem, tmp_path):
     X, Y, Xt, Yt = crfsuite_problem
     epochs = 30
-    tr, tagger = _crfsuite(X, Y, "l2sgd", {"c2": 1.0, "max_iterations": epochs, "period": epochs + 1}, tmp_path)
+    tr, tagger = _crfsuite(
+        X, Y, "l2sgd", {"c2": 1.0, "max_iterations": epochs, "period": epochs + 1}, tmp_path
+    )
     log = tr.text
     space, corp = build(X, Y)
     reg = regularization(corp.n_sequences, c2=1.0)
@@ -406,20 +476,25 @@ def test_l2sgd_against_crfsuite(crfsuite_problem, tmp_path):
     best = [ln for ln in log.splitlines() if ln.startswith("Best learning rate")]
     assert best
     if best:
-        assert float(best[0].split(":")[1]) == pytest.approx(float(res.message.split("eta0=")[1].split()[0]),
-                                                              rel=1e-6)
+        assert float(best[0].split(":")[1]) == pytest.approx(
+            float(res.message.split("eta0=")[1].split()[0]), rel=1e-6
+        )
     f_cs = obj.value(crfsuite_weights(space, tagger.info()), count=False)
     assert res.f == pytest.approx(f_cs, rel=1e-3)
     acc_cs = np.mean([a == b for x, y in zip(Xt, Yt) for a, b in zip(y, tagger.tag(x))])
     from crfkit.model import CRFModel
+
     pred = CRFModel(space, res.x).tag(Xt)
     acc = np.mean([a == b for y, p in zip(Yt, pred) for a, b in zip(y, p)])
     assert abs(acc - acc_cs) <= 0.005
 
 
-# --------------------------------------------------------------------------- resume, warm start, Ctrl-C
-@pytest.mark.parametrize("alg,params", [("l2sgd", {}), ("ngd", {"update": "u1g1"}),
-                                        ("ngd", {"update": "u2g3", "table": 4001})])
+# --------------------------------------------------------------------------- resume, warm start,
+# Ctrl-C
+@pytest.mark.parametrize(
+    "alg,params",
+    [("l2sgd", {}), ("ngd", {"update": "u1g1"}), ("ngd", {"update": "u2g3", "table": 4001})],
+)
 def test_bitwise_resume(problem, alg, params):
     obj = objective(problem, l2=0.02)
     fn = resolve(alg)
@@ -428,9 +503,25 @@ def test_bitwise_resume(problem, alg, params):
 
     def keep(info):
         states[info["iteration"]] = info["state"]()
-    fn(objective(problem, l2=0.02), None, reg=obj.reg, max_iterations=3, period=0, callback=keep, **params)
-    again = fn(objective(problem, l2=0.02), None, reg=obj.reg, max_iterations=6, period=0, state=states[3],
-               **params)
+
+    fn(
+        objective(problem, l2=0.02),
+        None,
+        reg=obj.reg,
+        max_iterations=3,
+        period=0,
+        callback=keep,
+        **params,
+    )
+    again = fn(
+        objective(problem, l2=0.02),
+        None,
+        reg=obj.reg,
+        max_iterations=6,
+        period=0,
+        state=states[3],
+        **params,
+    )
     np.testing.assert_array_equal(again.x, full.x)
     assert again.iterations == 6
     with pytest.raises(ParameterError, match="other settings"):
@@ -443,7 +534,7 @@ def test_warm_start_and_given_eta0(problem):
     assert "calibrated" in r1.message
     r2 = N.l2sgd(obj, r1.x, reg=obj.reg, max_iterations=1, eta0=0.01, period=0)
     assert "calibrated" not in r2.message
-    assert r2.f < r1.f + 1e-3                     # starts from r1's weights, a small step
+    assert r2.f < r1.f + 1e-3  # starts from r1's weights, a small step
     r3 = N.l2sgd(obj, None, reg=obj.reg, max_iterations=1, eta0=0.01, period=0)
     assert r3.f > r2.f
 
@@ -456,7 +547,10 @@ def test_ctrl_c_returns_the_last_completed_epoch(problem):
         seen[info["iteration"]] = info["x"].copy()
         if info["iteration"] == 3:
             raise KeyboardInterrupt
-    res = N.ngd(obj, None, reg=obj.reg, max_iterations=10, period=0, callback=cb)   # keep_best off by default
+
+    res = N.ngd(
+        obj, None, reg=obj.reg, max_iterations=10, period=0, callback=cb
+    )  # keep_best off by default
     assert res.status == "interrupted" and res.iterations == 3
     np.testing.assert_array_equal(res.x, seen[3])
 
@@ -488,13 +582,15 @@ def test_refusals(problem):
 
 def test_train_cli_params(problem, tmp_path):
     X, Y, _, _ = problem
-    res = train(X, Y, algorithm="ngd", max_iterations=3, params={"update": "u2g2", "alpha": 4.0}, threads=1)
+    res = train(
+        X, Y, algorithm="ngd", max_iterations=3, params={"update": "u2g2", "alpha": 4.0}, threads=1
+    )
     assert res.iterations == 3 and math.isfinite(res.objective)
 
 
 def test_buffer_offsets_against_python(problem):
-    """Per occurrence, the offset of its attribute's block in its sequence's buffer (blocks in order of
-    first occurrence, width entries each); per sequence, the buffer's length."""
+    """Per occurrence, the offset of its attribute's block in its sequence's buffer (blocks in order
+    of first occurrence, width entries each); per sequence, the buffer's length."""
     _, _, space, corp = problem
     rng = np.random.default_rng(3)
     width = rng.integers(1, 5, space.n_attributes)

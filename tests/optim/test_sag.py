@@ -4,6 +4,7 @@ The lazy sparse kernels are checked against a plain numpy implementation that
 stores a dense gradient per example (naive SAG) and updates every coordinate
 every iteration, drawing from the same random stream.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +26,8 @@ L2 = 0.05
 
 
 def corpus(seed, n_seq=30):
-    """Markov-chain labels; a token shows its label's signature attribute 85% of the time, plus noise."""
+    """Markov-chain labels; a token shows its label's signature attribute 85% of the time, plus
+    noise."""
     return markov_corpus(seed, n_seq)
 
 
@@ -42,9 +44,18 @@ def objective(problem, l2=L2):
     return Objective(corp, space, Regularization(l2=l2), threads=1)
 
 
-ALGOS = [("sag", {}), ("sag-nus", {}), ("sag-nus*", {}), ("sag-nus*", {"ls_skip": False}),
-         ("sag-nus*", {"lmax": "current"}), ("saga", {"step": "a"}), ("saga", {"step": "b"}),
-         ("saga-nus", {"step": "b"}), ("saga-nus", {"step": "a"}), ("saga-nus", {"step": "a", "lmax": "current"})]
+ALGOS = [
+    ("sag", {}),
+    ("sag-nus", {}),
+    ("sag-nus*", {}),
+    ("sag-nus*", {"ls_skip": False}),
+    ("sag-nus*", {"lmax": "current"}),
+    ("saga", {"step": "a"}),
+    ("saga", {"step": "b"}),
+    ("saga-nus", {"step": "b"}),
+    ("saga-nus", {"step": "a"}),
+    ("saga-nus", {"step": "a", "lmax": "current"}),
+]
 
 
 @pytest.mark.parametrize("alg,params", ALGOS)
@@ -52,43 +63,98 @@ def test_converges_to_the_lbfgs_optimum(problem, alg, params):
     X, Y, _, _, ref = problem
     # SAGA-NUS with rule (a) takes the small step n p_min / (4L + n l2) of Proposition 1 (a)
     epochs = 2000 if (alg == "saga-nus" and params.get("step") == "a") else 400
-    res = train(X, Y, l2=L2, algorithm=alg, params=dict(params, delta=1e-9), max_iterations=epochs, threads=1)
+    res = train(
+        X,
+        Y,
+        l2=L2,
+        algorithm=alg,
+        params=dict(params, delta=1e-9),
+        max_iterations=epochs,
+        threads=1,
+    )
     assert abs(res.objective - ref.objective) <= 1e-6 * ref.objective
     assert np.abs(res.model.weights - ref.model.weights).max() < 1e-3
 
 
-# ------------------------------------------------------------------ reference wrappers of the kernel's pieces
+# ------------------------------------------------------------------ reference wrappers of the
+# kernel's pieces
 @njit(cache=False)
-def _example_oracle(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i, v, beta,
-                    node, edge, score, bm, es, scale):
-    """The SAG kernel's oracle on example i from scratch: emissions at w = beta*v, then its chain oracle."""
+def _example_oracle(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    i,
+    v,
+    beta,
+    node,
+    edge,
+    score,
+    bm,
+    es,
+    scale,
+):
+    """The SAG kernel's oracle on example i from scratch: emissions at w = beta*v, then its chain
+    oracle."""
     t0, t1 = seq_ptr[i], seq_ptr[i + 1]
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
-    return K._chain_oracle(y, t0, t1 - t0, v, beta, n_state, trans_index, node, edge, score, bm, es, scale)
+    return K._chain_oracle(
+        y, t0, t1 - t0, v, beta, n_state, trans_index, node, edge, score, bm, es, scale
+    )
 
 
 @njit(cache=False)
-def _line_search_at(seq_ptr, tok_ptr, attr, val, y, attr_ptr, feat_label, trans_index, n_state, i,
-                    v, beta, g, gnorm2, f, L, score, shift, sc2, es, alpha, scale):
-    """The kernel's Algorithm 2 at w = beta*v for a dense gradient vector g: the scores at w and those
-    of g, then its line search over them."""
+def _line_search_at(
+    seq_ptr,
+    tok_ptr,
+    attr,
+    val,
+    y,
+    attr_ptr,
+    feat_label,
+    trans_index,
+    n_state,
+    i,
+    v,
+    beta,
+    g,
+    gnorm2,
+    f,
+    L,
+    score,
+    shift,
+    sc2,
+    es,
+    alpha,
+    scale,
+):
+    """The kernel's Algorithm 2 at w = beta*v for a dense gradient vector g: the scores at w and
+    those of g, then its line search over them."""
     t0, t1 = seq_ptr[i], seq_ptr[i + 1]
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
     trans = transition_matrix(v, beta, n_state, trans_index)
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
     gtr = transition_matrix(g, 1.0, n_state, trans_index)
-    return K._line_search_scores(y, t0, t1 - t0, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale)
+    return K._line_search_scores(
+        y, t0, t1 - t0, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale
+    )
 
 
 # ------------------------------------------------------------------ dense reference
-def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False, store=np.float32,
-                    lmax="decayed"):
-    """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate every step
-    (``ls_skip``: the line-search skipping of the per-example L_i methods, written out the same way; ``lmax``:
-    the L_max of sag-nus*'s step and saga-nus's rule (a), the running maximum decayed by 2^(-1/n) per step
-    or the current max_i L_i).  What is
-    stored is the gradient rebuilt from the node marginals and the transition gradient rounded to ``store``
-    (the kernels' Mixed memory); the line search works with the exact gradient."""
+def dense_reference(
+    obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False, store=np.float32, lmax="decayed"
+):
+    """The same algorithm with dense vectors: a stored gradient vector per example, every coordinate
+    every step (``ls_skip``: the line-search skipping of the per-example L_i methods, written out
+    the same way; ``lmax``: the L_max of sag-nus*'s step and saga-nus's rule (a), the running
+    maximum decayed by 2^(-1/n) per step or the current max_i L_i).  What is
+    stored is the gradient rebuilt from the node marginals and the transition gradient rounded to
+    ``store`` (the kernels' Mixed memory); the line search works with the exact gradient."""
     n, p, l2 = obj.n, obj.n_features, obj.reg.l2
     L = obj.space.n_labels
     tr = slice(obj.space.n_state, obj.space.n_state + obj.space.n_trans)
@@ -238,25 +304,39 @@ def dense_reference(obj, method, epochs, seed=0, L0=1.0, step="a", ls_skip=False
                 m = move(r, perm, pos, m)
             if method in (K.SAG, K.SAGA):
                 Lg *= decay
-            elif method == K.SAG_NUS or (lmax == "decayed" and method in (K.SAG_NUS_STAR, K.SAGA_NUS)):
+            elif method == K.SAG_NUS or (
+                lmax == "decayed" and method in (K.SAG_NUS_STAR, K.SAGA_NUS)
+            ):
                 Lmax *= decay
         out.append(w.copy())
     return out
 
 
-@pytest.mark.parametrize("alg,step,skip,store,lmax", [
-    ("sag", "a", False, "float32", None), ("sag-nus", "a", False, "float32", None),
-    ("sag-nus*", "a", True, "float32", None), ("sag-nus*", "a", False, "float32", None),
-    ("sag-nus*", "a", True, "float32", "current"), ("sag-nus*", "a", False, "float32", "current"),
-    ("sag-nus", "a", True, "float32", None), ("saga", "a", False, "float32", None),
-    ("saga", "b", False, "float32", None), ("saga-nus", "b", False, "float32", None),
-    ("saga-nus", "a", True, "float32", None), ("saga-nus", "a", False, "float32", "current"),
-    ("sag", "a", False, "float64", None), ("sag-nus*", "a", True, "float64", None),
-    ("saga", "b", False, "float64", None)])
+@pytest.mark.parametrize(
+    "alg,step,skip,store,lmax",
+    [
+        ("sag", "a", False, "float32", None),
+        ("sag-nus", "a", False, "float32", None),
+        ("sag-nus*", "a", True, "float32", None),
+        ("sag-nus*", "a", False, "float32", None),
+        ("sag-nus*", "a", True, "float32", "current"),
+        ("sag-nus*", "a", False, "float32", "current"),
+        ("sag-nus", "a", True, "float32", None),
+        ("saga", "a", False, "float32", None),
+        ("saga", "b", False, "float32", None),
+        ("saga-nus", "b", False, "float32", None),
+        ("saga-nus", "a", True, "float32", None),
+        ("saga-nus", "a", False, "float32", "current"),
+        ("sag", "a", False, "float64", None),
+        ("sag-nus*", "a", True, "float64", None),
+        ("saga", "b", False, "float64", None),
+    ],
+)
 def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip, store, lmax):
-    """Every method against its dense transcription; sag-nus* with its default line-search skipping and
-    without, the skipping on the other per-example-L_i methods too; stores in float32 (default) and float64;
-    sag-nus* and saga-nus (a) with L_max decayed (default) and the current max_i L_i."""
+    """Every method against its dense transcription; sag-nus* with its default line-search skipping
+    and without, the skipping on the other per-example-L_i methods too; stores in float32 (default)
+    and float64; sag-nus* and saga-nus (a) with L_max decayed (default) and the current max_i
+    L_i."""
     obj = objective(problem)
     seen = []
     kw = {"step": step} if alg.startswith("saga") else {}
@@ -274,13 +354,27 @@ def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, alg, step, skip,
 
     resolve(alg)(obj, None, reg=obj.reg, max_iterations=4, callback=cb, seed=3, delta=0.0, **kw)
     streak = states[-1]["ls_skip_streak"]
-    if skip and alg != "sag-nus":     # (sag-nus halves L_i before each line search: it rarely passes at once)
-        assert streak.max() >= 2 and states[-1]["ls_skip_left"].max() >= 1   # line searches were skipped
+    if (
+        skip and alg != "sag-nus"
+    ):  # (sag-nus halves L_i before each line search: it rarely passes at once)
+        assert (
+            streak.max() >= 2 and states[-1]["ls_skip_left"].max() >= 1
+        )  # line searches were skipped
     elif not skip:
         assert not streak.any()
-    assert states[-1]["node"].dtype == S.STORES[store] and states[-1]["trans"].dtype == S.STORES[store]
-    ref = dense_reference(objective(problem), S.METHODS[alg], 4, seed=3, step=step, ls_skip=skip,
-                          store=S.STORES[store], lmax=lmax or "decayed")
+    assert (
+        states[-1]["node"].dtype == S.STORES[store] and states[-1]["trans"].dtype == S.STORES[store]
+    )
+    ref = dense_reference(
+        objective(problem),
+        S.METHODS[alg],
+        4,
+        seed=3,
+        step=step,
+        ls_skip=skip,
+        store=S.STORES[store],
+        lmax=lmax or "decayed",
+    )
     for x, r in zip(seen, ref):
         np.testing.assert_allclose(x, r, rtol=1e-9, atol=1e-11)
 
@@ -290,7 +384,7 @@ def test_sum_tree_samples_proportionally():
     rng = np.random.default_rng(0)
     n = 37
     w = rng.uniform(0.1, 3.0, n)
-    w[[3, 10, 11, 36]] = 0.0          # inactive leaves are never drawn
+    w[[3, 10, 11, 36]] = 0.0  # inactive leaves are never drawn
     P = K.tree_size(n)
     tsum, tmax, tmin = np.zeros(2 * P), np.zeros(2 * P), np.zeros(2 * P)
     K.tree_clear(tsum, tmax, tmin)
@@ -299,7 +393,9 @@ def test_sum_tree_samples_proportionally():
     assert tsum[1] == pytest.approx(w.sum()) and tmax[1] == w.max() and tmin[1] == w[w > 0].min()
     st = S.seed_state(1)
     draws = 200_000
-    counts = np.bincount([K.tree_sample(tsum, K.rng_uniform(st)) for _ in range(draws)], minlength=P)
+    counts = np.bincount(
+        [K.tree_sample(tsum, K.rng_uniform(st)) for _ in range(draws)], minlength=P
+    )
     assert counts[n:].sum() == 0 and counts[[3, 10, 11, 36]].sum() == 0
     live = w > 0
     expected = draws * w[live] / w.sum()
@@ -327,24 +423,37 @@ def test_sum_tree_update_touches_log_n_nodes_and_equals_a_rebuild():
     rebuilt = [np.zeros(2 * P) for _ in range(3)]
     K.tree_build(*rebuilt, Li)
     for a, b in zip(arrays, rebuilt):
-        assert np.array_equal(a, b)       # bitwise: a resumed run rebuilds the same tree
+        assert np.array_equal(a, b)  # bitwise: a resumed run rebuilds the same tree
 
 
 # ------------------------------------------------------------------ stopping, state, memory
 def test_stopping_rule_needs_all_examples_seen_and_a_small_average_gradient(problem):
     obj = objective(problem)
     seen = []
-    res = S.sag(obj, None, reg=obj.reg, max_iterations=50, callback=lambda i: seen.append(i["examples_seen"]),
-                delta=1e9)
-    # the gradient test always passes with this delta: the run stops at the first pass that saw every example
+    res = S.sag(
+        obj,
+        None,
+        reg=obj.reg,
+        max_iterations=50,
+        callback=lambda i: seen.append(i["examples_seen"]),
+        delta=1e9,
+    )
+    # the gradient test always passes with this delta: the run stops at the first pass that saw
+    # every example
     assert res.status == "converged" and seen[-1] == obj.n and all(m < obj.n for m in seen[:-1])
     obj = objective(problem)
     infos = []
-    res = S.sag(obj, None, reg=obj.reg, max_iterations=400, callback=lambda i: infos.append(i["gnorm_inf"]),
-                delta=1e-6)
+    res = S.sag(
+        obj,
+        None,
+        reg=obj.reg,
+        max_iterations=400,
+        callback=lambda i: infos.append(i["gnorm_inf"]),
+        delta=1e-6,
+    )
     assert res.status == "converged" and infos[-1] < 1e-6 and min(infos[:-1]) >= 1e-6
     _, g = obj.value_and_grad(res.x)
-    assert np.abs(g).max() < 1e-4          # d/n + l2 w is close to the true gradient at the end
+    assert np.abs(g).max() < 1e-4  # d/n + l2 w is close to the true gradient at the end
 
 
 @pytest.mark.parametrize("alg", ["sag", "sag-nus", "sag-nus*", "saga", "saga-nus"])
@@ -352,23 +461,39 @@ def test_steps_count_the_updates_and_evaluations_count_the_line_search_too(probl
     obj = objective(problem)
     n = obj.n
     infos = []
-    resolve(alg)(obj, None, reg=obj.reg, max_iterations=4, delta=0.0,
-                 callback=lambda i: infos.append((i["steps"], obj.n_oracle)))
+    resolve(alg)(
+        obj,
+        None,
+        reg=obj.reg,
+        max_iterations=4,
+        delta=0.0,
+        callback=lambda i: infos.append((i["steps"], obj.n_oracle)),
+    )
     steps = [s for s, _ in infos]
     evals = [e for _, e in infos]
     assert all(a < b for a, b in zip(steps, steps[1:]))
     for k, (s, e) in enumerate(infos, 1):
-        assert k * n <= e <= k * n + K.LS_MAX_DOUBLINGS + 3       # a pass ends at the first multiple of n
+        assert (
+            k * n <= e <= k * n + K.LS_MAX_DOUBLINGS + 3
+        )  # a pass ends at the first multiple of n
         # every step evaluates at least one example; SAGA (b) evaluates two; line searches add more
         assert s <= e / (2 if alg == "saga-nus" else 1)
         if alg != "saga-nus":
-            assert s < e               # some line searches ran
+            assert s < e  # some line searches ran
     if alg in ("sag", "saga"):
-        assert evals[0] / steps[0] > 1.5       # Algorithm 2 after (almost) every oracle call
+        assert evals[0] / steps[0] > 1.5  # Algorithm 2 after (almost) every oracle call
 
 
-@pytest.mark.parametrize("alg,kw", [("sag", {}), ("sag-nus*", {}), ("sag-nus*", {"lmax": "current"}),
-                                    ("saga-nus", {}), ("saga-nus", {"step": "a"})])
+@pytest.mark.parametrize(
+    "alg,kw",
+    [
+        ("sag", {}),
+        ("sag-nus*", {}),
+        ("sag-nus*", {"lmax": "current"}),
+        ("saga-nus", {}),
+        ("saga-nus", {"step": "a"}),
+    ],
+)
 def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, alg, kw):
     fn = resolve(alg)
     obj = objective(problem)
@@ -377,22 +502,32 @@ def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, alg, kw):
     half = fn(obj1, None, reg=obj1.reg, max_iterations=3, seed=5, delta=0.0, **kw)
     obj2 = objective(problem)
     obj2.n_oracle = obj1.n_oracle
-    rest = fn(obj2, None, reg=obj2.reg, max_iterations=8, seed=999, delta=0.0, state=half.state, **kw)
+    rest = fn(
+        obj2, None, reg=obj2.reg, max_iterations=8, seed=999, delta=0.0, state=half.state, **kw
+    )
     assert rest.iterations == 8 and np.array_equal(rest.x, full.x)
     assert obj2.n_oracle == obj.n_oracle
 
 
 def test_lmax_decayed_and_current_are_the_two_step_rules(problem):
-    """sag-nus*'s L_max: the decayed running maximum (default) is what the callback reports and the state
-    carries; it decays below the largest current L_i between the visits that raise it; 'current' reports
-    max_i L_i.  The two rules give different iterates."""
+    """sag-nus*'s L_max: the decayed running maximum (default) is what the callback reports and the
+    state carries; it decays below the largest current L_i between the visits that raise it;
+    'current' reports max_i L_i.  The two rules give different iterates."""
     runs = {}
     for lmax in ("decayed", "current"):
         obj = objective(problem)
         infos = []
         kw = {} if lmax == "decayed" else {"lmax": lmax}
-        res = S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=6, delta=0.0, seed=2,
-                             callback=lambda i: infos.append((i["lipschitz"], i["state"]())), **kw)
+        res = S.sag_nus_star(
+            obj,
+            None,
+            reg=obj.reg,
+            max_iterations=6,
+            delta=0.0,
+            seed=2,
+            callback=lambda i: infos.append((i["lipschitz"], i["state"]())),
+            **kw,
+        )
         runs[lmax] = res.x
         for lip, st in infos:
             if lmax == "current":
@@ -400,7 +535,8 @@ def test_lmax_decayed_and_current_are_the_two_step_rules(problem):
             else:
                 assert lip == st["Lmax"]
         if lmax == "decayed":
-            # 2^(-1/n) per step: after a pass's ~n steps without a visit that raises it, it is below the max
+            # 2^(-1/n) per step: after a pass's ~n steps without a visit that raises it, it is below
+            # the max
             assert any(st["Lmax"] < st["Li"].max() for _, st in infos)
     assert not np.array_equal(runs["decayed"], runs["current"])
 
@@ -410,27 +546,45 @@ def test_lmax_bad_values_are_parameter_errors(problem):
     with pytest.raises(S.ParameterError, match="lmax must be"):
         S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=1, lmax="decaying")
     with pytest.raises(S.ParameterError, match="step rule 'a'"):
-        S.saga_nus(obj, None, reg=obj.reg, max_iterations=1, lmax="current")     # rule (b): no L_max
+        S.saga_nus(obj, None, reg=obj.reg, max_iterations=1, lmax="current")  # rule (b): no L_max
     with pytest.raises(TypeError):
-        S.sag(obj, None, reg=obj.reg, max_iterations=1, lmax="current")          # sag has no L_i
+        S.sag(obj, None, reg=obj.reg, max_iterations=1, lmax="current")  # sag has no L_i
 
 
 def test_train_checkpoint_and_resume(problem, tmp_path):
     X, Y, *_ = problem
-    full = train(X, Y, l2=L2, algorithm="sag-nus*", max_iterations=6, threads=1, params={"delta": 0.0})
-    part = train(X, Y, l2=L2, algorithm="sag-nus*", max_iterations=3, threads=1, params={"delta": 0.0},
-                 checkpoint=tmp_path / "c.ckpt")
+    full = train(
+        X, Y, l2=L2, algorithm="sag-nus*", max_iterations=6, threads=1, params={"delta": 0.0}
+    )
+    part = train(
+        X,
+        Y,
+        l2=L2,
+        algorithm="sag-nus*",
+        max_iterations=3,
+        threads=1,
+        params={"delta": 0.0},
+        checkpoint=tmp_path / "c.ckpt",
+    )
     assert part.iterations == 3
-    res = train(X, Y, l2=L2, algorithm="sag-nus*", max_iterations=6, threads=1, params={"delta": 0.0},
-                resume=tmp_path / "c.ckpt")
+    res = train(
+        X,
+        Y,
+        l2=L2,
+        algorithm="sag-nus*",
+        max_iterations=6,
+        threads=1,
+        params={"delta": 0.0},
+        resume=tmp_path / "c.ckpt",
+    )
     assert np.array_equal(res.model.weights, full.model.weights)
     assert res.effective_passes == full.effective_passes and res.iterations == 6
 
 
 def test_a_state_keeps_the_precision_of_its_store(problem, tmp_path):
-    """A state keeps its store's precision: a float64 checkpoint resumes bitwise the uninterrupted float64
-    run; a float32 state given to a call that asks for float64 (a warm start) stays float32, so that d
-    remains the sum of what its store rebuilds."""
+    """A state keeps its store's precision: a float64 checkpoint resumes bitwise the uninterrupted
+    float64 run; a float32 state given to a call that asks for float64 (a warm start) stays float32,
+    so that d remains the sum of what its store rebuilds."""
     X, Y, *_ = problem
     kw = dict(l2=L2, algorithm="sag-nus*", threads=1, params={"delta": 0.0, "store": "float64"})
     full = train(X, Y, max_iterations=5, **kw)
@@ -440,8 +594,15 @@ def test_a_state_keeps_the_precision_of_its_store(problem, tmp_path):
     obj = objective(problem)
     half = S.sag_nus_star(obj, None, reg=obj.reg, max_iterations=2, delta=0.0)
     assert half.state["node"].dtype == np.float32
-    rest = S.sag_nus_star(objective(problem), None, reg=obj.reg, max_iterations=3, delta=0.0, state=half.state,
-                          store="float64")
+    rest = S.sag_nus_star(
+        objective(problem),
+        None,
+        reg=obj.reg,
+        max_iterations=3,
+        delta=0.0,
+        state=half.state,
+        store="float64",
+    )
     assert rest.state["node"].dtype == np.float32 and rest.state["trans"].dtype == np.float32
 
 
@@ -452,9 +613,11 @@ def test_warm_start_over_a_sequence_of_l2_values(problem):
     obj_cold = objective(problem)
     cold = S.sag_nus_star(obj_cold, None, reg=obj_cold.reg, max_iterations=400, delta=1e-7)
     obj_warm = objective(problem)
-    warm = S.sag_nus_star(obj_warm, None, reg=obj_warm.reg, max_iterations=400, delta=1e-7, state=first.state)
+    warm = S.sag_nus_star(
+        obj_warm, None, reg=obj_warm.reg, max_iterations=400, delta=1e-7, state=first.state
+    )
     assert cold.status == warm.status == "converged"
-    assert warm.iterations < cold.iterations       # the passes count from 0 for the new problem
+    assert warm.iterations < cold.iterations  # the passes count from 0 for the new problem
     assert abs(warm.f - cold.f) <= 1e-8 * cold.f
 
 
@@ -466,7 +629,7 @@ def test_memory_figures_are_the_mixed_scheme(problem):
     S.sag(obj, None, reg=obj.reg, max_iterations=1, callback=infos.append, store="float64")
     L = space.n_labels
     values = corp.n_tokens * L + corp.n_sequences * space.n_trans
-    assert infos[0]["state_bytes"] == 4 * values        # float32 by default
+    assert infos[0]["state_bytes"] == 4 * values  # float32 by default
     assert infos[1]["state_bytes"] == 8 * values
     for info in infos:
         assert info["naive_state_bytes"] == 8 * corp.n_sequences * space.n_features
@@ -479,9 +642,12 @@ def test_effective_passes_count_line_search_evaluations(problem):
     obj = objective(problem)
     res = S.sag(obj, None, reg=obj.reg, max_iterations=3, delta=0.0)
     st = res.state
-    assert obj.n_oracle == st["evals"] and 3 * obj.n <= st["evals"] < 3 * obj.n + 2 * K.LS_MAX_DOUBLINGS
-    assert st["evals"] > st["steps"]      # the line search ran and was counted
-    assert obj.n_full == 0                # monitoring with value(count=False) is not counted
+    assert (
+        obj.n_oracle == st["evals"]
+        and 3 * obj.n <= st["evals"] < 3 * obj.n + 2 * K.LS_MAX_DOUBLINGS
+    )
+    assert st["evals"] > st["steps"]  # the line search ran and was counted
+    assert obj.n_full == 0  # monitoring with value(count=False) is not counted
 
 
 def test_interrupt_returns_the_last_pass(problem):
@@ -516,7 +682,8 @@ def test_refusals(problem):
 # ------------------------------------------------------------------ line search (Algorithm 2)
 def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
     """The kernel's Lipschitz search returns the first L0 * 2^k that gives the sufficient decrease
-    -log p(y_i|x_i, w - g/L) < f - ||g||^2/(2L), counting one forward pass per trial, for w = beta * v."""
+    -log p(y_i|x_i, w - g/L) < f - ||g||^2/(2L), counting one forward pass per trial, for
+    w = beta * v."""
     obj = objective(problem)
     c, s = obj.corpus, obj.space
     rng = np.random.default_rng(7)
@@ -535,12 +702,29 @@ def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
         g2 = float(g @ g)
         start = 0.05
         for beta in (1.0, 0.25):
-            L, nev = _line_search_at(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label,
-                                     s.trans_index, s.n_state, i, w / beta, beta, g, g2, f, start, *bufs)
+            L, nev = _line_search_at(
+                c.seq_ptr,
+                c.tok_ptr,
+                c.attr,
+                c.val,
+                c.y,
+                s.attr_ptr,
+                s.feat_label,
+                s.trans_index,
+                s.n_state,
+                i,
+                w / beta,
+                beta,
+                g,
+                g2,
+                f,
+                start,
+                *bufs,
+            )
             k = round(np.log2(L / start))
-            assert L == start * 2.0 ** k and nev == k + 1
+            assert L == start * 2.0**k and nev == k + 1
             assert loss(i, w - g / L) < f - g2 / (2 * L) + 1e-12
-            if k > 0:       # the previous trial failed the test
+            if k > 0:  # the previous trial failed the test
                 assert loss(i, w - 2 * g / L) >= f - g2 / L - 1e-12
                 grew += 1
     assert grew > 0
@@ -548,9 +732,11 @@ def test_line_search_is_algorithm_2_against_direct_evaluation(problem):
 
 def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
     """The SAG kernel's own oracle (which hands its emission/transition scores to the line search)
-    returns what kernels.oracle.sequence_oracle returns (to rounding: its exponentials of the transition
-    scores are within 1 ulp of libm's), and bitwise the scores the line search starts from."""
+    returns what kernels.oracle.sequence_oracle returns (to rounding: its exponentials of the
+    transition scores are within 1 ulp of libm's), and bitwise the scores the line search starts
+    from."""
     from crfkit.kernels import oracle as O
+
     obj = objective(problem)
     c, s = obj.corpus, obj.space
     Lab, maxT = s.n_labels, c.max_length
@@ -560,14 +746,32 @@ def test_example_oracle_is_the_sequence_oracle_and_keeps_the_scores(problem):
         T = int(c.seq_ptr[i + 1] - c.seq_ptr[i])
         node_a, edge_a = np.empty((maxT, Lab)), np.empty((Lab, Lab))
         node_b, edge_b = np.empty((maxT, Lab)), np.empty((Lab, Lab))
-        score, bm, es, scale = np.empty((maxT, Lab)), np.empty((maxT, Lab)), np.empty((maxT, Lab)), np.empty(maxT)
+        score, bm, es, scale = (
+            np.empty((maxT, Lab)),
+            np.empty((maxT, Lab)),
+            np.empty((maxT, Lab)),
+            np.empty(maxT),
+        )
         ref = O.sequence_oracle(*obj._args(), v, beta, s.n_state, i, node_a, edge_a, obj.full_rows)
-        loss, trans = _example_oracle(*obj._args(), s.n_state, i, v, beta, node_b, edge_b, score, bm, es, scale)
+        loss, trans = _example_oracle(
+            *obj._args(), s.n_state, i, v, beta, node_b, edge_b, score, bm, es, scale
+        )
         assert loss == pytest.approx(ref, rel=1e-14, abs=1e-14)
         np.testing.assert_allclose(node_b[:T], node_a[:T], rtol=1e-13, atol=1e-15)
         np.testing.assert_allclose(edge_b, edge_a, rtol=1e-13, atol=1e-15)
         want = np.empty((T, Lab))
-        emissions(c.tok_ptr, c.attr, c.val, c.seq_ptr[i], c.seq_ptr[i + 1], s.attr_ptr, s.feat_label, v, beta, want)
+        emissions(
+            c.tok_ptr,
+            c.attr,
+            c.val,
+            c.seq_ptr[i],
+            c.seq_ptr[i + 1],
+            s.attr_ptr,
+            s.feat_label,
+            v,
+            beta,
+            want,
+        )
         assert np.array_equal(score[:T], want)
         assert np.array_equal(trans, transition_matrix(v, beta, s.n_state, s.trans_index))
 
@@ -603,7 +807,7 @@ def _fused_case(space, corp, obj, full, seed, store=np.float64):
         trans_store = rng.standard_normal((obj.n, nt)).astype(store)
         stored = bool(i % 3)
         # the unfused reference: catch-up coordinate by coordinate, oracle, dense gradients
-        attrs = np.unique(c.attr[c.tok_ptr[t0]:c.tok_ptr[t0 + T]])
+        attrs = np.unique(c.attr[c.tok_ptr[t0] : c.tok_ptr[t0 + T]])
         ref_v = v0.copy()
         for a in attrs:
             ks = slice(s.attr_ptr[a], s.attr_ptr[a + 1])
@@ -615,59 +819,141 @@ def _fused_case(space, corp, obj, full, seed, store=np.float64):
         obj.apply_gradient(i, node_ref, edge_ref, 1.0, g_new)
         g_old = np.zeros(p)
         if stored:
-            obj.apply_gradient(i, node_store[t0:t0 + T], np.zeros((L, L)), 1.0, g_old)
+            obj.apply_gradient(i, node_store[t0 : t0 + T], np.zeros((L, L)), 1.0, g_old)
             g_old[tr] = trans_store[i]
         want_score = np.empty((T, L))
-        emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, ref_v, beta, want_score)
+        emissions(
+            c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, ref_v, beta, want_score
+        )
         # the fused kernel
         v = v0.copy()
         dd = d.copy()
         ns, ts_ = node_store.copy(), trans_store.copy()
         loss, g2, _L, nev, nu = K.process_example(
-            c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, s.attr_ptr, s.feat_label, full, s.trans_index, s.n_state,
-            nt, i, True, stored, False, 1.0, v, beta, dd, alast.copy(), cum, t, mark, ulist, obase, ns, ts_,
-            node, edge, gloc, dloc, pm, dp, score, shift, sc2, es, alpha, scale)
+            c.seq_ptr,
+            c.tok_ptr,
+            c.attr,
+            c.val,
+            c.y,
+            s.attr_ptr,
+            s.feat_label,
+            full,
+            s.trans_index,
+            s.n_state,
+            nt,
+            i,
+            True,
+            stored,
+            False,
+            1.0,
+            v,
+            beta,
+            dd,
+            alast.copy(),
+            cum,
+            t,
+            mark,
+            ulist,
+            obase,
+            ns,
+            ts_,
+            node,
+            edge,
+            gloc,
+            dloc,
+            pm,
+            dp,
+            score,
+            shift,
+            sc2,
+            es,
+            alpha,
+            scale,
+        )
         assert nev == 1 and np.array_equal(dd, d) and not gloc.any()
         np.testing.assert_allclose(v, ref_v, rtol=1e-14, atol=1e-14)
         np.testing.assert_allclose(score[:T], want_score, rtol=1e-12, atol=1e-12)
         assert loss == pytest.approx(f_ref, rel=1e-12)
         assert g2 == pytest.approx(float(g_new @ g_new), rel=1e-12)
-        assert list(ulist[:nu]) == list(dict.fromkeys(c.attr[c.tok_ptr[t0]:c.tok_ptr[t0 + T]].tolist()))
-        # dloc back into the parameter layout: the features of ulist[0], ulist[1], ..., then the transitions
+        assert list(ulist[:nu]) == list(
+            dict.fromkeys(c.attr[c.tok_ptr[t0] : c.tok_ptr[t0 + T]].tolist())
+        )
+        # dloc back into the parameter layout: the features of ulist[0], ulist[1], ..., then the
+        # transitions
         diff = np.zeros(p)
         off = 0
         for a in ulist[:nu]:
             k0, k1 = s.attr_ptr[a], s.attr_ptr[a + 1]
-            diff[k0:k1] = dloc[off:off + k1 - k0]
+            diff[k0:k1] = dloc[off : off + k1 - k0]
             off += k1 - k0
-        diff[tr] = dloc[off:off + nt]
+        diff[tr] = dloc[off : off + nt]
         # what was stored: the new marginals and transition gradient, in the store's precision ...
         tol = 1e-12 if store == np.float64 else 1e-7
         assert ns.dtype == store and ts_.dtype == store
-        np.testing.assert_allclose(ns[t0:t0 + T], node_ref, rtol=tol, atol=1e-14)
+        np.testing.assert_allclose(ns[t0 : t0 + T], node_ref, rtol=tol, atol=1e-14)
         np.testing.assert_allclose(ts_[i], g_new[tr], rtol=tol, atol=1e-12)
-        # ... and g_new in dloc is the gradient rebuilt from them, so that d stays the sum of what is stored
+        # ... and g_new in dloc is the gradient rebuilt from them, so that d stays the sum of what
+        # is stored
         g_kept = np.zeros(p)
-        obj.apply_gradient(i, ns[t0:t0 + T].astype(np.float64), np.zeros((L, L)), 1.0, g_kept)
+        obj.apply_gradient(i, ns[t0 : t0 + T].astype(np.float64), np.zeros((L, L)), 1.0, g_kept)
         g_kept[tr] = ts_[i]
         np.testing.assert_allclose(diff, g_kept - g_old, rtol=1e-12, atol=1e-12)
         if store == np.float32:
-            assert np.abs(g_kept - g_new).max() > 0      # the rounding is there to be seen
+            assert np.abs(g_kept - g_new).max() > 0  # the rounding is there to be seen
         # consume: d += dloc, v += 0.3 dloc on those coordinates, dloc back to zero
         K.consume(s.attr_ptr, s.n_state, nt, ulist, nu, dloc, 1.0, 0.3, dd, v)
         np.testing.assert_allclose(dd, d + diff, rtol=1e-14, atol=1e-14)
         np.testing.assert_allclose(v, ref_v + 0.3 * diff, rtol=1e-13, atol=1e-13)
         assert not dloc.any()
         # the line-search shift: emissions of the gradient from the example-local buffer
-        K.catch_up_emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, s.n_state, nt,
-                             v, 1.0, dd, np.full(na + 1, t), cum, t, mark, ulist, obase, score)
-        K.gradient_and_difference(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, obase,
-                                  pm, dp, gloc, dloc)
-        K.local_emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, obase, gloc, shift)
+        K.catch_up_emissions(
+            c.tok_ptr,
+            c.attr,
+            c.val,
+            t0,
+            t0 + T,
+            s.attr_ptr,
+            s.feat_label,
+            full,
+            s.n_state,
+            nt,
+            v,
+            1.0,
+            dd,
+            np.full(na + 1, t),
+            cum,
+            t,
+            mark,
+            ulist,
+            obase,
+            score,
+        )
+        K.gradient_and_difference(
+            c.tok_ptr,
+            c.attr,
+            c.val,
+            t0,
+            t0 + T,
+            s.attr_ptr,
+            s.feat_label,
+            full,
+            obase,
+            pm,
+            dp,
+            gloc,
+            dloc,
+        )
+        K.local_emissions(
+            c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, full, obase, gloc, shift
+        )
         g_state = np.zeros(p)
-        obj.apply_gradient(i, pm[:T] + (np.arange(L) == c.y[t0:t0 + T, None]), np.zeros((L, L)), 1.0, g_state)
+        obj.apply_gradient(
+            i, pm[:T] + (np.arange(L) == c.y[t0 : t0 + T, None]), np.zeros((L, L)), 1.0, g_state
+        )
         want_shift = np.empty((T, L))
-        emissions(c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, g_state, 1.0, want_shift)
+        emissions(
+            c.tok_ptr, c.attr, c.val, t0, t0 + T, s.attr_ptr, s.feat_label, g_state, 1.0, want_shift
+        )
         np.testing.assert_allclose(shift[:T], want_shift, rtol=1e-12, atol=1e-12)
         gloc[:] = 0.0
         dloc[:] = 0.0
@@ -676,7 +962,8 @@ def _fused_case(space, corp, obj, full, seed, store=np.float64):
 @pytest.mark.parametrize("support", ["observed", "all"])
 def test_fused_example_kernel_equals_the_unfused_computation(support):
     # real-valued ("len") and binary attributes; with few sequences under "observed" support most
-    # attributes lack some labels (the scattered path), under "all" every attribute is a full label row
+    # attributes lack some labels (the scattered path), under "all" every attribute is a full label
+    # row
     X, Y = corpus(4, n_seq=8)
     space, corp = build(X, Y, support=support)
     obj = Objective(corp, space, Regularization(l2=L2), threads=1)
@@ -684,5 +971,7 @@ def test_fused_example_kernel_equals_the_unfused_computation(support):
     assert (support == "all") == bool(full.all())
     assert support == "all" or not full.all()
     _fused_case(space, corp, obj, full, 0)
-    _fused_case(space, corp, obj, np.zeros_like(full), 1)      # the same data through the scattered path
+    _fused_case(
+        space, corp, obj, np.zeros_like(full), 1
+    )  # the same data through the scattered path
     _fused_case(space, corp, obj, full, 2, store=np.float32)

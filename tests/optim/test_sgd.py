@@ -1,9 +1,11 @@
 """SG, ASG, AdaGrad and Pegasos (crfkit.optim.sgd, kernels/sgd.py): lazy kernels against dense numpy
 references, convergence to the L-BFGS optimum, resume, refusals."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_sag import corpus
 
 from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
@@ -13,8 +15,6 @@ from crfkit.optim import sag as S
 from crfkit.optim import sgd as G
 from crfkit.optim.stochastic import resolve
 from crfkit.train import train
-
-from test_sag import corpus
 
 L2 = 0.05
 METHODS = ["sg", "asg", "adagrad", "pegasos"]
@@ -63,8 +63,15 @@ def dense_reference(obj, method, epochs, eta, seed=0, delta=1.0):
 def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, method, eta):
     obj = objective(problem)
     seen = []
-    resolve(method)(obj, None, reg=obj.reg, max_iterations=3, seed=4, eta=eta,
-                    callback=lambda info: seen.append(info["x"]))
+    resolve(method)(
+        obj,
+        None,
+        reg=obj.reg,
+        max_iterations=3,
+        seed=4,
+        eta=eta,
+        callback=lambda info: seen.append(info["x"]),
+    )
     ref = dense_reference(objective(problem), method, 3, eta, seed=4)
     assert len(seen) == 3
     for x, r in zip(seen, ref):
@@ -72,32 +79,44 @@ def test_lazy_sparse_updates_equal_the_dense_algorithm(problem, method, eta):
     assert obj.n_oracle == 3 * obj.n and obj.n_full == 0
 
 
-# one sequence repeated: every example has the same gradient, so the stochastic gradient has no noise
-# and constant-step methods converge to the optimum itself (on different examples they stop at a
-# distance of order eta, which the next test measures)
-@pytest.mark.parametrize("method,eta,epochs", [("sg", 0.5, 150), ("asg", 0.5, 600), ("adagrad", 1.0, 200),
-                                                ("pegasos", 3.0, 300)])
+# one sequence repeated: every example has the same gradient, so the stochastic gradient has no
+# noise and constant-step methods converge to the optimum itself (on different examples they stop at
+# a distance of order eta, which the next test measures)
+@pytest.mark.parametrize(
+    "method,eta,epochs",
+    [("sg", 0.5, 150), ("asg", 0.5, 600), ("adagrad", 1.0, 200), ("pegasos", 3.0, 300)],
+)
 def test_noise_free_problem_reaches_the_lbfgs_optimum(method, eta, epochs):
     X, Y = corpus(2, n_seq=1)
     X, Y = X * 8, Y * 8
     l2 = 0.5
     ref = train(X, Y, l2=l2, algorithm="lbfgs", gtol=1e-11, max_iterations=1000, threads=1)
-    res = train(X, Y, l2=l2, algorithm=method, params={"eta": eta}, max_iterations=epochs, threads=1)
+    res = train(
+        X, Y, l2=l2, algorithm=method, params={"eta": eta}, max_iterations=epochs, threads=1
+    )
     assert abs(res.objective - ref.objective) <= 1e-6 * ref.objective
     np.testing.assert_allclose(res.model.weights, ref.model.weights, atol=1e-3)
 
 
 def test_on_noisy_data_the_gap_shrinks_with_eta_and_averaging_helps(problem):
     X, Y, *_ = problem
-    fstar = train(X, Y, l2=L2, algorithm="lbfgs", gtol=1e-10, max_iterations=1000, threads=1).objective
+    fstar = train(
+        X, Y, l2=L2, algorithm="lbfgs", gtol=1e-10, max_iterations=1000, threads=1
+    ).objective
 
     def gap(method, eta, epochs=150):
-        r = train(X, Y, l2=L2, algorithm=method, params={"eta": eta}, max_iterations=epochs, threads=1)
+        r = train(
+            X, Y, l2=L2, algorithm=method, params={"eta": eta}, max_iterations=epochs, threads=1
+        )
         return (r.objective - fstar) / fstar
 
     assert 0 < gap("sg", 0.03) < gap("sg", 0.3)
     assert 0 < gap("asg", 0.03) < gap("sg", 0.03)
-    assert gap("asg", 0.03, 300) < 3e-3 and gap("adagrad", 0.3, 300) < 1e-2 and gap("pegasos", 1.0, 300) < 1e-2
+    assert (
+        gap("asg", 0.03, 300) < 3e-3
+        and gap("adagrad", 0.3, 300) < 1e-2
+        and gap("pegasos", 1.0, 300) < 1e-2
+    )
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -115,10 +134,26 @@ def test_resume_from_state_is_bitwise_the_uninterrupted_run(problem, method):
 def test_train_checkpoint_and_resume(problem, tmp_path):
     X, Y, *_ = problem
     full = train(X, Y, l2=L2, algorithm="asg", max_iterations=4, threads=1, params={"eta": 0.1})
-    train(X, Y, l2=L2, algorithm="asg", max_iterations=2, threads=1, params={"eta": 0.1},
-          checkpoint=tmp_path / "c.ckpt")
-    res = train(X, Y, l2=L2, algorithm="asg", max_iterations=4, threads=1, params={"eta": 0.1},
-                resume=tmp_path / "c.ckpt")
+    train(
+        X,
+        Y,
+        l2=L2,
+        algorithm="asg",
+        max_iterations=2,
+        threads=1,
+        params={"eta": 0.1},
+        checkpoint=tmp_path / "c.ckpt",
+    )
+    res = train(
+        X,
+        Y,
+        l2=L2,
+        algorithm="asg",
+        max_iterations=4,
+        threads=1,
+        params={"eta": 0.1},
+        resume=tmp_path / "c.ckpt",
+    )
     assert np.array_equal(res.model.weights, full.model.weights)
     assert res.effective_passes == full.effective_passes == 4
 

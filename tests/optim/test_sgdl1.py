@@ -1,7 +1,7 @@
 """SGD-L1 (Tsuruoka et al. 2009): the elastic-net optimum, dense references for the lazy penalties,
 Figure 2, schedules, sparsity, resume, interrupts, bad parameters, the tuning helper."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import pytest
@@ -35,6 +35,7 @@ def run(space, corpus, reg, epochs, **params):
 
     def cb(info):
         xs.append(info["x"].copy())
+
     res = sgd_l1(obj, None, reg=reg, max_iterations=epochs, callback=cb, **params)
     return res, xs
 
@@ -67,8 +68,8 @@ def rates(schedule, eta0, alpha, n, k):
 
 
 def dense_reference(space, corpus, reg, epochs, penalty, schedule, eta0, alpha, seed):
-    """Every weight updated at every step: naive (subgradient) or clipping (Carpenter), with L2 shrinkage;
-    or Figure 2 (cumulative) with u and q shrunk with the weights."""
+    """Every weight updated at every step: naive (subgradient) or clipping (Carpenter), with L2
+    shrinkage; or Figure 2 (cumulative) with u and q shrunk with the weights."""
     obj = Objective(corpus, space, reg)
     n, d = corpus.n_sequences, space.n_features
     w = np.zeros(d)
@@ -86,14 +87,18 @@ def dense_reference(space, corpus, reg, epochs, penalty, schedule, eta0, alpha, 
                 w = shrink * w - eta * g - p * np.sign(w)
             elif penalty == "clipping":
                 half = shrink * w - eta * g
-                w = np.where(half > 0, np.maximum(0.0, half - p), np.where(half < 0, np.minimum(0.0, half + p), 0.0))
+                w = np.where(
+                    half > 0,
+                    np.maximum(0.0, half - p),
+                    np.where(half < 0, np.minimum(0.0, half + p), 0.0),
+                )
             else:
                 u = shrink * u + p
                 q = shrink * q
                 w = shrink * w
-                for f in features_of(space, corpus, i):       # Figure 2, UpdateWeights(j)
+                for f in features_of(space, corpus, i):  # Figure 2, UpdateWeights(j)
                     w[f] -= eta * g[f]
-                    z = w[f]                                  # ApplyPenalty(i)
+                    z = w[f]  # ApplyPenalty(i)
                     if w[f] > 0:
                         w[f] = max(0.0, w[f] - (u + q[f]))
                     elif w[f] < 0:
@@ -109,8 +114,16 @@ def dense_reference(space, corpus, reg, epochs, penalty, schedule, eta0, alpha, 
 def optimum(small):
     X, Y, space, corpus = small
     reg = Regularization(l1=0.02, l2=0.05)
-    ref = train_corpus(space, corpus, algorithm="owlqn", reg=reg, gtol=1e-12, delta=0.0, epsilon=0.0,
-                       max_iterations=5000)
+    ref = train_corpus(
+        space,
+        corpus,
+        algorithm="owlqn",
+        reg=reg,
+        gtol=1e-12,
+        delta=0.0,
+        epsilon=0.0,
+        max_iterations=5000,
+    )
     return reg, ref.objective, ref.model.weights
 
 
@@ -120,22 +133,24 @@ def test_cumulative_reaches_the_elastic_net_optimum(small, optimum):
     X, Y, space, corpus = small
     reg, fstar, wstar = optimum
     for schedule, alpha in (("inverse", 1.0), ("exponential", 0.98)):
-        res, _ = run(space, corpus, reg, 1000, penalty="cumulative", schedule=schedule, eta0=0.5, alpha=alpha)
+        res, _ = run(
+            space, corpus, reg, 1000, penalty="cumulative", schedule=schedule, eta0=0.5, alpha=alpha
+        )
         assert res.status == "max_iterations" and res.iterations == 1000
         assert res.f == pytest.approx(Objective(corpus, space, reg).value(res.x))
         assert fstar <= res.f * (1 + 1e-12)
         assert (res.f - fstar) / fstar < 1e-6
-        np.testing.assert_array_equal(res.x != 0, wstar != 0)   # the same active features
+        np.testing.assert_array_equal(res.x != 0, wstar != 0)  # the same active features
         assert np.abs(res.x - wstar).max() < 2e-3
 
 
 @pytest.mark.parametrize("penalty", ["naive", "clipping"])
 def test_naive_and_clipping_reach_the_optimum_slowly_and_not_its_sparsity(small, optimum, penalty):
-    # their error is of the order of the rate eta_k (the noisy per-sample gradient and, for naive, the
-    # subgradient of |w| at weights that should be 0), so with eq. (5) it falls like 1/k: measured
-    # 1.4e-5 relative after 1000 passes (eta0=0.5), 9e-7 after 8000 (eta0=0.2), and after 16,000
-    # (eta0=0.3, 640,000 steps, about 4 s) 5.0e-7 naive and 4.8e-7 clipping; the weights that are 0
-    # at the optimum are still not 0 (45 non-zeros against 26)
+    # their error is of the order of the rate eta_k (the noisy per-sample gradient and, for naive,
+    # the subgradient of |w| at weights that should be 0), so with eq. (5) it falls like 1/k:
+    # measured 1.4e-5 relative after 1000 passes (eta0=0.5), 9e-7 after 8000 (eta0=0.2), and after
+    # 16,000 (eta0=0.3, 640,000 steps, about 4 s) 5.0e-7 naive and 4.8e-7 clipping; the weights that
+    # are 0 at the optimum are still not 0 (45 non-zeros against 26)
     X, Y, space, corpus = small
     reg, fstar, wstar = optimum
     res, _ = run(space, corpus, reg, 16000, penalty=penalty, schedule="inverse", eta0=0.3)
@@ -147,11 +162,20 @@ def test_naive_and_clipping_reach_the_optimum_slowly_and_not_its_sparsity(small,
 
 
 def test_pure_l1_optimum(small):
-    # l2 = 0 (the paper's setting): not strongly convex, slower; measured 7.4e-7 relative after 1000 passes
+    # l2 = 0 (the paper's setting): not strongly convex, slower; measured 7.4e-7 relative after 1000
+    # passes
     X, Y, space, corpus = small
     reg = Regularization(l1=0.02, l2=0.0)
-    ref = train_corpus(space, corpus, algorithm="owlqn", reg=reg, gtol=1e-12, delta=0.0, epsilon=0.0,
-                       max_iterations=5000)
+    ref = train_corpus(
+        space,
+        corpus,
+        algorithm="owlqn",
+        reg=reg,
+        gtol=1e-12,
+        delta=0.0,
+        epsilon=0.0,
+        max_iterations=5000,
+    )
     res, _ = run(space, corpus, reg, 1000, penalty="cumulative", schedule="inverse", eta0=0.5)
     assert 0 <= (res.f - ref.objective) / ref.objective < 2e-6
     np.testing.assert_array_equal(res.x != 0, ref.model.weights != 0)
@@ -169,7 +193,7 @@ def test_lazy_clipping_equals_dense_clipping(small, schedule, l2):
     for a, b in zip(xs, ref):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
         np.testing.assert_array_equal(a == 0, b == 0)
-    assert np.count_nonzero(ref[-1] == 0) >= 5        # the clipping did something
+    assert np.count_nonzero(ref[-1] == 0) >= 5  # the clipping did something
 
 
 @pytest.mark.parametrize("l2", [0.0, 0.3])
@@ -223,17 +247,25 @@ def test_naive_keeps_many_more_nonzeros_than_cumulative():
 def test_schedules_eq5_eq6():
     n = 100
     k = np.array([0, 1, 50, 100, 250, 3000])
-    np.testing.assert_allclose(learning_rate(k, n, schedule="inverse", eta0=0.5), 0.5 / (1 + k / 100))
-    np.testing.assert_allclose(learning_rate(k, n, schedule="exponential", eta0=0.5, alpha=0.85),
-                               0.5 * 0.85 ** (k / 100))
+    np.testing.assert_allclose(
+        learning_rate(k, n, schedule="inverse", eta0=0.5), 0.5 / (1 + k / 100)
+    )
+    np.testing.assert_allclose(
+        learning_rate(k, n, schedule="exponential", eta0=0.5, alpha=0.85), 0.5 * 0.85 ** (k / 100)
+    )
     assert learning_rate(200, n, schedule="exponential", eta0=1.0, alpha=0.8) == pytest.approx(0.64)
     assert learning_rate(100, n, schedule="inverse", eta0=1.0) == pytest.approx(0.5)
     np.testing.assert_allclose(learning_rate(k, n, schedule="constant", eta0=0.3), 0.3)
     # the kernel's rate is the same function
     from crfkit.kernels import sgdl1 as K
+
     for kk in k:
-        assert K.rate(K.INVERSE, 0.5, 0.0, int(kk), n) == pytest.approx(0.5 / (1 + kk / n), rel=1e-14)
-        assert K.rate(K.EXPONENTIAL, 0.5, 0.85, int(kk), n) == pytest.approx(0.5 * 0.85 ** (kk / n), rel=1e-14)
+        assert K.rate(K.INVERSE, 0.5, 0.0, int(kk), n) == pytest.approx(
+            0.5 / (1 + kk / n), rel=1e-14
+        )
+        assert K.rate(K.EXPONENTIAL, 0.5, 0.85, int(kk), n) == pytest.approx(
+            0.5 * 0.85 ** (kk / n), rel=1e-14
+        )
 
 
 def test_step_reported_is_the_last_rate(small):
@@ -241,10 +273,20 @@ def test_step_reported_is_the_last_rate(small):
     n = corpus.n_sequences
     steps = []
     obj = Objective(corpus, space, Regularization(l1=0.01))
-    sgd_l1(obj, None, reg=obj.reg, max_iterations=3, schedule="exponential", eta0=0.2, alpha=0.9,
-           callback=lambda info: steps.append(info["step"]))
-    np.testing.assert_allclose(steps, [0.2 * 0.9 ** ((e * n - 1) / n) for e in (1, 2, 3)], rtol=1e-12)
-    assert obj.n_oracle == 3 * n and obj.n_full == 0        # monitoring is not counted
+    sgd_l1(
+        obj,
+        None,
+        reg=obj.reg,
+        max_iterations=3,
+        schedule="exponential",
+        eta0=0.2,
+        alpha=0.9,
+        callback=lambda info: steps.append(info["step"]),
+    )
+    np.testing.assert_allclose(
+        steps, [0.2 * 0.9 ** ((e * n - 1) / n) for e in (1, 2, 3)], rtol=1e-12
+    )
+    assert obj.n_oracle == 3 * n and obj.n_full == 0  # monitoring is not counted
 
 
 def test_pass_order_is_a_seeded_permutation():
@@ -264,8 +306,10 @@ def test_resume_equals_uninterrupted(small, penalty):
     full, xs = run(space, corpus, reg, 6, **kw)
     states = {}
     obj = Objective(corpus, space, reg)
+
     def keep(info):
         states[info["iteration"]] = info["state"]()
+
     first = sgd_l1(obj, None, reg=reg, max_iterations=3, callback=keep, **kw)
     assert first.iterations == 3 and first.state["iteration"] == 3
     obj2 = Objective(corpus, space, reg)
@@ -276,8 +320,14 @@ def test_resume_equals_uninterrupted(small, penalty):
     assert obj2.n_oracle == 3 * corpus.n_sequences
     # a state made with other settings is refused
     with pytest.raises(ValueError, match="other settings"):
-        sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=6, state=states[3],
-               **dict(kw, eta0=0.2))
+        sgd_l1(
+            Objective(corpus, space, reg),
+            None,
+            reg=reg,
+            max_iterations=6,
+            state=states[3],
+            **dict(kw, eta0=0.2),
+        )
 
 
 def test_keyboard_interrupt_returns_the_last_pass(small):
@@ -289,6 +339,7 @@ def test_keyboard_interrupt_returns_the_last_pass(small):
         seen.append(info["x"].copy())
         if info["iteration"] == 2:
             raise KeyboardInterrupt
+
     res = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=5, callback=cb)
     assert res.status == "interrupted" and res.iterations == 2
     np.testing.assert_array_equal(res.x, seen[1])
@@ -301,8 +352,13 @@ def test_callback_stops_and_reports_protocol_keys(small):
     recs = []
     obj = Objective(corpus, space, reg)
     # info["x"] is the run's own weights, valid until the callback returns: kept as a copy
-    res = sgd_l1(obj, None, reg=reg, max_iterations=10,
-                 callback=lambda i: recs.append(dict(i, x=i["x"].copy())) or i["iteration"] == 2)
+    res = sgd_l1(
+        obj,
+        None,
+        reg=reg,
+        max_iterations=10,
+        callback=lambda i: recs.append(dict(i, x=i["x"].copy())) or i["iteration"] == 2,
+    )
     assert res.status == "stopped" and res.iterations == 2
     for r in recs:
         for key in ("iteration", "f", "x", "step", "nnz", "state"):
@@ -314,32 +370,59 @@ def test_callback_stops_and_reports_protocol_keys(small):
 def test_through_train(small):
     X, Y, space, corpus = small
     assert "sgd-l1" in ALGORITHMS
-    res = train(X, Y, algorithm="sgd-l1", l1=0.02, l2=0.0, max_iterations=5, seed=0,
-                params={"penalty": "clipping", "schedule": "inverse", "eta0": 0.5})
+    res = train(
+        X,
+        Y,
+        algorithm="sgd-l1",
+        l1=0.02,
+        l2=0.0,
+        max_iterations=5,
+        seed=0,
+        params={"penalty": "clipping", "schedule": "inverse", "eta0": 0.5},
+    )
     assert res.model.meta["algorithm"] == "sgd-l1" and res.iterations == 5
     assert [h["iteration"] for h in res.history] == [1, 2, 3, 4, 5]
     assert res.history[-1]["nnz"] == np.count_nonzero(res.model.weights)
     assert res.effective_passes == pytest.approx(5.0)
-    same = train(X, Y, algorithm="sgd-l1", l1=0.02, l2=0.0, max_iterations=5, seed=0,
-                 params={"penalty": "clipping", "schedule": "inverse", "eta0": 0.5})
+    same = train(
+        X,
+        Y,
+        algorithm="sgd-l1",
+        l1=0.02,
+        l2=0.0,
+        max_iterations=5,
+        seed=0,
+        params={"penalty": "clipping", "schedule": "inverse", "eta0": 0.5},
+    )
     np.testing.assert_array_equal(res.model.weights, same.model.weights)
-    other = train(X, Y, algorithm="sgd-l1", l1=0.02, l2=0.0, max_iterations=5, seed=1,
-                  params={"penalty": "clipping", "schedule": "inverse", "eta0": 0.5})
+    other = train(
+        X,
+        Y,
+        algorithm="sgd-l1",
+        l1=0.02,
+        l2=0.0,
+        max_iterations=5,
+        seed=1,
+        params={"penalty": "clipping", "schedule": "inverse", "eta0": 0.5},
+    )
     assert not np.array_equal(res.model.weights, other.model.weights)
 
 
 # ------------------------------------------------------------ bad parameters
-@pytest.mark.parametrize("params, match", [
-    ({"penalty": "l1"}, "unknown penalty"),
-    ({"schedule": "cosine"}, "unknown schedule"),
-    ({"eta0": 0.0}, "eta0 must be a positive"),
-    ({"eta0": -1.0}, "eta0 must be a positive"),
-    ({"eta0": float("nan")}, "eta0 must be a positive"),
-    ({"eta0": "fast"}, "must be numbers"),
-    ({"alpha": 1.5}, "alpha must be in"),
-    ({"alpha": 0.0}, "alpha must be in"),
-    ({"eta0": 30.0}, "eta0 \\* l2"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"penalty": "l1"}, "unknown penalty"),
+        ({"schedule": "cosine"}, "unknown schedule"),
+        ({"eta0": 0.0}, "eta0 must be a positive"),
+        ({"eta0": -1.0}, "eta0 must be a positive"),
+        ({"eta0": float("nan")}, "eta0 must be a positive"),
+        ({"eta0": "fast"}, "must be numbers"),
+        ({"alpha": 1.5}, "alpha must be in"),
+        ({"alpha": 0.0}, "alpha must be in"),
+        ({"eta0": 30.0}, "eta0 \\* l2"),
+    ],
+)
 def test_bad_params_raise(small, params, match):
     X, Y, space, corpus = small
     reg = Regularization(l1=0.01, l2=0.05)
@@ -360,6 +443,7 @@ def test_unknown_param_and_dense_features(small):
 
         def __getattr__(self, name):
             return getattr(self._s, name)
+
     obj.space = DenseSpace(space)
     with pytest.raises(CrfkitError, match="does not support dense features"):
         sgd_l1(obj, None, reg=obj.reg, max_iterations=1)
@@ -389,7 +473,16 @@ def test_tune_picks_the_best_of_the_grid(small):
     # each trial is a plain sgd_l1 run on the sample
     idx = np.sort(np.random.default_rng(0).choice(corpus.n_sequences, size=25, replace=False))
     sub = Objective(corpus.subset(idx), space, reg)
-    r = sgd_l1(sub, None, reg=reg, max_iterations=5, eta0=out["eta0"], alpha=out["alpha"], seed=0, monitor=False)
+    r = sgd_l1(
+        sub,
+        None,
+        reg=reg,
+        max_iterations=5,
+        eta0=out["eta0"],
+        alpha=out["alpha"],
+        seed=0,
+        monitor=False,
+    )
     assert r.f == pytest.approx(out["f"], rel=1e-12)
     # inverse schedule: alpha is not tuned
     inv = tune_sgd_l1(corpus, space, reg=reg, sample_size=1000, passes=3, schedule="inverse")
@@ -403,39 +496,86 @@ def test_auto_learning_rates_are_the_tuned_ones(small, tmp_path):
     reg = Regularization(l1=0.02, l2=0.01)
     out = tune_sgd_l1(Objective(corpus, space, reg), sample_size=25, passes=4, seed=2)
     # eta0 and alpha "auto": the run is the run with the values tune_sgd_l1 picks, bitwise
-    auto = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=4, seed=2, eta0="auto",
-                  alpha="auto", tune_sample=25)
-    fixed = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=4, seed=2, eta0=out["eta0"],
-                   alpha=out["alpha"])
+    auto = sgd_l1(
+        Objective(corpus, space, reg),
+        None,
+        reg=reg,
+        max_iterations=4,
+        seed=2,
+        eta0="auto",
+        alpha="auto",
+        tune_sample=25,
+    )
+    fixed = sgd_l1(
+        Objective(corpus, space, reg),
+        None,
+        reg=reg,
+        max_iterations=4,
+        seed=2,
+        eta0=out["eta0"],
+        alpha=out["alpha"],
+    )
     np.testing.assert_array_equal(auto.x, fixed.x)
     assert f"eta0={out['eta0']:g}, alpha={out['alpha']:g} picked on 25 sequences" in auto.message
     assert auto.state_fn()["settings"]["eta0"] == out["eta0"]
     # eta0 auto only: alpha stays as given; inverse schedule: alpha "auto" is ignored, eta0 tuned
-    one = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=2, eta0="auto", alpha=0.8,
-                 tune_sample=25, tune_passes=2)
+    one = sgd_l1(
+        Objective(corpus, space, reg),
+        None,
+        reg=reg,
+        max_iterations=2,
+        eta0="auto",
+        alpha=0.8,
+        tune_sample=25,
+        tune_passes=2,
+    )
     trials = one.message.split("(")[1]
-    assert one.state_fn()["settings"]["alpha"] == 0.8 and trials.count("alpha=0.8 ") == 4 and "0.9" not in trials
-    inv = sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=2, schedule="inverse",
-                 eta0="auto", alpha="auto", tune_sample=25)
+    assert (
+        one.state_fn()["settings"]["alpha"] == 0.8
+        and trials.count("alpha=0.8 ") == 4
+        and "0.9" not in trials
+    )
+    inv = sgd_l1(
+        Objective(corpus, space, reg),
+        None,
+        reg=reg,
+        max_iterations=2,
+        schedule="inverse",
+        eta0="auto",
+        alpha="auto",
+        tune_sample=25,
+    )
     assert "alpha" not in inv.message
     # through train / the CLI's -p eta0=auto, with a checkpoint: the resumed run reuses the picked
     # values instead of tuning again, and ends where the uninterrupted run ends
-    kw = dict(algorithm="sgd-l1", l1=0.02, l2=0.01, seed=1, params={"eta0": "auto", "tune_sample": 20})
+    kw = dict(
+        algorithm="sgd-l1", l1=0.02, l2=0.01, seed=1, params={"eta0": "auto", "tune_sample": 20}
+    )
     full = train(X, Y, max_iterations=4, **kw)
     ck = tmp_path / "auto.ckpt"
     train(X, Y, max_iterations=2, checkpoint=ck, checkpoint_every=1, **kw)
     rest = train(X, Y, max_iterations=4, resume=ck, **kw)
     np.testing.assert_array_equal(rest.model.weights, full.model.weights)
-    for bad, match in (({"tune_sample": 0}, "tune_sample"), ({"tune_passes": "x"}, "integers"),
-                       ({"alpha": "often"}, "numbers")):
+    for bad, match in (
+        ({"tune_sample": 0}, "tune_sample"),
+        ({"tune_passes": "x"}, "integers"),
+        ({"alpha": "often"}, "numbers"),
+    ):
         with pytest.raises(ValueError, match=match):
-            sgd_l1(Objective(corpus, space, reg), None, reg=reg, max_iterations=1, eta0="auto", **bad)
+            sgd_l1(
+                Objective(corpus, space, reg), None, reg=reg, max_iterations=1, eta0="auto", **bad
+            )
 
 
 def test_checkpoint_and_resume_through_train(small, tmp_path):
     X, Y, space, corpus = small
-    kw = dict(algorithm="sgd-l1", l1=0.02, l2=0.01, seed=3,
-              params={"penalty": "cumulative", "schedule": "exponential", "eta0": 0.5, "alpha": 0.85})
+    kw = dict(
+        algorithm="sgd-l1",
+        l1=0.02,
+        l2=0.01,
+        seed=3,
+        params={"penalty": "cumulative", "schedule": "exponential", "eta0": 0.5, "alpha": 0.85},
+    )
     full = train(X, Y, max_iterations=6, **kw)
     ck = tmp_path / "sgdl1.ckpt"
     part = train(X, Y, max_iterations=3, checkpoint=ck, checkpoint_every=1, **kw)

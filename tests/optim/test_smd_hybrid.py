@@ -1,18 +1,18 @@
-"""The hybrid deterministic-stochastic method (crfkit.optim.hybrid): the L-BFGS optimum, effective passes,
-nested growing batches, resume, warm start, Ctrl-C."""
+"""The hybrid deterministic-stochastic method (crfkit.optim.hybrid): the L-BFGS optimum, effective
+passes, nested growing batches, resume, warm start, Ctrl-C."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from conftest import markov_corpus
 from crfkit.errors import ParameterError
 from crfkit.features.encode import build
 from crfkit.objective import Objective, Regularization
 from crfkit.optim.hybrid import hybrid
 from crfkit.optim.stochastic import available
 from crfkit.train import train
-
-from conftest import markov_corpus
 
 L2 = 0.02
 
@@ -21,8 +21,17 @@ L2 = 0.02
 def problem():
     X, Y = markov_corpus(13, 120)
     space, corp = build(X, Y)
-    ref = train(X, Y, l2=L2, algorithm="lbfgs", gtol=1e-12, epsilon=0.0, delta=0.0, max_iterations=2000,
-                threads=1)
+    ref = train(
+        X,
+        Y,
+        l2=L2,
+        algorithm="lbfgs",
+        gtol=1e-12,
+        epsilon=0.0,
+        delta=0.0,
+        max_iterations=2000,
+        threads=1,
+    )
     return X, Y, space, corp, ref
 
 
@@ -35,8 +44,14 @@ def test_reaches_the_lbfgs_optimum(problem):
     ref = problem[4]
     obj = objective(problem)
     passes = []
-    res = hybrid(obj, None, reg=obj.reg, max_iterations=300, gtol=1e-9,
-                 callback=lambda info: passes.append(obj.effective_passes))
+    res = hybrid(
+        obj,
+        None,
+        reg=obj.reg,
+        max_iterations=300,
+        gtol=1e-9,
+        callback=lambda info: passes.append(obj.effective_passes),
+    )
     assert res.status == "converged"
     assert res.f == pytest.approx(ref.objective, rel=1e-6)
     # early iterations see a small part of the data: the first five together less than one pass
@@ -53,7 +68,9 @@ def test_train_driver_and_passes(problem):
 
 
 def test_bitwise_resume_ctrl_c_and_warm_start(problem):
-    full = hybrid(objective(problem), None, reg=Regularization(l2=L2), max_iterations=4, monitor=False)
+    full = hybrid(
+        objective(problem), None, reg=Regularization(l2=L2), max_iterations=4, monitor=False
+    )
     states, xs = {}, {}
 
     def cut(info):
@@ -61,16 +78,33 @@ def test_bitwise_resume_ctrl_c_and_warm_start(problem):
         xs[info["iteration"]] = info["x"]
         if info["iteration"] == 12:
             raise KeyboardInterrupt
-    part = hybrid(objective(problem), None, reg=Regularization(l2=L2), max_iterations=4, callback=cut,
-                  monitor=False)
+
+    part = hybrid(
+        objective(problem),
+        None,
+        reg=Regularization(l2=L2),
+        max_iterations=4,
+        callback=cut,
+        monitor=False,
+    )
     assert part.status == "interrupted" and part.iterations == 12
     np.testing.assert_array_equal(part.x, xs[12])
-    again = hybrid(objective(problem), None, reg=Regularization(l2=L2), max_iterations=4, state=states[12],
-                   monitor=False)
+    again = hybrid(
+        objective(problem),
+        None,
+        reg=Regularization(l2=L2),
+        max_iterations=4,
+        state=states[12],
+        monitor=False,
+    )
     np.testing.assert_array_equal(again.x, full.x)
     assert again.iterations == full.iterations
-    warm = hybrid(objective(problem), full.x, reg=Regularization(l2=L2), max_iterations=0.05, monitor=False)
-    cold = hybrid(objective(problem), None, reg=Regularization(l2=L2), max_iterations=0.05, monitor=False)
+    warm = hybrid(
+        objective(problem), full.x, reg=Regularization(l2=L2), max_iterations=0.05, monitor=False
+    )
+    cold = hybrid(
+        objective(problem), None, reg=Regularization(l2=L2), max_iterations=0.05, monitor=False
+    )
     assert warm.f < cold.f
 
 

@@ -1,5 +1,6 @@
-"""The once-per-process notice that the numba kernels are compiling (crfkit.kernels.install_compile_notice, from
-crfkit._runtime.compile_notice)."""
+"""The once-per-process notice that the numba kernels are compiling
+(crfkit.kernels.install_compile_notice, from crfkit._runtime.compile_notice)."""
+
 from __future__ import annotations
 
 import numba
@@ -30,7 +31,7 @@ def test_notice_printed_once_for_crfkit_kernels(capsys, monkeypatch):
     assert _fresh_kernel("crfkit.kernels._probe", "h")(1) == 3
     assert capsys.readouterr().err == ""
     # a call of an already compiled kernel: silent as well
-    assert K.install_compile_notice()     # installing twice registers one listener
+    assert K.install_compile_notice()  # installing twice registers one listener
     monkeypatch.setitem(N._NOTICE, "shown", False)
     f = _fresh_kernel("crfkit.kernels._probe", "k")
     f(1)

@@ -1,4 +1,6 @@
-"""The numba cache of a kernel follows the other kernel files it calls (crfkit.kernels.stamp_directory)."""
+"""The numba cache of a kernel follows the other kernel files it calls
+(crfkit.kernels.stamp_directory)."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +35,9 @@ def twice():
 
 def _run(root: Path, env) -> str:
     code = "import kpkg, kpkg.caller as c; print(kpkg.STAMPED, c.twice(), sum(c.twice.stats.cache_hits.values()))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
@@ -49,10 +52,11 @@ def test_a_cached_caller_is_recompiled_when_the_file_it_calls_changes(tmp_path):
     env.pop("NUMBA_CACHE_DIR", None)
     env.pop("NUMBA_DISABLE_JIT", None)
     env.pop("NUMBA_CACHE_LOCATOR_CLASSES", None)
-    assert _run(tmp_path, env) == ["True", "2", "0"]          # compiled, written to kpkg/__pycache__
-    assert _run(tmp_path, env) == ["True", "2", "1"]          # loaded from the cache
+    assert _run(tmp_path, env) == ["True", "2", "0"]  # compiled, written to kpkg/__pycache__
+    assert _run(tmp_path, env) == ["True", "2", "1"]  # loaded from the cache
     assert any(pkg.joinpath("__pycache__").glob("caller.twice-*.nbi"))
-    # only the callee's file changes: numba alone would load twice() with the old value() inlined (4, a hit)
+    # only the callee's file changes: numba alone would load twice() with the old value() inlined
+    # (4, a hit)
     (pkg / "callee.py").write_text(CALLEE.format(5))
     assert _run(tmp_path, env) == ["True", "10", "0"]
     assert _run(tmp_path, env) == ["True", "10", "1"]
@@ -100,16 +104,22 @@ print(hashlib.sha256(node.tobytes() + pair.tobytes()).hexdigest(),
 
 
 def test_a_kernel_gives_the_same_bits_compiled_or_loaded_from_the_cache(tmp_path):
-    """crfkit.kernels.self_contained_libraries: a caller runs its own copy of each callee, so the process that
-    compiles it, a process that loads it from the cache, and one that loaded the callee's own library first
-    get the same bits (before, the first and the others differed in the last bits of the pairwise marginals).
+    """crfkit.kernels.self_contained_libraries: a caller runs its own copy of each callee, so the
+    process that compiles it, a process that loads it from the cache, and one that loaded the
+    callee's own library first get the same bits (before, the first and the others differed in the
+    last bits of the pairwise marginals).
     """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), CRFKIT_QUIET_COMPILE="1")
     env.pop("NUMBA_DISABLE_JIT", None)
 
     def run(order):
-        out = subprocess.run([sys.executable, "-c", PROBE, order], env=env, capture_output=True, text=True,
-                             timeout=600)
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE, order],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout.split()
 

@@ -1,10 +1,12 @@
-"""crfkit._runtime: every hook into numba's, LLVM's or glibc's internals can be switched off, and crfkit trains
-and tags the same without them.
+"""crfkit._runtime: every hook into numba's, LLVM's or glibc's internals can be switched off, and
+crfkit trains and tags the same without them.
 
-The end-to-end check runs crfkit in a fresh process with its own numba cache (the kernels compile there:
-about a minute of CPU), with every hook off; the same check with each switch alone is marked slow.  The unit
-tests check, in this process, that each hook's switch (and the master switch) keeps it from acting.
+The end-to-end check runs crfkit in a fresh process with its own numba cache (the kernels compile
+there: about a minute of CPU), with every hook off; the same check with each switch alone is marked
+slow.  The unit tests check, in this process, that each hook's switch (and the master switch) keeps
+it from acting.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +27,16 @@ from crfkit._runtime.switches import MASTER_SWITCH, SWITCHES, enabled
 
 SRC = Path(crfkit.__file__).resolve().parent
 
-_TAGS = {"the": "D", "a": "D", "cat": "N", "dog": "N", "bird": "N", "runs": "V", "sleeps": "V", "sings": "V"}
+_TAGS = {
+    "the": "D",
+    "a": "D",
+    "cat": "N",
+    "dog": "N",
+    "bird": "N",
+    "runs": "V",
+    "sleeps": "V",
+    "sings": "V",
+}
 
 
 def _corpus(seed: int, n: int):
@@ -35,8 +46,11 @@ def _corpus(seed: int, n: int):
     for _ in range(n):
         words = []
         for _ in range(int(rng.integers(1, 3))):
-            words += [str(rng.choice(["the", "a"])), str(rng.choice(["cat", "dog", "bird"])),
-                      str(rng.choice(["runs", "sleeps", "sings"]))]
+            words += [
+                str(rng.choice(["the", "a"])),
+                str(rng.choice(["cat", "dog", "bird"])),
+                str(rng.choice(["runs", "sleeps", "sings"])),
+            ]
         X.append([["w=" + w, "p=" + (words[i - 1] if i else "^")] for i, w in enumerate(words)])
         Y.append([_TAGS[w] for w in words])
     return X, Y
@@ -44,6 +58,7 @@ def _corpus(seed: int, n: int):
 
 def _train_and_tag():
     from crfkit import CRF
+
     X, Y = _corpus(0, 30)
     Xt, Yt = _corpus(1, 8)
     return CRF(max_iterations=30).fit(X, Y).predict(Xt), Yt
@@ -75,41 +90,60 @@ print(json.dumps({
 
 
 def _run_without(tmp_path, **switches):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CRFKIT_NO_") and k not in ("CRFKIT_QUIET_COMPILE", "NUMBA_DISABLE_JIT")}
-    env.update(switches, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
-               PYTHONPATH=os.pathsep.join([str(SRC.parent)] + [p for p in sys.path if p]))
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, str(Path(__file__).resolve().parent)], env=env,
-                         capture_output=True, text=True, timeout=1200, check=False)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CRFKIT_NO_") and k not in ("CRFKIT_QUIET_COMPILE", "NUMBA_DISABLE_JIT")
+    }
+    env.update(
+        switches,
+        NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
+        PYTHONPATH=os.pathsep.join([str(SRC.parent)] + [p for p in sys.path if p]),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(Path(__file__).resolve().parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
 
 def test_crfkit_trains_and_tags_the_same_with_every_hook_off(tmp_path):
-    """CRFKIT_NO_RUNTIME_HOOKS=1 in a fresh process (its own numba cache): none of the hooks is in numba,
-    glibc is not called, and a model trained there tags as the one trained here, with the hooks on."""
+    """CRFKIT_NO_RUNTIME_HOOKS=1 in a fresh process (its own numba cache): none of the hooks is in
+    numba, glibc is not called, and a model trained there tags as the one trained here, with the
+    hooks on."""
     labels, gold = _train_and_tag()
     assert labels == gold
     got, err = _run_without(tmp_path, CRFKIT_NO_RUNTIME_HOOKS="1")
     assert got["labels"] == labels and got["gold"] == gold
-    assert got["stamped"] == []                                     # numba's own cache locators
-    assert got["optimize_final_module"] == "numba.core.codegen"      # numba's own optimisation step
-    assert got["crfkit_listeners"] == []                             # no listener of numba's events
+    assert got["stamped"] == []  # numba's own cache locators
+    assert got["optimize_final_module"] == "numba.core.codegen"  # numba's own optimisation step
+    assert got["crfkit_listeners"] == []  # no listener of numba's events
     assert got["flags"] == [False] * 5
     assert got["calls"] == [False, False, 0, False, False, False]
-    assert "compiling the numba kernels" not in err                 # it compiled, without the notice
+    assert "compiling the numba kernels" not in err  # it compiled, without the notice
     if blas.blas_installed():
-        assert got["scipy_linalg"]                                  # numba's target imported it, as numba does
+        assert got["scipy_linalg"]  # numba's target imported it, as numba does
 
 
-_EXPECTED_OFF = {       # what each switch alone leaves out of the subprocess's report
+_EXPECTED_OFF = {  # what each switch alone leaves out of the subprocess's report
     "cache_stamp": lambda g: g["stamped"] == [] and g["flags"][0] is False,
-    "self_contained": lambda g: g["optimize_final_module"] == "numba.core.codegen" and g["flags"][1] is False,
+    "self_contained": lambda g: (
+        g["optimize_final_module"] == "numba.core.codegen" and g["flags"][1] is False
+    ),
     "compile_notice": lambda g: "crfkit._runtime.compile_notice" not in g["crfkit_listeners"],
-    "blas_defer": lambda g: "crfkit._runtime.blas" not in g["crfkit_listeners"] and g["calls"][4:] == [False] * 2,
+    "blas_defer": lambda g: (
+        "crfkit._runtime.blas" not in g["crfkit_listeners"] and g["calls"][4:] == [False] * 2
+    ),
     "malloc_trim": lambda g: g["calls"][0] is False,
     "mmap_threshold": lambda g: g["calls"][1] is False,
-    "code_pages": lambda g: "crfkit._runtime.code_pages" not in g["crfkit_listeners"] and g["calls"][2:4] == [0, False],
+    "code_pages": lambda g: (
+        "crfkit._runtime.code_pages" not in g["crfkit_listeners"] and g["calls"][2:4] == [0, False]
+    ),
 }
 
 
@@ -121,21 +155,24 @@ def test_crfkit_trains_and_tags_the_same_with_one_hook_off(tmp_path, hook):
     assert got["labels"] == labels == gold
     assert _EXPECTED_OFF[hook](got)
     if hook != "cache_stamp":
-        assert got["stamped"]                   # the other hooks stay in place
+        assert got["stamped"]  # the other hooks stay in place
     if hook != "self_contained":
         assert got["optimize_final_module"] != "numba.core.codegen"
 
 
-# ----------------------------------------------------------------------------- each switch, in this process
+# ----------------------------------------------------------------------------- each switch, in this
+# process
 def _recorder(calls, value=1):
     def fn(*args):
         calls.append(args)
         return value
+
     return fn
 
 
 def _acts_cache_stamp(monkeypatch, tmp_path):
     from numba.core import caching
+
     monkeypatch.setattr(numba_cache, "STAMPED", dict(numba_cache.STAMPED))
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     before = impl._locator_classes
@@ -147,8 +184,11 @@ def _acts_cache_stamp(monkeypatch, tmp_path):
 
 def _acts_self_contained(monkeypatch, tmp_path):
     from numba.core import codegen
+
     before = codegen.CPUCodeLibrary._optimize_final_module
-    monkeypatch.setattr(codegen.CPUCodeLibrary, "_optimize_final_module", before)    # restored after the test
+    monkeypatch.setattr(
+        codegen.CPUCodeLibrary, "_optimize_final_module", before
+    )  # restored after the test
     monkeypatch.setitem(linkage._SELF_CONTAINED, "installed", False)
     done = linkage.self_contained_libraries()
     assert done == (codegen.CPUCodeLibrary._optimize_final_module is not before)
@@ -157,6 +197,7 @@ def _acts_self_contained(monkeypatch, tmp_path):
 
 def _register_recorded(monkeypatch):
     from numba.core import event
+
     calls = []
     monkeypatch.setattr(event, "register", _recorder(calls, None))
     return calls
@@ -174,7 +215,8 @@ def _acts_blas_defer(monkeypatch, tmp_path):
     from numba.core.registry import cpu_target
 
     from crfkit.kernels.vec import all_finite
-    assert all_finite(np.ones(2))           # numba's target initialised (by the hook, in this process)
+
+    assert all_finite(np.ones(2))  # numba's target initialised (by the hook, in this process)
     calls = _register_recorded(monkeypatch)
     monkeypatch.setattr(blas, "_deferring", None)
     done = blas.defer_blas()
@@ -219,9 +261,15 @@ def _acts_code_pages(monkeypatch, tmp_path):
     return done
 
 
-_ACTS = {"cache_stamp": _acts_cache_stamp, "self_contained": _acts_self_contained,
-         "compile_notice": _acts_compile_notice, "blas_defer": _acts_blas_defer, "malloc_trim": _acts_malloc_trim,
-         "mmap_threshold": _acts_mmap_threshold, "code_pages": _acts_code_pages}
+_ACTS = {
+    "cache_stamp": _acts_cache_stamp,
+    "self_contained": _acts_self_contained,
+    "compile_notice": _acts_compile_notice,
+    "blas_defer": _acts_blas_defer,
+    "malloc_trim": _acts_malloc_trim,
+    "mmap_threshold": _acts_mmap_threshold,
+    "code_pages": _acts_code_pages,
+}
 
 
 @pytest.fixture
@@ -237,7 +285,9 @@ def test_every_hook_has_a_probe():
 
 @pytest.mark.parametrize("hook", sorted(SWITCHES))
 def test_each_hook_acts_when_no_switch_is_set(no_switches, tmp_path, hook):
-    if hook in ("malloc_trim", "mmap_threshold", "code_pages") and not sys.platform.startswith("linux"):
+    if hook in ("malloc_trim", "mmap_threshold", "code_pages") and not sys.platform.startswith(
+        "linux"
+    ):
         pytest.skip("glibc")
     assert _ACTS[hook](no_switches, tmp_path) is True
 
@@ -260,29 +310,43 @@ def test_a_switch_reads_as_crfkit_quiet_compile(no_switches):
 def test_the_hooks_are_in_place_in_a_default_process():
     """(This suite's own process, where no switch is set.)"""
     from numba.core import caching, codegen
-    if any(os.environ.get(v, "").strip() not in ("", "0") for v in [MASTER_SWITCH, *SWITCHES.values()]):
+
+    if any(
+        os.environ.get(v, "").strip() not in ("", "0") for v in [MASTER_SWITCH, *SWITCHES.values()]
+    ):
         pytest.skip("a switch is set for this run")
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     assert all(getattr(c, "_crfkit_stamped", False) for c in impl._locator_classes)
     assert codegen.CPUCodeLibrary._optimize_final_module.__module__ == "crfkit._runtime.linkage"
     assert SRC.joinpath("kernels") in numba_cache.STAMPED
-    assert numba_cache.STAMPED[SRC.joinpath("kernels")] == numba_cache.sources_digest(SRC / "kernels")
+    assert numba_cache.STAMPED[SRC.joinpath("kernels")] == numba_cache.sources_digest(
+        SRC / "kernels"
+    )
 
 
 def test_the_switches_are_documented():
     for var in [MASTER_SWITCH, *SWITCHES.values()]:
         assert var in _runtime.__doc__
     for hook in SWITCHES:
-        mod = {"malloc_trim": malloc, "mmap_threshold": malloc, "cache_stamp": numba_cache, "self_contained": linkage,
-               "compile_notice": compile_notice, "blas_defer": blas, "code_pages": code_pages}[hook]
+        mod = {
+            "malloc_trim": malloc,
+            "mmap_threshold": malloc,
+            "cache_stamp": numba_cache,
+            "self_contained": linkage,
+            "compile_notice": compile_notice,
+            "blas_defer": blas,
+            "code_pages": code_pages,
+        }[hook]
         assert SWITCHES[hook] in mod.__doc__
 
 
-# ----------------------------------------------------------------------------- only _runtime reaches inside
+# ----------------------------------------------------------------------------- only _runtime
+# reaches inside
 _INTERNALS = re.compile(r"^\s*(?:from|import)\s+(numba\.core|numba\.np|llvmlite|ctypes)\b", re.M)
-# what may stay outside crfkit._runtime: the kernels' own @intrinsic code generation (llvmlite.ir, numba.core's
-# cgutils, config and the host's CPU features) is how numba extensions are written; the Dask client's mallopt
-# (crfkit.distributed) is left to its owner, who can call _runtime.malloc.fixed_trim_threshold instead
+# what may stay outside crfkit._runtime: the kernels' own @intrinsic code generation (llvmlite.ir,
+# numba.core's cgutils, config and the host's CPU features) is how numba extensions are written; the
+# Dask client's mallopt (crfkit.distributed) is left to its owner, who can call
+# _runtime.malloc.fixed_trim_threshold instead
 _ALLOWED = {"kernels": ("numba.core", "llvmlite"), "distributed": ("ctypes",)}
 
 
@@ -298,20 +362,25 @@ def test_only_runtime_imports_numba_llvm_or_libc_internals():
     assert found == []
 
 
-# ----------------------------------------------------------------------------- another numba: no hook, no error
+# ----------------------------------------------------------------------------- another numba: no
+# hook, no error
 def test_each_hook_does_nothing_where_numbas_private_names_are_missing(no_switches, tmp_path):
-    """A numba without the private names a hook uses: the hook reports False and changes nothing (crfkit then
-    works as numba alone would)."""
+    """A numba without the private names a hook uses: the hook reports False and changes nothing
+    (crfkit then works as numba alone would)."""
     from numba.core import caching, codegen, event
     from numba.core.registry import cpu_target
 
     from crfkit.kernels.vec import all_finite
+
     assert all_finite(np.ones(2))
     mp = no_switches
     mp.setattr(numba_cache, "STAMPED", dict(numba_cache.STAMPED))
     mp.setattr(caching, "CacheImpl", type("CacheImpl", (), {}))
     mp.setattr(caching, "_CacheImpl", None, raising=False)
-    assert numba_cache.stamp_directory(tmp_path) is False and tmp_path.resolve() not in numba_cache.STAMPED
+    assert (
+        numba_cache.stamp_directory(tmp_path) is False
+        and tmp_path.resolve() not in numba_cache.STAMPED
+    )
     mp.setattr(codegen, "CPUCodeLibrary", None)
     mp.setitem(linkage._SELF_CONTAINED, "installed", False)
     assert linkage.self_contained_libraries() is False
@@ -325,7 +394,7 @@ def test_each_hook_does_nothing_where_numbas_private_names_are_missing(no_switch
     mp.delitem(sys.modules, "numba.np.arraymath")
     mp.delitem(sys.modules, blas.BLAS_MODULE, raising=False)
     assert blas.init_target_without_blas() is False
-    mp.setitem(libc.LIBC_FUNCTIONS, "malloc_trim", False)       # (musl, or not Linux)
+    mp.setitem(libc.LIBC_FUNCTIONS, "malloc_trim", False)  # (musl, or not Linux)
     mp.setitem(libc.LIBC_FUNCTIONS, "mallopt", False)
     mp.setitem(libc.LIBC_FUNCTIONS, "madvise", False)
     assert malloc.release_memory() is False and malloc.fixed_mmap_threshold() is False

@@ -1,5 +1,6 @@
 """Resumable training: optimizer state export/import (bitwise resume), checkpoint files,
 train(checkpoint=..., resume=...), SIGTERM during training."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,6 +60,7 @@ def test_optimizer_resume_is_bitwise(problem, opt, l1, k):
 
     def keep(info):
         states[info["iteration"]] = info["state"]()
+
     _run(opt, obj.value_and_grad, space.n_features, l1, callback=keep, **kw)
     st = states[k]
     assert st["iteration"] == k and len(st["rho"]) == min(k, 3) and len(st["past"]) == min(k + 1, 4)
@@ -72,7 +74,8 @@ def test_optimizer_resume_is_bitwise(problem, opt, l1, k):
 
 @pytest.mark.parametrize("opt, l1", [("lbfgs", 0.0), ("owlqn", 0.02)])
 def test_interrupted_result_state_resumes(problem, opt, l1):
-    """A KeyboardInterrupt in the middle of a line search: result.state is the last accepted point."""
+    """A KeyboardInterrupt in the middle of a line search: result.state is the last accepted
+    point."""
     space, corpus = problem
     obj = Objective(corpus, space, Regularization(l2=0.05))
     kw = dict(m=4, epsilon=1e-9, delta=1e-9, period=5)
@@ -84,6 +87,7 @@ def test_interrupted_result_state_resumes(problem, opt, l1):
         if calls[0] == 12:
             raise KeyboardInterrupt
         return obj.value_and_grad(w)
+
     part = _run(opt, fg, space.n_features, l1, **kw)
     assert part.status == "interrupted" and 0 < part.iterations < full.iterations
     assert part.state["iteration"] == part.iterations
@@ -110,7 +114,8 @@ def test_state_mismatch_refused(problem):
         lbfgs(obj.value_and_grad, None, state=part.state, m=5)
 
 
-# ------------------------------------------------------------------ train(checkpoint=..., resume=...)
+# ------------------------------------------------------------------ train(checkpoint=...,
+# resume=...)
 import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
@@ -118,9 +123,9 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from crfkit.training import checkpoint as ckpt  # noqa: E402
 from crfkit.errors import CrfkitError  # noqa: E402
 from crfkit.train import train  # noqa: E402
+from crfkit.training import checkpoint as ckpt  # noqa: E402
 
 KW = dict(threads=1, epsilon=1e-8, delta=1e-10, m=4, period=5, c2=0.5)
 
@@ -133,7 +138,8 @@ def test_train_interrupted_then_resumed_equals_uninterrupted(tmp_path, c1):
 
     def stop_at_7(rec):
         if rec["iteration"] == 7:
-            raise KeyboardInterrupt    # as Ctrl-C in the middle of the run
+            raise KeyboardInterrupt  # as Ctrl-C in the middle of the run
+
     part = train(X, Y, c1=c1, checkpoint=ck, checkpoint_every=3, callback=stop_at_7, **KW)
     assert part.status == "interrupted" and part.iterations == 7
     c = ckpt.load(ck)
@@ -144,7 +150,9 @@ def test_train_interrupted_then_resumed_equals_uninterrupted(tmp_path, c1):
     np.testing.assert_array_equal(res.model.weights, full.model.weights)
     assert res.objective == full.objective
     assert [r["objective"] for r in res.history] == [r["objective"] for r in full.history]
-    assert [r["effective_passes"] for r in res.history] == [r["effective_passes"] for r in full.history]
+    assert [r["effective_passes"] for r in res.history] == [
+        r["effective_passes"] for r in full.history
+    ]
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     assert [r["iteration"] for r in lines] == list(range(1, full.iterations + 1))
     assert res.model.meta["resumed_from"] == 7
@@ -192,10 +200,20 @@ def test_checkpoint_file_has_no_pickle(tmp_path):
 
 def test_any_optimizer_state_round_trips_exactly(tmp_path):
     from crfkit.training import checkpoint as ckpt
+
     rng = np.random.default_rng(0)
-    state = {"iteration": 7, "x": rng.normal(size=5), "seen": np.array([True, False]),
-             "order": np.arange(4, dtype=np.int32), "L": 0.1 + 0.2, "eta": float("inf"), "name": "sag-nus*",
-             "rng": {"state": 2**70 + 3, "inc": [1, 2]}, "flag": True, "n": np.int64(3)}
+    state = {
+        "iteration": 7,
+        "x": rng.normal(size=5),
+        "seen": np.array([True, False]),
+        "order": np.arange(4, dtype=np.int32),
+        "L": 0.1 + 0.2,
+        "eta": float("inf"),
+        "name": "sag-nus*",
+        "rng": {"state": 2**70 + 3, "inc": [1, 2]},
+        "flag": True,
+        "n": np.int64(3),
+    }
     p = tmp_path / "s.ckpt"
     ckpt.save(p, state, fingerprint="fp", settings={"algorithm": "sag"})
     back = ckpt.load(p).state
@@ -206,20 +224,22 @@ def test_any_optimizer_state_round_trips_exactly(tmp_path):
             np.testing.assert_array_equal(back[k], v)
         else:
             assert back[k] == (v.item() if isinstance(v, np.generic) else v)
-    assert back["L"] == 0.1 + 0.2   # floats exactly, not rounded
+    assert back["L"] == 0.1 + 0.2  # floats exactly, not rounded
     with pytest.raises(TypeError, match="cannot store"):
         ckpt.save(p, dict(state, bad=object()), fingerprint="fp", settings={})
 
 
 def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
-    """A vector of 2M float64 of which 6 are non-zero (a -0.0 and a NaN among them: non-zero as bits) is
-    stored as indices and values (a checkpoint of kilobytes, not 16 MB), comes back with the same bits in
-    lazy zeros (its untouched pages not resident), beside a dense vector of the same size and a small one
-    stored whole; a state without such a vector is still written as version 2."""
+    """A vector of 2M float64 of which 6 are non-zero (a -0.0 and a NaN among them: non-zero as
+    bits) is stored as indices and values (a checkpoint of kilobytes, not 16 MB), comes back with
+    the same bits in lazy zeros (its untouched pages not resident), beside a dense vector of the
+    same size and a small one stored whole; a state without such a vector is still written as
+    version 2."""
     import json
     import sys
 
     from crfkit.training import checkpoint as ckpt
+
     n = 2 << 20
     x = np.zeros(n)
     x[[0, 5, 77, n // 2, n - 1]] = [1.5, -0.0, np.nan, -3.25, 7.0]
@@ -231,7 +251,9 @@ def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
     ckpt.save(p, state, fingerprint="fp", settings={})
     assert os.path.getsize(p) < dense.nbytes + (1 << 16)
     with np.load(p, allow_pickle=False) as z:
-        assert {"z.x.idx", "z.x.val", "z.x32.idx", "z.x32.val", "s.dense", "s.small"} <= set(z.files)
+        assert {"z.x.idx", "z.x.val", "z.x32.idx", "z.x32.val", "s.dense", "s.small"} <= set(
+            z.files
+        )
         assert "s.x" not in z.files
         header = json.loads(bytes(z["header"]).decode())
         assert header["version"] == 3 and header["sparse_arrays"]["x"] == [n, x.dtype.str]
@@ -240,7 +262,8 @@ def test_a_large_sparse_vector_is_stored_as_its_non_zeros(tmp_path):
         assert back[k].dtype == state[k].dtype and back[k].tobytes() == state[k].tobytes()
     if sys.platform.startswith("linux"):
         from conftest import mapping_rss_kb
-        assert mapping_rss_kb(back["x"]) <= 5 * 4 + 16          # the pages of its non-zeros
+
+        assert mapping_rss_kb(back["x"]) <= 5 * 4 + 16  # the pages of its non-zeros
     ckpt.save(p, {"iteration": 1, "x": np.ones(n)}, fingerprint="fp", settings={})
     with np.load(p, allow_pickle=False) as z:
         assert json.loads(bytes(z["header"]).decode())["version"] == 2 and "s.x" in z.files
@@ -250,12 +273,29 @@ def test_a_broken_sparse_member_is_a_checkpoint_error(tmp_path):
     import json
 
     from crfkit.training import checkpoint as ckpt
-    header = {"format": "crfkit-checkpoint", "version": 3, "settings": {}, "fingerprint": "fp", "iteration": 1,
-              "n_evals": 0, "state_scalars": {}, "history": [], "extra": {}, "sparse_arrays": {"x": [10, "<f8"]}}
+
+    header = {
+        "format": "crfkit-checkpoint",
+        "version": 3,
+        "settings": {},
+        "fingerprint": "fp",
+        "iteration": 1,
+        "n_evals": 0,
+        "state_scalars": {},
+        "history": [],
+        "extra": {},
+        "sparse_arrays": {"x": [10, "<f8"]},
+    }
     p = tmp_path / "bad.ckpt"
     with open(p, "wb") as f:
-        np.savez(f, **{"z.x.idx": np.array([3, 12]), "z.x.val": np.array([1.0, 2.0]),
-                       "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)})
+        np.savez(
+            f,
+            **{
+                "z.x.idx": np.array([3, 12]),
+                "z.x.val": np.array([1.0, 2.0]),
+                "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+            },
+        )
     with pytest.raises(ckpt.CheckpointError, match="cannot read the checkpoint"):
         ckpt.load(p)
 
@@ -264,8 +304,19 @@ def test_version_1_checkpoints_are_still_read(tmp_path):
     import json
 
     from crfkit.training import checkpoint as ckpt
-    header = {"format": "crfkit-checkpoint", "version": 1, "settings": {}, "fingerprint": "fp", "iteration": 4,
-              "n_evals": 5, "m": 6, "linesearch_ok": True, "history": [], "extra": {}}
+
+    header = {
+        "format": "crfkit-checkpoint",
+        "version": 1,
+        "settings": {},
+        "fingerprint": "fp",
+        "iteration": 4,
+        "n_evals": 5,
+        "m": 6,
+        "linesearch_ok": True,
+        "history": [],
+        "extra": {},
+    }
     arrays = {k: np.arange(3.0) for k in ckpt.STATE_ARRAYS}
     arrays["scalars"] = np.array([1.5, 1.25, 9.0])
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
@@ -300,7 +351,9 @@ print("status", res.status, res.iterations, flush=True)
 def test_sigterm_writes_checkpoint_and_resume_matches(tmp_path):
     ck, out = str(tmp_path / "c.ckpt"), str(tmp_path / "w.npy")
     code = CHILD.format(tests=os.path.dirname(__file__), ck=ck, out=out)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 60
         for line in p.stdout:
@@ -324,4 +377,4 @@ def test_sigterm_writes_checkpoint_and_resume_matches(tmp_path):
     res = train(X, Y, resume=ck, **KW)
     assert res.iterations == full.iterations and res.status == full.status
     np.testing.assert_array_equal(res.model.weights, full.model.weights)
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # training restored the handler here
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # training restored the handler here

@@ -1,4 +1,6 @@
-"""Stopping on a development set and fine-tuning on the active features (Lavergne et al. 2010, 5.3.1)."""
+"""Stopping on a development set and fine-tuning on the active features (Lavergne et al. 2010,
+5.3.1)."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +21,17 @@ def test_dev_stop_keeps_the_best_model_and_stops_after_the_window(tmp_path):
     Xd, Yd = learnable(2, n_seq=40)
     trace = tmp_path / "t.jsonl"
     # the labels A, B, C are not chunk tags (auto would stop on accuracy): ask for F1 explicitly
-    res = train(X, Y, X_dev=Xd, Y_dev=Yd, c2=0.001, dev_stop=3, max_iterations=200, trace=trace, dev_metric="f1")
+    res = train(
+        X,
+        Y,
+        X_dev=Xd,
+        Y_dev=Yd,
+        c2=0.001,
+        dev_stop=3,
+        max_iterations=200,
+        trace=trace,
+        dev_metric="f1",
+    )
     assert res.status == "dev_stop" and res.converged
     recs = [json.loads(x) for x in trace.read_text().splitlines()]
     f1 = [r["dev_f1"] for r in recs]
@@ -28,19 +40,32 @@ def test_dev_stop_keeps_the_best_model_and_stops_after_the_window(tmp_path):
     assert recs[-1]["iteration"] == best_it + 3
     assert max(f1) == res.model.meta["dev_best"] == f1[best_it - 1]
     assert all(x <= f1[best_it - 1] for x in f1[best_it:])
-    # the model kept is the best one: its dev F1 is the best F1, and its objective is reported for it
+    # the model kept is the best one: its dev F1 is the best F1, and its objective is reported for
+    # it
     from crfkit.metrics import conlleval
+
     pred = res.model.tag(Xd)
     assert conlleval(Yd, pred).f1 == pytest.approx(max(f1))
     space, corpus = build(X, Y)
-    assert res.objective == pytest.approx(Objective(corpus, space, res.reg).value(res.model.weights), rel=1e-12)
+    assert res.objective == pytest.approx(
+        Objective(corpus, space, res.reg).value(res.model.weights), rel=1e-12
+    )
 
 
 def test_dev_stop_with_accuracy_and_every_k_iterations():
     X, Y = learnable(3, n_seq=60)
     Xd, Yd = learnable(4, n_seq=30)
-    res = train(X, Y, X_dev=Xd, Y_dev=Yd, c2=0.001, dev_stop=2, dev_every=2, dev_metric="accuracy",
-                max_iterations=200)
+    res = train(
+        X,
+        Y,
+        X_dev=Xd,
+        Y_dev=Yd,
+        c2=0.001,
+        dev_stop=2,
+        dev_every=2,
+        dev_metric="accuracy",
+        max_iterations=200,
+    )
     scored = [r for r in res.history if "dev_accuracy" in r]
     assert all(r["iteration"] % 2 == 0 for r in scored)
     assert res.model.meta["dev_metric"] == "accuracy"
@@ -51,8 +76,17 @@ def test_dev_stop_with_accuracy_and_every_k_iterations():
 def test_dev_stop_works_with_a_stochastic_optimizer():
     X, Y = learnable(5, n_seq=60)
     Xd, Yd = learnable(6, n_seq=30)
-    res = train(X, Y, X_dev=Xd, Y_dev=Yd, algorithm="sg", params={"eta": 0.5}, c2=0.001, dev_stop=2,
-                max_iterations=100)
+    res = train(
+        X,
+        Y,
+        X_dev=Xd,
+        Y_dev=Yd,
+        algorithm="sg",
+        params={"eta": 0.5},
+        c2=0.001,
+        dev_stop=2,
+        max_iterations=100,
+    )
     assert res.status in ("dev_stop", "max_iterations")
     if res.status == "dev_stop":
         assert res.iterations == res.model.meta["dev_best_iteration"] + 2
@@ -74,7 +108,7 @@ def test_fine_tuning_refits_only_the_active_features():
     tuned = train(X, Y, c1=0.5, max_iterations=100, fine_tune=30, fine_tune_l2=0.01)
     w0, w1 = base.model.weights, tuned.model.weights
     assert np.count_nonzero(w0) > 0
-    assert not np.any(w1[w0 == 0])   # nothing outside the L1 run's support
+    assert not np.any(w1[w0 == 0])  # nothing outside the L1 run's support
     # on the support, the fine-tuned weights are the optimum of nll + (0.01/2)|w|^2 restricted to it
     space, corpus = build(X, Y)
     sub = Objective(corpus, space, Regularization(l2=0.01))
@@ -105,6 +139,7 @@ def test_train_corpus_refuses_bad_fine_tune():
 
 def test_cli_dev_stop_and_fine_tune(tmp_path, capsys):
     from crfkit.cli import main
+
     rng = np.random.default_rng(0)
 
     def write(path, n):
@@ -115,28 +150,63 @@ def test_cli_dev_stop_and_fine_tune(tmp_path, capsys):
                 lines.append(f"w{rng.integers(0, 6)}{lab[0]} P{rng.integers(0, 3)} {lab}")
             lines.append("")
         path.write_text("\n".join(lines) + "\n")
+
     tr, dv = tmp_path / "train.txt", tmp_path / "dev.txt"
     write(tr, 60)
     write(dv, 30)
     model = tmp_path / "m.crfkit"
-    assert main(["train", str(tr), "-m", str(model), "--dev", str(dv), "--dev-stop", "2", "--c1", "0.5",
-                 "--fine-tune", "3", "-q"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tr),
+                "-m",
+                str(model),
+                "--dev",
+                str(dv),
+                "--dev-stop",
+                "2",
+                "--c1",
+                "0.5",
+                "--fine-tune",
+                "3",
+                "-q",
+            ]
+        )
+        == 0
+    )
     m = CRFModel.load(model)
     assert m.meta["fine_tune"] == 3 and "dev_best_iteration" in m.meta
     assert main(["train", str(tr), "-m", str(model), "--dev-stop", "2", "-q"]) == 2
     assert "--dev-stop needs a development file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("labels, metric", [(("I", "E", "O", "S", "B"), "accuracy"),   # NETtalk-like phonemes
-                                            (("NN", "VB", "DT"), "accuracy"),
-                                            (("B-NP", "I-NP", "O"), "f1"),
-                                            (("S-PER", "B-PER", "E-PER", "O"), "f1")])
+@pytest.mark.parametrize(
+    "labels, metric",
+    [
+        (("I", "E", "O", "S", "B"), "accuracy"),  # NETtalk-like phonemes
+        (("NN", "VB", "DT"), "accuracy"),
+        (("B-NP", "I-NP", "O"), "f1"),
+        (("S-PER", "B-PER", "E-PER", "O"), "f1"),
+    ],
+)
 def test_dev_metric_auto_takes_f1_only_for_chunk_tags(labels, metric):
     from conftest import markov_corpus
+
     X, Y = markov_corpus(11, 40, labels=labels)
     Xd, Yd = markov_corpus(12, 20, labels=labels)
     logs = []
-    res = train(X, Y, X_dev=Xd, Y_dev=Yd, c2=0.01, dev_stop=2, max_iterations=6, verbose=True, log=logs.append)
+    res = train(
+        X,
+        Y,
+        X_dev=Xd,
+        Y_dev=Yd,
+        c2=0.01,
+        dev_stop=2,
+        max_iterations=6,
+        verbose=True,
+        log=logs.append,
+    )
     assert res.model.meta["dev_metric"] == metric
     line = [x for x in logs if x.startswith("dev metric for --dev-stop")]
     assert len(line) == 1 and (("chunk F1" in line[0]) == (metric == "f1"))
@@ -144,6 +214,7 @@ def test_dev_metric_auto_takes_f1_only_for_chunk_tags(labels, metric):
 
 def test_cli_summary_reports_the_saved_models_dev_score(tmp_path, capsys):
     from crfkit.cli import main
+
     rng = np.random.default_rng(3)
 
     def write(path, n, noise):
@@ -155,13 +226,34 @@ def test_cli_summary_reports_the_saved_models_dev_score(tmp_path, capsys):
                 lines.append(f"w{w}{rng.integers(0, 3)} P{rng.integers(0, 3)} {lab}")
             lines.append("")
         path.write_text("\n".join(lines) + "\n")
+
     tr, dv = tmp_path / "train.txt", tmp_path / "dev.txt"
     write(tr, 80, 0.2)
     write(dv, 40, 0.6)
     model = tmp_path / "m.crfkit"
     trace = tmp_path / "t.jsonl"
-    assert main(["train", str(tr), "-m", str(model), "--dev", str(dv), "--dev-stop", "2", "--c2", "0.01",
-                 "--trace", str(trace), "-q", "--max-iterations", "60"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(tr),
+                "-m",
+                str(model),
+                "--dev",
+                str(dv),
+                "--dev-stop",
+                "2",
+                "--c2",
+                "0.01",
+                "--trace",
+                str(trace),
+                "-q",
+                "--max-iterations",
+                "60",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     m = CRFModel.load(model)
     recs = [json.loads(x) for x in trace.read_text().splitlines()]

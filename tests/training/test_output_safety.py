@@ -1,7 +1,8 @@
-"""Training must not destroy good work: a diverged run, a model path that fails late (a directory, no
-permission, a full disk), checkpoints that cannot be written, the permissions of new and replaced
+"""Training must not destroy good work: a diverged run, a model path that fails late (a directory,
+no permission, a full disk), checkpoints that cannot be written, the permissions of new and replaced
 files, symbolic links, and the temporary files of killed writers (``crfkit.io.atomic`` under
 ``crfkit train`` and ``CRFModel.save``)."""
+
 from __future__ import annotations
 
 import errno
@@ -16,16 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crfkit.training import checkpoint as ckpt
+from conftest import no_temp_files as _no_temp_files
+from conftest import run_cli as run
 from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.errors import OutputError
 from crfkit.io import atomic
 from crfkit.io.atomic import check_writable
 from crfkit.model import CRFModel
-
-from conftest import no_temp_files as _no_temp_files
-from conftest import run_cli as run
+from crfkit.training import checkpoint as ckpt
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -35,7 +35,10 @@ def data(tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("hardening")
     synthetic.write(d / "train.txt", 40, seed=1)
     good = d / "good.crfkit"
-    assert cli.main(["train", str(d / "train.txt"), "-m", str(good), "--max-iterations", "10", "-q"]) == 0
+    assert (
+        cli.main(["train", str(d / "train.txt"), "-m", str(good), "--max-iterations", "10", "-q"])
+        == 0
+    )
     return {"dir": d, "train": d / "train.txt", "good": good}
 
 
@@ -55,6 +58,7 @@ def umask():
 
     def set_(mask: int) -> None:
         saved.append(os.umask(mask))
+
     yield set_
     if saved:
         os.umask(saved[0])
@@ -62,32 +66,70 @@ def umask():
 
 # ============================================================== diverged training
 
+
 def test_cli_diverged_run_keeps_the_previous_model_and_fails(data, good, capsys):
     before = good.read_bytes()
-    rc, out, err = run(capsys, "train", data["train"], "-m", good, "-a", "sg", "-p", "eta=1e300", "--l2", "0",
-                       "--max-iterations", "3")
+    rc, out, err = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        good,
+        "-a",
+        "sg",
+        "-p",
+        "eta=1e300",
+        "--l2",
+        "0",
+        "--max-iterations",
+        "3",
+    )
     assert rc == cli.EXIT_ERROR
     assert "diverged" in err and "eta=1e+300 is too large" in err and "try eta=0.1" in err
     assert "left as it was" in err and "model:" not in out
     assert good.read_bytes() == before
-    CRFModel.load(good)                          # still the good, loadable model
+    CRFModel.load(good)  # still the good, loadable model
     assert _no_temp_files(good.parent)
 
 
 def test_diverged_run_writes_no_checkpoint_and_traces_the_step(data, tmp_path, capsys):
     ck, tr, m = tmp_path / "c.ckpt", tmp_path / "t.jsonl", tmp_path / "m.crfkit"
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "-a", "sg", "-p", "eta=1e300", "--l2", "0",
-                       "--max-iterations", "3", "--checkpoint", ck, "--checkpoint-every", "1", "--trace", tr, "-q")
+    rc, out, err = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        m,
+        "-a",
+        "sg",
+        "-p",
+        "eta=1e300",
+        "--l2",
+        "0",
+        "--max-iterations",
+        "3",
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "1",
+        "--trace",
+        tr,
+        "-q",
+    )
     assert rc == cli.EXIT_ERROR and "diverged" in err
     assert not ck.exists() and not m.exists()
     import json
+
     recs = [json.loads(x) for x in tr.read_text().splitlines()]
     assert recs[-1]["status"] == "diverged" and recs[-1]["iteration"] == 1
 
 
 # ============================================================== late failures
 
-def test_model_path_that_is_a_directory_is_refused_before_training(data, tmp_path, capsys, monkeypatch):
+
+def test_model_path_that_is_a_directory_is_refused_before_training(
+    data, tmp_path, capsys, monkeypatch
+):
     d = tmp_path / "out"
     d.mkdir()
     called = []
@@ -103,11 +145,14 @@ def test_unwritable_directory_is_refused_before_training(data, tmp_path, capsys,
 
     def denied(d, base):
         raise PermissionError(errno.EACCES, "Permission denied", os.path.join(d, ".tmp-x"))
+
     monkeypatch.setattr(atomic, "_create_tmp", denied)
     m = tmp_path / "m.crfkit"
     rc, out, err = run(capsys, "train", data["train"], "-m", m, "-q")
     assert rc == cli.EXIT_ERROR and not called
-    assert f"cannot write the model {m}: cannot create files in {tmp_path} (Permission denied)" in err
+    assert (
+        f"cannot write the model {m}: cannot create files in {tmp_path} (Permission denied)" in err
+    )
 
 
 @pytest.mark.skipif(ROOT, reason="root writes into read-only directories")
@@ -135,6 +180,7 @@ def test_full_disk_names_the_model_and_keeps_the_previous_one(data, good, capsys
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(os, "fsync", full)
     rc, out, err = run(capsys, "train", data["train"], "-m", good, "-q", "--max-iterations", "2")
     assert rc == cli.EXIT_ERROR
@@ -148,14 +194,29 @@ def test_failed_checkpoint_write_is_a_warning(data, tmp_path, capsys, monkeypatc
 
     def flaky(path, *a, **k):
         calls.append(1)
-        if len(calls) == 1:   # the first checkpoint hits a full disk, the next ones work
-            raise OutputError(f"cannot write the checkpoint {path}: No space left on device", path=str(path),
-                              errno=errno.ENOSPC)
+        if len(calls) == 1:  # the first checkpoint hits a full disk, the next ones work
+            raise OutputError(
+                f"cannot write the checkpoint {path}: No space left on device",
+                path=str(path),
+                errno=errno.ENOSPC,
+            )
         return real_save(path, *a, **k)
+
     monkeypatch.setattr(ckpt, "save", flaky)
     m, ck = tmp_path / "m.crfkit", tmp_path / "c.ckpt"
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "4", "--checkpoint", ck,
-                       "--checkpoint-every", "2")
+    rc, out, err = run(
+        capsys,
+        "train",
+        data["train"],
+        "-m",
+        m,
+        "--max-iterations",
+        "4",
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "2",
+    )
     assert rc == 0, err
     assert "warning: checkpoint at iteration 2 not written (cannot write the checkpoint" in err
     assert "training goes on" in err
@@ -166,37 +227,55 @@ def test_failed_checkpoint_write_is_a_warning(data, tmp_path, capsys, monkeypatc
 def test_checkpoint_path_is_checked_before_training(data, tmp_path, capsys):
     d = tmp_path / "ckdir"
     d.mkdir()
-    rc, out, err = run(capsys, "train", data["train"], "-m", tmp_path / "m.crfkit", "--checkpoint", d, "-q")
+    rc, out, err = run(
+        capsys, "train", data["train"], "-m", tmp_path / "m.crfkit", "--checkpoint", d, "-q"
+    )
     assert rc == cli.EXIT_ERROR and "cannot write the checkpoint" in err and "directory" in err
     assert not (tmp_path / "m.crfkit").exists()
 
 
-def test_the_model_saved_after_a_failure_can_be_written_from_the_checkpoint(data, tmp_path, capsys, monkeypatch):
-    # the advice the CLI gives after a failed save: resume the final checkpoint, nothing is retrained
+def test_the_model_saved_after_a_failure_can_be_written_from_the_checkpoint(
+    data, tmp_path, capsys, monkeypatch
+):
+    # the advice the CLI gives after a failed save: resume the final checkpoint, nothing is
+    # retrained
     m, ck = tmp_path / "m.crfkit", tmp_path / "c.ckpt"
     real = CRFModel.save
 
     def fail(self, path):
-        raise OutputError(f"cannot write the file {path}: No space left on device", path=str(path),
-                          errno=errno.ENOSPC)
+        raise OutputError(
+            f"cannot write the file {path}: No space left on device",
+            path=str(path),
+            errno=errno.ENOSPC,
+        )
+
     monkeypatch.setattr(CRFModel, "save", fail)
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "3", "--checkpoint", ck, "-q")
+    rc, out, err = run(
+        capsys, "train", data["train"], "-m", m, "--max-iterations", "3", "--checkpoint", ck, "-q"
+    )
     assert rc == cli.EXIT_ERROR and "--resume it" in err and str(ck) in err
     monkeypatch.setattr(CRFModel, "save", real)
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "3", "--resume", ck, "-q")
+    rc, out, err = run(
+        capsys, "train", data["train"], "-m", m, "--max-iterations", "3", "--resume", ck, "-q"
+    )
     assert rc == 0 and "3 iterations" in out
     ref = tmp_path / "ref.crfkit"
-    assert cli.main(["train", str(data["train"]), "-m", str(ref), "--max-iterations", "3", "-q"]) == 0
+    assert (
+        cli.main(["train", str(data["train"]), "-m", str(ref), "--max-iterations", "3", "-q"]) == 0
+    )
     assert np.array_equal(CRFModel.load(m).weights, CRFModel.load(ref).weights)
 
 
 # ============================================================== permissions
 
+
 @pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_new_model_and_checkpoint_follow_the_umask(data, tmp_path, capsys, umask, mask, mode):
     umask(mask)
     m, ck = tmp_path / "m.crfkit", tmp_path / "c.ckpt"
-    rc, out, err = run(capsys, "train", data["train"], "-m", m, "--max-iterations", "2", "--checkpoint", ck, "-q")
+    rc, out, err = run(
+        capsys, "train", data["train"], "-m", m, "--max-iterations", "2", "--checkpoint", ck, "-q"
+    )
     assert rc == 0, err
     assert stat.S_IMODE(m.stat().st_mode) == mode
     assert stat.S_IMODE(ck.stat().st_mode) == mode
@@ -213,6 +292,7 @@ def test_replaced_model_keeps_its_mode(good, umask):
 
 
 # ============================================================== symlinks
+
 
 def test_symlink_is_written_through(good, tmp_path):
     other = tmp_path / "store"
@@ -282,9 +362,10 @@ def test_orphan_of_a_killed_writer_is_removed_on_the_next_save(good, tmp_path):
 
 def test_only_dead_or_stale_orphans_of_that_path_are_removed(good, tmp_path):
     host = atomic._host_tag()
-    live = os.getppid()                                   # alive: our parent
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    live = os.getppid()  # alive: our parent
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     names = {
         "dead": f".tmp-{host}-{dead}-abcdefgh-good.crfkit",
         "live": f".tmp-{host}-{live}-abcdefgh-good.crfkit",

@@ -1,5 +1,7 @@
-"""Partial-label training (crfkit.partial): the likelihood against brute-force enumeration, the gradient
-against finite differences, equality with the ordinary objective when every label is given."""
+"""Partial-label training (crfkit.partial): the likelihood against brute-force enumeration, the
+gradient against finite differences, equality with the ordinary objective when every label is
+given."""
+
 from __future__ import annotations
 
 import itertools
@@ -13,8 +15,8 @@ from crfkit.errors import CrfkitError
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
-from crfkit.training.partial import PartialObjective, allowed_matrix, parse_cell, placeholders
 from crfkit.train import train
+from crfkit.training.partial import PartialObjective, allowed_matrix, parse_cell, placeholders
 
 
 def partial_data(seed, n_seq=6, n_labels=3, p_hide=0.5, real=True):
@@ -54,7 +56,9 @@ def brute_nll(model, X, A, ptr):
         T = len(x)
         lz, lzc = [], []
         for p in itertools.product(range(L), repeat=T):
-            v = sum(score[t, p[t]] for t in range(T)) + sum(ref.trans[p[t - 1], p[t]] for t in range(1, T))
+            v = sum(score[t, p[t]] for t in range(T)) + sum(
+                ref.trans[p[t - 1], p[t]] for t in range(1, T)
+            )
             lz.append(v)
             if all(A[ptr[s] + t, p[t]] for t in range(T)):
                 lzc.append(v)
@@ -101,9 +105,13 @@ def test_full_labels_give_the_ordinary_objective():
 
 def test_train_with_partial_labels_learns_and_refuses_stochastic():
     from conftest import markov_corpus
+
     X, Y = markov_corpus(1, 120)
     rng = np.random.default_rng(0)
-    P = [[y if rng.random() < 0.5 else (None if rng.random() < 0.5 else {y, "A"}) for y in ys] for ys in Y]
+    P = [
+        [y if rng.random() < 0.5 else (None if rng.random() < 0.5 else {y, "A"}) for y in ys]
+        for ys in Y
+    ]
     res = train(X, P, support="all", c2=0.1, max_iterations=60)
     Xt, Yt = markov_corpus(2, 60)
     pred = res.model.tag(Xt)
@@ -128,20 +136,33 @@ def test_cli_partial_labels(tmp_path, capsys):
     f = tmp_path / "partial.txt"
     f.write_text("\n".join(rows) + "\n")
     m = tmp_path / "m.crfkit"
-    rc = cli.main(["train", str(f), "-m", str(m), "--partial-labels", "--support", "all", "-q",
-                   "--max-iterations", "30"])
+    rc = cli.main(
+        [
+            "train",
+            str(f),
+            "-m",
+            str(m),
+            "--partial-labels",
+            "--support",
+            "all",
+            "-q",
+            "--max-iterations",
+            "30",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert sorted(CRFModel.load(m).labels) == ["B-NP", "I-NP", "O"]
 
 
 def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
     """`crfkit train --partial-labels` on a column file with ? and A|B cells gives the model that
-    train(X, cells) gives on the same file (same feature space, same weights), and `crfkit tag --eval`
-    reports the conlleval F1 of that model's tags."""
+    train(X, cells) gives on the same file (same feature space, same weights), and
+    `crfkit tag --eval` reports the conlleval F1 of that model's tags."""
     from crfkit.features.templates import default_chunking_templates
     from crfkit.metrics import conlleval
-    from crfkit.training.partial import parse_cells
     from crfkit.pipeline import load_columns
+    from crfkit.training.partial import parse_cells
+
     rng = np.random.default_rng(7)
     kinds = ["B-NP", "I-NP", "B-VP", "O"]
 
@@ -153,8 +174,14 @@ def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
                 y = "B-NP"
             prev = y
             u = rng.random()
-            cell = y if not hide or u < 0.5 else ("?" if u < 0.75 else f"{y}|O" if y != "O" else "B-VP|O")
-            rows.append((f"w{y[0]}{int(rng.integers(3))}", f"P{y[-1]}{int(rng.integers(2))}", y, cell))
+            cell = (
+                y
+                if not hide or u < 0.5
+                else ("?" if u < 0.75 else f"{y}|O" if y != "O" else "B-VP|O")
+            )
+            rows.append(
+                (f"w{y[0]}{int(rng.integers(3))}", f"P{y[-1]}{int(rng.integers(2))}", y, cell)
+            )
         return rows
 
     train_rows = [sentence(True) for _ in range(50)]
@@ -164,8 +191,24 @@ def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
     ft.write_text("".join("".join(f"{a} {b} {y}\n" for a, b, y, _ in s) + "\n" for s in test_rows))
     assert "?" in f.read_text() and "|O" in f.read_text()
     m = tmp_path / "m.crfkit"
-    rc = cli.main(["train", str(f), "-m", str(m), "--partial-labels", "--support", "all", "-q", "--c2", "1",
-                   "--max-iterations", "25", "--threads", "1"])
+    rc = cli.main(
+        [
+            "train",
+            str(f),
+            "-m",
+            str(m),
+            "--partial-labels",
+            "--support",
+            "all",
+            "-q",
+            "--c2",
+            "1",
+            "--max-iterations",
+            "25",
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     capsys.readouterr()
     tpl = default_chunking_templates()
@@ -183,13 +226,15 @@ def test_cli_partial_labels_equal_the_python_path(tmp_path, capsys):
 
 
 def test_benchmark_hides_whole_chunks_to_the_token_budget():
-    """benchmarks/partial_labels.py's hiding: every chunk (and O token) is hidden whole or kept whole, the
-    hidden share reaches the level by less than one unit, the same seed hides the same tokens, and the
-    complete sentences are those with no hidden token."""
+    """benchmarks/partial_labels.py's hiding: every chunk (and O token) is hidden whole or kept
+    whole, the hidden share reaches the level by less than one unit, the same seed hides the same
+    tokens, and the complete sentences are those with no hidden token."""
     import importlib.util
     import sys
     from pathlib import Path
+
     from crfkit.metrics import chunks
+
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "papers" / "partial_labels.py"
     if not bench.exists():
         pytest.skip("benchmarks/partial_labels.py not in this checkout")
@@ -206,7 +251,11 @@ def test_benchmark_hides_whole_chunks_to_the_token_budget():
         ys = []
         while len(ys) < int(rng.integers(1, 15)):
             k = int(rng.integers(3))
-            ys += ["O"] if k == 0 else [f"B-{'NV'[k - 1]}P"] + [f"I-{'NV'[k - 1]}P"] * int(rng.integers(0, 4))
+            ys += (
+                ["O"]
+                if k == 0
+                else [f"B-{'NV'[k - 1]}P"] + [f"I-{'NV'[k - 1]}P"] * int(rng.integers(0, 4))
+            )
         Y.append(ys)
     n = sum(map(len, Y))
     longest = max(e - s for ys in Y for _, s, e in chunks(ys))
@@ -217,17 +266,19 @@ def test_benchmark_hides_whole_chunks_to_the_token_budget():
         assert hidden == st["hidden_tokens"] and level * n <= hidden < level * n + longest
         for ys, cs in zip(Y, cells):
             for _, s, e in chunks(ys):
-                assert len({c is None for c in cs[s:e]}) == 1       # a chunk is hidden or kept whole
+                assert len({c is None for c in cs[s:e]}) == 1  # a chunk is hidden or kept whole
             assert all(c is None or c == y for c, y in zip(cs, ys))
         assert complete == [i for i, cs in enumerate(cells) if None not in cs]
 
 
 def test_labels_argument_keeps_labels_no_visible_cell_names(tmp_path):
-    """labels= gives partially labelled data its label set: a label no visible cell names (only ? cells
-    could take it) is still one of the model's labels; without labels= it is missing.
+    """labels= gives partially labelled data its label set: a label no visible cell names (only ?
+    cells could take it) is still one of the model's labels; without labels= it is missing.
     A cell naming a label outside labels=, a label no cell can take, repeated labels and labels= on
-    complete label sequences are clear errors; the CLI's --labels does the same as the Python path."""
+    complete label sequences are clear errors; the CLI's --labels does the same as the Python
+    path."""
     from crfkit.errors import DataError, ParameterError
+
     X = [[["a"], ["b"], ["c"]], [["a"], ["c"]], [["b"], ["b"], ["a"]]]
     Y = [["A", None, "B"], ["A", None], ["B", "A", None]]
     r0 = train(X, Y, support="all", max_iterations=5)
@@ -239,16 +290,42 @@ def test_labels_argument_keeps_labels_no_visible_cell_names(tmp_path):
     with pytest.raises(DataError, match="outside labels=: B"):
         placeholders(Y, labels=["A", "C"])
     with pytest.raises(DataError, match="no token can take the label"):
-        placeholders(Y, labels=["A", "B", "C", "D", "E", "F"])        # 3 ? cells, 4 labels to place
+        placeholders(Y, labels=["A", "B", "C", "D", "E", "F"])  # 3 ? cells, 4 labels to place
     with pytest.raises(DataError, match="distinct"):
         placeholders(Y, labels=["A", "A", "B"])
     with pytest.raises(ParameterError, match="complete"):
-        train(X, [["A", "B", "B"], ["A", "B"], ["B", "A", "A"]], support="all", max_iterations=2, labels=["A", "B"])
+        train(
+            X,
+            [["A", "B", "B"], ["A", "B"], ["B", "A", "A"]],
+            support="all",
+            max_iterations=2,
+            labels=["A", "B"],
+        )
     # the CLI: a column file with ? cells, --labels adds the label only ? cells could take
     f = tmp_path / "p.txt"
     f.write_text("x N A\ny V ?\nz N B\n\nx N A\nz V ?\n\ny V B\ny N A\nx V ?\n\n")
     m = tmp_path / "m.crfkit"
-    assert cli.main(["train", str(f), "-m", str(m), "--partial-labels", "--labels", "A,B,C", "--support", "all",
-                     "-q", "--max-iterations", "5"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(f),
+                "-m",
+                str(m),
+                "--partial-labels",
+                "--labels",
+                "A,B,C",
+                "--support",
+                "all",
+                "-q",
+                "--max-iterations",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert sorted(CRFModel.load(m).space.labels) == ["A", "B", "C"]
-    assert cli.main(["train", str(f), "-m", str(m), "--labels", "A,B,C", "--support", "all", "-q"]) != 0
+    assert (
+        cli.main(["train", str(f), "-m", str(m), "--labels", "A,B,C", "--support", "all", "-q"])
+        != 0
+    )

@@ -1,4 +1,6 @@
-"""train(): accuracy on a learnable corpus, the JSON trace, effective passes, stopping, conventions."""
+"""train(): accuracy on a learnable corpus, the JSON trace, effective passes, stopping,
+conventions."""
+
 from __future__ import annotations
 
 import json
@@ -6,22 +8,39 @@ import json
 import numpy as np
 import pytest
 
-from conftest import markov_corpus
 import crfkit.objective as objective_mod
+from conftest import markov_corpus
 from crfkit.features.encode import build
 from crfkit.model import CRFModel
 from crfkit.objective import Objective, Regularization
 from crfkit.train import train
 from crfkit.training import train_corpus
 
-TRACE_KEYS = {"algorithm", "iteration", "effective_passes", "wall_s", "objective", "grad_inf_norm", "nnz"}
+TRACE_KEYS = {
+    "algorithm",
+    "iteration",
+    "effective_passes",
+    "wall_s",
+    "objective",
+    "grad_inf_norm",
+    "nnz",
+}
 LABELS = ["A", "B", "C"]
 
 
 def learnable(seed, n_seq=60):
-    """Labels from a Markov chain; each token has its label's signature attribute 90% of the time."""
-    return markov_corpus(seed, n_seq, noise=("noise", 20, 2), real_range=(0.0, 1.0), labels=LABELS,
-                         lengths=(3, 11), sig_p=0.9, real_p=0.5)
+    """Labels from a Markov chain; each token has its label's signature attribute 90% of the
+    time."""
+    return markov_corpus(
+        seed,
+        n_seq,
+        noise=("noise", 20, 2),
+        real_range=(0.0, 1.0),
+        labels=LABELS,
+        lengths=(3, 11),
+        sig_p=0.9,
+        real_p=0.5,
+    )
 
 
 def accuracy(model, X, Y):
@@ -92,11 +111,18 @@ def test_effective_passes_count_every_evaluation(monkeypatch):
     def counting(self, w):
         calls["n"] += 1
         return orig(self, w)
+
     monkeypatch.setattr(objective_mod.Objective, "value_and_grad", counting)
     X, Y = learnable(6, 30)
     seen = []
-    res = train(X, Y, c2=0.5, max_iterations=12, threads=1,
-                callback=lambda rec: seen.append((rec["iteration"], rec["effective_passes"], calls["n"])))
+    res = train(
+        X,
+        Y,
+        c2=0.5,
+        max_iterations=12,
+        threads=1,
+        callback=lambda rec: seen.append((rec["iteration"], rec["effective_passes"], calls["n"])),
+    )
     assert res.effective_passes == calls["n"] >= res.iterations + 1
     for it, passes, n_calls in seen:
         assert passes == n_calls
@@ -124,7 +150,8 @@ def test_regularization_convention_reaches_train():
 
 
 def test_same_optimum_in_every_convention():
-    """c2 and the equivalent l2 give the same model (the objective is the same up to the factor n)."""
+    """c2 and the equivalent l2 give the same model (the objective is the same up to the factor
+    n)."""
     X, Y = learnable(9, 20)
     n = len(X)
     a = train(X, Y, c2=0.7, max_iterations=400, epsilon=1e-9, delta=0.0, threads=1)
@@ -160,7 +187,9 @@ def test_l1_training_reaches_the_l1_optimum_or_is_refused():
     l1 = res.reg.l1
     nz = w != 0
     # optimality of f = smooth + l1 |w|_1: g + l1 sign(w) = 0 on the support, |g| <= l1 off it
-    viol = np.concatenate([np.abs(g[nz] + l1 * np.sign(w[nz])), np.maximum(np.abs(g[~nz]) - l1, 0.0)])
+    viol = np.concatenate(
+        [np.abs(g[nz] + l1 * np.sign(w[nz])), np.maximum(np.abs(g[~nz]) - l1, 0.0)]
+    )
     assert viol.max() < 1e-4
 
 
@@ -175,6 +204,7 @@ def test_stochastic_registry_offers_only_present_modules():
 
     from crfkit.optim import stochastic
     from crfkit.training import ALGORITHMS
+
     for name, (mod, fn) in stochastic.REGISTRY.items():
         present = importlib.util.find_spec(mod) is not None
         assert (name in stochastic.available()) == present
@@ -187,6 +217,7 @@ def test_cli_param_values_are_typed():
     import argparse
 
     from crfkit.cli.common import param as _param
+
     assert _param("eta0=0.1") == ("eta0", 0.1)
     assert _param("epochs = 3") == ("epochs", 3)
     assert _param("averaging=true") == ("averaging", True)
@@ -201,8 +232,12 @@ def test_training_runs_with_blas_on_one_thread_and_restores_it(algorithm):
     # from numba's threads (benchmarks/blas_spin.py), so train_corpus keeps BLAS on one thread
     threadpoolctl = pytest.importorskip("threadpoolctl")
 
-    def blas_threads():       # library -> threads (training may load another BLAS, e.g. scipy's)
-        return {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+    def blas_threads():  # library -> threads (training may load another BLAS, e.g. scipy's)
+        return {
+            i["filepath"]: i["num_threads"]
+            for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas"
+        }
 
     if not blas_threads():
         pytest.skip("numpy loaded no BLAS library that threadpoolctl knows")
@@ -210,10 +245,18 @@ def test_training_runs_with_blas_on_one_thread_and_restores_it(algorithm):
     seen = []
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         outer = blas_threads()
-        res = train(X, Y, c2=0.1, c1=0.1 if algorithm == "owlqn" else None, algorithm=algorithm,
-                    max_iterations=3, threads=1, callback=lambda rec: seen.append(blas_threads()) and None)
+        res = train(
+            X,
+            Y,
+            c2=0.1,
+            c1=0.1 if algorithm == "owlqn" else None,
+            algorithm=algorithm,
+            max_iterations=3,
+            threads=1,
+            callback=lambda rec: seen.append(blas_threads()) and None,
+        )
         after = blas_threads()
-        assert all(after[k] == v for k, v in outer.items())          # restored on the way out
+        assert all(after[k] == v for k, v in outer.items())  # restored on the way out
     assert res.iterations == 3 and seen
     for s in seen:
         assert set(outer) <= set(s) and all(v == 1 for v in s.values())
@@ -221,14 +264,28 @@ def test_training_runs_with_blas_on_one_thread_and_restores_it(algorithm):
 
 @pytest.mark.parametrize("algorithm", ["lbfgs", "owlqn"])
 def test_a_warm_start_leaves_the_callers_weights_alone(algorithm):
-    # train_corpus lets L-BFGS / OWL-QN write over the zeros it makes for a run, never over weights given
+    # train_corpus lets L-BFGS / OWL-QN write over the zeros it makes for a run, never over weights
+    # given
     X, Y = learnable(5, 30)
     space, corpus = build(X, Y)
     c1 = 0.1 if algorithm == "owlqn" else 0.0
-    first = train_corpus(space, corpus, algorithm=algorithm, reg=Regularization(l1=c1 / len(X), l2=0.01),
-                         max_iterations=4, threads=1)
+    first = train_corpus(
+        space,
+        corpus,
+        algorithm=algorithm,
+        reg=Regularization(l1=c1 / len(X), l2=0.01),
+        max_iterations=4,
+        threads=1,
+    )
     w0 = first.model.weights.copy()
     given = first.model.weights
-    again = train_corpus(space, corpus, algorithm=algorithm, reg=Regularization(l1=c1 / len(X), l2=0.01),
-                         max_iterations=8, threads=1, w0=given)
+    again = train_corpus(
+        space,
+        corpus,
+        algorithm=algorithm,
+        reg=Regularization(l1=c1 / len(X), l2=0.01),
+        max_iterations=8,
+        threads=1,
+        w0=given,
+    )
     assert np.array_equal(given, w0) and not np.array_equal(again.model.weights, w0)

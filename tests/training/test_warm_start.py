@@ -1,15 +1,15 @@
 """Warm start: train(init=model or weights) and CRF(warm_start=True)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_checkpoint import data
 
 from crfkit.estimator import CRF
 from crfkit.features.encode import build
 from crfkit.train import train
 from crfkit.training.warm import init_weights
-
-from test_checkpoint import data
 
 KW = dict(threads=1, epsilon=1e-4, delta=1e-12, c2=0.5)
 
@@ -37,7 +37,7 @@ def test_init_maps_weights_by_name():
     old_state = small.state_features()
     for key, v in new_state.items():
         assert v == old_state.get(key, 0.0)
-    assert set(old_state) <= set(new_state)          # the bigger data set sees every old feature
+    assert set(old_state) <= set(new_state)  # the bigger data set sees every old feature
     assert any(key not in old_state for key in new_state)
     ns = space.n_state
     old_trans = small.transition_features()
@@ -69,10 +69,10 @@ def test_estimator_warm_start():
     crf = CRF(c2=0.5, epsilon=1e-4, delta=1e-12, threads=1, warm_start=True)
     assert crf.get_params()["warm_start"] is True
     crf.fit(Xs, Y)
-    assert crf.n_iter_ == cold.n_iter_          # nothing to warm-start from on the first fit
+    assert crf.n_iter_ == cold.n_iter_  # nothing to warm-start from on the first fit
     crf.fit(Xs, Y)
     assert crf.n_iter_ <= 1
     np.testing.assert_allclose(crf.model_.weights, cold.model_.weights, atol=1e-6)
     n_cold = cold.n_iter_
-    cold.fit(Xs, Y)                              # warm_start=False: starts from zero again
+    cold.fit(Xs, Y)  # warm_start=False: starts from zero again
     assert cold.n_iter_ == n_cold > 1

@@ -4,6 +4,7 @@ The reference throughout is duplication: a sequence of integer weight k is the
 same as k copies of it (objective, gradient, trained model).  The duplicated
 corpus is encoded against one feature space so both sides share the layout.
 """
+
 from __future__ import annotations
 
 import io
@@ -11,7 +12,8 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import Reference, enumerate_chain, path_score, random_sequences, run_cli
 from crfkit.corpus import Corpus
@@ -106,12 +108,15 @@ def test_weighted_value_against_brute_force_and_finite_differences():
 
 
 def test_exp_domain_path_is_weighted_too():
-    """Binary attributes and small weights take the exp-domain forward-backward: weighted there as well."""
+    """Binary attributes and small weights take the exp-domain forward-backward: weighted there as
+    well."""
     space, cw, dup, k, X, Y = _pair(real=False)
     ow, od = Objective(cw, space), Objective(dup, space)
     w = np.random.default_rng(1).normal(0, 0.1, space.n_features)
     assert ow._binary
-    np.testing.assert_allclose(ow.value_and_grad(w)[1], od.value_and_grad(w)[1], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(
+        ow.value_and_grad(w)[1], od.value_and_grad(w)[1], rtol=1e-10, atol=1e-13
+    )
 
 
 def test_zero_weight_sequence_contributes_nothing():
@@ -166,6 +171,7 @@ def test_bigram_observation_features_are_weighted():
 
 def test_partial_labels_are_weighted():
     from crfkit.training.partial import PartialObjective
+
     space, cw, dup, k, X, Y = _pair(real=False, support="all")
     rng = np.random.default_rng(2)
     L = space.n_labels
@@ -179,7 +185,9 @@ def test_partial_labels_are_weighted():
 
     w = rng.normal(0, 0.5, space.n_features)
     fw, gw = PartialObjective(cw, space, regularization(k.sum()), allowed_for(cw)).value_and_grad(w)
-    fd, gd = PartialObjective(dup, space, regularization(k.sum()), allowed_for(dup)).value_and_grad(w)
+    fd, gd = PartialObjective(dup, space, regularization(k.sum()), allowed_for(dup)).value_and_grad(
+        w
+    )
     assert fw == pytest.approx(fd, rel=1e-12)
     np.testing.assert_allclose(gw, gd, rtol=1e-10, atol=1e-12)
 
@@ -206,9 +214,15 @@ def test_per_example_oracle_scales_loss_and_gradient():
 def test_corpus_rejects_bad_weights():
     rng, X, Y = _data(0, n=4)
     space, c = build(X, Y)
-    for bad, msg in (([1, 2, 3], "3 sample weights for 4"), ([1, -1, 1, 1], "non-negative"),
-                     ([1, np.nan, 1, 1], "finite"), ([1, np.inf, 1, 1], "finite"),
-                     ([[1, 1, 1, 1]], "one-dimensional"), (["a", 1, 1, 1], "numbers"), (2.0, "scalar")):
+    for bad, msg in (
+        ([1, 2, 3], "3 sample weights for 4"),
+        ([1, -1, 1, 1], "non-negative"),
+        ([1, np.nan, 1, 1], "finite"),
+        ([1, np.inf, 1, 1], "finite"),
+        ([[1, 1, 1, 1]], "one-dimensional"),
+        (["a", 1, 1, 1], "numbers"),
+        (2.0, "scalar"),
+    ):
         with pytest.raises(ValueError, match=msg):
             Corpus(c.seq_ptr, c.tok_ptr, c.attr, c.val, c.y, weight=bad)
     c.weight = np.zeros(4)
@@ -229,17 +243,22 @@ def test_train_rejects_bad_weights():
 @pytest.mark.parametrize("algorithm", NO_SAMPLE_WEIGHTS)
 def test_methods_without_weights_refuse_them_by_name(algorithm):
     from crfkit.training import ALGORITHMS
+
     if algorithm not in ALGORITHMS:
         pytest.skip(f"{algorithm} is not in this build")
     _, X, Y = _data(0, n=6)
-    with pytest.raises(ParameterError, match=re.escape(f"{algorithm!r} does not support sample weights")):
+    with pytest.raises(
+        ParameterError, match=re.escape(f"{algorithm!r} does not support sample weights")
+    ):
         train(X, Y, weights=[1, 2, 1, 1, 1, 1], algorithm=algorithm, max_iterations=1)
 
 
 def test_pa_type_0_refuses_weights():
     _, X, Y = _data(0, n=6)
     with pytest.raises(ParameterError, match="pa with type=0 does not support sample weights"):
-        train(X, Y, weights=[1, 2, 1, 1, 1, 1], algorithm="pa", params={"type": 0}, max_iterations=1)
+        train(
+            X, Y, weights=[1, 2, 1, 1, 1, 1], algorithm="pa", params={"type": 0}, max_iterations=1
+        )
 
 
 # ------------------------------------------------------------------ trained models
@@ -264,7 +283,9 @@ def test_lbfgs_and_owlqn_weighted_equal_duplicated(reg):
     Xd, Yd = _dup(X, Y, k)
     a = train(X, Y, weights=k, epsilon=1e-10, delta=0, max_iterations=500, **reg)
     b = train(Xd, Yd, epsilon=1e-10, delta=0, max_iterations=500, **reg)
-    assert a.reg.l2 == pytest.approx(b.reg.l2, rel=1e-15) and a.reg.l1 == pytest.approx(b.reg.l1, rel=1e-15)
+    assert a.reg.l2 == pytest.approx(b.reg.l2, rel=1e-15) and a.reg.l1 == pytest.approx(
+        b.reg.l1, rel=1e-15
+    )
     assert a.objective == pytest.approx(b.objective, rel=1e-9)
     assert a.objective_crfsuite == pytest.approx(b.objective_crfsuite, rel=1e-9)
     _close_models(a.model, b.model, 1e-4)
@@ -272,8 +293,8 @@ def test_lbfgs_and_owlqn_weighted_equal_duplicated(reg):
 
 
 def _weighted_objective(model, X, Y, k, l2):
-    """f_w of ``model``'s weights (mapped by attribute and label names) on (X, Y) with weights k: the
-    objective of the duplicated data, so every model is judged on one scale."""
+    """f_w of ``model``'s weights (mapped by attribute and label names) on (X, Y) with weights k:
+    the objective of the duplicated data, so every model is judged on one scale."""
     keep = [i for i in range(len(X)) if k[i] > 0]
     Xd, Yd = _dup(X, Y, k)
     space, _ = build(Xd, Yd)
@@ -292,10 +313,18 @@ def _weighted_objective(model, X, Y, k, l2):
     return Objective(c, space, regularization(k.sum(), l2=l2)).value(w)
 
 
-# (algorithm, params): the methods that converge to the optimum of the log-loss objective (ngd, ap and pa
-# optimise surrogates: they are checked by the uniform-weights test below)
-STOCHASTIC = [("sg", {"eta": 0.05}), ("asg", {"eta": 0.2}), ("adagrad", {"eta": 0.5}), ("pegasos", {"eta": 1.0}),
-              ("sgd-l1", {"eta0": 0.2}), ("l2sgd", {"eta0": 1.0}), ("hybrid", {}), ("bcd", {})]
+# (algorithm, params): the methods that converge to the optimum of the log-loss objective (ngd, ap
+# and pa optimise surrogates: they are checked by the uniform-weights test below)
+STOCHASTIC = [
+    ("sg", {"eta": 0.05}),
+    ("asg", {"eta": 0.2}),
+    ("adagrad", {"eta": 0.5}),
+    ("pegasos", {"eta": 1.0}),
+    ("sgd-l1", {"eta0": 0.2}),
+    ("l2sgd", {"eta0": 1.0}),
+    ("hybrid", {}),
+    ("bcd", {}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -314,28 +343,33 @@ def weighted_problem():
 
 @pytest.mark.parametrize("algorithm,params", STOCHASTIC)
 def test_stochastic_methods_approach_the_duplicated_run(algorithm, params, weighted_problem):
-    """Uniform draws with gradients scaled by omega_i n / W: the weighted run reaches the optimum of the
-    weighted (= duplicated) objective about as closely as the run on the duplicated data, and far more
-    closely than the unweighted optimum lies to it."""
+    """Uniform draws with gradients scaled by omega_i n / W: the weighted run reaches the optimum of
+    the weighted (= duplicated) objective about as closely as the run on the duplicated data, and
+    far more closely than the unweighted optimum lies to it."""
     from crfkit.training import ALGORITHMS
+
     if algorithm not in ALGORITHMS:
         pytest.skip(f"{algorithm} is not in this build")
     X, Y, k, l2, fstar, gap_unweighted = weighted_problem
-    assert gap_unweighted > 0.1       # the weights change the problem
+    assert gap_unweighted > 0.1  # the weights change the problem
     kw = dict(l2=l2, algorithm=algorithm, params=params, max_iterations=60, seed=1)
     r = train(X, Y, weights=k, **kw)
     gap_w = _weighted_objective(r.model, X, Y, k, l2) - fstar
-    assert r.objective - fstar == pytest.approx(gap_w, abs=1e-12)   # r.objective is the weighted objective
+    assert r.objective - fstar == pytest.approx(
+        gap_w, abs=1e-12
+    )  # r.objective is the weighted objective
     Xd, Yd = _dup(X, Y, k)
     gap_d = train(Xd, Yd, **kw).objective - fstar
     assert -1e-9 <= gap_w < 0.25 * gap_unweighted, (gap_w, gap_unweighted)
     assert gap_w < 4 * gap_d + 2e-3, (gap_w, gap_d)
 
 
-@pytest.mark.parametrize("algorithm", ["sg", "asg", "adagrad", "pegasos", "sgd-l1", "l2sgd", "ngd", "ap", "pa"])
+@pytest.mark.parametrize(
+    "algorithm", ["sg", "asg", "adagrad", "pegasos", "sgd-l1", "l2sgd", "ngd", "ap", "pa"]
+)
 def test_uniform_weights_take_the_weighted_path_to_the_same_result(algorithm):
-    """Weights all 2: every scale omega_i n / W is exactly 1, so the run through the kernels' weighted
-    branches must give the unweighted run's model bit for bit."""
+    """Weights all 2: every scale omega_i n / W is exactly 1, so the run through the kernels'
+    weighted branches must give the unweighted run's model bit for bit."""
     _, X, Y = _data(41, n=12, real=False)
     kw = dict(algorithm=algorithm, max_iterations=3, seed=2, l2=0.1)
     a = train(X, Y, weights=[2.0] * len(X), **kw)
@@ -349,8 +383,9 @@ def test_sgd_kernel_matches_a_dense_weighted_reference(algorithm):
     """The kernel's steps against the same steps written densely with the per-example oracle (which
     scales the example's gradient by omega_i n / W): same draws, same weights after 40 steps."""
     from crfkit.kernels.sag import rng_below
-    from crfkit.optim.sag import seed_state
     from crfkit.optim import sgd as S
+    from crfkit.optim.sag import seed_state
+
     rng, X, Y = _data(51, n=9, real=False)
     k = np.array([1, 3, 0, 2, 1, 1, 2, 1, 4], float)
     space, c = build(X, Y)
@@ -369,7 +404,7 @@ def test_sgd_kernel_matches_a_dense_weighted_reference(algorithm):
         i = int(rng_below(st_, c.n_sequences))
         _, node, edge = ref.oracle(i, w)
         g = np.zeros(space.n_features)
-        ref.apply_gradient(i, node, edge, 1.0, g)     # s_i * grad nll_i
+        ref.apply_gradient(i, node, edge, 1.0, g)  # s_i * grad nll_i
         if algorithm == "adagrad":
             # the proximal step on every coordinate (g = 0: the L2 shrink the kernel applies lazily)
             G += g * g
@@ -384,16 +419,27 @@ def test_sgd_kernel_matches_a_dense_weighted_reference(algorithm):
 # ------------------------------------------------------------------ estimator
 def test_estimator_sample_weight_equals_duplication():
     from crfkit import CRF
+
     rng, X, Y = _data(61, n=12)
-    Xf = [[{(a if isinstance(a, str) else a[0]): (1.0 if isinstance(a, str) else a[1]) for a in tok}
-           for tok in x] for x in X]
+    Xf = [
+        [
+            {
+                (a if isinstance(a, str) else a[0]): (1.0 if isinstance(a, str) else a[1])
+                for a in tok
+            }
+            for tok in x
+        ]
+        for x in X
+    ]
     k = np.where(np.arange(len(X)) % 2 == 0, 2, 1)
     Xd, Yd = _dup(Xf, Y, k)
     a = CRF(c2=0.3, epsilon=1e-10, delta=0, max_iterations=500).fit(Xf, Y, sample_weight=k)
     b = CRF(c2=0.3, epsilon=1e-10, delta=0, max_iterations=500).fit(Xd, Yd)
     assert a.objective_ == pytest.approx(b.objective_, rel=1e-9)
     assert a.objective_crfsuite_ == pytest.approx(b.objective_crfsuite_, rel=1e-9)
-    assert a.history_[-1]["objective_crfsuite"] == pytest.approx(b.history_[-1]["objective_crfsuite"], rel=1e-9)
+    assert a.history_[-1]["objective_crfsuite"] == pytest.approx(
+        b.history_[-1]["objective_crfsuite"], rel=1e-9
+    )
     assert a.predict(Xf) == b.predict(Xf)
     # a scalar is every sequence's weight: 3.0 is the data three times (c2 converts with W = 3n)
     c = CRF(c2=0.3, epsilon=1e-10, delta=0, max_iterations=500).fit(Xf, Y, sample_weight=3.0)
@@ -401,17 +447,21 @@ def test_estimator_sample_weight_equals_duplication():
     assert c.objective_ == pytest.approx(d.objective_, rel=1e-9)
 
 
-@pytest.mark.parametrize("bad,msg", [
-    ([1.0, 2.0], r"sample_weight.shape == \(2,\), expected \(4,\)!"),
-    ([[1.0, 1.0, 1.0, 1.0]], "Sample weights must be 1D array or scalar"),
-    ([1.0, -1.0, 1.0, 1.0], "Negative values in data passed to `sample_weight`"),
-    ([1.0, float("nan"), 1.0, 1.0], "NaN or infinity"),
-    (["a", "b", "c", "d"], "must be numbers"),
-    ("abc", "must be numbers"),
-    ([0, 0, 0, 0], "every weight is zero"),
-])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        ([1.0, 2.0], r"sample_weight.shape == \(2,\), expected \(4,\)!"),
+        ([[1.0, 1.0, 1.0, 1.0]], "Sample weights must be 1D array or scalar"),
+        ([1.0, -1.0, 1.0, 1.0], "Negative values in data passed to `sample_weight`"),
+        ([1.0, float("nan"), 1.0, 1.0], "NaN or infinity"),
+        (["a", "b", "c", "d"], "must be numbers"),
+        ("abc", "must be numbers"),
+        ([0, 0, 0, 0], "every weight is zero"),
+    ],
+)
 def test_estimator_sample_weight_errors(bad, msg):
     from crfkit import CRF
+
     X = [[{"a": 1.0}, {"b": 1.0}], [{"a": 1.0}], [{"c": 1.0}], [{"b": 1.0}]]
     y = [["A", "B"], ["A"], ["B"], ["B"]]
     with pytest.raises(ValueError, match=msg):
@@ -439,8 +489,21 @@ def test_cli_train_with_weight_lines_equals_duplication(tmp_path, capsys):
     (tmp_path / "d.txt").write_text(_write_attr(zip(Xd, Yd), [None] * len(Xd)))
     outs = []
     for f in ("w", "d"):
-        rc, out, err = run_cli(capsys, "train", tmp_path / f"{f}.txt", "-f", "crfsuite", "-m",
-                               tmp_path / f"{f}.crfkit", "--c2", "0.5", "--epsilon", "1e-10", "--delta", "0")
+        rc, out, err = run_cli(
+            capsys,
+            "train",
+            tmp_path / f"{f}.txt",
+            "-f",
+            "crfsuite",
+            "-m",
+            tmp_path / f"{f}.crfkit",
+            "--c2",
+            "0.5",
+            "--epsilon",
+            "1e-10",
+            "--delta",
+            "0",
+        )
         assert rc == 0, err
         outs.append(out)
     obj = [float(o.split("CRFsuite units ")[1].split()[0]) for o in outs]
@@ -450,10 +513,18 @@ def test_cli_train_with_weight_lines_equals_duplication(tmp_path, capsys):
     assert "train_weight=11" in out
 
 
-@pytest.mark.parametrize("decl,msg", [("@weight:-1", "negative"), ("@weight:nan", "not a number"),
-                                      ("@weight:abc", "not a number"), ("@weight:", "needs a value")])
+@pytest.mark.parametrize(
+    "decl,msg",
+    [
+        ("@weight:-1", "negative"),
+        ("@weight:nan", "not a number"),
+        ("@weight:abc", "not a number"),
+        ("@weight:", "needs a value"),
+    ],
+)
 def test_bad_weight_lines_name_file_and_line(tmp_path, decl, msg):
     from crfkit.io.crfsuite import read_crfsuite_list
+
     p = tmp_path / "bad.txt"
     p.write_text(f"A\tx\n\n{decl}\nB\ty\n")
     with pytest.raises(DataError, match=f"bad.txt:3: .*{msg}"):
@@ -472,12 +543,21 @@ def _columns_text(sents, weights, wcol):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.sampled_from(["a", "bb", "c1", "d"]), min_size=1, max_size=4),
-                          st.floats(0, 1e6, allow_nan=False)), min_size=1, max_size=6),
-       st.integers(1, 3))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["a", "bb", "c1", "d"]), min_size=1, max_size=4),
+            st.floats(0, 1e6, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 3),
+)
 def test_weight_column_round_trip(sents, wcol):
     from crfkit.io.columns import read_columns_list
     from crfkit.pipeline import take_weight_column
+
     data = [(words, ["O"] * len(words)) for words, _ in sents]
     weights = [w for _, w in sents]
     text = _columns_text(data, weights, wcol)
@@ -489,11 +569,19 @@ def test_weight_column_round_trip(sents, wcol):
         assert [c[1] for c in s.columns] == ["P" + w[:1] for w in words]
 
 
-@pytest.mark.parametrize("cell,msg", [("-1", "must be >= 0"), ("nan", "must be finite"), ("inf", "must be finite"),
-                                      ("x2", "not a number")])
+@pytest.mark.parametrize(
+    "cell,msg",
+    [
+        ("-1", "must be >= 0"),
+        ("nan", "must be finite"),
+        ("inf", "must be finite"),
+        ("x2", "not a number"),
+    ],
+)
 def test_weight_column_errors_name_file_and_line(cell, msg):
     from crfkit.io.columns import read_columns_list
     from crfkit.pipeline import take_weight_column
+
     text = "a P 1 O\nb P 1 O\n\nc P 1 O\nd P " + cell + " O\n"
     read = read_columns_list(io.StringIO(text), name="f.txt")
     with pytest.raises(DataError, match=f"f.txt:5: weight column 3 holds .*{msg}"):
@@ -503,6 +591,7 @@ def test_weight_column_errors_name_file_and_line(cell, msg):
 def test_weight_column_must_repeat_within_a_sentence_and_exist():
     from crfkit.io.columns import read_columns_list
     from crfkit.pipeline import take_weight_column
+
     read = read_columns_list(io.StringIO("a P 2 O\nb P 3 O\n"), name="f.txt")
     with pytest.raises(DataError, match=r"f.txt:2: .*holds '3' but 2 on the first token .*line 1"):
         take_weight_column(read, 2, name="f.txt")
@@ -516,7 +605,10 @@ def _conll_like(rng, n):
     for _ in range(n):
         T = int(rng.integers(2, 6))
         words = [str(rng.choice(["the", "cat", "sat", "on", "mat", "a", "dog"])) for _ in range(T)]
-        labels = [("B-NP" if w in ("the", "a") else "I-NP" if w in ("cat", "mat", "dog") else "O") for w in words]
+        labels = [
+            ("B-NP" if w in ("the", "a") else "I-NP" if w in ("cat", "mat", "dog") else "O")
+            for w in words
+        ]
         sents.append((words, labels))
     return sents
 
@@ -532,8 +624,22 @@ def test_cli_weight_column_equals_duplication_and_tags_files_without_it(tmp_path
     tpl.write_text("U00:%x[0,0]\nU01:%x[0,1]\nU02:%x[-1,0]\nB\n")
     outs = []
     for f, extra in (("w", ["--weight-column", "3"]), ("d", [])):
-        rc, out, err = run_cli(capsys, "train", tmp_path / f"{f}.txt", "-t", tpl, "-m", tmp_path / f"{f}.crfkit",
-                               "--c2", "0.5", "--epsilon", "1e-10", "--delta", "0", *extra)
+        rc, out, err = run_cli(
+            capsys,
+            "train",
+            tmp_path / f"{f}.txt",
+            "-t",
+            tpl,
+            "-m",
+            tmp_path / f"{f}.crfkit",
+            "--c2",
+            "0.5",
+            "--epsilon",
+            "1e-10",
+            "--delta",
+            "0",
+            *extra,
+        )
         assert rc == 0, err
         outs.append(out)
     obj = [float(o.split("CRFsuite units ")[1].split()[0]) for o in outs]
@@ -548,8 +654,17 @@ def test_cli_weight_column_equals_duplication_and_tags_files_without_it(tmp_path
     assert out == out2
     # a bad weight names the file and line; --weight-column on an attribute file is refused
     (tmp_path / "bad.txt").write_text("the DT 1 B-NP\ncat NN 1 I-NP\n\nsat VB -2 O\n")
-    rc, out, err = run_cli(capsys, "train", tmp_path / "bad.txt", "-t", tpl, "-m", tmp_path / "b.crfkit",
-                           "--weight-column", "3")
+    rc, out, err = run_cli(
+        capsys,
+        "train",
+        tmp_path / "bad.txt",
+        "-t",
+        tpl,
+        "-m",
+        tmp_path / "b.crfkit",
+        "--weight-column",
+        "3",
+    )
     assert rc != 0 and "bad.txt:4: weight column 3 holds '-2'" in err
     assert not (tmp_path / "b.crfkit").exists()
 
@@ -561,7 +676,18 @@ def test_cli_cv_with_weight_column(tmp_path, capsys):
     (tmp_path / "w.txt").write_text(_columns_text(sents, k, 3))
     tpl = tmp_path / "tpl"
     tpl.write_text("U00:%x[0,0]\nU01:%x[0,1]\nB\n")
-    rc, out, err = run_cli(capsys, "cv", tmp_path / "w.txt", "-k", "3", "-t", tpl, "--weight-column", "3",
-                           "--max-iterations", "20")
+    rc, out, err = run_cli(
+        capsys,
+        "cv",
+        tmp_path / "w.txt",
+        "-k",
+        "3",
+        "-t",
+        tpl,
+        "--weight-column",
+        "3",
+        "--max-iterations",
+        "20",
+    )
     assert rc == 0, err
     assert "mean over 3 folds" in out
