@@ -103,7 +103,7 @@ def _example_oracle(
     oracle."""
     t0, t1 = seq_ptr[i], seq_ptr[i + 1]
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, v, beta, score)
-    return K._chain_oracle(
+    return K.chain_oracle(
         y, t0, t1 - t0, v, beta, n_state, trans_index, node, edge, score, bm, es, scale
     )
 
@@ -140,7 +140,7 @@ def _line_search_at(
     trans = transition_matrix(v, beta, n_state, trans_index)
     emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, g, 1.0, shift)
     gtr = transition_matrix(g, 1.0, n_state, trans_index)
-    return K._line_search_scores(
+    return K.line_search_scores(
         y, t0, t1 - t0, score, shift, trans, gtr, gnorm2, f, L, sc2, es, alpha, scale
     )
 

@@ -2,7 +2,8 @@
 
 Corpora with bigram-observation attributes (position-dependent transition
 scores, see ``chain_pd.bigram_transitions``) go through the ``*_bigram``
-kernels of :mod:`crfkit.kernels.batch_bigram` (re-exported here); the others are untouched by them.
+kernels of :mod:`crfkit.kernels.batch_bigram` and :mod:`crfkit.kernels.batch_bigram_fb`
+(re-exported here); the others are untouched by them.
 What both kinds share (chunking, sample weights, the block gradient's scatter) is in
 :mod:`crfkit.kernels.batch_common`; the exp-domain forward-backward of ``loss_grad`` is
 :func:`crfkit.kernels.chain.forward_backward_exp`.
@@ -26,14 +27,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .batch_bigram import (
-    COMPACT_SHARE,
+from .batch_bigram import COMPACT_SHARE, decode_all_bigram, loss_grad_bigram, loss_only_bigram
+from .batch_bigram_fb import (
     bigram_empirical_counts,
     bigram_empirical_counts_range,
     bigram_sequence_marginals,
-    decode_all_bigram,
-    loss_grad_bigram,
-    loss_only_bigram,
 )
 from .batch_common import (
     chunk_bounds,

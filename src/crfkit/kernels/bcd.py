@@ -43,8 +43,9 @@ of one attribute in one token are merged, their values added), in token order.
 Where it lives: the windowed recursions in :mod:`crfkit.kernels.chain_window` (beside the other
 forward-backward forms), the attribute blocks and the transition block in
 :mod:`crfkit.kernels.bcd_block`, the label-pair x observation kernels in
-:mod:`crfkit.kernels.bcd_joint`; this module re-exports them (``__all__``, the names it held before
-the split).
+:mod:`crfkit.kernels.bcd_pd` (position-dependent transitions), :mod:`crfkit.kernels.bcd_joint_grad`
+(a joint block's gradient) and :mod:`crfkit.kernels.bcd_joint` (their sweep); this module
+re-exports them (``__all__``, the names it held before the split).
 """
 
 from __future__ import annotations
@@ -68,13 +69,9 @@ from .bcd_block import (
     transition_scores,
     transition_stats,
 )
-from .bcd_joint import (
-    all_logz_pd,
-    block_grad_joint,
-    range_of,
-    sweep_blocks_joint,
-    transition_stats_pd,
-)
+from .bcd_joint import sweep_blocks_joint
+from .bcd_joint_grad import block_grad_joint
+from .bcd_pd import all_logz_pd, range_of, transition_stats_pd
 from .chain_exp import (
     FAST,
     MAX_SCALED_TRANSITION_RANGE,

@@ -201,7 +201,7 @@ def buffer_offsets(seq_ptr, tok_ptr, attr, width, val, direct):
     first occurrence, ``width[a]`` entries for attribute ``a``; per sequence, the buffer's length
     ``nbuf[i]``.  Returns ``(bo, nbuf)`` (int32, int64).  The buffer of ``ngd``'s net gradient
     (:func:`crfkit.kernels.ngd.run_steps`) and of the dual methods' primal direction
-    (:func:`crfkit.kernels.sdca.accumulate_direction`): 4 bytes per occurrence while a run lasts, in
+    (:func:`crfkit.kernels.sdca_direction.accumulate_direction`): 4 bytes per occurrence while a run lasts, in
     place of a lookup by attribute (a random read in an array of the attributes) at every
     occurrence.  The first occurrence of an attribute in its sequence is the one whose offset equals
     the sum of the widths of the attributes met before it.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .batch_bigram import bigram_sequence_marginals
+from .batch_bigram_fb import bigram_sequence_marginals
 from .chain import add_transition_gradient, forward_backward_edges, gold_score
 from .chain_emit import add_full_row, add_scores, emissions_rows, transition_matrix
 from .chain_exp import FAST, exp_minus, exp_shift_into, max_min
@@ -234,7 +234,7 @@ def sequence_oracle_bigram(
     at least T x L x L; edges[0] is not written) and their sum into ``edge`` (L x L, overwritten).
     ``bfull``: as :func:`_bigram_scores` (empty: none).
 
-    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch._dense_bigram_sequence`):
+    The recursion is the full-batch kernel's (:func:`crfkit.kernels.batch_bigram_fb._dense_bigram_sequence`):
     the position-dependent transition scores (:func:`_bigram_scores`), then
     :func:`~crfkit.kernels.batch.bigram_sequence_marginals`."""
     L = trans_index.shape[0]

@@ -21,7 +21,7 @@ from numba import njit
 
 from .chain_exp import FAST
 from .oracle import apply_gradient, sequence_oracle
-from .sag import rng_below
+from .sag_state import rng_below
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 

@@ -66,7 +66,7 @@ from .chain_emit import emissions_rows, transition_matrix
 from .chain_exp import FAST
 from .chain_hv import hv_chain
 from .oracle import apply_gradient
-from .sag import rng_below
+from .sag_state import rng_below
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
