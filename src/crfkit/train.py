@@ -31,13 +31,14 @@ from .training.config import (
     lbfgs_history,
 )
 from .training.driver import TrainResult, train_corpus, train_sequences
-from .training.monitor import DIVERGENCE_FACTOR, dev_scores, train_score_labels
+from .training.monitor import DIVERGENCE_FACTOR, DivergenceWatch, dev_scores, train_score_labels
 from .training.warm import init_weights
 
 __all__ = [
     "ALGORITHMS",
     "BATCH_ALGORITHMS",
     "DIVERGENCE_FACTOR",
+    "DivergenceWatch",
     "EXTRA_TRACE_KEYS",
     "HISTORY_AUTO_BYTES",
     "NO_SAMPLE_WEIGHTS",

@@ -15,7 +15,9 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("distributed")
+# dask.distributed, not "distributed": this test folder (tests/distributed, on sys.path while the suite
+# runs) would pass for a namespace package of that name when the Dask extra is missing
+pytest.importorskip("dask.distributed")
 
 from crfkit.errors import ParameterError  # noqa: E402
 from crfkit.features.encode import build  # noqa: E402
