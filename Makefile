@@ -50,14 +50,14 @@ test: $(VENV)/.test-installed
 	$(BIN)/ruff format --check src tests benchmarks docs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
-	$(BIN)/python -m mkdocs build --strict -q
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict -q
 
 $(VENV)/.docs-installed: $(VENV)/.installed
 	$(PIP) install -e '.[docs]'
 	touch $@
 
 docs: $(VENV)/.docs-installed
-	$(BIN)/python -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PIP) install -e '.[bench]'
