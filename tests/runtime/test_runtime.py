@@ -344,10 +344,8 @@ def test_the_switches_are_documented():
 # reaches inside
 _INTERNALS = re.compile(r"^\s*(?:from|import)\s+(numba\.core|numba\.np|llvmlite|ctypes)\b", re.M)
 # what may stay outside crfkit._runtime: the kernels' own @intrinsic code generation (llvmlite.ir,
-# numba.core's cgutils, config and the host's CPU features) is how numba extensions are written; the
-# Dask client's mallopt (crfkit.distributed) is left to its owner, who can call
-# _runtime.malloc.fixed_trim_threshold instead
-_ALLOWED = {"kernels": ("numba.core", "llvmlite"), "distributed": ("ctypes",)}
+# numba.core's cgutils, config and the host's CPU features) is how numba extensions are written
+_ALLOWED = {"kernels": ("numba.core", "llvmlite")}
 
 
 def test_only_runtime_imports_numba_llvm_or_libc_internals():

@@ -97,8 +97,8 @@ def fixed_trim_threshold(nbytes: int) -> bool:
     """Let glibc return freed heap memory to the system above ``nbytes`` at the top of the heap
     (``mallopt(M_TRIM_THRESHOLD)``), as Dask's nanny does for its workers (64 KiB), unless
     ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins) or ``CRFKIT_NO_MALLOC_TRIM`` is.
-    Returns whether it was set (False off glibc).  (``crfkit.distributed``'s client makes the same
-    call through ctypes of its own, ``trim_client_heap``; this is the hook it can call instead.)"""
+    Returns whether it was set (False off glibc).  ``crfkit.distributed``'s client calls it
+    (``trim_client_heap``)."""
     if "MALLOC_TRIM_THRESHOLD_" in os.environ or not enabled("malloc_trim"):
         return False
     fn = libc_function("mallopt", [c_int, c_int])

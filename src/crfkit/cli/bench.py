@@ -20,13 +20,9 @@ import sys
 from pathlib import Path
 
 from ..errors import CrfkitError
-from .common import nonneg_float, pos_float, pos_int
+from .common import nonneg_float, pos_float, pos_int, print_stderr
 
 __all__ = ["add_parser", "parse_etas"]
-
-
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def parse_etas(text: str) -> list[float]:
@@ -155,7 +151,7 @@ def cmd_fstar(args) -> int:
     from ..bench.fstar import get_fstar
 
     data = _load(args)
-    log = None if args.quiet else (lambda s: _err(s))
+    log = None if args.quiet else print_stderr
     e = get_fstar(
         data,
         l2=args.l2,
@@ -184,7 +180,7 @@ def cmd_run(args) -> int:
     specs = [parse_spec(a) for a in args.algorithm]
     check_specs(specs)  # before any data is read or f* computed
     data = _load(args)
-    log = None if args.quiet else (lambda s: _err(s))
+    log = None if args.quiet else print_stderr
     fstar = None
     if not args.no_fstar:
         if log:
@@ -235,7 +231,7 @@ def _after_run(out: Path, data, args, log) -> None:
                 if log:
                     log(f"wrote {p}")
         except CrfkitError as e:
-            _err(f"no figures: {e}")
+            print_stderr(f"no figures: {e}")
     marks = [m for m in (10, 20, 30) if m <= args.passes] or [args.passes]
     text = format_summary(summary(out, at=marks))
     space, corpus, _ = data.encoded()
@@ -351,7 +347,7 @@ def cmd_memory(args) -> int:
         print(json.dumps({"data": {n: m for n, m in rows}, "measured": measured}, indent=1))
     else:
         if args.dirs and not measured:
-            _err(
+            print_stderr(
                 "no trace reports state_bytes (the optimizers that store per-example state report it)"
             )
         print(

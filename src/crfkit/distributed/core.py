@@ -20,7 +20,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Sequence
 
@@ -178,7 +177,7 @@ class ShardedCorpus:
 
 #: glibc's M_TRIM_THRESHOLD (malloc.h), and the value Dask's nanny gives its workers
 #: (MALLOC_TRIM_THRESHOLD_)
-_M_TRIM_THRESHOLD, _TRIM_BYTES = -1, 65536
+_TRIM_BYTES = 65536
 
 
 def trim_client_heap() -> bool:
@@ -187,15 +186,10 @@ def trim_client_heap() -> bool:
     unless ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins).  Without it the buffers of
     every evaluation's messages (w out, the gradient in: megabytes each) stay in the client's heap
     after they are freed, about 100 MB at 4M features.  Returns whether it was set (False off
-    glibc)."""
-    if "MALLOC_TRIM_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
+    glibc, or under ``CRFKIT_NO_MALLOC_TRIM``)."""
+    from ..memtrim import fixed_trim_threshold
 
-        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
-    except (OSError, AttributeError):
-        return False
+    return fixed_trim_threshold(_TRIM_BYTES)
 
 
 def _n_columns(counts) -> int | None:
