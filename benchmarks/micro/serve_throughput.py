@@ -193,36 +193,33 @@ def probes(s, test_body: bytes, one: bytes, timeout: float) -> dict:
             flush=True,
         )
 
-    big = b"w NN B-NP\n" * 2_000_000  # 20 MB
-    head = b"POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n"
-    case("content_length_-1", (400, 413), lambda: (status_of(raw(s, head, big, timeout)), {}))
+    # the cheap probes first, the ones that kept the old server busy for minutes last
+    inner = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
 
-    bomb = gzip.compress(b"Confidence NN B-NP\n" * 2_750_000, 9)  # 52 MB inflated
+    def smuggle(path, with_length):
+        h = b"POST %s HTTP/1.1\r\nHost: x\r\n" % path
+        h += b"Content-Length: %d\r\n\r\n" % len(inner) if with_length else b"\r\n"
+        ans = raw(s, h + inner, timeout=3)
+        n = ans.count(b"HTTP/1.1 ")
+        # the body answered as a request of its own: smuggled
+        return (status_of(ans) if n == 1 else None), {"answers": n}
 
-    def gzip_bomb():
-        other = {}
-
-        def small():
-            time.sleep(0.3)
-            t = time.perf_counter()
-            try:
-                other["status"] = request(s, "POST", "/tag", one, timeout=timeout)[0]
-            except OSError as e:
-                other["status"] = repr(e)
-            other["other_client_s"] = round(time.perf_counter() - t, 3)
-
-        th = threading.Thread(target=small)
-        th.start()
-        st = request(s, "POST", "/tag", bomb, {"Content-Encoding": "gzip"}, timeout)[0]
-        th.join()
-        return st, {"compressed_kb": len(bomb) >> 10, **other}
-
-    case("gzip_bomb", (413,), gzip_bomb)
-    fifty = b"".join(b"w%d NN B-NP\n" % i for i in range(50))
+    case("smuggle_404", (404,), lambda: smuggle(b"/nothing", True))
+    if s.name != "after":  # h11: a POST without Content-Length has no body (RFC 9112)
+        case("smuggle_411", (411,), lambda: smuggle(b"/tag", False))
+    for name, body in bad_json():
+        case(
+            f"json:{name}",
+            (400,),
+            lambda body=body: (
+                request(s, "POST", "/tag", body, {"Content-Type": "application/json"}, timeout)[0],
+                {},
+            ),
+        )
     case(
-        "nbest_100000",
-        (400, 413),
-        lambda: (request(s, "POST", "/tag?nbest=100000", fifty, timeout=timeout)[0], {}),
+        "encoding=rot13",
+        (400,),
+        lambda: (request(s, "POST", "/tag?encoding=rot13", test_body, timeout=timeout)[0], {}),
     )
 
     def slowloris():
@@ -263,33 +260,38 @@ def probes(s, test_body: bytes, one: bytes, timeout: float) -> dict:
         }
 
     case("slowloris", (200, 503), slowloris)
-    inner = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-
-    def smuggle(path, with_length):
-        h = b"POST %s HTTP/1.1\r\nHost: x\r\n" % path
-        h += b"Content-Length: %d\r\n\r\n" % len(inner) if with_length else b"\r\n"
-        ans = raw(s, h + inner, timeout=3)
-        n = ans.count(b"HTTP/1.1 ")
-        # the body answered as a request of its own: smuggled
-        return (status_of(ans) if n == 1 else None), {"answers": n}
-
-    case("smuggle_404", (404,), lambda: smuggle(b"/nothing", True))
-    if s.name != "after":  # h11: a POST without Content-Length has no body (RFC 9112)
-        case("smuggle_411", (411,), lambda: smuggle(b"/tag", False))
-    for name, body in bad_json():
-        case(
-            f"json:{name}",
-            (400,),
-            lambda body=body: (
-                request(s, "POST", "/tag", body, {"Content-Type": "application/json"}, timeout)[0],
-                {},
-            ),
-        )
+    fifty = b"".join(b"w%d NN B-NP\n" % i for i in range(50))
     case(
-        "encoding=rot13",
-        (400,),
-        lambda: (request(s, "POST", "/tag?encoding=rot13", test_body, timeout=timeout)[0], {}),
+        "nbest_100000",
+        (400, 413),
+        lambda: (request(s, "POST", "/tag?nbest=100000", fifty, timeout=timeout)[0], {}),
     )
+
+    bomb = gzip.compress(b"Confidence NN B-NP\n" * 2_750_000, 9)  # 52 MB inflated
+
+    def gzip_bomb():
+        other = {}
+
+        def small():
+            time.sleep(0.3)
+            t = time.perf_counter()
+            try:
+                other["status"] = request(s, "POST", "/tag", one, timeout=timeout)[0]
+            except OSError as e:
+                other["status"] = repr(e)
+            other["other_client_s"] = round(time.perf_counter() - t, 3)
+
+        th = threading.Thread(target=small)
+        th.start()
+        st = request(s, "POST", "/tag", bomb, {"Content-Encoding": "gzip"}, timeout)[0]
+        th.join()
+        return st, {"compressed_kb": len(bomb) >> 10, **other}
+
+    case("gzip_bomb", (413,), gzip_bomb)
+    big = b"w NN B-NP\n" * 2_000_000  # 20 MB
+    head = b"POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n"
+    case("content_length_-1", (400, 413), lambda: (status_of(raw(s, head, big, timeout)), {}))
+
     return out
 
 
@@ -394,12 +396,14 @@ def main(argv=None) -> int:
             figures["probes"] = {}
             for s in servers:
                 print(f"\nprobes: {s.name}", flush=True)
+                rss = s.peak_rss_mb()
                 res = probes(s, hundred, one, args.probe_timeout)
                 summary = {
                     "cases": len(res),
                     "clean": sum(v["clean"] for v in res.values()),
                     "failures": sum(not v["clean"] for v in res.values()),
                     "peak_rss_mb": s.peak_rss_mb(),
+                    "peak_rss_mb_before_probes": rss,
                     "alive_at_end": s.alive(),
                 }
                 print(f"  {s.name}: {summary}", flush=True)
