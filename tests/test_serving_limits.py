@@ -406,6 +406,10 @@ def test_inflater_units():
     inf.feed(gzip.compress(data)[:-10])
     with pytest.raises(BadRequest, match="truncated"):
         inf.finish()
+    inf = Inflater("gzip", 1 << 20)  # a bomb inside a gzip body: the reader would inflate it
+    inf.feed(gzip.compress(gzip.compress(data)))
+    with pytest.raises(BadRequest, match="compressed twice"):
+        inf.finish()
     inf = Inflater(None, 10)
     with pytest.raises(BadRequest):
         inf.feed(b"x" * 11)

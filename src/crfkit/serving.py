@@ -336,6 +336,8 @@ class Inflater:
             self.out += rest
             if not self._d.eof:
                 raise BadRequest(f"the {self.mode} body is truncated")
+            if self.out.startswith(GZIP_MAGIC):  # the reader would inflate it again, unbounded
+                raise BadRequest("the body is compressed twice: compress it once")
         return bytes(self.out)
 
 
@@ -744,6 +746,8 @@ def make_server(
         def _send(self, status: int, body: bytes, ctype: str, headers=(), close=False) -> None:
             if close:
                 self.close_connection = True
+            # the reads left the socket's timeout at what remained of their deadline
+            self.connection.settimeout(max(limits.body_timeout, 1.0))
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
