@@ -259,15 +259,43 @@ def test_stalled_body_is_408(srv):
     assert data.startswith(b"HTTP/1.1 408 ") and b"--body-timeout" in data
 
 
-def test_connections_are_bounded(srv):
-    socks = [
-        socket.create_connection((srv["host"], srv["port"]), timeout=5)
-        for _ in range(LIMITS.max_connections)
-    ]
+def test_a_full_server_evicts_the_stalest_waiting_connection(srv):
+    # max_connections stalled connections (no request head yet): a new one closes the oldest
+    # of them and is served, so that stalled uploads cannot take /health down
+    socks = []
     try:
+        for _ in range(LIMITS.max_connections):
+            sk = socket.create_connection((srv["host"], srv["port"]), timeout=5)
+            sk.sendall(b"GET /health HTTP/1.1\r\nHo")
+            socks.append(sk)
+            time.sleep(0.01)
         time.sleep(0.1)
         st, h, b = request(srv, "GET", "/health")
+        assert st == 200
+        socks[0].settimeout(2)
+        try:
+            first = socks[0].recv(100)
+        except ConnectionResetError:
+            first = b""
+        assert first == b""  # the oldest was closed
+    finally:
+        for sk in socks:
+            sk.close()
+
+
+def test_connections_with_requests_in_flight_are_not_evicted(srv):
+    # every connection uploading a body: nothing to evict, the next request gets a 503
+    socks = []
+    try:
+        for _ in range(LIMITS.max_connections):
+            sk = socket.create_connection((srv["host"], srv["port"]), timeout=5)
+            sk.sendall(b"POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nw NN\n")
+            socks.append(sk)
+        time.sleep(0.05)
+        st, h, b = request(srv, "GET", "/health")
         assert st == 503
+        for sk in socks:  # each upload then runs out of time
+            assert sk.recv(4096).startswith(b"HTTP/1.1 408 ")
     finally:
         for sk in socks:
             sk.close()

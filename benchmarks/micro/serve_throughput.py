@@ -25,7 +25,8 @@ Reported: cases, clean errors, failures, the server process's peak RSS (``VmHWM`
 
 Throughput: requests/s of ``POST /tag`` (a column file body) with 1 and 100 sentences, from 1 and 8
 concurrent clients (threads, one keep-alive connection each), ``--seconds`` per cell, the servers
-measured in turns, median of ``--repeats`` (3).  The machine may be shared: compare the columns of
+measured in turns, median of ``--repeats`` (3); with each, the server process's CPU milliseconds per
+request (user + system, from /proc), which the machine's load disturbs less than the wall-clock rate.  The machine may be shared: compare the columns of
 one run only.
 
     .venv/bin/python benchmarks/micro/serve_throughput.py [--before-src /work/main/src] [--repeats 3]
@@ -85,6 +86,12 @@ class Server:
         except OSError:
             return None
         return None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the server process so far (all its threads)."""
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.p.terminate()
@@ -295,8 +302,10 @@ def probes(s, test_body: bytes, one: bytes, timeout: float) -> dict:
     return out
 
 
-def throughput(s, body: bytes, clients: int, seconds: float) -> float:
-    """Requests/s of POST /tag with ``body`` from ``clients`` threads for ``seconds``."""
+def throughput(s, body: bytes, clients: int, seconds: float) -> tuple[float, float]:
+    """Requests/s of POST /tag with ``body`` from ``clients`` threads for ``seconds``, and the
+    server's CPU milliseconds per request (less sensitive to the machine's load)."""
+    cpu0 = s.cpu_seconds()
     stop = time.perf_counter() + seconds
     counts = [0] * clients
     errors = []
@@ -325,7 +334,8 @@ def throughput(s, body: bytes, clients: int, seconds: float) -> float:
         th.join()
     if errors:
         print(f"    {s.name}: {len(errors)} non-200 answers ({sorted(set(errors))})")
-    return sum(counts) / (time.perf_counter() - t)
+    n = sum(counts)
+    return n / (time.perf_counter() - t), 1000 * (s.cpu_seconds() - cpu0) / max(n, 1)
 
 
 def main(argv=None) -> int:
@@ -364,11 +374,14 @@ def main(argv=None) -> int:
         if not args.skip_throughput:
             cells = [(n, c) for n in (1, 100) for c in (1, 8)]
             runs = {s.name: {f"{n}x{c}": [] for n, c in cells} for s in servers}
+            cpu = {s.name: {f"{n}x{c}": [] for n, c in cells} for s in servers}
             for r in range(args.repeats):
                 for n, c in cells:
                     for s in servers:
                         body = one if n == 1 else hundred
-                        runs[s.name][f"{n}x{c}"].append(throughput(s, body, c, args.seconds))
+                        rps, ms = throughput(s, body, c, args.seconds)
+                        runs[s.name][f"{n}x{c}"].append(rps)
+                        cpu[s.name][f"{n}x{c}"].append(ms)
                 print(
                     f"  repeat {r + 1}: "
                     + json.dumps(
@@ -380,8 +393,13 @@ def main(argv=None) -> int:
                 k: {c: round(statistics.median(v), 1) for c, v in d.items()}
                 for k, d in runs.items()
             }
+            cmed = {
+                k: {c: round(statistics.median(v), 2) for c, v in d.items()} for k, d in cpu.items()
+            }
             figures["throughput_rps_median"] = med
             figures["throughput_rps_runs"] = runs
+            figures["server_cpu_ms_per_request_median"] = cmed
+            figures["server_cpu_ms_per_request_runs"] = cpu
             print(f"\nrequests/s (median of {args.repeats}; sentences x clients)")
             print("| cell | " + " | ".join(s.name for s in servers) + " | after/before |")
             for n, c in cells:
@@ -390,6 +408,16 @@ def main(argv=None) -> int:
                 print(
                     f"| {n} sentence(s), {c} client(s) | "
                     + " | ".join(f"{v:.1f}" for v in row)
+                    + f" | {row[1] / row[0]:.2f}x |"
+                )
+            print(f"\nserver CPU ms per request (median of {args.repeats})")
+            print("| cell | " + " | ".join(s.name for s in servers) + " | after/before |")
+            for n, c in cells:
+                k = f"{n}x{c}"
+                row = [cmed[s.name][k] for s in servers]
+                print(
+                    f"| {n} sentence(s), {c} client(s) | "
+                    + " | ".join(f"{v:.2f}" for v in row)
                     + f" | {row[1] / row[0]:.2f}x |"
                 )
         if not args.skip_probes:

@@ -63,6 +63,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -705,9 +706,10 @@ def make_server(
     """The standard library's HTTP server over ``service`` (not yet serving): the fallback of
     ``crfkit serve`` without the ``crfkit[serve]`` extra, with the same limits as the ASGI
     server (``limits``, by default the service's; ``max_bytes`` overrides its
-    ``max_request_bytes``): a thread per connection, at most ``max_connections`` of them (503
-    beyond), deadlines on the headers and the body, ``workers + queue`` requests tagging or waiting
-    (503 beyond), and the connection closed after any refused request."""
+    ``max_request_bytes``): a thread per connection, at most ``max_connections`` of them (beyond,
+    the oldest connection waiting for a request head is closed to make room, else a 503),
+    deadlines on the headers and the body, ``workers + queue`` requests tagging or waiting (503
+    beyond), and the connection closed after any refused request."""
     from dataclasses import replace
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -726,15 +728,21 @@ def make_server(
 
         def setup(self):
             super().setup()
+            self.opened = time.monotonic()
             self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self), 1 << 16)
 
         def handle_one_request(self):
             self.deadline = time.monotonic() + limits.header_timeout
             self.started = None
-            super().handle_one_request()
+            self.server.waiting[self.connection] = self.opened  # for a request head
+            try:
+                super().handle_one_request()
+            finally:
+                self.server.waiting.pop(self.connection, None)
 
         def parse_request(self):
-            ok = super().parse_request()
+            ok = super().parse_request()  # reads the headers
+            self.server.waiting.pop(self.connection, None)
             self.started = time.perf_counter()
             return ok
 
@@ -817,15 +825,18 @@ def make_server(
             if parts.path != "/tag":
                 self._refuse(BadRequest(f"{parts.path}: {NOT_FOUND}", 404), as_json)
                 return
+            if slots._value == 0:  # full already: refused before the body is read
+                self._refuse(BadRequest(BUSY, 503), as_json)
+                return
+            try:
+                body = self._read_body()
+            except BadRequest as e:
+                self._refuse(e, as_json)
+                return
             if not slots.acquire(blocking=False):
                 self._refuse(BadRequest(BUSY, 503), as_json)
                 return
             try:
-                try:
-                    body = self._read_body()
-                except BadRequest as e:
-                    self._refuse(e, as_json)
-                    return
                 with workers:
                     ans = service.answer(
                         body, parse_qsl(parts.query, keep_blank_values=True), as_json
@@ -847,7 +858,22 @@ def make_server(
         def __init__(self, *a, **kw):
             self.active = 0
             self._count = threading.Lock()
+            self.waiting = {}  # connection socket -> when it opened, while it waits for a head
             super().__init__(*a, **kw)
+
+        def _evict(self) -> bool:
+            # full: the oldest connection waiting for a request head (stalled or idle) is closed
+            # to make room, so that stalled uploads cannot starve the others (/health included)
+            pending = list(self.waiting.items())
+            if not pending:
+                return False
+            victim = min(pending, key=lambda kv: kv[1])[0]
+            self.waiting.pop(victim, None)
+            try:
+                victim.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return True
 
         def gauges(self) -> dict:
             return {
@@ -858,9 +884,9 @@ def make_server(
 
         def process_request(self, request, client_address):
             with self._count:
-                full = self.active >= limits.max_connections
+                full = self.active >= limits.max_connections and not self._evict()
                 if not full:
-                    self.active += 1
+                    self.active += 1  # the evicted one's thread ends on its own
             if full:  # answered here, without a thread, and closed
                 metrics.reject("connections")
                 msg = f"{BUSY_CONNECTIONS}\n".encode()

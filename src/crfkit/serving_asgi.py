@@ -10,7 +10,10 @@ bounded (:class:`~crfkit.serving.ServeLimits`):
 * the body: read as it streams, at most ``max_request_bytes`` as sent and ``max_inflated_bytes``
   once inflated (gzip/deflate inflated chunk by chunk), within ``body_timeout`` seconds (408);
   a ``Content-Length`` over the limit is refused before a byte of the body is read;
-* connections: at most ``max_connections`` (uvicorn's ``limit_concurrency``: 503 beyond);
+* connections: at most ``max_connections``; a new one past it closes the oldest connection that
+  waits for a request head (stalled or idle), so that stalled uploads cannot starve the others;
+  when every connection has a request in flight, the new request gets a 503 (uvicorn's
+  ``limit_concurrency``);
 * tagging: ``workers`` threads (a :class:`~concurrent.futures.ThreadPoolExecutor`: the event loop
   never tags, and keeps answering ``/health`` and ``/metrics`` and reading other uploads while a
   request is tagged), at most ``workers + queue`` requests tagging or waiting (503 beyond);
@@ -165,11 +168,37 @@ class _H11(H11Protocol):
     requests (``timeout_keep_alive``)."""
 
     header_timeout = 10.0
+    max_connections = 64
     _head_timer = None
+    _opened = 0.0
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
+        self._opened = time.monotonic()
         self._arm()
+        if len(self.connections) > self.max_connections:
+            self._evict()
+
+    def _waiting(self) -> bool:
+        """Whether this connection waits for a request head (new, stalled or idle)."""
+        return (
+            self.conn.their_state is h11.IDLE
+            and (self.cycle is None or self.cycle.response_complete)
+            and not self.transport.is_closing()
+        )
+
+    def _evict(self) -> None:
+        # the server is full: the oldest connection that holds a slot without a request in
+        # flight (stalled headers, slowloris; or idle) makes room, so that stalled uploads cannot
+        # starve the others (/health included); when every connection has a request, uvicorn
+        # answers the new one 503 (limit_concurrency)
+        others = [c for c in self.connections if c is not self and isinstance(c, _H11)]
+        waiting = [c for c in others if c._waiting()]
+        if waiting:
+            oldest = min(waiting, key=lambda c: c._opened)
+            oldest._disarm()
+            oldest.transport.close()
+            oldest.connections.discard(oldest)
 
     def _arm(self) -> None:
         if self._head_timer is None:
@@ -217,14 +246,19 @@ def _server(service: TagService, verbose: bool = False):
     import uvicorn
 
     limits = service.limits
-    proto = type("H11", (_H11,), {"header_timeout": limits.header_timeout})
+    proto = type(
+        "H11",
+        (_H11,),
+        {"header_timeout": limits.header_timeout, "max_connections": limits.max_connections},
+    )
     config = uvicorn.Config(
         make_app(service, limits),
         http=proto,
         ws="none",
         lifespan="off",
-        limit_concurrency=limits.max_connections,
-        timeout_keep_alive=max(1, round(limits.keep_alive)),
+        # uvicorn counts the connection of the request it checks: + 1 for max_connections others
+        limit_concurrency=limits.max_connections + 1,
+        timeout_keep_alive=limits.keep_alive,
         h11_max_incomplete_event_size=limits.max_header_bytes,
         timeout_graceful_shutdown=5,
         log_level="info" if verbose else "warning",
