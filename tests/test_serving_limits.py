@@ -462,3 +462,12 @@ def test_cli_limits_reach_the_service():
     assert ServeOptions.of(cli.build_parser("serve").parse_args(["serve", "-m", "m"])).limits() == (
         ServeLimits()
     )
+
+
+def test_crfkit_tag_refuses_a_codec_that_is_no_charset(model, tmp_path, capsys):
+    from conftest import run_cli
+
+    f = tmp_path / "t.txt"
+    f.write_bytes(model["test"])
+    rc, out, err = run_cli(capsys, "tag", "-m", model["model"], f, "--encoding", "rot13")
+    assert rc == 2 and "--encoding rot13: not a text encoding" in err and "Traceback" not in err
