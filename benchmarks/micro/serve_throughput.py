@@ -248,7 +248,10 @@ def probes(s, test_body: bytes, one: bytes, timeout: float) -> dict:
         for sk in socks:
             sk.settimeout(max(0.01, 6 - (time.perf_counter() - t)))
             try:
-                closed += sk.recv(1024) == b"" or True
+                sk.recv(1024)  # b"" (closed) or an answer (503)
+                closed += 1
+            except ConnectionResetError:  # closed with its head unread: a reset, also closed
+                closed += 1
             except (TimeoutError, OSError):
                 pass
             sk.close()
@@ -347,6 +350,9 @@ def main(argv=None) -> int:
     ap.add_argument("--probe-timeout", type=float, default=60.0)
     ap.add_argument("--skip-probes", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument(
+        "--probe-servers", default="before,after,after-stdlib", help="whose probes to run"
+    )
     ap.add_argument("--no-record", action="store_true")
     args = ap.parse_args(argv)
     after_src = str(ROOT / "src")
@@ -423,6 +429,8 @@ def main(argv=None) -> int:
         if not args.skip_probes:
             figures["probes"] = {}
             for s in servers:
+                if s.name not in args.probe_servers.split(","):
+                    continue
                 print(f"\nprobes: {s.name}", flush=True)
                 rss = s.peak_rss_mb()
                 res = probes(s, hundred, one, args.probe_timeout)
