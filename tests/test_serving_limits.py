@@ -471,3 +471,14 @@ def test_crfkit_tag_refuses_a_codec_that_is_no_charset(model, tmp_path, capsys):
     f.write_bytes(model["test"])
     rc, out, err = run_cli(capsys, "tag", "-m", model["model"], f, "--encoding", "rot13")
     assert rc == 2 and "--encoding rot13: not a text encoding" in err and "Traceback" not in err
+
+
+def test_json_without_pydantic_is_a_415(model, monkeypatch):
+    import sys
+
+    service = TagService(str(model["model"]), threads=1, limits=LIMITS)
+    monkeypatch.setitem(sys.modules, "crfkit.serving_schema", None)  # the extra not installed
+    st, body, ctype, _ = service.answer(b'{"sentences": []}', [], True)
+    assert st == 415 and b"crfkit[serve]" in body
+    st, body, ctype, _ = service.answer(model["test"], [], False)  # text requests still work
+    assert st == 200 and body
