@@ -26,8 +26,8 @@ from crfkit.serving import TagService, make_server
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=["asgi", "stdlib"])
+def served(tmp_path_factory, request):
     d = tmp_path_factory.mktemp("serve")
     synthetic.write(d / "train.txt", 50, seed=5)
     synthetic.write(d / "test.txt", 14, seed=6)
@@ -52,11 +52,26 @@ def served(tmp_path_factory):
     )
     service = TagService(str(m), threads=1)
     service.warm()
-    server = make_server(service, "127.0.0.1", 0)
-    th = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    th.start()
-    host, port = server.server_address[:2]
+    if request.param == "asgi":  # uvicorn (crfkit[serve])
+        from crfkit.serving_asgi import start
+
+        url, stop = start(service)
+        host, port = url[len("http://") :].split(":")
+        port = int(port)
+    else:  # the standard library's fallback
+        server = make_server(service, "127.0.0.1", 0)
+        th = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        th.start()
+        host, port = server.server_address[:2]
+
+        def stop():
+            server.shutdown()
+            server.server_close()
+
     yield {
+        "kind": request.param,
         "dir": d,
         "model": m,
         "test": d / "test.txt",
@@ -65,8 +80,7 @@ def served(tmp_path_factory):
         "port": port,
         "service": service,
     }
-    server.shutdown()
-    server.server_close()
+    stop()
 
 
 def request(s, method, path, body=b"", ctype="text/plain"):
@@ -74,7 +88,7 @@ def request(s, method, path, body=b"", ctype="text/plain"):
     try:
         c.request(method, path, body=body, headers={"Content-Type": ctype})
         r = c.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
+        return r.status, r.headers, r.read()
     finally:
         c.close()
 
@@ -296,7 +310,7 @@ def test_json_api(served):
     )
     assert ans["labels"][0][0] == first
     for bad, msg in [
-        ({"sentences": 3}, "a list of sentences"),
+        ({"sentences": 3}, "sentences: Input should be a valid array"),
         ({"sentences": [], "frob": 1}, "unknown field"),
         ({"sentences": rows[:1], "nbest": -1}, "positive integer"),
         ({"sentences": rows[:1], "constraints": "xyz"}, "unknown constraint scheme"),

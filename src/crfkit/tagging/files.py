@@ -74,9 +74,11 @@ def recode(path, encoding: str | None):
     import codecs
 
     try:
-        codecs.lookup(encoding)
+        codec = codecs.lookup(encoding)
     except LookupError:
         raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
+    if not getattr(codec, "_is_text_encoding", True):  # rot13, base64, zlib...: not a charset
+        raise CrfkitError(f"--encoding {encoding}: not a text encoding")
     if not isinstance(path, str):  # already in memory (crfkit serve: a request's body)
         raw, name = path.getvalue(), getattr(path, "name", "<input>")
         return _recoded(raw, encoding, name)
