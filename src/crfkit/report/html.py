@@ -144,11 +144,12 @@ def _worst(ev) -> str:
         )
         for w, g, p, pp, pg in zip(s.tokens, s.gold, s.pred, s.p_pred, s.p_gold):
             bad = " bad" if g != p else ""
+            tip = f"p({p}) = {pp:.3f}" + (f", p({g}) = {pg:.3f}" if g != p else "")
             out.append(
-                f'<span class="tok{bad}" title="p({_e(p)}) = {pp:.3f}, p({_e(g)}) = {pg:.3f}">'
+                f'<span class="tok{bad}" title="{_e(tip)}">'
                 f'<span class="w">{_e(w)}</span>'
-                f'<span class="g" style="background:rgba(44,160,44,{pg:.2f})">{_e(g)}</span>'
-                f'<span class="p" style="background:rgba(31,119,180,{pp:.2f})">{_e(p)}</span>'
+                f'<span class="g" style="background:rgba(116,196,118,{0.8 * pg:.2f})">{_e(g)}</span>'
+                f'<span class="p" style="background:rgba(107,174,214,{0.8 * pp:.2f})">{_e(p)}</span>'
                 "</span>"
             )
         out.append("</div>")
