@@ -84,3 +84,28 @@ def test_report_bad_trace_line_names_file_and_line(data, tmp_path, capsys):
         str(tmp_path / "r.html"),
     )
     assert code == 2 and f"{bad}" in err and "2" in err
+
+
+def test_the_report_command_the_demo_prints_works(tmp_path, capsys):
+    """`crfkit demo` writes its trace beside the model and prints the report command for them."""
+    code, out, err = run(
+        capsys,
+        "demo",
+        "--synthetic",
+        "--synthetic-sentences",
+        "40",
+        "--max-iterations",
+        "5",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("report (")]
+    argv = line.split(": ", 1)[1].split()
+    assert argv[:2] == ["crfkit", "report"]
+    code, _, err = run(capsys, *argv[1:])
+    assert code == 0, err
+    html = tmp_path / "synthetic-report.html"
+    text = html.read_text(encoding="utf-8")
+    html5lib.HTMLParser(strict=True).parse(text)
+    assert text.count("data:image/png;base64,") == 3  # curves from the demo's trace
