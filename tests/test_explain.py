@@ -112,6 +112,7 @@ def test_html_text_and_json_renderings(crf):
     assert len(tables) == 1 + len(ex.labels)  # transitions, then one per label
     for lab in ex.labels:
         assert f'data-label="{lab}"' in page
+    assert repr(ex).startswith(f"<WeightsExplanation: {len(ex.labels)} labels")
     text = str(ex)
     assert text.startswith("transitions") and all(lab in text for lab in ex.labels)
     d = json.loads(json.dumps(ex.to_dict()))

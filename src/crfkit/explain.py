@@ -86,7 +86,7 @@ class LabelWeights:
     n_negative: int = 0
 
 
-@dataclass
+@dataclass(repr=False)
 class WeightsExplanation:
     """The weights of a model: ``labels`` (those shown, in order), ``transitions`` (``{(previous
     label, label): weight}`` for every transition feature between them) and ``targets`` (per label
@@ -156,6 +156,13 @@ class WeightsExplanation:
 
     def __str__(self) -> str:
         return self.format()
+
+    def __repr__(self) -> str:
+        filt = f", attribute={self.attribute!r}" if self.attribute else ""
+        return (
+            f"<WeightsExplanation: {len(self.labels)} labels, {len(self.transitions)} transitions, "
+            f"top {self.top} features per label and sign{filt}; print() it for the text>"
+        )
 
     def _repr_html_(self) -> str:
         return (

@@ -139,6 +139,7 @@ def test_confusion_matrix_and_png(tmp_path):
     assert sorted(t.get_text() for t in ax.texts) == ["1", "2", "3", "5"]
     data = png_bytes(fig)
     assert data.startswith(PNG_MAGIC)
+    assert fig._repr_png_().startswith(PNG_MAGIC)  # what Jupyter shows without pyplot
     (tmp_path / "c.png").write_bytes(data)
     assert (tmp_path / "c.png").stat().st_size == len(data)
 

@@ -2,12 +2,14 @@
 and the confusion matrix.
 
 Each function returns a :class:`matplotlib.figure.Figure` drawn on the Agg canvas directly (no
-pyplot, no global backend switch, as :mod:`crfkit.bench.plots` does), which Jupyter displays and
-:func:`png_bytes` turns into a PNG.  matplotlib is imported here only, when a figure is drawn.
+pyplot, no global backend switch, as :mod:`crfkit.bench.plots` does); it has a ``_repr_png_``, so
+Jupyter shows it whether or not pyplot was imported, and :func:`png_bytes` turns it into a PNG.
+matplotlib is imported here only, when a figure is drawn.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Sequence
@@ -40,17 +42,30 @@ _COLORS = {
 }
 
 
-def _figure(width: float, height: float):
+@functools.cache
+def _figure_class():
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         raise CrfkitError(
             "plots need matplotlib: pip install 'crfkit[plot]' (or matplotlib)"
         ) from None
+
+    class ReportFigure(Figure):
+        """A figure that Jupyter shows as a PNG without pyplot's inline backend."""
+
+        def _repr_png_(self) -> bytes:
+            return png_bytes(self)
+
+    return ReportFigure
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     # fixed margins (:func:`_margins`) rather than a layout engine: constrained layout measures
     # every tick label and cell text again and took most of a report's drawing time
-    fig = Figure(figsize=(width, height))
+    fig = _figure_class()(figsize=(width, height))
     FigureCanvasAgg(fig)
     return fig
 
