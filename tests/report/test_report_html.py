@@ -162,3 +162,34 @@ def test_unknown_format_and_bad_test_file(run, tmp_path):
     bad.write_text("only one\n")
     with pytest.raises(CrfkitError, match="bad.txt"):
         build_report(run["model"], test=bad)
+
+
+def test_labels_that_are_not_chunk_tags_and_gold_labels_the_model_never_saw(tmp_path):
+    from crfkit.features.templates import Templates
+
+    rng = np.random.default_rng(0)
+    words = {"run": "V", "eat": "V", "dog": "N", "cat": "N", "the": "D"}
+    lines = []
+    for _ in range(40):
+        for w in rng.choice(list(words), size=int(rng.integers(2, 6))):
+            lines.append(f"{w} {words[w]}")
+        lines.append("")
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(lines) + "\n")
+    test = tmp_path / "test.txt"
+    test.write_text("the D\ndog N\nruns Z\n\ncat N\neat V\n\n")
+    res = train_columns(train, Templates.parse("U00:%x[0,0]\nB\n"), max_iterations=20)
+    rep = build_report(res.model, test=test, worst=5)
+    ev = rep.evaluation
+    assert ev.chunks is None  # D, N, V are not chunk tags
+    assert ev.gold_labels[-1] == "Z" and "Z" not in ev.pred_labels
+    assert ev.confusion.shape == (4, 3) and ev.confusion[-1].sum() == 1
+    (s,) = ev.worst
+    assert s.tokens == ["the", "dog", "runs"] and s.p_gold[-1] == 0.0 and s.errors == 1
+    out = tmp_path / "r.html"
+    write_report(rep, out)
+    text = out.read_text(encoding="utf-8")
+    _parse(text)
+    assert "Chunks (conlleval)" not in text and "Per label (tokens)" in text
+    md = write_report(rep, tmp_path / "r.md")[0].read_text(encoding="utf-8")
+    assert "### Chunks" not in md and "| Z |" in md
