@@ -56,6 +56,7 @@ __all__ = [
     "token_accuracy",
     "label_table",
     "label_scores",
+    "scores_of_counts",
     "LabelScores",
     "ConllCounter",
 ]
@@ -627,12 +628,20 @@ def label_scores(gold, pred, *, labels: Sequence[str] | None = None) -> LabelSco
         tp.update(a for a, b in zip(g, p) if a == b)
     if labels is None:
         labels = sorted(set(n_gold) | set(n_pred))
+    return scores_of_counts(labels, tp, n_gold, n_pred, total)
+
+
+def scores_of_counts(labels: Sequence[str], tp, n_gold, n_pred, total: int) -> LabelScores:
+    """:class:`LabelScores` from per-label counts (mappings label -> count; a missing label
+    counts 0) of right tokens (``tp``), gold tokens and predicted tokens, over ``total`` tokens
+    (``sum(tp)`` of them right)."""
     rows = []
     for lab in labels:
-        p = tp[lab] / n_pred[lab] if n_pred[lab] else 0.0
-        r = tp[lab] / n_gold[lab] if n_gold[lab] else 0.0
+        t, ng, npred = tp.get(lab, 0), n_gold.get(lab, 0), n_pred.get(lab, 0)
+        p = t / npred if npred else 0.0
+        r = t / ng if ng else 0.0
         f = 2 * p * r / (p + r) if p + r > 0 else 0.0
-        rows.append((lab, p, r, f, n_gold[lab], n_pred[lab]))
+        rows.append((lab, p, r, f, ng, npred))
     correct = sum(tp.values())
     return LabelScores(rows, correct / total if total else 0.0, total, correct)
 

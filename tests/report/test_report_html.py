@@ -193,3 +193,18 @@ def test_labels_that_are_not_chunk_tags_and_gold_labels_the_model_never_saw(tmp_
     assert "Chunks (conlleval)" not in text and "Per label (tokens)" in text
     md = write_report(rep, tmp_path / "r.md")[0].read_text(encoding="utf-8")
     assert "### Chunks" not in md and "| Z |" in md
+
+
+def test_evaluation_in_batches_is_the_evaluation_in_one(run):
+    """evaluate_file streams the test file; the batches add up to the whole."""
+    whole = evaluate_file(run["model"], run["test"], worst=4, batch_tokens=10**9)
+    parts = evaluate_file(run["model"], run["test"], worst=4, batch_tokens=60)
+    assert np.array_equal(whole.confusion, parts.confusion)
+    assert whole.gold_labels == parts.gold_labels
+    assert whole.scores == parts.scores and whole.chunks == parts.chunks
+    assert [s.index for s in whole.worst] == [s.index for s in parts.worst]
+    for a, b in zip(whole.worst, parts.worst):  # small batches may decode in numpy: same to 1e-9
+        assert (a.tokens, a.gold, a.pred, a.errors) == (b.tokens, b.gold, b.pred, b.errors)
+        assert np.allclose(a.p_pred, b.p_pred, atol=1e-9)
+        assert np.allclose(a.p_gold, b.p_gold, atol=1e-9)
+    assert whole.sentences_with_errors == parts.sentences_with_errors
