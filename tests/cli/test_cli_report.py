@@ -109,3 +109,16 @@ def test_the_report_command_the_demo_prints_works(tmp_path, capsys):
     text = html.read_text(encoding="utf-8")
     html5lib.HTMLParser(strict=True).parse(text)
     assert text.count("data:image/png;base64,") == 3  # curves from the demo's trace
+
+
+def test_report_test_file_needs_a_model_with_templates(data, tmp_path, capsys):
+    import crfkit
+
+    X = [[{"w": "a"}, {"w": "b"}]] * 4
+    crf = crfkit.CRF(max_iterations=5, model_filename=str(tmp_path / "attrs.crfkit"))
+    crf.fit(X, [["A", "B"]] * 4)
+    argv = ["report", "-m", str(tmp_path / "attrs.crfkit"), "-o", str(tmp_path / "r.html")]
+    code, _, err = run(capsys, *argv, "--test", str(data["test"]))
+    assert code == 2 and "no feature templates" in err
+    code, _, err = run(capsys, *argv)  # the weights alone are fine
+    assert code == 0, err
