@@ -33,6 +33,7 @@ __all__ = [
     "explain",
     "label_order",
     "top_features",
+    "transition_table",
     "shade",
 ]
 
@@ -49,6 +50,21 @@ def top_features(space, weights: np.ndarray, k: int = 20) -> list[tuple[str, str
         (space.attributes[int(a)], labels[int(fl[i])], float(w[i]))
         for a, i in zip(attr.tolist(), idx.tolist())
     ]
+
+
+def transition_table(labels: Sequence[str], trans: dict[tuple[str, str], float]) -> list[str]:
+    """The transition weights ``trans`` (``{(previous, label): weight}``) as the lines of a text
+    table, rows: previous label, columns: label, ``.`` where there is no feature (what ``crfkit
+    info`` prints)."""
+    w = max([len(lab) for lab in labels] + [7])
+    lines = [" " * w + "  " + " ".join(f"{lab:>{w}}" for lab in labels)]
+    for a in labels:
+        cells = []
+        for b in labels:
+            v = trans.get((a, b))
+            cells.append(f"{'.':>{w}}" if v is None else f"{v:>{w}.3f}")
+        lines.append(f"{a:>{w}}  " + " ".join(cells))
+    return lines
 
 
 _CHUNK = re.compile(r"^([A-Z])-(.+)$")
@@ -132,13 +148,8 @@ class WeightsExplanation:
     def format(self) -> str:
         """As text: the transition table (``.``: no feature) and the top features per label."""
         labels = self.labels
-        m = self.transition_matrix()
-        wd = max([len(lab) for lab in labels] + [7])
         lines = ["transitions (row: previous label, column: label):"]
-        lines.append(" " * wd + "  " + " ".join(f"{lab:>{wd}}" for lab in labels))
-        for i, a in enumerate(labels):
-            cells = [f"{'.':>{wd}}" if math.isnan(v) else f"{v:>{wd}.3f}" for v in m[i].tolist()]
-            lines.append(f"{a:>{wd}}  " + " ".join(cells))
+        lines += transition_table(labels, self.transitions)
         for lab in labels:
             t = self.targets.get(lab)
             if t is None:
