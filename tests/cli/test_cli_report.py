@@ -122,3 +122,24 @@ def test_report_test_file_needs_a_model_with_templates(data, tmp_path, capsys):
     assert code == 2 and "no feature templates" in err
     code, _, err = run(capsys, *argv)  # the weights alone are fine
     assert code == 0, err
+
+
+def test_report_without_matplotlib_says_how_to_install_it(data, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from crfkit.cli import main; "
+        f"sys.exit(main(['report', '-m', {str(data['model'])!r}, '-o', {str(tmp_path / 'r.html')!r}]))"
+    )
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "crfkit: error:" in r.stderr and "pip install 'crfkit[plot]'" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "r.html").exists()

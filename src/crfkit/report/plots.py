@@ -61,11 +61,12 @@ def _figure_class():
 
 
 def _figure(width: float, height: float):
+    cls = _figure_class()  # first: says how to install matplotlib when it is missing
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     # fixed margins (:func:`_margins`) rather than a layout engine: constrained layout measures
     # every tick label and cell text again and took most of a report's drawing time
-    fig = _figure_class()(figsize=(width, height))
+    fig = cls(figsize=(width, height))
     FigureCanvasAgg(fig)
     return fig
 
