@@ -17,7 +17,7 @@ body.crfkit-report {font-family: system-ui, -apple-system, "Segoe UI", Roboto, s
 .crfkit-report h1 {font-size: 1.5em} .crfkit-report h2 {border-bottom: 1px solid #ccc;
   padding-bottom: 2px; margin-top: 1.6em}
 .crfkit-report img {max-width: 100%; height: auto}
-.crfkit-report table.kv td {text-align: left}
+.crfkit-report table.kv td {text-align: left; white-space: normal}
 .crfkit-report nav a {margin-right: 1em}
 .crfkit-report .note {color: #666; font-size: 0.9em}
 .crfkit-report .filter input {font-family: monospace; width: 16em; margin-right: 1em}
