@@ -173,6 +173,11 @@ def run(
     )
     _say(out, f"tagged test set: {tagged} (score it again with: crfkit eval {tagged})")
     _say(out, f"trace: {trace}")
+    _say(
+        out,
+        f"report (curves, weights, errors; needs matplotlib): crfkit report -m {model_path} "
+        f"--trace {trace} --test {test_path} -o {out_path / (stem + '-report.html')}",
+    )
     interrupted = res.status == "interrupted"
     _say(
         out,

@@ -720,6 +720,14 @@ class CRF:
         m = self._model("reading attributes_")
         return m.space.prune(m.weights)[0].attributes
 
+    def explain_weights(self, top: int = 20, labels: Sequence[str] | None = None, **kw):
+        """What ``eli5.show_weights`` shows for ``sklearn_crfsuite.CRF``: the transition weights
+        and, per label, the ``top`` state features of largest positive and most negative weight, as
+        a :class:`crfkit.explain.WeightsExplanation` (renders in Jupyter; ``str()`` is text);
+        ``labels``: only these; ``attribute=REGEX``: only matching attributes
+        (:meth:`crfkit.model.CRFModel.explain`)."""
+        return self._model("explaining weights").explain(top, labels, **kw)
+
     @property
     def size_(self) -> int:
         """Size in bytes of the model file (non-zero weights only, compressed)."""

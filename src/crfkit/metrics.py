@@ -55,6 +55,9 @@ __all__ = [
     "conlleval_lines",
     "token_accuracy",
     "label_table",
+    "label_scores",
+    "scores_of_counts",
+    "LabelScores",
     "ConllCounter",
 ]
 
@@ -599,14 +602,21 @@ def token_accuracy(gold, pred) -> float:
     return right / total if total else 0.0
 
 
-def label_table(gold, pred, *, labels: Sequence[str] | None = None, digits: int = 4) -> str:
-    """Token-level precision, recall, F1 and support per label, as a text table.
+@dataclass
+class LabelScores:
+    """Token-level scores per label (fractions in [0, 1]): ``rows`` holds ``(label, precision,
+    recall, f1, support, predicted)`` per label (support: gold tokens of the label; predicted:
+    tokens tagged with it); ``accuracy`` and ``tokens`` over every token."""
 
-    Laid out like scikit-learn's ``classification_report``: one row per label
-    (sorted, or in the order of ``labels``), then accuracy, macro average and
-    support-weighted average.  Support is the number of gold tokens of the
-    label; a ratio with a zero denominator is 0.
-    """
+    rows: list[tuple[str, float, float, float, int, int]]
+    accuracy: float
+    tokens: int
+    correct: int
+
+
+def label_scores(gold, pred, *, labels: Sequence[str] | None = None) -> LabelScores:
+    """Token-level precision, recall, F1, support and predicted count per label (sorted, or in the
+    order of ``labels``); a ratio with a zero denominator is 0.  What :func:`label_table` prints."""
     tp: Counter[str] = Counter()
     n_pred: Counter[str] = Counter()
     n_gold: Counter[str] = Counter()
@@ -618,14 +628,36 @@ def label_table(gold, pred, *, labels: Sequence[str] | None = None, digits: int 
         tp.update(a for a, b in zip(g, p) if a == b)
     if labels is None:
         labels = sorted(set(n_gold) | set(n_pred))
-    labels = list(labels)
+    return scores_of_counts(labels, tp, n_gold, n_pred, total)
 
+
+def scores_of_counts(labels: Sequence[str], tp, n_gold, n_pred, total: int) -> LabelScores:
+    """:class:`LabelScores` from per-label counts (mappings label -> count; a missing label
+    counts 0) of right tokens (``tp``), gold tokens and predicted tokens, over ``total`` tokens
+    (``sum(tp)`` of them right)."""
     rows = []
     for lab in labels:
-        p = tp[lab] / n_pred[lab] if n_pred[lab] else 0.0
-        r = tp[lab] / n_gold[lab] if n_gold[lab] else 0.0
+        t, ng, npred = tp.get(lab, 0), n_gold.get(lab, 0), n_pred.get(lab, 0)
+        p = t / npred if npred else 0.0
+        r = t / ng if ng else 0.0
         f = 2 * p * r / (p + r) if p + r > 0 else 0.0
-        rows.append((lab, p, r, f, n_gold[lab]))
+        rows.append((lab, p, r, f, ng, npred))
+    correct = sum(tp.values())
+    return LabelScores(rows, correct / total if total else 0.0, total, correct)
+
+
+def label_table(gold, pred, *, labels: Sequence[str] | None = None, digits: int = 4) -> str:
+    """Token-level precision, recall, F1 and support per label, as a text table.
+
+    Laid out like scikit-learn's ``classification_report``: one row per label
+    (sorted, or in the order of ``labels``), then accuracy, macro average and
+    support-weighted average.  Support is the number of gold tokens of the
+    label; a ratio with a zero denominator is 0.
+    """
+    sc = label_scores(gold, pred, labels=labels)
+    labels = [row[0] for row in sc.rows]
+    rows = [row[:5] for row in sc.rows]
+    total = sc.tokens
 
     width = max([len(lab) for lab in labels] + [len("weighted avg"), digits])
     head = f"{'':>{width}s} " + "".join(
@@ -637,7 +669,7 @@ def label_table(gold, pred, *, labels: Sequence[str] | None = None, digits: int 
             f"{lab:>{width}s} " + "".join(f" {v:>9.{digits}f}" for v in (p, r, f)) + f" {s:>9}"
         )
     out.append("")
-    acc = sum(tp.values()) / total if total else 0.0
+    acc = sc.accuracy
     out.append(
         f"{'accuracy':>{width}s} " + f" {'':>9} {'':>9}" + f" {acc:>9.{digits}f}" + f" {total:>9}"
     )

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .corpus import Corpus
     from .decode import NBest
+    from .explain import WeightsExplanation
     from .hints import Allowed, DenseBlocks, Forbid, LabelSequences, Rows, Sequences
 
 from .errors import DataError
@@ -579,13 +582,26 @@ class CRFModel:
         }
 
     def top_features(self, k: int = 20) -> list[tuple[str, str, float]]:
-        s = self.space
-        w = self.weights[: s.n_state]
-        idx = np.argsort(-np.abs(w), kind="stable")[:k]
-        fa = s.feature_attr()
-        return [(s.attributes[fa[i]], s.labels[s.feat_label[i]], float(w[i])) for i in idx]
+        """The ``k`` state features of largest |weight|, as ``(attribute, label, weight)``
+        (:func:`crfkit.explain.top_features`)."""
+        from .explain import top_features
 
-    # --------------------------------------------------------------- file I/O
+        return top_features(self.space, self.weights, k)
+
+    def explain(
+        self,
+        top: int = 20,
+        labels: Sequence[str] | None = None,
+        *,
+        attribute: str | None = None,
+    ) -> WeightsExplanation:
+        """The transitions and, per label, the ``top`` state features of largest positive and most
+        negative weight (``labels``: only these; ``attribute``: only attributes matching this
+        regular expression): a :class:`crfkit.explain.WeightsExplanation`, which renders in Jupyter
+        and prints as text."""
+        from .explain import explain
+
+        return explain(self.space, self.weights, top=top, labels=labels, attribute=attribute)
 
     # --------------------------------------------------------------- file I/O
     def save(self, path: str | os.PathLike) -> int:

@@ -270,18 +270,6 @@ def cmd_prune(args) -> int:
 # --------------------------------------------------------------------------- info
 
 
-def _fmt_table(labels: list[str], trans: dict) -> list[str]:
-    w = max([len(lab) for lab in labels] + [7])
-    lines = [" " * w + "  " + " ".join(f"{lab:>{w}}" for lab in labels)]
-    for a in labels:
-        cells = []
-        for b in labels:
-            v = trans.get((a, b))
-            cells.append(f"{'.':>{w}}" if v is None else f"{v:>{w}.3f}")
-        lines.append(f"{a:>{w}}  " + " ".join(cells))
-    return lines
-
-
 def _ranges(cols) -> str:
     """[3, 4, 5, 9] -> '3-5,9'."""
     parts = []
@@ -294,6 +282,7 @@ def _ranges(cols) -> str:
 
 
 def cmd_info(args) -> int:
+    from ..explain import transition_table
     from ..model import CRFModel
 
     model = CRFModel.load(args.model)
@@ -368,7 +357,7 @@ def cmd_info(args) -> int:
     trans = model.transition_features()
     out.append("")
     out.append("transition weights (row: from, column: to; '.' = no feature):")
-    out += _fmt_table(list(s.labels), trans)
+    out += transition_table(list(s.labels), trans)
     out.append("")
     top = model.top_features(args.top)
     out.append(f"top {len(top)} state features by |weight|:")
