@@ -29,12 +29,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "FormatUnavailable",
     "HEAD_BYTES",
     "detect",
+    "load_any",
     "read_crfpp",
     "read_crfsuite",
     "read_model",
     "read_wapiti",
+    "sniff_head",
     "write_crfpp",
     "write_crfsuite",
     "write_model",
@@ -45,10 +48,20 @@ FORMATS = ("crfsuite", "crfpp", "wapiti")
 HEAD_BYTES = 64  # what detect() reads of a file and hands to each format's sniff()
 
 
+class FormatUnavailable(CrfkitError):
+    """A peer format whose module is not part of this crfkit."""
+
+
 def _module(fmt: str):
     if fmt not in FORMATS:
         raise CrfkitError(f"unknown model format {fmt!r} (one of {', '.join(FORMATS)})")
-    return importlib.import_module(f"{__name__}.{fmt}")
+    name = f"{__name__}.{fmt}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        raise FormatUnavailable(f"the {fmt} model format is not available in this crfkit") from None
 
 
 def sniff_head(head: bytes) -> str | None:
@@ -57,7 +70,7 @@ def sniff_head(head: bytes) -> str | None:
     for fmt in FORMATS:
         try:
             mod = _module(fmt)
-        except ImportError:
+        except FormatUnavailable:
             continue
         if mod.sniff(head):
             return fmt
@@ -78,6 +91,27 @@ def detect(path: str | os.PathLike) -> str | None:
     if head.startswith(MAGIC):
         return None
     return sniff_head(head)
+
+
+def load_any(path: str | os.PathLike) -> CRFModel:
+    """The model at ``path``, whichever file it is: a crfkit model file, or a CRFsuite, CRF++ or
+    Wapiti model recognised by its first bytes and converted in memory.  This is how
+    ``crfkit tag -m``, ``crfkit info -m``, ``--init-model`` and ``crfkit.CRF(model_filename=...)``
+    open a model.  A file that is none of them raises :class:`~crfkit.errors.ModelError`."""
+    from ..model import CRFModel
+
+    fmt = detect(path)
+    if fmt is not None:
+        return _module(fmt).read(path)
+    try:
+        return CRFModel.load(path)
+    except ModelError as e:
+        if "bad magic bytes" in str(e):
+            raise ModelError(
+                f"{os.fspath(path)}: not a model file (neither crfkit's nor a CRFsuite, CRF++ or "
+                "Wapiti model: its first bytes match none of them)"
+            ) from None
+        raise
 
 
 def read_model(path: str | os.PathLike, fmt: str | None = None, **options) -> CRFModel:
