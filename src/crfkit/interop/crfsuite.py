@@ -144,33 +144,50 @@ def _vrot(x: np.ndarray, k: int) -> np.ndarray:
     return (x << np.uint32(k)) | (x >> np.uint32(32 - k))
 
 
-def hashlittle_many(blob: np.ndarray, lens: np.ndarray, initval: int = 0) -> np.ndarray:
-    """``hashlittle`` of each of the keys packed in ``blob`` (uint8) with byte lengths ``lens``
-    (uint32 result), computed in numpy for all keys of the same number of 12-byte blocks at once:
-    the keys are laid out zero-padded as rows of little-endian words."""
+def _mark(n: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A boolean mask of length ``n``, True inside the disjoint ranges ``[starts, ends)``."""
+    keep = ends > starts  # (empty ranges could share an end with their neighbour)
+    starts, ends = starts[keep], ends[keep]
+    delta = np.zeros(n + 1, dtype=np.int8)
+    delta[starts] += 1
+    delta[ends] -= 1
+    return np.cumsum(delta[:-1], dtype=np.int8).view(np.bool_)
+
+
+def hashlittle_many(blob: np.ndarray, lens, initval: int = 0, nuls: int = 0) -> np.ndarray:
+    """``hashlittle`` of each of the keys packed in ``blob`` (uint8) with byte lengths ``lens``,
+    each followed by ``nuls`` zero bytes (CQDB hashes a key with its NUL: ``nuls=1``); uint32.
+    The keys are laid out zero-padded, each in whole 12-byte blocks, and hashed in numpy for all
+    keys of the same number of blocks at once."""
     lens = np.asarray(lens, dtype=np.int64)
     n = len(lens)
     out = np.empty(n, dtype=np.uint32)
     if n == 0:
         return out
-    starts = np.cumsum(lens) - lens
-    nblocks = np.maximum((lens + 11) // 12, 1)
+    hl = lens + nuls
+    nblocks = np.maximum((hl + 11) // 12, 1)
+    slot = 12 * nblocks
+    start = np.cumsum(slot) - slot
+    padded = np.zeros(int(slot.sum()), dtype=np.uint8)
+    padded[_mark(len(padded), start, start + lens)] = blob
+    words = padded.view("<u4")
+    wstart = start // 4
     for nb in np.unique(nblocks).tolist():
         sel = np.flatnonzero(nblocks == nb)
-        ls, st = lens[sel], starts[sel]
-        W = 12 * nb
-        rows = np.zeros((len(sel), W), dtype=np.uint8)
-        mask = np.arange(W)[None, :] < ls[:, None]
-        rows[mask] = blob[(st[:, None] + np.arange(W)[None, :])[mask]]
-        words = rows.view("<u4").astype(np.uint32)  # (m, 3 * nb)
+        ls = hl[sel]
+        if len(sel) == n:
+            w = words.reshape(n, 3 * nb)
+        else:
+            w = words[wstart[sel][:, None] + np.arange(3 * nb)[None, :]]
+        words_nb = w.astype(np.uint32)  # (m, 3 * nb)
         init = ((0xDEADBEEF + ls + initval) & _M32).astype(np.uint32)
         a = init.copy()
         b = init.copy()
         c = init.copy()
         for blk in range(nb - 1):
-            a += words[:, 3 * blk]
-            b += words[:, 3 * blk + 1]
-            c += words[:, 3 * blk + 2]
+            a += words_nb[:, 3 * blk]
+            b += words_nb[:, 3 * blk + 1]
+            c += words_nb[:, 3 * blk + 2]
             a -= c
             a ^= _vrot(c, 4)
             c += b
@@ -190,9 +207,9 @@ def hashlittle_many(blob: np.ndarray, lens: np.ndarray, initval: int = 0) -> np.
             c ^= _vrot(b, 4)
             b += a
         blk = nb - 1
-        a += words[:, 3 * blk]
-        b += words[:, 3 * blk + 1]
-        c += words[:, 3 * blk + 2]
+        a += words_nb[:, 3 * blk]
+        b += words_nb[:, 3 * blk + 1]
+        c += words_nb[:, 3 * blk + 2]
         c ^= b
         c -= _vrot(b, 14)
         a ^= c
@@ -278,6 +295,7 @@ def _read_cqdb(buf: np.ndarray, off: int, n: int, what: str):
     if len(blob) and not blob.all():
         raise _Bad(f"a {what} string holds a NUL byte")
     lens = (ksize - 1)[order]
+    _check_distinct(blob, lens, what)
     try:
         table = StringTable(blob, lens)
     except (UnicodeDecodeError, ValueError):
@@ -287,6 +305,26 @@ def _read_cqdb(buf: np.ndarray, off: int, n: int, what: str):
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     return table.take(rank)
+
+
+def _check_distinct(blob: np.ndarray, lens: np.ndarray, what: str) -> None:
+    """Raise unless the packed strings are distinct (CRFsuite's lookup would find one of two equal
+    names, crfkit's another): equal hashes first, then the bytes of those few."""
+    if len(lens) < 2:
+        return
+    h = hashlittle_many(blob, lens)
+    o = np.argsort(h, kind="stable")
+    hs = h[o]
+    same = np.flatnonzero(hs[1:] == hs[:-1])
+    if not len(same):
+        return
+    starts = np.cumsum(lens) - lens
+    seen: dict[tuple, int] = {}
+    for i in np.unique(np.concatenate([o[same], o[same + 1]])).tolist():
+        key = (int(h[i]), blob[starts[i] : starts[i] + lens[i]].tobytes())
+        if key in seen:
+            raise _Bad(f"the {what} {key[1].decode('utf-8', 'replace')!r} occurs twice")
+        seen[key] = i
 
 
 def _read_refs(buf, off: int, n: int, n_slots_min: int, chunk: bytes, what: str):
@@ -381,10 +419,6 @@ def _parse(buf: np.ndarray, name: str, lim: dict) -> CRFModel:
     labels = _read_cqdb(buf, off_l, L, "label")
     attributes = _read_cqdb(buf, off_a, A, "attribute")
     label_list = list(labels)
-    if len(set(label_list)) != L:
-        raise _Bad("a label occurs twice")
-    if A and len(attributes.as_dict()) != A:
-        raise _Bad("an attribute occurs twice")
     # state features: per attribute, the features its list names
     lo, cnt = _read_refs(buf, off_ar, A, A, b"AFRF", "attribute")
     fids = _gather_lists(buf, lo, cnt, K, "attribute")
@@ -454,15 +488,9 @@ def _cqdb_bytes(blob: np.ndarray, lens: np.ndarray) -> bytes:
     head[:, 1] = ksize
     hb = head.view(np.uint8).reshape(n, 8)
     recs[(base[:, None] + np.arange(8)[None, :]).ravel()] = hb.ravel()
-    key_pos = np.repeat(base + 8 - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-    recs[key_pos] = blob
+    recs[_mark(len(recs), base + 8, base + 8 + lens)] = blob
     # the hash of each key with its NUL
-    kblob = np.zeros(int(ksize.sum()), dtype=np.uint8)
-    kblob[
-        np.repeat(np.cumsum(ksize) - ksize - (np.cumsum(lens) - lens), lens)
-        + np.arange(int(lens.sum()))
-    ] = blob
-    hv = hashlittle_many(kblob, ksize).astype(np.int64)
+    hv = hashlittle_many(blob, lens, nuls=1).astype(np.int64)
     table = hv % CQDB_TABLES
     tnum = np.bincount(table, minlength=CQDB_TABLES).astype(np.int64)
     tsize = 2 * tnum
@@ -515,12 +543,12 @@ def _cqdb_bytes(blob: np.ndarray, lens: np.ndarray) -> bytes:
 
 
 def _check_strings(strings, what: str) -> tuple[np.ndarray, np.ndarray]:
-    from ..features.space import pack_strings
+    from ..features.space import StringTable
 
-    try:
-        blob, lens = pack_strings(strings)
-    except UnicodeEncodeError as e:
-        raise CrfkitError(f"a {what} cannot be written as UTF-8 ({e.reason})") from None
+    table = strings if isinstance(strings, StringTable) else StringTable.of(list(strings))
+    if table is None:
+        raise CrfkitError(f"a {what} cannot be written as UTF-8 (it holds a lone surrogate)")
+    blob, lens = table.packed()
     if len(blob) and not blob.all():
         k = int(np.searchsorted(np.cumsum(lens), int(np.flatnonzero(blob == 0)[0]), "right"))
         raise CrfkitError(
