@@ -174,7 +174,6 @@ class TagService:
     does (:func:`crfkit.tagging.run_tag`), ``tag_json`` answers a JSON request."""
 
     def __init__(self, model_path: str, threads: int | None = None, log=None):
-        from .model import CRFModel
         from .parallel import set_threads
 
         self.log = log if log is not None else sys.stderr
@@ -182,7 +181,9 @@ class TagService:
         self.threads = threads
         set_threads(threads)
         t = time.perf_counter()
-        self.model = CRFModel.load(model_path)
+        from .interop import load_any  # crfkit's model, or a peer's recognised by its first bytes
+
+        self.model = load_any(model_path)
         self.load_seconds = time.perf_counter() - t
         meta = self.model.meta if isinstance(self.model.meta, dict) else {}
         self.has_templates = bool(meta.get("templates"))

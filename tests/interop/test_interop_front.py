@@ -4,6 +4,7 @@ peer's model: `crfkit import/export`, `crfkit info/tag -m`, `crfkit train --init
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -182,6 +183,15 @@ def test_cli_info_of_a_peer_model(peer, capsys):
     rc, out, err = run(capsys, "info", "-m", peer["crfsuite"])
     assert rc == 0, err
     assert "labels (3)" in out
+    assert "a crfsuite model: attributes" in out
+
+
+def test_serving_opens_a_peer_model(peer):
+    from crfkit.serving import TagService
+
+    with open(os.devnull, "w") as log:
+        svc = TagService(str(peer["crfsuite"]), log=log)
+    assert sorted(svc.model.labels) == ["B", "I", "O"]
 
 
 def test_cli_init_model_takes_a_crfsuite_model(peer, tmp_path, capsys):

@@ -338,7 +338,9 @@ def cmd_info(args) -> int:
             out.append("templates: (unreadable)")
     else:
         src = (
-            "a CRFsuite attribute file"
+            f"a {meta['imported_from']} model: attributes"
+            if isinstance(meta.get("imported_from"), str)
+            else "a CRFsuite attribute file"
             if meta.get("input_format") == "crfsuite"
             else "attribute lists"
         )
