@@ -294,3 +294,13 @@ def test_fuzz_written_model(tmp_path):
     stats = fuzz_reader(cs.read, src.read_bytes(), tmp_path, seed=1, n_random=200)
     print(stats.summary())
     assert stats.errors > 0
+
+
+def test_a_name_that_is_not_utf8_is_refused(tmp_path):
+    p = tmp_path / "latin1.crfsuite"
+    cs.write(hand_model(0), p)
+    data = p.read_bytes()
+    assert b"\xc3\xa9" in data
+    p.write_bytes(data.replace(b"\xc3\xa9", b"\xe9 "))  # Latin-1 'é' and a space: not UTF-8
+    with pytest.raises(ModelError, match=r"latin1\.crfsuite: .*an attribute string is not UTF-8"):
+        cs.read(p)

@@ -246,6 +246,10 @@ class _Bad(Exception):
     """A problem with the file (turned into a ModelError naming it)."""
 
 
+def _a(what: str) -> str:
+    return ("an " if what[0] in "aeiou" else "a ") + what
+
+
 def _read_cqdb(buf: np.ndarray, off: int, n: int, what: str):
     """The ``n`` strings of the CQDB at ``off`` as a StringTable in id order."""
     from ..features.space import StringTable
@@ -271,7 +275,7 @@ def _read_cqdb(buf: np.ndarray, off: int, n: int, what: str):
         raise _Bad(f"the {what} database's id array (offset {bwd_off}) does not fit it")
     rec = np.frombuffer(buf, dtype="<u4", count=n, offset=off + bwd_off).astype(np.int64) + off
     if rec.min() < off + CQDB_HEADER or rec.max() + 8 > end:
-        raise _Bad(f"a {what} record offset is outside the database")
+        raise _Bad(f"{_a(what)} record offset is outside the database")
     ids = _u32_at(buf, rec)
     bad = np.flatnonzero(ids != np.arange(n))
     if len(bad):
@@ -279,9 +283,9 @@ def _read_cqdb(buf: np.ndarray, off: int, n: int, what: str):
     ksize = _u32_at(buf, rec + 4)
     kend = rec + 8 + ksize  # one past the NUL
     if ksize.min() < 1 or kend.max() > end:
-        raise _Bad(f"a {what} string runs outside the database (or has no NUL)")
+        raise _Bad(f"{_a(what)} string runs outside the database (or has no NUL)")
     if np.any(buf[kend - 1] != 0):
-        raise _Bad(f"a {what} string does not end with a NUL byte")
+        raise _Bad(f"{_a(what)} string does not end with a NUL byte")
     order = np.argsort(rec, kind="stable")
     r_sorted = rec[order]
     if n > 1 and np.any(r_sorted[1:] < kend[order][:-1]):
@@ -293,13 +297,13 @@ def _read_cqdb(buf: np.ndarray, off: int, n: int, what: str):
     inside = np.cumsum(delta[:-1], dtype=np.int8).astype(bool)
     blob = buf[off:end][inside]
     if len(blob) and not blob.all():
-        raise _Bad(f"a {what} string holds a NUL byte")
+        raise _Bad(f"{_a(what)} string holds a NUL byte")
     lens = (ksize - 1)[order]
     _check_distinct(blob, lens, what)
     try:
         table = StringTable(blob, lens)
     except (UnicodeDecodeError, ValueError):
-        raise _Bad(f"a {what} string is not UTF-8") from None
+        raise _Bad(f"{_a(what)} string is not UTF-8") from None
     if np.all(order[1:] > order[:-1]):
         return table
     rank = np.empty(n, dtype=np.int64)
@@ -340,10 +344,10 @@ def _read_refs(buf, off: int, n: int, n_slots_min: int, chunk: bytes, what: str)
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     lo = np.frombuffer(buf, dtype="<u4", count=n, offset=off + CHUNK_SIZE).astype(np.int64)
     if lo.max() + 4 > size:
-        raise _Bad(f"a {what} reference list is outside the file")
+        raise _Bad(f"{_a(what)} reference list is outside the file")
     cnt = _u32_at(buf, lo)
     if np.any(lo + 4 + 4 * cnt > size):
-        raise _Bad(f"a {what} reference list runs past the end of the file")
+        raise _Bad(f"{_a(what)} reference list runs past the end of the file")
     return lo, cnt
 
 
@@ -400,6 +404,8 @@ def _parse(buf: np.ndarray, name: str, lim: dict) -> CRFModel:
         raise _Bad(f"the header says {fsize} bytes, the file has {size} (truncated or extended)")
     if version != VERSION:
         raise _Bad(f"version {version} (this reader knows {VERSION})")
+    if L == 0:
+        raise _Bad("the model has no labels")
     if (
         L > lim["max_labels"]
         or 4 * L * L > lim["pair_table_bytes"] + lim["pair_table_factor"] * size
@@ -547,7 +553,7 @@ def _check_strings(strings, what: str) -> tuple[np.ndarray, np.ndarray]:
 
     table = strings if isinstance(strings, StringTable) else StringTable.of(list(strings))
     if table is None:
-        raise CrfkitError(f"a {what} cannot be written as UTF-8 (it holds a lone surrogate)")
+        raise CrfkitError(f"{_a(what)} cannot be written as UTF-8 (it holds a lone surrogate)")
     blob, lens = table.packed()
     if len(blob) and not blob.all():
         k = int(np.searchsorted(np.cumsum(lens), int(np.flatnonzero(blob == 0)[0]), "right"))
