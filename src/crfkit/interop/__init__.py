@@ -108,8 +108,8 @@ def load_any(path: str | os.PathLike) -> CRFModel:
     except ModelError as e:
         if "bad magic bytes" in str(e):
             raise ModelError(
-                f"{os.fspath(path)}: not a model file (neither crfkit's nor a CRFsuite, CRF++ or "
-                "Wapiti model: its first bytes match none of them)"
+                f"{os.fspath(path)}: not a crfkit model file (bad magic bytes), nor a CRFsuite, "
+                "CRF++ or Wapiti model (its first bytes match none of them)"
             ) from None
         raise
 
