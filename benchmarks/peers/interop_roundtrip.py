@@ -22,7 +22,8 @@ trains with ``lbfgs``, c2=1.  A format's class says how the peer trains and tags
 binaries on column files with templates) and how crfkit trains the model it exports.
 
 Usage:  python benchmarks/peers/interop_roundtrip.py [--formats crfsuite] [--data-dir DIR]
-        [--peer-iterations 50] [--crfkit-iterations 50] [--results FILE.jsonl]
+        [--peer-iterations 50] [--crfkit-iterations 50] [--results FILE.jsonl] [--keep DIR]
+        [--peer-model FILE --crfkit-model FILE]  (rerun with the models of a --keep run)
 """
 
 from __future__ import annotations
@@ -207,9 +208,12 @@ def run_format(fmt: Format, args, tmp: str) -> dict:
         X, Y, Xt, Yt = X[: args.limit], Y[: args.limit], Xt[: args.limit], Yt[: args.limit]
     res: dict = {}
     # ---- import
-    t0 = time.perf_counter()
-    peer_path = fmt.train_peer(X, Y, tmp, args.peer_iterations)
-    res["peer_train_s"] = time.perf_counter() - t0
+    if args.peer_model:
+        peer_path = args.peer_model
+    else:
+        t0 = time.perf_counter()
+        peer_path = fmt.train_peer(X, Y, tmp, args.peer_iterations)
+        res["peer_train_s"] = time.perf_counter() - t0
     t_import, model = median_time(lambda: interop.read_model(peer_path, fmt.name))
     own = os.path.join(tmp, f"imported-{fmt.name}.crfkit")
     model.save(own)
@@ -230,9 +234,13 @@ def run_format(fmt: Format, args, tmp: str) -> dict:
     )
     res["import"] = imp
     # ---- export
-    t0 = time.perf_counter()
-    cmodel = fmt.train_crfkit(X, Y, args.crfkit_iterations)
-    res["crfkit_train_s"] = time.perf_counter() - t0
+    if args.crfkit_model:
+        cmodel = CRFModel.load(args.crfkit_model)
+    else:
+        t0 = time.perf_counter()
+        cmodel = fmt.train_crfkit(X, Y, args.crfkit_iterations)
+        res["crfkit_train_s"] = time.perf_counter() - t0
+        cmodel.save(os.path.join(tmp, f"trained-for-{fmt.name}.crfkit"))
     out = os.path.join(tmp, f"exported.{fmt.name}")
     opts = fmt.write_options()
     t_export, _ = median_time(lambda: interop.write_model(cmodel, out, fmt.name, **opts))
@@ -260,10 +268,26 @@ def main(argv=None) -> int:
     p.add_argument("--crfkit-iterations", type=int, default=50)
     p.add_argument("--results", default=None, help="append the figures to this .jsonl file")
     p.add_argument("--limit", type=int, default=None, help="first N sentences only (smoke runs)")
+    p.add_argument(
+        "--peer-model", default=None, help="a peer model to import instead of training one"
+    )
+    p.add_argument(
+        "--crfkit-model", default=None, help="a crfkit model to export instead of training one"
+    )
+    p.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="keep the trained models in DIR (peer.<format>, trained-for-<format>.crfkit), to "
+        "pass to --peer-model / --crfkit-model in later runs",
+    )
     args = p.parse_args(argv)
     args.data_dir = data_dir(args.data_dir)
     figures = {"load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            tmp = args.keep
         for name in args.formats.split(","):
             fmt = FORMATS[name]
             r = run_format(fmt, args, tmp)
