@@ -140,7 +140,7 @@ def _not_fitted(what: str):
         NotFittedError = _NotFittedError
     return NotFittedError(
         f"This CRF instance is not fitted yet: call fit() before {what} "
-        "(or give model_filename= of a saved crfkit model)"
+        "(or give model_filename= of a saved crfkit or CRFsuite model)"
     )
 
 
@@ -259,7 +259,10 @@ class CRF:
     model_filename : str, optional
         After ``fit``, the model is saved there (crfkit's model format).  An
         estimator that was not fitted but has ``model_filename`` pointing to an
-        existing crfkit model predicts with that model (as sklearn-crfsuite does).
+        existing model predicts with that model (as sklearn-crfsuite does): a
+        crfkit model, or a CRFsuite model file (what sklearn-crfsuite,
+        python-crfsuite and ``crfsuite learn`` write; a CRF++ or Wapiti model
+        too), recognised by its first bytes and converted in memory.
     keep_tempfiles : ignored
         Accepted for compatibility; crfkit trains in memory and writes no
         temporary files.
@@ -594,9 +597,11 @@ class CRF:
         m = self.__dict__.get("model_")
         if m is None:
             if self.model_filename and os.path.exists(self.model_filename):
-                from .model import CRFModel
+                # a crfkit model, or a CRFsuite model (sklearn-crfsuite's, python-crfsuite's,
+                # crfsuite learn's) or a CRF++ / Wapiti one, detected by its first bytes
+                from .interop import load_any
 
-                m = self.model_ = CRFModel.load(self.model_filename)
+                m = self.model_ = load_any(self.model_filename)
             else:
                 raise _not_fitted(what)
         return m

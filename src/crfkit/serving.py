@@ -454,7 +454,6 @@ class TagService:
         log=None,
         limits: ServeLimits | None = None,
     ):
-        from .model import CRFModel
         from .parallel import set_threads
 
         self.log = log if log is not None else sys.stderr
@@ -464,7 +463,9 @@ class TagService:
         self.metrics = Metrics()
         set_threads(threads)
         t = time.perf_counter()
-        self.model = CRFModel.load(model_path)
+        from .interop import load_any  # crfkit's model, or a peer's recognised by its first bytes
+
+        self.model = load_any(model_path)
         self.load_seconds = time.perf_counter() - t
         meta = self.model.meta if isinstance(self.model.meta, dict) else {}
         self.has_templates = bool(meta.get("templates"))

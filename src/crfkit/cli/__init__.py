@@ -1,5 +1,5 @@
 """The ``crfkit`` command line: train, tag, serve, eval, info, demo, data, patterns, dump, prune,
-cv, bench, report.
+cv, bench, report, import, export.
 
 Modelled on ``crf_learn`` / ``crf_test`` (CRF++), ``crfsuite learn`` / ``tag``
 and ``wapiti train`` / ``label``::
@@ -26,8 +26,9 @@ with status 130.
 
 This file holds :func:`main`, :func:`build_parser` and the command registry, and is the only one
 that imports the command modules: ``train``, ``tag``, ``serve``, ``eval``, ``info`` (info, dump,
-prune, patterns), ``data`` (data, demo), ``cv``, ``bench`` and ``report``, each of which adds its own subparser
-and sets its function; :mod:`crfkit.cli.common` is what they share.
+prune, patterns), ``data`` (data, demo), ``cv``, ``bench``, ``report`` and ``interop`` (import,
+export), each of which adds its own subparser and sets its function; :mod:`crfkit.cli.common` is
+what they share.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ REGISTRY = (
     (("cv",), "cv", "add_parser"),
     (("bench",), "bench", "add_parser"),
     (("report",), "report", "add_parser"),
+    (("import",), "interop", "add_import_parser"),
+    (("export",), "interop", "add_export_parser"),
 )
 
 #: the subcommands (``crfkit COMMAND``); :func:`build_parser` can build one of them alone

@@ -220,9 +220,9 @@ def prune(model, *, threshold: float | None = None, top: int | None = None):
 
 
 def cmd_dump(args) -> int:
-    from ..model import CRFModel
+    from ..interop import load_any
 
-    model = CRFModel.load(args.model)
+    model = load_any(args.model)
     sections = tuple(args.section.split(",")) if args.section else SECTIONS
     bad = [x for x in sections if x not in SECTIONS]
     if bad:
@@ -252,9 +252,9 @@ def cmd_dump(args) -> int:
 def cmd_prune(args) -> int:
     import os
 
-    from ..model import CRFModel
+    from ..interop import load_any
 
-    model = CRFModel.load(args.model)
+    model = load_any(args.model)
     new, dropped = prune(model, threshold=args.threshold, top=args.top)
     size = new.save(args.output)
     old = os.path.getsize(args.model)
@@ -283,9 +283,9 @@ def _ranges(cols) -> str:
 
 def cmd_info(args) -> int:
     from ..explain import transition_table
-    from ..model import CRFModel
+    from ..interop import load_any
 
-    model = CRFModel.load(args.model)
+    model = load_any(args.model)
     s = model.space
     meta = model.meta if isinstance(model.meta, dict) else {}
     out = []
@@ -327,7 +327,9 @@ def cmd_info(args) -> int:
             out.append("templates: (unreadable)")
     else:
         src = (
-            "a CRFsuite attribute file"
+            f"a {meta['imported_from']} model: attributes"
+            if isinstance(meta.get("imported_from"), str)
+            else "a CRFsuite attribute file"
             if meta.get("input_format") == "crfsuite"
             else "attribute lists"
         )
@@ -411,7 +413,7 @@ def add_info_parser(sub) -> None:
     """Add ``info`` to the ``crfkit`` subparsers ``sub``."""
     i = sub.add_parser(
         "info",
-        help="describe a model",
+        help="describe a model (crfkit's, or a CRFsuite, CRF++ or Wapiti model)",
         description="Labels, feature counts, training "
         "metadata, transition weights and the strongest state features of a model.",
     )

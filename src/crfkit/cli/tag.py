@@ -32,9 +32,10 @@ def cmd_tag(args) -> int:
         raise CrfkitError(
             "crfkit tag needs -m/--model MODEL (or --server URL, a `crfkit serve` process)"
         )
-    from ..model import CRFModel
+    from ..interop import load_any
 
-    return run_tag(TagOptions.of(args), CRFModel.load(args.model))
+    # a crfkit model, or a CRFsuite / CRF++ / Wapiti model detected by its first bytes
+    return run_tag(TagOptions.of(args), load_any(args.model))
 
 
 def add_parser(sub) -> None:

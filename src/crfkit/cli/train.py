@@ -316,9 +316,10 @@ def cmd_train(args) -> int:
             raise CrfkitError(
                 "--init-model and --resume exclude each other: a checkpoint already holds the weights"
             )
-        from ..model import CRFModel
+        from ..interop import load_any
 
-        kwargs["init"] = CRFModel.load(args.init_model)
+        # a crfkit model, or a peer's (CRFsuite, CRF++, Wapiti) detected by its first bytes
+        kwargs["init"] = load_any(args.init_model)
     if not args.quiet:
         if fmt == "crfsuite":
             print_stderr(f"crfkit train: {args.train_file} (CRFsuite attribute file)")

@@ -246,7 +246,8 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
         "--init-model",
         metavar="MODEL",
         help="warm start: begin from this model's weights, mapped "
-        "by (attribute, label) and label pair",
+        "by (attribute, label) and label pair (a crfkit model, or a CRFsuite, CRF++ or Wapiti "
+        "model, detected by its first bytes)",
     )
     t.add_argument(
         "--dask",
