@@ -76,7 +76,7 @@ def _read_bytes(path, lim) -> bytes:
         if size > lim["max_bytes"]:
             raise ModelError(f"{p}: {size} bytes, over the limit of {lim['max_bytes']} bytes")
         with open(p, "rb") as f:
-            return f.read(lim["max_bytes"] + 1)
+            return f.read()
     except OSError as e:
         raise ModelError(f"{p}: cannot read model file: {e.strerror or e}") from None
 
@@ -153,7 +153,7 @@ def _read_binary(path, data: bytes, lim):
     if dsize % _UNIT_SIZE or dsize > n - off:
         raise _err(
             path,
-            "offset 20",
+            "offset 24",
             f"a double array of {dsize} bytes (the file has {n - off} left, units of 8)",
         )
     units = np.frombuffer(data, dtype=_UNIT, count=dsize // _UNIT_SIZE, offset=off)
@@ -162,7 +162,7 @@ def _read_binary(path, data: bytes, lim):
     if maxid * 4 != n - off:
         raise _err(
             path,
-            "offset 12",
+            "offset 16",
             f"{maxid} weights need {4 * maxid} bytes after the double array, the file has {n - off}",
         )
     weights = np.frombuffer(data, dtype="<f4", count=maxid, offset=off).astype(np.float64)

@@ -141,7 +141,7 @@ def read(path, *, limits=None):
         if size > lim["max_bytes"]:
             raise ModelError(f"{p}: {size} bytes, over the limit of {lim['max_bytes']} bytes")
         with open(p, "rb") as f:
-            data = f.read(lim["max_bytes"] + 1)
+            data = f.read()
     except OSError as e:
         raise ModelError(f"{p}: cannot read model file: {e.strerror or e}") from None
     t = _Text(p, data)
