@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import os
 import re
+from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
 from ..errors import CrfkitError, ModelError, TemplateError
-from ..features.space import FeatureSpace
+from ..features.space import FeatureSpace, unpack_strings
 
 __all__ = ["read", "sniff", "write"]
 
@@ -83,22 +85,22 @@ class _Text:
         if count > left // 4:
             raise self.error(f"{count} {what}s cannot fit in the {left} bytes left")
         out = []
-        # fast path: one netstring per line
+        # fast path: one netstring per line, checked in bulk
         if count:
-            chunk = self.data[self.pos :].split(b"\n", count)
-            lines = chunk[:count]
+            lines = self.data[self.pos :].split(b"\n", count)[:count]
             if len(lines) == count:
-                heads = [ln.partition(b":") for ln in lines]
-                if all(
-                    h[1]
-                    and h[0].isdigit()
-                    and len(h[0]) < 10
-                    and h[2].endswith(b",")
-                    and int(h[0]) == len(h[2]) - 1
-                    for h in heads
-                ):
-                    out = [h[2][:-1] for h in heads]
-                    self.pos += sum(map(len, lines)) + count
+                colon = np.fromiter(map(bytes.find, lines, repeat(b":")), np.int64, count=count)
+                size = np.fromiter(map(len, lines), np.int64, count=count)
+                ok = bool(np.all((colon > 0) & (colon < 10)))
+                if ok:
+                    heads = [ln[:c] for ln, c in zip(lines, colon.tolist())]
+                    ok = all(map(bytes.isdigit, heads)) and all(ln[-1:] == b"," for ln in lines)
+                if ok:
+                    declared = np.array(heads, dtype="S").astype(np.int64)
+                    ok = bool(np.all(size == colon + declared + 2))
+                if ok:
+                    out = [ln[c + 1 : -1] for ln, c in zip(lines, colon.tolist())]
+                    self.pos += int(size.sum()) + count
         if len(out) != count:
             out = []
             d, n = self.data, len(self.data)
@@ -178,20 +180,35 @@ def read(path, *, limits=None):
         lines.pop()
     if len(lines) != nact:
         raise t.error(f"the header announces {nact} weights, {len(lines)} lines follow")
-    idx = np.zeros(nact, np.int64)
-    val = np.zeros(nact)
+    idx, val = _weights(t, lines, wpos)
+    return _assemble(t, pats, labels, obs_b, idx, val)
+
+
+def _weights(t: _Text, lines: list[bytes], wpos: int):
+    """The ``INDEX=HEXFLOAT`` lines as arrays: in bulk, or line by line to name a bad one."""
+    n = len(lines)
     try:
-        for k, ln in enumerate(lines):
-            a, sep, b = ln.partition(b"=")
+        text = b"\n".join(lines).decode("ascii")
+        parts = text.replace("=", "\n").split("\n") if n else []
+        if len(parts) == 2 * n:
+            a = parts[0::2]
+            if all(map(str.isdigit, a)) and max(map(len, a), default=0) <= 19:
+                idx = np.array(a, dtype="U").astype(np.int64) if n else np.zeros(0, np.int64)
+                val = np.fromiter(map(float.fromhex, parts[1::2]), np.float64, count=n)
+                return idx, val
+    except (ValueError, UnicodeDecodeError, OverflowError):
+        pass
+    for k, ln in enumerate(lines):
+        a, sep, b = ln.partition(b"=")
+        try:
             if not sep or not a.isdigit() or len(a) > 19:
                 raise ValueError
-            idx[k] = int(a)
-            val[k] = float.fromhex(b.decode("ascii"))
-    except (ValueError, UnicodeDecodeError, OverflowError):
-        raise t.error(
-            f"weight line {k + 1}: expected INDEX=HEXFLOAT, found {ln[:40]!r}", wpos
-        ) from None
-    return _assemble(t, pats, labels, obs_b, idx, val)
+            float.fromhex(b.decode("ascii"))
+        except (ValueError, UnicodeDecodeError, OverflowError):
+            raise t.error(
+                f"weight line {k + 1}: expected INDEX=HEXFLOAT, found {ln[:40]!r}", wpos
+            ) from None
+    raise t.error("the weight lines cannot be read", wpos)
 
 
 def _pattern_info(t: _Text, pats: list[str]):
@@ -268,6 +285,14 @@ def _translate(s: str, regexes, src: str, dst: str) -> str:
     return s
 
 
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _assemble(t: _Text, pats, labels, obs_b, idx, val):
     from ..model import CRFModel
 
@@ -277,7 +302,9 @@ def _assemble(t: _Text, pats, labels, obs_b, idx, val):
     if "" in labels or len(set(labels)) != L:
         raise t.error("a label is empty or occurs twice")
     tpl, regexes = _pattern_info(t, pats)
-    kind_byte = np.frombuffer(bytes(s[0] if s else 0 for s in obs_b), dtype=np.uint8)
+    if obs_b and min(map(len, obs_b)) == 0:
+        raise t.error("an observation is empty")
+    kind_byte = np.frombuffer(b"".join(map(itemgetter(slice(0, 1)), obs_b)), dtype=np.uint8)
     kind = np.zeros(len(obs_b), np.int64)
     kind[kind_byte == ord("u")] = 1
     kind[kind_byte == ord("b")] = 2
@@ -285,12 +312,12 @@ def _assemble(t: _Text, pats, labels, obs_b, idx, val):
     if np.any(kind == 0):
         k = int(np.flatnonzero(kind == 0)[0])
         raise t.error(f"observation {k + 1} ({obs_b[k][:40]!r}) starts with neither u, b nor *")
-    obs = []
-    for s in obs_b:
-        try:
-            obs.append(s.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise t.error(f"observation {s[:40]!r} is not UTF-8") from None
+    lens = np.fromiter(map(len, obs_b), np.int64, count=len(obs_b))
+    try:
+        obs = unpack_strings(np.frombuffer(b"".join(obs_b), dtype=np.uint8), lens)
+    except (ValueError, UnicodeDecodeError):
+        bad = next(s for s in obs_b if not _is_utf8(s))
+        raise t.error(f"observation {bad[:40]!r} is not UTF-8") from None
     if len(set(obs)) != len(obs):
         raise t.error("an observation occurs twice")
     if regexes:
