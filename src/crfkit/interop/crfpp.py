@@ -25,11 +25,13 @@ from __future__ import annotations
 import math
 import os
 import struct
+from operator import methodcaller
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import CrfkitError, ModelError, TemplateError
-from ..features.space import ALL_PAIRS, FeatureSpace, unpack_strings
+from ..features.space import ALL_PAIRS, FeatureSpace, StringTable
 
 __all__ = ["MODEL_VERSION", "read", "sniff", "write"]
 
@@ -176,8 +178,21 @@ def _read_binary(path, data: bytes, lim):
         )
     except DartsError as e:
         raise _err(path, f"double array at offset {darts_off}", str(e)) from None
+    # (keys of a trie are distinct by construction)
     return _assemble(
-        path, labels, templates, blob, lens, values, weights, xsize, cost, version, lim, "binary"
+        path,
+        labels,
+        templates,
+        blob,
+        lens,
+        values,
+        weights,
+        xsize,
+        cost,
+        version,
+        lim,
+        "binary",
+        check_unique=False,
     )
 
 
@@ -285,7 +300,19 @@ def _read_text(path, data: bytes, lim):
 
 
 def _assemble(
-    path, labels, templates, blob, lens, values, weights, xsize, cost, version, lim, kind
+    path,
+    labels,
+    templates,
+    blob,
+    lens,
+    values,
+    weights,
+    xsize,
+    cost,
+    version,
+    lim,
+    kind,
+    check_unique=True,
 ):
     """The crfkit model of a CRF++ model's parts (keys packed as ``blob``/``lens``)."""
     from ..features.templates import MAX_COLUMN, Templates
@@ -314,7 +341,7 @@ def _assemble(
     except TemplateError as e:
         raise ModelError(f"{path}: a stored template cannot be read: {e}") from None
     try:
-        keys = unpack_strings(blob, lens)
+        table = StringTable(blob, lens)
     except (ValueError, UnicodeDecodeError):
         raise _err(path, "features", "a feature string is not UTF-8") from None
     first = np.zeros(len(lens), np.uint8)
@@ -323,9 +350,13 @@ def _assemble(
     first[nz] = blob[starts[nz]]
     is_u = first == ord("U")
     is_b = first == ord("B")
+
+    def name(k):
+        return table.take([k])[0][:60]
+
     if not np.all(is_u | is_b):
         k = int(np.flatnonzero(~(is_u | is_b))[0])
-        raise _err(path, "features", f"feature string {keys[k][:60]!r} starts with neither U nor B")
+        raise _err(path, "features", f"feature string {name(k)!r} starts with neither U nor B")
     values = np.asarray(values, dtype=np.int64)
     width = np.where(is_u, L, L * L)
     if len(values) and (values.min() < 0 or np.any(values + width > len(weights))):
@@ -333,23 +364,23 @@ def _assemble(
         raise _err(
             path,
             "features",
-            f"feature {keys[k][:60]!r} has weights {values[k]}..{values[k] + width[k] - 1}, "
+            f"feature {name(k)!r} has weights {values[k]}..{values[k] + width[k] - 1}, "
             f"beyond the {len(weights)} weights",
         )
-    if len(set(keys)) != len(keys):
+    if check_unique and len(table.as_dict()) != len(table):
         raise _err(path, "features", "a feature string occurs twice")
     const_b = set()
     if tpl is not None:
         const_b = {t.text for t in tpl.bigram}
-    ui = np.flatnonzero(is_u)
-    ui = ui[np.argsort(values[ui], kind="stable")]
+    ui = np.flatnonzero(is_u)  # in the file's order (crfkit's order of attributes is free)
     bi = np.flatnonzero(is_b)
-    bi = bi[np.argsort(values[bi], kind="stable")]
-    ti = [k for k in bi.tolist() if keys[k] in const_b]
-    oi = np.array([k for k in bi.tolist() if keys[k] not in const_b], dtype=np.int64)
+    bnames = list(table.take(bi)) if len(bi) else []
+    ti = [k for k, nm in zip(bi.tolist(), bnames) if nm in const_b]
+    oi = np.array([k for k, nm in zip(bi.tolist(), bnames) if nm not in const_b], dtype=np.int64)
     ar = np.arange(L, dtype=np.int64)
     ar2 = np.arange(L * L, dtype=np.int64)
-    w_state = weights[(values[ui][:, None] + ar[None, :]).ravel()]
+    # rows of L (L*L) weights from their first ids: a gather of whole rows of a window view
+    w_state = sliding_window_view(weights, L)[values[ui]].ravel() if len(ui) else np.zeros(0)
     if const_b:
         trans = np.zeros(L * L)
         for k in ti:
@@ -358,14 +389,15 @@ def _assemble(
     else:
         trans = np.zeros(0)
         trans_index = np.full((L, L), -1, np.int32)
-    w_big = weights[(values[oi][:, None] + ar2[None, :]).ravel()] if len(oi) else np.zeros(0)
+    w_big = sliding_window_view(weights, L * L)[values[oi]].ravel() if len(oi) else np.zeros(0)
+    attributes = table.take(ui) if len(ui) != len(table) else table
     space = FeatureSpace(
         labels=list(labels),
-        attributes=[keys[k] for k in ui.tolist()],
+        attributes=attributes,
         attr_ptr=np.arange(len(ui) + 1, dtype=np.int64) * L,
         feat_label=np.tile(ar.astype(np.int32), len(ui)),
         trans_index=trans_index,
-        battributes=[keys[k] for k in oi.tolist()],
+        battributes=list(table.take(oi)) if len(oi) else [],
         battr_ptr=np.arange(len(oi) + 1, dtype=np.int64) * (L * L),
         bfeat_pair=ALL_PAIRS,
     )
@@ -442,43 +474,54 @@ def crfpp_parts(model):
             )
     attrs = list(sp.attributes)
     battrs = list(sp.battributes)
-    for a in attrs:
-        if not a.startswith("U"):
-            raise _cannot(
-                f"state feature attribute {a!r} does not start with U (no U template makes it)"
-            )
-    for a in battrs:
-        if not a.startswith("B"):
-            raise _cannot(f"label-pair feature attribute {a!r} does not start with B")
+    enc = [a.encode("utf-8") for a in attrs]
+    benc = [a.encode("utf-8") for a in battrs]
+    if not all(map(methodcaller("startswith", b"U"), enc)):
+        a = next(a for a in attrs if not a.startswith("U"))
+        raise _cannot(
+            f"state feature attribute {a!r} does not start with U (no U template makes it)"
+        )
+    if not all(map(methodcaller("startswith", b"B"), benc)):
+        a = next(a for a in battrs if not a.startswith("B"))
+        raise _cannot(f"label-pair feature attribute {a!r} does not start with B")
     tkey = None
     if sp.n_trans:
         if not tpl.bigram:
             raise _cannot("the model has transition weights but no plain B template to hold them")
-        tkey = tpl.bigram[0].text
-        if tkey in set(battrs):
-            raise _cannot(f"the transition key {tkey!r} is also a label-pair feature attribute")
-    enc = [a.encode("utf-8") for a in attrs]
-    benc = [a.encode("utf-8") for a in battrs]
-    if any(b"\0" in a for a in enc) or any(b"\0" in a for a in benc):
+        tkey = tpl.bigram[0].text.encode("utf-8")
+    allk = enc + benc + ([tkey] if tkey is not None else [])
+    if b"\0" in b"".join(allk):
         raise _cannot("a feature string holds a NUL byte")
-    kinds = [(k, 0, i) for i, k in enumerate(enc)] + [(k, 1, i) for i, k in enumerate(benc)]
-    if tkey is not None:
-        kinds.append((tkey.encode("utf-8"), 2, 0))
-    kinds.sort(key=lambda x: x[0])
-    for a, b in zip(kinds, kinds[1:]):
-        if a[0] == b[0]:
-            raise _cannot(f"feature string {a[0].decode()!r} occurs twice")
-    keys = [k for k, _, _ in kinds]
-    kind = np.fromiter((x[1] for x in kinds), dtype=np.int64, count=len(kinds))
+    kind = np.concatenate(
+        [
+            np.zeros(len(enc), np.int64),
+            np.ones(len(benc), np.int64),
+            np.full(len(allk) - len(enc) - len(benc), 2),
+        ]
+    )
+    pos = np.concatenate(
+        [
+            np.arange(len(enc)),
+            np.arange(len(benc)),
+            np.zeros(len(allk) - len(enc) - len(benc), np.int64),
+        ]
+    )
+    sarr = np.array(allk, dtype="S") if allk else np.zeros(0, "S1")
+    order = np.argsort(sarr, kind="stable")
+    sarr = sarr[order]
+    if len(sarr) > 1 and np.any(sarr[1:] == sarr[:-1]):
+        k = int(np.flatnonzero(sarr[1:] == sarr[:-1])[0])
+        raise _cannot(f"feature string {sarr[k].decode()!r} occurs twice")
+    keys = [allk[i] for i in order.tolist()]
+    kind, pos = kind[order], pos[order]
     width = np.where(kind == 0, L, L * L)
-    values = np.zeros(len(kinds), np.int64)
-    if len(kinds):
+    values = np.zeros(len(keys), np.int64)
+    if len(keys):
         np.cumsum(width[:-1], out=values[1:])
     maxid = int(width.sum())
     if maxid >= 2**31:
         raise _cannot(f"{maxid} weights; CRF++ holds under 2**31")
     alpha = np.zeros(maxid)
-    pos = np.fromiter((x[2] for x in kinds), dtype=np.int64, count=len(kinds))
     uid = np.empty(len(attrs), np.int64)
     uid[pos[kind == 0]] = values[kind == 0]
     bid = np.empty(len(battrs), np.int64)
