@@ -108,15 +108,16 @@ def median_time(fn, repeats: int) -> float:
     return statistics.median(ts)
 
 
-def parse_crf_test_v2(text: str, n_obs: int):
-    """Per token: crf_test's label and its {label: marginal}."""
+def parse_crf_test_v2(text: str, n_cols: int):
+    """Per token: crf_test's label and its {label: marginal} (``n_cols``: the input's columns, the
+    gold label included; then come ``label/p`` of the chosen label and one per label)."""
     labels, margs = [], []
     for line in text.splitlines():
         if not line or line.startswith("# "):
             continue
         f = line.split("\t")
-        labels.append(f[n_obs + 1].rsplit("/", 1)[0])
-        margs.append({lab: float(p) for lab, p in (x.rsplit("/", 1) for x in f[n_obs + 2 :])})
+        labels.append(f[n_cols].rsplit("/", 1)[0])
+        margs.append({lab: float(p) for lab, p in (x.rsplit("/", 1) for x in f[n_cols + 1 :])})
     return labels, margs
 
 
