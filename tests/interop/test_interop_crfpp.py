@@ -421,3 +421,16 @@ def test_shared_fuzz_harness_when_present(tmp_path):
     harness = pytest.importorskip("peer_fuzz")
     stats = harness.fuzz_reader(crfpp.read, _valid_bytes(tmp_path), tmp_path, suffix=".crfpp")
     assert stats.errors > 0
+
+
+def test_label_pairs_are_bounded_by_the_weights(tmp_path):
+    # 1,100 labels cost 6 kB of a file but would make 1.2M label pairs (transition block, index)
+    labels = b"".join(b"L%d\0" % i for i in range(1100))
+    tmpl = b"U00:%x[0,0]\0B\0"
+    tmpl += b"\0" * (-(len(labels) + len(tmpl)) % 4)
+    units = darts.build([], np.zeros(0))
+    head = struct.pack("<IidIIII", 100, 0, 1.0, 4, 1, units.nbytes, len(labels))
+    p = tmp_path / "many.crfpp"
+    p.write_bytes(head + labels + struct.pack("<I", len(tmpl)) + tmpl + units.tobytes() + bytes(16))
+    with pytest.raises(ModelError, match="1100 labels: 1210000 label pairs"):
+        crfpp.read(p)

@@ -323,6 +323,8 @@ def _assemble(
         raise _err(path, "labels", "the model has no labels")
     if L > lim["max_labels"]:
         raise _err(path, "labels", f"{L} labels, over the limit of {lim['max_labels']}")
+    if L * L > max(len(weights), 1 << 20):
+        raise _err(path, "labels", f"{L} labels: {L * L} label pairs, more than the file's weights")
     if "" in labels:
         raise _err(path, "labels", f"label {labels.index('') + 1} is empty")
     if len(set(labels)) != L:

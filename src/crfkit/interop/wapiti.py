@@ -299,6 +299,8 @@ def _assemble(t: _Text, pats, labels, obs_b, idx, val):
     L = len(labels)
     if L == 0:
         raise t.error("the model has no labels")
+    if L * L > max(4 * len(t.data), 1 << 20):
+        raise t.error(f"{L} labels: {L * L} label pairs, out of proportion to the file")
     if "" in labels or len(set(labels)) != L:
         raise t.error("a label is empty or occurs twice")
     tpl, regexes = _pattern_info(t, pats)
