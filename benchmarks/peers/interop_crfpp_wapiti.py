@@ -113,7 +113,7 @@ def parse_crf_test_v2(text: str, n_cols: int):
     gold label included; then come ``label/p`` of the chosen label and one per label)."""
     labels, margs = [], []
     for line in text.splitlines():
-        if not line or line.startswith("# "):
+        if not line or (line.startswith("# ") and "\t" not in line):
             continue
         f = line.split("\t")
         labels.append(f[n_cols].rsplit("/", 1)[0])
@@ -124,7 +124,7 @@ def parse_crf_test_v2(text: str, n_cols: int):
 def parse_wapiti(text: str, scores: bool):
     labels, probs = [], []
     for line in text.splitlines():
-        if not line or line.startswith("# "):
+        if not line or (line.startswith("# ") and "\t" not in line):
             continue
         f = line.split("\t")
         if scores:
