@@ -363,6 +363,12 @@ def do_export(args, bin_, work, sents, one, figures):
     md = max(abs(marg[k, li[lab]] - p) for k, d in enumerate(tmarg) for lab, p in d.items())
     figures["crfpp_export_max_marginal_diff"] = md
     print(f"crfpp export: largest marginal difference vs crf_test -v2: {md:.2e} (float32 weights)")
+    # the same against crfkit's marginals under the weights the file holds (float32)
+    r32 = CRFModel(model.space, model.weights.astype(np.float32).astype(np.float64), model.meta)
+    m32 = crfkit_tag(r32, sents)[1]
+    md = max(abs(m32[k, li[lab]] - p) for k, d in enumerate(tmarg) for lab, p in d.items())
+    figures["crfpp_export_max_marginal_diff_float32_weights"] = md
+    print(f"crfpp export: the same against crfkit with the file's float32 weights: {md:.2e}")
     run([bin_ / "crf_learn", "-C", work / "export.crfpp.txt", work / "export.fromtext.crfpp"])
     theirs_t, _ = parse_crf_test_v2(
         run([bin_ / "crf_test", "-v2", "-m", work / "export.fromtext.crfpp", test]), 3

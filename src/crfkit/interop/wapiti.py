@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from itertools import repeat
 from operator import itemgetter
 
@@ -451,56 +452,60 @@ def write(model, path, **options) -> None:
                 f"label {y!r} is empty or holds white space or NUL, which Wapiti cannot read"
             )
 
-    def wname(a: str, want: str) -> str:
-        if not a or a[0].lower() not in want:
+    def wnames(attrs: list, want: str) -> list:
+        if not all(a[:1].lower() in want and a[:1] for a in attrs):
+            a = next(a for a in attrs if not (a[:1] and a[0].lower() in want))
             raise _cannot(
                 f"attribute {a!r} does not start with a pattern type Wapiti reads ({want})"
             )
-        if "\0" in a:
+        if "\0" in "".join(attrs):
+            a = next(a for a in attrs if "\0" in a)
             raise _cannot(f"attribute {a!r} holds a NUL byte")
-        if "_B" in a:
-            a = _translate(a, regexes, "_B", "_x")
-        return a[0].lower() + a[1:]
+        out = [_translate(a, regexes, "_B", "_x") if "_B" in a else a for a in attrs]
+        return [a[0].lower() + a[1:] for a in out]
 
-    obs: dict[str, list] = {}  # name -> [unigram attribute id or -1, bigram id or -1, const?]
-    for i, a in enumerate(sp.attributes):
-        s = wname(a, "u*")
-        if s in obs:
-            raise _cannot(f"two attributes become the observation {s!r}")
-        obs[s] = [i, -1, False]
-    for i, a in enumerate(sp.battributes):
-        s = wname(a, "b*")
-        e = obs.setdefault(s, [-1, -1, False])
-        if e[1] >= 0 or (e[0] >= 0 and not s.startswith("*")):
-            raise _cannot(f"two attributes become the observation {s!r}")
-        e[1] = i
+    # observations: the unigram attributes (in order), then the bigram ones that are not the
+    # bigram half of a '*' unigram observation, then the transitions' observation
+    names = wnames(list(sp.attributes), "u*")
+    index = dict(zip(names, range(len(names))))
+    if len(index) != len(names):
+        dup = next(x for x, c in Counter(names).items() if c > 1)
+        raise _cannot(f"two attributes become the observation {dup!r}")
+    nA = len(names)
+    kinds = [1 if x[0] == "u" else 3 for x in names]
+    bpos = np.full(sp.n_battributes, -1, np.int64)
+    taken = set()
+    for i, x in enumerate(wnames(list(sp.battributes), "b*")):
+        j = index.get(x)
+        if j is not None and (j in taken or not x.startswith("*")):
+            raise _cannot(f"two attributes become the observation {x!r}")
+        if j is None:
+            j = index[x] = len(names)
+            names.append(x)
+            kinds.append(2 if x[0] == "b" else 3)
+        taken.add(j)
+        bpos[i] = j
+    tpos = -1
     if sp.n_trans:
         if not tpl.bigram:
             raise _cannot("the model has transition weights but no plain B template to hold them")
         tname = tpl.bigram[0].text[:1].lower() + tpl.bigram[0].text[1:]
-        e = obs.setdefault(tname, [-1, -1, False])
-        if e[1] >= 0:
+        j = index.get(tname)
+        if j is not None and (j in taken or kinds[j] == 1):
             raise _cannot(f"the transition observation {tname!r} is also a label-pair attribute")
-        e[2] = True
-    names = list(obs)
-    uoff = np.full(sp.n_attributes, -1, np.int64)
-    boff = np.full(sp.n_battributes, -1, np.int64)
-    toff = -1
-    off = 0
-    for s in names:
-        ui, bi, tr = obs[s]
-        k = s[0]
-        if k in "u*":
-            if ui >= 0:
-                uoff[ui] = off
-            off += L
-        if k in "b*":
-            if bi >= 0:
-                boff[bi] = off
-            if tr:
-                toff = off
-            off += L * L
-    nftr = off
+        if j is None:
+            j = len(names)
+            names.append(tname)
+            kinds.append(2 if tname[0] == "b" else 3)
+        tpos = j
+    kind = np.array(kinds, dtype=np.int64)
+    width = np.where(kind & 1, L, 0) + np.where(kind & 2, L * L, 0)
+    start = np.zeros(len(names) + 1, np.int64)
+    np.cumsum(width, out=start[1:])
+    uoff = start[:nA]
+    boff = start[bpos] + np.where(kind[bpos] & 1, L, 0) if len(bpos) else np.zeros(0, np.int64)
+    toff = int(start[tpos] + (L if kind[tpos] & 1 else 0)) if tpos >= 0 else -1
+    nftr = int(start[-1])
     theta_i, theta_v = [], []
     ns = sp.n_state
     if ns:
@@ -525,17 +530,20 @@ def write(model, path, **options) -> None:
         (mc.col for tm in tpl.unigram + tpl.bigram_observation for mc in tm.macros), default=0
     )
 
-    def ns_(s: str) -> bytes:
-        b = s.encode("utf-8")
-        return b"%d:%s,\n" % (len(b), b)
+    def netstrings(items: list) -> bytes:
+        text = "".join(items)
+        if text.isascii():
+            return "".join(map("{}:{},\n".format, map(len, items), items)).encode("ascii")
+        enc = [x.encode("utf-8") for x in items]
+        return b"".join(b"%d:%s,\n" % (len(x), x) for x in enc)
 
     with atomic_file(path, what="the Wapiti model") as f:
         f.write(b"#mdl#%d#%d\n" % (TYPE_CRF, len(ti)))
         f.write(b"#rdr#%d/%d/0\n" % (len(pats), ntoks))
-        f.write(b"".join(ns_(p) for p in pats))
+        f.write(netstrings(pats))
         f.write(b"#qrk#%d\n" % L)
-        f.write(b"".join(ns_(y) for y in sp.labels))
+        f.write(netstrings(list(sp.labels)))
         f.write(b"#qrk#%d\n" % len(names))
-        f.write(b"".join(ns_(s) for s in names))
-        hx = float.hex
-        f.write("".join(f"{i}={hx(v)}\n" for i, v in zip(ti.tolist(), tv.tolist())).encode())
+        f.write(netstrings(names))
+        lines = map("{}={}\n".format, ti.tolist(), map(float.hex, tv.tolist()))
+        f.write("".join(lines).encode("ascii"))
