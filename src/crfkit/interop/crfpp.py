@@ -284,7 +284,7 @@ def _read_text(path, data: bytes, lim):
             f"maxid is {maxid} but {len(lines) - i} weight lines follow the features",
         )
     try:
-        weights = np.array(lines[i:], dtype="S").astype(np.float64) if maxid else np.zeros(0)
+        weights = np.fromiter(map(float, lines[i:]), np.float64, count=maxid)
     except ValueError:
         for k, ln in enumerate(lines[i:]):
             try:
