@@ -167,7 +167,8 @@ def _read_binary(path, data: bytes, lim):
             "offset 16",
             f"{maxid} weights need {4 * maxid} bytes after the double array, the file has {n - off}",
         )
-    weights = np.frombuffer(data, dtype="<f4", count=maxid, offset=off).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a NaN's bits: refused below, with the file named
+        weights = np.frombuffer(data, dtype="<f4", count=maxid, offset=off).astype(np.float64)
     from ._crfpp_darts import DartsError, decode
 
     try:
