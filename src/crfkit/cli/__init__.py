@@ -55,6 +55,7 @@ REGISTRY = (
     (("dump", "prune"), "info", "add_dump_parsers"),
     (("cv",), "cv", "add_parser"),
     (("bench",), "bench", "add_parser"),
+    (("warmup",), "warmup", "add_parser"),
 )
 
 #: the subcommands (``crfkit COMMAND``); :func:`build_parser` can build one of them alone
@@ -84,14 +85,35 @@ def build_parser(command: str | None = None):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``crfkit ARGV`` and return its exit status.
+
+    Ctrl-C: as the ``crfkit`` program, it exits with status 130 (training first saves what it
+    reached).  Called in-process by another program (a test runner, a notebook: any caller whose
+    SIGINT handler is not crfkit's own), the command still ends as it would, and then the caller's
+    handler is restored and a ``KeyboardInterrupt`` raised, so that the caller stops too (pytest
+    went on with the next test before)."""
     import signal
 
-    previous = quiet_interrupts()
+    from .common import SIGINT_SEEN
+
+    current = signal.getsignal(signal.SIGINT)
+    # in-process under another program: its own Ctrl-C handler stays until the command runs
+    embedded = callable(current) and getattr(current, "__name__", "") != "_exit_quietly"
+    previous = current if embedded else quiet_interrupts()
+    seen = SIGINT_SEEN["seen"]
+    SIGINT_SEEN["seen"] = False
     try:
         return _main(argv)
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            try:
+                signal.signal(signal.SIGINT, previous)
+            except ValueError:  # not the main thread: nothing was installed
+                pass
+        interrupted = SIGINT_SEEN["seen"]
+        SIGINT_SEEN["seen"] = seen or interrupted
+        if interrupted and embedded:
+            raise KeyboardInterrupt
 
 
 def _main(argv) -> int:
