@@ -34,6 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	       "(run: make PY=/path/to/python3.11 ...)" >&2; exit 1; }
 	"$(PY)" -m venv $(VENV)
 	$(PIP) install -e .
+	$(BIN)/crfkit warmup
 	touch $@
 
 # the test and docs extras on top of the core install (make test only: make chunker needs none of it)

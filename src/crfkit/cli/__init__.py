@@ -1,5 +1,5 @@
 """The ``crfkit`` command line: train, tag, serve, eval, info, demo, data, patterns, dump, prune,
-cv, bench.
+cv, bench, warmup.
 
 Modelled on ``crf_learn`` / ``crf_test`` (CRF++), ``crfsuite learn`` / ``tag``
 and ``wapiti train`` / ``label``::
@@ -26,8 +26,8 @@ with status 130.
 
 This file holds :func:`main`, :func:`build_parser` and the command registry, and is the only one
 that imports the command modules: ``train``, ``tag``, ``serve``, ``eval``, ``info`` (info, dump,
-prune, patterns), ``data`` (data, demo), ``cv`` and ``bench``, each of which adds its own subparser
-and sets its function; :mod:`crfkit.cli.common` is what they share.
+prune, patterns), ``data`` (data, demo), ``cv``, ``bench`` and ``warmup``, each of which adds its
+own subparser and sets its function; :mod:`crfkit.cli.common` is what they share.
 """
 
 from __future__ import annotations
