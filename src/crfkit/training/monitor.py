@@ -539,7 +539,9 @@ class IterationMonitor:
                 from ..metrics import label_scheme
 
                 self.chunk_labels = label_scheme(space.labels) is not None
-            chunked = dev_labels if self.chunk_labels else None
+            # (an explicit dev_metric="f1" scores F1 whatever the labels)
+            wants_f1 = dev_watch is not None and dev_watch.metric == "f1"
+            chunked = dev_labels if self.chunk_labels or wants_f1 else None
             rec.update(dev_scores(CRFModel(space, info["x"]), dev, chunked))
             scored = True
         if train_scores and (not dev_every or info["iteration"] % dev_every == 0):
