@@ -80,7 +80,7 @@ def _step_cli(workdir: str) -> None:
     model = os.path.join(workdir, "m.crfkit")
     out = os.path.join(workdir, "out.txt")
     runs = (
-        ["train", train, "-m", model, "--max-iterations", "3", "-q"],
+        ["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train],
         ["tag", "-m", model, train, "-o", out, "--force"],
         ["tag", "-m", model, train, "-o", out, "--force", "-n", "2"],
         ["tag", "-m", model, train, "-o", out, "--force", "--constraints", "bio"],
@@ -95,6 +95,13 @@ def _step_cli(workdir: str) -> None:
             rc = cli_main(argv)
         if rc != 0:
             raise RuntimeError(f"crfkit {' '.join(argv)} exited with {rc}: {buf.getvalue()[-500:]}")
+    # the demo's path: Viterbi and marginals of a whole encoded corpus (the parallel kernels)
+    from ..model import CRFModel
+
+    m = CRFModel.load(model)
+    attrs = [[[f"w={x[0][2:]}"] for x in xs] for xs in X]
+    m.viterbi(m.encode(attrs))
+    m.tag(attrs[:2])
 
 
 def _step_estimator(workdir: str) -> None:
