@@ -46,6 +46,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sentences", type=int, default=500)
     ap.add_argument("--results", metavar="FILE.jsonl", default=None)
+    ap.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="leave out the commands whose name contains TEXT (repeatable)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("CRFKIT_QUIET_COMPILE", "1")
     from crfkit import CRF
@@ -64,6 +71,8 @@ def main(argv=None) -> int:
         Y = [list(s.labels) for s in sents]
 
         def run(name, fn):
+            if any(t in name for t in args.skip):
+                return
             before = compile_stats()
             t = time.perf_counter()
             with (

@@ -1,8 +1,8 @@
 """Thread settings for the numba kernels (and numpy's BLAS while crfkit trains).
 
-The default thread count follows the free cores (:func:`default_threads`), and idle OpenMP threads
-sleep rather than spin (:mod:`crfkit._runtime.omp`): on a busy host more threads than free cores
-made training slower than one thread.
+Idle OpenMP threads sleep rather than spin (:mod:`crfkit._runtime.omp`): on a busy host, spinning
+threads made 2 threads slower than one.  ``CRFKIT_THREADS=N`` sets the default thread count
+(:func:`default_threads`).
 """
 
 from __future__ import annotations
@@ -18,54 +18,21 @@ def max_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)
 
 
-def _runnable() -> int | None:
-    """The number of runnable tasks on the machine now (``procs_running`` of ``/proc/stat``, this
-    process's running thread included), or None where it cannot be read."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"procs_running "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def free_cores(samples: int = 5, interval: float = 0.01) -> int:
-    """The cores of this process's affinity set that no other process keeps busy: the cores minus
-    the other runnable tasks (the fewest seen over ``samples`` reads of ``/proc/stat``
-    ``interval`` seconds apart, so that a passing task does not count), at least 1.  Without
-    ``/proc`` (not Linux): all the cores."""
-    import time
-
-    cores = cpu_count()
-    seen = []
-    for k in range(max(1, samples)):
-        r = _runnable()
-        if r is None:
-            return cores
-        seen.append(r)
-        if k + 1 < samples:
-            time.sleep(interval)
-    others = max(0, min(seen) - 1)  # this process's own thread is one of them
-    return max(1, min(cores, cores - others))
-
-
 def default_threads() -> int:
-    """The threads crfkit uses when none are asked for: the free cores (:func:`free_cores`), at
-    most numba's ``NUMBA_NUM_THREADS``.  On a busy machine, threads beyond the free cores only
-    wait for a core (a parallel region ends with its slowest thread): with one of 2 cores held by
-    another process, 2 threads were 2x slower than 1 (``benchmarks/micro/thread_contention.py``).
-    ``CRFKIT_THREADS=N`` fixes the default to N."""
+    """The threads crfkit uses when none are asked for: all the cores numba may use
+    (``NUMBA_NUM_THREADS``), or ``CRFKIT_THREADS=N``.  With idle OpenMP threads sleeping rather
+    than spinning (:mod:`crfkit._runtime.omp`), threads beyond the free cores no longer hurt: with a
+    busy loop on one of 2 cores (and a load of about 22), 2 threads took 0.54x the time of 1, where
+    2 spinning threads took 1.75x (``benchmarks/micro/thread_contention.py``)."""
     env = os.environ.get("CRFKIT_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return max(1, min(int(env), max_threads()))
-    return max(1, min(free_cores(), max_threads()))
+    return max_threads()
 
 
 def set_threads(threads: int | None) -> int:
-    """Use ``threads`` numba threads (None or 0: :func:`default_threads`, the free cores);
-    returns the number in use."""
+    """Use ``threads`` numba threads (None or 0: :func:`default_threads`, all cores); returns
+    the number in use."""
     n = default_threads() if not threads else max(1, min(int(threads), max_threads()))
     numba.set_num_threads(n)
     return n

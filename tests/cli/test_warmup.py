@@ -1,6 +1,6 @@
 """``crfkit warmup`` and the compile bookkeeping (issue 46, parts 1 and 3): the steps run, report
 their compile time, leave nothing to compile for the commands they cover; timings exclude
-compilation; the default thread count follows the free cores; idle OpenMP threads sleep."""
+compilation; ``CRFKIT_THREADS`` sets the default thread count; idle OpenMP threads sleep."""
 
 from __future__ import annotations
 
@@ -60,25 +60,15 @@ def test_work_clock_leaves_out_compile_time(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- threads
-def test_default_threads_follow_the_free_cores(monkeypatch):
+def test_default_threads_all_cores_or_crfkit_threads(monkeypatch):
     from crfkit import parallel
 
-    monkeypatch.delenv("CRFKIT_THREADS", raising=False)
-    monkeypatch.setattr(parallel, "cpu_count", lambda: 2)
     monkeypatch.setattr(parallel, "max_threads", lambda: 2)
-    for running, want in ((1, 2), (2, 1), (3, 1), (9, 1)):
-        monkeypatch.setattr(parallel, "_runnable", lambda r=running: r)
-        assert parallel.free_cores() == want
+    monkeypatch.delenv("CRFKIT_THREADS", raising=False)
+    assert parallel.default_threads() == 2
+    for value, want in (("1", 1), ("5", 2), ("0", 2), ("x", 2)):
+        monkeypatch.setenv("CRFKIT_THREADS", value)
         assert parallel.default_threads() == want
-    # a passing task: the fewest runnable seen over the samples counts
-    seq = iter([3, 1, 3, 3, 3])
-    monkeypatch.setattr(parallel, "_runnable", lambda: next(seq))
-    assert parallel.free_cores() == 2
-    monkeypatch.setattr(parallel, "_runnable", lambda: None)  # no /proc
-    assert parallel.free_cores() == 2
-    monkeypatch.setenv("CRFKIT_THREADS", "1")
-    monkeypatch.setattr(parallel, "_runnable", lambda: 1)
-    assert parallel.default_threads() == 1
 
 
 def test_set_threads_default_uses_default_threads(monkeypatch, restore_threads):

@@ -131,9 +131,7 @@ def add_demo_parser(sub) -> None:
         metavar="DIR",
         help="data directory holding conll2000/ (default: $CRFKIT_DATA or ../shared/data)",
     )
-    d.add_argument(
-        "--threads", type=nonneg_int, metavar="N", help="threads (default: the free cores)"
-    )
+    d.add_argument("--threads", type=nonneg_int, metavar="N", help="threads (default: all cores)")
     d.add_argument(
         "--max-iterations", type=pos_int, metavar="N", help="iteration limit (default: none)"
     )

@@ -221,9 +221,7 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
         metavar="L2",
         help="L2 of the fine-tuning, crfkit's form (default: the training L2)",
     )
-    t.add_argument(
-        "--threads", type=nonneg_int, metavar="N", help="threads (default: the free cores)"
-    )
+    t.add_argument("--threads", type=nonneg_int, metavar="N", help="threads (default: all cores)")
     t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
     t.add_argument(
         "--checkpoint",
