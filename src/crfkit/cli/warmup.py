@@ -77,15 +77,19 @@ def _step_cli(workdir: str) -> None:
             for x, y in zip(xs, ys):
                 f.write(f"{x[0][2:]} {x[1][2:]} {y}\n")
             f.write("\n")
+    from ..npdecode import max_tokens
+
+    # a file over max_tokens() tokens: tagged by the parallel kernels (small ones in numpy or serial)
+    big = os.path.join(workdir, "big.txt")
+    text = open(train, encoding="utf-8").read()
+    with open(big, "w", encoding="utf-8") as f:
+        f.write(text * (max_tokens() // max(sum(map(len, X)), 1) + 2))
     model = os.path.join(workdir, "m.crfkit")
     out = os.path.join(workdir, "out.txt")
-    runs = (
-        ["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train],
-        ["tag", "-m", model, train, "-o", out, "--force"],
-        ["tag", "-m", model, train, "-o", out, "--force", "-n", "2"],
-        ["tag", "-m", model, train, "-o", out, "--force", "--constraints", "bio"],
-        ["tag", "-m", model, train, "-o", out, "--force", "--marginals"],
-    )
+    runs = [["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train]]
+    for data in (train, big):
+        for extra in ([], ["-n", "2"], ["--constraints", "bio"], ["--marginals"]):
+            runs.append(["tag", "-m", model, data, "-o", out, "--force", *extra])
     import contextlib
     import io
 
@@ -99,22 +103,35 @@ def _step_cli(workdir: str) -> None:
     from ..model import CRFModel
 
     m = CRFModel.load(model)
+    from ..npdecode import max_tokens
+
     attrs = [[[f"w={x[0][2:]}"] for x in xs] for xs in X]
-    m.viterbi(m.encode(attrs))
-    m.tag(attrs[:2])
+    attrs = attrs * (max_tokens() // max(sum(map(len, attrs)), 1) + 2)
+    for data in (attrs[:2], attrs):  # the numpy/serial and the parallel paths
+        corpus = m.encode(data)
+        m.viterbi(corpus)
+        m.marginals(corpus)
+        m.tag(data)
 
 
 def _step_estimator(workdir: str) -> None:
     from ..estimator import CRF
+    from ..npdecode import max_tokens
 
     X, Y, _ = _toy(2)
+    # small inputs are decoded in numpy or by the serial kernels, large ones (over max_tokens()
+    # tokens) by the parallel kernels: both sizes, and tokens as attribute lists and as dicts
+    n_tok = sum(len(x) for x in X)
+    big = X * (max_tokens() // max(n_tok, 1) + 2)
+    big_dicts = [[{a: 1.0 for a in tok} for tok in x] for x in big]
     for c1 in (0.1, 0.0):
         crf = CRF(c1=c1, c2=0.1, max_iterations=3).fit(X, Y)
-        crf.predict(X[:3])
-        crf.predict(X[:3], constraints="bio")
-        crf.predict_marginals(X[:3])
-        crf.predict_nbest(X[:3], 2)
-        crf.predict_nbest(X[:3], 2, constraints="bio")
+        for data in (X[:3], big, big_dicts[:3], big_dicts):
+            crf.predict(data)
+            crf.predict(data, constraints="bio")
+            crf.predict_marginals(data)
+            crf.predict_nbest(data, 2)
+            crf.predict_nbest(data, 2, constraints="bio")
 
 
 def _step_algorithms(names) -> None:
@@ -134,13 +151,26 @@ def _step_bigram(workdir: str) -> None:
         res.model.tag(X[:2], B=B[:2])
 
 
+def _delta(after: dict, before: dict) -> dict:
+    """The compile statistics between two :func:`compile_stats` readings."""
+    out = {k: after[k] - before[k] for k in ("seconds", "cpu_seconds", "count")}
+    for key in ("by_module", "cpu_by_module"):
+        out[key] = {
+            m: v - before[key].get(m, 0.0)
+            for m, v in after[key].items()
+            if v - before[key].get(m, 0.0) > 0
+        }
+    return out
+
+
 def run_step(name: str) -> tuple[str, float, dict, str | None]:
-    """Run the warmup step ``name`` (in this process): (name, wall seconds, compile statistics,
-    error or None)."""
+    """Run the warmup step ``name`` (in this process): (name, wall seconds, the compile statistics
+    of this step alone, error or None)."""
     import warnings
 
     from .._runtime.compile_notice import compile_stats
 
+    before = compile_stats()
     t = time.perf_counter()
     err = None
     try:
@@ -156,7 +186,7 @@ def run_step(name: str) -> tuple[str, float, dict, str | None]:
                 _step_algorithms(ALGORITHM_STEPS[name])
     except Exception as e:  # noqa: BLE001 - a step that fails must not stop the others
         err = f"{type(e).__name__}: {e}"
-    return name, time.perf_counter() - t, compile_stats(), err
+    return name, time.perf_counter() - t, _delta(compile_stats(), before), err
 
 
 def _worker_init() -> None:
@@ -204,29 +234,8 @@ def warmup(jobs: int | None = None, steps=None, out=None) -> dict:
         quiet = os.environ.get("CRFKIT_QUIET_COMPILE")
         os.environ["CRFKIT_QUIET_COMPILE"] = "1"
         try:
-            from .._runtime.compile_notice import compile_stats
-
             for name in names:
-                before = compile_stats()
-                name, wall, st, err = run_step(name)
-                by = {
-                    k: v - before["by_module"].get(k, 0.0)
-                    for k, v in st["by_module"].items()
-                    if v - before["by_module"].get(k, 0.0) > 0
-                }
-                cby = {
-                    k: v - before["cpu_by_module"].get(k, 0.0)
-                    for k, v in st["cpu_by_module"].items()
-                    if v - before["cpu_by_module"].get(k, 0.0) > 0
-                }
-                st = {
-                    "seconds": st["seconds"] - before["seconds"],
-                    "cpu_seconds": st["cpu_seconds"] - before["cpu_seconds"],
-                    "count": st["count"] - before["count"],
-                    "by_module": by,
-                    "cpu_by_module": cby,
-                }
-                report((name, wall, st, err))
+                report(run_step(name))
         finally:
             if quiet is None:
                 os.environ.pop("CRFKIT_QUIET_COMPILE", None)
