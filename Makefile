@@ -34,6 +34,9 @@ $(VENV)/.installed: pyproject.toml
 	       "(run: make PY=/path/to/python3.11 ...)" >&2; exit 1; }
 	"$(PY)" -m venv $(VENV)
 	$(PIP) install -e .
+	@# compile every numba kernel now, so that no later command pauses (a failed warmup is not fatal:
+	@# the kernels then compile on first use)
+	$(BIN)/crfkit warmup || echo "warning: crfkit warmup failed; the kernels will compile on first use" >&2
 	touch $@
 
 # the test and docs extras on top of the core install (make test only: make chunker needs none of it)

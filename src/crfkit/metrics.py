@@ -520,6 +520,7 @@ def conlleval_lines(
     name: str | None = None,
     docstart: str = "token",
     iobes: bool = True,
+    labels: set | None = None,
 ) -> ChunkReport:
     """Score conlleval input: one token a line, gold and guessed tag last.
 
@@ -538,6 +539,9 @@ def conlleval_lines(
       and it is counted among the tokens, as in the published CoNLL-2003
       figures); ``"boundary"``: it is a sentence break and not a token.
     * ``name`` -- the file name used in error messages.
+    * ``labels`` -- a set that receives every gold and guessed tag as read (before ``raw``
+      rewrites them), so that a caller can tell whether they are chunk tags
+      (:func:`label_scheme`).
 
     Every non-blank line must have the number of columns of the first one and
     at least two, else :class:`~crfkit.errors.DataError` names the line
@@ -574,6 +578,9 @@ def conlleval_lines(
                 line=lineno,
             )
         gold_tag, guessed_tag = fields[-2], fields[-1]
+        if labels is not None:
+            labels.add(gold_tag)
+            labels.add(guessed_tag)
         if raw:
             if guessed_tag == otag:
                 guessed_tag = "O"

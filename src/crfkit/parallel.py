@@ -1,4 +1,9 @@
-"""Thread settings for the numba kernels (and numpy's BLAS while crfkit trains)."""
+"""Thread settings for the numba kernels (and numpy's BLAS while crfkit trains).
+
+Idle OpenMP threads sleep rather than spin (:mod:`crfkit._runtime.omp`): on a busy host, spinning
+threads made 2 threads slower than one.  ``CRFKIT_THREADS=N`` sets the default thread count
+(:func:`default_threads`).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,22 @@ def max_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)
 
 
+def default_threads() -> int:
+    """The threads crfkit uses when none are asked for: all the cores numba may use
+    (``NUMBA_NUM_THREADS``), or ``CRFKIT_THREADS=N``.  With idle OpenMP threads sleeping rather
+    than spinning (:mod:`crfkit._runtime.omp`), threads beyond the free cores no longer hurt: with a
+    busy loop on one of 2 cores (and a load of about 22), 2 threads took 0.54x the time of 1, where
+    2 spinning threads took 1.75x (``benchmarks/micro/thread_contention.py``)."""
+    env = os.environ.get("CRFKIT_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return max(1, min(int(env), max_threads()))
+    return max_threads()
+
+
 def set_threads(threads: int | None) -> int:
-    """Use ``threads`` numba threads (None or 0: all cores); returns the number in use."""
-    n = max_threads() if not threads else max(1, min(int(threads), max_threads()))
+    """Use ``threads`` numba threads (None or 0: :func:`default_threads`, all cores); returns
+    the number in use."""
+    n = default_threads() if not threads else max(1, min(int(threads), max_threads()))
     numba.set_num_threads(n)
     return n
 

@@ -51,43 +51,29 @@ FIGURES = (
     "suboptimality_updates.png",
 )
 
-# one colour per method, the same in every figure
-_ORDER = (
-    "lbfgs",
-    "owlqn",
-    "sag",
-    "sag-nus",
-    "sag-nus*",
-    "saga",
-    "saga-nus",
-    "sg",
-    "asg",
-    "adagrad",
-    "pegasos",
-    "sgd-l1",
-    "sdca",
-    "oeg",
-    "smd",
-    "hybrid",
-)
-_PALETTE = (
-    "#000000",
-    "#555555",
-    "#1f77b4",
-    "#17becf",
-    "#d62728",
-    "#9467bd",
-    "#e377c2",
-    "#8c564b",
-    "#2ca02c",
-    "#ff7f0e",
-    "#bcbd22",
-    "#7f7f7f",
-    "#006400",
-    "#b8860b",
-    "#4b0082",
-    "#808000",
-)
+# one colour and one marker per method, the same in every figure (L-BFGS and SDCA were black and
+# a near-black dark green before: told apart now by hue and marker)
+_METHOD_STYLES = {
+    "lbfgs": ("#000000", "o"),
+    "owlqn": ("#7f7f7f", "s"),
+    "sag": ("#1f77b4", "^"),
+    "sag-nus": ("#17becf", "v"),
+    "sag-nus*": ("#393b79", ">"),
+    "saga": ("#9467bd", "D"),
+    "saga-nus": ("#e377c2", "d"),
+    "sg": ("#8c564b", "P"),
+    "asg": ("#2ca02c", "X"),
+    "adagrad": ("#ff7f0e", "*"),
+    "pegasos": ("#bcbd22", "h"),
+    "sgd-l1": ("#b8860b", "H"),
+    "sdca": ("#d62728", "p"),
+    "oeg": ("#006400", "8"),
+    "smd": ("#4b0082", "<"),
+    "hybrid": ("#808000", "x"),
+}
+_ORDER = tuple(_METHOD_STYLES)
+_PALETTE = tuple(c for c, _ in _METHOD_STYLES.values())
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "p")
 # runs of one optimizer with different settings (sdca's sampling) get these line styles in turn
 _VARIANT_STYLES = ("-", "-.", (0, (5, 1)), (0, (1, 1)))
 
@@ -229,11 +215,25 @@ def test_errors(records: Sequence[dict]) -> list[float | None]:
 
 
 def _color(name: str) -> str:
-    if name in _ORDER:
-        return _PALETTE[_ORDER.index(name)]
+    if name in _METHOD_STYLES:
+        return _METHOD_STYLES[name][0]
     import zlib
 
     return f"C{zlib.crc32(name.encode()) % 10}"
+
+
+def marker(name: str) -> str:
+    """The marker of method ``name`` in every figure (its own for each known method)."""
+    if name in _METHOD_STYLES:
+        return _METHOD_STYLES[name][1]
+    import zlib
+
+    return _MARKERS[zlib.crc32(name.encode()) % len(_MARKERS)]
+
+
+def _marks(r: TraceRun, n: int) -> dict:
+    """The marker keywords of a run's line of ``n`` points: about 8 markers along it."""
+    return {"marker": marker(r.name), "markevery": max(1, n // 8), "markersize": 5}
 
 
 _STYLES = {"only": "-", "best": "-", "second": "--", "tried": ":"}
@@ -354,6 +354,7 @@ def plot_figures(
                 color=color,
                 label=label,
                 linewidth=1.4,
+                **_marks(r, len(pts)),
             )
             # the dual methods' certificate: the duality gap P(w) - D(mu) >= f(w) - f*, thin and
             # dotted
@@ -398,6 +399,7 @@ def plot_figures(
                 color=color,
                 label=label,
                 linewidth=1.4,
+                **_marks(r, len(pts)),
             )
         if entry and entry.get("test_error") is not None:
             ax.axhline(

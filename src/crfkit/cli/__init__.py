@@ -1,5 +1,5 @@
 """The ``crfkit`` command line: train, tag, serve, eval, info, demo, data, patterns, dump, prune,
-cv, bench, report, import, export.
+cv, bench, report, import, export, warmup.
 
 Modelled on ``crf_learn`` / ``crf_test`` (CRF++), ``crfsuite learn`` / ``tag``
 and ``wapiti train`` / ``label``::
@@ -26,9 +26,9 @@ with status 130.
 
 This file holds :func:`main`, :func:`build_parser` and the command registry, and is the only one
 that imports the command modules: ``train``, ``tag``, ``serve``, ``eval``, ``info`` (info, dump,
-prune, patterns), ``data`` (data, demo), ``cv``, ``bench``, ``report`` and ``interop`` (import,
-export), each of which adds its own subparser and sets its function; :mod:`crfkit.cli.common` is
-what they share.
+prune, patterns), ``data`` (data, demo), ``cv``, ``bench``, ``report``, ``interop`` (import,
+export) and ``warmup``, each of which adds its own subparser and sets its function;
+:mod:`crfkit.cli.common` is what they share.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ REGISTRY = (
     (("report",), "report", "add_parser"),
     (("import",), "interop", "add_import_parser"),
     (("export",), "interop", "add_export_parser"),
+    (("warmup",), "warmup", "add_parser"),
 )
 
 #: the subcommands (``crfkit COMMAND``); :func:`build_parser` can build one of them alone
@@ -88,14 +89,35 @@ def build_parser(command: str | None = None):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``crfkit ARGV`` and return its exit status.
+
+    Ctrl-C: as the ``crfkit`` program, it exits with status 130 (training first saves what it
+    reached).  Called in-process by another program (a test runner, a notebook: any caller whose
+    SIGINT handler is not crfkit's own), the command still ends as it would, and then the caller's
+    handler is restored and a ``KeyboardInterrupt`` raised, so that the caller stops too (pytest
+    went on with the next test before)."""
     import signal
 
-    previous = quiet_interrupts()
+    from .common import SIGINT_SEEN
+
+    current = signal.getsignal(signal.SIGINT)
+    # in-process under another program: its own Ctrl-C handler stays until the command runs
+    embedded = callable(current) and getattr(current, "__name__", "") != "_exit_quietly"
+    previous = current if embedded else quiet_interrupts()
+    seen = SIGINT_SEEN["seen"]
+    SIGINT_SEEN["seen"] = False
     try:
         return _main(argv)
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            try:
+                signal.signal(signal.SIGINT, previous)
+            except ValueError:  # not the main thread: nothing was installed
+                pass
+        interrupted = SIGINT_SEEN["seen"]
+        SIGINT_SEEN["seen"] = seen or interrupted
+        if interrupted and embedded:
+            raise KeyboardInterrupt
 
 
 def _main(argv) -> int:

@@ -182,6 +182,16 @@ def _terminated(signum, frame):
     raise Terminated()
 
 
+#: set when Ctrl-C (SIGINT) reached a command run by :func:`run_command`; :func:`crfkit.cli.main`
+#: reads it to pass the interrupt on to a program that runs crfkit in-process (pytest)
+SIGINT_SEEN = {"seen": False}
+
+
+def _interrupt(signum, frame):
+    SIGINT_SEEN["seen"] = True
+    raise KeyboardInterrupt
+
+
 def quiet_interrupts():
     """Make Ctrl-C exit with status 130 and no traceback (``SystemExit``), and
     return the handler it replaces: what the entry points call first thing,
@@ -229,7 +239,7 @@ def run_command(func, args) -> int:
     # from here Ctrl-C is a KeyboardInterrupt again: training saves what it reached; SIGTERM
     # unwinds too (training takes it as Ctrl-C), so that no temporary file is left behind
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _interrupt)
         prev_term = signal.signal(signal.SIGTERM, _terminated)
     except ValueError:  # not the main thread
         prev_term = None

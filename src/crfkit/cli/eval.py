@@ -10,10 +10,11 @@ from ..errors import DataError
 
 def cmd_eval(args) -> int:
     from ..io.columns import open_text
-    from ..metrics import conlleval_lines
+    from ..metrics import conlleval_lines, label_scheme
 
     name = "<stdin>" if args.file == "-" else args.file
     f = open_text(args.file)
+    labels: set[str] = set()
     try:
         try:
             rep = conlleval_lines(
@@ -24,12 +25,20 @@ def cmd_eval(args) -> int:
                 otag=args.otag,
                 name=name,
                 iobes=args.iobes,
+                labels=labels,
             )
         except UnicodeDecodeError:
             raise DataError("invalid UTF-8", name) from None
     finally:
         if f is not sys.stdin and args.file != "-":
             f.close()
+    if not args.raw and rep.tokens and label_scheme(sorted(labels)) is None:
+        # POS tags, phoneme classes...: conlleval would print "0 phrases ... FB1 0.00"
+        sys.stdout.write(
+            f"processed {rep.tokens} tokens; accuracy: {rep.accuracy:6.2f}%; the labels are not "
+            "chunk tags, so no chunk F1 (-r/--raw scores every tag as a chunk, as conlleval -r)\n"
+        )
+        return 0
     sys.stdout.write(rep.format())
     return 0
 
@@ -40,7 +49,9 @@ def add_parser(sub) -> None:
         "eval",
         help="conlleval chunk scores of a tagged file",
         description="Score a file whose last two columns are the gold and the guessed tag "
-        "(what `crfkit tag` writes on labelled input), exactly as conlleval.pl.",
+        "(what `crfkit tag` writes on labelled input), exactly as conlleval.pl. When the tags "
+        "are not chunk tags (B-/I-/E-/S- prefixes and O), prints the token accuracy instead "
+        "(-r scores every tag as a chunk).",
     )
     e.add_argument(
         "file",

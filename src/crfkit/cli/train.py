@@ -412,9 +412,19 @@ def cmd_train(args) -> int:
     out.flush()
     if interrupted:
         # not an error: the work is kept (exit status 130 tells scripts the run was cut short)
+        if args.checkpoint:
+            # the checkpoint holds the optimizer's state too: --resume continues the same run
+            import shlex
+
+            how = (
+                f"or continued where it stopped: the same command with --resume "
+                f"{shlex.quote(str(args.checkpoint))}"
+            )
+        else:
+            how = "or continued with --init-model"
         print_stderr(
             f"crfkit: interrupted after {res.iterations} iterations; the model reached so far was saved "
-            f"to {args.model} (it can be used as is, or continued with --init-model)"
+            f"to {args.model} (it can be used as is, {how})"
         )
         return EXIT_INTERRUPTED
     return 0

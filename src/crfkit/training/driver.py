@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import memtrim
+from .._runtime.compile_notice import work_clock
 from ..corpus import WARN_FEATURE_VALUE, Corpus
 from ..errors import ParameterError
 from ..features.encode import build
@@ -450,7 +450,7 @@ def finish(
                 t0,
                 None,
             )
-    seconds = time.perf_counter() - t0
+    seconds = work_clock() - t0
     md = {
         "algorithm": algorithm,
         "l1": reg.l1,
@@ -543,7 +543,7 @@ def train_corpus(
     train_labels = train_score_labels(space, corpus) if cfg.train_scores else None
     tr = Trace(cfg.trace, start.previous, warn=warn)
     history: list[dict] = list(start.previous)
-    t0 = time.perf_counter() - start.t_offset
+    t0 = work_clock() - start.t_offset
     x0 = start_weights(space, cfg.init, cfg.w0, state is not None)
     # zeros made here for the run: L-BFGS / OWL-QN take them as their iterate's buffer (one vector
     # less)

@@ -12,11 +12,11 @@ import math
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._runtime.compile_notice import work_clock
 from ..corpus import Corpus
 from ..errors import TrainingDiverged
 from ..model import CRFModel, FeatureSpace
@@ -366,7 +366,7 @@ def raise_diverged(
         hint=hint,
         history=list(history),
         effective_passes=obj.effective_passes,
-        seconds=time.perf_counter() - t0,
+        seconds=work_clock() - t0,
     )
 
 
@@ -431,6 +431,7 @@ class IterationMonitor:
         self.watch, self.tr, self.history, self.t0, self.warn = watch, tr, history, t0, warn
         self.train_labels, self.dev_watch = train_labels, dev_watch
         self.fp, self.settings = fingerprint, settings
+        self.chunk_labels: bool | None = None  # whether the labels are chunk tags (first dev score)
         self.pair_seen = np.zeros(2, np.int64)  # pair counts already reported in a trace record
         self.diverged: dict = {}
 
@@ -459,7 +460,7 @@ class IterationMonitor:
                 extra={
                     "n_full": int(st.get("n_evals", obj.n_full)),
                     "n_oracle": obj.n_oracle,
-                    "wall_s": time.perf_counter() - t0,
+                    "wall_s": work_clock() - t0,
                     "n_train": n,
                     "n_features": space.n_features,
                     "f_start": watch.start_value() or 0.0,
@@ -510,7 +511,7 @@ class IterationMonitor:
             "algorithm": algorithm,
             "iteration": info["iteration"],
             "effective_passes": obj.effective_passes,
-            "wall_s": time.perf_counter() - t0,
+            "wall_s": work_clock() - t0,
             "objective": info["f"],
             "grad_inf_norm": info.get("gnorm_inf", float("nan")),
             "grad_norm": info.get("gnorm", float("nan")),
@@ -533,7 +534,15 @@ class IterationMonitor:
             return True
         scored = False
         if dev is not None and dev_every and info["iteration"] % dev_every == 0:
-            rec.update(dev_scores(CRFModel(space, info["x"]), dev, dev_labels))
+            # chunk F1 only when the labels are chunk tags (POS tags: accuracy alone, not "F1 0.00")
+            if dev_labels is not None and self.chunk_labels is None:
+                from ..metrics import label_scheme
+
+                self.chunk_labels = label_scheme(space.labels) is not None
+            # (an explicit dev_metric="f1" scores F1 whatever the labels)
+            wants_f1 = dev_watch is not None and dev_watch.metric == "f1"
+            chunked = dev_labels if self.chunk_labels or wants_f1 else None
+            rec.update(dev_scores(CRFModel(space, info["x"]), dev, chunked))
             scored = True
         if train_scores and (not dev_every or info["iteration"] % dev_every == 0):
             # the training set decoded at these weights: train_accuracy (and train_f1 for chunk
@@ -542,15 +551,22 @@ class IterationMonitor:
             scored = True
         if scored:
             # the scoring time, which the plots take out of the optimizer's seconds
-            rec["wall_s_with_dev"] = time.perf_counter() - t0
+            rec["wall_s_with_dev"] = work_clock() - t0
         stop_dev = False
         if dev_stop is not None and "dev_accuracy" in rec:
             stop_dev = dev_watch.update(rec, info["x"])
         history.append(rec)
         tr.write(rec)
         if verbose:
+            g = rec["grad_inf_norm"]
+            # the dual methods (SDCA) compute no gradient: their certificate is the duality gap
+            conv = (
+                f"gap {rec['duality_gap']:.3e}"
+                if g != g and rec.get("duality_gap") is not None
+                else f"|g|inf {g:.3e}"
+            )
             line = (
-                f"iter {rec['iteration']:4d}  obj {rec['objective']:.8g}  |g|inf {rec['grad_inf_norm']:.3e}  "
+                f"iter {rec['iteration']:4d}  obj {rec['objective']:.8g}  {conv}  "
                 f"step {rec['step']:.3g}  active {rec['nnz']}  passes {rec['effective_passes']:.0f}  "
                 f"{rec['wall_s']:.2f}s"
             )

@@ -1,0 +1,336 @@
+"""``crfkit warmup``: compile every numba kernel crfkit's commands use, ahead, with a progress bar.
+
+The kernels compile on first use and are cached (``crfkit/kernels/__pycache__``); without a warmup
+the first ``train``, ``tag``, ``CRF.fit(c1=...)``, ``predict(constraints="bio")`` or SDCA run of a
+fresh install pauses for tens of seconds each.  ``crfkit warmup`` runs each of those on a tiny
+synthetic problem (:data:`STEPS`), so that every specialisation they need is compiled and cached;
+``make chunker`` runs it in its install step.  The steps run in ``--jobs`` worker processes (the
+numba cache is per function, so processes compile in parallel; default: the cores); a kernel that
+two workers need at the same time is compiled by both, the cache keeps one.  At the end it prints
+the compile seconds per kernel module (``--table``: all of them), the figures behind
+``docs/developer.md``'s compile table.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+#: the warmup steps, in the order they are started: (name, what it runs).  ``cli`` and
+#: ``estimator`` need the same decoding and batch kernels (about half of all the compile time): they
+#: are started first and last, so that with 2 workers the second loads them from the cache instead
+#: of compiling them again at the same time (measured: both first, 98.8 and 98.4 s CPU each)
+STEPS: tuple[tuple[str, str], ...] = (
+    (
+        "cli",
+        "crfkit train (templates, L-BFGS, --dev) then tag, -n 2, --constraints bio, --marginals",
+    ),
+    ("bigram", "bigram features: L-BFGS and BCD"),
+    ("sdca", "SDCA and OEG (dual methods)"),
+    ("sag", "SAG, SAG-NUS, SAGA (variance-reduced)"),
+    ("sgd", "SG, ASG, AdaGrad, Pegasos, SGD-L1, l2sgd, NGD, SMD"),
+    ("online", "PA, AP, AROW, hybrid"),
+    (
+        "estimator",
+        "CRF.fit with c1 (OWL-QN), predict, predict(constraints='bio'), marginals, n-best",
+    ),
+)
+
+ALGORITHM_STEPS = {
+    "sdca": ("sdca", "oeg"),
+    "sag": ("sag", "sag-nus", "sag-nus*", "saga", "saga-nus"),
+    "sgd": ("sg", "asg", "adagrad", "pegasos", "sgd-l1", "l2sgd", "ngd", "smd"),
+    "online": ("pa", "ap", "arow", "hybrid"),
+}
+
+
+def _toy(seed: int = 0, n: int = 24):
+    """A tiny chunking problem: attribute sequences (strings), BIO labels (valid chunks: every
+    transition the constraints allow occurs), bigram attributes."""
+    import random
+
+    rnd = random.Random(seed)
+    phrases = (
+        (("the", "a"), ("cat", "dog", "mat"), ("B-NP", "I-NP")),
+        (("sat", "ran", "is"), (), ("B-VP",)),
+        (("on", "to"), (), ("B-PP",)),
+        ((".", ","), (), ("O",)),
+    )
+    X, Y, B = [], [], []
+    for _ in range(n):
+        ws, ys = [], []
+        for _ in range(rnd.randint(1, 4)):
+            first, second, tags = rnd.choice(phrases)
+            ws.append(rnd.choice(first))
+            if second:
+                ws.append(rnd.choice(second))
+            ys.extend(tags)
+        X.append([[f"w={w}", f"s={w[-1]}", "bias"] for w in ws])
+        Y.append(ys)
+        B.append([[f"w={w}"] if t else [] for t, w in enumerate(ws)])
+    return X, Y, B
+
+
+def _step_cli(workdir: str) -> None:
+    from . import main as cli_main
+
+    X, Y, _ = _toy(1, 40)
+    train = os.path.join(workdir, "train.txt")
+    with open(train, "w", encoding="utf-8") as f:
+        for xs, ys in zip(X, Y):
+            for x, y in zip(xs, ys):
+                f.write(f"{x[0][2:]} {x[1][2:]} {y}\n")
+            f.write("\n")
+    from ..npdecode import max_tokens
+
+    # a file over max_tokens() tokens: tagged by the parallel kernels (small ones in numpy or serial)
+    big = os.path.join(workdir, "big.txt")
+    text = open(train, encoding="utf-8").read()
+    with open(big, "w", encoding="utf-8") as f:
+        f.write(text * (max_tokens() // max(sum(map(len, X)), 1) + 2))
+    model = os.path.join(workdir, "m.crfkit")
+    out = os.path.join(workdir, "out.txt")
+    runs = [["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train]]
+    for data in (train, big):
+        for extra in ([], ["-n", "2"], ["--constraints", "bio"], ["--marginals"]):
+            runs.append(["tag", "-m", model, data, "-o", out, "--force", *extra])
+    import contextlib
+    import io
+
+    for argv in runs:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            rc = cli_main(argv)
+        if rc != 0:
+            raise RuntimeError(f"crfkit {' '.join(argv)} exited with {rc}: {buf.getvalue()[-500:]}")
+    # the demo's path: Viterbi and marginals of a whole encoded corpus (the parallel kernels)
+    from ..model import CRFModel
+
+    m = CRFModel.load(model)
+    from ..npdecode import max_tokens
+
+    attrs = [[[f"w={x[0][2:]}"] for x in xs] for xs in X]
+    attrs = attrs * (max_tokens() // max(sum(map(len, attrs)), 1) + 2)
+    for data in (attrs[:2], attrs):  # the numpy/serial and the parallel paths
+        corpus = m.encode(data)
+        m.viterbi(corpus)
+        m.marginals(corpus)
+        m.tag(data)
+
+
+def _step_estimator(workdir: str) -> None:
+    from ..estimator import CRF
+    from ..npdecode import max_tokens
+
+    X, Y, _ = _toy(2)
+    # small inputs are decoded in numpy or by the serial kernels, large ones (over max_tokens()
+    # tokens) by the parallel kernels: both sizes, and tokens as attribute lists and as dicts
+    n_tok = sum(len(x) for x in X)
+    big = X * (max_tokens() // max(n_tok, 1) + 2)
+    big_dicts = [[{a: 1.0 for a in tok} for tok in x] for x in big]
+    for c1 in (0.1, 0.0):
+        crf = CRF(c1=c1, c2=0.1, max_iterations=3).fit(X, Y)
+        for data in (X[:3], big, big_dicts[:3], big_dicts):
+            crf.predict(data)
+            crf.predict(data, constraints="bio")
+            crf.predict_marginals(data)
+            crf.predict_nbest(data, 2)
+            crf.predict_nbest(data, 2, constraints="bio")
+
+
+def _step_algorithms(names) -> None:
+    from ..train import train
+
+    X, Y, _ = _toy(3)
+    for a in names:
+        train(X, Y, algorithm=a, max_iterations=2, c2=0.1)
+
+
+def _step_bigram(workdir: str) -> None:
+    from ..train import train
+
+    X, Y, B = _toy(4)
+    for a in ("lbfgs", "bcd"):
+        res = train(X, Y, B=B, algorithm=a, max_iterations=2, c2=0.1)
+        res.model.tag(X[:2], B=B[:2])
+
+
+def _delta(after: dict, before: dict) -> dict:
+    """The compile statistics between two :func:`compile_stats` readings."""
+    out = {k: after[k] - before[k] for k in ("seconds", "cpu_seconds", "count")}
+    for key in ("by_module", "cpu_by_module"):
+        out[key] = {
+            m: v - before[key].get(m, 0.0)
+            for m, v in after[key].items()
+            if v - before[key].get(m, 0.0) > 0
+        }
+    return out
+
+
+def run_step(name: str) -> tuple[str, float, dict, str | None]:
+    """Run the warmup step ``name`` (in this process): (name, wall seconds, the compile statistics
+    of this step alone, error or None)."""
+    import warnings
+
+    from .._runtime.compile_notice import compile_stats
+
+    before = compile_stats()
+    t = time.perf_counter()
+    err = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="crfkit-warmup-") as d, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if name == "cli":
+                _step_cli(d)
+            elif name == "estimator":
+                _step_estimator(d)
+            elif name == "bigram":
+                _step_bigram(d)
+            else:
+                _step_algorithms(ALGORITHM_STEPS[name])
+    except Exception as e:  # noqa: BLE001 - a step that fails must not stop the others
+        err = f"{type(e).__name__}: {e}"
+    return name, time.perf_counter() - t, _delta(compile_stats(), before), err
+
+
+def _worker_init() -> None:
+    os.environ["CRFKIT_QUIET_COMPILE"] = "1"
+    # one numba thread per worker: the workers themselves are the parallelism
+    os.environ.setdefault("CRFKIT_THREADS", "1")
+
+
+def _bar(done: int, total: int, width: int = 24) -> str:
+    k = width * done // max(total, 1)
+    return "[" + "#" * k + "." * (width - k) + f"] {done}/{total}"
+
+
+def warmup(jobs: int | None = None, steps=None, out=None) -> dict:
+    """Compile the kernels of ``steps`` (default: all of :data:`STEPS`) in ``jobs`` processes
+    (default: the cores; 1: in this process), printing a progress line per finished step on
+    ``out`` (default stderr).  Returns ``{"wall_s", "compile_s", "by_module", "steps"}``."""
+    from ..parallel import cpu_count
+
+    out = sys.stderr if out is None else out
+    names = [n for n, _ in STEPS] if steps is None else list(steps)
+    jobs = max(1, min(len(names), jobs or cpu_count()))
+    t0 = time.perf_counter()
+    results = []
+
+    def report(r):
+        results.append(r)
+        name, wall, st, err = r
+        tail = f"  FAILED: {err}" if err else ""
+        print(
+            f"crfkit warmup {_bar(len(results), len(names))} {name}: {wall:.1f} s, "
+            f"{st['count']} kernels compiled in {st['seconds']:.1f} s "
+            f"({st['cpu_seconds']:.1f} s CPU){tail}",
+            file=out,
+            flush=True,
+        )
+
+    print(
+        f"crfkit warmup: compiling the numba kernels of {len(names)} groups in {jobs} "
+        f"process{'es' if jobs > 1 else ''} (once after installing or updating crfkit)",
+        file=out,
+        flush=True,
+    )
+    if jobs == 1:
+        quiet = os.environ.get("CRFKIT_QUIET_COMPILE")
+        os.environ["CRFKIT_QUIET_COMPILE"] = "1"
+        try:
+            for name in names:
+                report(run_step(name))
+        finally:
+            if quiet is None:
+                os.environ.pop("CRFKIT_QUIET_COMPILE", None)
+            else:
+                os.environ["CRFKIT_QUIET_COMPILE"] = quiet
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = mp.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init) as ex:
+            futs = [ex.submit(run_step, n) for n in names]
+            for f in as_completed(futs):
+                report(f.result())
+    by_module: dict[str, float] = {}
+    cpu_by_module: dict[str, float] = {}
+    for _, _, st, _ in results:
+        for k, v in st["by_module"].items():
+            by_module[k] = by_module.get(k, 0.0) + v
+        for k, v in st["cpu_by_module"].items():
+            cpu_by_module[k] = cpu_by_module.get(k, 0.0) + v
+    return {
+        "wall_s": time.perf_counter() - t0,
+        "compile_s": sum(st["seconds"] for _, _, st, _ in results),
+        "compile_cpu_s": sum(st["cpu_seconds"] for _, _, st, _ in results),
+        "by_module": by_module,
+        "cpu_by_module": cpu_by_module,
+        "steps": {
+            n: {
+                "wall_s": w,
+                "compile_s": st["seconds"],
+                "compile_cpu_s": st["cpu_seconds"],
+                "kernels": st["count"],
+                "error": e,
+            }
+            for n, w, st, e in results
+        },
+        "jobs": jobs,
+    }
+
+
+def cmd_warmup(args) -> int:
+    res = warmup(args.jobs, args.step or None)
+    failed = [n for n, s in res["steps"].items() if s["error"]]
+    rows = sorted(res["by_module"].items(), key=lambda kv: -kv[1])
+    if args.table:
+        cpu = res["cpu_by_module"]
+        print(f"{'kernel module':24s} {'compile s':>10s} {'CPU s':>8s}")
+        for k, v in rows:
+            print(f"{k:24s} {v:10.1f} {cpu.get(k, 0.0):8.1f}")
+    else:
+        top = ", ".join(f"{k} {v:.0f} s" for k, v in rows[:5])
+        if top:
+            print(f"crfkit warmup: most compile time: {top}", file=sys.stderr)
+    print(
+        f"crfkit warmup: done in {res['wall_s']:.1f} s ({res['compile_s']:.1f} s of compiling, "
+        f"{res['compile_cpu_s']:.1f} s CPU, over "
+        f"{res['jobs']} process{'es' if res['jobs'] > 1 else ''})"
+        + (f"; FAILED steps: {', '.join(failed)}" if failed else ""),
+        file=sys.stderr,
+    )
+    if args.json:
+        import json
+
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(res, f, indent=1)
+    return 1 if failed else 0
+
+
+def add_parser(sub) -> None:
+    """Add ``warmup`` to the ``crfkit`` subparsers ``sub``."""
+    from .common import pos_int
+
+    w = sub.add_parser(
+        "warmup",
+        help="compile all the numba kernels now (once after installing), with a progress bar",
+        description="Compile and cache every numba kernel crfkit's commands use, so that no later "
+        "command pauses to compile. Runs each command on a tiny synthetic problem, in parallel "
+        "processes.",
+    )
+    w.add_argument(
+        "-j", "--jobs", type=pos_int, metavar="N", help="worker processes (default: the cores)"
+    )
+    w.add_argument(
+        "--step",
+        action="append",
+        choices=[n for n, _ in STEPS],
+        help="only this step (repeatable): " + "; ".join(f"{n}: {d}" for n, d in STEPS),
+    )
+    w.add_argument("--table", action="store_true", help="print the compile seconds per module")
+    w.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    w.set_defaults(func=cmd_warmup)

@@ -1,0 +1,99 @@
+"""``crfkit warmup`` and the compile bookkeeping (issue 46, parts 1 and 3): the steps run, report
+their compile time, leave nothing to compile for the commands they cover; timings exclude
+compilation; ``CRFKIT_THREADS`` sets the default thread count; idle OpenMP threads sleep."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import crfkit_env, run_cli
+
+
+def test_warmup_runs_a_step_in_process_and_reports(capsys):
+    from crfkit.cli import warmup
+
+    buf = io.StringIO()
+    res = warmup.warmup(jobs=1, steps=["estimator"], out=buf)
+    assert set(res["steps"]) == {"estimator"} and res["steps"]["estimator"]["error"] is None
+    assert "1/1 estimator" in buf.getvalue()
+    # a second run compiles nothing: everything it needs is cached now
+    again = warmup.warmup(jobs=1, steps=["estimator"], out=io.StringIO())
+    assert again["steps"]["estimator"]["kernels"] == 0 and again["compile_s"] == 0.0
+
+
+def test_warmup_command_line_table(capsys):
+    rc, out, err = run_cli(capsys, "warmup", "-j", "1", "--step", "bigram", "--table")
+    assert rc == 0, err
+    assert "kernel module" in out and "crfkit warmup: done in" in err
+    assert "[########################] 1/1 bigram" in err
+
+
+def test_warmup_is_registered_for_python_dash_m():
+    from crfkit.cli import COMMANDS, build_parser
+
+    assert "warmup" in COMMANDS
+    args = build_parser("warmup").parse_args(["warmup", "-j", "2", "--step", "sdca"])
+    assert args.jobs == 2 and args.step == ["sdca"]
+
+
+def test_every_training_algorithm_is_in_a_warmup_step():
+    from crfkit.cli.warmup import ALGORITHM_STEPS
+    from crfkit.training.config import ALGORITHMS
+
+    covered = {a for names in ALGORITHM_STEPS.values() for a in names} | {"lbfgs", "owlqn", "bcd"}
+    assert set(ALGORITHMS) <= covered
+
+
+# ----------------------------------------------------------------------------- timing without compiling
+def test_work_clock_leaves_out_compile_time(monkeypatch):
+    from crfkit._runtime import compile_notice as cn
+
+    t0 = cn.work_clock()
+    monkeypatch.setitem(cn._TIMES, "seconds", cn._TIMES["seconds"] + 100.0)  # "compiled 100 s"
+    assert cn.work_clock() - t0 < 0  # the 100 s are not counted
+    assert cn.compile_stats()["seconds"] == pytest.approx(cn.compile_seconds())
+
+
+# ----------------------------------------------------------------------------- threads
+def test_default_threads_all_cores_or_crfkit_threads(monkeypatch):
+    from crfkit import parallel
+
+    monkeypatch.setattr(parallel, "max_threads", lambda: 2)
+    monkeypatch.delenv("CRFKIT_THREADS", raising=False)
+    assert parallel.default_threads() == 2
+    for value, want in (("1", 1), ("5", 2), ("0", 2), ("x", 2)):
+        monkeypatch.setenv("CRFKIT_THREADS", value)
+        assert parallel.default_threads() == want
+
+
+def test_set_threads_default_uses_default_threads(monkeypatch, restore_threads):
+    import numba
+
+    from crfkit import parallel
+
+    monkeypatch.setattr(parallel, "default_threads", lambda: 1)
+    assert parallel.set_threads(None) == 1 and numba.get_num_threads() == 1
+    assert parallel.set_threads(0) == 1
+
+
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_import_crfkit_makes_idle_openmp_threads_sleep(preset):
+    env = crfkit_env()
+    env.pop("OMP_WAIT_POLICY", None)
+    env.pop("GOMP_SPINCOUNT", None)
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    out = subprocess.run(
+        [sys.executable, "-c", "import os, crfkit; print(os.environ['OMP_WAIT_POLICY'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == (preset or "PASSIVE")
+    assert os.environ.get("OMP_WAIT_POLICY") in (None, "PASSIVE", preset)
