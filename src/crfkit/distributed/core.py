@@ -168,6 +168,14 @@ class ShardedCorpus:
 
         return partial(parameter_mixing, _algorithm=algorithm)
 
+    def state_schema(self, algorithm: str) -> tuple[dict, tuple]:
+        """The schema (and cross-key rules) of a resumed state of ``algorithm`` on this corpus:
+        parameter mixing's for the stochastic methods (see
+        :func:`crfkit.training.checkpoint.validate_state`)."""
+        from .mixing import STATE_SCHEMA
+
+        return STATE_SCHEMA, ()
+
     def release(self) -> None:
         """Drop the shards from the cluster."""
         for f in self.shards:

@@ -29,8 +29,19 @@ import time
 import numpy as np
 
 from ..errors import ParameterError
+from ..optim import schema as _sc
 from ..optim.stochastic import StochasticResult
 from . import shards as S
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): the round, the weights and the running average
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "x": _sc.vector("p"),
+    "w": _sc.vector("p"),
+    "avg": _sc.vector("p"),
+}
 
 DEFAULT_EPOCHS = 50
 
