@@ -125,8 +125,13 @@ def parameter_mixing(
                 )
                 for s in c.shards
             ]
-            total = client.gather(_tree(client, parts))
+            root = _tree(client, parts)
             del parts
+            from .core import await_futures
+
+            await_futures(client, [root], c.worker_timeout)
+            total = root.result()
+            root.release()
             w = total[0] / n
             if algorithm == "asg":
                 avg = (avg * epoch + total[1] / n) / (epoch + 1)

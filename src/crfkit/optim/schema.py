@@ -34,7 +34,7 @@ __all__ = [
 F4F8 = ("<f4", "<f8")
 I8 = ("<i8",)
 F8 = ("<f8",)
-BIG = float(2**62)  # counters: at most this (an int64 that cannot overflow when incremented)
+BIG = 2**62  # counters: at most this (an int64 that cannot overflow when incremented)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def array(shapes: Callable[[Dims], list[Shape]], dtypes=F8, required: bool = Tru
 
 
 #: a random generator's state word (uint64)
-RNG_HI = float(2**64 - 1)
+RNG_HI = 2**64 - 1
 
 
 def integer(lo=0, hi=BIG, required: bool = True) -> Field:
