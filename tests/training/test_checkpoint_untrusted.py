@@ -341,13 +341,13 @@ CASES = {
         "lbfgs",
         lambda b: edit_header(b, "lbfgs", lambda h: h.update(iteration=-100)),
         (),
-        "'iteration' is not an integer in [0, 2^62] (-100)",
+        "'iteration' is not an integer in [0, 2^53] (-100)",
     ),
     "iteration_1e30": (
         "lbfgs",
         lambda b: edit_header(b, "lbfgs", lambda h: h.update(iteration=1e30)),
         (),
-        "'iteration' is not an integer in [0, 2^62] (1e+30)",
+        "'iteration' is not an integer in [0, 2^53] (1e+30)",
     ),
     "g_len3": (
         "lbfgs",

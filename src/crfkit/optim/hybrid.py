@@ -153,7 +153,8 @@ def hybrid(
         "seed": int(seed),
         "m": m,
         "growth": growth,
-        "batch0": b if state is None else state["settings"]["batch0"],
+        # (a resumed state's own, not used again: its b has grown since)
+        "batch0": b if state is None else state.get("settings", {}).get("batch0"),
         "c1": c1,
     }
     if state is not None:

@@ -234,6 +234,9 @@ def save(
 #: fit
 MAX_HEADER_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64
+#: the largest iteration and evaluation count (what a model file's metadata holds: the resumed model
+#: records them)
+MAX_COUNT = 2**53
 #: the most members an archive may hold (a state has a few dozen keys)
 MAX_MEMBERS = 256
 #: an npy member's own header (numpy writes a few hundred bytes)
@@ -278,15 +281,20 @@ def schema_for(algorithm: str) -> tuple[dict, tuple]:
 
 def _json_depth_ok(text: str, limit: int) -> bool:
     """True when the JSON ``text`` nests arrays/objects at most ``limit`` deep (strings skipped);
-    counted over the bytes with numpy, before the parser recurses."""
+    counted over the bytes with numpy, a block at a time, before the parser recurses."""
     import re
 
     bare = re.sub(r'"(?:[^"\\]|\\.)*"', "", text).encode("utf-8", "replace")
-    b = np.frombuffer(bare, np.uint8)
-    step = np.zeros(len(b), np.int64)
-    step[(b == ord("[")) | (b == ord("{"))] = 1
-    step[(b == ord("]")) | (b == ord("}"))] = -1
-    return not len(b) or int(np.cumsum(step).max(initial=0)) <= limit
+    depth = 0
+    for k in range(0, len(bare), 1 << 22):
+        b = np.frombuffer(bare[k : k + (1 << 22)], np.uint8)
+        step = (b == ord("[")).astype(np.int32) + (b == ord("{"))
+        step -= (b == ord("]")).astype(np.int32) + (b == ord("}"))
+        run = np.cumsum(step, dtype=np.int64) + depth
+        if len(run) and int(run.max()) > limit:
+            return False
+        depth = int(run[-1]) if len(run) else depth
+    return True
 
 
 def _is_int(v) -> bool:
@@ -341,8 +349,10 @@ class _Archive:
                 shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=MAX_NPY_HEADER)
             else:
                 raise ValueError(f"npy version {version}")
-        except (ValueError, SyntaxError, TypeError, OverflowError, EOFError) as e:
-            raise CheckpointError(f"{self.path}: member {name!r}: not an npy array ({e})") from None
+        except Exception as e:  # numpy parses the (size-capped) header with tokenize and ast
+            raise CheckpointError(
+                f"{self.path}: member {name!r}: not an npy array ({type(e).__name__}: {e})"
+            ) from None
         if (
             dtype.kind not in _NUMERIC_KINDS
             or dtype.fields is not None
@@ -424,8 +434,8 @@ def _header(ar: _Archive) -> dict:
             bad(key, f"is not a {kind.__name__}")
     for key in ("iteration", "n_evals") + (("m",) if version == 1 else ()):
         v = header.get(key, 0 if key == "n_evals" else None)
-        if not _is_int(v) or not 0 <= v <= 2**62:
-            bad(key, f"is not an integer in [0, 2^62] ({v!r})")
+        if not _is_int(v) or not 0 <= v <= MAX_COUNT:
+            bad(key, f"is not an integer in [0, 2^53] ({v!r})")
     for key, kind, default in (
         ("history", list, []),
         ("extra", dict, {}),
