@@ -513,6 +513,7 @@ def _check_array_type(path, key, fld, dtype, shape, shapes) -> None:
         want = " or ".join(
             "("
             + ", ".join(f"0..{d.stop - 1}" if isinstance(d, range) else str(d) for d in sh)
+            + ("," if len(sh) == 1 else "")
             + ")"
             for sh in shapes
         )
