@@ -13,8 +13,12 @@ function-scoped fixtures) can import them: ``from conftest import ...``.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import select
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -627,3 +631,110 @@ def chunker(tmp_path_factory):
         cli.main(["train", str(d / "train.txt"), "-m", str(m), "--max-iterations", "10", "-q"]) == 0
     )
     return {"dir": d, "model": m, "test": d / "test.txt"}
+
+
+_SRC = os.path.dirname(os.path.dirname(os.path.abspath(crfkit.__file__)))
+
+
+# ----------------------------------------------------------------------- a loader under a memory
+# limit
+CHILD = textwrap.dedent(r"""
+    import contextlib, io, json, resource, sys, time, traceback
+    import numpy as np
+    from crfkit import cli
+    from crfkit.errors import CrfkitError
+    from crfkit.model import CRFModel
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+
+    def reset_peak():
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")      # resets VmHWM, the peak resident size
+        except OSError:
+            pass
+
+    G = {"CRFModel": CRFModel, "cli": cli, "np": np}   # code requests share it (set-up once)
+    extra = int(sys.argv[1])
+    base = status("VmSize")
+    resource.setrlimit(resource.RLIMIT_AS, (base + extra, base + extra))
+    print(json.dumps({"ready": True, "base": base}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        reset_peak()
+        out = {"rss0": status("VmRSS")}
+        t0 = time.perf_counter()
+        try:
+            if req.get("code"):
+                exec(req["code"], G)
+            else:
+                CRFModel.load(req["path"])
+            out["outcome"] = "ok"
+            if req.get("cli"):
+                # a file that loads must also go through every reader of its metadata
+                for argv in (["info", "-m", req["path"]], ["tag", "-m", req["path"], req["data"]],
+                             ["tag", "-m", req["path"], "--all-marginals", req["data"]]):
+                    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                        cli.main(argv)
+        except CrfkitError as e:
+            out.update(outcome="CrfkitError", type=type(e).__name__, message=str(e))
+        except BaseException as e:
+            out.update(outcome=type(e).__name__, message=repr(e)[:500], traceback=traceback.format_exc()[-3000:])
+        out["seconds"] = time.perf_counter() - t0
+        out["grew"] = status("VmHWM") - out["rss0"]     # peak resident size during the request, over the start
+        print(json.dumps(out), flush=True)
+""")
+
+
+class LimitedLoader:
+    """A child process that loads model files (or runs code: ``ask(code=...)``, in a namespace
+    kept across requests) under RLIMIT_AS = its size after imports + ``extra`` bytes; each answer
+    holds the ``outcome`` (``ok``, ``CrfkitError`` or another exception's name), ``seconds`` and
+    ``grew`` (the peak resident size during the request over the size before it).  Used by the
+    fuzz tests of the model file (tests/test_modelfile.py) and of checkpoints
+    (tests/training/test_checkpoint_untrusted.py)."""
+
+    def __init__(self, extra: int = 1536 << 20, timeout: float = 120.0):
+        self.extra, self.timeout = extra, timeout
+        env = dict(
+            os.environ,
+            PYTHONPATH=_SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            OPENBLAS_NUM_THREADS="1",
+        )
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(extra)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        ready = self._reply(300)
+        assert ready.get("ready"), ready
+        self.base = ready["base"]
+
+    def _reply(self, timeout: float) -> dict:
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        if not r:
+            self.close()
+            pytest.fail(f"the loader did not answer within {timeout:g} s (killed)")
+        line = self.p.stdout.readline()
+        if not line:
+            pytest.fail(f"the loader died (exit status {self.p.wait()})")
+        return json.loads(line)
+
+    def ask(self, path=None, code=None, cli_data=None) -> dict:
+        req = {"path": str(path) if path else None, "code": code}
+        if cli_data is not None:
+            req.update(cli=True, data=str(cli_data))
+        self.p.stdin.write(json.dumps(req) + "\n")
+        self.p.stdin.flush()
+        return self._reply(self.timeout)
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()

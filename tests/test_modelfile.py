@@ -20,10 +20,7 @@ import hashlib
 import json
 import os
 import pickle
-import select
 import struct
-import subprocess
-import sys
 import textwrap
 import threading
 import zlib
@@ -34,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import crfkit
+from conftest import LimitedLoader
 from crfkit import CRF, cli
 from crfkit.errors import ModelError, TemplateError
 from crfkit.features.encode import build
@@ -150,105 +148,6 @@ def _write(work, name: str, data: bytes):
     p = work["dir"] / name
     p.write_bytes(data)
     return p
-
-
-# ----------------------------------------------------------------------- a loader under a memory
-# limit
-CHILD = textwrap.dedent(r"""
-    import contextlib, io, json, resource, sys, time, traceback
-    import numpy as np
-    from crfkit import cli
-    from crfkit.errors import CrfkitError
-    from crfkit.model import CRFModel
-
-    def status(key):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-
-    def reset_peak():
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")      # resets VmHWM, the peak resident size
-        except OSError:
-            pass
-
-    extra = int(sys.argv[1])
-    base = status("VmSize")
-    resource.setrlimit(resource.RLIMIT_AS, (base + extra, base + extra))
-    print(json.dumps({"ready": True, "base": base}), flush=True)
-    for line in sys.stdin:
-        req = json.loads(line)
-        reset_peak()
-        out = {"rss0": status("VmRSS")}
-        t0 = time.perf_counter()
-        try:
-            if req.get("code"):
-                exec(req["code"], {"CRFModel": CRFModel, "cli": cli, "np": np})
-            else:
-                CRFModel.load(req["path"])
-            out["outcome"] = "ok"
-            if req.get("cli"):
-                # a file that loads must also go through every reader of its metadata
-                for argv in (["info", "-m", req["path"]], ["tag", "-m", req["path"], req["data"]],
-                             ["tag", "-m", req["path"], "--all-marginals", req["data"]]):
-                    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                        cli.main(argv)
-        except CrfkitError as e:
-            out.update(outcome="CrfkitError", type=type(e).__name__, message=str(e))
-        except BaseException as e:
-            out.update(outcome=type(e).__name__, message=repr(e)[:500], traceback=traceback.format_exc()[-3000:])
-        out["seconds"] = time.perf_counter() - t0
-        out["grew"] = status("VmHWM") - out["rss0"]     # peak resident size during the request, over the start
-        print(json.dumps(out), flush=True)
-""")
-
-
-class LimitedLoader:
-    """A child process that loads model files under RLIMIT_AS = its size after imports + ``extra``
-    bytes."""
-
-    def __init__(self, extra: int = 1536 << 20, timeout: float = 120.0):
-        self.extra, self.timeout = extra, timeout
-        env = dict(
-            os.environ,
-            PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            OPENBLAS_NUM_THREADS="1",
-        )
-        self.p = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(extra)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        ready = self._reply(300)
-        assert ready.get("ready"), ready
-        self.base = ready["base"]
-
-    def _reply(self, timeout: float) -> dict:
-        r, _, _ = select.select([self.p.stdout], [], [], timeout)
-        if not r:
-            self.close()
-            pytest.fail(f"the loader did not answer within {timeout:g} s (killed)")
-        line = self.p.stdout.readline()
-        if not line:
-            pytest.fail(f"the loader died (exit status {self.p.wait()})")
-        return json.loads(line)
-
-    def ask(self, path=None, code=None, cli_data=None) -> dict:
-        req = {"path": str(path) if path else None, "code": code}
-        if cli_data is not None:
-            req.update(cli=True, data=str(cli_data))
-        self.p.stdin.write(json.dumps(req) + "\n")
-        self.p.stdin.flush()
-        return self._reply(self.timeout)
-
-    def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
 
 
 @pytest.fixture(scope="module")

@@ -340,6 +340,68 @@ def test_worker_killed_during_training_same_result(client, data):
 
 
 @pytest.mark.slow
+def test_every_worker_lost_stops_with_a_clear_error_and_keeps_the_checkpoint(data, tmp_path):
+    """Both workers of a LocalCluster killed (SIGKILL, by PID) at iteration 3: with no live worker
+    for dask_worker_timeout seconds, training stops with NoLiveWorkers naming the timeout and the
+    checkpoint, which holds the last state written (before: hung for over 600 s).  A cluster of its
+    own (the module's client keeps its workers)."""
+    import signal
+    import time
+
+    from crfkit.distributed import NoLiveWorkers, local_client
+    from crfkit.train import train
+    from crfkit.training import checkpoint as ckpt
+
+    c = local_client(2, 1)
+    ck = tmp_path / "ck.npz"
+    killed = []
+
+    def kill_all(rec):
+        if rec["iteration"] == 3 and not killed:
+            pids = c.run(os.getpid)
+            for pid in pids.values():
+                os.kill(pid, signal.SIGKILL)
+            killed.append(time.monotonic())
+
+    try:
+        with pytest.raises(NoLiveWorkers) as e:
+            train(
+                data["paths"],
+                None,
+                client=c,
+                c2=0.5,
+                max_iterations=30,
+                threads=1,
+                checkpoint=ck,
+                checkpoint_every=1,
+                callback=kill_all,
+                dask_worker_timeout=3,
+            )
+        waited = time.monotonic() - killed[0]
+    finally:
+        cluster = c.cluster
+        c.close()
+        cluster.close()
+    msg = str(e.value)
+    assert "no live Dask worker for 3 s" in msg and str(ck) in msg, msg
+    assert waited >= 3
+    assert ckpt.load(ck).iteration == 3
+
+
+def test_worker_timeout_setting(monkeypatch):
+    from crfkit.distributed import DEFAULT_WORKER_TIMEOUT, worker_timeout
+
+    monkeypatch.delenv("CRFKIT_DASK_WORKER_TIMEOUT", raising=False)
+    assert worker_timeout() == DEFAULT_WORKER_TIMEOUT and worker_timeout(7) == 7.0
+    monkeypatch.setenv("CRFKIT_DASK_WORKER_TIMEOUT", "2.5")
+    assert worker_timeout() == 2.5 and worker_timeout(9) == 9.0
+    for bad in ("0", "-1", "inf", "nan", "soon"):
+        monkeypatch.setenv("CRFKIT_DASK_WORKER_TIMEOUT", bad)
+        with pytest.raises(ParameterError, match="CRFKIT_DASK_WORKER_TIMEOUT"):
+            worker_timeout()
+
+
+@pytest.mark.slow
 def test_checkpoint_resume_same_result(client, data, tmp_path):
     from crfkit.train import train
 

@@ -518,6 +518,7 @@ def _train_dask(args, files, fmt, templates, kwargs, log):
             )
         kw = dict(kwargs)
         kw["threads"] = threads
+        kw["dask_worker_timeout"] = getattr(args, "dask_worker_timeout", None)
         return train_files(
             client,
             files,

@@ -264,6 +264,14 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
         "worker task (default --threads, else the cores divided by the local workers, else 1)",
     )
     t.add_argument(
+        "--dask-worker-timeout",
+        type=pos_float,
+        metavar="SECONDS",
+        help="with --dask: stop with an error once the cluster has had no live worker for this "
+        "long (all lost, none restarted); the last --checkpoint is kept (default "
+        "$CRFKIT_DASK_WORKER_TIMEOUT, else 120)",
+    )
+    t.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines and no progress bar"
     )
     t.add_argument(

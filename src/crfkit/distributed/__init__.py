@@ -43,18 +43,24 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from .core import (  # noqa: E402
+    DEFAULT_WORKER_TIMEOUT,
     MIXING,
     DistributedObjective,
+    NoLiveWorkers,
     RemoteNames,
     ShardedCorpus,
     expand_paths,
     load_sharded,
     resolve_names,
     tree_sum,
+    worker_timeout,
 )
 
 __all__ = [
+    "DEFAULT_WORKER_TIMEOUT",
     "MIXING",
+    "NoLiveWorkers",
+    "worker_timeout",
     "DistributedObjective",
     "RemoteNames",
     "ShardedCorpus",
@@ -148,6 +154,7 @@ def train_files(
     verbose: bool = False,
     log=print,
     meta=None,
+    dask_worker_timeout: float | None = None,
     **kwargs,
 ):
     """Train on files read by the workers of ``client``; returns :class:`crfkit.train.TrainResult`.
@@ -161,14 +168,75 @@ def train_files(
     ``resume``, ``params``, ``seed``...).  A model trained from column files remembers its
     templates (``model.meta``), as :func:`crfkit.pipeline.train_columns` does, so it tags column
     files.
+
+    ``dask_worker_timeout``: seconds the run waits while the cluster has no live worker (all lost,
+    none restarted) before it stops with :class:`NoLiveWorkers` (a :class:`CrfkitError`); default
+    ``$CRFKIT_DASK_WORKER_TIMEOUT``, else 120.  A checkpoint written before (``checkpoint=``) is
+    kept: resume from it once the cluster is back.
     """
+    for k in ("dense", "B", "partial_labels", "allowed"):
+        if kwargs.get(k):
+            raise ParameterError(f"{k} is not supported on a Dask cluster yet")
+    wait_s = worker_timeout(dask_worker_timeout)
+    try:
+        return _train_files(
+            client,
+            paths,
+            templates,
+            format,
+            pad,
+            docstart,
+            support,
+            transitions,
+            min_freq,
+            dict(l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2),
+            X_dev,
+            Y_dev,
+            dev_path,
+            threads,
+            verbose,
+            log,
+            meta,
+            wait_s,
+            kwargs,
+        )
+    except NoLiveWorkers as e:
+        ck = kwargs.get("checkpoint")
+        keep = (
+            f"; the checkpoint {os.fspath(ck)} holds the last state written (resume from it with "
+            "resume= / --resume once the cluster has workers)"
+            if ck and os.path.exists(ck)
+            else ""
+        )
+        raise NoLiveWorkers(f"{e}{keep}") from None
+
+
+def _train_files(
+    client,
+    paths,
+    templates,
+    format,
+    pad,
+    docstart,
+    support,
+    transitions,
+    min_freq,
+    regs,
+    X_dev,
+    Y_dev,
+    dev_path,
+    threads,
+    verbose,
+    log,
+    meta,
+    wait_s,
+    kwargs,
+):
+    """:func:`train_files` once its arguments are checked."""
     from ..features.encode import encode
     from ..objective import regularization
     from ..training.driver import train_corpus
 
-    for k in ("dense", "B", "partial_labels", "allowed"):
-        if kwargs.get(k):
-            raise ParameterError(f"{k} is not supported on a Dask cluster yet")
     space, sc = load_sharded(
         client,
         paths,
@@ -181,9 +249,10 @@ def train_files(
         min_freq=min_freq,
         threads=threads,
         log=log if verbose else None,
+        wait_timeout=wait_s,
     )
     try:
-        reg = regularization(sc.n_sequences, l1=l1, l2=l2, c1=c1, c2=c2, rho1=rho1, rho2=rho2)
+        reg = regularization(sc.n_sequences, **regs)
         dev = dev_labels = None
         if dev_path is not None:
             from .shards import Source, read_shard

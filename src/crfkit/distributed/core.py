@@ -45,6 +45,68 @@ _NOT_MIXED = {
 }
 
 
+#: seconds a run waits with no live worker before it stops (``dask_worker_timeout=``,
+#: ``--dask-worker-timeout``; the environment's ``CRFKIT_DASK_WORKER_TIMEOUT`` changes the default)
+DEFAULT_WORKER_TIMEOUT = 120.0
+WORKER_TIMEOUT_ENV = "CRFKIT_DASK_WORKER_TIMEOUT"
+
+
+class NoLiveWorkers(CrfkitError):
+    """The cluster had no live worker for the run's worker timeout: training stopped."""
+
+
+def worker_timeout(value=None) -> float:
+    """The run's wait without a live worker, in seconds: ``value``, else
+    ``$CRFKIT_DASK_WORKER_TIMEOUT``, else :data:`DEFAULT_WORKER_TIMEOUT`; a positive finite
+    number."""
+    where = "dask_worker_timeout"
+    if value is None:
+        value = os.environ.get(WORKER_TIMEOUT_ENV)
+        where = WORKER_TIMEOUT_ENV
+        if value is None or value == "":
+            return DEFAULT_WORKER_TIMEOUT
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{where}={value!r}: expected a number of seconds") from None
+    if not (t > 0 and t < float("inf")):
+        raise ParameterError(f"{where}={value!r}: expected a positive number of seconds")
+    return t
+
+
+def await_futures(client, futures, timeout: float) -> None:
+    """Wait until ``futures`` are done (finished or failed), checking between short waits that the
+    cluster has a live worker; once it has had none for ``timeout`` seconds, raise
+    :class:`NoLiveWorkers` (the scheduler would otherwise wait for one forever).  A worker that
+    comes back in time (a nanny's restart, a new worker) resets the clock."""
+    from distributed import wait
+
+    futures = list(futures)
+    poll = max(0.05, min(1.0, timeout / 5))
+    since = None
+    while True:
+        try:
+            wait(futures, timeout=poll)
+            return
+        except TimeoutError:
+            pass
+        try:
+            live = len(client.nthreads())
+        except Exception:  # the scheduler itself unreachable: no worker either
+            live = 0
+        if live:
+            since = None
+            continue
+        now = time.monotonic()
+        since = now if since is None else since
+        if now - since >= timeout:
+            raise NoLiveWorkers(
+                f"no live Dask worker for {timeout:g} s (dask_worker_timeout / "
+                f"--dask-worker-timeout / ${WORKER_TIMEOUT_ENV}): every worker was lost and none "
+                "came back; training stopped"
+            )
+
+
 def expand_paths(paths) -> list[str]:
     """File paths from paths and glob patterns (``*``, ``?``, ``[``), in the order given; a
     pattern's matches sorted; a name that matches nothing is a :class:`DataError`."""
@@ -115,6 +177,7 @@ class ShardedCorpus:
         self.n_tokens = int(sum(i["n_tokens"] for i in infos))
         self.nnz = int(sum(i["nnz"] for i in infos))
         self.nbytes = int(sum(i["nbytes"] for i in infos))
+        self.worker_timeout = DEFAULT_WORKER_TIMEOUT  # (train_files sets the run's)
 
     @property
     def total_weight(self) -> float:
@@ -167,6 +230,14 @@ class ShardedCorpus:
         from .mixing import parameter_mixing
 
         return partial(parameter_mixing, _algorithm=algorithm)
+
+    def state_schema(self, algorithm: str) -> tuple[dict, tuple]:
+        """The schema (and cross-key rules) of a resumed state of ``algorithm`` on this corpus:
+        parameter mixing's for the stochastic methods (see
+        :func:`crfkit.training.checkpoint.validate_state`)."""
+        from .mixing import STATE_SCHEMA
+
+        return STATE_SCHEMA, ()
 
     def release(self) -> None:
         """Drop the shards from the cluster."""
@@ -270,8 +341,10 @@ def load_sharded(
     min_freq: float = 0,
     threads: int | None = None,
     log=None,
+    wait_timeout: float | None = None,
 ):
     """Read, count and encode the training files on the workers; returns ``(space, ShardedCorpus)``.
+    ``wait_timeout``: the seconds without a live worker before it stops (:func:`worker_timeout`).
 
     ``paths``: files and glob patterns (``.gz`` ok), one shard per file, read by the workers (so
     they must see the same paths: a shared file system, or the same copies everywhere).
@@ -375,12 +448,11 @@ def load_sharded(
                     pure=False,
                 )
             )
-    from distributed import wait
-
-    wait(blocks)
+    await_futures(client, blocks, worker_timeout(wait_timeout))
     for f in shard_futures:
         f.release()
     sc = ShardedCorpus(client, sources, space, blocks, space_future, infos, threads)
+    sc.worker_timeout = worker_timeout(wait_timeout)
     sc.space_digest = space_digest
     sc.n_columns = ncols
     sc.format = format
@@ -440,6 +512,7 @@ class DistributedObjective:
         parts = [self.client.submit(fn, s, *extra, *args, pure=False) for s in c.shards]
         root = tree_sum(self.client, parts)
         del parts
+        await_futures(self.client, [root], c.worker_timeout)
         out = root.result()
         root.release()
         self.seconds_remote += time.perf_counter() - t

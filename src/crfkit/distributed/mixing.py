@@ -29,8 +29,19 @@ import time
 import numpy as np
 
 from ..errors import ParameterError
+from ..optim import schema as _sc
 from ..optim.stochastic import StochasticResult
 from . import shards as S
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): the round, the weights and the running average
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "x": _sc.vector("p"),
+    "w": _sc.vector("p"),
+    "avg": _sc.vector("p"),
+}
 
 DEFAULT_EPOCHS = 50
 
@@ -114,8 +125,13 @@ def parameter_mixing(
                 )
                 for s in c.shards
             ]
-            total = client.gather(_tree(client, parts))
+            root = _tree(client, parts)
             del parts
+            from .core import await_futures
+
+            await_futures(client, [root], c.worker_timeout)
+            total = root.result()
+            root.release()
             w = total[0] / n
             if algorithm == "asg":
                 avg = (avg * epoch + total[1] / n) / (epoch + 1)

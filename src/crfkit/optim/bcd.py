@@ -170,9 +170,22 @@ from ..errors import CrfkitError, ParameterError
 from ..kernels import bcd as K
 from ..kernels.vec import all_finite
 from ..memtrim import lazy_copy, lazy_zeros
+from . import schema as _sc
 from .bcd_engine import SKIP_EPS, Engine
 from .bcd_index import Index, JointIndex, bigram_index, inverted_index, joint_index
 from .stochastic import StochasticResult, last_completed, notify, state_function
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): the shrinking counters have one entry per block (at most the attributes and bigram
+#: attributes; the run checks the exact count)
+STATE_SCHEMA = {
+    "x": _sc.vector("p"),
+    "zrun": _sc.array(lambda d: [(range(d.A + 1),)], dtypes=_sc.I8, lo=0, hi=_sc.BIG),
+    "skip": _sc.array(lambda d: [(range(d.A + 1),)], dtypes=_sc.I8, lo=0, hi=_sc.BIG),
+    "iteration": _sc.integer(),
+    "fs": _sc.numbers(lambda d: _sc.BIG),
+    "settings": _sc.mapping(),
+}
 
 __all__ = [
     "BLOCKS",

@@ -41,9 +41,41 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..objective import Objective, Regularization, abs_max
+from . import schema as _sc
 from .lbfgs import History
 from .sag import check_supported
 from .stochastic import StochasticResult, last_completed, notify
+
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): hybrid (its history holds at most its own ``m`` pairs, default 6)
+def _hm(d) -> int:
+    try:
+        return max(1, int(d.params.get("m", 6)))
+    except (TypeError, ValueError):
+        return 6
+
+
+STATE_SCHEMA = {
+    "x": _sc.vector("p"),
+    "gsum": _sc.vector("p"),
+    "S": _sc.array(lambda d: [(range(_hm(d) + 1), d.p)]),
+    "Y": _sc.array(lambda d: [(range(_hm(d) + 1), d.p)]),
+    "rho": _sc.array(lambda d: [(range(_hm(d) + 1),)]),
+    "iteration": _sc.integer(),
+    "b": _sc.integer(lo=1, hi=lambda d: max(d.n, 1)),
+    "vsum": _sc.number(),
+    "n_oracle": _sc.integer(),
+    "monitor_s": _sc.number(lo=0.0, required=False),
+    "settings": _sc.mapping(),
+}
+STATE_RULES = (
+    lambda s, d: (
+        None
+        if len(s["S"]) == len(s["Y"]) == len(s["rho"])
+        else "S, Y and rho hold different numbers of pairs"
+    ),
+)
 
 DEFAULT_PASSES = 100
 
@@ -121,7 +153,8 @@ def hybrid(
         "seed": int(seed),
         "m": m,
         "growth": growth,
-        "batch0": b if state is None else state["settings"]["batch0"],
+        # (a resumed state's own, not used again: its b has grown since)
+        "batch0": b if state is None else state.get("settings", {}).get("batch0"),
         "c1": c1,
     }
     if state is not None:

@@ -28,6 +28,33 @@ import numpy as np
 from ..errors import ParameterError
 from ..kernels import vec as _vec
 from ..objective import abs_max
+from . import schema as _sc
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): L-BFGS and OWL-QN, keys of :func:`make_state`
+STATE_SCHEMA = {
+    "x": _sc.vector("p"),
+    "g": _sc.vector("p"),
+    "S": _sc.array(lambda d: [(range(d.m + 1), d.p)]),
+    "Y": _sc.array(lambda d: [(range(d.m + 1), d.p)]),
+    "rho": _sc.array(lambda d: [(range(d.m + 1),)]),
+    "past": _sc.array(lambda d: [(range(d.period + 2),)]),
+    "f": _sc.number(),
+    "f_smooth": _sc.number(),
+    "iteration": _sc.integer(),
+    "n_evals": _sc.integer(),
+    "linesearch_ok": _sc.boolean(required=False),
+    "seconds": _sc.number(lo=0.0, required=False),
+    "m": _sc.integer(lo=lambda d: d.m, hi=lambda d: d.m),
+}
+#: checks across keys: the history's pairs are as many as its curvatures
+STATE_RULES = (
+    lambda s, d: (
+        None
+        if len(s["S"]) == len(s["Y"]) == len(s["rho"])
+        else "S, Y and rho hold different numbers of pairs"
+    ),
+)
 
 FG = Callable[[np.ndarray], tuple[float, np.ndarray]]
 

@@ -70,9 +70,28 @@ import numpy as np
 from ..errors import CrfkitError, ParameterError
 from ..kernels import ngd as K
 from ..kernels import occ as O
+from . import schema as _sc
 from .sag import check_supported
 from .sgdl1 import pass_order
 from .stochastic import StochasticResult, notify
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): l2sgd, ngd
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "x": _sc.vector("p"),
+    "w": _sc.vector("p"),
+    "best_x": _sc.vector("p"),
+    "eta0": _sc.number(),
+    "t": _sc.integer(),
+    "best_loss": _sc.number(finite=False),
+    "best_epoch": _sc.integer(lo=-1),
+    "pf": _sc.numbers(lambda d: _sc.BIG, finite=False),
+    "step": _sc.number(),
+    "monitor_s": _sc.number(lo=0.0, required=False),
+    "settings": _sc.mapping(),
+}
 
 UPDATES = {
     "u1g1": (K.U1G1, "eps"),

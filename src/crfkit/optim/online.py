@@ -38,8 +38,23 @@ import numpy as np
 from ..errors import CrfkitError, ParameterError
 from ..kernels import occ as O
 from ..kernels import online as K
+from . import schema as _sc
 from .sgdl1 import pass_order
 from .stochastic import StochasticResult, last_completed, notify
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): pa, ap, arow (``ws``: the averaged sum, empty for arow; ``cov``: arow's only)
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "x": _sc.vector("p"),
+    "w": _sc.vector("p"),
+    "ws": _sc.array(lambda d: [(d.p,), (0,)]),
+    "cov": _sc.array(lambda d: [(d.p,), (0,)]),
+    "u": _sc.number(),
+    "monitor_s": _sc.number(lo=0.0, required=False),
+    "settings": _sc.mapping(),
+}
 
 DEFAULT_EPOCHS = 100  # CRFsuite's max_iterations for pa, ap and arow
 BLOCK = 2048

@@ -114,7 +114,33 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..kernels import sag as K
+from . import schema as _sc
 from .stochastic import StochasticResult, notify
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): the SAG family, keys of :meth:`SagRun.state`
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "l2": _sc.number(lo=0.0),
+    "x": _sc.vector("p"),
+    "d": _sc.vector("p"),
+    "node": _sc.array(lambda d: [(d.T, d.L)], dtypes=_sc.F4F8),
+    "trans": _sc.array(lambda d: [(d.n, d.n_trans)], dtypes=_sc.F4F8),
+    "perm": _sc.vector("n", dtypes=_sc.I8, lo=0, hi=lambda d: d.n - 1),
+    "kperm": _sc.vector("n", dtypes=_sc.I8, lo=0, hi=lambda d: d.n - 1),
+    "Li": _sc.vector("n", lo=0.0),
+    "ls_skip_left": _sc.vector("n", dtypes=_sc.I8, lo=0, hi=_sc.BIG, required=False),
+    "ls_skip_streak": _sc.vector("n", dtypes=_sc.I8, lo=0, hi=_sc.BIG, required=False),
+    "m": _sc.integer(hi=lambda d: d.n),
+    "mk": _sc.integer(hi=lambda d: d.n),
+    "evals": _sc.integer(),
+    "steps": _sc.integer(),
+    "L": _sc.number(lo=0.0),
+    "Lmax": _sc.number(lo=0.0),
+    "step": _sc.number(),
+    "rng": _sc.integer(hi=_sc.RNG_HI),
+}
 
 DEFAULT_EPOCHS = 100
 METHODS = {

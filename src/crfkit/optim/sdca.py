@@ -102,8 +102,31 @@ from ..kernels import sdca as K
 from ..kernels.occ import buffer_offsets as occ_buffer_offsets
 from ..kernels.occ import layout as occ_layout
 from ..kernels.sag import tree_build, tree_size
+from . import schema as _sc
 from .sag import seed_state
 from .stochastic import StochasticResult, notify
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): sdca, oeg
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "l2": _sc.number(lo=0.0),
+    "l1": _sc.number(lo=0.0, required=False),
+    "x": _sc.vector("p"),
+    "node": _sc.array(lambda d: [(d.T, d.L)], dtypes=_sc.F4F8),
+    "pair": _sc.array(lambda d: [(d.E, d.L, d.L)], dtypes=_sc.F4F8),
+    "gaps": _sc.vector("n"),
+    "etas": _sc.vector("n", required=False),
+    "evals": _sc.integer(),
+    "steps": _sc.integer(),
+    "ls_evals": _sc.integer(required=False),
+    "ls_nf": _sc.integer(required=False),
+    "ls_nc": _sc.integer(required=False),
+    "rejected": _sc.integer(required=False),
+    "rng": _sc.integer(hi=_sc.RNG_HI),
+    "refreshed": _sc.integer(lo=-1, required=False),
+}
 
 DEFAULT_EPOCHS = 100
 STORES = {"float32": np.float32, "float64": np.float64}

@@ -36,8 +36,24 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError
 from ..kernels import sgd as K
+from . import schema as _sc
 from .sag import DEFAULT_EPOCHS, check_supported, seed_state
 from .stochastic import StochasticResult, notify
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): sg, asg, adagrad, pegasos
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "l2": _sc.number(lo=0.0),
+    "x": _sc.vector("p"),
+    "w": _sc.vector("p"),
+    "sum": _sc.vector("p"),
+    "G": _sc.vector("p"),
+    "t": _sc.integer(),
+    "rng": _sc.integer(hi=_sc.RNG_HI),
+    "step": _sc.number(),
+}
 
 METHODS = {"sg": K.SG, "asg": K.ASG, "adagrad": K.ADAGRAD, "pegasos": K.PEGASOS}
 

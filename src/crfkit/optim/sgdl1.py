@@ -77,7 +77,20 @@ import numpy as np
 
 from ..errors import CrfkitError, ParameterError, TrainingDiverged
 from ..kernels import sgdl1 as K
+from . import schema as _sc
 from .stochastic import StochasticResult, last_completed, notify, state_function
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): sgd-l1 (``lastk``: one entry per feature for the naive penalty, else one)
+STATE_SCHEMA = {
+    "x": _sc.vector("p"),
+    "aux": _sc.vector("p"),
+    "lastk": _sc.array(lambda d: [(d.p,), (1,)], dtypes=_sc.I8, lo=0, hi=_sc.BIG),
+    "iteration": _sc.integer(),
+    "u": _sc.number(),
+    "step": _sc.number(finite=False, required=False),
+    "settings": _sc.mapping(),
+}
 
 PENALTIES = {"naive": K.NAIVE, "clipping": K.CLIP, "cumulative": K.CUMUL}
 SCHEDULES = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "constant": K.CONSTANT}

@@ -43,8 +43,25 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..kernels import smd as K
+from . import schema as _sc
 from .sag import DEFAULT_EPOCHS, check_supported, seed_state
 from .stochastic import StochasticResult, notify
+
+#: what a resumed state may hold (checked by crfkit.training.checkpoint.validate_state before it is
+#: used): smd
+STATE_SCHEMA = {
+    "algorithm": _sc.text(),
+    "iteration": _sc.integer(),
+    "x": _sc.vector("p"),
+    "w": _sc.vector("p"),
+    "gain": _sc.vector("p"),
+    "v": _sc.vector("p"),
+    "settings": _sc.mapping(),
+    "seen": _sc.integer(),
+    "steps": _sc.integer(),
+    "mean_gain": _sc.number(),
+    "rng": _sc.integer(hi=_sc.RNG_HI),
+}
 
 
 def smd(

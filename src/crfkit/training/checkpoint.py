@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -229,54 +230,465 @@ def save(
         np.savez(f, **arrays)
 
 
-def _sparse_state(z, sparse: dict) -> dict:
-    """The vectors stored as their non-zeros, each made whole in lazy zeros."""
-    out = {}
-    for k, (n, dtype) in sparse.items():
-        idx, val = z[f"z.{k}.idx"], z[f"z.{k}.val"]
+#: the JSON header's largest size (bytes) and deepest nesting: the trace records of 10^5 iterations
+#: fit
+MAX_HEADER_BYTES = 64 << 20
+MAX_JSON_DEPTH = 64
+#: the largest iteration and evaluation count (what a model file's metadata holds: the resumed model
+#: records them)
+MAX_COUNT = 2**53
+#: the most members an archive may hold (a state has a few dozen keys)
+MAX_MEMBERS = 256
+#: an npy member's own header (numpy writes a few hundred bytes)
+MAX_NPY_HEADER = 4096
+#: without the run's dimensions (:func:`load` alone): a member's data may be at most this many
+#: times the checkpoint file's size (plus 1 MiB), and a sparse vector at most this long
+GENERIC_INFLATE = 16
+GENERIC_SPARSE_LEN = 1 << 34
+_NUMERIC_KINDS = "biuf"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What :func:`load` checks a checkpoint against before reading its arrays: the run's data
+    ``fingerprint`` and ``settings`` (as :func:`check`), the optimizer's state ``schema`` (a dict of
+    :class:`crfkit.optim.schema.Field`, with cross-key ``rules``) and the run's dimensions
+    (:class:`crfkit.optim.schema.Dims`)."""
+
+    fingerprint: str | None
+    settings: dict | None
+    schema: dict
+    dims: object
+    rules: tuple = ()
+
+
+def schema_for(algorithm: str) -> tuple[dict, tuple]:
+    """The state schema (and cross-key rules) declared next to ``algorithm``'s optimizer
+    (``STATE_SCHEMA`` / ``STATE_RULES`` of its module)."""
+    import importlib
+
+    from ..optim import stochastic
+
+    if algorithm in ("lbfgs", "owlqn"):
+        mod = "crfkit.optim.lbfgs"
+    elif algorithm in stochastic.REGISTRY:
+        mod = stochastic.REGISTRY[algorithm][0]
+    else:
+        raise CheckpointError(f"no checkpoint state is known for the algorithm {algorithm!r}")
+    m = importlib.import_module(mod)
+    return m.STATE_SCHEMA, tuple(getattr(m, "STATE_RULES", ()))
+
+
+def _json_depth_ok(text: str, limit: int) -> bool:
+    """True when the JSON ``text`` nests arrays/objects at most ``limit`` deep (strings skipped);
+    counted over the bytes with numpy, a block at a time, before the parser recurses."""
+    import re
+
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', "", text).encode("utf-8", "replace")
+    depth = 0
+    for k in range(0, len(bare), 1 << 22):
+        b = np.frombuffer(bare[k : k + (1 << 22)], np.uint8)
+        step = (b == ord("[")).astype(np.int32) + (b == ord("{"))
+        step -= (b == ord("]")).astype(np.int32) + (b == ord("}"))
+        run = np.cumsum(step, dtype=np.int64) + depth
+        if len(run) and int(run.max()) > limit:
+            return False
+        depth = int(run[-1]) if len(run) else depth
+    return True
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class _Archive:
+    """A checkpoint's zip archive read member by member, each bounded before it is read: the npy
+    header parsed (its size capped), its dtype plain numeric, its declared size (shape x itemsize,
+    in Python integers) within the caller's limit and equal to what the zip entry holds, the bytes
+    then read through the decompressor, which stops at the entry's declared size (its CRC checked
+    at the end)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.size = os.path.getsize(path)
+        self.z = zipfile.ZipFile(path)
+        infos = self.z.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise CheckpointError(f"{path}: {len(infos)} archive members (at most {MAX_MEMBERS})")
+        self.info = {}
+        for i in infos:
+            if not i.filename.endswith(".npy") or i.filename[:-4] in self.info:
+                raise CheckpointError(f"{path}: unexpected archive member {i.filename!r}")
+            if i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise CheckpointError(
+                    f"{path}: member {i.filename!r} uses compression {i.compress_type} "
+                    "(stored or deflated only)"
+                )
+            self.info[i.filename[:-4]] = i
+        self.files = list(self.info)
+
+    def close(self) -> None:
+        self.z.close()
+
+    def shape_of(self, name: str) -> tuple[np.dtype, tuple]:
+        """The dtype and shape a member declares (its npy header only)."""
+        with self.z.open(self.info[name]) as f:
+            return self._npy_header(f, name)[:2]
+
+    def _npy_header(self, f, name: str):
+        fmt = np.lib.format
+        try:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=MAX_NPY_HEADER)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=MAX_NPY_HEADER)
+            else:
+                raise ValueError(f"npy version {version}")
+        except Exception as e:  # numpy parses the (size-capped) header with tokenize and ast
+            raise CheckpointError(
+                f"{self.path}: member {name!r}: not an npy array ({type(e).__name__}: {e})"
+            ) from None
         if (
-            idx.shape != val.shape
-            or idx.ndim != 1
-            or (idx.shape[0] and (idx.min() < 0 or idx.max() >= n))
+            dtype.kind not in _NUMERIC_KINDS
+            or dtype.fields is not None
+            or dtype.subdtype is not None
+            or dtype.byteorder == ">"
+            or fortran
         ):
-            raise ValueError(f"the sparse member {k!r} is inconsistent")
-        out[k] = from_nonzeros(n, dtype, idx, val, lazy=True)
-    return out
+            raise CheckpointError(f"{self.path}: member {name!r}: unsupported array type {dtype}")
+        if not isinstance(shape, tuple) or not all(_is_int(k) and k >= 0 for k in shape):
+            raise CheckpointError(f"{self.path}: member {name!r}: bad shape {shape!r}")
+        return dtype, shape, f.tell()
+
+    def read(self, name: str, max_bytes: int, check=None) -> np.ndarray:
+        """Member ``name`` as an array of at most ``max_bytes`` bytes; ``check(dtype, shape)``
+        (raising CheckpointError) is called on the declared type before anything is read."""
+        if name not in self.info:
+            raise CheckpointError(f"{self.path}: the checkpoint lacks the member {name!r}")
+        info = self.info[name]
+        if info.file_size > max_bytes + MAX_NPY_HEADER + 256:
+            raise CheckpointError(
+                f"{self.path}: member {name!r} inflates to {info.file_size} bytes "
+                f"(at most {max_bytes} expected)"
+            )
+        with self.z.open(info) as f:
+            dtype, shape, at = self._npy_header(f, name)
+            if check is not None:
+                check(dtype, shape)
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes > max_bytes:
+                raise CheckpointError(
+                    f"{self.path}: member {name!r} declares {shape} of {dtype} ({nbytes} bytes; at "
+                    f"most {max_bytes} expected)"
+                )
+            if at + nbytes != info.file_size:
+                raise CheckpointError(
+                    f"{self.path}: member {name!r} holds {info.file_size - at} bytes of data for "
+                    f"{shape} of {dtype} ({nbytes} bytes)"
+                )
+            out = np.empty(shape, dtype=dtype)
+            view = memoryview(out.reshape(-1).view(np.uint8)) if nbytes else memoryview(b"")
+            done = 0
+            while done < nbytes:
+                chunk = f.read(min(16 << 20, nbytes - done))
+                if not chunk:
+                    raise CheckpointError(f"{self.path}: member {name!r} is cut short")
+                view[done : done + len(chunk)] = chunk
+                done += len(chunk)
+            if f.read(1):  # (also checks the CRC, at the member's end)
+                raise CheckpointError(f"{self.path}: member {name!r} has trailing bytes")
+        return out
 
 
-def load(path: str | os.PathLike) -> Checkpoint:
-    """Read a checkpoint written by :func:`save` (nothing is unpickled)."""
+def _header(ar: _Archive) -> dict:
+    """The JSON header, size and nesting bounded, every field's type checked."""
+    path = ar.path
+
+    def u8(dtype, shape):
+        if dtype != np.uint8 or len(shape) != 1:
+            raise CheckpointError(f"{path}: the header member is not a byte array")
+
+    raw = ar.read("header", MAX_HEADER_BYTES, u8)
+    text = raw.tobytes().decode("utf-8")
+    if not _json_depth_ok(text, MAX_JSON_DEPTH):
+        raise CheckpointError(f"{path}: the header nests deeper than {MAX_JSON_DEPTH} levels")
+    header = json.loads(text)
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a crfkit checkpoint")
+    version = header.get("version")
+    if not _is_int(version) or version not in (1, 2, VERSION):
+        raise CheckpointError(
+            f"{path}: checkpoint version {version!r} (this crfkit reads versions 1 to {VERSION})"
+        )
+
+    def bad(key, why):
+        raise CheckpointError(f"{path}: the header's {key!r} {why}")
+
+    for key, kind in (("settings", dict), ("fingerprint", str)):
+        if not isinstance(header.get(key), kind):
+            bad(key, f"is not a {kind.__name__}")
+    for key in ("iteration", "n_evals") + (("m",) if version == 1 else ()):
+        v = header.get(key, 0 if key == "n_evals" else None)
+        if not _is_int(v) or not 0 <= v <= MAX_COUNT:
+            bad(key, f"is not an integer in [0, 2^53] ({v!r})")
+    for key, kind, default in (
+        ("history", list, []),
+        ("extra", dict, {}),
+        ("state_scalars", dict, {}),
+        ("sparse_arrays", dict, {}),
+    ):
+        v = header.setdefault(key, default)
+        if not isinstance(v, kind):
+            bad(key, f"is not a {kind.__name__}")
+    for k, rec in enumerate(header["history"]):
+        if (
+            not isinstance(rec, dict)
+            or not _is_int(rec.get("iteration"))
+            or not 0 <= rec["iteration"] <= header["iteration"]
+        ):
+            bad(
+                "history",
+                f"record {k} is not a trace record of iterations 0..{header['iteration']}",
+            )
+    extra = header["extra"]
+    for key in ("n_full", "n_oracle", "n_train", "n_features"):
+        if key in extra and (not _is_int(extra[key]) or not 0 <= extra[key] <= 2**62):
+            bad("extra", f"{key}={extra[key]!r} is not a count")
+    for key in ("wall_s", "f_start"):
+        if key in extra and (not _is_num(extra[key]) or not math.isfinite(extra[key])):
+            bad("extra", f"{key}={extra[key]!r} is not a finite number")
+    if "wall_s" in extra and extra["wall_s"] < 0:
+        bad("extra", "wall_s is negative")
+    for k, v in header["sparse_arrays"].items():
+        if (
+            not isinstance(v, list)
+            or len(v) != 2
+            or not _is_int(v[0])
+            or not 0 <= v[0] <= GENERIC_SPARSE_LEN
+            or not isinstance(v[1], str)
+        ):
+            bad("sparse_arrays", f"entry {k!r} is not [length, dtype]")
+    return header
+
+
+def _member_limit(ar: _Archive, name: str, key: str, expect: Expect | None):
+    """(the byte limit, the declared-type check) of the member ``name`` holding state ``key``."""
+    if expect is None:
+        return GENERIC_INFLATE * ar.size + (1 << 20), None
+    from ..optim.schema import Field
+
+    fld = expect.schema.get(key)
+    if not isinstance(fld, Field) or fld.kind != "array":
+        raise CheckpointError(f"{ar.path}: the state holds an unexpected array {key!r}")
+    shapes = fld.shapes(expect.dims)
+
+    def biggest(shape):
+        return math.prod((d.stop - 1 if isinstance(d, range) else d) for d in shape)
+
+    limit = max(biggest(sh) for sh in shapes) * 8
+
+    def check(dtype, shape):
+        _check_array_type(ar.path, key, fld, dtype, shape, shapes)
+
+    return limit, check
+
+
+def _shape_ok(shape, allowed) -> bool:
+    return len(shape) == len(allowed) and all(
+        (k in d) if isinstance(d, range) else k == d for k, d in zip(shape, allowed, strict=True)
+    )
+
+
+def _check_array_type(path, key, fld, dtype, shape, shapes) -> None:
+    if np.dtype(dtype).str not in fld.dtypes:
+        raise CheckpointError(
+            f"{path}: the state's {key!r} is {np.dtype(dtype)} (expected {', '.join(fld.dtypes)})"
+        )
+    if not any(_shape_ok(tuple(shape), sh) for sh in shapes):
+        want = " or ".join(
+            "("
+            + ", ".join(f"0..{d.stop - 1}" if isinstance(d, range) else str(d) for d in sh)
+            + ("," if len(sh) == 1 else "")
+            + ")"
+            for sh in shapes
+        )
+        raise CheckpointError(
+            f"{path}: the state's {key!r} has shape {tuple(shape)}; this run needs {want}"
+        )
+
+
+def _read_state(ar: _Archive, header: dict, expect: Expect | None) -> dict:
+    path, version = ar.path, header["version"]
+    if version == 1:
+        state = {}
+        for k in STATE_ARRAYS:
+            state[k] = ar.read(k, *_member_limit(ar, k, k, expect))
+        sc = ar.read("scalars", 64)
+        if sc.shape != (3,) or sc.dtype.kind != "f":
+            raise CheckpointError(f"{path}: the scalars member is not 3 numbers")
+        f, f_smooth, seconds = (float(v) for v in sc)
+        if not isinstance(header.get("linesearch_ok"), bool):
+            raise CheckpointError(f"{path}: the header's 'linesearch_ok' is not a flag")
+        state.update(
+            f=f,
+            f_smooth=f_smooth,
+            seconds=seconds,
+            iteration=header["iteration"],
+            n_evals=header["n_evals"],
+            m=header["m"],
+            linesearch_ok=header["linesearch_ok"],
+        )
+        return state
+    sparse = header["sparse_arrays"] if version >= 3 else {}
+    state = {}
+    for name in ar.files:
+        if name == "header":
+            continue
+        if name.startswith("s."):
+            key = name[2:]
+            state[key] = ar.read(name, *_member_limit(ar, name, key, expect))
+        elif name.startswith("z.") and name[2:].rsplit(".", 1)[0] in sparse:
+            continue
+        else:
+            raise CheckpointError(f"{path}: unexpected archive member {name!r}")
+    for key, (n, dt) in sparse.items():
+        try:
+            dtype = np.dtype(dt)
+        except TypeError:
+            raise CheckpointError(f"{path}: sparse member {key!r}: bad dtype {dt!r}") from None
+        if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.byteorder == ">":
+            raise CheckpointError(f"{path}: sparse member {key!r}: bad dtype {dt!r}")
+        if expect is not None:
+            _member_limit(ar, f"z.{key}", key, expect)[1](dtype, (n,))
+        elif n > GENERIC_SPARSE_LEN:
+            raise CheckpointError(f"{path}: sparse member {key!r} of {n} entries")
+        cap = n * 8
+
+        def vec(dt_ok, n=n, key=key):
+            def c(d, shape):
+                if len(shape) != 1 or shape[0] > n or not dt_ok(d):
+                    raise CheckpointError(
+                        f"{path}: sparse member {key!r}: {shape} of {d} for a vector of {n}"
+                    )
+
+            return c
+
+        idx = ar.read(f"z.{key}.idx", cap, vec(lambda d: d.kind in "iu"))
+        val = ar.read(f"z.{key}.val", cap, vec(lambda d, t=dtype: d == t))
+        if idx.shape != val.shape or (idx.shape[0] and (int(idx.min()) < 0 or int(idx.max()) >= n)):
+            raise CheckpointError(f"{path}: the sparse member {key!r} is inconsistent")
+        state[key] = from_nonzeros(n, dtype, idx, val, lazy=True)
+    for k, v in header["state_scalars"].items():
+        if k in state:
+            raise CheckpointError(f"{path}: the state's {k!r} is stored twice")
+        state[k] = v
+    state["iteration"] = header["iteration"]
+    return state
+
+
+def validate_state(
+    state: dict, schema: dict, dims, rules: tuple = (), where: str = "<checkpoint>"
+) -> None:
+    """Check every value of an optimizer ``state`` against the optimizer's ``schema`` (its
+    ``STATE_SCHEMA``: :class:`crfkit.optim.schema.Field` per key) and the run's dimensions ``dims``
+    (:class:`crfkit.optim.schema.Dims`): no unknown key, no required key missing, every array of
+    an allowed dtype and shape, every number of the right type, finite where it must be and within
+    its range, then the cross-key ``rules``.  Raises :class:`CheckpointError` naming ``where`` and
+    the key; nothing of a state that fails reaches the optimizer or a kernel."""
+
+    def fail(key, why):
+        raise CheckpointError(f"{where}: the state's {key!r} {why}")
+
+    def bound(b):
+        return b(dims) if callable(b) else b
+
+    for key in state:
+        if key not in schema:
+            fail(key, "is not part of this optimizer's state")
+    for key, fld in schema.items():
+        if key not in state:
+            if fld.required:
+                raise CheckpointError(f"{where}: the state lacks {key!r}")
+            continue
+        v = state[key]
+        lo, hi = bound(fld.lo), bound(fld.hi)
+        if fld.kind == "array":
+            if not isinstance(v, np.ndarray):
+                fail(key, f"is a {type(v).__name__}, not an array")
+            _check_array_type(where, key, fld, v.dtype, v.shape, fld.shapes(dims))
+            if v.size == 0:
+                continue
+            if v.dtype.kind == "f":
+                if fld.finite and not np.isfinite(v).all():
+                    fail(key, "holds NaN or infinite values")
+                vals = v[np.isfinite(v)] if not fld.finite else v
+                if not vals.size:
+                    continue
+            else:
+                vals = v
+            if lo is not None and vals.min() < lo:
+                fail(key, f"holds {vals.min()} (at least {lo} expected)")
+            if hi is not None and vals.max() > hi:
+                fail(key, f"holds {vals.max()} (at most {hi} expected)")
+            continue
+        if fld.kind == "int":
+            if not _is_int(v):
+                fail(key, f"is {v!r}, not an integer")
+        elif fld.kind == "float":
+            if not _is_num(v):
+                fail(key, f"is {v!r}, not a number")
+            if fld.finite and not math.isfinite(v):
+                fail(key, f"is {v!r}, not finite")
+        elif fld.kind == "bool":
+            if not isinstance(v, bool):
+                fail(key, f"is {v!r}, not a flag")
+        elif fld.kind == "str":
+            if not isinstance(v, str) or (fld.choices is not None and v not in fld.choices):
+                fail(key, f"is {v!r}, not one of the expected names")
+        elif fld.kind == "numbers":
+            if not isinstance(v, list) or not all(_is_num(x) for x in v):
+                fail(key, "is not a list of numbers")
+            if len(v) > bound(fld.length):
+                fail(key, f"holds {len(v)} numbers (at most {bound(fld.length)})")
+            if fld.finite and not all(math.isfinite(x) for x in v):
+                fail(key, "holds NaN or infinite values")
+        elif fld.kind == "dict":
+            if not isinstance(v, dict):
+                fail(key, f"is {type(v).__name__}, not a dict")
+        if fld.kind in ("int", "float") and math.isfinite(v):
+            if lo is not None and v < lo:
+                fail(key, f"is {v!r} (at least {lo} expected)")
+            if hi is not None and v > hi:
+                fail(key, f"is {v!r} (at most {hi} expected)")
+    for rule in rules:
+        why = rule(state, dims)
+        if why:
+            raise CheckpointError(f"{where}: the state does not fit together: {why}")
+
+
+def load(path: str | os.PathLike, expect: Expect | None = None) -> Checkpoint:
+    """Read a checkpoint written by :func:`save` (nothing is unpickled), as a file from anyone:
+    the JSON header (size and nesting bounded) with every field's type and range checked, then each
+    member, its npy header parsed and its size bounded before it is read.  With ``expect`` (what a
+    resumed run passes), the fingerprint and settings are checked (:func:`check`) before any array
+    is read, every array's declared dtype and shape must be the optimizer schema's for the run's
+    dimensions, and the whole state goes through :func:`validate_state`; without it, a member may
+    inflate to at most :data:`GENERIC_INFLATE` times the file's size."""
     path = os.fspath(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            header = json.loads(bytes(z["header"]).decode("utf-8"))
-            if header.get("format") != FORMAT:
-                raise CheckpointError(f"{path}: not a crfkit checkpoint")
-            version = header.get("version")
-            if version == 1:
-                state = {k: np.array(z[k]) for k in STATE_ARRAYS}
-                f, f_smooth, seconds = (float(v) for v in z["scalars"])
-                state.update(
-                    f=f,
-                    f_smooth=f_smooth,
-                    seconds=seconds,
-                    iteration=int(header["iteration"]),
-                    n_evals=int(header["n_evals"]),
-                    m=int(header["m"]),
-                    linesearch_ok=bool(header["linesearch_ok"]),
-                )
-            elif version in (2, VERSION):
-                state = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("s.")}
-                state.update(
-                    _sparse_state(z, header.get("sparse_arrays", {}) if version >= 3 else {})
-                )
-                state.update(header["state_scalars"])
-                state["iteration"] = int(header["iteration"])
-            else:
-                raise CheckpointError(
-                    f"{path}: checkpoint version {version} "
-                    f"(this crfkit reads versions 1 to {VERSION})"
-                )
+        ar = _Archive(path)
+        try:
+            header = _header(ar)
+            if expect is not None and expect.fingerprint is not None:
+                check_header(header, expect.fingerprint, expect.settings or {}, path)
+            state = _read_state(ar, header, expect)
+        finally:
+            ar.close()
     except CheckpointError:
         raise
     except FileNotFoundError:
@@ -286,17 +698,35 @@ def load(path: str | os.PathLike) -> Checkpoint:
         ValueError,
         KeyError,
         TypeError,
+        OverflowError,
+        RecursionError,
         zipfile.BadZipFile,
+        zipfile.LargeZipFile,
         EOFError,
         UnicodeDecodeError,
+        NotImplementedError,
     ) as e:
         raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
+    except MemoryError:
+        raise CheckpointError(f"{path}: cannot read the checkpoint (out of memory)") from None
+    if expect is not None:
+        validate_state(state, expect.schema, expect.dims, expect.rules, path)
     return Checkpoint(
         state=state,
         fingerprint=header["fingerprint"],
         settings=header["settings"],
-        history=header.get("history", []),
-        extra=header.get("extra", {}),
+        history=header["history"],
+        extra=header["extra"],
+    )
+
+
+def check_header(header: dict, fingerprint: str, settings: dict, path: str) -> None:
+    """:func:`check` on a header (before the arrays are read)."""
+    check(
+        Checkpoint(state={}, fingerprint=header["fingerprint"], settings=header["settings"]),
+        fingerprint,
+        settings,
+        path,
     )
 
 

@@ -185,6 +185,33 @@ def announce(
             )
 
 
+def state_dims(space: FeatureSpace, corpus: Corpus, cfg: TrainConfig, plan: RunPlan):
+    """The dimensions a resumed optimizer state is checked against (features, sequences, tokens,
+    labels, attributes, transition features, edges, the history sizes, the optimizer's
+    parameters)."""
+    from ..optim.schema import Dims
+
+    n = int(corpus.n_sequences)
+    T = int(corpus.n_tokens)
+    if plan.sharded:
+        E = max(T - n, 0)
+    else:
+        lens = np.diff(np.asarray(corpus.seq_ptr, dtype=np.int64))
+        E = int(np.maximum(lens - 1, 0).sum())
+    return Dims(
+        p=int(space.n_features),
+        n=n,
+        T=T,
+        L=int(space.n_labels),
+        A=int(space.n_attributes) + int(getattr(space, "n_battributes", 0) or 0),
+        n_trans=int(getattr(space, "n_trans", space.n_labels**2)),
+        E=E,
+        m=int(cfg.m),
+        period=int(cfg.period),
+        params=dict(plan.params or {}),
+    )
+
+
 def open_run(space: FeatureSpace, corpus: Corpus, cfg: TrainConfig, plan: RunPlan, obj) -> RunStart:
     """The checks of the start (``init``/``w0``/``resume``), the checkpoint settings and
     fingerprint, and a resumed checkpoint's state (its counts go back into ``obj``)."""
@@ -228,8 +255,13 @@ def open_run(space: FeatureSpace, corpus: Corpus, cfg: TrainConfig, plan: RunPla
     )
     start = RunStart(settings=settings, fingerprint=fp)
     if resume is not None:
-        ck = ckpt.load(resume)
-        ckpt.check(ck, fp, settings, resume)
+        # every field of the checkpoint is checked against the optimizer's state schema and this
+        # run's dimensions before anything of it reaches the optimizer (a file from anyone)
+        schema, rules = (
+            corpus.state_schema(algorithm) if sharded and stochastic else ckpt.schema_for(algorithm)
+        )
+        expect = ckpt.Expect(fp, settings, schema, state_dims(space, corpus, cfg, plan), rules)
+        ck = ckpt.load(resume, expect)
         state = start.state = ck.state
         start.previous = list(ck.history)
         obj.n_full = int(ck.extra.get("n_full", state.get("n_evals", 0)))
