@@ -220,9 +220,59 @@ def path_scores(
     return np.bincount(tok_seq, weights=per + tr, minlength=S)
 
 
+#: the padded blocks of :func:`viterbi` and :func:`forward_backward` hold (sequences x longest
+#: length x labels) numbers: :func:`by_groups` cuts a batch so that each block has at most this many
+#: (sequence, position) slots (a 10,000-token batch with one 5,000-token sentence would otherwise
+#: pad every sentence to 5,000)
+GROUP_SLOTS = 1 << 16
+
+
+def groups(seq_ptr: np.ndarray, slots: int = GROUP_SLOTS) -> list[np.ndarray]:
+    """The sequences of ``seq_ptr`` cut into groups (arrays of sequence indices, longest first)
+    such that each group's count times its longest length is at most ``slots`` (a group of one
+    sequence whatever its length)."""
+    lens = np.diff(seq_ptr)
+    S = len(lens)
+    if S == 0:
+        return []
+    order = np.argsort(-lens, kind="stable")
+    slen = lens[order].tolist()
+    out = []
+    i = 0
+    while i < S:
+        j = i + max(1, slots // max(slen[i], 1))
+        out.append(order[i : min(j, S)])
+        i = j
+    return out
+
+
+def by_groups(fn, score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, slots=GROUP_SLOTS):
+    """``fn(score, seq_ptr, trans)`` (:func:`viterbi` or :func:`forward_backward`: per-token
+    results, per-sequence results) over the groups of :func:`groups`, put back in input order:
+    the same results, in bounded memory."""
+    lens = np.diff(seq_ptr)
+    if len(lens) * max(int(lens.max(initial=0)), 1) <= slots or len(lens) <= 1:
+        return fn(score, seq_ptr, trans)
+    per_tok = per_seq = None
+    for g in groups(seq_ptr, slots):
+        g = np.sort(g)
+        glen = lens[g]
+        rows = np.repeat(seq_ptr[:-1][g] - np.cumsum(glen) + glen, glen) + np.arange(glen.sum())
+        sub_ptr = np.zeros(len(g) + 1, np.int64)
+        np.cumsum(glen, out=sub_ptr[1:])
+        a, b = fn(score[rows], sub_ptr, trans)
+        if per_tok is None:
+            per_tok = np.zeros((score.shape[0],) + a.shape[1:], a.dtype)
+            per_seq = np.zeros(len(lens), b.dtype)
+        per_tok[rows] = a
+        per_seq[g] = b
+    return per_tok, per_seq
+
+
 def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
     """What :meth:`crfkit.model.CRFModel.decode` returns, computed here (no bigram-observation
-    features)."""
+    features), in groups of sequences of bounded padded size (:func:`by_groups`), so any corpus
+    size may come here."""
     sp = model.space
     w = model.weights
     L = sp.n_labels
@@ -233,11 +283,11 @@ def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=
     seq_ptr = corpus.seq_ptr - corpus.seq_ptr[0] if len(corpus.seq_ptr) else corpus.seq_ptr
     out = {}
     if path:
-        ids, ps = viterbi(score, seq_ptr, trans)
+        ids, ps = by_groups(viterbi, score, seq_ptr, trans)
         out.update(ids=ids, path_score=ps)
     if marginals:
         marg, logz = (
-            forward_backward(score, seq_ptr, trans)
+            by_groups(forward_backward, score, seq_ptr, trans)
             if L
             else (np.zeros((corpus.n_tokens, 0)), np.zeros(corpus.n_sequences))
         )

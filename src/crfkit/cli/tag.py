@@ -34,7 +34,9 @@ def cmd_tag(args) -> int:
         )
     from ..model import CRFModel
 
-    return run_tag(TagOptions.of(args), CRFModel.load(args.model))
+    opts = TagOptions.of(args)
+    opts.engine = "numpy"  # one process, one file: numpy decoding costs less than loading numba
+    return run_tag(opts, CRFModel.load(args.model))
 
 
 def add_parser(sub) -> None:
