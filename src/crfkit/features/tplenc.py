@@ -235,7 +235,8 @@ class TemplateIds:
             ids[:, j] = np.where(hit, mv[at] if len(mk) else -1, -1)
             if not hit.all():
                 # keys met for the first time (outside the sentence: no string), looked up below
-                fresh = np.unique(key[~hit])
+                fresh = np.sort(key[~hit])  # distinct, sorted (np.unique imports numpy.ma: 40 ms)
+                fresh = fresh[np.concatenate(([True], fresh[1:] != fresh[:-1]))]
                 inside = fresh[fresh >= 0]
                 names += self._strings(inside, j, reads, bits)
                 pending.append((j, (~hit, key), fresh, len(inside)))
