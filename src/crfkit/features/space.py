@@ -420,6 +420,10 @@ _HASH_KEYS = np.array(
 )
 
 
+#: strings hashed at once by :func:`_packed_hashes`
+_HASH_BLOCK = 1 << 15
+
+
 def _packed_hashes(blob: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
     """A 64-bit hash of each packed string (UTF-8 bytes ``blob``, byte lengths ``lens``), or None
     when the longest string would make the padded table below too large (a few strings of thousands
@@ -434,6 +438,16 @@ def _packed_hashes(blob: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
     W = (int(lens.max()) + 7) // 8 * 8 or 8
     if n * W > 4 * blob.size + (16 << 20):
         return None
+    if n > _HASH_BLOCK:
+        # block by block: the padded matrix of a few hundred thousand names took tens of MB at
+        # once; a string's hash does not depend on the padding (zero words add nothing)
+        out = np.empty(n, _U64)
+        ends = np.cumsum(lens)
+        for a in range(0, n, _HASH_BLOCK):
+            b = min(a + _HASH_BLOCK, n)
+            lo = int(ends[a] - lens[a])
+            out[a:b] = _packed_hashes(blob[lo : int(ends[b - 1])], lens[a:b])
+        return out
     A = np.zeros((n, W), np.uint8)
     A[np.arange(W)[None, :] < lens[:, None]] = blob
     words = A.view(_U64)  # n x W/8, native byte order: only compared with itself
