@@ -637,7 +637,7 @@ class StringTable(Sequence):
         if th is False:
             return None
         if len(th) == 2:  # sorted once: (hashes, starts, order, sorted hashes)
-            order = np.argsort(th[0], kind="stable")
+            order = np.argsort(th[0])  # (any order of equal hashes: the path is off for them)
             hs = th[0][order]
             unique = not (hs[1:] == hs[:-1]).any()
             th = self._hash = (th[0], th[1], order if unique else None, hs)
