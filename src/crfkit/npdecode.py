@@ -82,6 +82,8 @@ def emissions(corpus, space, w: np.ndarray) -> np.ndarray:
     cuts = np.searchsorted(tcum, np.arange(EMISSION_BLOCK, total, EMISSION_BLOCK), side="right") - 1
     bounds = sorted({0, nt, *cuts.tolist()})
     tp = np.asarray(tok_ptr, dtype=np.int64) - e0
+    v = val[e0 : e0 + n_occ]
+    ones = bool((v == 1.0).all())  # template attributes: no product to take (x * 1.0 is x)
     for t0, t1 in zip(bounds[:-1], bounds[1:]):
         o0, o1 = int(tp[t0]), int(tp[t1])
         c = cnt[o0:o1]
@@ -91,11 +93,10 @@ def emissions(corpus, space, w: np.ndarray) -> np.ndarray:
         # feature k of every occurrence: start[e] + (0 .. cnt[e]-1), occurrence after occurrence
         first = cum[o0:o1] - cum[o0]
         k = np.arange(n, dtype=np.int64) + np.repeat(start[o0:o1] - first, c)
-        rows = np.repeat(np.repeat(np.arange(t1 - t0, dtype=np.int64), np.diff(tp[t0 : t1 + 1])), c)
-        x = w[k] * np.repeat(val[e0 + o0 : e0 + o1], c)
-        out[t0:t1] = np.bincount(
-            rows * L + space.feat_label[k], weights=x, minlength=(t1 - t0) * L
-        ).reshape(t1 - t0, L)
+        rows = np.repeat(np.repeat(np.arange(0, (t1 - t0) * L, L), np.diff(tp[t0 : t1 + 1])), c)
+        x = w[k] if ones else w[k] * np.repeat(v[o0:o1], c)
+        rows += space.feat_label[k]
+        out[t0:t1] = np.bincount(rows, weights=x, minlength=(t1 - t0) * L).reshape(t1 - t0, L)
     return out
 
 
