@@ -213,6 +213,29 @@ def agreement(a: Path, b: Path) -> float:
     return sum(x == y for x, y in zip(la, lb)) / max(len(la), 1)
 
 
+def peer_rows(results: dict, tool: str) -> list[dict]:
+    """The rows of a peer comparison (``benchmarks/render_performance.py``) against ``tool``."""
+    rows = []
+    for label, r in results.items():
+        what = f"{label} ({r['tokens']:,} tokens)"
+        k, p = r["tools"]["crfkit"], r["tools"][tool]
+        for key, name, unit in (
+            ("wall_s", "wall", "s"),
+            ("cpu_s", "CPU", "s"),
+            ("peak_rss_mb", "peak RSS", "MB"),
+        ):
+            rows.append(
+                {
+                    "measure": f"crfkit tag process {name}, {what}",
+                    "peer": f"{p[key]} {unit}",
+                    "crfkit": f"{k[key]} {unit}",
+                    "ratio": f"{k[key] / p[key]:.2f}x",
+                    "better": "lower",
+                }
+            )
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", help="data and models, reused when there (default: a temp dir)")
@@ -341,10 +364,26 @@ def main() -> int:
         print(f"  with crf_test: {results[label]['label_agreement_crfkit_crf_test']:.4f}")
     print(f"\nload average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not args.no_record:
-        record(
-            {"load_avg_1m": round(load[0], 2), "repeats": args.repeats, **results},
-            notes="issue 46 part 2: crfkit tag vs crf_test vs python-crfsuite, whole processes",
-        )
+        details = {"load_avg_1m": round(load[0], 2), "repeats": args.repeats, **results}
+        note = f"load {load[0]:.1f}; issue 46: crfkit tag as a whole process, medians of 3"
+        for family, peer, tool in (
+            ("CRF++", "CRF++ 0.59 crf_test", "crf_test"),
+            (
+                "python-crfsuite / CRFsuite",
+                "python-crfsuite (templates in Python)",
+                "python-crfsuite",
+            ),
+        ):
+            record(
+                {
+                    "peer_family": family,
+                    "peer": peer,
+                    "task": "tagging a file, 17 templates over 7 columns (CoNLL-2000)",
+                    "rows": peer_rows(results, tool),
+                    "details": details,
+                },
+                notes=note,
+            )
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0
