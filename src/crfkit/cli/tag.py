@@ -34,9 +34,8 @@ def cmd_tag(args) -> int:
         )
     from ..model import CRFModel
 
-    opts = TagOptions.of(args)
-    opts.engine = "numpy"  # one process, one file: numpy decoding costs less than loading numba
-    return run_tag(opts, CRFModel.load(args.model))
+    # one process, one file: decoding in numpy costs less than loading numba's kernels
+    return run_tag(TagOptions.of(args), CRFModel.load(args.model), engine="numpy")
 
 
 def add_parser(sub) -> None:

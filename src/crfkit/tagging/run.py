@@ -102,10 +102,6 @@ class TagOptions:
     allowed_column: int | None = None
     force: bool = False
     decode: str = "viterbi"
-    #: plain Viterbi of column files: ``"numpy"`` loads no numba kernel (a one-shot ``crfkit tag``
-    #: process, where loading the kernels costs more than decoding), ``"auto"`` the model's choice
-    #: (a server, which keeps its kernels warm); see :meth:`crfkit.model.CRFModel.decode`
-    engine: str = "auto"
 
     @classmethod
     def of(cls, ns) -> TagOptions:
@@ -114,13 +110,16 @@ class TagOptions:
         return cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)})
 
 
-def run_tag(args: TagOptions, model) -> int:
+def run_tag(args: TagOptions, model, *, engine: str = "auto") -> int:
     """``crfkit tag`` with ``model`` already loaded, its options ``args`` (a :class:`TagOptions`;
     ``crfkit serve`` runs every request through it: ``args.file`` may then be a named ``BytesIO``
     and ``args.output`` a text stream).  An empty input gives an empty output and exit status 0 (as
-    crf_test), with a warning on standard error."""
+    crf_test), with a warning on standard error.  ``engine``: how plain Viterbi tagging of column
+    files decodes: ``"numpy"`` loads no numba kernel (a one-shot ``crfkit tag`` process, where
+    loading the kernels costs more than decoding), ``"auto"`` the model's choice (a server, which
+    keeps its kernels warm); see :meth:`crfkit.model.CRFModel.decode`."""
     try:
-        return _cmd_tag(args, model)
+        return _cmd_tag(args, model, engine)
     except DataError as e:
         if "empty input" not in str(e):
             raise
@@ -131,7 +130,7 @@ def run_tag(args: TagOptions, model) -> int:
         return 0
 
 
-def _cmd_tag(args, model) -> int:
+def _cmd_tag(args, model, engine: str = "auto") -> int:
     has_templates = bool(isinstance(model.meta, dict) and model.meta.get("templates"))
     fmt = args.format
     if fmt == "auto" and not has_templates:
@@ -142,12 +141,12 @@ def _cmd_tag(args, model) -> int:
             return run_decoding(args, model, fmt, src)
         if fmt == "crfsuite":
             return _tag_crfsuite(args, model, src)
-        return _tag_columns(args, model, src, has_templates)
+        return _tag_columns(args, model, src, has_templates, engine)
     finally:
         close_source(src)
 
 
-def _tag_columns(args, model, src, has_templates: bool) -> int:
+def _tag_columns(args, model, src, has_templates: bool, engine: str = "auto") -> int:
     """``crfkit tag`` on a column file: read, tag and write batch by batch
     (``--batch-tokens``), so memory stays bounded whatever the input's size;
     the output is the same as tagging the whole input at once."""
@@ -171,7 +170,7 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
         all_marginals=args.all_marginals,
         threads=args.threads,
         batch_tokens=args.batch_tokens,
-        engine=args.engine,
+        engine=engine,
     )
     first = next(parts)  # read and tag the first batch before any output is opened
     if args.eval and not first.has_labels:
