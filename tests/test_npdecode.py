@@ -260,3 +260,64 @@ def test_warmup_works_for_dense_models(monkeypatch, dense):
             t.join(600)
     assert npdecode.kernels_ready()
     assert model.tag(X, dense=D) == before
+
+
+# ------------------------------------------------------------- the numpy path of any size (crfkit
+# tag)
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40))
+def test_groups_change_no_result(seed, slots):
+    """by_groups over small groups (any slot budget) gives what one padded block gives, bit for
+    bit, in input order; every sequence is in exactly one group, each group within its budget."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(0, 9, size=rng.integers(1, 12))
+    seq_ptr = np.concatenate(([0], np.cumsum(lens)))
+    L = int(rng.integers(1, 5))
+    score = rng.normal(size=(int(seq_ptr[-1]), L))
+    trans = rng.normal(size=(L, L))
+    gs = npdecode.groups(seq_ptr, slots)
+    assert sorted(np.concatenate(gs).tolist()) == list(range(len(lens)))
+    for g in gs:
+        assert len(g) == 1 or len(g) * lens[g].max() <= slots
+    for fn in (npdecode.viterbi, npdecode.forward_backward):
+        a, b = fn(score, seq_ptr, trans)
+        ga, gb = npdecode.by_groups(fn, score, seq_ptr, trans, slots)
+        np.testing.assert_array_equal(ga, a)
+        np.testing.assert_array_equal(gb, b)
+
+
+@SETTINGS
+@given(cases(), st.integers(1, 40))
+def test_emission_blocks_change_no_bit(p, block):
+    """Emissions summed in blocks of tokens (any block size) are bit for bit the whole sums."""
+    model, corpus, _ = _case(p)
+    whole = npdecode.emissions(corpus, model.space, model.weights)
+    old = npdecode.EMISSION_BLOCK
+    npdecode.EMISSION_BLOCK = block
+    try:
+        parts = npdecode.emissions(corpus, model.space, model.weights)
+    finally:
+        npdecode.EMISSION_BLOCK = old
+    np.testing.assert_array_equal(parts, whole)
+
+
+def test_engine_numpy_decodes_any_size_as_the_kernels(monkeypatch):
+    """engine='numpy' takes the numpy path above the small-input threshold too (never the kernels),
+    with the kernels' labels; an unknown engine is refused."""
+    model, rng = _random_model(5, n_labels=5)
+    X, _ = random_sequences(rng, 300, n_labels=5, n_attr=8, max_len=30)
+    corpus = model.encode(X)
+    monkeypatch.setenv("CRFKIT_NUMPY_MAX_TOKENS", "0")  # "auto" would take the kernels
+    calls = []
+    real = npdecode.decode
+    monkeypatch.setattr(npdecode, "decode", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = model.decode(corpus, engine="numpy")
+    assert calls == [1]
+    ref = model.decode(corpus)
+    assert calls == [1]
+    np.testing.assert_array_equal(got["ids"], ref["ids"])
+    assert model.tag(X, engine="numpy") == model.tag(X)
+    with pytest.raises(ValueError, match="engine"):
+        model.decode(corpus, engine="numba")

@@ -233,6 +233,7 @@ class CRFModel:
         labels: np.ndarray | None = None,
         threads: int | None = None,
         sparse: bool | str = "auto",
+        engine: str = "auto",
     ) -> dict:
         """One pass over an encoded corpus computing what is asked for.
 
@@ -252,8 +253,13 @@ class CRFModel:
         bigram-observation features are decoded in numpy (:mod:`crfkit.npdecode`: the same results,
         without numba's start-up and thread-pool costs), or, in a process that has decoded small
         inputs before and loaded them, by numba's serial per-sequence kernels; larger ones by the
-        parallel numba kernels.
+        parallel numba kernels.  ``engine="numpy"`` takes the numpy path whatever the corpus' size
+        (bounded in memory: :func:`crfkit.npdecode.by_groups`) and loads no numba kernel: what a
+        one-shot process (``crfkit tag``) wants, where loading the kernels costs more than the
+        decoding; models with bigram-observation features still go to the kernels.
         """
+        if engine not in ("auto", "numpy"):
+            raise ValueError(f"engine={engine!r}: expected 'auto' or 'numpy'")
         sp = self.space
         if corpus.n_dense != sp.n_dense:
             raise DataError(
@@ -262,6 +268,8 @@ class CRFModel:
         if not (sp.n_bigram and corpus.has_bigram):
             from . import npdecode
 
+            if engine == "numpy":
+                return npdecode.decode(self, corpus, path=path, marginals=marginals, labels=labels)
             if corpus.n_tokens <= npdecode.max_tokens():
                 if npdecode.kernels_ready():  # a process tagging again and again: numba, serial
                     return npdecode.decode_serial(
@@ -349,9 +357,12 @@ class CRFModel:
         recursions cost relative to the dense ones (:func:`pair_density`)."""
         return pair_density(self.space, corpus, self.weights)
 
-    def viterbi(self, corpus: Corpus, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus."""
-        r = self.decode(corpus, threads=threads)
+    def viterbi(
+        self, corpus: Corpus, threads: int | None = None, engine: str = "auto"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Best label ids (n_tokens) and best path scores (n_sequences) of an encoded corpus
+        (``engine``: see :meth:`decode`)."""
+        r = self.decode(corpus, threads=threads, engine=engine)
         return r["ids"], r["path_score"]
 
     def marginals(
@@ -396,13 +407,15 @@ class CRFModel:
         constraints: str | None = None,
         forbid: Forbid | None = None,
         method: str = "viterbi",
+        engine: str = "auto",
     ) -> list[list[str]]:
         """Viterbi labels for a list of attribute sequences (``dense``: their token vectors, one
         (T x n_dense) array per sequence, for a model with dense features; ``B``: their
         bigram-observation attribute sequences, for a model with bigram-observation features).
         ``allowed`` (label sets per token), ``constraints`` (``"bio"``, ``"iobes"`` or a
         :class:`crfkit.decode.Constraints`), ``forbid`` (label pairs) and ``method="posterior"``
-        (max-marginal labels): see :func:`crfkit.decode.tag`."""
+        (max-marginal labels): see :func:`crfkit.decode.tag`.  ``engine="numpy"``: plain Viterbi
+        without numba (see :meth:`decode`)."""
         if allowed is not None or constraints is not None or forbid or method != "viterbi":
             from .decode import tag
 
@@ -418,7 +431,7 @@ class CRFModel:
                 B=B,
             )
         corpus = self.encode(X, dense=dense, B=B)
-        ids, _ = self.viterbi(corpus, threads)
+        ids, _ = self.viterbi(corpus, threads, engine=engine)
         return self._split(corpus, ids)
 
     def tag_with_probability(

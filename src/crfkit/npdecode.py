@@ -48,31 +48,56 @@ def max_tokens() -> int:
         return MAX_TOKENS
 
 
+#: state features summed at once by :func:`emissions` (a few arrays of this many numbers each)
+EMISSION_BLOCK = 1 << 18
+
+
 def emissions(corpus, space, w: np.ndarray) -> np.ndarray:
     """(n_tokens x L) emission scores: per token and label the sum of ``value * weight`` of the
     state features of the token's attributes (in the order of the occurrences, as the kernels add
-    them)."""
+    them).  Tokens are taken in blocks of about :data:`EMISSION_BLOCK` features (a 10,000-token
+    batch of CoNLL-2000 chunking templates has about 1.7M: 40 MB of temporaries at once); each
+    token's sums are made within one block, in the same order, so the blocks change no bit."""
     nt, L = corpus.n_tokens, space.n_labels
     tok_ptr, attr, val = corpus.tok_ptr, corpus.attr, corpus.val
     ptr = space.attr_ptr
     n_occ = int(tok_ptr[-1] - tok_ptr[0]) if nt else 0
+    out = np.zeros((nt, L))
     if n_occ == 0:
-        return np.zeros((nt, L))
+        return out
     e0 = int(tok_ptr[0])
     a = attr[e0 : e0 + n_occ].astype(np.int64)
     start = ptr[a]
     cnt = ptr[a + 1] - start
-    tok = np.repeat(np.arange(nt, dtype=np.int64), np.diff(tok_ptr))
-    total = int(cnt.sum())
+    del a
+    # features before each token: where to cut the tokens into blocks
+    cum = np.zeros(n_occ + 1, np.int64)
+    np.cumsum(cnt, out=cum[1:])
+    tcum = cum[np.asarray(tok_ptr, dtype=np.int64) - e0]
+    total = int(cum[-1])
     if total == 0:
-        return np.zeros((nt, L))
-    # feature k of every occurrence: start[e] + (0 .. cnt[e]-1), laid out occurrence after
-    # occurrence
-    first = np.cumsum(cnt) - cnt
-    k = np.arange(total, dtype=np.int64) + np.repeat(start - first, cnt)
-    rows = np.repeat(tok, cnt)
-    x = w[k] * np.repeat(val[e0 : e0 + n_occ], cnt)
-    return np.bincount(rows * L + space.feat_label[k], weights=x, minlength=nt * L).reshape(nt, L)
+        return out
+    # the last token starting at or before each multiple of the block (a token of more features
+    # than a block is a block of its own)
+    cuts = np.searchsorted(tcum, np.arange(EMISSION_BLOCK, total, EMISSION_BLOCK), side="right") - 1
+    bounds = sorted({0, nt, *cuts.tolist()})
+    tp = np.asarray(tok_ptr, dtype=np.int64) - e0
+    v = val[e0 : e0 + n_occ]
+    ones = bool((v == 1.0).all())  # template attributes: no product to take (x * 1.0 is x)
+    for t0, t1 in zip(bounds[:-1], bounds[1:]):
+        o0, o1 = int(tp[t0]), int(tp[t1])
+        c = cnt[o0:o1]
+        n = int(cum[o1] - cum[o0])
+        if n == 0:
+            continue
+        # feature k of every occurrence: start[e] + (0 .. cnt[e]-1), occurrence after occurrence
+        first = cum[o0:o1] - cum[o0]
+        k = np.arange(n, dtype=np.int64) + np.repeat(start[o0:o1] - first, c)
+        rows = np.repeat(np.repeat(np.arange(0, (t1 - t0) * L, L), np.diff(tp[t0 : t1 + 1])), c)
+        x = w[k] if ones else w[k] * np.repeat(v[o0:o1], c)
+        rows += space.feat_label[k]
+        out[t0:t1] = np.bincount(rows, weights=x, minlength=(t1 - t0) * L).reshape(t1 - t0, L)
+    return out
 
 
 def transition_matrix(space, w: np.ndarray) -> np.ndarray:
@@ -121,7 +146,11 @@ def viterbi(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
     order, slen, block = _padded(score, seq_ptr)
     n = _running(slen)
     Tm, L = block.shape[1], block.shape[2]
-    back = np.zeros((len(slen), Tm, L), np.int64)
+    # back pointers in the smallest integer type that holds a label id (a quarter or an eighth of
+    # int64's memory)
+    back = np.zeros(
+        (len(slen), Tm, L), np.int8 if L <= 127 else np.int16 if L <= 32767 else np.int64
+    )
     delta = block[:, 0].copy()
     for t in range(1, Tm):
         m = int(n[t])
@@ -220,9 +249,59 @@ def path_scores(
     return np.bincount(tok_seq, weights=per + tr, minlength=S)
 
 
+#: the padded blocks of :func:`viterbi` and :func:`forward_backward` hold (sequences x longest
+#: length x labels) numbers: :func:`by_groups` cuts a batch so that each block has at most this many
+#: (sequence, position) slots (a 10,000-token batch with one 5,000-token sentence would otherwise
+#: pad every sentence to 5,000)
+GROUP_SLOTS = 1 << 14
+
+
+def groups(seq_ptr: np.ndarray, slots: int = GROUP_SLOTS) -> list[np.ndarray]:
+    """The sequences of ``seq_ptr`` cut into groups (arrays of sequence indices, longest first)
+    such that each group's count times its longest length is at most ``slots`` (a group of one
+    sequence whatever its length)."""
+    lens = np.diff(seq_ptr)
+    S = len(lens)
+    if S == 0:
+        return []
+    order = np.argsort(-lens, kind="stable")
+    slen = lens[order].tolist()
+    out = []
+    i = 0
+    while i < S:
+        j = i + max(1, slots // max(slen[i], 1))
+        out.append(order[i : min(j, S)])
+        i = j
+    return out
+
+
+def by_groups(fn, score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, slots=GROUP_SLOTS):
+    """``fn(score, seq_ptr, trans)`` (:func:`viterbi` or :func:`forward_backward`: per-token
+    results, per-sequence results) over the groups of :func:`groups`, put back in input order:
+    the same results, in bounded memory."""
+    lens = np.diff(seq_ptr)
+    if len(lens) * max(int(lens.max(initial=0)), 1) <= slots or len(lens) <= 1:
+        return fn(score, seq_ptr, trans)
+    per_tok = per_seq = None
+    for g in groups(seq_ptr, slots):
+        g = np.sort(g)
+        glen = lens[g]
+        rows = np.repeat(seq_ptr[:-1][g] - np.cumsum(glen) + glen, glen) + np.arange(glen.sum())
+        sub_ptr = np.zeros(len(g) + 1, np.int64)
+        np.cumsum(glen, out=sub_ptr[1:])
+        a, b = fn(score[rows], sub_ptr, trans)
+        if per_tok is None:
+            per_tok = np.zeros((score.shape[0],) + a.shape[1:], a.dtype)
+            per_seq = np.zeros(len(lens), b.dtype)
+        per_tok[rows] = a
+        per_seq[g] = b
+    return per_tok, per_seq
+
+
 def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
     """What :meth:`crfkit.model.CRFModel.decode` returns, computed here (no bigram-observation
-    features)."""
+    features), in groups of sequences of bounded padded size (:func:`by_groups`), so any corpus
+    size may come here."""
     sp = model.space
     w = model.weights
     L = sp.n_labels
@@ -233,11 +312,11 @@ def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=
     seq_ptr = corpus.seq_ptr - corpus.seq_ptr[0] if len(corpus.seq_ptr) else corpus.seq_ptr
     out = {}
     if path:
-        ids, ps = viterbi(score, seq_ptr, trans)
+        ids, ps = by_groups(viterbi, score, seq_ptr, trans)
         out.update(ids=ids, path_score=ps)
     if marginals:
         marg, logz = (
-            forward_backward(score, seq_ptr, trans)
+            by_groups(forward_backward, score, seq_ptr, trans)
             if L
             else (np.zeros((corpus.n_tokens, 0)), np.zeros(corpus.n_sequences))
         )

@@ -426,6 +426,7 @@ def tag_column_batches(
     name: str | None = None,
     all_marginals: bool = False,
     batch_tokens: int | None = BATCH_TOKENS,
+    engine: str = "auto",
 ):
     """Tag a column file batch by batch, as it is read: yields one
     :class:`TaggedColumns` per batch of about ``batch_tokens`` tokens (whole
@@ -434,7 +435,8 @@ def tag_column_batches(
     decoded with the model's multi-threaded kernels. Arguments and the
     detection of gold labels (on the first sentence) as for :func:`tag_columns`.
     An error in the input is raised when the reader reaches it, after the
-    batches before it were yielded.
+    batches before it were yielded.  ``engine="numpy"``: plain Viterbi in numpy, no numba kernel
+    loaded (:meth:`CRFModel.decode`; a one-shot process's choice).
     """
     templates, pad = tagger_from_model(model)
     label = name if name is not None else name_of(path_or_stream)
@@ -474,7 +476,7 @@ def tag_column_batches(
             B = bigram_attributes_of(sentences, templates, pad=pad)
             dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
         if not (marginals or all_marginals):
-            pred = model.tag(X, threads=threads, dense=dense, B=B)
+            pred = model.tag(X, threads=threads, dense=dense, B=B, engine=engine)
             del X, B, dense
             yield TaggedColumns(sentences, pred, None, None, bool(has_labels))
             continue

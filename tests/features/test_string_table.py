@@ -44,11 +44,33 @@ def test_probe_path_is_taken_and_agrees():
     got = t.ids(names)
     assert t._dict is None and t._list is None  # answered by the hashes, no dict, no strings
     np.testing.assert_array_equal(got, _ref(strings, names))
-    # asked again: a dict from then on
-    for more in (names[::-1], ["w[0]=1", "w[0]=1", "x"], [], ["日本"]):
+    # asked again: the sorted hashes answer again (no dict); the lone surrogate above sent that
+    # first call down the per-name probe
+    for more in (
+        [x for x in names[::-1] if x != "\udc80"],
+        ["w[0]=1", "w[0]=1", "x"],
+        [],
+        ["日本"],
+    ):
         np.testing.assert_array_equal(t.ids(more), _ref(strings, more))
-    assert t._dict is not None
+    assert t._dict is None and t._list is None
     assert "日本" in t and "zz" not in t
+
+
+def test_sorted_probe_checks_bytes_and_lengths(monkeypatch):
+    # names of one byte length hash alike: only the byte comparison tells them apart; a table
+    # without equal hashes is needed for the sorted path (distinct byte lengths)
+    monkeypatch.setattr(
+        M, "_packed_hashes", lambda blob, lens: np.asarray(lens, dtype=np.uint64).copy()
+    )
+    strings = ["", "a", "bc", "déf", "ghijk"]
+    t = _table(strings)
+    names = ["bc", "xy", "a", "b", "", "déf", "dxf", "ghijk", "ghiJk", "bc"]
+    got = t._sorted_probe(names)
+    assert got is not None
+    np.testing.assert_array_equal(got, _ref(strings, names))
+    # equal hashes in the table: not this path
+    assert _table(["ab", "cd"])._sorted_probe(["ab"]) is None
 
 
 def test_every_hash_colliding_still_gives_the_right_ids(monkeypatch):

@@ -34,8 +34,9 @@ def cmd_tag(args) -> int:
         )
     from ..interop import load_any
 
-    # a crfkit model, or a CRFsuite / CRF++ / Wapiti model detected by its first bytes
-    return run_tag(TagOptions.of(args), load_any(args.model))
+    # a crfkit model, or a CRFsuite / CRF++ / Wapiti model detected by its first bytes; one process,
+    # one file: decoding in numpy costs less than loading numba's kernels
+    return run_tag(TagOptions.of(args), load_any(args.model), engine="numpy")
 
 
 def add_parser(sub) -> None:

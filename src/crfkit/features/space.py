@@ -420,6 +420,10 @@ _HASH_KEYS = np.array(
 )
 
 
+#: strings hashed at once by :func:`_packed_hashes`
+_HASH_BLOCK = 1 << 15
+
+
 def _packed_hashes(blob: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
     """A 64-bit hash of each packed string (UTF-8 bytes ``blob``, byte lengths ``lens``), or None
     when the longest string would make the padded table below too large (a few strings of thousands
@@ -434,6 +438,16 @@ def _packed_hashes(blob: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
     W = (int(lens.max()) + 7) // 8 * 8 or 8
     if n * W > 4 * blob.size + (16 << 20):
         return None
+    if n > _HASH_BLOCK:
+        # block by block: the padded matrix of a few hundred thousand names took tens of MB at
+        # once; a string's hash does not depend on the padding (zero words add nothing)
+        out = np.empty(n, _U64)
+        ends = np.cumsum(lens)
+        for a in range(0, n, _HASH_BLOCK):
+            b = min(a + _HASH_BLOCK, n)
+            lo = int(ends[a] - lens[a])
+            out[a:b] = _packed_hashes(blob[lo : int(ends[b - 1])], lens[a:b])
+        return out
     A = np.zeros((n, W), np.uint8)
     A[np.arange(W)[None, :] < lens[:, None]] = blob
     words = A.view(_U64)  # n x W/8, native byte order: only compared with itself
@@ -582,6 +596,10 @@ class StringTable(Sequence):
         n = len(names)
         if n == 0:
             return np.zeros(0, np.int64)
+        if self._dict is None and n <= len(self):
+            got = self._sorted_probe(names)
+            if got is not None:
+                return got
         if self._dict is None and n <= len(
             self
         ):  # (more names than the table holds: the dict, without
@@ -599,6 +617,67 @@ class StringTable(Sequence):
         return np.fromiter(
             map(self.as_dict().get, names, itertools.repeat(-1)), dtype=np.int64, count=n
         )
+
+    def _table_hashes(self) -> tuple | bool:
+        """(hashes, starts) of the table's strings, built once; False when the strings are too
+        long to hash (see :func:`_packed_hashes`)."""
+        if self._hash is None:
+            h = _packed_hashes(self._blob, self._lens)
+            self._hash = (h, np.cumsum(self._lens) - self._lens) if h is not None else False
+        return self._hash
+
+    def _sorted_probe(self, names: Sequence[str]) -> np.ndarray | None:
+        """The ids of ``names`` (int64, -1: not in the table) without a Python object per name
+        beyond one join: the names' hashes are looked up in the table's sorted hashes
+        (``np.searchsorted``) and every hit is compared byte for byte with its candidate, all in
+        numpy.  None (the caller takes the per-name path) when the table has two equal hashes
+        (equal strings, whose last id must win, or a collision), when the strings are too long to
+        hash, or when a name is not a string that UTF-8 encodes."""
+        th = self._table_hashes()
+        if th is False:
+            return None
+        if len(th) == 2:  # sorted once: (hashes, starts, order, sorted hashes)
+            order = np.argsort(th[0])  # (any order of equal hashes: the path is off for them)
+            hs = th[0][order]
+            unique = not (hs[1:] == hs[:-1]).any()
+            th = self._hash = (th[0], th[1], order if unique else None, hs)
+        h, starts, order, hs = th
+        if order is None:
+            return None
+        try:
+            text = "".join(names)
+            raw = text.encode("utf-8")
+        except (TypeError, UnicodeEncodeError):
+            return None
+        n = len(names)
+        if len(raw) == len(text):
+            qlens = np.fromiter(map(len, names), dtype=np.int64, count=n)
+        else:
+            qlens = np.fromiter((len(x.encode("utf-8")) for x in names), dtype=np.int64, count=n)
+        del text
+        if len(hs) == 0:
+            return np.full(n, -1, np.int64)
+        qblob = np.frombuffer(raw, dtype=np.uint8)
+        qh = _packed_hashes(qblob, qlens)
+        if qh is None:
+            return None
+        at = np.minimum(np.searchsorted(hs, qh), len(hs) - 1)
+        cand = order[at]
+        ok = (hs[at] == qh) & (self._lens[cand] == qlens)
+        sel = np.flatnonzero(ok)
+        if len(sel):  # byte for byte: a hash collision costs a comparison, never a wrong id
+            ln = qlens[sel]
+            first = np.cumsum(ln) - ln
+            within = np.arange(int(ln.sum()), dtype=np.int64) - np.repeat(first, ln)
+            qs = (np.cumsum(qlens) - qlens)[sel]
+            diff = (
+                qblob[np.repeat(qs, ln) + within]
+                != self._blob[np.repeat(starts[cand[sel]], ln) + within]
+            )
+            c = np.zeros(len(diff) + 1, np.int64)
+            np.cumsum(diff, out=c[1:])
+            ok[sel[c[first + ln] - c[first] > 0]] = False
+        return np.where(ok, cand, -1).astype(np.int64)
 
     def _probe(self, uniq: list) -> dict | None:
         """{name: id or -1} for distinct names, through the hashes of the table (None: no

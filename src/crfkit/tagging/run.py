@@ -110,13 +110,16 @@ class TagOptions:
         return cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)})
 
 
-def run_tag(args: TagOptions, model) -> int:
+def run_tag(args: TagOptions, model, *, engine: str = "auto") -> int:
     """``crfkit tag`` with ``model`` already loaded, its options ``args`` (a :class:`TagOptions`;
     ``crfkit serve`` runs every request through it: ``args.file`` may then be a named ``BytesIO``
     and ``args.output`` a text stream).  An empty input gives an empty output and exit status 0 (as
-    crf_test), with a warning on standard error."""
+    crf_test), with a warning on standard error.  ``engine``: how plain Viterbi tagging of column
+    files decodes: ``"numpy"`` loads no numba kernel (a one-shot ``crfkit tag`` process, where
+    loading the kernels costs more than decoding), ``"auto"`` the model's choice (a server, which
+    keeps its kernels warm); see :meth:`crfkit.model.CRFModel.decode`."""
     try:
-        return _cmd_tag(args, model)
+        return _cmd_tag(args, model, engine)
     except DataError as e:
         if "empty input" not in str(e):
             raise
@@ -127,7 +130,7 @@ def run_tag(args: TagOptions, model) -> int:
         return 0
 
 
-def _cmd_tag(args, model) -> int:
+def _cmd_tag(args, model, engine: str = "auto") -> int:
     has_templates = bool(isinstance(model.meta, dict) and model.meta.get("templates"))
     fmt = args.format
     if fmt == "auto" and not has_templates:
@@ -138,16 +141,15 @@ def _cmd_tag(args, model) -> int:
             return run_decoding(args, model, fmt, src)
         if fmt == "crfsuite":
             return _tag_crfsuite(args, model, src)
-        return _tag_columns(args, model, src, has_templates)
+        return _tag_columns(args, model, src, has_templates, engine)
     finally:
         close_source(src)
 
 
-def _tag_columns(args, model, src, has_templates: bool) -> int:
+def _tag_columns(args, model, src, has_templates: bool, engine: str = "auto") -> int:
     """``crfkit tag`` on a column file: read, tag and write batch by batch
     (``--batch-tokens``), so memory stays bounded whatever the input's size;
     the output is the same as tagging the whole input at once."""
-    from ..io.columns import write_columns
     from ..pipeline import tag_column_batches
 
     if args.reference:
@@ -168,6 +170,7 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
         all_marginals=args.all_marginals,
         threads=args.threads,
         batch_tokens=args.batch_tokens,
+        engine=engine,
     )
     first = next(parts)  # read and tag the first batch before any output is opened
     if args.eval and not first.has_labels:
@@ -177,23 +180,14 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
             source_name(src),
         )
     ev = EvalReport(model, getattr(args, "raw", False)) if args.eval else None
+    plain = not (args.probability or args.marginals or args.all_marginals) and _plain_labels(model)
     with Output(args.output) as f:
         res = first
         while res is not None:
-            for i, (s, pred) in enumerate(zip(res.sentences, res.labels)):
-                if args.probability:
-                    f.write(f"# {res.probabilities[i]:.6f}\n")
-                if args.marginals:
-                    extra = [f"{lab}/{p:.6f}" for lab, p in zip(pred, res.marginals[i])]
-                else:
-                    extra = pred
-                if args.all_marginals:
-                    names = res.label_names
-                    extra = [
-                        [e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
-                        for e, row in zip(extra, res.all_marginals[i].tolist())
-                    ]
-                write_columns([s], f, extra=[extra], sep="\t")
+            if plain:  # the whole batch as one string (what write_columns writes, line for line)
+                f.write(_plain_block(res))
+            else:
+                _write_batch(args, res, f)
             f.flush()
             if ev is not None:
                 ev.add(res.gold, res.labels)
@@ -202,6 +196,50 @@ def _tag_columns(args, model, src, has_templates: bool) -> int:
     if ev is not None:
         ev.report()
     return 0
+
+
+def _write_batch(args, res, f) -> None:
+    """A batch of tagging output with ``--probability``, ``--marginals`` or ``--all-marginals``
+    (or labels that need :func:`~crfkit.io.columns.write_columns`'s check)."""
+    from ..io.columns import write_columns
+
+    for i, (s, pred) in enumerate(zip(res.sentences, res.labels)):
+        if args.probability:
+            f.write(f"# {res.probabilities[i]:.6f}\n")
+        if args.marginals:
+            extra = [f"{lab}/{p:.6f}" for lab, p in zip(pred, res.marginals[i])]
+        else:
+            extra = pred
+        if args.all_marginals:
+            names = res.label_names
+            extra = [
+                [e] + [f"{n}/{p:.6f}" for n, p in zip(names, row)]
+                for e, row in zip(extra, res.all_marginals[i].tolist())
+            ]
+        write_columns([s], f, extra=[extra], sep="\t")
+
+
+def _plain_labels(model) -> bool:
+    """Whether every label of ``model`` writes as one tab-separated field as it is (what
+    :func:`crfkit.io.columns.write_columns` checks per line): then :func:`_plain_block` may write
+    a batch without that check (the observation and gold fields come from ``str.split()``: no
+    whitespace, never empty)."""
+    return all(isinstance(lab, str) and not any(c in lab for c in "\t\n\r") for lab in model.labels)
+
+
+def _plain_block(res) -> str:
+    """A batch of plain tagging output: per token its columns (then its gold label), then the
+    predicted label, tab-separated; a blank line after each sentence."""
+    fmt = "{}\t{}".format
+    tab = "\t".join
+    parts = []
+    for s, pred in zip(res.sentences, res.labels):
+        rows = map(tab, s.columns)
+        if res.has_labels:
+            rows = map(fmt, rows, s.labels)
+        parts.append("\n".join(map(fmt, rows, pred)))
+        parts.append("\n\n")
+    return "".join(parts)
 
 
 # --------------------------------------------------------------------------- decoding
