@@ -415,6 +415,11 @@ def batches(items, batch_tokens: int | None):
         yield batch
 
 
+#: ``engine="adaptive"``: the tokens tagged in numpy before the kernels take over (loading them
+#: costs about a second of CPU; numpy's Viterbi is about as fast as one kernel thread, per token)
+NUMPY_FIRST_TOKENS = 1 << 18
+
+
 def tag_column_batches(
     model: CRFModel,
     path_or_stream,
@@ -436,7 +441,9 @@ def tag_column_batches(
     detection of gold labels (on the first sentence) as for :func:`tag_columns`.
     An error in the input is raised when the reader reaches it, after the
     batches before it were yielded.  ``engine="numpy"``: plain Viterbi in numpy, no numba kernel
-    loaded (:meth:`CRFModel.decode`; a one-shot process's choice).
+    loaded (:meth:`CRFModel.decode`); ``engine="adaptive"`` (a one-shot process's choice, ``crfkit
+    tag``): numpy for the first :data:`NUMPY_FIRST_TOKENS` tokens, where loading the kernels would
+    cost more than it saves, then the kernels (``"auto"``: multi-threaded) for a long input.
     """
     templates, pad = tagger_from_model(model)
     label = name if name is not None else name_of(path_or_stream)
@@ -446,7 +453,12 @@ def tag_column_batches(
     # read every column as an observation, then split the label off: the
     # file is read once, so this works on standard input and pipes too
     reader = read_columns(path_or_stream, has_labels=False, docstart=docstart, name=label)
+    tokens_done = 0
     for sentences in batches(reader, batch_tokens):
+        eng = engine
+        if engine == "adaptive":
+            eng = "numpy" if tokens_done < NUMPY_FIRST_TOKENS else "auto"
+        tokens_done += sum(len(s.columns) for s in sentences)
         if has_labels is None:
             has_labels = _detect_labels(sentences[0], trained, label)
         if has_labels:
@@ -476,7 +488,7 @@ def tag_column_batches(
             B = bigram_attributes_of(sentences, templates, pad=pad)
             dense = dense_of(sentences, [c - 1 for c in dcols], name=label) if dcols else None
         if not (marginals or all_marginals):
-            pred = model.tag(X, threads=threads, dense=dense, B=B, engine=engine)
+            pred = model.tag(X, threads=threads, dense=dense, B=B, engine=eng)
             del X, B, dense
             yield TaggedColumns(sentences, pred, None, None, bool(has_labels))
             continue

@@ -79,3 +79,30 @@ def test_labels_that_would_not_read_back_take_the_checked_writer(data):
     assert _plain_labels(m)
     m.space.labels = list(m.space.labels[:-1]) + ["a\tb"]
     assert not _plain_labels(m)
+
+
+def test_adaptive_engine_hands_long_files_to_the_kernels(data, monkeypatch):
+    """``crfkit tag`` decodes the first NUMPY_FIRST_TOKENS tokens in numpy, then with the kernels
+    (a long file pays for loading them); the labels are the same either way."""
+    import crfkit.pipeline as pipeline
+
+    engines = []
+    real_tag = CRFModel.tag
+
+    def spy(self, X, *a, engine="auto", **kw):
+        engines.append(engine)
+        return real_tag(self, X, *a, engine=engine, **kw)
+
+    monkeypatch.setattr(CRFModel, "tag", spy)
+    monkeypatch.setattr(pipeline, "NUMPY_FIRST_TOKENS", 200)
+    model = CRFModel.load(data["model"])
+    tagged = list(
+        pipeline.tag_column_batches(model, data["test"], batch_tokens=150, engine="adaptive")
+    )
+    assert engines[:2] == ["numpy", "numpy"] and set(engines[2:]) == {"auto"}, engines
+    labels = [y for t in tagged for y in t.labels]
+    assert labels == _reference_labels(model, data["test"])
+
+
+def _reference_labels(model, path) -> list:
+    return list(tag_columns(model, path).labels)

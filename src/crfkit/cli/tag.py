@@ -35,8 +35,8 @@ def cmd_tag(args) -> int:
     from ..interop import load_any
 
     # a crfkit model, or a CRFsuite / CRF++ / Wapiti model detected by its first bytes; one process,
-    # one file: decoding in numpy costs less than loading numba's kernels
-    return run_tag(TagOptions.of(args), load_any(args.model), engine="numpy")
+    # one file: decoding in numpy costs less than loading numba's kernels, until the file is long
+    return run_tag(TagOptions.of(args), load_any(args.model), engine="adaptive")
 
 
 def add_parser(sub) -> None:

@@ -115,9 +115,10 @@ def run_tag(args: TagOptions, model, *, engine: str = "auto") -> int:
     ``crfkit serve`` runs every request through it: ``args.file`` may then be a named ``BytesIO``
     and ``args.output`` a text stream).  An empty input gives an empty output and exit status 0 (as
     crf_test), with a warning on standard error.  ``engine``: how plain Viterbi tagging of column
-    files decodes: ``"numpy"`` loads no numba kernel (a one-shot ``crfkit tag`` process, where
-    loading the kernels costs more than decoding), ``"auto"`` the model's choice (a server, which
-    keeps its kernels warm); see :meth:`crfkit.model.CRFModel.decode`."""
+    files decodes: ``"numpy"`` loads no numba kernel, ``"adaptive"`` (a one-shot ``crfkit tag``
+    process, where loading the kernels costs more than decoding a short file) numpy for the first
+    :data:`crfkit.pipeline.NUMPY_FIRST_TOKENS` tokens and the kernels after, ``"auto"`` the model's
+    choice (a server, which keeps its kernels warm); see :meth:`crfkit.model.CRFModel.decode`."""
     try:
         return _cmd_tag(args, model, engine)
     except DataError as e:
