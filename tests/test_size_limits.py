@@ -22,7 +22,7 @@ from crfkit.features.space import MAX_LABELS, FeatureSpace
 from crfkit.features.templates import MAX_TEMPLATES
 from crfkit.io import columns, crfsuite
 from crfkit.model import CRFModel
-from crfkit.modelfile import MAGIC, EXPANSION_ALLOWANCE, LABEL_PAIR_BYTES, load_model, save_model
+from crfkit.modelfile import EXPANSION_ALLOWANCE, LABEL_PAIR_BYTES, MAGIC, load_model, save_model
 from crfkit.tagging import decoding
 
 
@@ -96,7 +96,9 @@ def test_too_many_training_labels_refused_with_the_memory_needed():
 
 
 def test_many_labels_warn_with_an_estimate_before_training():
-    with pytest.warns(DataWarning, match=r"3000 distinct labels: .* 2.7e\+11 label-pair operations"):
+    with pytest.warns(
+        DataWarning, match=r"3000 distinct labels: .* 2.7e\+11 label-pair operations"
+    ):
         check_label_count(3000, 30000, "t.txt")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -105,10 +107,14 @@ def test_many_labels_warn_with_an_estimate_before_training():
 
 def test_cli_train_warns_about_many_labels(tmp_path, capsys):
     p = tmp_path / "l.txt"
-    p.write_text("".join(f"w{i % 50} NN L{i % 1500}\n" + ("\n" if i % 30 == 29 else "") for i in range(4500)))
+    p.write_text(
+        "".join(f"w{i % 50} NN L{i % 1500}\n" + ("\n" if i % 30 == 29 else "") for i in range(4500))
+    )
     t = tmp_path / "t.tpl"
     t.write_text("U0:%x[0,0]\n")
-    rc = cli.main(["train", str(p), "-t", str(t), "-m", str(tmp_path / "m"), "--max-iterations", "1", "-q"])
+    rc = cli.main(
+        ["train", str(p), "-t", str(t), "-m", str(tmp_path / "m"), "--max-iterations", "1", "-q"]
+    )
     err = capsys.readouterr().err
     assert rc == 0 and "crfkit: warning:" in err and "1500 distinct labels" in err
 

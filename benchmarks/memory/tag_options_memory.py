@@ -68,12 +68,16 @@ def build_inputs(work: Path, tokens: int) -> tuple[int, Path, Path]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", type=Path, help="a CoNLL-2000 model (default: train one into --work)")
+    ap.add_argument(
+        "--model", type=Path, help="a CoNLL-2000 model (default: train one into --work)"
+    )
     ap.add_argument(
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "crfkit-tag-options-memory"
     )
     ap.add_argument("--tokens", type=float, default=2e6, help="input size in tokens (about)")
-    ap.add_argument("--max-iterations", type=int, default=10, help="iterations of the model trained")
+    ap.add_argument(
+        "--max-iterations", type=int, default=10, help="iterations of the model trained"
+    )
     ap.add_argument("--reference-src", type=Path, help="another crfkit source tree to compare with")
     ap.add_argument("--threads", type=int, default=2, help="tagging threads")
     ap.add_argument("--results", help="append one record to this .jsonl (benchmarks/results/)")
@@ -86,10 +90,21 @@ def main() -> int:
         if not model.exists():
             print(f"training {model} ({args.max_iterations} L-BFGS iterations)...", flush=True)
             subprocess.run(
-                [sys.executable, "-m", "crfkit", "train",
-                 str(data_dir() / "conll2000" / "train.txt.gz"), "-m", str(model), "-q",
-                 "--max-iterations", str(args.max_iterations)],
-                env=env_for(SRC), check=True, stdout=subprocess.DEVNULL,
+                [
+                    sys.executable,
+                    "-m",
+                    "crfkit",
+                    "train",
+                    str(data_dir() / "conll2000" / "train.txt.gz"),
+                    "-m",
+                    str(model),
+                    "-q",
+                    "--max-iterations",
+                    str(args.max_iterations),
+                ],
+                env=env_for(SRC),
+                check=True,
+                stdout=subprocess.DEVNULL,
             )
     n_tok, plain, allowed = build_inputs(work, int(args.tokens))
     print(
@@ -112,8 +127,11 @@ def main() -> int:
             inp = allowed if "--allowed-column" in opts else plain
             r = run_tag(src, model, inp, opts, threads=args.threads)
             base = base or r["rss"]
-            runs[name] = {"peak_rss_mb": r["rss"] / 2**20, "wall_s": r["wall"],
-                          "vs_plain": r["rss"] / base}
+            runs[name] = {
+                "peak_rss_mb": r["rss"] / 2**20,
+                "wall_s": r["wall"],
+                "vs_plain": r["rss"] / base,
+            }
             print(
                 f"  {name:<26} peak RSS {mib(r['rss'])}  {r['rss'] / base:5.2f}x plain  "
                 f"wall {r['wall']:6.1f} s",

@@ -35,8 +35,12 @@ def _bad_input(chunker, extra_column: bool = False) -> str:
     text = chunker["test"].read_text()
     sents = text.strip("\n").split("\n\n")
     if extra_column:
-        sents = ["\n".join(line.rsplit(" ", 1)[0] + " * " + line.rsplit(" ", 1)[1]
-                          for line in s.split("\n")) for s in sents]
+        sents = [
+            "\n".join(
+                line.rsplit(" ", 1)[0] + " * " + line.rsplit(" ", 1)[1] for line in s.split("\n")
+            )
+            for s in sents
+        ]
     return "\n\n".join(sents[:3] + ["lonely"] + sents[3:]) + "\n\n"
 
 
@@ -65,8 +69,22 @@ def test_decoding_output_does_not_depend_on_the_batch_size(chunker, capsys, tmp_
             lines.append(f"{f[-1]}\tw={f[0]}\tp={f[1]}" if f else "")
         src.write_text("\n".join(lines) + "\n")
         model = tmp_path / "m.crfsuite.crfkit"
-        assert cli.main(["train", str(src), "-f", "crfsuite", "-m", str(model), "-q",
-                         "--max-iterations", "5"]) == 0
+        assert (
+            cli.main(
+                [
+                    "train",
+                    str(src),
+                    "-f",
+                    "crfsuite",
+                    "-m",
+                    str(model),
+                    "-q",
+                    "--max-iterations",
+                    "5",
+                ]
+            )
+            == 0
+        )
         capsys.readouterr()
         base = ["-m", model, src, "-f", "crfsuite", "-n", "2", "--constraints", "bio"]
     else:
@@ -92,9 +110,23 @@ def test_ctrl_c_during_decoding_leaves_the_output_file(chunker, tmp_path):
     out = tmp_path / "out.txt"
     out.write_text("KEEP\n")
     p = subprocess.Popen(
-        crfkit_cmd("tag", "-m", chunker["model"], "-o", out, "--batch-tokens", 5, "-n", "3",
-                   "--constraints", "bio"),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=crfkit_env(),
+        crfkit_cmd(
+            "tag",
+            "-m",
+            chunker["model"],
+            "-o",
+            out,
+            "--batch-tokens",
+            5,
+            "-n",
+            "3",
+            "--constraints",
+            "bio",
+        ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=crfkit_env(),
     )
     try:
         p.stdin.write(chunker["test"].read_bytes())  # the input stays open: tag waits for more
@@ -138,8 +170,9 @@ def test_encoding_streams_and_gives_the_same_output(chunker, tmp_path, capsys, e
     u.write_text(text, encoding="utf-8")
     for opts in ([], ["-n", "2", "--constraints", "bio"], ["-f", "auto"]):
         rc1, a, _ = _tag(capsys, "-m", chunker["model"], u, *opts)
-        rc2, b, _ = _tag(capsys, "-m", chunker["model"], p, "--encoding", enc,
-                         "--batch-tokens", 5, *opts)
+        rc2, b, _ = _tag(
+            capsys, "-m", chunker["model"], p, "--encoding", enc, "--batch-tokens", 5, *opts
+        )
         assert rc1 == rc2 == 0 and a == b and "thé" in b
 
 

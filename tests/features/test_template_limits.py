@@ -62,9 +62,7 @@ def test_catastrophic_pattern_runs_in_linear_time():
 
 
 def test_regex_semantics_case_and_wapiti_classes():
-    t = Templates.parse(
-        r'U:%t[0,0,"^\u"]/%T[0,0,"^abc"]/%m[0,0,"\d+"]/%M[0,0,"é+"]/%m[0,0,"\p+"]'
-    )
+    t = Templates.parse(r'U:%t[0,0,"^\u"]/%T[0,0,"^abc"]/%m[0,0,"\d+"]/%M[0,0,"é+"]/%m[0,0,"\p+"]')
     assert t.apply([["Abc12ÉéX.,"]]) == [["U:true/true/12/Éé/.,"]]
     assert t.apply([["xyz"]]) == [["U:false/false///"]]
 

@@ -120,7 +120,9 @@ class _Recoded(io.RawIOBase):
             try:
                 raw = self._f.read(_RECODE_CHUNK)
             except (OSError, EOFError) as e:
-                raise DataError(f"cannot read: {getattr(e, 'strerror', None) or e}", self.name)
+                raise DataError(
+                    f"cannot read: {getattr(e, 'strerror', None) or e}", self.name
+                ) from None
             if not self._consumed and self._enc in ("utf-16", "utf-32"):
                 # as bytes.decode: without a byte-order mark, the machine's byte order (the
                 # incremental decoder would refuse the stream)
