@@ -62,10 +62,10 @@ minute).  The syntax is Perl's and Python's without backreferences (``\1``) and 
 (``(?=...)``, ``(?<=...)``...): literals, ``.``, ``[...]`` classes, ``* + ? {m,n}`` (counts up to
 :data:`MAX_REGEX_REPEAT`) and their lazy forms, ``|``, groups (``(...)``, ``(?:...)``,
 ``(?P<name>...)``), anchors ``^ $ \z \b \B`` (``\A`` is Wapiti's non-letter class),
-``\d \w \s`` (ASCII, as RE2 reads them), POSIX classes (``[[:alpha:]]``) and flags such as ``(?i)``.  A pattern RE2 refuses, one longer
-than :data:`MAX_REGEX_CHARS` characters or nesting groups deeper than :data:`MAX_REGEX_DEPTH`, is an
-error naming the template file and line (or the model's stored templates).  On top of RE2's syntax
-come Wapiti's character classes
+``\d \w \s`` (ASCII, as RE2 reads them), POSIX classes (``[[:alpha:]]``) and flags such as
+``(?i)``.  A pattern RE2 refuses, one longer than :data:`MAX_REGEX_CHARS` characters or nesting
+groups deeper than :data:`MAX_REGEX_DEPTH`, is an error naming the template file and line (or the
+model's stored templates).  On top of RE2's syntax come Wapiti's character classes
 ``\a`` (letter), ``\l`` (lower case), ``\u`` (upper case), ``\p``
 (punctuation) and their negations ``\A \L \U \P`` translated (outside
 brackets; inside ``[...]`` only the positive ones); ``\"`` is a quote inside
