@@ -400,7 +400,7 @@ def test_malformed_json_is_a_400_naming_the_field(srv, body, names):
 
 def test_text_encoding_that_is_no_charset(srv):
     st, h, b = request(srv, "POST", "/tag?encoding=rot13", srv["test"])
-    assert st == 400 and b"--encoding rot13: not a text encoding" in b
+    assert st == 400 and b"--encoding rot13: " in b and b"is not a text encoding" in b
     st, h, b = request(srv, "POST", "/tag?encoding=nope", srv["test"])
     assert st == 400 and b"unknown encoding" in b
 
@@ -470,7 +470,12 @@ def test_crfkit_tag_refuses_a_codec_that_is_no_charset(model, tmp_path, capsys):
     f = tmp_path / "t.txt"
     f.write_bytes(model["test"])
     rc, out, err = run_cli(capsys, "tag", "-m", model["model"], f, "--encoding", "rot13")
-    assert rc == 2 and "--encoding rot13: not a text encoding" in err and "Traceback" not in err
+    assert (
+        rc == 2
+        and "--encoding rot13: " in err
+        and "is not a text encoding" in err
+        and "Traceback" not in err
+    )
 
 
 def test_json_without_pydantic_is_a_415(model, monkeypatch):

@@ -46,8 +46,16 @@ __all__ = [
     "label_scheme",
     "parse_label",
     "SCHEMES",
+    "MAX_NBEST",
+    "NBEST_MAX_BYTES",
     "invalid_sequences",
 ]
+
+#: the most sequences an n-best list may hold (``crfkit tag -n``, :meth:`CRFModel.nbest`)
+MAX_NBEST = 1000
+#: n-best decoding refuses a batch whose K-best tables (``T x K x L`` per sentence, ``K`` ids per
+#: token) would take more than this
+NBEST_MAX_BYTES = 2 << 30
 
 SCHEMES = ("bio", "iob2", "iobes", "bilou")
 _PREFIXES = {"bio": "BI", "iob2": "BI", "iobes": "BIES", "bilou": "BILU"}
@@ -453,7 +461,20 @@ def nbest(
     k = int(k)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if k > MAX_NBEST:
+        raise CrfkitError(f"n-best lists of {k} sequences: at most {MAX_NBEST} (MAX_NBEST)")
     corpus = _encode(model, X, dense, B)
+    lens = np.diff(corpus.seq_ptr)
+    if len(lens):
+        L = len(model.space.labels)
+        T = int(lens.max())
+        need = T * k * L * 16 + corpus.n_tokens * k * 4 + len(lens) * k * 8
+        if need > NBEST_MAX_BYTES:
+            raise CrfkitError(
+                f"n-best lists of {k} sequences over a {T}-token sentence with {L} labels need "
+                f"about {need / 2**30:.1f} GiB (the limit is {NBEST_MAX_BYTES / 2**30:g} GiB, "
+                "NBEST_MAX_BYTES): ask for fewer, or split the sentence"
+            )
     mask, c = _prepare(model, corpus, allowed, constraints, forbid)
     r = decode(model, corpus, allowed=mask, constraints=c, path=False, nbest=k, threads=threads)
     return nbest_from(model, corpus, r)

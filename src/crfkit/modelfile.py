@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 from .errors import ModelError, TemplateError
-from .features.space import FeatureSpace, StringTable, pack_strings, unpack_strings
+from .features.space import MAX_LABELS, FeatureSpace, StringTable, pack_strings, unpack_strings
 from .features.templates import MAX_COLUMN, Templates
 from .io.atomic import atomic_file
 
@@ -40,6 +40,7 @@ __all__ = [
     "MAX_EXPANSION",
     "MAX_HEADER_BYTES",
     "MAX_LABELS",
+    "LABEL_PAIR_BYTES",
     "check_meta",
     "load_model",
     "read_model",
@@ -201,6 +202,16 @@ def read_model(f, path: str, make=None):
                 f"the arrays would take {declared} bytes from a {payload_len}-byte payload; "
                 f"the loader's ceiling is {EXPANSION_ALLOWANCE} + {MAX_EXPANSION} x the payload"
             )
+        # the L x L tables a loaded model holds (the transition index as int64, the tagger's
+        # transition scores...) count against the same ceiling, however well they compress
+        L = counts["n_labels"]
+        pairs = LABEL_PAIR_BYTES * L * L
+        if pairs > ceiling:
+            raise corrupted(
+                f"{L} labels: their L x L tables would take {pairs} bytes "
+                f"({LABEL_PAIR_BYTES} per label pair) from a {payload_len}-byte payload; "
+                f"the loader's ceiling is {EXPANSION_ALLOWANCE} + {MAX_EXPANSION} x the payload"
+            )
         _verify_checksums(g, path, header, head, size)
         try:
             arrays = {}
@@ -244,7 +255,8 @@ EXPANSION_ALLOWANCE = (
     256 << 20
 )  # ... this much (saved models expand about 2x; zlib's limit is ~1000x)
 MAX_COUNT = 2**31 - 1  # attributes, features, labels: int32 ids in the kernels
-MAX_LABELS = 46340  # label pairs i*L + j are int32 too
+# MAX_LABELS (46340, features.space): label pairs i*L + j are int32 too
+LABEL_PAIR_BYTES = 32  # memory per label pair of a loaded model, held against the ceiling too
 
 _READ_CHUNK = 1 << 20
 _INFLATE_CHUNK = 4 << 20
@@ -626,6 +638,11 @@ def check_meta(meta: dict, space: FeatureSpace, path: str) -> None:
         v = meta.get(k)
         if k in meta and not ((_is_int(v) or isinstance(v, float)) and 0 <= v < float("inf")):
             raise bad(k, "expected a finite number >= 0")
+    if "train_weight" in meta and not (
+        (_is_int(meta["train_weight"]) or isinstance(meta["train_weight"], float))
+        and 0 <= meta["train_weight"] < float("inf")
+    ):
+        raise bad("train_weight", "expected a finite number >= 0")
     if "dev_best" in meta and not (
         isinstance(meta["dev_best"], (int, float)) and not isinstance(meta["dev_best"], bool)
     ):

@@ -145,16 +145,29 @@ def add_parser(sub) -> None:
     g.set_defaults(func=cmd_tag)
 
 
+def nbest_count(text: str) -> int:
+    """``-n K``: a whole number in 1..:data:`~crfkit.tagging.decoding.MAX_NBEST`."""
+    import argparse
+
+    from ..tagging.decoding import MAX_NBEST
+
+    v = pos_int(text)
+    if v > MAX_NBEST:
+        raise argparse.ArgumentTypeError(f"at most {MAX_NBEST} sequences per sentence, got {text}")
+    return v
+
+
 def add_decoding_arguments(g) -> None:
     """The decoding options of ``crfkit tag``."""
     g.add_argument(
         "-n",
         "--nbest",
-        type=pos_int,
+        type=nbest_count,
         default=0,
         metavar="K",
         help="write the K most probable label sequences of each sentence, each after '# k p' "
-        "(rank, probability), as crf_test -n (--format crfsuite: after '@nbest<TAB>k<TAB>p')",
+        "(rank, probability), as crf_test -n (--format crfsuite: after '@nbest<TAB>k<TAB>p'); "
+        "K at most 1000",
     )
     g.add_argument(
         "--constraints",

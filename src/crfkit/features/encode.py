@@ -41,7 +41,16 @@ import numpy as np
 
 from ..corpus import MAX_FEATURE_VALUE, Corpus
 from ..errors import DataError
-from .space import ALL_PAIRS, FeatureSpace, StringTable, pair_dtype
+from .space import (
+    ALL_PAIRS,
+    MAX_LABELS,
+    TRAIN_BYTES_PER_PAIR,
+    WARN_PASS_WORK,
+    WARN_TRAIN_BYTES,
+    FeatureSpace,
+    StringTable,
+    pair_dtype,
+)
 
 SUPPORTS = ("observed", "all")
 
@@ -409,6 +418,37 @@ def _build_bigram(B, seq_lens, seq_ptr, y, L, support, min_freq, name):
     )
 
 
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def check_label_count(L: int, n_tokens: int, name: str) -> None:
+    """Before anything L x L is built: a :class:`DataError` above :data:`MAX_LABELS` labels (with
+    the memory the run would need), a :class:`~crfkit.errors.DataWarning` with the estimated memory
+    and work per pass when they are above :data:`WARN_TRAIN_BYTES` or :data:`WARN_PASS_WORK`."""
+    need = TRAIN_BYTES_PER_PAIR * L * L
+    if L > MAX_LABELS:
+        raise DataError(
+            f"{L} distinct labels: at most {MAX_LABELS} are supported (label pairs are 32-bit "
+            f"ids), and training would need about {_gib(need)} for the L x L transition tables "
+            "alone; is the label column the last one?",
+            name,
+        )
+    work = n_tokens * L * L
+    if need > WARN_TRAIN_BYTES or work > WARN_PASS_WORK:
+        import warnings
+
+        from ..errors import DataWarning
+
+        warnings.warn(
+            f"{name}: {L} distinct labels: training will need about {_gib(need)} for the L x L "
+            f"transition tables and {float(work):.2g} label-pair operations per pass over the "
+            f"{n_tokens} tokens (CoNLL-2000 chunking: 1e8); this may take very long",
+            DataWarning,
+            stacklevel=2,
+        )
+
+
 def build(
     X: Sequence | None,
     Y: Sequence,
@@ -460,6 +500,7 @@ def build(
     label_index: dict[str, int] = {}
     y = label_ids(Y, seq_lens, label_index, grow=True, name=name)
     L = len(label_index)
+    check_label_count(L, int(seq_lens.sum()), name)
     # ids in first-occurrence order (_interner).  Temporaries are dropped as soon as they are used:
     # on CoNLL-2000 they are the largest allocations of the whole training run.
     A0 = len(attr_index)

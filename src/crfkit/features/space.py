@@ -44,6 +44,10 @@ import numpy as np
 __all__ = [
     "ALL_PAIRS",
     "AllPairs",
+    "MAX_LABELS",
+    "TRAIN_BYTES_PER_PAIR",
+    "WARN_PASS_WORK",
+    "WARN_TRAIN_BYTES",
     "FeatureSpace",
     "StringTable",
     "pack_strings",
@@ -51,6 +55,17 @@ __all__ = [
     "pair_dtype",
     "unpack_strings",
 ]
+
+#: most labels a model may have: label pairs ``i*L + j`` are int32 in the kernels (46340**2 < 2**31)
+MAX_LABELS = 46340
+#: training memory per label pair, as estimated before a run starts: the transition weight, its
+#: gradient and L-BFGS's 2(m+1) history vectors (m = 6), 8 bytes each, and the L x L tables of
+#: the forward-backward kernels
+TRAIN_BYTES_PER_PAIR = 8 * (2 + 2 * 7 + 2)
+#: ``crfkit train`` warns (before building anything L x L) above this estimated memory...
+WARN_TRAIN_BYTES = 2 << 30
+#: ... or above this many label-pair operations per pass (tokens x L x L; CoNLL-2000: 1.0e8)
+WARN_PASS_WORK = 10**10
 
 
 def pair_dtype(n_labels: int) -> np.dtype:

@@ -55,7 +55,17 @@ file, beyond these is refused with an error naming the file and line):
   match; empty when none);
 - ``%T`` / ``%M``: as ``%t`` / ``%m``, matching case-insensitively.
 
-Regular expressions are Python's (``re``), with Wapiti's character classes
+Regular expressions are RE2's (Google's linear-time engine, the ``google-re2`` package): matching
+takes time linear in the token's length whatever the pattern, so a template file or a model from a
+stranger cannot stall tagging (Python's ``re`` backtracks: ``^(a+)+$`` on 31 letters took over a
+minute).  The syntax is Perl's and Python's without backreferences (``\1``) and lookaround
+(``(?=...)``, ``(?<=...)``...): literals, ``.``, ``[...]`` classes, ``* + ? {m,n}`` (counts up to
+:data:`MAX_REGEX_REPEAT`) and their lazy forms, ``|``, groups (``(...)``, ``(?:...)``,
+``(?P<name>...)``), anchors ``^ $ \z \b \B`` (``\A`` is Wapiti's non-letter class),
+``\d \w \s`` (ASCII, as RE2 reads them), POSIX classes (``[[:alpha:]]``) and flags such as
+``(?i)``.  A pattern RE2 refuses, one longer than :data:`MAX_REGEX_CHARS` characters or nesting
+groups deeper than :data:`MAX_REGEX_DEPTH`, is an error naming the template file and line (or the
+model's stored templates).  On top of RE2's syntax come Wapiti's character classes
 ``\a`` (letter), ``\l`` (lower case), ``\u`` (upper case), ``\p``
 (punctuation) and their negations ``\A \L \U \P`` translated (outside
 brackets; inside ``[...]`` only the positive ones); ``\"`` is a quote inside
@@ -63,6 +73,12 @@ the pattern.  A macro reaching outside the sentence gives the padding token
 (``_B-1``...) whatever its kind (no case folding or regex test on it).
 ``%`` followed by another letter is an error; ``%`` followed by anything else
 is literal text.  Errors name the template file and line.
+
+Sizes: a template set holds at most :data:`MAX_TEMPLATES` template lines and
+:data:`MAX_MACROS` macros in all, and its text is at most :data:`MAX_TEMPLATE_BYTES` bytes (a
+template file or a model's stored templates beyond these is refused, naming the line where the
+limit is crossed): the set is compiled into Python code whose size and compile time grow with them
+(2,048 lines of two macros compile in about 2 s).
 
 Speed: a template set is compiled once, at parse time, into a Python function
 (source generated here and passed to ``exec``) whose inner loop is one list
@@ -92,11 +108,27 @@ __all__ = [
     "pad_token",
     "MAX_ROW_OFFSET",
     "MAX_COLUMN",
+    "MAX_TEMPLATES",
+    "MAX_MACROS",
+    "MAX_TEMPLATE_BYTES",
+    "MAX_REGEX_CHARS",
+    "MAX_REGEX_DEPTH",
+    "MAX_REGEX_REPEAT",
+    "compile_regex",
 ]
 
 MAX_ROW_OFFSET = 1000  # |row| of a macro (CRF++: 8)
 MAX_COLUMN = 100_000  # col of a macro must be below this
 INLINE_PAD = 32  # template sets reaching at most this far pad each column tuple whole
+MAX_TEMPLATES = 2048  # template lines (U, B, u, b, *) in one set
+MAX_MACROS = 4096  # macros in one set, all lines together
+MAX_TEMPLATE_BYTES = 1 << 20  # the text of a template set (a file, a model's stored templates)
+MAX_REGEX_CHARS = 1024  # characters of one %t/%m regular expression
+MAX_REGEX_DEPTH = 32  # nested groups (...) in one regular expression
+MAX_REGEX_REPEAT = 1000  # a counted repetition {m,n}: m, n at most this (RE2's own limit)
+RE2_MAX_MEM = 8 << 20  # RE2's memory budget for one compiled pattern (RE2's default)
+_RX_CACHE = 1 << 16  # answers a regex macro remembers (texts of at most _RX_CACHE_CHARS)
+_RX_CACHE_CHARS = 64
 
 _MACRO = re.compile(r"%([xX])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*\]")
 _MACRO_RX = re.compile(r'%([tTmM])\[\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\]')
@@ -152,6 +184,116 @@ def _wapiti_regex(rx: str) -> str:
     return "".join(out)
 
 
+_REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def _regex_problem(rx: str) -> str | None:
+    """Why the regular expression ``rx`` (as written in the template) is refused before it is
+    compiled (too long, groups nested too deep, a repetition count over the limit), or None."""
+    if len(rx) > MAX_REGEX_CHARS:
+        return f"it is {len(rx)} characters long; the limit is {MAX_REGEX_CHARS}"
+    depth = top = 0
+    i, n, inside = 0, len(rx), False
+    while i < n:
+        ch = rx[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if inside:
+            inside = ch != "]"
+        elif ch == "[":
+            inside = True
+            if rx.startswith("^", i + 1):
+                i += 1
+            if rx.startswith("]", i + 1):
+                i += 1
+        elif ch == "(":
+            depth += 1
+            top = max(top, depth)
+        elif ch == ")":
+            depth -= 1
+        i += 1
+    if top > MAX_REGEX_DEPTH:
+        return f"its groups nest {top} deep; the limit is {MAX_REGEX_DEPTH}"
+    for m in _REPEAT.finditer(rx):
+        for g in m.groups():
+            if g and (len(g) > 6 or int(g) > MAX_REGEX_REPEAT):
+                return (
+                    f"the repetition {_short(m.group(0))} is over the limit of {MAX_REGEX_REPEAT}"
+                )
+    return None
+
+
+def compile_regex(rx: str, ignore_case: bool = False):
+    """The RE2 program of a template's regular expression ``rx`` (Wapiti's classes translated):
+    an object whose ``Match(anchor, data, start, end)`` gives byte spans.  Raises ``ValueError``
+    (why) for a pattern refused by the limits (:data:`MAX_REGEX_CHARS`, :data:`MAX_REGEX_DEPTH`,
+    :data:`MAX_REGEX_REPEAT`) or by RE2 (a syntax it lacks: backreferences, lookaround)."""
+    why = _regex_problem(rx)
+    if why is not None:
+        raise ValueError(why)
+    import re2
+
+    opts = re2.Options()
+    opts.log_errors = False
+    opts.max_mem = RE2_MAX_MEM
+    opts.case_sensitive = not ignore_case
+    try:
+        prog = re2._re2.RE2(_wapiti_regex(rx).encode("utf-8", "surrogatepass"), opts)
+    except (TypeError, ValueError, UnicodeError) as e:  # pragma: no cover (the checks come first)
+        raise ValueError(str(e)) from None
+    if not prog.ok():
+        err = prog.error()
+        err = err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err)
+        hint = ""
+        if "invalid perl operator: (?<" in err or "(?=" in err or "(?!" in err:
+            hint = " (RE2 has no lookaround)"
+        elif "invalid escape sequence: \\" in err and err[-1:].isdigit():
+            hint = " (RE2 has no backreferences)"
+        raise ValueError(f"RE2 refuses it: {err}{hint}")
+    return prog
+
+
+def _regex_transform(rx: str, ignore_case: bool, test: bool) -> Callable[[str], str]:
+    """``%t``/``%T`` (``test``: ``true``/``false``) or ``%m``/``%M`` (the first match's text) of a
+    checked regular expression, run by RE2 (linear time in the text's length)."""
+    import re2
+
+    match = compile_regex(rx, ignore_case).Match
+    anchor = re2._re2.RE2.Anchor.UNANCHORED
+    none = (-1, -1)
+    if test:
+
+        def run(s: str) -> str:
+            b = s.encode("utf-8", "surrogatepass")
+            return "false" if match(anchor, b, 0, len(b))[0] == none else "true"
+
+    else:
+
+        def run(s: str) -> str:
+            b = s.encode("utf-8", "surrogatepass")
+            a, e = match(anchor, b, 0, len(b))[0]
+            return "" if a < 0 else b[a:e].decode("utf-8", "surrogatepass")
+
+    # words repeat (CoNLL-2000: 211,727 tokens, 19,122 distinct words): the answers for short texts
+    # are remembered, at most _RX_CACHE of them (emptied when full), so that a call through the
+    # RE2 binding (a few microseconds) is made about once per distinct word
+    cache: dict[str, str] = {}
+    get = cache.get
+
+    def cached(s: str) -> str:
+        v = get(s)
+        if v is None:
+            v = run(s)
+            if len(s) <= _RX_CACHE_CHARS:
+                if len(cache) >= _RX_CACHE:
+                    cache.clear()
+                cache[s] = v
+        return v
+
+    return cached
+
+
 @dataclass(frozen=True)
 class Macro:
     """``%x[row,col]``: column ``col`` of the token ``row`` positions away.
@@ -173,16 +315,7 @@ class Macro:
             return None
         if k == "X":
             return str.lower
-        rx = re.compile(_wapiti_regex(self.regex or ""), re.IGNORECASE if k in "TM" else 0)
-        if k in "tT":
-            search = rx.search
-            return lambda s: "true" if search(s) is not None else "false"
-
-        def match(s, search=rx.search):
-            m = search(s)
-            return "" if m is None else m.group(0)
-
-        return match
+        return _regex_transform(self.regex or "", k in "TM", k in "tT")
 
     def source(self) -> tuple:
         """What the macro reads, regardless of the row: (column, kind, regex)."""
@@ -318,10 +451,13 @@ def _parse_line(text: str, kind: str, name: str, lineno: int) -> tuple[Piece, ..
             regex = m.group(4) if rx_kind else None
             if rx_kind:
                 try:
-                    re.compile(_wapiti_regex(regex))
-                except re.error as e:
+                    compile_regex(regex)
+                except ValueError as e:
                     raise TemplateError(
-                        f"bad regular expression {regex!r} in {m.group(0)!r}: {e}", name, lineno
+                        f"bad regular expression {_short(regex, 60)} in {_short(m.group(0), 60)}: "
+                        f"{e}",
+                        name,
+                        lineno,
                     ) from None
             if col is None or col < 0:
                 raise TemplateError(
@@ -405,6 +541,13 @@ class Templates:
         unigram: list[Template] = []
         bigram: list[Template] = []
         bigram_obs: list[Template] = []
+        if len(text) > MAX_TEMPLATE_BYTES:
+            raise TemplateError(
+                f"the template text is {len(text)} characters long; the limit is "
+                f"{MAX_TEMPLATE_BYTES} bytes (MAX_TEMPLATE_BYTES)",
+                name,
+            )
+        n_lines = n_macros = 0
         for lineno, raw in enumerate(text.splitlines(), 1):
             line = raw.strip()
             if lineno == 1 and line.startswith("\ufeff"):
@@ -419,7 +562,23 @@ class Templates:
                     name,
                     lineno,
                 )
+            n_lines += 1
+            if n_lines > MAX_TEMPLATES:
+                raise TemplateError(
+                    f"more than {MAX_TEMPLATES} template lines (MAX_TEMPLATES); each line is "
+                    "compiled into the feature extractor",
+                    name,
+                    lineno,
+                )
             t = Template(kind, line, _parse_line(line, kind, name, lineno), lineno)
+            n_macros += len(t.macros)
+            if n_macros > MAX_MACROS:
+                raise TemplateError(
+                    f"more than {MAX_MACROS} macros in the template set (MAX_MACROS; this line "
+                    f"brings them to {n_macros}); each is compiled into the feature extractor",
+                    name,
+                    lineno,
+                )
             if kind in "Uu*":
                 unigram.append(t)
             if kind in "Bb*":
@@ -437,9 +596,15 @@ class Templates:
         path = os.fspath(path)
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_TEMPLATE_BYTES + 1)
         except OSError as e:
             raise TemplateError(f"cannot read template file: {e.strerror or e}", path) from None
+        if len(data) > MAX_TEMPLATE_BYTES:
+            raise TemplateError(
+                f"the template file is over the limit of {MAX_TEMPLATE_BYTES} bytes "
+                "(MAX_TEMPLATE_BYTES)",
+                path,
+            )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -36,6 +36,7 @@ from typing import IO, TextIO
 from crfkit.errors import DataError, DataWarning
 
 __all__ = [
+    "MAX_SENTENCE_TOKENS",
     "LineSource",
     "Sentence",
     "open_source",
@@ -46,6 +47,10 @@ __all__ = [
 ]
 
 DOCSTART = "-DOCSTART-"
+#: most tokens in one sentence (a blank line ends a sentence): every reader refuses a longer one,
+#: naming its first line, before training or tagging allocates per-token tables for it (a
+#: 10-million-token sentence took 3.5 GB and then failed)
+MAX_SENTENCE_TOKENS = 1_000_000
 _DOCSTART_MODES = ("skip", "keep")
 # errors a damaged or truncated gzip member can raise while it is read
 _READ_ERRORS = (OSError, EOFError, zlib.error)
@@ -528,6 +533,8 @@ def _parse(lines: Iterable[str], name: str, has_labels: bool, skip_docstart: boo
                 )
         if not columns:
             first = lineno
+        elif len(columns) >= MAX_SENTENCE_TOKENS:
+            raise _too_long(name, first)
         if has_labels:
             labels.append(fields.pop())
         columns.append(fields)
@@ -536,6 +543,15 @@ def _parse(lines: Iterable[str], name: str, has_labels: bool, skip_docstart: boo
         yield Sentence(columns, labels if has_labels else None, first)
     if not produced:
         raise DataError("empty input: no sentences found", name)
+
+
+def _too_long(name: str, first: int) -> DataError:
+    return DataError(
+        f"the sentence starting here has more than {MAX_SENTENCE_TOKENS} tokens "
+        "(MAX_SENTENCE_TOKENS); a blank line ends a sentence: is the input missing them?",
+        name,
+        first,
+    )
 
 
 def read_columns_list(

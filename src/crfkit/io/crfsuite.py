@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from crfkit.errors import DataError
-from crfkit.io.columns import source_lines
+from crfkit.io.columns import MAX_SENTENCE_TOKENS, source_lines
 
 __all__ = [
     "AttributeSequence",
@@ -299,6 +299,13 @@ def _parse(lines: Iterable[str], name: str, strict: bool):
             weight = _declaration(text.split("\t"), name, lineno, weight_line)
             weight_line = lineno
             continue
+        if len(attrs) >= MAX_SENTENCE_TOKENS:
+            raise DataError(
+                f"the sequence starting here has more than {MAX_SENTENCE_TOKENS} items "
+                "(MAX_SENTENCE_TOKENS); a blank line ends a sequence: is the input missing them?",
+                name,
+                first,
+            )
         # Fast paths for whole lines (this loop sees every attribute of the file):
         # no backslash and no colon: nothing to unescape, no weights;
         # no escaped backslash and every colon escaped ('\:'): the names are the

@@ -1,10 +1,17 @@
 """``crfkit tag`` with n-best lists, transition constraints, allowed labels per token, forced labels
-or posterior decoding (:func:`run_decoding`)."""
+or posterior decoding (:func:`run_decoding`): read, decoded and written batch by batch
+(``--batch-tokens``), as plain tagging, so memory stays bounded whatever the input's size, and
+written through :class:`~crfkit.tagging.files.Output` (``-o FILE`` is replaced only when the run
+succeeds)."""
 
 from __future__ import annotations
 
 from ..errors import CrfkitError, DataError
-from .files import crfsuite_sequence, open_out, read_attribute_file, report_eval
+from .files import EvalReport, Output, crfsuite_sequence, source_name
+
+#: the most sequences ``crfkit tag -n`` lists per sentence (:data:`crfkit.decode.MAX_NBEST`,
+#: repeated here so that building the parser imports no numpy; a test keeps the two equal)
+MAX_NBEST = 1000
 
 FREE = ("*", "?", "_", "")
 
@@ -61,6 +68,8 @@ def _check_labels(model, allowed, name, lines):
 def run_decoding(args, model, fmt: str, src) -> int:
     """``crfkit tag`` with the decoding options (see the module docstring)."""
     from ..decode import make_constraints
+    from ..io.columns import read_columns
+    from ..pipeline import batches
 
     if args.nbest and args.decode == "posterior":
         raise CrfkitError(
@@ -75,34 +84,39 @@ def run_decoding(args, model, fmt: str, src) -> int:
         raise CrfkitError(
             "--reference is for --format crfsuite (column output already shows the gold label)"
         )
-    res = _read(args, model, src)
-    sentences, X, B, dense, gold, allowed, name = res
-    kw = dict(threads=args.threads, dense=dense, B=B, allowed=allowed, constraints=cons)
-    f, owned = open_out(args.output)
-    try:
-        if args.nbest:
-            pred = _write_nbest_columns(f, model, sentences, X, args, kw, res)
-        else:
-            pred = _write_columns(f, model, sentences, X, args, kw, res)
-        f.flush()
-    finally:
-        if owned:
-            f.close()
-    if args.eval:
-        if gold is None:
-            raise DataError("--eval needs gold labels, but the input has none", name)
-        report_eval(model, gold, pred, getattr(args, "raw", False))
+    name = source_name(src)
+    parts = batches(read_columns(src, has_labels=False, name=name), args.batch_tokens)
+    first = next(parts)  # read the first batch before any output is opened
+    res = _read(args, model, first, name)
+    if args.eval and res[4] is None:
+        raise DataError("--eval needs gold labels, but the input has none", name)
+    ev = EvalReport(model, getattr(args, "raw", False)) if args.eval else None
+    with Output(args.output) as f:
+        while res is not None:
+            sentences, X, B, dense, gold, allowed, _ = res
+            kw = dict(threads=args.threads, dense=dense, B=B, allowed=allowed, constraints=cons)
+            if args.nbest:
+                pred = _write_nbest_columns(f, model, sentences, X, args, kw, res)
+            else:
+                pred = _write_columns(f, model, sentences, X, args, kw, res)
+            f.flush()
+            if ev is not None:
+                ev.add(gold, pred)
+            res = sentences = X = B = dense = gold = allowed = pred = None
+            batch = next(parts, None)
+            res = None if batch is None else _read(args, model, batch, name)
+    if ev is not None:
+        ev.report()
     return 0
 
 
-def _read(args, model, src):
-    """(sentences to write back, X, B, dense, gold labels or None, allowed or None, name)."""
-    from ..io.columns import Sentence, read_columns_list
-    from ..pipeline import attributes_of, bigram_attributes_of, dense_of, name_of, tagger_from_model
+def _read(args, model, sentences, name):
+    """Of one batch of sentences: (sentences to write back, X, B, dense, gold labels or None,
+    allowed or None, name)."""
+    from ..io.columns import Sentence
+    from ..pipeline import attributes_of, bigram_attributes_of, dense_of, tagger_from_model
 
     templates, pad = tagger_from_model(model)
-    name = name_of(src)
-    sentences = read_columns_list(src, has_labels=False, name=name)
     if not sentences:
         return [], [], None, None, None, None, name
     ncols = len(sentences[0].columns[0])
@@ -246,53 +260,67 @@ def _write_nbest_columns(f, model, sentences, X, args, kw, res):
 
 
 def _run_crfsuite(args, model, src, cons) -> int:
+    from ..io.crfsuite import read_crfsuite
+    from ..pipeline import batches
+
     if args.allowed_column is not None:
         raise CrfkitError(
             "--allowed-column is for column files; with --format crfsuite use --force (the "
             "first field of each item as its allowed labels)"
         )
-    X, gold, seqs = read_attribute_file(src)
+    name = source_name(src)
+    ev = EvalReport(model, getattr(args, "raw", False)) if args.eval else None
+    parts = batches(read_crfsuite(src, name=name), args.batch_tokens)
+    seqs = next(parts)  # read the first batch before any output is opened
+    with Output(args.output) as f:
+        while seqs is not None:
+            X = [s.attributes for s in seqs]
+            gold = [s.labels for s in seqs]
+            pred = _crfsuite_batch(f, args, model, cons, X, gold, seqs, name)
+            f.flush()
+            if ev is not None:
+                ev.add(gold, pred)
+            seqs = X = gold = pred = None
+            seqs = next(parts, None)
+    if ev is not None:
+        ev.report()
+    return 0
+
+
+def _crfsuite_batch(f, args, model, cons, X, gold, seqs, name):
+    """Decode and write one batch of CRFsuite sequences; returns the predicted labels."""
     allowed = None
     if args.force:
         allowed = [[label_cell(y) for y in ys] for ys in gold]
-        _check_labels(model, allowed, getattr(src, "name", src), [s.line for s in seqs])
+        _check_labels(model, allowed, name, [s.line for s in seqs])
     kw = dict(threads=args.threads, allowed=allowed, constraints=cons)
-    f, owned = open_out(args.output)
-    try:
-        if args.nbest:
-            lists = model.nbest(X, args.nbest, **kw) if X else []
-            for i, nb in enumerate(lists):
-                buf = []
-                for k, (ys, p) in enumerate(nb):
-                    buf.append(f"@nbest\t{k}\t{p:.6f}")
-                    buf += [f"{gold[i][t]}\t{y}" if args.reference else y for t, y in enumerate(ys)]
-                    buf.append("")
-                f.write("\n".join(buf) + "\n")
-            pred = [nb.labels[0] if len(nb) else [] for nb in lists]
-        else:
-            if args.marginals or args.probability or args.all_marginals:
-                pred, probs, marg, corpus = model.tag_with_probability(X, method=args.decode, **kw)
-                ptr = corpus.seq_ptr.tolist()
-                tokm = _token_marginals(model, pred, marg, ptr)
-            else:
-                pred = model.tag(X, method=args.decode, **kw) if X else []
-            names = list(model.labels)
-            for i, ys in enumerate(pred):
-                f.write(
-                    crfsuite_sequence(
-                        args,
-                        names,
-                        ys,
-                        gold[i],
-                        probs[i] if args.probability else None,
-                        tokm[i] if args.marginals else None,
-                        marg[ptr[i] : ptr[i] + len(ys)] if args.all_marginals else None,
-                    )
-                )
-        f.flush()
-    finally:
-        if owned:
-            f.close()
-    if args.eval:
-        report_eval(model, gold, pred, getattr(args, "raw", False))
-    return 0
+    if args.nbest:
+        lists = model.nbest(X, args.nbest, **kw) if X else []
+        for i, nb in enumerate(lists):
+            buf = []
+            for k, (ys, p) in enumerate(nb):
+                buf.append(f"@nbest\t{k}\t{p:.6f}")
+                buf += [f"{gold[i][t]}\t{y}" if args.reference else y for t, y in enumerate(ys)]
+                buf.append("")
+            f.write("\n".join(buf) + "\n")
+        return [nb.labels[0] if len(nb) else [] for nb in lists]
+    if args.marginals or args.probability or args.all_marginals:
+        pred, probs, marg, corpus = model.tag_with_probability(X, method=args.decode, **kw)
+        ptr = corpus.seq_ptr.tolist()
+        tokm = _token_marginals(model, pred, marg, ptr)
+    else:
+        pred = model.tag(X, method=args.decode, **kw) if X else []
+    names = list(model.labels)
+    for i, ys in enumerate(pred):
+        f.write(
+            crfsuite_sequence(
+                args,
+                names,
+                ys,
+                gold[i],
+                probs[i] if args.probability else None,
+                tokm[i] if args.marginals else None,
+                marg[ptr[i] : ptr[i] + len(ys)] if args.all_marginals else None,
+            )
+        )
+    return pred

@@ -5,6 +5,7 @@ re-encoding to UTF-8, the atomic output (:class:`Output`), a CRFsuite sequence's
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import sys
 from typing import TextIO
@@ -35,7 +36,16 @@ def detect_format(fmt: str, path: str):
     ``/dev/fd/N`` or standard input is never reopened nor read twice, and
     never read whole into memory. The caller closes the returned source.
     """
-    if not isinstance(path, str):  # already read and re-encoded (--encoding): bytes in memory
+    if isinstance(path, io.BufferedReader):  # re-encoded as it is read (--encoding): a stream
+        if fmt != "auto":
+            return fmt, path
+        from ..io.columns import LineSource
+        from ..io.crfsuite import DETECT_LINES, looks_like_crfsuite
+
+        src = LineSource(path, source_name(path), owned=True)
+        head = src.sniff(4 * DETECT_LINES)
+        return ("crfsuite" if looks_like_crfsuite(head) else "columns"), src
+    if not isinstance(path, str):  # already read and re-encoded (crfkit serve): bytes in memory
         if fmt != "auto":
             return fmt, path
         from ..io.crfsuite import DETECT_LINES, looks_like_crfsuite
@@ -62,48 +72,133 @@ def close_source(src) -> None:
         close()
 
 
+#: codecs that ``--encoding`` refuses although Python calls them text encodings: they do not
+#: decode a file's text chunk by chunk (punycode, idna) or decode nothing (undefined)
+_NOT_FILE_ENCODINGS = frozenset({"punycode", "idna", "undefined"})
+_RECODE_CHUNK = 1 << 16
+
+
+def text_codec(encoding: str):
+    """The :class:`codecs.CodecInfo` of ``--encoding ENC``: a :class:`CrfkitError` for an unknown
+    name and for a codec that is not a text encoding (``rot13``, ``hex``, ``base64``, ``zlib``,
+    ``bz2``, ``uu``: bytes-to-bytes or str-to-str transforms; ``punycode``, ``idna``: not file
+    encodings)."""
+    import codecs
+
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_FILE_ENCODINGS:
+        raise CrfkitError(
+            f"--encoding {encoding}: {info.name} is not a text encoding; give the encoding the "
+            "file's text is written in (e.g. latin-1, cp1252, utf-16)"
+        )
+    return info
+
+
+class _Recoded(io.RawIOBase):
+    """A binary stream read in chunks, decoded from ``encoding`` and given back as UTF-8 bytes:
+    ``--encoding`` in bounded memory whatever the input's size.  A byte the encoding cannot
+    decode is a :class:`DataError` naming the input and (about) its byte offset."""
+
+    def __init__(self, f, info, name: str, owned: bool):
+        self._f = f
+        self._owned = owned
+        self._enc = info.name
+        self._dec = info.incrementaldecoder("strict")
+        self._buf = memoryview(b"")
+        self._eof = False
+        self._consumed = 0
+        self.name = name
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> None:
+        while not self._buf and not self._eof:
+            try:
+                raw = self._f.read(_RECODE_CHUNK)
+            except (OSError, EOFError) as e:
+                raise DataError(
+                    f"cannot read: {getattr(e, 'strerror', None) or e}", self.name
+                ) from None
+            if not self._consumed and self._enc in ("utf-16", "utf-32"):
+                # as bytes.decode: without a byte-order mark, the machine's byte order (the
+                # incremental decoder would refuse the stream)
+                import codecs
+
+                boms = (
+                    (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+                    if self._enc == "utf-16"
+                    else (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+                )
+                if not raw.startswith(boms):
+                    order = "le" if sys.byteorder == "little" else "be"
+                    self._dec = codecs.getincrementaldecoder(f"{self._enc}-{order}")("strict")
+            try:
+                pending = len(self._dec.getstate()[0])
+            except (AttributeError, TypeError, IndexError):  # pragma: no cover
+                pending = 0
+            try:
+                text = self._dec.decode(raw, final=not raw)
+            except UnicodeError as e:
+                at = self._consumed - pending + getattr(e, "start", 0) + 1
+                raise DataError(
+                    f"not valid {self._enc} (byte {max(at, 1)} of the file)", self.name
+                ) from None
+            self._consumed += len(raw)
+            self._eof = not raw
+            self._buf = memoryview(text.encode("utf-8", "surrogatepass"))
+
+    def readinto(self, b) -> int:
+        self._fill()
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def close(self) -> None:
+        if not self.closed and self._owned:
+            self._f.close()
+        super().close()
+
+
 def recode(path, encoding: str | None):
-    """``path`` itself when ``encoding`` is None or UTF-8; else the file read and decoded from
-    ``encoding`` (a byte-order mark dropped) into UTF-8 bytes in memory, named as the file."""
+    """``path`` itself when ``encoding`` is None or UTF-8; else a stream that reads the file (or
+    standard input) in chunks, decodes it from ``encoding`` (a text encoding only:
+    :func:`text_codec`) and gives UTF-8 bytes, named as the file: memory stays bounded whatever the
+    input's size.  An input already in memory (``crfkit serve``'s request body) is decoded
+    whole."""
     if (
         path is None
         or not encoding
         or encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
     ):
         return path
-    import codecs
-
-    try:
-        codec = codecs.lookup(encoding)
-    except LookupError:
-        raise CrfkitError(f"--encoding {encoding}: unknown encoding") from None
-    if not getattr(codec, "_is_text_encoding", True):  # rot13, base64, zlib...: not a charset
-        raise CrfkitError(f"--encoding {encoding}: not a text encoding")
+    info = text_codec(encoding)
     if not isinstance(path, str):  # already in memory (crfkit serve: a request's body)
         raw, name = path.getvalue(), getattr(path, "name", "<input>")
         return _recoded(raw, encoding, name)
     name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            raw = sys.stdin.buffer.read()
+            f, owned = sys.stdin.buffer, False
         elif path.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                raw = f.read()
+            f, owned = gzip.open(path, "rb"), True
         else:
-            with open(path, "rb") as f:
-                raw = f.read()
+            f, owned = open(path, "rb"), True
     except OSError as e:
         raise DataError(f"cannot read: {e.strerror or e}", name) from None
-    return _recoded(raw, encoding, name)
+    return io.BufferedReader(_Recoded(f, info, name, owned), _RECODE_CHUNK)
 
 
 def _recoded(raw: bytes, encoding: str, name: str):
-    import io
-
     try:
         text = raw.decode(encoding)
-    except UnicodeDecodeError as e:
-        raise DataError(f"not valid {encoding} (byte {e.start + 1} of the file)", name) from None
+    except UnicodeError as e:
+        at = getattr(e, "start", 0) + 1
+        raise DataError(f"not valid {encoding} (byte {at} of the file)", name) from None
     src = io.BytesIO(text.lstrip("\ufeff").encode("utf-8"))
     src.name = name
     return src

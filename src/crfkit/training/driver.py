@@ -713,6 +713,7 @@ def train_sequences(
         dense=dense,
         dense_names=dense_names,
         B=B,
+        name=str((kwargs.get("meta") or {}).get("train_file") or "<training data>"),
     )
     memtrim.release_memory()
     if allowed_cells is not None:
