@@ -168,3 +168,21 @@ def test_state_of_another_search_is_refused(corpus, tmp_path):
     state.write_text("garbage\n")
     with pytest.raises(CrfkitError, match="state file"):
         CRFSearchCV(CRF(max_iterations=5, threads=1), {"c1": [0.5]}, cv=2, state=state).fit(X, Y)
+
+
+def test_distributions_drawn_as_randomized_search(corpus):
+    pytest.importorskip("sklearn")
+    import scipy.stats
+    from sklearn.model_selection import ParameterSampler
+
+    X, Y = corpus
+    dist = {"c1": scipy.stats.expon(scale=0.5), "c2": scipy.stats.expon(scale=0.05)}
+    s = CRFSearchCV(
+        CRF(max_iterations=5, threads=1), dist, n_iter=3, random_state=0, cv=2, refit=False
+    ).fit(X, Y)
+    want = [{k: float(v) for k, v in p.items()} for p in ParameterSampler(dist, 3, random_state=0)]
+    assert s.cv_results_["params"] == want
+    # strongest first, the others warm-started
+    assert (s.cv_results_["warm_from"] >= 0).sum() == 2
+    with pytest.raises(ParameterError, match="n_iter"):
+        CRFSearchCV(CRF(), dist).fit(X, Y)

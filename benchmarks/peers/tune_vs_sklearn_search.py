@@ -76,7 +76,9 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_side(side: str, ddir: str, n_iter: int, seed: int, folds: int, subset: int) -> dict:
+def run_side(
+    side: str, ddir: str, n_iter: int, seed: int, folds: int, subset: int, threads: int = 1
+) -> dict:
     from sklearn.model_selection import KFold
 
     X, y = load(ddir, "train")
@@ -115,7 +117,9 @@ def run_side(side: str, ddir: str, n_iter: int, seed: int, folds: int, subset: i
     else:
         import crfkit
 
-        crf = crfkit.CRF(algorithm="lbfgs", max_iterations=100, all_possible_transitions=True)
+        crf = crfkit.CRF(
+            algorithm="lbfgs", max_iterations=100, all_possible_transitions=True, threads=threads
+        )
         rs = crfkit.CRFSearchCV(crf, cands, cv=cv, scoring=flat_f1, progress=True)
         rs.fit(X, y)
         wall, cpu = time.perf_counter() - t0, cpu_s() - c0
@@ -134,6 +138,7 @@ def run_side(side: str, ddir: str, n_iter: int, seed: int, folds: int, subset: i
         "wall_s": wall,
         "cpu_s": cpu,
         "train_sentences": len(X),
+        "threads": threads if side == "crfkit" else 1,
         "best_cv_f1": best,
         "best_params": {k: float(v) for k, v in best_params.items()},
         "dev_f1": flat_f1(best_est, Xd, yd),
@@ -204,6 +209,12 @@ def main(argv=None) -> int:
         metavar="N",
         help="only the first N training sentences (a reduced protocol; default all)",
     )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="crfkit's threads (default 1: single-threaded, as CRFsuite and n_jobs=1)",
+    )
     ap.add_argument("--keep", metavar="DIR", help="with --side both: keep the sides' JSON here")
     ap.add_argument("--combine", nargs=2, metavar=("SKLEARN.json", "CRFKIT.json"))
     ap.add_argument("--n-iter", type=int, default=50)
@@ -240,6 +251,7 @@ def main(argv=None) -> int:
             cmd = [sys.executable, os.path.abspath(__file__), "--side", side, "--out", out]
             cmd += ["--n-iter", str(args.n_iter), "--folds", str(args.folds)]
             cmd += ["--seed", str(args.seed), "--data-dir", ddir, "--subset", str(args.subset)]
+            cmd += ["--threads", str(args.threads)]
             subprocess.run(cmd, check=True)
             outs.append(out)
         return main(
@@ -247,7 +259,7 @@ def main(argv=None) -> int:
             + (["--results", args.results] if args.results else [])
             + (["--notes", args.notes] if args.notes else [])
         )
-    res = run_side(args.side, ddir, args.n_iter, args.seed, args.folds, args.subset)
+    res = run_side(args.side, ddir, args.n_iter, args.seed, args.folds, args.subset, args.threads)
     print(
         f"{args.side}: best CV F1 {res['best_cv_f1']:.4f} at {res['best_params']}, "
         f"dev F1 {res['dev_f1']:.4f}, wall {res['wall_s']:.1f}s"
