@@ -186,3 +186,14 @@ def test_distributions_drawn_as_randomized_search(corpus):
     assert (s.cv_results_["warm_from"] >= 0).sum() == 2
     with pytest.raises(ParameterError, match="n_iter"):
         CRFSearchCV(CRF(), dist).fit(X, Y)
+
+
+def test_warm_max_iterations_caps_only_warm_candidates(corpus):
+    X, Y = corpus
+    s = CRFSearchCV(
+        CRF(max_iterations=20, threads=1), GRID, cv=2, refit=False, warm_max_iterations=3
+    ).fit(X, Y)
+    r = s.cv_results_
+    first = s.path_[0]
+    assert r["warm_from"][first] == -1 and r["iterations"][first] > 2 * 3
+    assert all(r["iterations"][i] <= 2 * 3 for i in s.path_[1:])

@@ -77,7 +77,14 @@ def cpu_s() -> float:
 
 
 def run_side(
-    side: str, ddir: str, n_iter: int, seed: int, folds: int, subset: int, threads: int = 1
+    side: str,
+    ddir: str,
+    n_iter: int,
+    seed: int,
+    folds: int,
+    subset: int,
+    threads: int = 1,
+    warm_iterations: int | None = None,
 ) -> dict:
     from sklearn.model_selection import KFold
 
@@ -120,7 +127,14 @@ def run_side(
         crf = crfkit.CRF(
             algorithm="lbfgs", max_iterations=100, all_possible_transitions=True, threads=threads
         )
-        rs = crfkit.CRFSearchCV(crf, cands, cv=cv, scoring=flat_f1, progress=True)
+        rs = crfkit.CRFSearchCV(
+            crf,
+            cands,
+            cv=cv,
+            scoring=flat_f1,
+            progress=True,
+            warm_max_iterations=warm_iterations,
+        )
         rs.fit(X, y)
         wall, cpu = time.perf_counter() - t0, cpu_s() - c0
         params = [dict(p) for p in rs.cv_results_["params"]]
@@ -129,6 +143,7 @@ def run_side(
         extra = {
             "iterations": [int(i) for i in rs.cv_results_["iterations"]],
             "total_iterations": int(sum(rs.cv_results_["iterations"])),
+            "warm_max_iterations": warm_iterations,
         }
     return {
         "side": side,
@@ -215,6 +230,13 @@ def main(argv=None) -> int:
         default=1,
         help="crfkit's threads (default 1: single-threaded, as CRFsuite and n_jobs=1)",
     )
+    ap.add_argument(
+        "--warm-iterations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="crfkit: cap the warm-started candidates at N iterations (default: max_iterations)",
+    )
     ap.add_argument("--keep", metavar="DIR", help="with --side both: keep the sides' JSON here")
     ap.add_argument("--combine", nargs=2, metavar=("SKLEARN.json", "CRFKIT.json"))
     ap.add_argument("--n-iter", type=int, default=50)
@@ -252,6 +274,8 @@ def main(argv=None) -> int:
             cmd += ["--n-iter", str(args.n_iter), "--folds", str(args.folds)]
             cmd += ["--seed", str(args.seed), "--data-dir", ddir, "--subset", str(args.subset)]
             cmd += ["--threads", str(args.threads)]
+            if args.warm_iterations is not None:
+                cmd += ["--warm-iterations", str(args.warm_iterations)]
             subprocess.run(cmd, check=True)
             outs.append(out)
         return main(
@@ -259,7 +283,16 @@ def main(argv=None) -> int:
             + (["--results", args.results] if args.results else [])
             + (["--notes", args.notes] if args.notes else [])
         )
-    res = run_side(args.side, ddir, args.n_iter, args.seed, args.folds, args.subset, args.threads)
+    res = run_side(
+        args.side,
+        ddir,
+        args.n_iter,
+        args.seed,
+        args.folds,
+        args.subset,
+        args.threads,
+        args.warm_iterations,
+    )
     print(
         f"{args.side}: best CV F1 {res['best_cv_f1']:.4f} at {res['best_params']}, "
         f"dev F1 {res['dev_f1']:.4f}, wall {res['wall_s']:.1f}s"

@@ -218,6 +218,11 @@ class CRFSearchCV:
         split) as ``best_estimator_``.
     warm_start : bool, default True
         False: every candidate starts from zero (the cold runs the path is measured against).
+    warm_max_iterations : int, optional
+        An iteration cap for the warm-started candidates in place of the estimator's
+        ``max_iterations`` (which the first, cold, candidate keeps): with a cap that stops the
+        runs before they converge (sklearn-crfsuite's tutorial: ``max_iterations=100``), a
+        warm-started run would otherwise spend the whole cap again.  Default: the same cap.
     state : path, optional
         The resume file (see the module docstring).
     progress : bool, optional
@@ -245,6 +250,7 @@ class CRFSearchCV:
         state=None,
         progress=None,
         log=None,
+        warm_max_iterations=None,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -258,6 +264,7 @@ class CRFSearchCV:
         self.state = state
         self.progress = progress
         self.log = log
+        self.warm_max_iterations = warm_max_iterations
 
     # ---------------------------------------------------------------- pieces
     def _splits(self, n: int, X, y) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -413,7 +420,7 @@ class CRFSearchCV:
             [(tr, te if te is not None else np.zeros(0, np.int64)) for tr, te in splits],
             cands,
             build_kw,
-            dict(cfg_kw, meta=meta),
+            dict(cfg_kw, meta=meta, warm_max_iterations=self.warm_max_iterations),
         )
         order, parent = path_order(cands)
         if not self.warm_start:
@@ -469,10 +476,11 @@ class CRFSearchCV:
                         f"candidate {rec['seq'] + 1}/{len(cands)} {_show(p)} "
                         f"fold {j + 1}/{len(splits)}"
                     )
+                    kw = dict(cfg_kw, meta=dict(meta))
+                    if w0 is not None and self.warm_max_iterations is not None:
+                        kw["max_iterations"] = int(self.warm_max_iterations)
                     t0 = time.perf_counter()
-                    res = self._train_fold(
-                        train_corpus, space, corpus, reg, w0, dict(cfg_kw, meta=dict(meta))
-                    )
+                    res = self._train_fold(train_corpus, space, corpus, reg, w0, kw)
                     secs = time.perf_counter() - t0
                     if res.status == "interrupted":
                         raise KeyboardInterrupt

@@ -125,6 +125,7 @@ def cmd_tune(args) -> int:
         state=state,
         progress=None if not args.quiet else False,
         log=log,
+        warm_max_iterations=args.warm_max_iterations,
     )
     log(
         f"tune: {len(X)} sequences, "
@@ -201,6 +202,12 @@ def add_parser(sub) -> None:
     t.add_argument("--no-pad", action="store_true", help="templates do not pad beyond the edges")
     t.add_argument("--metric", choices=["auto", "f1", "accuracy"], default="auto")
     t.add_argument("--max-iterations", type=pos_int, metavar="N")
+    t.add_argument(
+        "--warm-max-iterations",
+        type=pos_int,
+        metavar="N",
+        help="iteration cap of the warm-started candidates (default: --max-iterations)",
+    )
     t.add_argument("--epsilon", type=nonneg_float, metavar="E")
     t.add_argument("--delta", type=nonneg_float, metavar="D")
     t.add_argument("--period", type=pos_int, metavar="P")
