@@ -3,6 +3,7 @@
 The main entry points (imported lazily, so ``import crfkit`` stays cheap):
 
 * :class:`crfkit.CRF` — the sklearn-crfsuite-style estimator (``fit``, ``predict``, ``score``);
+* :class:`crfkit.CRFSearchCV` / :func:`crfkit.tune` — c1/c2 search along a warm-started path;
 * ``crfkit.train.train`` — train on attribute sequences (lists of strings per token);
 * :class:`crfkit.CRFModel` — tag, marginals, save/load;
 * :class:`crfkit.Templates` — CRF++ feature templates;
@@ -24,6 +25,8 @@ _passive_omp_wait()
 _EXPORTS = {
     "TrainResult": ("crfkit.train", "TrainResult"),
     "CRF": ("crfkit.estimator", "CRF"),
+    "CRFSearchCV": ("crfkit.tuning", "CRFSearchCV"),
+    "tune": ("crfkit.tuning", "tune"),
     "CRFModel": ("crfkit.model", "CRFModel"),
     "Templates": ("crfkit.features.templates", "Templates"),
     "read_columns": ("crfkit.io.columns", "read_columns"),

@@ -1,5 +1,5 @@
 """The ``crfkit`` command line: train, tag, serve, eval, info, demo, data, patterns, dump, prune,
-cv, bench, report, import, export, warmup.
+cv, tune, bench, report, import, export, warmup.
 
 Modelled on ``crf_learn`` / ``crf_test`` (CRF++), ``crfsuite learn`` / ``tag``
 and ``wapiti train`` / ``label``::
@@ -26,8 +26,8 @@ with status 130.
 
 This file holds :func:`main`, :func:`build_parser` and the command registry, and is the only one
 that imports the command modules: ``train``, ``tag``, ``serve``, ``eval``, ``info`` (info, dump,
-prune, patterns), ``data`` (data, demo), ``cv``, ``bench``, ``report``, ``interop`` (import,
-export) and ``warmup``, each of which adds its own subparser and sets its function;
+prune, patterns), ``data`` (data, demo), ``cv``, ``tune``, ``bench``, ``report``, ``interop``
+(import, export) and ``warmup``, each of which adds its own subparser and sets its function;
 :mod:`crfkit.cli.common` is what they share.
 """
 
@@ -55,6 +55,7 @@ REGISTRY = (
     (("patterns",), "info", "add_patterns_parser"),
     (("dump", "prune"), "info", "add_dump_parsers"),
     (("cv",), "cv", "add_parser"),
+    (("tune",), "tune", "add_parser"),
     (("bench",), "bench", "add_parser"),
     (("report",), "report", "add_parser"),
     (("import",), "interop", "add_import_parser"),

@@ -26,20 +26,10 @@ import time
 import numpy as np
 
 from ..errors import CrfkitError, DataError
+from ..tuning import folds  # the fold split crfkit tune shares
 from .common import detect_format, nonneg_int, pos_int, root_parser, run_command
 from .train import add_parser as add_train_parser
 from .train import cmd_train
-
-
-def folds(n: int, k: int, seed: int = 0) -> list[np.ndarray]:
-    """Split sequence indices 0..n-1 into k disjoint folds covering them (shuffled with ``seed``;
-    sizes differ by at most one; each fold sorted)."""
-    if k < 2:
-        raise CrfkitError(f"cross-validation needs at least 2 folds, got {k}")
-    if n < k:
-        raise CrfkitError(f"{n} sequences cannot make {k} folds")
-    perm = np.random.default_rng(seed).permutation(n)
-    return [np.sort(part) for part in np.array_split(perm, k)]
 
 
 def read_blocks(path: str) -> list[str]:
