@@ -32,6 +32,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import CrfkitError, ModelError, TemplateError
 from ..features.space import ALL_PAIRS, FeatureSpace, StringTable
+from ._template_peers import check_template_model
 
 __all__ = ["MODEL_VERSION", "read", "sniff", "write"]
 
@@ -431,25 +432,7 @@ def crfpp_parts(model):
     sp, w = model.space, model.weights
     meta = model.meta if isinstance(model.meta, dict) else {}
     L = sp.n_labels
-    if sp.n_dense:
-        raise _cannot(f"the model has dense features ({sp.n_dense} dimensions); CRF++ has none")
-    for key, what in (
-        ("dense_columns", "dense columns"),
-        ("weight_column", "a sample-weight column"),
-        ("constraints", "label constraints"),
-        ("allowed", "label constraints"),
-        ("forbid", "label constraints"),
-    ):
-        if meta.get(key):
-            raise _cannot(f"the model stores {what} ({key!r}); CRF++ models cannot hold them")
-    src = meta.get("templates")
-    if not src:
-        raise _cannot(
-            "the model has no feature templates (it was trained from attribute lists); CRF++ "
-            "makes its features from templates"
-        )
-    if not meta.get("template_pad", True):
-        raise _cannot("the model was trained without padding (template_pad false); CRF++ pads")
+    src = check_template_model(model, "CRF++", "templates", _cannot)
     tpl = Templates.parse(src, name="<model templates>")
     lines = []
     for t in sorted(

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ModelError, TemplateError
 from ..features.space import FeatureSpace, unpack_strings
+from ._template_peers import check_template_model
 
 __all__ = ["read", "sniff", "write"]
 
@@ -410,27 +411,8 @@ def write(model, path, **options) -> None:
     from ..io.atomic import atomic_file
 
     sp, w = model.space, model.weights
-    meta = model.meta if isinstance(model.meta, dict) else {}
     L = sp.n_labels
-    if sp.n_dense:
-        raise _cannot(f"the model has dense features ({sp.n_dense} dimensions); Wapiti has none")
-    for key, what in (
-        ("dense_columns", "dense columns"),
-        ("weight_column", "a sample-weight column"),
-        ("constraints", "label constraints"),
-        ("allowed", "label constraints"),
-        ("forbid", "label constraints"),
-    ):
-        if meta.get(key):
-            raise _cannot(f"the model stores {what} ({key!r}); Wapiti models cannot hold them")
-    src = meta.get("templates")
-    if not src:
-        raise _cannot(
-            "the model has no feature templates (it was trained from attribute lists); Wapiti "
-            "makes its features from patterns"
-        )
-    if not meta.get("template_pad", True):
-        raise _cannot("the model was trained without padding (template_pad false); Wapiti pads")
+    src = check_template_model(model, "Wapiti", "patterns", _cannot)
     tpl = Templates.parse(src, name="<model templates>")
     try:
         regexes = _pad_regexes(tpl, "<model templates>", "write")
