@@ -11,6 +11,7 @@ model: :mod:`crfkit.pipeline` (files in, tagged files out) keeps the model-takin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -152,7 +153,17 @@ def tagger_of(meta) -> tuple[Templates, bool]:
             "not from a column file), so it cannot tag column files; "
             "use CRFModel.tag() with attribute lists instead"
         )
-    return Templates.parse(src, name="<model templates>"), bool(meta.get("template_pad", True))
+    if not isinstance(src, str):  # not a model's metadata: parsed (and refused) as it is
+        return Templates.parse(src, name="<model templates>"), bool(meta.get("template_pad", True))
+    return _parsed(src), bool(meta.get("template_pad", True))
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(src: str) -> Templates:
+    """A model's templates parsed once per process (``crfkit serve`` tags every request through
+    them; parsing was half of a one-sentence request's CPU).  A :class:`Templates` is not changed
+    after parsing, so callers share it."""
+    return Templates.parse(src, name="<model templates>")
 
 
 def row_inputs(meta, sentences, *, name: str = "<rows>"):
