@@ -451,7 +451,7 @@ def main(argv=None) -> int:
     figures["load_end"] = [round(x, 2) for x in up]
     print(f"load average at the end {up[0]:.2f} {up[1]:.2f} {up[2]:.2f}")
     if not args.no_record:
-        record(figures, notes="issue 45 part 2: stdlib server (before) against uvicorn (after)")
+        record(figures, notes="stdlib server (before) against uvicorn (after)")
     return 0
 
 

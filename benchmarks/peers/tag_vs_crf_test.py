@@ -365,7 +365,7 @@ def main() -> int:
     print(f"\nload average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not args.no_record:
         details = {"load_avg_1m": round(load[0], 2), "repeats": args.repeats, **results}
-        note = f"load {load[0]:.1f}; issue 46: crfkit tag as a whole process, medians of 3"
+        note = f"load {load[0]:.1f}; crfkit tag as a whole process, medians of 3"
         for family, peer, tool in (
             ("CRF++", "CRF++ 0.59 crf_test", "crf_test"),
             (
