@@ -24,14 +24,23 @@ def main(argv=None) -> int:
     from .cli import main as cli_main
 
     try:
-        return cli_main(argv)
+        status = cli_main(argv)
+    except KeyboardInterrupt:  # a Ctrl-C between the command's end and crfkit's handler coming back
+        sys.stderr.write("crfkit: error: interrupted\n")
+        status = 130
     finally:
         # the command is over: a Ctrl-C from here on would land in the interpreter's shutdown,
         # where Python has put back the default action (the process killed by SIGINT, status -2,
         # nothing said); ignored, the exit status is the command's.  Only as the program itself
-        # (crfkit's handler in place), never for an in-process caller.
-        if signal.getsignal(signal.SIGINT) is _exit_quietly:
+        # (one of crfkit's handlers in place), never for an in-process caller.
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is _exit_quietly or getattr(handler, "__module__", "").startswith("crfkit"):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a Ctrl-C the command handled must not turn the exit into a kill by SIGINT (CPython's flag)
+    from ._runtime.interrupt import forget_handled_interrupt
+
+    forget_handled_interrupt()
+    return status
 
 
 if __name__ == "__main__":

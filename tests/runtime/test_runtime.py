@@ -22,7 +22,16 @@ import pytest
 import crfkit
 import crfkit.kernels  # noqa: F401  (installs the import-time hooks in this process)
 from crfkit import _runtime
-from crfkit._runtime import blas, code_pages, compile_notice, libc, linkage, malloc, numba_cache
+from crfkit._runtime import (
+    blas,
+    code_pages,
+    compile_notice,
+    interrupt,
+    libc,
+    linkage,
+    malloc,
+    numba_cache,
+)
 from crfkit._runtime.switches import MASTER_SWITCH, SWITCHES, enabled
 
 SRC = Path(crfkit.__file__).resolve().parent
@@ -261,6 +270,19 @@ def _acts_code_pages(monkeypatch, tmp_path):
     return done
 
 
+def _acts_interrupt_flag(monkeypatch, tmp_path):
+    import ctypes
+
+    flag = ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt")
+    flag.value = 1
+    try:
+        done = interrupt.forget_handled_interrupt()
+        assert done == (flag.value == 0)
+        return done
+    finally:
+        flag.value = 0
+
+
 _ACTS = {
     "cache_stamp": _acts_cache_stamp,
     "self_contained": _acts_self_contained,
@@ -269,6 +291,7 @@ _ACTS = {
     "malloc_trim": _acts_malloc_trim,
     "mmap_threshold": _acts_mmap_threshold,
     "code_pages": _acts_code_pages,
+    "interrupt_flag": _acts_interrupt_flag,
 }
 
 
@@ -336,6 +359,7 @@ def test_the_switches_are_documented():
             "compile_notice": compile_notice,
             "blas_defer": blas,
             "code_pages": code_pages,
+            "interrupt_flag": interrupt,
         }[hook]
         assert SWITCHES[hook] in mod.__doc__
 

@@ -37,6 +37,9 @@ code_pages         CRFKIT_NO_CODE_PAGES        ``madvise(MADV_PAGEOUT)`` of ``li
                                                pages after kernels load, and the listener of numba's compiler
                                                lock that does it after each compilation (glibc via ctypes,
                                                ``global_compiler_lock``).
+interrupt          CRFKIT_NO_INTERRUPT_RESET   clears CPython's ``_Py_UnhandledKeyboardInterrupt`` (ctypes) once a
+                                               command that handled Ctrl-C has returned, so the process exits
+                                               with status 130 and is not killed by SIGINT at exit.
 =================  ==========================  =============================================================
 
 :mod:`crfkit._runtime.libc` is the ctypes lookup of glibc's functions the malloc and code-page hooks

@@ -26,6 +26,7 @@ SWITCHES = {
     "malloc_trim": "CRFKIT_NO_MALLOC_TRIM",
     "mmap_threshold": "CRFKIT_NO_MMAP_THRESHOLD",
     "code_pages": "CRFKIT_NO_CODE_PAGES",
+    "interrupt_flag": "CRFKIT_NO_INTERRUPT_RESET",
 }
 
 
