@@ -3,11 +3,11 @@
 CPython 3.11 keeps a process-wide flag (``_Py_UnhandledKeyboardInterrupt``) that some of its
 evaluation paths set when a ``KeyboardInterrupt`` passes through them, and that nothing resets when
 Python code then catches the exception; at exit, CPython then kills the process with SIGINT
-instead of returning its status (seen here: the flag was 1 at exit in each such run).  crfkit handles Ctrl-C itself (``crfkit: error:
-interrupted``, exit status 130), so its entry point clears the flag once the command has returned:
-without it, about 1 run in 60 that was interrupted near the end of ``crfkit info`` ended killed by
-SIGINT (status -2) after printing that it had handled the interrupt.  ``CRFKIT_NO_INTERRUPT_RESET=1``
-leaves the flag alone.
+instead of returning its status (seen here: the flag was 1 at exit in each such run).  crfkit
+handles Ctrl-C itself (``crfkit: error: interrupted``, exit status 130), so its entry point clears
+the flag once the command has returned: without it, about 1 run in 60 that was interrupted near
+the end of ``crfkit info`` ended killed by SIGINT (status -2) after printing that it had handled
+the interrupt.  ``CRFKIT_NO_INTERRUPT_RESET=1`` leaves the flag alone.
 """
 
 from __future__ import annotations
