@@ -28,6 +28,7 @@ import numpy as np
 from .errors import CrfkitError
 
 __all__ = [
+    "TRAINING_META_KEYS",
     "LabelWeights",
     "WeightsExplanation",
     "explain",
@@ -36,6 +37,22 @@ __all__ = [
     "transition_table",
     "shade",
 ]
+
+#: the training settings of a model's metadata that `crfkit info` and `crfkit report` list, in
+#: this order
+TRAINING_META_KEYS = (
+    "algorithm",
+    "l2",
+    "l1",
+    "n_train",
+    "train_weight",
+    "iterations",
+    "status",
+    "support",
+    "transitions",
+    "min_freq",
+    "train_file",
+)
 
 
 def top_features(space, weights: np.ndarray, k: int = 20) -> list[tuple[str, str, float]]:

@@ -282,7 +282,7 @@ def _ranges(cols) -> str:
 
 
 def cmd_info(args) -> int:
-    from ..explain import transition_table
+    from ..explain import TRAINING_META_KEYS, transition_table
     from ..interop import load_any
 
     model = load_any(args.model)
@@ -337,19 +337,7 @@ def cmd_info(args) -> int:
             f"templates: none (trained from {src}; `crfkit tag --format crfsuite` tags attribute files)"
         )
     tr = []
-    for key in (
-        "algorithm",
-        "l2",
-        "l1",
-        "n_train",
-        "train_weight",
-        "iterations",
-        "status",
-        "support",
-        "transitions",
-        "min_freq",
-        "train_file",
-    ):
+    for key in TRAINING_META_KEYS:
         if key in meta:
             v = meta[key]
             tr.append(f"{key}={v:.6g}" if isinstance(v, float) else f"{key}={v}")

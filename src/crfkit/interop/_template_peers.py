@@ -1,9 +1,24 @@
-"""What the template-based peer formats (CRF++, Wapiti) share on export: the checks of what they
-cannot hold, made before anything is written."""
+"""What the template-based peer formats (CRF++, Wapiti) share: their readers' limits, and on export
+the checks of what they cannot hold, made before anything is written."""
 
 from __future__ import annotations
 
-__all__ = ["check_template_model"]
+__all__ = ["check_template_model", "reader_limits"]
+
+from ..errors import CrfkitError
+
+
+def reader_limits(defaults: dict, limits, peer: str) -> dict:
+    """``defaults`` with the caller's ``limits`` (a dict, or None) over them; an unknown key is a
+    :class:`CrfkitError` naming the ``peer``'s reader."""
+    out = dict(defaults)
+    if limits:
+        unknown = set(limits) - set(out)
+        if unknown:
+            raise CrfkitError(f"unknown {peer} reader limits: {', '.join(sorted(unknown))}")
+        out.update(limits)
+    return out
+
 
 #: model metadata a peer model file has no place for: (key, what it is)
 _STORED = (

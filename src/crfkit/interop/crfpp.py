@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import CrfkitError, ModelError, TemplateError
 from ..features.space import ALL_PAIRS, FeatureSpace, StringTable
-from ._template_peers import check_template_model
+from ._template_peers import check_template_model, reader_limits
 
 __all__ = ["MODEL_VERSION", "read", "sniff", "write"]
 
@@ -46,16 +46,6 @@ DEFAULT_LIMITS = {
     "max_key_length": 1 << 16,  # one feature string
     "key_bytes_factor": 64,  # all feature strings: this x the file size + 64 MiB
 }
-
-
-def _limits(limits) -> dict:
-    out = dict(DEFAULT_LIMITS)
-    if limits:
-        unknown = set(limits) - set(out)
-        if unknown:
-            raise CrfkitError(f"unknown CRF++ reader limits: {', '.join(sorted(unknown))}")
-        out.update(limits)
-    return out
 
 
 def sniff(head: bytes) -> bool:
@@ -93,7 +83,7 @@ def read(path, *, limits=None):
     with every unit bounded (:func:`crfkit.interop._crfpp_darts.decode`).  ``limits`` overrides
     :data:`DEFAULT_LIMITS`.  Raises :class:`~crfkit.errors.ModelError` naming the file, the offset
     (binary) or line (text) and the problem."""
-    lim = _limits(limits)
+    lim = reader_limits(DEFAULT_LIMITS, limits, "CRF++")
     p = os.fspath(path)
     data = _read_bytes(p, lim)
     if data.startswith(b"version:"):

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import CrfkitError, ModelError, TemplateError
 from ..features.space import FeatureSpace, unpack_strings
-from ._template_peers import check_template_model
+from ._template_peers import check_template_model, reader_limits
 
 __all__ = ["read", "sniff", "write"]
 
@@ -50,16 +50,6 @@ _PADTOK = re.compile(r"_x([-+])([1-9])$")
 def sniff(head: bytes) -> bool:
     """Whether ``head`` (a file's first bytes) starts a Wapiti model (``#mdl#``)."""
     return head.startswith(b"#mdl#")
-
-
-def _limits(limits) -> dict:
-    out = dict(DEFAULT_LIMITS)
-    if limits:
-        unknown = set(limits) - set(out)
-        if unknown:
-            raise CrfkitError(f"unknown Wapiti reader limits: {', '.join(sorted(unknown))}")
-        out.update(limits)
-    return out
 
 
 class _Text:
@@ -138,7 +128,7 @@ def read(path, *, limits=None):
     left of the file before anything is allocated, and the weight vector is built from the listed
     non-zero weights only.  Raises :class:`~crfkit.errors.ModelError` naming the file, line and
     problem."""
-    lim = _limits(limits)
+    lim = reader_limits(DEFAULT_LIMITS, limits, "Wapiti")
     p = os.fspath(path)
     try:
         size = os.path.getsize(p)

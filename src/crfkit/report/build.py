@@ -10,24 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CrfkitError
+from ..explain import TRAINING_META_KEYS as META_KEYS
 from ..explain import WeightsExplanation
 
 __all__ = ["Report", "build_report", "model_summary"]
-
-#: the metadata keys a report lists under "training", in this order
-META_KEYS = (
-    "algorithm",
-    "l2",
-    "l1",
-    "n_train",
-    "train_weight",
-    "iterations",
-    "status",
-    "support",
-    "transitions",
-    "min_freq",
-    "train_file",
-)
 
 
 @dataclass
