@@ -37,22 +37,38 @@ def _entries(tok_ptr, attr, val, seq_ptr, skip_first):
 
 def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
     out = []
+    nc = plan.chunks.shape[1] - 1
     for b in range(plan.n_blocks):
         T0 = seq_ptr[plan.blocks[b]]
-        g = occ.groups[b]
-        assert g[0] <= g[-1] and np.all(np.diff(g) >= 0) and len(g) == n_groups + 1
-        runs = range(g[0], g[-1])
-        attrs = occ.run_attr[g[0] : g[-1]]
-        assert len(set(attrs.tolist())) == len(attrs), "an attribute has two runs in one block"
-        for r in runs:
-            toks = occ.tok[occ.run_ptr[r] : occ.run_ptr[r + 1]]
-            assert np.all(np.diff(toks) >= 0), "a run's tokens are not in order"
-            for o in range(occ.run_ptr[r], occ.run_ptr[r + 1]):
-                v = float(occ.val[o]) if len(occ.val) else 1.0
-                out.append((int(T0 + occ.tok[o]), int(occ.run_attr[r]), v))
+        first = occ.groups[b * nc][0]
+        last = occ.groups[b * nc + nc - 1][-1]
+        owner = {}
+        for c in range(nc):
+            g = occ.groups[b * nc + c]
+            assert g[0] <= g[-1] and np.all(np.diff(g) >= 0) and len(g) == n_groups + 1
+            # a chunk's runs follow the previous chunk's
+            if c:
+                assert g[0] == occ.groups[b * nc + c - 1][-1]
+            attrs = occ.run_attr[g[0] : g[-1]]
+            assert len(set(attrs.tolist())) == len(attrs), "an attribute has two runs in one chunk"
+            # a chunk's tokens are its own sequences' tokens
+            c0 = seq_ptr[plan.chunks[b, c]] - T0
+            c1 = seq_ptr[plan.chunks[b, c + 1]] - T0
+            for j in range(n_groups):
+                for r in range(g[j], g[j + 1]):
+                    # the same attribute belongs to the same group in every chunk of the block
+                    assert owner.setdefault(int(occ.run_attr[r]), j) == j
+            for r in range(g[0], g[-1]):
+                toks = occ.tok[occ.run_ptr[r] : occ.run_ptr[r + 1]]
+                assert np.all(np.diff(toks) >= 0), "a run's tokens are not in order"
+                assert np.all((toks >= c0) & (toks < c1)), "a run has tokens of another chunk"
+                for o in range(occ.run_ptr[r], occ.run_ptr[r + 1]):
+                    v = float(occ.val[o]) if len(occ.val) else 1.0
+                    out.append((int(T0 + occ.tok[o]), int(occ.run_attr[r]), v))
+        assert first <= last
         # consecutive blocks' runs follow each other
         if b + 1 < plan.n_blocks:
-            assert occ.groups[b + 1][0] == g[-1]
+            assert occ.groups[(b + 1) * nc][0] == last
     return sorted(out)
 
 

@@ -40,6 +40,10 @@ TOK16_TOKENS = (
 RUN32_ENTRIES = (
     1 << 31
 )  # occurrence indexes of fewer entries point into them with int32, others int64
+# what one run costs beside its adds, in adds: the look-ups of a rare attribute's weights, features
+# and gradient entries miss the cache (about 20 ns, against about 1 ns an add on CoNLL-2000): with
+# the runs counted as free, the thread owning the many rare attributes took 2-3x the other's time
+RUN_COST = 20
 
 
 @dataclass(frozen=True)
@@ -51,13 +55,16 @@ class Occurrences:
     )  # (n_runs + 1,) int32 (int64 from 2^31 entries): run r covers tok[run_ptr[r]:run_ptr[r + 1]]
     run_attr: (
         np.ndarray
-    )  # (n_runs,) int32: the attribute of run r (one run per attribute and block)
+    )  # (n_runs,) int32: the attribute of run r (one run per attribute, block and chunk)
     tok: (
         np.ndarray
     )  # (nnz,) uint16 (int32 when a block, i.e. a sequence, has more than 65,536 tokens):
     #                        token, relative to its block's first token
     val: np.ndarray  # (nnz,) float64, or empty when every value is 1
-    groups: np.ndarray  # (n_blocks, n_groups + 1) int64: the runs of block b, group j
+    groups: (
+        np.ndarray
+    )  # (n_blocks * n_chunks, n_groups + 1) int64: row b * n_chunks + c holds the runs of block b,
+    #    chunk c, cut into the groups (the same attribute thresholds in every chunk of a block)
 
     @property
     def nbytes(self) -> int:
@@ -121,24 +128,33 @@ def _occurrences(
     val: np.ndarray,
     seq_ptr: np.ndarray,
     blocks: np.ndarray,
+    chunks: np.ndarray,
     nfeat: np.ndarray,
     groups: int,
     skip_first: bool,
     tok_dtype=np.int32,
 ) -> Occurrences:
     """The occurrence index of one attribute table (state: ``attr``; bigram: ``battr``, whose
-    entries at a sequence's first token are left out: they have no edge)."""
+    entries at a sequence's first token are left out: they have no edge).
+
+    Per block, the entries are sorted by chunk, then attribute, then token: a run is one attribute's
+    tokens in one chunk, so the thread of a chunk can build its tokens' emission scores run by run
+    (one look-up of the attribute's weights per run, not per entry).  The groups cut every chunk's
+    runs at the same attribute thresholds, so a thread owning a group owns the same attributes in
+    every chunk of the block (and adds their counts chunk after chunk: in token order)."""
     n_blocks = len(blocks) - 1
+    nc = chunks.shape[1] - 1
     binary = len(val) == 0 or bool(np.all(val == 1.0))  # (empty: all ones, Corpus.raw_val)
     toks, vals, run_ptr, run_attr = [], [], [np.zeros(1, np.int64)], []
-    gcuts = np.zeros((n_blocks, groups + 1), np.int64)
+    gcuts = np.zeros((n_blocks * nc, groups + 1), np.int64)
+    n_attr = int(attr.max()) + 1 if len(attr) else 1
     pos = 0
     n_runs = 0
     for b in range(n_blocks):
         t0, t1 = int(seq_ptr[blocks[b]]), int(seq_ptr[blocks[b + 1]])
         e0, e1 = int(tok_ptr[t0]), int(tok_ptr[t1])
-        a = attr[e0:e1]
-        t = np.repeat(np.arange(t1 - t0, dtype=tok_dtype), np.diff(tok_ptr[t0 : t1 + 1]))
+        a = attr[e0:e1].astype(np.int64)
+        t = np.repeat(np.arange(t1 - t0, dtype=np.int64), np.diff(tok_ptr[t0 : t1 + 1]))
         v = val[e0:e1] if not binary else None
         if skip_first:
             first = np.zeros(t1 - t0, bool)
@@ -147,23 +163,38 @@ def _occurrences(
             a, t = a[keep], t[keep]
             if v is not None:
                 v = v[keep]
-        order = np.argsort(a, kind="stable")  # stable: tokens stay in order within an attribute
-        a = a[order]
-        toks.append(t[order])
+        # the chunk of every entry's token: chunks split the block's sequences in order
+        ch = np.searchsorted(seq_ptr[chunks[b, 1:-1]] - t0, t, side="right")
+        key = ch * n_attr + a
+        order = np.argsort(key, kind="stable")  # stable: tokens stay in order within a run
+        key, a, ch = key[order], a[order], ch[order]
+        toks.append(t[order].astype(tok_dtype))
         if not binary:
             vals.append(v[order])
+        rows = slice(b * nc, (b + 1) * nc)
         if len(a):
-            starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+            starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
             ends = np.concatenate((starts[1:], [len(a)]))
-            ra = a[starts].astype(np.int32)
-            work = np.cumsum((ends - starts) * np.maximum(nfeat[ra], 1))
-            run_attr.append(ra)
+            ra = a[starts]
+            rc = ch[starts]
+            # the work of an attribute in the block: its features x occurrences, plus RUN_COST per
+            # run (the look-ups of a rare attribute's row miss the cache: that, not the adds, is
+            # most of its cost)
+            work = (ends - starts) * np.maximum(nfeat[ra], 1) + RUN_COST
+            ua, inv = np.unique(ra, return_inverse=True)
+            cum = np.cumsum(np.bincount(inv, weights=work, minlength=len(ua)))
+            thresholds = np.concatenate((ua, [n_attr]))[_split(cum, groups)]
+            thresholds[0], thresholds[-1] = 0, n_attr
+            lo = np.searchsorted(rc, np.arange(nc), side="left")
+            hi = np.searchsorted(rc, np.arange(nc), side="right")
+            for c in range(nc):
+                gcuts[b * nc + c] = n_runs + lo[c] + np.searchsorted(ra[lo[c] : hi[c]], thresholds)
+            run_attr.append(ra.astype(np.int32))
             run_ptr.append(pos + ends.astype(np.int64))
-            gcuts[b] = n_runs + _split(work, groups)
             n_runs += len(ra)
             pos += len(a)
         else:
-            gcuts[b] = n_runs
+            gcuts[rows] = n_runs
     cat = lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt)  # noqa: E731
     return Occurrences(
         run_ptr=cat(run_ptr, np.int32 if pos < RUN32_ENTRIES else np.int64),
@@ -218,6 +249,7 @@ def grad_plan(
         corpus.raw_val,
         seq_ptr,
         blocks,
+        chunks,
         np.diff(space.attr_ptr),
         nc,
         skip_first=False,
@@ -231,6 +263,7 @@ def grad_plan(
             corpus.bval,
             seq_ptr,
             blocks,
+            chunks,
             np.diff(space.battr_ptr),
             nc,
             skip_first=True,

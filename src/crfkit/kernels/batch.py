@@ -36,11 +36,12 @@ from .batch_bigram_fb import (
 from .batch_common import (
     chunk_bounds,
     dense_rows,
+    emit_runs,
     fill_dense,
     finish_gradient,
     hybrid_emissions,
     max_len,
-    scatter_runs,
+    scatter_group,
     seq_weight,
     store_rows,
     zero,
@@ -169,12 +170,19 @@ def _fb_chunk(
     xs,
     pm,
     sw,
+    runs,
+    occ,
 ):
-    """Forward-backward over sequences s0..s1-1: returns the sum of their log Z, writes their node
-    marginals into the block store ``node`` (row t - T0 for token t) and into ``pm`` (row t, when it
-    has rows: the dense block's gradient ``X^T pm`` is taken outside), and adds their edge
-    statistics into ``E`` (the robust path's edge marginals) and ``acc`` (the exp path's, before the
-    factor expM).
+    """Forward-backward over sequences s0..s1-1 (one chunk of a block): returns the sum of their
+    log Z, writes their node marginals into the block store ``node`` (row t - T0 for token t) and
+    into ``pm`` (row t, when it has rows: the dense block's gradient ``X^T pm`` is taken outside),
+    and adds their edge statistics into ``E`` (the robust path's edge marginals) and ``acc`` (the
+    exp path's, before the factor expM).
+
+    The emission scores are built first, into the chunk's rows of the store, run by run from the
+    occurrence index (``occ`` = (run_ptr, run_attr, tok, val); ``runs`` = (first, end) run of the
+    chunk; :func:`emit_runs`): in the exp domain (products of ``expw``/``expWd``) with ``use_exp``,
+    else as sums.  Each sequence's recursion then reads its rows and leaves its marginals in them.
 
     ``xs`` (n_tokens x L, or no rows): extra emission scores added to the attributes' (the dense
     block's ``X @ W``; the exp path must then be off).  The gold-path scores and empirical counts
@@ -187,6 +195,43 @@ def _fb_chunk(
     maxT = max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
+    init = 1.0 if use_exp else 0.0
+    for r in range(seq_ptr[s0] - T0, seq_ptr[s1] - T0):
+        for l in range(L):
+            node[r, l] = init
+    run_ptr, run_attr, otok, oval = occ
+    if use_exp:
+        emit_runs(
+            runs[0],
+            runs[1],
+            run_ptr,
+            run_attr,
+            otok,
+            oval,
+            attr_ptr,
+            feat_label,
+            expw,
+            row,
+            expWd,
+            True,
+            node,
+        )
+    else:
+        emit_runs(
+            runs[0],
+            runs[1],
+            run_ptr,
+            run_attr,
+            otok,
+            oval,
+            attr_ptr,
+            feat_label,
+            w,
+            row,
+            Wd,
+            False,
+            node,
+        )
     score = np.empty((maxT, L))
     es = np.empty((maxT, L))
     alpha = np.empty((maxT, L))
@@ -207,7 +252,7 @@ def _fb_chunk(
         if weighted:
             ws = sw[s]
             if ws == 0.0:
-                zero_rows(node[r0 : r0 + T], 0, T)
+                zero_rows(node, r0, r0 + T)
                 zero_rows(pm, t0, t1)
                 continue
             acc_s[:, :] = 0.0
@@ -216,20 +261,21 @@ def _fb_chunk(
             continue
         A = acc_s if weighted else acc
         EE = E_s if weighted else E
+        rows = node[r0 : r0 + T]
         logz = np.nan
         if use_exp:
-            hybrid_emissions(
-                tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, expw, row, expWd, True, es
-            )
             # NaN comes only from the forward pass, before anything was added
             # to acc, so the robust path below can simply take over.
-            logz = forward_backward_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, A)
+            logz = forward_backward_exp(T, rows, expM, expMT, tmax, alpha, beta, scale, tmp, A)
+            if not np.isfinite(logz):
+                # the rows hold products: the sums again, token by token
+                hybrid_emissions(
+                    tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score
+                )
+                rows = score
         if not np.isfinite(logz):
-            hybrid_emissions(
-                tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score
-            )
-            add_scores(xs, t0, T, score)
-            logz = forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, EE)
+            add_scores(xs, t0, T, rows)
+            logz = forward_backward_edges(rows, T, trans, expM, tmax, es, alpha, beta, scale, EE)
         total += ws * logz  # ws = 1 without weights: the same numbers
         if weighted:
             for i in range(L):
@@ -277,9 +323,10 @@ def loss_grad(
     ``sw``: one scale per sequence (sample weights), empty for all 1.
 
     ``plan``: ``crfkit.reduction.GradPlan`` arrays (``Objective._plan_args``): blocks of sequences,
-    their chunks (one per thread), and the occurrence index of the attributes with its groups (one
-    per thread).  Per block, the chunks' forward-backward writes the node marginals into a store of
-    the block's tokens, then each group adds the expected counts of the attributes it owns into
+    their chunks (one per thread), and the occurrence index of the attributes, by chunk, with its
+    groups (one per thread).  Per block, each chunk builds its tokens' emission scores from its runs
+    of the index into a store of the block's tokens, runs forward-backward and leaves the node
+    marginals there; then each group adds the expected counts of the attributes it owns into
     ``g_out`` (the attribute-partitioned reduction): no per-thread gradient buffer.
     ``emp`` holds the empirical feature counts (:func:`empirical_counts`, with the same ``sw``), or
     is empty and ``emp_idx``/``emp_val`` hold the non-zero ones (:func:`finish_gradient`).
@@ -293,6 +340,7 @@ def loss_grad(
     already in, from ``emp`` and ``w``).
     """
     blocks, chunks, run_ptr, run_attr, otok, oval, groups = plan
+    occ = (run_ptr, run_attr, otok, oval)
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     tmax = trans.max()
@@ -318,6 +366,7 @@ def loss_grad(
     for b in range(blocks.shape[0] - 1):
         T0 = seq_ptr[blocks[b]]
         for c in prange(nc):
+            q = b * nc + c
             logzs[c] += _fb_chunk(
                 seq_ptr,
                 tok_ptr,
@@ -344,11 +393,15 @@ def loss_grad(
                 xs,
                 pm,
                 sw,
+                (groups[q, 0], groups[q, ng]),
+                occ,
             )
         for j in prange(ng):
-            scatter_runs(
-                groups[b, j],
-                groups[b, j + 1],
+            scatter_group(
+                groups,
+                b,
+                nc,
+                j,
                 run_ptr,
                 run_attr,
                 otok,

@@ -25,6 +25,7 @@ from .batch_common import (
     finish_gradient,
     hybrid_emissions,
     max_len,
+    scatter_group,
     scatter_runs,
     seq_weight,
     store_rows,
@@ -252,9 +253,11 @@ def loss_grad_bigram(
                     gbin,
                 )
         for j in prange(ng):
-            scatter_runs(
-                groups[b, j],
-                groups[b, j + 1],
+            scatter_group(
+                groups,
+                b,
+                nc,
+                j,
                 run_ptr,
                 run_attr,
                 otok,
@@ -266,9 +269,11 @@ def loss_grad_bigram(
                 0,
             )
             if not direct:
-                scatter_runs(
-                    bgroups[b, j],
-                    bgroups[b, j + 1],
+                scatter_group(
+                    bgroups,
+                    b,
+                    nc,
+                    j,
                     brun_ptr,
                     brun_attr,
                     botok,

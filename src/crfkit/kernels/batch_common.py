@@ -157,6 +157,69 @@ def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
                     g[off + k] += store[t, col[k]]
 
 
+@njit(cache=True, nogil=True, fastmath=FAST)
+def scatter_group(groups, b, nc, j, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
+    """:func:`scatter_runs` over group ``j`` of block ``b`` in each of its ``nc`` chunks, chunk
+    after chunk (``groups``: :class:`crfkit.reduction.Occurrences` ``groups``, row ``b * nc + c``):
+    every weight's counts are added in token order, however many chunks the block has."""
+    for c in range(nc):
+        q = b * nc + c
+        scatter_runs(
+            groups[q, j], groups[q, j + 1], run_ptr, run_attr, tok, val, ptr, col, store, g, off
+        )
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def emit_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, w, row, Wd, use_exp, out):
+    """The emission scores of a chunk's tokens built run by run from the occurrence index
+    (:mod:`crfkit.reduction`): for each run r0..r1-1 (one attribute ``a``, its tokens ``t`` in
+    order), ``out[t, col[k]] += w[k] * value`` for every feature ``k`` of ``a`` (``ptr[a]:ptr[a +
+    1]``), or ``out[t, l] += Wd[row[a], l] * value`` when ``a`` has a dense row.  ``use_exp``
+    (binary attributes): products ``out[t, col[k]] *= w[k]`` of exponentiated weights instead (``w``
+    = exp(w), ``Wd`` = exp(dense rows)).  The caller sets the rows to 0 (1 for products) first.
+
+    Against the token-by-token build (:func:`hybrid_emissions`) this looks up an attribute's weights
+    once per run instead of once per entry: the look-ups of rare attributes miss the cache, and a
+    block's tokens share most of their frequent attributes.  Each token's terms are added in
+    attribute order (the same bits for any number of chunks)."""
+    L = Wd.shape[1]
+    has_val = val.shape[0] > 0
+    for r in range(r0, r1):
+        a = run_attr[r]
+        d = row[a]
+        o0 = run_ptr[r]
+        o1 = run_ptr[r + 1]
+        if d >= 0:
+            wd = Wd[d]
+            for o in range(o0, o1):
+                ot = out[tok[o]]
+                if use_exp:
+                    for l in range(L):
+                        ot[l] *= wd[l]
+                elif has_val:
+                    v = val[o]
+                    for l in range(L):
+                        ot[l] += wd[l] * v
+                else:
+                    for l in range(L):
+                        ot[l] += wd[l]
+            continue
+        k0 = ptr[a]
+        k1 = ptr[a + 1]
+        for o in range(o0, o1):
+            t = tok[o]
+            if use_exp:
+                for k in range(k0, k1):
+                    out[t, col[k]] *= w[k]
+            elif has_val:
+                v = val[o]
+                for k in range(k0, k1):
+                    out[t, col[k]] += w[k] * v
+            else:
+                for k in range(k0, k1):
+                    out[t, col[k]] += w[k]
+
+
 @njit(parallel=True, cache=True, fastmath=FAST)
 def zero(g):
     for k in prange(g.shape[0]):
