@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from crfkit.kernels import batch, chain
+from crfkit.kernels.simd import padded
 
 
 def _placed(shape, where, fill):
@@ -64,6 +65,25 @@ def _standard(name):
                 T, es, expM, expM.T.copy(), tmax, alpha, beta, scale, tmp, acc
             )
             return z, alpha, beta, scale, acc
+        if name == "vec_forward_backward":  # batch's: rows padded to a multiple of 8 (kernels.simd)
+            lp = padded(L)
+            es_p = _placed((T, lp), where, fill)
+            es_p[:] = 0.0
+            es_p[:, :L] = np.exp(score - score.max(1, keepdims=True))
+            m_p = _placed((lp, lp), where, fill)
+            m_p[:] = 0.0
+            m_p[:L, :L] = expM
+            mt_p = _placed((lp, lp), where, fill)
+            mt_p[:] = m_p.T
+            a_p, b_p = _placed((T, lp), where, fill), _placed((T, lp), where, fill)
+            tmp, ones = _placed((lp,), where, fill), _placed((lp,), where, 1.0)
+            ones[:] = 1.0
+            acc = _placed((lp, lp), where, 0.0)
+            acc[:] = 0.0
+            z = chain.forward_backward_vec(
+                T, L, es_p, m_p, mt_p, tmax, a_p, b_p, scale, tmp, acc, ones
+            )
+            return z, a_p, b_p, scale, acc
         if name == "forward_backward":
             return (
                 chain.forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale),
@@ -164,6 +184,7 @@ KERNELS = {
         "forward_backward",
         "forward_backward_edges",
         "exp_domain_forward_backward",
+        "vec_forward_backward",
     )
 }
 KERNELS.update(

@@ -51,6 +51,7 @@ from .chain import (
     forward_backward,
     forward_backward_edges,
     forward_backward_exp,
+    forward_backward_vec,
     gold_score,
     log_partition,
 )
@@ -67,6 +68,8 @@ from .chain_pd import (
 )
 from .chain_sparse import sparse_forward_backward
 from .chain_viterbi import pd_viterbi, tag_codes_seqs, viterbi
+from .simd import padded as padded_labels
+from .simd import vmul
 from .sparse_fb import nonzero_transitions, pair_capacity, pair_scores_ok, sequence_pairs
 
 # the names this module held before it was split keep working from here
@@ -192,6 +195,7 @@ def _fb_chunk(
     sequence of scale 0 writes zero rows.
     """
     L = trans.shape[0]
+    lp = node.shape[1]
     maxT = max_len(seq_ptr, s0, s1)
     if maxT == 0:
         return 0.0
@@ -199,6 +203,8 @@ def _fb_chunk(
     for r in range(seq_ptr[s0] - T0, seq_ptr[s1] - T0):
         for l in range(L):
             node[r, l] = init
+        for l in range(L, lp):
+            node[r, l] = 0.0
     run_ptr, run_attr, otok, oval = occ
     if use_exp:
         emit_runs(
@@ -232,16 +238,21 @@ def _fb_chunk(
             False,
             node,
         )
+    # the exp path's work rows are padded like the store; the robust path's are L wide
+    alpha = np.zeros((maxT, lp))
+    beta = np.zeros((maxT, lp))
+    tmp = np.zeros(lp)
+    ones = np.ones(lp)
+    scale = np.empty(maxT)
     score = np.empty((maxT, L))
     es = np.empty((maxT, L))
-    alpha = np.empty((maxT, L))
-    beta = np.empty((maxT, L))
-    scale = np.empty(maxT)
-    tmp = np.empty(L)
+    alpha_r = np.empty((maxT, L))
+    beta_r = np.empty((maxT, L))
+    expM_r = expM[:L, :L].copy()
     total = 0.0
     keep = pm.shape[0] > 0
     weighted = sw.shape[0] > 0
-    acc_s = np.zeros((L, L) if weighted else (0, 0))
+    acc_s = np.zeros((lp, lp) if weighted else (0, 0))
     E_s = np.zeros((L, L) if weighted else (0, 0))
     for s in range(s0, s1):
         t0 = seq_ptr[s]
@@ -261,30 +272,39 @@ def _fb_chunk(
             continue
         A = acc_s if weighted else acc
         EE = E_s if weighted else E
-        rows = node[r0 : r0 + T]
         logz = np.nan
         if use_exp:
             # NaN comes only from the forward pass, before anything was added
             # to acc, so the robust path below can simply take over.
-            logz = forward_backward_exp(T, rows, expM, expMT, tmax, alpha, beta, scale, tmp, A)
-            if not np.isfinite(logz):
+            logz = forward_backward_vec(
+                T, L, node[r0 : r0 + T], expM, expMT, tmax, alpha, beta, scale, tmp, A, ones
+            )
+            if np.isfinite(logz):
+                for t in range(T):
+                    vmul(node[r0 + t], alpha[t], beta[t], ws, lp)
+            else:
                 # the rows hold products: the sums again, token by token
                 hybrid_emissions(
                     tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score
                 )
-                rows = score
+        else:
+            for t in range(T):
+                for l in range(L):
+                    score[t, l] = node[r0 + t, l]
         if not np.isfinite(logz):
-            add_scores(xs, t0, T, rows)
-            logz = forward_backward_edges(rows, T, trans, expM, tmax, es, alpha, beta, scale, EE)
+            add_scores(xs, t0, T, score)
+            logz = forward_backward_edges(
+                score, T, trans, expM_r, tmax, es, alpha_r, beta_r, scale, EE
+            )
+            for t in range(T):
+                for l in range(L):
+                    node[r0 + t, l] = alpha_r[t, l] * beta_r[t, l] * ws
         total += ws * logz  # ws = 1 without weights: the same numbers
         if weighted:
             for i in range(L):
                 for j in range(L):
                     acc[i, j] += ws * acc_s[i, j]
                     E[i, j] += ws * E_s[i, j]
-        for t in range(T):
-            for l in range(L):
-                node[r0 + t, l] = alpha[t, l] * beta[t, l] * ws
         if keep:
             for t in range(T):
                 for l in range(L):
@@ -343,8 +363,11 @@ def loss_grad(
     occ = (run_ptr, run_attr, otok, oval)
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
+    lp = padded_labels(L)
     tmax = trans.max()
-    expM = np.exp(trans - tmax)
+    # exp(trans - tmax) padded with zeros to lp x lp (forward_backward_vec)
+    expM = np.zeros((lp, lp))
+    expM[:L, :L] = np.exp(trans - tmax)
     expMT = expM.T.copy()
     exp_ok = exp_ok and tmax - trans.min() <= MAX_SCALED_TRANSITION_RANGE and xs.shape[0] == 0
     R = dense_attr.shape[0]
@@ -361,8 +384,9 @@ def loss_grad(
     ng = groups.shape[1] - 1
     logzs = np.zeros(nc)
     E = np.zeros((nc, L, L))
-    acc = np.zeros((nc, L, L))
-    node = np.empty((store_rows(seq_ptr, blocks), L))
+    acc = np.zeros((nc, lp, lp))
+    # the block store: emission scores in, node marginals out, rows padded to lp
+    node = np.zeros((store_rows(seq_ptr, blocks), lp))
     for b in range(blocks.shape[0] - 1):
         T0 = seq_ptr[blocks[b]]
         for c in prange(nc):

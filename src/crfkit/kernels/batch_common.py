@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from .chain_exp import FAST
+from .simd import axpy
 
 
 def chunk_bounds(seq_ptr: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -120,11 +121,25 @@ def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
     kernels.chain): every attribute's features are the W columns in order."""
     has_val = val.shape[0] > 0
     W = store.shape[1]
+    # attributes with features for at least a quarter of the columns: their counts gathered into a
+    # row of all columns, the run's store rows added to it as vectors, then put back (each weight
+    # gets the same additions in the same order as by the gather below: the same bits); the store's
+    # width must be a multiple of the vector width (the state store is padded, kernels.simd)
+    rows_ok = W % 8 == 0 and col.shape[0] > 0
+    buf = np.empty(W if rows_ok else 0)
     for r in range(r0, r1):
         a = run_attr[r]
         k0 = ptr[a]
         k1 = ptr[a + 1]
         if k1 == k0:
+            continue
+        if rows_ok and 4 * (k1 - k0) >= W and k1 - k0 >= 4:
+            for k in range(k0, k1):
+                buf[col[k]] = g[off + k]
+            for o in range(run_ptr[r], run_ptr[r + 1]):
+                axpy(buf, val[o] if has_val else 1.0, store[tok[o]], W)
+            for k in range(k0, k1):
+                g[off + k] = buf[col[k]]
             continue
         # an attribute with a feature for every column, in column order (support all): contiguous
         # adds that vectorise (the same sums in the same order as the gather below)

