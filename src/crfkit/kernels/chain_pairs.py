@@ -18,6 +18,7 @@ from .chain_exp import FAST, exp_minus, max_min
 from .chain_log import log_backward
 from .chain_pd import pd_edge, pd_exp, pd_forward_backward, pd_node
 from .prefetch import prefetch_range
+from .simd import vmul
 
 # error_model="numpy": a float division is IEEE (no ZeroDivisionError branch), so that the loops
 # over marginal entries vectorise (the branch kept LLVM from it; every division here is guarded
@@ -78,20 +79,14 @@ def chain_marginals_pf(score, T, trans, es, alpha, beta, scale, node, pair, nfla
     prefetch_range(nflat, n0, n0 + T * L)
     tmp = np.empty(L)
     for t in range(T - 1):
-        inv = 1.0 / scale[t + 1]
-        for b in range(L):
-            tmp[b] = es[t + 1, b] * beta[t + 1, b] * inv
+        vmul(tmp, es[t + 1], beta[t + 1], 1.0 / scale[t + 1], L)
         for a in range(L):
             k = p0 + t * LL + a * L
             prefetch_range(pflat, k, k + L)
-            x = alpha[t, a]
-            pr = pair[t, a]
-            er = expM[a]
-            for b in range(L):
-                pr[b] = x * er[b] * tmp[b]
+            # pair[t, a, b] = expM[a, b] * tmp[b] * alpha[t, a] (explicit vector code, kernels.simd)
+            vmul(pair[t, a], expM[a], tmp, alpha[t, a], L)
     for t in range(T):
-        for l in range(L):
-            node[t, l] = alpha[t, l] * beta[t, l]
+        vmul(node[t], alpha[t], beta[t], 1.0, L)
     return logz
 
 
