@@ -203,8 +203,8 @@ class CRFModel:
             from .kernels.tag_names import tag_names_all, tag_names_seqs
 
             buf, st = names
-            slots, off, blob = self._names().table()
-            head = (buf, st, slots, off, blob, cnt, v, seq_ptr, ent_ptr)
+            slots, blob = self._names().table()
+            head = (buf, st, slots, blob, cnt, v, seq_ptr, ent_ptr)
             if nc > 1:
                 from .kernels.batch import chunk_bounds
 

@@ -30,7 +30,7 @@ def _lookup(table_names, queries, cap=None):
     slots = build_table(blob, off, cap)
     buf = np.frombuffer("\x00".join(queries).encode("utf-8"), dtype=np.uint8)
     out = np.full(len(queries), -7, dtype=np.int64)
-    k = lookup_joined(buf, len(queries), slots, off, blob, out) if queries else 0
+    k = lookup_joined(buf, len(queries), slots, blob, out) if queries else 0
     return k, out
 
 

@@ -46,29 +46,29 @@ class NameTable:
         self.__init__(st["attributes"])
 
     def _built(self):
-        """``(slots, off, blob)`` of the table, or False when the names cannot be packed."""
+        """``(slots, blob)`` of the table, or False when the names cannot be packed."""
         if self._table is None:
-            from ..kernels.strtable import MAX_IDS, build_table
+            from ..kernels.strtable import MAX_BYTES, MAX_IDS, build_table
             from .space import StringTable
 
             a = self.attributes
             t = None
             if len(a) < MAX_IDS:
                 t = a if isinstance(a, StringTable) else StringTable.of(list(a))
-            if t is None:
+            if t is None or len(t.packed()[0]) >= MAX_BYTES:
                 self._table = False
             else:
                 blob, lens = t.packed()
                 off = np.zeros(len(lens) + 1, dtype=np.int64)
                 np.cumsum(lens, out=off[1:])
                 cap = 1 << max(4, int(2 * len(lens)).bit_length())
-                self._table = (build_table(blob, off, cap), off, blob)
+                self._table = (build_table(blob, off, cap), blob)
         return self._table
 
     def table(self):
-        """``(slots, off, blob)``: the hash table (:func:`crfkit.kernels.strtable.build_table`), the
-        names' byte offsets and their packed bytes; False when the names cannot be packed (a lone
-        surrogate) or are too many for a slot (:data:`crfkit.kernels.strtable.MAX_IDS`)."""
+        """``(slots, blob)``: the hash table (:func:`crfkit.kernels.strtable.build_table`) and the
+        names' packed bytes; False when the names cannot be packed (a lone surrogate) or are too
+        many for a slot (:data:`crfkit.kernels.strtable.MAX_IDS`, ``MAX_BYTES``)."""
         return self._built()
 
     def batch(self, X):
@@ -105,8 +105,8 @@ class NameTable:
         cnt, buf, st = b
         n = len(st) - 1
         out = np.empty(n, dtype=np.int64)
-        slots, off, blob = self._built()
-        probe_range(buf, st, 0, n, slots, off, blob, out)
+        slots, blob = self._built()
+        probe_range(buf, st, 0, n, slots, blob, out)
         return out, cnt
 
     def codes(self, X):

@@ -4,9 +4,11 @@ one call (:class:`crfkit.features.nametable.NameTable`, the tagging path of attr
 The names of a batch come as one buffer, joined by NUL bytes (one ``str.join`` and one encode in
 Python); the table holds a model's attribute names as they are packed in the model
 (:class:`crfkit.features.space.StringTable`: UTF-8 bytes and offsets).  Open addressing with linear
-probing, at most half full; a slot is one int64, the high 32 bits of the name's 64-bit hash above
-its id (-1: empty), and a hit is compared byte for byte with the name, so a collision costs a
-comparison, never a wrong id.  Ids must be below 2**31 (:data:`MAX_IDS`).  Against a Python
+probing, at most half full; a slot is two int64 (16 bytes, in one cache line): the high 32 bits of
+the name's 64-bit hash above its id (-1: empty), and where its bytes are (start above length), so
+that a probe reads the slot and the bytes, nothing else.  A hit is compared byte for byte with the
+name, so a collision costs a comparison, never a wrong id.  Ids and bytes must be below 2**31
+(:data:`MAX_IDS`, :data:`MAX_BYTES`).  Against a Python
 ``dict.get`` per name (about 130-220 ns each on CoNLL-2000's 852k test-set names into 336k
 attributes, most of it cache misses on scattered string objects) the loop here reads the names
 in order and the table with a few misses per name.
@@ -28,10 +30,10 @@ _S29 = np.uint64(29)
 _S32 = np.uint64(32)
 _LOW = np.int64(0xFFFFFFFF)
 MAX_IDS = 1 << 31  # ids a slot can hold
+MAX_BYTES = 1 << 31  # bytes of packed names a slot can point into
 # prefetch distances of :func:`lookup_joined` (names ahead of the one resolved)
 _D1 = 12
-_D2 = 6
-_D3 = 3
+_D2 = 5
 
 
 @njit(inline="always", **_NOPY)
@@ -68,16 +70,19 @@ def _same(a, s, n, b, t, m):
 
 @njit(inline="always", **_NOPY)
 def _tag(h):
-    """The high 32 bits of a hash, in the high half of a slot."""
+    """The high 32 bits of a hash, in the high half of a slot's first word."""
     return np.int64(h >> _S32) << np.int64(32)
 
 
 @njit(**_NOPY)
 def build_table(blob, off, cap):
-    """The table of the strings ``blob[off[a]:off[a + 1]]`` (a = 0..n-1, n < :data:`MAX_IDS`):
-    ``cap`` slots (a power of two, at least n + 1), -1 for an empty one.  A string that occurs twice
-    keeps its last id (as ``{s: i for i, s in enumerate(strings)}``)."""
-    slots = np.full(cap, -1, dtype=np.int64)
+    """The table of the strings ``blob[off[a]:off[a + 1]]`` (a = 0..n-1, n < :data:`MAX_IDS`, the
+    blob under :data:`MAX_BYTES`): ``cap`` slots (a power of two, at least n + 1) of two words, the
+    hash's high 32 bits above the id (-1: empty), and the string's start above its length.  A
+    string that occurs twice keeps its last id (as ``{s: i for i, s in enumerate(strings)}``)."""
+    slots = np.empty((cap, 2), dtype=np.int64)
+    slots[:, 0] = -1
+    slots[:, 1] = 0
     for a in range(off.shape[0] - 1):
         s = off[a]
         e = off[a + 1]
@@ -85,13 +90,14 @@ def build_table(blob, off, cap):
         tg = _tag(h)
         j = _first_slot(slots, h)
         while True:
-            x = slots[j]
+            x = slots[j, 0]
             if x == -1:
-                slots[j] = tg | a
+                slots[j, 0] = tg | a
+                slots[j, 1] = (s << 32) | (e - s)
                 break
-            b = x & _LOW
-            if ((x ^ tg) >> 32) == 0 and _same(blob, off[b], off[b + 1] - off[b], blob, s, e - s):
-                slots[j] = tg | a
+            y = slots[j, 1]
+            if ((x ^ tg) >> 32) == 0 and _same(blob, y >> 32, y & _LOW, blob, s, e - s):
+                slots[j, 0] = tg | a
                 break
             j = (j + 1) & (cap - 1)
     return slots
@@ -124,15 +130,14 @@ def _first_slot(slots, h):
 
 
 @njit(**_NOPY)
-def probe_range(buf, st, e0, e1, slots, off, blob, codes):
+def probe_range(buf, st, e0, e1, slots, blob, codes):
     """``codes[e]`` = the id of name e of ``buf`` (starts ``st``: :func:`split_starts`) for e in
     ``e0 .. e1-1``, -1 when the table does not hold it.
 
     The hashes first, in order, then the probes, pipelined with software prefetches: the slot of
-    the name 12 ahead, the offsets of the id found there for the name 6 ahead, the bytes of that
-    attribute for the name 3 ahead, so that the cache misses of a dozen names overlap instead of
-    following each other (on the CoNLL-2000 test set, 852k names into a table of 336k: 58 against
-    129 ms for the plain loop, on a loaded machine)."""
+    the name 12 ahead, the bytes of the string in it for the name 5 ahead, so that the cache misses
+    of a dozen names overlap instead of following each other (on the CoNLL-2000 test set, 852k
+    names into a table of 336k: 58 against 129 ms for the plain loop, on a loaded machine)."""
     m = e1 - e0
     if m <= 0:
         return
@@ -141,23 +146,18 @@ def probe_range(buf, st, e0, e1, slots, off, blob, codes):
         hs[e - e0] = name_hash(buf, st[e], st[e + 1] - 1)
     cap = slots.shape[0]
     for k in range(m + _D1):
-        # step k: the slot of name k is prefetched, the offsets for name k - (D1 - D2), the bytes
-        # for name k - (D1 - D3); name k - D1 is resolved
+        # step k: the slot of name k is prefetched, the bytes for name k - (D1 - D2); name
+        # k - D1 is resolved
         if k < m:
             j = _first_slot(slots, hs[k])
-            prefetch_range(slots, j, j + 1)
+            prefetch_range(slots, 2 * j, 2 * j + 2)
         a = k - (_D1 - _D2)
         if 0 <= a < m:
-            x = slots[_first_slot(slots, hs[a])]
-            if x != -1:
-                b = x & _LOW
-                prefetch_range(off, b, b + 2)
-        a = k - (_D1 - _D3)
-        if 0 <= a < m:
-            x = slots[_first_slot(slots, hs[a])]
-            if x != -1:
-                b = x & _LOW
-                prefetch_range(blob, off[b], off[b + 1])
+            j = _first_slot(slots, hs[a])
+            if slots[j, 0] != -1:
+                y = slots[j, 1]
+                p = y >> 32
+                prefetch_range(blob, p, p + (y & _LOW))
         a = k - _D1
         if a < 0:
             continue
@@ -168,24 +168,24 @@ def probe_range(buf, st, e0, e1, slots, off, blob, codes):
         n = st[e0 + a + 1] - 1 - s
         got = -1
         while True:
-            x = slots[j]
+            x = slots[j, 0]
             if x == -1:
                 break
-            b = x & _LOW
-            if ((x ^ tg) >> 32) == 0 and _same(blob, off[b], off[b + 1] - off[b], buf, s, n):
-                got = b
+            y = slots[j, 1]
+            if ((x ^ tg) >> 32) == 0 and _same(blob, y >> 32, y & _LOW, buf, s, n):
+                got = x & _LOW
                 break
             j = (j + 1) & (cap - 1)
         codes[e0 + a] = got
 
 
 @njit(**_NOPY)
-def lookup_joined(buf, n, slots, off, blob, out):
+def lookup_joined(buf, n, slots, blob, out):
     """The ids of the ``n`` names joined by NUL bytes in ``buf`` into ``out[:n]`` (-1: not in the
     table); returns the number of names ``buf`` holds (``n`` unless a name holds a NUL byte: then
     ``out`` is not written and the caller must take another path)."""
     st = np.empty(n + 1, dtype=np.int64)
     k = split_starts(buf, n, st)
     if k == n:
-        probe_range(buf, st, 0, n, slots, off, blob, out)
+        probe_range(buf, st, 0, n, slots, blob, out)
     return k

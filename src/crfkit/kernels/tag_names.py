@@ -22,7 +22,6 @@ def tag_names_seqs(
     buf,
     st,
     slots,
-    off,
     blob,
     cnt,
     val,
@@ -42,7 +41,7 @@ def tag_names_seqs(
     ``buf``, starts ``st``; :func:`crfkit.kernels.strtable.probe_range`) into ``codes``, then their
     Viterbi labels into ``out`` and best path scores into ``path_score``
     (:func:`crfkit.kernels.chain_viterbi.tag_codes_seqs`)."""
-    probe_range(buf, st, ent_ptr[s0], ent_ptr[s1], slots, off, blob, codes)
+    probe_range(buf, st, ent_ptr[s0], ent_ptr[s1], slots, blob, codes)
     tag_codes_seqs(
         codes, cnt, val, seq_ptr, ent_ptr, s0, s1, attr_ptr, feat_label, w, trans, out, path_score
     )
@@ -53,7 +52,6 @@ def tag_names_all(
     buf,
     st,
     slots,
-    off,
     blob,
     cnt,
     val,
@@ -74,7 +72,6 @@ def tag_names_all(
             buf,
             st,
             slots,
-            off,
             blob,
             cnt,
             val,
