@@ -9,7 +9,6 @@ import numpy as np
 from numba import njit
 
 from .chain_exp import FAST
-from .prefetch import prefetch_range
 
 _NOPY = dict(cache=True, nogil=True, fastmath=FAST)
 
@@ -92,25 +91,10 @@ def _code_emissions(codes, e, cnt, t0, T, val, attr_ptr, feat_label, w, score):
     ``val``: their values, or empty for all 1); returns the position after the last code read."""
     L = score.shape[1]
     ones = val.shape[0] == 0
-    ne = e  # the end of this sequence's codes (those after it may not be written yet)
-    for t in range(T):
-        ne += cnt[t0 + t]
     for t in range(T):
         for l in range(L):
             score[t, l] = 0.0
         for _ in range(cnt[t0 + t]):
-            # the rows of the codes ahead (in this sequence), fetched while this one is added: the
-            # CSR pointers of the code 8 ahead, the weights and labels of the code 4 ahead (random
-            # reads over a large model, the cost of this loop otherwise)
-            if e + 8 < ne:
-                b = codes[e + 8]
-                if b >= 0:
-                    prefetch_range(attr_ptr, b, b + 2)
-            if e + 4 < ne:
-                b = codes[e + 4]
-                if b >= 0:
-                    prefetch_range(w, attr_ptr[b], attr_ptr[b + 1])
-                    prefetch_range(feat_label, attr_ptr[b], attr_ptr[b + 1])
             a = codes[e]
             if a >= 0:
                 v = 1.0 if ones else val[e]
