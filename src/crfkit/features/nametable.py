@@ -23,12 +23,11 @@ the generic path's.
 from __future__ import annotations
 
 from itertools import chain
+from operator import countOf
 
 import numpy as np
 
 __all__ = ["NameTable"]
-
-_STR = {str}
 
 
 class NameTable:
@@ -82,7 +81,7 @@ class NameTable:
         try:
             toks = list(chain.from_iterable(X))
             names = list(chain.from_iterable(toks))
-            if set(map(type, names)) - _STR:  # (str.join takes subclasses; encode does not)
+            if countOf(map(type, names), str) != len(names):  # (str.join takes subclasses)
                 return None
             raw = "\x00".join(names).encode("utf-8")
         except (TypeError, UnicodeEncodeError):
