@@ -70,6 +70,7 @@ sentences = st.lists(st.lists(st.lists(attr, max_size=5), max_size=7), max_size=
 @SETTINGS
 @given(sentences)
 def test_codes_are_the_generic_ids(X):
+    MODEL._names().table()  # built: any batch is looked up
     r = MODEL._names().codes(X)
     assert r is not None
     codes, cnt = r
@@ -161,3 +162,15 @@ def test_unpackable_names_fall_back():
     t = NameTable(["ok", "bad\ud800"])
     assert t.table() is False
     assert t.batch([[["ok"]]]) is None
+
+
+def test_few_names_do_not_build_the_table_for_a_large_model():
+    """A batch of fewer names than a quarter of the model's attributes goes to the generic path
+    while the table is not built (nothing built for the whole model); once built, it is used."""
+    t = NameTable(MODEL.space.attributes)  # 10 attributes
+    assert t.batch([[["w=the"], ["bias"]]]) is None
+    assert t._table is None
+    assert t.batch([[["w=the", "zz"], ["bias", "é"]]]) is not None  # 4 names: built
+    got = t.codes([[["w=the"], ["bias"]]])
+    assert got is not None
+    assert got[0].tolist() == MODEL.space.attribute_ids(["w=the", "bias"]).tolist()

@@ -75,16 +75,24 @@ class NameTable:
         each a list of tokens, each a list of attribute strings): ``(counts, buf, starts)``, the
         number of attributes of each token (int64), the names joined by NUL bytes (uint8) and their
         starts (:func:`crfkit.kernels.strtable.split_starts`); ``None`` when ``X`` is not of that
-        shape (the generic path then converts it, or says what is wrong)."""
-        if type(X) is not list or self._built() is False:
+        shape (the generic path then converts it, or says what is wrong), or when the table is not
+        built yet and the batch has fewer than a quarter as many names as the model has attributes
+        (the generic path finds those without building anything for the whole model: a loaded
+        model's :meth:`crfkit.features.space.StringTable.ids`; the table takes 16 bytes a slot, 2-4
+        slots an attribute)."""
+        if type(X) is not list or self._table is False:
             return None
         try:
             toks = list(chain.from_iterable(X))
             names = list(chain.from_iterable(toks))
+            if self._table is None and 4 * len(names) < len(self.attributes):
+                return None  # a few names, a large model: not worth building the table for
             if countOf(map(type, names), str) != len(names):  # (str.join takes subclasses)
                 return None
             raw = "\x00".join(names).encode("utf-8")
         except (TypeError, UnicodeEncodeError):
+            return None
+        if self._built() is False:
             return None
         from ..kernels.strtable import split_starts
 
