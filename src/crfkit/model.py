@@ -51,6 +51,8 @@ from .modelfile import (
     save_model,
 )
 
+_NO_VALUES = np.zeros(0)  # "every value 1" (empty: nothing to read)
+
 __all__ = [
     "ALL_PAIRS",
     "AllPairs",
@@ -158,12 +160,16 @@ class CRFModel:
         ids, _ = self.viterbi(corpus, threads)
         return self._split(corpus, ids)
 
-    def _tag_codes(self, X, a, cnt, v, threads=None) -> list[list[str]]:
+    def _tag_codes(self, X, a, cnt, v, threads=None, names=None) -> list[list[str]]:
         """The labels of ``X`` from its attribute codes (:meth:`DictEncoder.codes`) by the fused
         emissions + Viterbi kernel: one serial call for the whole batch
         (:func:`crfkit.kernels.chain.tag_codes_seqs`), or, when ``threads`` asks for several and the
         batch has more than 64 sequences, the batch cut into chunks on the thread pool
-        (:func:`crfkit.kernels.batch.tag_codes_all`)."""
+        (:func:`crfkit.kernels.batch.tag_codes_all`).
+
+        ``names``: ``(buf, starts)`` of :class:`crfkit.features.nametable.NameTable` (then
+        ``a`` is an empty array of one code per entry): the codes are looked up in the same call,
+        chunk by chunk, before each chunk is tagged (:mod:`crfkit.kernels.tag_names`)."""
         from .kernels.chain import tag_codes, tag_codes_seqs, transition_matrix
 
         sp, w = self.space, self.weights
@@ -176,7 +182,7 @@ class CRFModel:
         trans = tc[1]
         ns = len(X)
         labels = sp.labels
-        if ns == 1:  # predict_single: the one-sequence kernel, fewer arguments to dispatch
+        if ns == 1 and names is None:  # predict_single: the one-sequence kernel, fewer arguments
             ids = np.empty(len(cnt), dtype=np.int32)
             tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
             return [list(map(labels.__getitem__, ids.tolist()))]
@@ -192,33 +198,39 @@ class CRFModel:
             from .parallel import n_chunks
 
             nc = n_chunks(threads, ns, per_thread=4)
-        if nc > 1:
+        model_args = (sp.attr_ptr, sp.feat_label, w, trans)
+        if names is not None:
+            from .kernels.tag_names import tag_names_all, tag_names_seqs
+
+            buf, st = names
+            slots, blob = self._names().table()
+            head = (buf, st, slots, blob, cnt, v, seq_ptr, ent_ptr)
+            if nc > 1:
+                from .kernels.batch import chunk_bounds
+
+                tag_names_all(*head, chunk_bounds(seq_ptr, nc), *model_args, a, ids, ps)
+            else:
+                tag_names_seqs(*head, 0, ns, *model_args, a, ids, ps)
+        elif nc > 1:
             from .kernels.batch import chunk_bounds, tag_codes_all
 
             tag_codes_all(
-                a,
-                cnt,
-                v,
-                seq_ptr,
-                ent_ptr,
-                chunk_bounds(seq_ptr, nc),
-                sp.attr_ptr,
-                sp.feat_label,
-                w,
-                trans,
-                ids,
-                ps,
+                a, cnt, v, seq_ptr, ent_ptr, chunk_bounds(seq_ptr, nc), *model_args, ids, ps
             )
         else:
-            tag_codes_seqs(
-                a, cnt, v, seq_ptr, ent_ptr, 0, ns, sp.attr_ptr, sp.feat_label, w, trans, ids, ps
-            )
+            tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, *model_args, ids, ps)
         lc = self.__dict__.get("_label_array")
         if lc is None or lc[0] is not labels or len(lc[1]) != len(labels):
             lc = self.__dict__["_label_array"] = (labels, np.array(labels, dtype=object))
-        names = lc[1][ids].tolist()
+        out = lc[1][ids].tolist()
         p = seq_ptr.tolist()
-        return [names[p[i] : p[i + 1]] for i in range(ns)]
+        return [out[p[i] : p[i + 1]] for i in range(ns)]
+
+    def _tag_batch(self, X, b, threads) -> list[list[str]]:
+        """The labels of ``X`` from its :meth:`crfkit.features.nametable.NameTable.batch` ``b``."""
+        cnt, buf, st = b
+        codes = np.empty(len(st) - 1, dtype=np.int64)
+        return self._tag_codes(X, codes, cnt, _NO_VALUES, threads, names=(buf, st))
 
     def _args(self):
         s = self.space
@@ -430,9 +442,54 @@ class CRFModel:
                 dense=dense,
                 B=B,
             )
+        if dense is None and B is None and engine == "auto":
+            out = self._tag_strings(X, threads)
+            if out is not None:
+                return out
         corpus = self.encode(X, dense=dense, B=B)
         ids, _ = self.viterbi(corpus, threads, engine=engine)
         return self._split(corpus, ids)
+
+    def _tag_strings(self, X: Sequences, threads: int | None = None) -> list[list[str]] | None:
+        """Viterbi labels of a list of attribute-string sequences by the fast path: the attribute
+        codes of the whole batch from one numba hash lookup (:class:`crfkit.features.nametable.
+        NameTable`), then the fused emissions + Viterbi kernels (:meth:`_tag_codes`: no corpus
+        built); ``None`` (the caller takes the generic path) when ``X`` is not a list of lists of
+        strings, the model has dense or bigram-observation features, or the batch is small
+        (at most :func:`crfkit.npdecode.max_tokens` tokens) in a process without numba's serial
+        kernels loaded (:meth:`decode` then decodes it in numpy)."""
+        s = self.space
+        if s.n_dense or s.n_bigram or not X or not self._numba_batch(X):
+            return None
+        b = self._names().batch(X)
+        return None if b is None else self._tag_batch(X, b, threads)
+
+    def _numba_batch(self, X) -> bool:
+        """Whether a batch ``X`` (a list of sequences) goes to numba's kernels: once they are loaded
+        in this process (:func:`crfkit.npdecode.kernels_ready`), or for more than
+        :func:`crfkit.npdecode.max_tokens` tokens; a small batch in a process without them is
+        decoded in numpy (:meth:`decode`), which loads no kernel."""
+        if type(X) is not list:
+            return False
+        from . import npdecode
+
+        if npdecode.kernels_ready():
+            return True
+        try:
+            return sum(map(len, X)) > npdecode.max_tokens()
+        except TypeError:
+            return False
+
+    def _names(self):
+        """The :class:`crfkit.features.nametable.NameTable` of the model's attributes (its hash
+        table built on first use, kept with the model)."""
+        s = self.space
+        tab = self.__dict__.get("_name_table")
+        if tab is None or tab.attributes is not s.attributes:
+            from .features.nametable import NameTable
+
+            tab = self.__dict__["_name_table"] = NameTable(s.attributes)
+        return tab
 
     def tag_with_probability(
         self,

@@ -118,6 +118,7 @@ def _step_cli(workdir: str) -> None:
         m.viterbi(corpus)
         m.marginals(corpus)
         m.tag(data)
+        m.tag(data, threads=1)  # attribute strings on one thread: the serial lookup + Viterbi
 
 
 def _step_estimator(workdir: str) -> None:
