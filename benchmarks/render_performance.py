@@ -49,7 +49,7 @@ def comparisons(results_dir: str) -> list[dict]:
 def tables(results_dir: str) -> list[dict]:
     """The latest record of each (section, task) among the records of ``results_dir`` whose figures
     carry a ready table: ``section``, ``task``, ``columns`` and ``rows`` (the micro benchmarks'
-    before / after runs, e.g. ``micro/roofline.py``), in first-seen order of (section, task)."""
+    before / after runs, e.g. ``micro/roofline.py``), in the order of those latest records."""
     recs = []
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
         for i, r in enumerate(_results.load(path)):
