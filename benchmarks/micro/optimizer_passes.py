@@ -22,7 +22,12 @@ to the last,
 * seconds per iteration = delta(wall_s - monitor_s) / delta(iteration);
 * seconds per effective pass = delta(wall_s - monitor_s) / delta(effective_passes) (one pass = n
   per-example oracle calls or one full evaluation; BCD counts its block updates as passes, several
-  hundred per sweep, so its figure per sweep is the one to read).
+  hundred per sweep, so its figure per sweep is the one to read);
+* CPU seconds per iteration: the process's CPU time (``time.process_time`` in the training
+  callback, after each trace record) over the same records, times the share of their wall time
+  that was not monitoring (the monitoring taken to have had the same share of the core as the
+  rest; exact for lbfgs, which does not monitor): at one thread steadier than the wall clock on a
+  shared machine, whose other jobs take turns on the core.
 
 ``--src PATH`` (repeatable) runs each tree in its own subprocess (``PYTHONPATH=PATH``), trees in
 turns over ``--reps`` repetitions (default 3); the table gives the median and range per tree, and
@@ -65,28 +70,43 @@ ALGORITHMS = {
 SECTION = roofline.SECTION
 
 
-def pass_times(history: list[dict]) -> dict:
+def pass_times(history: list[dict], cpu: list[float] | None = None) -> dict:
     """Seconds per iteration and per effective pass of a trace (``iteration``, ``effective_passes``,
     ``wall_s`` and, where the method monitors, the cumulative ``monitor_s``), from its first record
     to its last (the first iteration, with the run's setup, is not counted); None where fewer than
-    two records or no pass was made between them."""
+    two records or no pass was made between them.  ``cpu``: per record the process's CPU seconds
+    (stamped in the training callback): then also ``cpu_per_iteration`` and ``cpu_per_pass``, the
+    CPU time between the records times the share of their wall time that was not monitoring (the
+    monitoring is taken to have had the same share of the core as the rest)."""
     recs = [r for r in history if "wall_s" in r and "effective_passes" in r]
+    out = {"per_iteration": None, "per_pass": None, "iterations": 0, "passes": 0.0}
+    if cpu is not None:
+        out.update(cpu_per_iteration=None, cpu_per_pass=None)
     if len(recs) < 2:
-        return {"per_iteration": None, "per_pass": None, "iterations": 0, "passes": 0.0}
+        return out
     a, b = recs[0], recs[-1]
 
-    def work(r):
-        return float(r["wall_s"]) - float(r.get("monitor_s", 0.0))
+    def mon(r):
+        return float(r.get("monitor_s", 0.0))
 
-    dt = work(b) - work(a)
+    dt = float(b["wall_s"]) - float(a["wall_s"]) - (mon(b) - mon(a))
     di = int(b["iteration"]) - int(a["iteration"])
     dp = float(b["effective_passes"]) - float(a["effective_passes"])
-    return {
-        "per_iteration": dt / di if di > 0 else None,
-        "per_pass": dt / dp if dp > 0 else None,
-        "iterations": di,
-        "passes": dp,
-    }
+    out.update(
+        per_iteration=dt / di if di > 0 else None,
+        per_pass=dt / dp if dp > 0 else None,
+        iterations=di,
+        passes=dp,
+    )
+    if cpu is not None and len(cpu) == len(history):
+        at = {id(r): c for r, c in zip(history, cpu)}
+        dw = float(b["wall_s"]) - float(a["wall_s"])
+        dc = (at[id(b)] - at[id(a)]) * (dt / dw if dw > 0 else 1.0)
+        out.update(
+            cpu_per_iteration=dc / di if di > 0 else None,
+            cpu_per_pass=dc / dp if dp > 0 else None,
+        )
+    return out
 
 
 def parse_iterations(text: str | None) -> dict:
@@ -142,6 +162,7 @@ def worker(spec: dict) -> dict:
     n = corpus.n_sequences
     for name in spec["algorithms"]:
         r, _ = ALGORITHMS[name]
+        stamps: list[float] = []
         t = time.perf_counter()
         out = train_corpus(
             space,
@@ -150,9 +171,10 @@ def worker(spec: dict) -> dict:
             reg=regularization(n, **r),
             max_iterations=spec["iterations"][name],
             threads=spec["threads"],
+            callback=lambda rec, stamps=stamps: stamps.append(time.process_time()),
         )
         res["runs"][name] = dict(
-            pass_times(out.history),
+            pass_times(out.history, stamps),
             total_s=time.perf_counter() - t,
             objective=float(out.objective_crfsuite),
             status=out.status,
@@ -218,6 +240,10 @@ def table(runs: dict, labels: list[str], algorithms: list[str], iterations: dict
         rows.append(
             [name, "s per effective pass"]
             + [F(S([x["per_pass"] for x in cell[lab]])) for lab in labels]
+        )
+        rows.append(
+            [name, f"CPU s per {unit}"]
+            + [F(S([x.get("cpu_per_iteration") for x in cell[lab]])) for lab in labels]
         )
         rows.append(
             [name, "objective at the end (CRFsuite units)"]

@@ -48,10 +48,14 @@ the repetitions the median, and the bound uses the best tree's median.
 
 Bound (1 thread) = max(flops / FMA peak, exps / exp rate, gathers / gather rate + scatters /
 scatter rate), halved at 2 threads (2 cores); the binding term is named.  The measured time is
-the median of ``--evals`` calls after one warm-up call (wall clock), at each of ``--threads``.
+the median of ``--evals`` calls after one warm-up call (wall clock), at each of ``--threads``; at
+one thread also the median CPU time (``time.process_time``), which the other jobs of a shared
+machine disturb less than the wall clock (they take turns on the core, and CPU time counts only
+this process's turns), and its ratio to the bound.
 
 ``--src PATH`` (repeatable) runs every measurement for each source tree in its own subprocess
-(``PYTHONPATH=PATH``), trees taking turns across the ``--reps`` repetitions, so that "before" and
+(``PYTHONPATH=PATH``), trees taking turns across the ``--reps`` repetitions (the order reversed
+every other repetition), so that "before" and
 "after" come from one run on the same load; every figure is the median over the repetitions with
 its range.  Without ``--src``, this checkout's ``src``.  The table is printed (markdown) and
 recorded in ``benchmarks/results/roofline.jsonl`` (``--no-record`` to skip; the record's figures
@@ -207,8 +211,10 @@ def vector_fma(asm: str) -> str:
 
 def schedule(n_trees: int, reps: int) -> list[tuple[int, int]]:
     """The order of the workers, (repetition, tree index): every tree once per repetition, in
-    turns."""
-    return [(r, i) for r in range(reps) for i in range(n_trees)]
+    turns, the order reversed every other repetition (A B, B A, A B: a load that drifts during the
+    run falls on the trees alike)."""
+    order = list(range(n_trees))
+    return [(r, i) for r in range(reps) for i in (order if r % 2 == 0 else order[::-1])]
 
 
 def summary(values: list[float]) -> dict:
@@ -362,14 +368,18 @@ def _exp_domain(space, corpus, w) -> bool:
     return hi - lo <= MAX_TRANSITION_RANGE
 
 
-def _median_time(fn, evals: int) -> float:
+def _median_time(fn, evals: int) -> tuple[float, float]:
+    """Median wall and median CPU seconds (this process, all threads) of ``evals`` calls of ``fn``
+    after one untimed call."""
     fn()  # warm-up: kernels loaded, plans and buffers made
-    ts = []
+    ts, cs = [], []
     for _ in range(evals):
+        c = time.process_time()
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+        cs.append(time.process_time() - c)
+    return statistics.median(ts), statistics.median(cs)
 
 
 def _measure(name: str, spec: dict) -> dict:
@@ -416,16 +426,23 @@ def _measure(name: str, spec: dict) -> dict:
             "oracle+step": work(some, L, "oracle+step", **kw),
         },
         "times": {},
+        "cpu": {},
     }
     reg = regularization(n, c2=1.0)
     for th in spec["threads"]:
         numba.set_num_threads(th)
         obj = Objective(corpus, space, reg, threads=th)
-        out["times"][f"gradient@{th}"] = _median_time(lambda: obj.value_and_grad(w), spec["evals"])
+        key = f"gradient@{th}"
+        out["times"][key], out["cpu"][key] = _median_time(
+            lambda: obj.value_and_grad(w),
+            spec["evals"],
+        )
         del obj
         model = CRFModel(space, w)
-        out["times"][f"viterbi@{th}"] = _median_time(
-            lambda: model.viterbi(corpus, threads=th), spec["evals"]
+        key = f"viterbi@{th}"
+        out["times"][key], out["cpu"][key] = _median_time(
+            lambda: model.viterbi(corpus, threads=th),
+            spec["evals"],
         )
     numba.set_num_threads(1)
     obj = Objective(corpus, space, reg, threads=1)
@@ -456,8 +473,9 @@ def _measure(name: str, spec: dict) -> dict:
                 _, node, edge = obj.oracle(i, v)
                 obj.apply_gradient(i, node, edge, -1e-9, v)
 
-    out["times"]["oracle@1"] = _median_time(oracle, spec["evals"]) / k
-    out["times"]["oracle+step@1"] = _median_time(step, spec["evals"]) / k
+    for key, fn in (("oracle@1", oracle), ("oracle+step@1", step)):
+        t, c = _median_time(fn, spec["evals"])
+        out["times"][key], out["cpu"][key] = t / k, c / k
     out["oracle_examples"] = k
     return out
 
@@ -534,6 +552,8 @@ def aggregate(runs: dict, labels: list[str], data: list[str], threads: list[int]
             "bounds": {},
             "times": {},
             "ratios": {},
+            "cpu": {},
+            "cpu_ratios": {},
         }
         for p in PASSES:
             for th in threads if p in ("gradient", "viterbi") else [1]:
@@ -551,9 +571,10 @@ def aggregate(runs: dict, labels: list[str], data: list[str], threads: list[int]
                     )
                 d["bounds"][key] = b
                 for lab in labels:
-                    ts = [r["data"][name]["times"][key] for r in runs[lab]]
-                    d["times"].setdefault(key, {})[lab] = summary(ts)
-                    d["ratios"].setdefault(key, {})[lab] = summary([t / b["seconds"] for t in ts])
+                    for what, ratio in (("times", "ratios"), ("cpu", "cpu_ratios")):
+                        ts = [r["data"][name][what][key] for r in runs[lab]]
+                        d[what].setdefault(key, {})[lab] = summary(ts)
+                        d[ratio].setdefault(key, {})[lab] = summary([t / b["seconds"] for t in ts])
         agg["data"][name] = d
     return agg
 
@@ -611,6 +632,18 @@ def table(agg: dict, labels: list[str], data: list[str], threads: list[int]) -> 
                     [name, p, f"time / bound, {th} thread{'s' if th > 1 else ''}"]
                     + [fmt_summary(d["ratios"][key][lab], lambda x: f"{x:.3g}") for lab in labels]
                 )
+                if th == 1:  # one thread: the CPU time, which time-sharing with other jobs spares
+                    rows.append(
+                        [name, p, "CPU time, 1 thread"]
+                        + [fmt_summary(d["cpu"][key][lab]) for lab in labels]
+                    )
+                    rows.append(
+                        [name, p, "CPU time / bound, 1 thread"]
+                        + [
+                            fmt_summary(d["cpu_ratios"][key][lab], lambda x: f"{x:.3g}")
+                            for lab in labels
+                        ]
+                    )
     return rows
 
 
@@ -730,7 +763,11 @@ def main(argv=None) -> int:
             "aggregate": agg,
             "runs": {
                 lab: [
-                    {"peaks": r["peaks"], "times": {n: r["data"][n]["times"] for n in data}}
+                    {
+                        "peaks": r["peaks"],
+                        "times": {n: r["data"][n]["times"] for n in data},
+                        "cpu": {n: r["data"][n]["cpu"] for n in data},
+                    }
                     for r in runs[lab]
                 ]
                 for lab in labels

@@ -138,7 +138,9 @@ def test_vector_fma_reads_the_accumulators_of_the_assembly(roof):
 
 
 def test_trees_take_turns_and_repeated_paths_get_distinct_columns(roof):
-    assert roof.schedule(2, 3) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+    # every tree once per repetition, the order reversed every other one (A B, B A, A B)
+    assert roof.schedule(2, 3) == [(0, 0), (0, 1), (1, 1), (1, 0), (2, 0), (2, 1)]
+    assert roof.schedule(1, 2) == [(0, 0), (1, 0)]
     assert roof.tree_labels(["base/src", "src"]) == ["base/src", "src"]
     assert roof.tree_labels(["src", "b", "src"]) == ["src#1", "b", "src#3"]
 
@@ -183,6 +185,17 @@ def test_pass_times_of_a_trace(passes):
     ]
     t = passes.pass_times(lbfgs)
     assert t["per_iteration"] == pytest.approx(0.75) and t["per_pass"] == pytest.approx(0.5)
+    assert "cpu_per_pass" not in t
+    # CPU seconds at each record: (9.0 - 5.0) over 2 iterations and 3 passes, no monitoring
+    t = passes.pass_times(lbfgs, [5.0, 7.0, 9.0])
+    assert t["cpu_per_iteration"] == pytest.approx(2.0) and t["cpu_per_pass"] == pytest.approx(
+        4 / 3
+    )
+    # with monitoring: 5.0 CPU seconds over 2.2 s of wall time of which 0.4 s monitoring: the
+    # share 1.8 / 2.2 of them, over 2 iterations
+    t = passes.pass_times(sgd, [1.0, 3.5, 6.0])
+    assert t["cpu_per_iteration"] == pytest.approx(5.0 * 1.8 / 2.2 / 2)
+    assert passes.pass_times(sgd, [1.0])["cpu_per_iteration"] is None  # stamps do not match
     assert passes.pass_times(lbfgs[:1])["per_pass"] is None
     assert passes.pass_times([])["per_iteration"] is None
 
