@@ -33,8 +33,9 @@ to the last,
 turns over ``--reps`` repetitions (default 3); the table gives the median and range per tree, and
 the objective each run ends on (the trees of the same code end on the same bits).  Recorded in
 ``benchmarks/results/optimizer_passes.jsonl`` (``--no-record`` to skip).  A run with the defaults
-takes about 7-8 minutes on the quiet 2-core machine (a worker: about 11 s to encode, 26 s of BCD,
-20 s for the others).
+and two trees took 11 minutes on the 2-core machine under a load of 3.4-5.9 (6 workers of 78-130 s:
+about 10-15 s to encode and load the kernels, 16-30 s of BCD, 40-60 s for the others); less on a
+quiet machine.
 
 Usage:  python benchmarks/micro/optimizer_passes.py [--src /work/wt/base/src --src src] [--reps 3]
         [--iterations lbfgs=11,bcd=2] [--algorithms lbfgs,sag-nus*,...] [--threads 1] [--data-dir DIR]
