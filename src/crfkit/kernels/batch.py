@@ -160,6 +160,7 @@ def _fb_chunk(
     expw,
     use_exp,
     row,
+    rowk,
     Wd,
     expWd,
     trans,
@@ -185,7 +186,7 @@ def _fb_chunk(
     exp path's, before the factor expM).
 
     The emission scores are built first, into the chunk's rows of the store, run by run from the
-    occurrence index (``occ`` = (run_ptr, run_attr, tok, val); ``runs`` = (first, end) run of the
+    occurrence index (``occ`` = (run_ptr, run_feat, tok, val); ``runs`` = (first, end) run of the
     chunk; :func:`emit_runs`): in the exp domain (products of ``expw``/``expWd``) with ``use_exp``,
     else as sums.  Each sequence's recursion then reads its rows and leaves its marginals in them.
 
@@ -207,38 +208,25 @@ def _fb_chunk(
             node[r, l] = init
         for l in range(L, lp):
             node[r, l] = 0.0
-    run_ptr, run_attr, otok, oval = occ
+    run_ptr, run_feat, otok, oval = occ
     if use_exp:
         emit_runs(
             runs[0],
             runs[1],
             run_ptr,
-            run_attr,
+            run_feat,
             otok,
             oval,
-            attr_ptr,
             feat_label,
             expw,
-            row,
+            rowk,
             expWd,
             True,
             node,
         )
     else:
         emit_runs(
-            runs[0],
-            runs[1],
-            run_ptr,
-            run_attr,
-            otok,
-            oval,
-            attr_ptr,
-            feat_label,
-            w,
-            row,
-            Wd,
-            False,
-            node,
+            runs[0], runs[1], run_ptr, run_feat, otok, oval, feat_label, w, rowk, Wd, False, node
         )
     # the exp path's work rows are padded like the store; the robust path's are L wide
     alpha = np.zeros((maxT, lp))
@@ -361,8 +349,8 @@ def loss_grad(
     ``gscale * X^T pm`` to ``g_out`` (its empirical counts and L2 term are
     already in, from ``emp`` and ``w``).
     """
-    blocks, chunks, run_ptr, run_attr, otok, oval, groups = plan
-    occ = (run_ptr, run_attr, otok, oval)
+    blocks, chunks, run_ptr, run_feat, otok, oval, groups = plan
+    occ = (run_ptr, run_feat, otok, oval)
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     lp = padded_labels(L)
@@ -375,6 +363,10 @@ def loss_grad(
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
+    # the dense row of the attribute whose features start at k (emit_runs), -1 elsewhere
+    rowk = np.full(n_state, -1, np.int32)
+    for d in range(R):
+        rowk[attr_ptr[dense_attr[d]]] = d
     if exp_ok:
         # the vectorisable exp (within an ulp of libm's; 452,755 weights: libm's one call each took
         # a few ms of the evaluation's serial part)
@@ -408,6 +400,7 @@ def loss_grad(
                 expw,
                 exp_ok,
                 row,
+                rowk,
                 Wd,
                 expWd,
                 trans,
@@ -428,19 +421,7 @@ def loss_grad(
             )
         for j in prange(ng):
             scatter_group(
-                groups,
-                b,
-                nc,
-                j,
-                run_ptr,
-                run_attr,
-                otok,
-                oval,
-                attr_ptr,
-                feat_label,
-                node,
-                g_out,
-                0,
+                groups, b, nc, j, run_ptr, run_feat, otok, oval, feat_label, node, g_out, 0
             )
     for i in range(L):
         for j in range(L):
