@@ -23,7 +23,8 @@ def _bigram_data(rng, n_seq, n_labels=3, real=True, n_battr=5, max_len=7):
     return X, Y, random_bigram_attributes(rng, X, n_battr, real)
 
 
-def _entries(tok_ptr, attr, val, seq_ptr, skip_first):
+def _entries(tok_ptr, attr, val, seq_ptr, skip_first, nfeat):
+    """Every (token, attribute, value) entry of the corpus whose attribute has features."""
     first = np.zeros(len(tok_ptr) - 1, bool)
     first[seq_ptr[:-1][np.diff(seq_ptr) > 0]] = True
     out = []
@@ -31,12 +32,18 @@ def _entries(tok_ptr, attr, val, seq_ptr, skip_first):
         if skip_first and first[t]:
             continue
         for e in range(tok_ptr[t], tok_ptr[t + 1]):
-            out.append((t, int(attr[e]), float(val[e])))
+            if nfeat[attr[e]] > 0:
+                out.append((t, int(attr[e]), float(val[e])))
     return sorted(out)
 
 
-def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
+def _plan_entries(plan, occ, seq_ptr, n_groups, ptr):
     out = []
+    nfeat = np.diff(ptr)
+    # a run's features are its attribute's: the attribute whose features start at k0
+    run_attr = np.searchsorted(ptr, occ.run_feat[:, 0], side="right") - 1
+    assert np.array_equal(ptr[run_attr], occ.run_feat[:, 0])
+    assert np.array_equal(nfeat[run_attr], occ.run_feat[:, 1]) and (occ.run_feat[:, 1] > 0).all()
     nc = plan.chunks.shape[1] - 1
     for b in range(plan.n_blocks):
         T0 = seq_ptr[plan.blocks[b]]
@@ -49,7 +56,7 @@ def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
             # a chunk's runs follow the previous chunk's
             if c:
                 assert g[0] == occ.groups[b * nc + c - 1][-1]
-            attrs = occ.run_attr[g[0] : g[-1]]
+            attrs = run_attr[g[0] : g[-1]]
             assert len(set(attrs.tolist())) == len(attrs), "an attribute has two runs in one chunk"
             # a chunk's tokens are its own sequences' tokens
             c0 = seq_ptr[plan.chunks[b, c]] - T0
@@ -57,14 +64,14 @@ def _plan_entries(plan, occ, seq_ptr, n_groups, nfeat):
             for j in range(n_groups):
                 for r in range(g[j], g[j + 1]):
                     # the same attribute belongs to the same group in every chunk of the block
-                    assert owner.setdefault(int(occ.run_attr[r]), j) == j
+                    assert owner.setdefault(int(run_attr[r]), j) == j
             for r in range(g[0], g[-1]):
                 toks = occ.tok[occ.run_ptr[r] : occ.run_ptr[r + 1]]
                 assert np.all(np.diff(toks) >= 0), "a run's tokens are not in order"
                 assert np.all((toks >= c0) & (toks < c1)), "a run has tokens of another chunk"
                 for o in range(occ.run_ptr[r], occ.run_ptr[r + 1]):
                     v = float(occ.val[o]) if len(occ.val) else 1.0
-                    out.append((int(T0 + occ.tok[o]), int(occ.run_attr[r]), v))
+                    out.append((int(T0 + occ.tok[o]), int(run_attr[r]), v))
         assert first <= last
         # consecutive blocks' runs follow each other
         if b + 1 < plan.n_blocks:
@@ -102,11 +109,11 @@ def test_plan_indexes_every_entry_once(seed, n_seq, chunks, budget, real):
         L = space.n_labels
         longest = int(np.diff(sp).max())  # a block holds at least the longest sequence's worth
         assert ntok <= max(budget // (8 * L * L), longest, 1)
-    assert _plan_entries(plan, plan.state, sp, chunks, np.diff(space.attr_ptr)) == _entries(
-        corpus.tok_ptr, corpus.attr, corpus.val, sp, False
+    assert _plan_entries(plan, plan.state, sp, chunks, space.attr_ptr) == _entries(
+        corpus.tok_ptr, corpus.attr, corpus.val, sp, False, np.diff(space.attr_ptr)
     )
-    assert _plan_entries(plan, plan.bigram, sp, chunks, np.diff(space.battr_ptr)) == _entries(
-        corpus.btok_ptr, corpus.battr, corpus.bval, sp, True
+    assert _plan_entries(plan, plan.bigram, sp, chunks, space.battr_ptr) == _entries(
+        corpus.btok_ptr, corpus.battr, corpus.bval, sp, True, np.diff(space.battr_ptr)
     )
 
 
@@ -223,13 +230,15 @@ def test_plan_indexes_tokens_in_two_bytes_unless_a_block_is_longer(monkeypatch):
     monkeypatch.setattr(reduction, "TOK16_TOKENS", 3)
     monkeypatch.setattr(reduction, "RUN32_ENTRIES", 5)
     wide = reduction.grad_plan(corpus, space, 2, budget=300, edge_budget=300, bigram=True)
-    for a, b, nfeat, skip in (
-        (plan.state, wide.state, np.diff(space.attr_ptr), False),
-        (plan.bigram, wide.bigram, np.diff(space.battr_ptr), True),
+    for a, b, ptr, skip in (
+        (plan.state, wide.state, space.attr_ptr, False),
+        (plan.bigram, wide.bigram, space.battr_ptr, True),
     ):
         assert b.tok.dtype == np.int32 and b.run_ptr.dtype == np.int64
+        assert a.run_feat.dtype == np.int32 and b.run_feat.dtype == np.int64
         assert np.array_equal(a.tok, b.tok) and np.array_equal(a.run_ptr, b.run_ptr)
-        assert _plan_entries(wide, b, sp, 2, nfeat) == _entries(
+        assert np.array_equal(a.run_feat, b.run_feat)
+        assert _plan_entries(wide, b, sp, 2, ptr) == _entries(
             *(
                 (corpus.tok_ptr, corpus.attr, corpus.val)
                 if not skip
@@ -237,6 +246,7 @@ def test_plan_indexes_tokens_in_two_bytes_unless_a_block_is_longer(monkeypatch):
             ),
             sp,
             skip,
+            np.diff(ptr),
         )
 
 

@@ -197,3 +197,31 @@ def test_warm_max_iterations_caps_only_warm_candidates(corpus):
     first = s.path_[0]
     assert r["warm_from"][first] == -1 and r["iterations"][first] > 2 * 3
     assert all(r["iterations"][i] <= 2 * 3 for i in s.path_[1:])
+
+
+def test_folds_in_worker_processes_give_the_same_search(corpus, tmp_path):
+    """n_jobs=2: a candidate's folds train at once in two spawned processes; the same candidates,
+    iterations, objectives and scores as one process (threads=1 both ways: the same runs), the same
+    best model, and the resume file written as before."""
+    X, Y = corpus
+    one = _search(True).fit(X, Y)
+    state = tmp_path / "s.jsonl"
+    two = _search(True, state=state, n_jobs=2).fit(X, Y)
+    for key in ("iterations", "warm_from", "mean_test_score", "rank_test_score"):
+        np.testing.assert_array_equal(two.cv_results_[key], one.cv_results_[key])
+    np.testing.assert_allclose(
+        np.array(two.cv_results_["objectives"]), np.array(one.cv_results_["objectives"]), rtol=1e-12
+    )
+    assert two.best_params_ == one.best_params_
+    np.testing.assert_allclose(
+        two.best_estimator_.model_.weights,
+        one.best_estimator_.model_.weights,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    assert state.exists() and (tmp_path / "s.jsonl.best.crfkit").exists()
+    # resumed with n_jobs=2: nothing retrained
+    again = _search(True, state=state, n_jobs=2).fit(X, Y)
+    assert again.cv_results_["resumed"].all()
+    with pytest.raises(ParameterError, match="n_jobs"):
+        _search(True, n_jobs=0).fit(X, Y)

@@ -53,9 +53,11 @@ class Occurrences:
     run_ptr: (
         np.ndarray
     )  # (n_runs + 1,) int32 (int64 from 2^31 entries): run r covers tok[run_ptr[r]:run_ptr[r + 1]]
-    run_attr: (
+    run_feat: (
         np.ndarray
-    )  # (n_runs,) int32: the attribute of run r (one run per attribute, block and chunk)
+    )  # (n_runs, 2) int32 (int64 from 2^31 features): the first feature of run r's attribute and
+    #    its number of features (one run per attribute, block and chunk; attributes without
+    #    features have no entries), so the kernels need no look-up in the attribute table
     tok: (
         np.ndarray
     )  # (nnz,) uint16 (int32 when a block, i.e. a sequence, has more than 65,536 tokens):
@@ -68,10 +70,10 @@ class Occurrences:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.run_ptr, self.run_attr, self.tok, self.val, self.groups))
+        return sum(a.nbytes for a in (self.run_ptr, self.run_feat, self.tok, self.val, self.groups))
 
     def arrays(self) -> tuple:
-        return self.run_ptr, self.run_attr, self.tok, self.val, self.groups
+        return self.run_ptr, self.run_feat, self.tok, self.val, self.groups
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def _occurrences(
     seq_ptr: np.ndarray,
     blocks: np.ndarray,
     chunks: np.ndarray,
-    nfeat: np.ndarray,
+    ptr: np.ndarray,
     groups: int,
     skip_first: bool,
     tok_dtype=np.int32,
@@ -144,8 +146,10 @@ def _occurrences(
     every chunk of the block (and adds their counts chunk after chunk: in token order)."""
     n_blocks = len(blocks) - 1
     nc = chunks.shape[1] - 1
+    nfeat = np.diff(ptr)
     binary = len(val) == 0 or bool(np.all(val == 1.0))  # (empty: all ones, Corpus.raw_val)
-    toks, vals, run_ptr, run_attr = [], [], [np.zeros(1, np.int64)], []
+    toks, vals, run_ptr, run_feat = [], [], [np.zeros(1, np.int64)], []
+    feat_dtype = np.int32 if (ptr[-1] if len(ptr) else 0) < RUN32_ENTRIES else np.int64
     gcuts = np.zeros((n_blocks * nc, groups + 1), np.int64)
     n_attr = int(attr.max()) + 1 if len(attr) else 1
     pos = 0
@@ -160,6 +164,11 @@ def _occurrences(
             first = np.zeros(t1 - t0, bool)
             first[seq_ptr[blocks[b] : blocks[b + 1]] - t0] = True
             keep = ~first[t]
+            a, t = a[keep], t[keep]
+            if v is not None:
+                v = v[keep]
+        if len(a) and not nfeat[a].all():  # an attribute without features adds nothing
+            keep = nfeat[a] > 0
             a, t = a[keep], t[keep]
             if v is not None:
                 v = v[keep]
@@ -189,7 +198,7 @@ def _occurrences(
             hi = np.searchsorted(rc, np.arange(nc), side="right")
             for c in range(nc):
                 gcuts[b * nc + c] = n_runs + lo[c] + np.searchsorted(ra[lo[c] : hi[c]], thresholds)
-            run_attr.append(ra.astype(np.int32))
+            run_feat.append(np.stack((ptr[ra], nfeat[ra]), axis=1).astype(feat_dtype))
             run_ptr.append(pos + ends.astype(np.int64))
             n_runs += len(ra)
             pos += len(a)
@@ -198,7 +207,11 @@ def _occurrences(
     cat = lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt)  # noqa: E731
     return Occurrences(
         run_ptr=cat(run_ptr, np.int32 if pos < RUN32_ENTRIES else np.int64),
-        run_attr=cat(run_attr, np.int32),
+        run_feat=(
+            np.concatenate(run_feat).astype(feat_dtype, copy=False)
+            if run_feat
+            else np.zeros((0, 2), feat_dtype)
+        ),
         tok=cat(toks, tok_dtype),
         val=cat(vals, np.float64) if not binary else np.zeros(0),
         groups=gcuts,
@@ -250,7 +263,7 @@ def grad_plan(
         seq_ptr,
         blocks,
         chunks,
-        np.diff(space.attr_ptr),
+        space.attr_ptr,
         nc,
         skip_first=False,
         tok_dtype=tok_dtype,
@@ -264,7 +277,7 @@ def grad_plan(
             seq_ptr,
             blocks,
             chunks,
-            np.diff(space.battr_ptr),
+            space.battr_ptr,
             nc,
             skip_first=True,
             tok_dtype=tok_dtype,

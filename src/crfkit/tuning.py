@@ -227,6 +227,11 @@ class CRFSearchCV:
         The resume file (see the module docstring).
     progress : bool, optional
         A progress bar over candidates and folds on standard error (None: on a terminal only).
+    n_jobs : int, default 1
+        Train a candidate's folds in this many worker processes at once (at most one per fold;
+        each fold's encoded data is handed to the workers once, through a temporary file, and the
+        threads are shared out between them).  The results are those of ``n_jobs=1`` (the same
+        runs, to the last bits of the transition weights' sums, which the thread count may move).
 
     Attributes after ``fit``: ``cv_results_`` (``params``, ``mean_test_score``,
     ``std_test_score``, ``split<k>_test_score``, ``rank_test_score``, ``mean_fit_time``,
@@ -251,6 +256,7 @@ class CRFSearchCV:
         progress=None,
         log=None,
         warm_max_iterations=None,
+        n_jobs: int = 1,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -265,6 +271,7 @@ class CRFSearchCV:
         self.progress = progress
         self.log = log
         self.warm_max_iterations = warm_max_iterations
+        self.n_jobs = n_jobs
 
     # ---------------------------------------------------------------- pieces
     def _splits(self, n: int, X, y) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -436,6 +443,9 @@ class CRFSearchCV:
         best_i = max(done, key=lambda i: (done[i]["mean"], -i)) if done else None
         self._fold_data = []
         best_model = (None, None)
+        pool = None
+        if int(self.n_jobs) < 1:
+            raise ParameterError(f"n_jobs must be at least 1, got {self.n_jobs}")
         try:
             # each split's training part encoded once (only the first when every candidate has
             # finished: the refit starts from its model)
@@ -448,6 +458,12 @@ class CRFSearchCV:
                 else:
                     Xv, Yv = [X[k] for k in te], [Y[k] for k in te]
                 self._fold_data.append((space, corpus, Xv, Yv, time.perf_counter() - t0))
+            if int(self.n_jobs) > 1 and len(self._fold_data) > 1 and len(done) < len(cands):
+                pool = _FoldPool(
+                    [(fd[0], fd[1]) for fd in self._fold_data],
+                    min(int(self.n_jobs), len(self._fold_data)),
+                    cfg_kw.get("threads"),
+                )
             for i in order:
                 if i in done:
                     continue
@@ -464,24 +480,34 @@ class CRFSearchCV:
                     "seq": len(done),
                 }
                 weights = []
-                for j, fd in enumerate(self._fold_data):
-                    space, corpus, Xv, Yv, _ = fd
-                    reg = regularization(corpus.total_weight, c1=p["c1"], c2=p["c2"])
-                    w0 = None
-                    if parent[i] >= 0:
-                        idx, val = done[parent[i]]["weights"][j]
-                        w0 = np.zeros(space.n_features)
-                        w0[idx] = val
+                kw = dict(cfg_kw, meta=dict(meta))
+                if parent[i] >= 0 and self.warm_max_iterations is not None:
+                    kw["max_iterations"] = int(self.warm_max_iterations)
+                starts = [
+                    done[parent[i]]["weights"][j] if parent[i] >= 0 else None
+                    for j in range(len(self._fold_data))
+                ]
+                if pool is not None:
+                    # every fold of the candidate at once, in the worker processes
                     bar.set_postfix(
                         f"candidate {rec['seq'] + 1}/{len(cands)} {_show(p)} "
-                        f"fold {j + 1}/{len(splits)}"
+                        f"{len(splits)} folds in {pool.n_workers} processes"
                     )
-                    kw = dict(cfg_kw, meta=dict(meta))
-                    if w0 is not None and self.warm_max_iterations is not None:
-                        kw["max_iterations"] = int(self.warm_max_iterations)
-                    t0 = time.perf_counter()
-                    res = self._train_fold(train_corpus, space, corpus, reg, w0, kw)
-                    secs = time.perf_counter() - t0
+                    pending = pool.submit_all(p["c1"], p["c2"], starts, kw)
+                for j, fd in enumerate(self._fold_data):
+                    space, corpus, Xv, Yv, _ = fd
+                    if pool is not None:
+                        res, secs = pool.result(pending[j], space)
+                    else:
+                        reg = regularization(corpus.total_weight, c1=p["c1"], c2=p["c2"])
+                        w0 = _dense(starts[j], space.n_features)
+                        bar.set_postfix(
+                            f"candidate {rec['seq'] + 1}/{len(cands)} {_show(p)} "
+                            f"fold {j + 1}/{len(splits)}"
+                        )
+                        t0 = time.perf_counter()
+                        res = self._train_fold(train_corpus, space, corpus, reg, w0, dict(kw))
+                        secs = time.perf_counter() - t0
                     if res.status == "interrupted":
                         raise KeyboardInterrupt
                     est = self._fitted(p, res, corpus.total_weight)
@@ -516,6 +542,8 @@ class CRFSearchCV:
                         first_model.save(os.fspath(self.state) + ".best.crfkit")
         finally:
             bar.close()
+            if pool is not None:
+                pool.close()
         self._results(cands, done, resumed, order, parent, len(splits))
         bp = {**base, **cands[self.best_index_]}
         t0 = time.perf_counter()
@@ -608,6 +636,85 @@ class CRFSearchCV:
         return float(self.scoring(est, X, y) if self.scoring is not None else est.score(X, y))
 
 
+def _dense(start, n: int):
+    """A candidate's starting weights from their non-zero (index, value) pairs, or None."""
+    if start is None:
+        return None
+    w = np.zeros(n)
+    w[start[0]] = start[1]
+    return w
+
+
+# ------------------------------------------------------------------ worker processes (n_jobs > 1)
+_WORKER_FOLDS: dict = {}
+
+
+def _fold_train(path: str, c1, c2, start, kw: dict):
+    """In a worker: train one candidate on the fold pickled at ``path`` (loaded once per worker);
+    returns the result without its model (the parent has the fold's feature space) and the
+    weights."""
+    import dataclasses
+    import pickle
+
+    from .objective import regularization
+    from .training.driver import train_corpus
+
+    if path not in _WORKER_FOLDS:
+        with open(path, "rb") as f:
+            _WORKER_FOLDS[path] = pickle.load(f)
+    space, corpus = _WORKER_FOLDS[path]
+    reg = regularization(corpus.total_weight, c1=c1, c2=c2)
+    t0 = time.perf_counter()
+    res = train_corpus(space, corpus, reg=reg, w0=_dense(start, space.n_features), **kw)
+    secs = time.perf_counter() - t0
+    return dataclasses.replace(res, model=None), res.model.weights, res.model.meta, secs
+
+
+class _FoldPool:
+    """Worker processes (spawned: no fork of a process whose OpenMP threads are running) that
+    train a candidate's folds at once; each fold's encoded data goes to a temporary file once."""
+
+    def __init__(self, folds, n_workers: int, threads):
+        import multiprocessing
+        import pickle
+        import tempfile
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .parallel import default_threads
+
+        self.n_workers = n_workers
+        self._dir = tempfile.TemporaryDirectory(prefix="crfkit-tune-")
+        self.paths = []
+        for j, fold in enumerate(folds):
+            path = os.path.join(self._dir.name, f"fold{j}.pickle")
+            with open(path, "wb") as f:
+                pickle.dump(fold, f, protocol=pickle.HIGHEST_PROTOCOL)
+            self.paths.append(path)
+        self.threads = max(1, int(threads or default_threads()) // n_workers)
+        self._ex = ProcessPoolExecutor(
+            max_workers=n_workers, mp_context=multiprocessing.get_context("spawn")
+        )
+
+    def submit_all(self, c1, c2, starts, kw: dict) -> list:
+        kw = dict(kw, threads=self.threads)
+        return [
+            self._ex.submit(_fold_train, path, c1, c2, start, kw)
+            for path, start in zip(self.paths, starts)
+        ]
+
+    def result(self, future, space):
+        import dataclasses
+
+        from .model import CRFModel
+
+        res, weights, meta, secs = future.result()
+        return dataclasses.replace(res, model=CRFModel(space, weights, meta=meta)), secs
+
+    def close(self) -> None:
+        self._ex.shutdown(wait=True, cancel_futures=True)
+        self._dir.cleanup()
+
+
 def tune(
     X,
     y,
@@ -621,12 +728,14 @@ def tune(
     state=None,
     progress=None,
     warm_start: bool = True,
+    n_jobs: int = 1,
     **crf_params,
 ) -> CRFSearchCV:
     """Search a grid of ``c1`` x ``c2`` (lists; an omitted one keeps the estimator's value) for a
     :class:`crfkit.CRF` made with ``crf_params``, along a warm-started regularisation path
     (:class:`CRFSearchCV`); ``cv`` folds, or the development set ``X_dev`` / ``y_dev``.  Returns
-    the fitted search (``best_params_``, ``best_estimator_``, ``cv_results_``)."""
+    the fitted search (``best_params_``, ``best_estimator_``, ``cv_results_``); ``n_jobs``: folds
+    trained at once in worker processes."""
     from .estimator import CRF
 
     grid = {}
@@ -644,5 +753,6 @@ def tune(
         state=state,
         progress=progress,
         warm_start=warm_start,
+        n_jobs=n_jobs,
     )
     return search.fit(X, y, X_dev=X_dev, y_dev=y_dev)

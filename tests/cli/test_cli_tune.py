@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from crfkit import cli
 from crfkit.datasets import synthetic
 from crfkit.model import CRFModel
@@ -72,3 +74,22 @@ def test_tune_command_errors(tmp_path, capsys):
     assert "--c1 GRID" in capsys.readouterr().err
     assert cli.main(base + ["--c2", "1", "-a", "nope"]) == 2
     assert "unknown algorithm" in capsys.readouterr().err
+
+
+def test_tune_jobs_gives_the_same_table(tmp_path, capsys):
+    """``--jobs 2``: the folds in two processes, the same best settings and scores as one."""
+    synthetic.write(tmp_path / "train.txt", 40, seed=5)
+    assert _run(tmp_path, "--state", str(tmp_path / "a.jsonl")) == 0
+    one = capsys.readouterr().out.splitlines()
+    assert _run(tmp_path, "--state", str(tmp_path / "b.jsonl"), "--jobs", "2") == 0
+    two = capsys.readouterr().out.splitlines()
+    assert two[5] == one[5]  # best: c1=... c2=... score
+
+    # the candidates' settings, scores and iterations (not the seconds, column 7)
+    def cols(rows):
+        return [r.split()[:6] + r.split()[7:] for r in rows[1:5]]
+
+    assert cols(two) == cols(one)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["tune", str(tmp_path / "train.txt"), "-m", "x", "--c1", "1", "-j", "0"])
+    assert e.value.code == 2 and "--jobs" in capsys.readouterr().err

@@ -126,6 +126,7 @@ def cmd_tune(args) -> int:
         progress=None if not args.quiet else False,
         log=log,
         warm_max_iterations=args.warm_max_iterations,
+        n_jobs=args.jobs,
     )
     log(
         f"tune: {len(X)} sequences, "
@@ -214,6 +215,14 @@ def add_parser(sub) -> None:
     t.add_argument("--min-freq", type=nonneg_float, metavar="F")
     t.add_argument("--all-transitions", action="store_true", help="every label pair a feature")
     t.add_argument("--threads", type=nonneg_int, metavar="N")
+    t.add_argument(
+        "-j",
+        "--jobs",
+        type=pos_int,
+        default=1,
+        metavar="N",
+        help="train a candidate's folds in N processes at once (the threads are shared out)",
+    )
     t.add_argument("--fold-seed", type=nonneg_int, default=0, metavar="S")
     t.add_argument("--state", metavar="FILE", help="resume file (default MODEL.tune.jsonl)")
     t.add_argument("--cold", action="store_true", help="no warm starts: every candidate from zero")

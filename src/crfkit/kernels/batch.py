@@ -4,13 +4,15 @@ Corpora with bigram-observation attributes (position-dependent transition
 scores, see ``chain_pd.bigram_transitions``) go through the ``*_bigram``
 kernels of :mod:`crfkit.kernels.batch_bigram` and :mod:`crfkit.kernels.batch_bigram_fb`
 (re-exported here); the others are untouched by them.
-What both kinds share (chunking, sample weights, the block gradient's scatter) is in
-:mod:`crfkit.kernels.batch_common`; the exp-domain forward-backward of ``loss_grad`` is
-:func:`crfkit.kernels.chain.forward_backward_exp`.
+What both kinds share (chunking, sample weights, the emissions built from the occurrence index, the
+block gradient's scatter) is in :mod:`crfkit.kernels.batch_common`; the exp-domain forward-backward
+of ``loss_grad`` is :func:`crfkit.kernels.chain.forward_backward_vec` (explicit vector code on label
+rows padded to a multiple of 8, :mod:`crfkit.kernels.simd`).
 
 Work is split over sequences into chunks (see ``chunk_bounds``) that run on
 numba's thread pool.  The full-batch gradient (``loss_grad``, ``loss_grad_bigram``) goes block by
-block (``crfkit.reduction``): the chunks of a block write its marginals into a small store, then
+block (``crfkit.reduction``): the chunks of a block build their tokens' emission scores in a small
+store (run by run from the occurrence index), run forward-backward and leave the marginals there, then
 the threads, each owning a group of attributes, add the expected counts into the one output
 vector through an occurrence index.  No thread holds a copy of the gradient, so the memory of a
 gradient evaluation follows the corpus, not the candidate space.
@@ -56,7 +58,7 @@ from .chain import (
     log_partition,
 )
 from .chain_emit import add_scores, emissions, emissions_rows, full_rows, transition_matrix
-from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, row_sum
+from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, exp_shift_into, row_sum
 from .chain_pd import (
     bigram_transitions,
     compact_bigram,
@@ -158,6 +160,7 @@ def _fb_chunk(
     expw,
     use_exp,
     row,
+    rowk,
     Wd,
     expWd,
     trans,
@@ -183,7 +186,7 @@ def _fb_chunk(
     exp path's, before the factor expM).
 
     The emission scores are built first, into the chunk's rows of the store, run by run from the
-    occurrence index (``occ`` = (run_ptr, run_attr, tok, val); ``runs`` = (first, end) run of the
+    occurrence index (``occ`` = (run_ptr, run_feat, tok, val); ``runs`` = (first, end) run of the
     chunk; :func:`emit_runs`): in the exp domain (products of ``expw``/``expWd``) with ``use_exp``,
     else as sums.  Each sequence's recursion then reads its rows and leaves its marginals in them.
 
@@ -205,38 +208,25 @@ def _fb_chunk(
             node[r, l] = init
         for l in range(L, lp):
             node[r, l] = 0.0
-    run_ptr, run_attr, otok, oval = occ
+    run_ptr, run_feat, otok, oval = occ
     if use_exp:
         emit_runs(
             runs[0],
             runs[1],
             run_ptr,
-            run_attr,
+            run_feat,
             otok,
             oval,
-            attr_ptr,
             feat_label,
             expw,
-            row,
+            rowk,
             expWd,
             True,
             node,
         )
     else:
         emit_runs(
-            runs[0],
-            runs[1],
-            run_ptr,
-            run_attr,
-            otok,
-            oval,
-            attr_ptr,
-            feat_label,
-            w,
-            row,
-            Wd,
-            False,
-            node,
+            runs[0], runs[1], run_ptr, run_feat, otok, oval, feat_label, w, rowk, Wd, False, node
         )
     # the exp path's work rows are padded like the store; the robust path's are L wide
     alpha = np.zeros((maxT, lp))
@@ -359,8 +349,8 @@ def loss_grad(
     ``gscale * X^T pm`` to ``g_out`` (its empirical counts and L2 term are
     already in, from ``emp`` and ``w``).
     """
-    blocks, chunks, run_ptr, run_attr, otok, oval, groups = plan
-    occ = (run_ptr, run_attr, otok, oval)
+    blocks, chunks, run_ptr, run_feat, otok, oval, groups = plan
+    occ = (run_ptr, run_feat, otok, oval)
     trans = transition_matrix(w, 1.0, n_state, trans_index)
     L = trans.shape[0]
     lp = padded_labels(L)
@@ -373,9 +363,17 @@ def loss_grad(
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
+    # the dense row of the attribute whose features start at k (emit_runs), -1 elsewhere
+    rowk = np.full(n_state, -1, np.int32)
+    for d in range(R):
+        rowk[attr_ptr[dense_attr[d]]] = d
     if exp_ok:
-        expw = np.exp(w[:n_state])
-        expWd = np.exp(Wd)
+        # the vectorisable exp (within an ulp of libm's; 452,755 weights: libm's one call each took
+        # a few ms of the evaluation's serial part)
+        expw = np.empty(n_state)
+        exp_shift_into(w[:n_state], 0.0, expw)
+        expWd = np.empty((R, L))
+        exp_shift_into(Wd.ravel(), 0.0, expWd.ravel())
     else:
         expw = np.empty(0)
         expWd = np.empty((0, L))
@@ -402,6 +400,7 @@ def loss_grad(
                 expw,
                 exp_ok,
                 row,
+                rowk,
                 Wd,
                 expWd,
                 trans,
@@ -422,19 +421,7 @@ def loss_grad(
             )
         for j in prange(ng):
             scatter_group(
-                groups,
-                b,
-                nc,
-                j,
-                run_ptr,
-                run_attr,
-                otok,
-                oval,
-                attr_ptr,
-                feat_label,
-                node,
-                g_out,
-                0,
+                groups, b, nc, j, run_ptr, run_feat, otok, oval, feat_label, node, g_out, 0
             )
     for i in range(L):
         for j in range(L):

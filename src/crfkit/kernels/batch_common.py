@@ -113,11 +113,11 @@ def hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, W
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
+def scatter_runs(r0, r1, run_ptr, run_feat, tok, val, col, store, g, off):
     """The attribute-partitioned reduction: for the runs r0..r1-1 of an occurrence index
     (:mod:`crfkit.reduction`), ``g[off + k] += store[t, col[k]] * value`` for every occurrence
-    (t, value) of the run's attribute ``a`` and every feature ``k`` of ``a``
-    (``ptr[a]:ptr[a + 1]``).  ``val`` empty: every value is 1.  ``col`` empty (implicit label pairs,
+    (t, value) of the run's attribute and every feature ``k`` of it (``k0 .. k0 + nk``,
+    ``run_feat[r]``).  ``val`` empty: every value is 1.  ``col`` empty (implicit label pairs,
     kernels.chain): every attribute's features are the W columns in order."""
     has_val = val.shape[0] > 0
     W = store.shape[1]
@@ -128,9 +128,8 @@ def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
     rows_ok = W % 8 == 0 and col.shape[0] > 0
     buf = np.empty(W if rows_ok else 0)
     for r in range(r0, r1):
-        a = run_attr[r]
-        k0 = ptr[a]
-        k1 = ptr[a + 1]
+        k0 = run_feat[r, 0]
+        k1 = k0 + run_feat[r, 1]
         if k1 == k0:
             continue
         if rows_ok and 4 * (k1 - k0) >= W and k1 - k0 >= 4:
@@ -173,23 +172,25 @@ def scatter_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def scatter_group(groups, b, nc, j, run_ptr, run_attr, tok, val, ptr, col, store, g, off):
+def scatter_group(groups, b, nc, j, run_ptr, run_feat, tok, val, col, store, g, off):
     """:func:`scatter_runs` over group ``j`` of block ``b`` in each of its ``nc`` chunks, chunk
     after chunk (``groups``: :class:`crfkit.reduction.Occurrences` ``groups``, row ``b * nc + c``):
     every weight's counts are added in token order, however many chunks the block has."""
     for c in range(nc):
         q = b * nc + c
         scatter_runs(
-            groups[q, j], groups[q, j + 1], run_ptr, run_attr, tok, val, ptr, col, store, g, off
+            groups[q, j], groups[q, j + 1], run_ptr, run_feat, tok, val, col, store, g, off
         )
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def emit_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, w, row, Wd, use_exp, out):
+def emit_runs(r0, r1, run_ptr, run_feat, tok, val, col, w, rowk, Wd, use_exp, out):
     """The emission scores of a chunk's tokens built run by run from the occurrence index
-    (:mod:`crfkit.reduction`): for each run r0..r1-1 (one attribute ``a``, its tokens ``t`` in
-    order), ``out[t, col[k]] += w[k] * value`` for every feature ``k`` of ``a`` (``ptr[a]:ptr[a +
-    1]``), or ``out[t, l] += Wd[row[a], l] * value`` when ``a`` has a dense row.  ``use_exp``
+    (:mod:`crfkit.reduction`): for each run r0..r1-1 (one attribute, its tokens ``t`` in order,
+    its features ``k0 .. k0 + nk`` from ``run_feat[r]``), ``out[t, col[k]] += w[k] * value`` for
+    every feature ``k``, or ``out[t, l] += Wd[d, l] * value`` when the attribute has a dense row
+    ``d = rowk[k0]`` (``rowk``: the dense row of the attribute whose features start at k0, else
+    -1).  ``use_exp``
     (binary attributes): products ``out[t, col[k]] *= w[k]`` of exponentiated weights instead (``w``
     = exp(w), ``Wd`` = exp(dense rows)).  The caller sets the rows to 0 (1 for products) first.
 
@@ -200,10 +201,13 @@ def emit_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, w, row, Wd, use_exp
     L = Wd.shape[1]
     has_val = val.shape[0] > 0
     for r in range(r0, r1):
-        a = run_attr[r]
-        d = row[a]
+        k0 = run_feat[r, 0]
+        nk = run_feat[r, 1]
         o0 = run_ptr[r]
         o1 = run_ptr[r + 1]
+        # only an attribute with features for a quarter of the labels may have a dense row
+        # (dense_rows): the others need no look-up at all
+        d = rowk[k0] if nk >= 4 and 4 * nk >= L else -1
         if d >= 0:
             wd = Wd[d]
             for o in range(o0, o1):
@@ -219,8 +223,7 @@ def emit_runs(r0, r1, run_ptr, run_attr, tok, val, ptr, col, w, row, Wd, use_exp
                     for l in range(L):
                         ot[l] += wd[l]
             continue
-        k0 = ptr[a]
-        k1 = ptr[a + 1]
+        k1 = k0 + nk
         for o in range(o0, o1):
             t = tok[o]
             if use_exp:
