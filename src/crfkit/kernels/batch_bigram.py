@@ -35,6 +35,7 @@ from .batch_common import (
 from .chain_emit import add_scores, emissions, full_rows, transition_matrix
 from .chain_exp import FAST
 from .chain_pd import (
+    bigram_bases,
     bigram_transitions,
     compact_bigram,
     pd_edge,
@@ -156,6 +157,9 @@ def loss_grad_bigram(
     tmax = trans.max()
     expM0 = np.exp(trans - tmax)
     tr_pair, tr_s, tr_e = nonzero_transitions(trans)
+    # the standard recursion starts each position from a base matrix (chain_pd.bigram_bases: trans
+    # plus the row of a heavy attribute, exponentiated once per call)
+    bases = bigram_bases(wz, boff, zptr, zpair, trans)
     R = dense_attr.shape[0]
     Wd = np.empty((R, L))
     fill_dense(w, attr_ptr, feat_label, dense_attr, 0.0, Wd)
@@ -251,6 +255,7 @@ def loss_grad_bigram(
                     bfeat_pair,
                     gfull,
                     gbin,
+                    bases,
                 )
         for j in prange(ng):
             scatter_group(

@@ -16,12 +16,15 @@ from .batch_common import (
     zero_rows,
 )
 from .chain_emit import add_scores
-from .chain_exp import FAST
+from .chain_exp import FAST, MAX_SCALED_TRANSITION_RANGE, back_step
 from .chain_pd import (
+    based_transitions,
+    based_work,
     bigram_transitions,
     pd_edge,
     pd_forward_backward,
     pd_node,
+    pd_scaled_forward,
 )
 from .chain_sparse import sparse_forward_backward
 from .sparse_fb import pair_capacity, pair_scores_ok, sequence_pairs
@@ -100,6 +103,119 @@ def _dense_bigram_sequence(
     logz = bigram_sequence_marginals(
         t0, T, r0, M, tmx, rng, expM, score, es, alpha, beta, scale, ws, edge, node, E, pm, keep
     )
+    if gd.shape[0] > 0:
+        _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
+    return logz
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _based_bigram_sequence(
+    btok_ptr,
+    battr,
+    bval,
+    t0,
+    T,
+    r0,
+    battr_ptr,
+    bfeat_pair,
+    w,
+    boff,
+    trans,
+    M,
+    tmx,
+    expM0,
+    tmax,
+    expM,
+    score,
+    es,
+    alpha,
+    beta,
+    scale,
+    tmp,
+    v,
+    ws,
+    edge,
+    node,
+    E,
+    pm,
+    keep,
+    gd,
+    gptr,
+    gcol,
+    gfull,
+    gbin,
+    bases,
+    work,
+):
+    """:func:`_dense_bigram_sequence` with the transition exponentials from the base matrices
+    (:func:`~crfkit.kernels.chain_pd.based_transitions`; M[t] not built): the scaled recursion, the
+    edge marginals weighted and summed into E in one pass.  The same outputs to rounding; a sequence
+    out of the bases' reach (too many listed pairs at a position, a range over
+    MAX_SCALED_TRANSITION_RANGE or a scale failure) takes :func:`_dense_bigram_sequence`."""
+    L = score.shape[1]
+    rng = based_transitions(
+        btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, bases, expM, tmx, work
+    )
+    logz = np.nan
+    if rng <= MAX_SCALED_TRANSITION_RANGE:
+        logz = pd_scaled_forward(score, T, M, tmx, expM, es, alpha, scale)
+    if not np.isfinite(logz):
+        return _dense_bigram_sequence(
+            btok_ptr,
+            battr,
+            bval,
+            t0,
+            T,
+            r0,
+            battr_ptr,
+            bfeat_pair,
+            w,
+            boff,
+            trans,
+            M,
+            tmx,
+            expM0,
+            tmax,
+            expM,
+            score,
+            es,
+            alpha,
+            beta,
+            scale,
+            ws,
+            edge,
+            node,
+            E,
+            pm,
+            keep,
+            gd,
+            gptr,
+            gcol,
+            gfull,
+            gbin,
+        )
+    for j in range(L):
+        beta[T - 1, j] = 1.0
+    for t in range(T - 2, -1, -1):
+        back_step(beta, t, expM[t + 1], es, t + 1, 1.0 / scale[t + 1], tmp)
+    # edge marginals xi[i, j] = alpha[t-1, i] expM[t, i, j] es[t, j] beta[t, j] / scale[t], times
+    # the sequence's weight, written and summed into E in the same pass
+    for t in range(1, T):
+        xi = edge[r0 + t]
+        Et = expM[t]
+        inv = ws / scale[t]
+        for j in range(L):
+            v[j] = es[t, j] * beta[t, j]
+        for i in range(L):
+            a = alpha[t - 1, i] * inv
+            for j in range(L):
+                x = a * Et[i, j] * v[j]
+                xi[i, j] = x
+                E[i, j] += x
+    for t in range(T):
+        for l in range(L):
+            alpha[t, l] *= beta[t, l]
+    _store_nodes(alpha, T, r0, t0, ws, node, pm, keep)
     if gd.shape[0] > 0:
         _scatter_sequence(btok_ptr, battr, bval, t0, T, r0, edge, gptr, gcol, gfull, gbin, gd, boff)
     return logz
@@ -268,6 +384,7 @@ def fb_chunk_bigram(
     gcol,
     gfull,
     gbin,
+    bases,
 ):
     """``_fb_chunk`` for a corpus with bigram attributes: sum of log Z over sequences s0..s1-1, node
     marginals into the block store ``node`` (and ``pm``), edge marginals of (t-1, t) into the block
@@ -275,7 +392,8 @@ def fb_chunk_bigram(
     ``sw``: the sequences' scales (empty: all 1), by which log Z and the marginals are multiplied.
     ``gd`` non-empty: the gradient, into which each sequence's bigram part is added at once
     (:func:`_scatter_sequence` with ``gptr``, ``gcol``, ``gfull``, ``gbin``) instead of by the
-    reduction."""
+    reduction.  ``bases``: :func:`~crfkit.kernels.chain_pd.bigram_bases` of the same weights (each
+    sequence by :func:`_based_bigram_sequence`)."""
     L = trans.shape[0]
     maxT = max_len(seq_ptr, s0, s1)
     if maxT == 0:
@@ -288,6 +406,9 @@ def fb_chunk_bigram(
     M = np.empty((maxT, L, L))
     expM = np.empty((maxT, L, L))
     tmx = np.empty(maxT)
+    tmp = np.empty(L)
+    v = np.empty(L)
+    work = based_work(L)
     total = 0.0
     keep = pm.shape[0] > 0
     for s in range(s0, s1):
@@ -296,7 +417,7 @@ def fb_chunk_bigram(
             continue
         hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score)
         add_scores(xs, t0, T, score)
-        total += ws * _dense_bigram_sequence(
+        total += ws * _based_bigram_sequence(
             btok_ptr,
             battr,
             bval,
@@ -318,6 +439,8 @@ def fb_chunk_bigram(
             alpha,
             beta,
             scale,
+            tmp,
+            v,
             ws,
             edge,
             node,
@@ -329,6 +452,8 @@ def fb_chunk_bigram(
             gcol,
             gfull,
             gbin,
+            bases,
+            work,
         )
     return total
 

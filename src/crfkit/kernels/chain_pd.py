@@ -145,6 +145,173 @@ def bigram_transitions(
     return rng
 
 
+# Base matrices.  After L1 a few bigram attributes (NETtalk: the letter itself, x[0]) keep hundreds
+# of non-zero label pairs and occur at most tokens, so that most positions touched 300-1300 of the
+# 2601 pairs at 3-grm and :func:`bigram_transitions` rebuilt, scanned and exponentiated every M[t]
+# (60-70% of a gradient evaluation).  :func:`bigram_bases` builds, once per evaluation, the matrix
+# ``trans + W_b``, its extremes and its shifted exponentials for each such heavy attribute ``b``;
+# :func:`based_transitions` then starts position t from the base of its heaviest attribute and lists
+# only the pairs its other attributes touch (a few), so that a position costs one scaled copy of the
+# base's exponentials and a handful of exponentials, with no M[t] written.
+
+# bases at most (the heaviest attributes first): 512 x 2 x L^2 doubles, 21 MB at L = 51
+MAX_BASES = 512
+
+
+@njit(**_NOPY)
+def bigram_bases(w, boff, battr_ptr, bfeat_pair, trans):
+    """The base matrices of :func:`based_transitions` for weights ``w`` (bigram rows as in
+    :func:`bigram_transitions`, usually the compact ones): ``(hid, bM, bE, bmax, bmin)`` with
+    ``bM[0] = trans`` and, for each heavy bigram attribute ``b`` (at least ``max(2, L^2 // 64)``
+    non-zero weights; the :data:`MAX_BASES` - 1 heaviest, ties to the lower index), ``hid[b] = h > 0``
+    and ``bM[h] = trans + W_b`` (flat, L^2), its maximum ``bmax[h]`` and minimum ``bmin[h]`` and
+    ``bE[h] = exp(bM[h] - bmax[h])``; ``hid[b] = 0`` for the others."""
+    L = trans.shape[0]
+    LL = L * L
+    nb = battr_ptr.shape[0] - 1
+    ident = row_pairs(bfeat_pair, LL)
+    heavy_min = max(2, LL // 64)
+    nnz = np.zeros(nb, np.int64)
+    cand = 0
+    for b in range(nb):
+        wb, _ = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, b)
+        n = 0
+        for q in range(wb.shape[0]):
+            if wb[q] != 0.0:
+                n += 1
+        nnz[b] = n
+        if n >= heavy_min:
+            cand += 1
+    hid = np.zeros(nb, np.int64)
+    if cand > MAX_BASES - 1:
+        # the heaviest MAX_BASES - 1 (a stable sort: ties to the lower index)
+        order = np.argsort(-nnz, kind="mergesort")
+        for r in range(MAX_BASES - 1):
+            hid[order[r]] = 1
+    else:
+        for b in range(nb):
+            if nnz[b] >= heavy_min:
+                hid[b] = 1
+    nh = 1
+    for b in range(nb):
+        if hid[b] > 0:
+            hid[b] = nh
+            nh += 1
+    bM = np.empty((nh, LL))
+    bE = np.empty((nh, LL))
+    bmax = np.empty(nh)
+    bmin = np.empty(nh)
+    for h in range(nh):
+        for i in range(L):
+            for j in range(L):
+                bM[h, i * L + j] = trans[i, j]
+    for b in range(nb):
+        h = hid[b]
+        if h > 0:
+            wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, b)
+            for q in range(wb.shape[0]):
+                x = wb[q]
+                if x != 0.0:
+                    bM[h, pb[q]] += x
+    for h in range(nh):
+        mx = bM[h, 0]
+        mn = mx
+        for q in range(LL):
+            x = bM[h, q]
+            mx = max(mx, x)
+            mn = min(mn, x)
+        bmax[h] = mx
+        bmin[h] = mn
+        exp_shift_into(bM[h], mx, bE[h])
+    return hid, bM, bE, bmax, bmin
+
+
+@njit(**_NOPY)
+def based_transitions(
+    btok_ptr, battr, bval, t0, T, battr_ptr, bfeat_pair, w, boff, bases, expM, tmx, work
+):
+    """expM[t] = exp(M[t] - tmx[t]) (1 <= t < T) from the base matrices ``bases``
+    (:func:`bigram_bases`), M[t] itself not written: position t starts from the base of its heaviest
+    attribute with a base and value 1 (else ``bM[0] = trans``), its other attributes' non-zero
+    weights listed per pair (``work = (slot, pairs, scores, exps)``: ``slot`` L^2 ints, all -1 on
+    entry and on return; the others L^2 long).  ``tmx[t]`` is an upper bound of M[t]'s maximum (the
+    base's and the listed scores'), at least the base's maximum, so ``expM[t] <= 1``.  Returns an
+    upper bound of the largest range of the M[t] (the same extremes, so the scaled recursion is used
+    only where it is safe: the caller checks it against MAX_SCALED_TRANSITION_RANGE), or ``inf``
+    where a position's other attributes touch more than a sixth of the pairs (then the caller builds
+    M with :func:`bigram_transitions`)."""
+    hid, bM, bE, bmax, bmin = bases
+    slot, touched, xb, eb = work
+    LL = bM.shape[1]
+    ident = row_pairs(bfeat_pair, LL)
+    Ef = expM.reshape((expM.shape[0], LL))
+    rng = 0.0
+    for t in range(1, T):
+        e0 = btok_ptr[t0 + t]
+        e1 = btok_ptr[t0 + t + 1]
+        h = 0
+        eh = -1
+        best = 0
+        m = 0
+        for e in range(e0, e1):
+            b = battr[e]
+            nbf = battr_ptr[b + 1] - battr_ptr[b]
+            m += nbf
+            if hid[b] > 0 and bval[e] == 1.0 and nbf > best:
+                best = nbf
+                h = hid[b]
+                eh = e
+        if 6 * (m - best) > LL:
+            return np.inf
+        n = 0
+        for e in range(e0, e1):
+            if e == eh:
+                continue
+            v = bval[e]
+            wb, pb = bigram_row(w, boff, battr_ptr, bfeat_pair, ident, battr[e])
+            for q in range(wb.shape[0]):
+                x = wb[q]
+                if x != 0.0:
+                    p = np.int64(pb[q])
+                    k = slot[p]
+                    if k < 0:
+                        slot[p] = n
+                        touched[n] = p
+                        xb[n] = bM[h, p] + x * v
+                        n += 1
+                    else:
+                        xb[k] += x * v
+        hi = bmax[h]
+        lo = bmin[h]
+        for k in range(n):
+            slot[touched[k]] = -1
+            x = xb[k]
+            hi = max(hi, x)
+            lo = min(lo, x)
+        tmx[t] = hi
+        d = hi - lo
+        if not np.isfinite(d):
+            return np.inf
+        if d > rng:
+            rng = d
+        c = np.exp(bmax[h] - hi)
+        Et = Ef[t]
+        Bh = bE[h]
+        for q in range(LL):
+            Et[q] = Bh[q] * c
+        exp_shift_into(xb[:n], hi, eb[:n])
+        for k in range(n):
+            Et[touched[k]] = eb[k]
+    return rng
+
+
+@njit(**_NOPY)
+def based_work(L):
+    """The scratch of :func:`based_transitions` for L labels."""
+    LL = L * L
+    return np.full(LL, -1, np.int64), np.empty(LL, np.int64), np.empty(LL), np.empty(LL)
+
+
 @njit(**_NOPY)
 def compact_bigram(w, boff, battr_ptr, bfeat_pair, max_share):
     """The bigram-observation features with a non-zero weight, when at most ``max_share`` of them
