@@ -16,11 +16,11 @@ documented in :mod:`crfkit._runtime`.
 
 __version__ = "0.1.0"
 
-# idle OpenMP threads (numba's omp layer) sleep instead of spinning: set before libgomp loads, which
-# is at the first parallel kernel (crfkit._runtime.omp; a user's OMP_WAIT_POLICY is kept)
-from ._runtime.omp import passive_omp_wait as _passive_omp_wait  # noqa: E402
+# idle OpenMP threads (numba's omp layer) spin only briefly before they sleep: set before libgomp
+# loads, which is at the first parallel kernel (crfkit._runtime.omp; a user's setting is kept)
+from ._runtime.omp import short_omp_wait as _short_omp_wait  # noqa: E402
 
-_passive_omp_wait()
+_short_omp_wait()
 
 _EXPORTS = {
     "TrainResult": ("crfkit.train", "TrainResult"),

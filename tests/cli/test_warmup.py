@@ -5,7 +5,6 @@ compilation; ``CRFKIT_THREADS`` sets the default thread count; idle OpenMP threa
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 
@@ -81,19 +80,25 @@ def test_set_threads_default_uses_default_threads(monkeypatch, restore_threads):
     assert parallel.set_threads(0) == 1
 
 
-@pytest.mark.parametrize("preset", [None, "ACTIVE"])
-def test_import_crfkit_makes_idle_openmp_threads_sleep(preset):
+@pytest.mark.parametrize("preset", [None, "OMP_WAIT_POLICY=ACTIVE", "GOMP_SPINCOUNT=77"])
+def test_import_crfkit_makes_idle_openmp_threads_spin_only_briefly(preset):
+    """``import crfkit`` sets a short spin before idle OpenMP threads sleep, unless the user set
+    either variable (kept as given)."""
     env = crfkit_env()
     env.pop("OMP_WAIT_POLICY", None)
     env.pop("GOMP_SPINCOUNT", None)
     if preset:
-        env["OMP_WAIT_POLICY"] = preset
+        k, v = preset.split("=")
+        env[k] = v
+    code = (
+        "import os, crfkit; "
+        "print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ.get('GOMP_SPINCOUNT', '-'))"
+    )
     out = subprocess.run(
-        [sys.executable, "-c", "import os, crfkit; print(os.environ['OMP_WAIT_POLICY'])"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert out == (preset or "PASSIVE")
-    assert os.environ.get("OMP_WAIT_POLICY") in (None, "PASSIVE", preset)
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == {
+        None: ["-", "2000"],
+        "OMP_WAIT_POLICY=ACTIVE": ["ACTIVE", "-"],
+        "GOMP_SPINCOUNT=77": ["-", "77"],
+    }[preset]

@@ -81,7 +81,20 @@ def _standard(name):
             acc = _placed((lp, lp), where, 0.0)
             acc[:] = 0.0
             z = chain.forward_backward_vec(
-                T, L, es_p, m_p, mt_p, tmax, a_p, b_p, scale, tmp, acc, ones
+                T,
+                L,
+                es_p,
+                m_p,
+                mt_p,
+                tmax,
+                a_p,
+                b_p,
+                scale,
+                tmp,
+                acc,
+                ones,
+                _placed((T, lp), where, fill),
+                _placed((T,), where, fill),
             )
             return z, a_p, b_p, scale, acc
         if name == "forward_backward":

@@ -143,7 +143,20 @@ def test_vector_forward_backward_matches_the_scalar_one(L, T, seed):
     ap, bp, sp = np.full((T, lp), np.nan), np.full((T, lp), np.nan), np.empty(T)
     accp = np.zeros((lp, lp))
     z1 = forward_backward_vec(
-        T, L, esp, Mp, Mp.T.copy(), tmax, ap, bp, sp, np.zeros(lp), accp, np.ones(lp)
+        T,
+        L,
+        esp,
+        Mp,
+        Mp.T.copy(),
+        tmax,
+        ap,
+        bp,
+        sp,
+        np.zeros(lp),
+        accp,
+        np.ones(lp),
+        np.full((T, lp), np.nan),
+        np.full(T, np.nan),
     )
     assert abs(z1 - z0) <= 1e-12 * max(1.0, abs(z0))
     np.testing.assert_allclose(ap[:, :L] * bp[:, :L], alpha * beta, rtol=1e-11, atol=1e-14)

@@ -233,6 +233,8 @@ def _fb_chunk(
     beta = np.zeros((maxT, lp))
     tmp = np.zeros(lp)
     ones = np.ones(lp)
+    tm = np.zeros((maxT, lp))
+    colbuf = np.empty(maxT)
     scale = np.empty(maxT)
     score = np.empty((maxT, L))
     es = np.empty((maxT, L))
@@ -267,7 +269,20 @@ def _fb_chunk(
             # NaN comes only from the forward pass, before anything was added
             # to acc, so the robust path below can simply take over.
             logz = forward_backward_vec(
-                T, L, node[r0 : r0 + T], expM, expMT, tmax, alpha, beta, scale, tmp, A, ones
+                T,
+                L,
+                node[r0 : r0 + T],
+                expM,
+                expMT,
+                tmax,
+                alpha,
+                beta,
+                scale,
+                tmp,
+                A,
+                ones,
+                tm,
+                colbuf,
             )
             if np.isfinite(logz):
                 for t in range(T):

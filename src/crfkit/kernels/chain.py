@@ -81,7 +81,7 @@ from .chain_pd import (
     row_pairs,
 )
 from .chain_viterbi import pd_viterbi, tag_codes, tag_codes_seqs, viterbi, viterbi_m
-from .simd import gemv, gemvt, rank1, vmul, vsum
+from .simd import axpy, gemv, rank1, vmul, vsum
 
 # the names this module held before it was split keep working from here
 __all__ = [
@@ -172,6 +172,29 @@ def scaled_forward(score, T, expM, tmax, es, alpha, scale):
 
 
 @njit(**_NOPY)
+def backward_edges(T, L, lp, es, beta, scale, expMT, alpha, acc, tm, col, row):
+    """The scaled backward sweep from ``beta[T-1]`` (set by the caller) down to ``beta[0]``, keeping
+    each step's message ``tm[t] = es[t+1] * beta[t+1] / scale[t+1]`` (``tm``: >= T-1 rows of >= L),
+    then the edge statistics before the factor expM, ``acc[i, :] += sum_t alpha[t, i] tm[t, :]``,
+    as one product per label over the whole sequence (``col``: >= T, ``row``: >= L scratch): the
+    accumulators stay in registers, where a rank-1 update per step rewrote all of ``acc`` (L x L)
+    at every position.  ``expMT``: the transposed exp(trans - tmax).  ``lp >= L``: the rows' width
+    (padded rows: columns L .. lp are 0 and stay 0).  Explicit vector code
+    (:mod:`crfkit.kernels.simd`); every sum in an order fixed by T, L and lp."""
+    for t in range(T - 2, -1, -1):
+        vmul(tm[t], es[t + 1], beta[t + 1], 1.0 / scale[t + 1], lp)
+        gemv(beta[t], tm[t], expMT, L, lp)
+    n = T - 1
+    if n <= 0:
+        return
+    for i in range(L):
+        for t in range(n):
+            col[t] = alpha[t, i]
+        gemv(row, col, tm, n, lp)
+        axpy(acc[i], 1.0, row, lp)
+
+
+@njit(**_NOPY)
 def log_partition(score, T, trans, expM, tmax, es, alpha, scale):
     """log Z alone (forward pass), with the same log-domain rules as forward_backward."""
     if tmax - max_min(trans)[1] <= MAX_SCALED_TRANSITION_RANGE:
@@ -203,8 +226,10 @@ def forward_backward(score, T, trans, expM, tmax, es, alpha, beta, scale):
     for j in range(L):
         beta[T - 1, j] = 1.0
     tmp = np.empty(L)
+    expMT = expM.T.copy()  # the backward steps as register-accumulated products (simd.gemv)
     for t in range(T - 2, -1, -1):
-        back_step(beta, t, expM, es, t + 1, 1.0 / scale[t + 1], tmp)
+        vmul(tmp, es[t + 1], beta[t + 1], 1.0 / scale[t + 1], L)
+        gemv(beta[t], tmp, expMT, L, L)
     return logz
 
 
@@ -223,12 +248,21 @@ def forward_backward_edges(score, T, trans, expM, tmax, es, alpha, beta, scale, 
                 beta[T - 1, j] = 1.0
             if T < 2:
                 return logz
-            tmp = np.empty(L)
             acc = np.zeros((L, L))
-            for t in range(T - 2, -1, -1):
-                vmul(tmp, es[t + 1], beta[t + 1], 1.0 / scale[t + 1], L)
-                gemvt(beta[t], expM, tmp, L, L)
-                rank1(acc, alpha[t], tmp, L, L)
+            backward_edges(
+                T,
+                L,
+                L,
+                es,
+                beta,
+                scale,
+                expM.T.copy(),
+                alpha,
+                acc,
+                np.empty((T, L)),
+                np.empty(T),
+                np.empty(L),
+            )
             for i in range(L):
                 for j in range(L):
                     out[i, j] += acc[i, j] * expM[i, j]
@@ -355,11 +389,12 @@ def forward_backward_exp(T, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc)
 # wherever the arrays lie).  On CoNLL-2000's 22 labels a forward step went from 108 ns (scalar code,
 # LLVM's vector loop needs 32 iterations) to 32 ns.
 @njit(cache=True, nogil=True, fastmath=FAST)
-def forward_backward_vec(T, L, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc, ones):
+def forward_backward_vec(T, L, es, expM, expMT, tmax, alpha, beta, scale, tmp, acc, ones, tm, col):
     """Scaled forward-backward from exp-domain emissions ``es`` (T x Lp rows, Lp = padded(L) >= L,
     the pad columns 0); ``expM``/``expMT`` (Lp x Lp, zero outside L x L), ``alpha``/``beta``
-    (>= T x Lp), ``tmp`` and ``ones`` (Lp; ``ones`` all 1), ``acc`` (Lp x Lp): adds the edge
-    statistics before the factor expM into ``acc``.  Returns log Z, or NaN when a scale under- or
+    (>= T x Lp), ``tmp`` and ``ones`` (Lp; ``ones`` all 1), ``acc`` (Lp x Lp), ``tm`` (>= T x Lp)
+    and ``col`` (>= T) scratch: adds the edge statistics before the factor expM into ``acc``
+    (:func:`backward_edges`).  Returns log Z, or NaN when a scale under- or
     overflows (before anything was added to ``acc``: the caller then takes the robust path)."""
     lp = es.shape[1]
     s = vsum(es[0], lp)
@@ -380,10 +415,7 @@ def forward_backward_vec(T, L, es, expM, expMT, tmax, alpha, beta, scale, tmp, a
         vmul(at, at, ones, 1.0 / s, lp)
     for j in range(lp):
         beta[T - 1, j] = 1.0
-    for t in range(T - 2, -1, -1):
-        vmul(tmp, es[t + 1], beta[t + 1], 1.0 / scale[t + 1], lp)
-        gemv(beta[t], tmp, expMT, L, lp)
-        rank1(acc, alpha[t], tmp, L, lp)
+    backward_edges(T, L, lp, es, beta, scale, expMT, alpha, acc, tm, col, tmp)
     return logz
 
 
