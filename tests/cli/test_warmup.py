@@ -97,8 +97,11 @@ def test_import_crfkit_makes_idle_openmp_threads_spin_only_briefly(preset):
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == {
-        None: ["-", "2000"],
-        "OMP_WAIT_POLICY=ACTIVE": ["ACTIVE", "-"],
-        "GOMP_SPINCOUNT=77": ["-", "77"],
-    }[preset]
+    assert (
+        out
+        == {
+            None: ["-", "2000"],
+            "OMP_WAIT_POLICY=ACTIVE": ["ACTIVE", "-"],
+            "GOMP_SPINCOUNT=77": ["-", "77"],
+        }[preset]
+    )
