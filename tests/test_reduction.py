@@ -41,9 +41,10 @@ def _plan_entries(plan, occ, seq_ptr, n_groups, ptr):
     out = []
     nfeat = np.diff(ptr)
     # a run's features are its attribute's: the attribute whose features start at k0
-    run_attr = np.searchsorted(ptr, occ.run_feat[:, 0], side="right") - 1
-    assert np.array_equal(ptr[run_attr], occ.run_feat[:, 0])
-    assert np.array_equal(nfeat[run_attr], occ.run_feat[:, 1]) and (occ.run_feat[:, 1] > 0).all()
+    k0, nk = reduction.unpack_runs(occ.run_feat)
+    run_attr = np.searchsorted(ptr, k0, side="right") - 1
+    assert np.array_equal(ptr[run_attr], k0)
+    assert np.array_equal(nfeat[run_attr], nk) and (nk > 0).all()
     nc = plan.chunks.shape[1] - 1
     for b in range(plan.n_blocks):
         T0 = seq_ptr[plan.blocks[b]]
@@ -235,7 +236,6 @@ def test_plan_indexes_tokens_in_two_bytes_unless_a_block_is_longer(monkeypatch):
         (plan.bigram, wide.bigram, space.battr_ptr, True),
     ):
         assert b.tok.dtype == np.int32 and b.run_ptr.dtype == np.int64
-        assert a.run_feat.dtype == np.int32 and b.run_feat.dtype == np.int64
         assert np.array_equal(a.tok, b.tok) and np.array_equal(a.run_ptr, b.run_ptr)
         assert np.array_equal(a.run_feat, b.run_feat)
         assert _plan_entries(wide, b, sp, 2, ptr) == _entries(
@@ -264,3 +264,17 @@ def test_wide_token_ids_give_the_same_gradient_bits(restore_threads, monkeypatch
     obj, f, g = _grad(corpus, space, w, 2, 1500, monkeypatch)
     assert obj._plan.state.tok.dtype == np.int32 and obj._plan.state.run_ptr.dtype == np.int64
     assert f == f0 and np.array_equal(g, g0)
+
+
+def test_runs_pack_in_four_bytes_while_they_fit():
+    """(first feature, feature count) of a run in 4 bytes (what the attribute id took) below 2^24
+    features and 2^8 features an attribute, in 8 beyond; unpacked to the same numbers."""
+    k0 = np.array([0, 5, (1 << 24) - 1])
+    nk = np.array([1, 255, 3])
+    p = reduction.pack_runs(k0, nk)
+    assert p.dtype == np.uint32
+    assert all(np.array_equal(a, b) for a, b in zip(reduction.unpack_runs(p), (k0, nk)))
+    for big_k0, big_nk in (([1 << 24], [1]), ([3], [256]), ([(1 << 31) + 7], [70_000])):
+        p = reduction.pack_runs(np.array(big_k0), np.array(big_nk))
+        assert p.dtype == np.int64
+        assert [x.tolist() for x in reduction.unpack_runs(p)] == [big_k0, big_nk]

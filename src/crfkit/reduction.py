@@ -55,9 +55,10 @@ class Occurrences:
     )  # (n_runs + 1,) int32 (int64 from 2^31 entries): run r covers tok[run_ptr[r]:run_ptr[r + 1]]
     run_feat: (
         np.ndarray
-    )  # (n_runs, 2) int32 (int64 from 2^31 features): the first feature of run r's attribute and
-    #    its number of features (one run per attribute, block and chunk; attributes without
-    #    features have no entries), so the kernels need no look-up in the attribute table
+    )  # (n_runs,) uint32 or int64: the first feature k0 of run r's attribute and its number of
+    #    features nk, packed (k0 << s) | nk (:func:`pack_runs`: s = 8 in uint32 while k0 < 2^24
+    #    and nk < 2^8, else s = 28 in int64), one run per attribute, block and chunk (attributes
+    #    without features have no entries): the kernels need no look-up in the attribute table
     tok: (
         np.ndarray
     )  # (nnz,) uint16 (int32 when a block, i.e. a sequence, has more than 65,536 tokens):
@@ -124,6 +125,27 @@ def _split(weights_cum: np.ndarray, parts: int) -> np.ndarray:
     return np.maximum.accumulate(np.concatenate(([0], cuts, [m]))).astype(np.int64)
 
 
+def pack_runs(k0: np.ndarray, nk: np.ndarray) -> np.ndarray:
+    """The runs' (first feature, feature count) packed into one number each: ``(k0 << 8) | nk`` in
+    uint32 while every k0 < 2^24 and nk < 2^8 (4 bytes a run, what the attribute id took), else
+    ``(k0 << 28) | nk`` in int64 (k0 < 2^35, nk < 2^28).  The kernels unpack them by the array's item size
+    (:func:`crfkit.kernels.batch_common.run_features`)."""
+    k0 = np.asarray(k0, dtype=np.int64)
+    nk = np.asarray(nk, dtype=np.int64)
+    if (not len(k0)) or (k0.max() < 1 << 24 and nk.max() < 1 << 8):
+        return ((k0 << 8) | nk).astype(np.uint32)
+    if k0.max() >= 1 << 35 or nk.max() >= 1 << 28:
+        raise ValueError("more than 2^35 features, or 2^28 features of one attribute")
+    return (k0 << 28) | nk
+
+
+def unpack_runs(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(k0, nk) of :func:`pack_runs`."""
+    s = 8 if packed.dtype.itemsize == 4 else 28
+    p = packed.astype(np.int64)
+    return p >> s, p & ((1 << s) - 1)
+
+
 def _occurrences(
     tok_ptr: np.ndarray,
     attr: np.ndarray,
@@ -148,8 +170,7 @@ def _occurrences(
     nc = chunks.shape[1] - 1
     nfeat = np.diff(ptr)
     binary = len(val) == 0 or bool(np.all(val == 1.0))  # (empty: all ones, Corpus.raw_val)
-    toks, vals, run_ptr, run_feat = [], [], [np.zeros(1, np.int64)], []
-    feat_dtype = np.int32 if (ptr[-1] if len(ptr) else 0) < RUN32_ENTRIES else np.int64
+    toks, vals, run_ptr, run_k0, run_nk = [], [], [np.zeros(1, np.int64)], [], []
     gcuts = np.zeros((n_blocks * nc, groups + 1), np.int64)
     n_attr = int(attr.max()) + 1 if len(attr) else 1
     pos = 0
@@ -198,7 +219,8 @@ def _occurrences(
             hi = np.searchsorted(rc, np.arange(nc), side="right")
             for c in range(nc):
                 gcuts[b * nc + c] = n_runs + lo[c] + np.searchsorted(ra[lo[c] : hi[c]], thresholds)
-            run_feat.append(np.stack((ptr[ra], nfeat[ra]), axis=1).astype(feat_dtype))
+            run_k0.append(ptr[ra])
+            run_nk.append(nfeat[ra])
             run_ptr.append(pos + ends.astype(np.int64))
             n_runs += len(ra)
             pos += len(a)
@@ -207,11 +229,7 @@ def _occurrences(
     cat = lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt)  # noqa: E731
     return Occurrences(
         run_ptr=cat(run_ptr, np.int32 if pos < RUN32_ENTRIES else np.int64),
-        run_feat=(
-            np.concatenate(run_feat).astype(feat_dtype, copy=False)
-            if run_feat
-            else np.zeros((0, 2), feat_dtype)
-        ),
+        run_feat=pack_runs(cat(run_k0, np.int64), cat(run_nk, np.int64)),
         tok=cat(toks, tok_dtype),
         val=cat(vals, np.float64) if not binary else np.zeros(0),
         groups=gcuts,

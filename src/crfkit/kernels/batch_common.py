@@ -112,6 +112,15 @@ def hybrid_emissions(tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, W
                         out[r, feat_label[k]] += w[k] * v
 
 
+@njit(inline="always", nogil=True)
+def run_features(run_feat, r):
+    """(first feature, feature count) of run r of an occurrence index: unpacks
+    :func:`crfkit.reduction.pack_runs` (``(k0 << 8) | nk`` in 4 bytes, ``(k0 << 28) | nk`` in 8)."""
+    v = np.int64(run_feat[r])
+    s = 8 if run_feat.itemsize == 4 else 28
+    return v >> s, v & ((np.int64(1) << s) - 1)
+
+
 @njit(cache=True, nogil=True, fastmath=FAST)
 def scatter_runs(r0, r1, run_ptr, run_feat, tok, val, col, store, g, off):
     """The attribute-partitioned reduction: for the runs r0..r1-1 of an occurrence index
@@ -128,8 +137,8 @@ def scatter_runs(r0, r1, run_ptr, run_feat, tok, val, col, store, g, off):
     rows_ok = W % 8 == 0 and col.shape[0] > 0
     buf = np.empty(W if rows_ok else 0)
     for r in range(r0, r1):
-        k0 = run_feat[r, 0]
-        k1 = k0 + run_feat[r, 1]
+        k0, nk = run_features(run_feat, r)
+        k1 = k0 + nk
         if k1 == k0:
             continue
         if rows_ok and 4 * (k1 - k0) >= W and k1 - k0 >= 4:
@@ -201,8 +210,7 @@ def emit_runs(r0, r1, run_ptr, run_feat, tok, val, col, w, rowk, Wd, use_exp, ou
     L = Wd.shape[1]
     has_val = val.shape[0] > 0
     for r in range(r0, r1):
-        k0 = run_feat[r, 0]
-        nk = run_feat[r, 1]
+        k0, nk = run_features(run_feat, r)
         o0 = run_ptr[r]
         o1 = run_ptr[r + 1]
         # only an attribute with features for a quarter of the labels may have a dense row
