@@ -9,8 +9,6 @@ IR on ``<8 x double>`` values instead:
 * :func:`gemv` ``(out, x, M, n, lp)``: ``out[0:lp] = sum_{i<n} x[i] * M[i, 0:lp]``, the
   accumulators in registers (two sets, even and odd ``i``, to halve the chain of dependent
   multiply-adds), up to 4 vectors (32 labels) at a time;
-* :func:`gemvt` ``(out, M, x, n, lp)``: ``out[i] = sum_{j<lp} M[i, j] * x[j]`` for ``i < n`` (a
-  product by the transposed matrix, when only ``M`` is at hand);
 * :func:`rank1` ``(A, x, y, n, lp)``: ``A[i, 0:lp] += x[i] * y[0:lp]`` for ``i < n``;
 * :func:`vmul` ``(out, a, b, c, lp)``: ``out[0:lp] = a[0:lp] * b[0:lp] * c``;
 * :func:`axpy` ``(y, a, x, lp)``: ``y[0:lp] += a * x[0:lp]`` (fused multiply-adds);
@@ -278,53 +276,6 @@ def _lanes_sum(builder, v):
     while len(lanes) > 1:
         lanes = [builder.fadd(lanes[q], lanes[q + 1]) for q in range(0, len(lanes), 2)]
     return lanes[0]
-
-
-@intrinsic
-def gemvt(typingctx, out, M, x, n, lp):
-    """``out[i] = sum_{j<lp} M[i, j] * x[j]`` for ``i < n``: each row's products accumulated as
-    vectors in index order, then its lanes added in a fixed tree."""
-    if not (
-        _arr(out)
-        and _arr(M, 2)
-        and _arr(x)
-        and isinstance(n, types.Integer)
-        and isinstance(lp, types.Integer)
-    ):
-        return None
-    sig = types.void(out, M, x, n, lp)
-
-    def codegen(context, builder, signature, args):
-        t_o, t_m, t_x, t_n, t_lp = signature.args
-        _, o_p = _ptr(context, builder, t_o, args[0])
-        m, m_p = _ptr(context, builder, t_m, args[1])
-        _, x_p = _ptr(context, builder, t_x, args[2])
-        rs = _row_stride(builder, m)
-        n_v = _int(context, builder, args[3], t_n)
-        lp_v = _int(context, builder, args[4], t_lp)
-        nv = builder.sdiv(lp_v, ir.Constant(_i64, W))
-        full = _full(builder, lp_v)
-        tail = _has_tail(builder, lp_v)
-        mask = _tail_mask(builder, lp_v)
-        acc = cgutils.alloca_once(builder, _vec)
-        xt = cgutils.alloca_once_value(builder, ir.Constant(_vec, [0.0] * W))
-        with builder.if_then(tail):
-            builder.store(_tail_vec(builder, x_p, full, lp_v), xt)
-        with cgutils.for_range(builder, n_v) as li:
-            r = builder.mul(li.index, rs)
-            builder.store(ir.Constant(_vec, [0.0] * W), acc)
-            with cgutils.for_range(builder, nv) as lj:
-                off = builder.mul(lj.index, ir.Constant(_i64, W))
-                mv = _load(builder, m_p, builder.add(r, off))
-                builder.store(_fma(builder, mv, _load(builder, x_p, off), builder.load(acc)), acc)
-            with builder.if_then(tail):
-                mv = _load(builder, m_p, builder.add(r, full), mask)
-                builder.store(_fma(builder, mv, builder.load(xt), builder.load(acc)), acc)
-            total = _lanes_sum(builder, builder.load(acc))
-            builder.store(total, builder.gep(o_p, [li.index]))
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @intrinsic
