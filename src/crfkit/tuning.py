@@ -551,9 +551,7 @@ class CRFSearchCV:
             model = best_model[1]
             if best_model[0] != self.best_index_:  # the best is a resumed candidate
                 space = self._fold_data[0][0]
-                idx, val = done[self.best_index_]["weights"][0]
-                wb = np.zeros(space.n_features)
-                wb[idx] = val
+                wb = _dense(done[self.best_index_]["weights"][0], space.n_features)
                 model = CRFModel(space, wb, meta=dict(meta))
             self.best_estimator_ = self._estimator(bp)
             self.best_estimator_.model_ = model
@@ -566,9 +564,7 @@ class CRFSearchCV:
             space, corpus = build(A, Y, **build_kw)
             init = None
             if space0 is not None and self.warm_start:
-                idx, val = done[self.best_index_]["weights"][0]
-                w = np.zeros(space0.n_features)
-                w[idx] = val
+                w = _dense(done[self.best_index_]["weights"][0], space0.n_features)
                 init = CRFModel(space0, w)
             reg = regularization(corpus.total_weight, c1=bp["c1"], c2=bp["c2"])
             res = self._train_fold(
