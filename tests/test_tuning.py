@@ -225,3 +225,41 @@ def test_folds_in_worker_processes_give_the_same_search(corpus, tmp_path):
     assert again.cv_results_["resumed"].all()
     with pytest.raises(ParameterError, match="n_jobs"):
         _search(True, n_jobs=0).fit(X, Y)
+
+
+def _dicts(X):
+    """The markov corpus's tokens as sklearn-crfsuite feature dicts (strings and real values)."""
+    out = []
+    for seq in X:
+        s = []
+        for tok in seq:
+            d = {}
+            for a in tok:
+                if isinstance(a, tuple):
+                    d[a[0]] = float(a[1])
+                else:
+                    k, _, v = a.partition("=")
+                    d[k] = v
+            s.append(d)
+        out.append(s)
+    return out
+
+
+def test_dict_lookups_shared_per_fold_give_each_models_own_scores(corpus):
+    # every candidate's model on a fold shares one feature-dict memo; each score must still be what
+    # that model alone gives on the fold's validation part
+    X, Y = corpus
+    Xd = _dicts(X)
+    seen = []
+
+    def scorer(est, Xv, yv):
+        seen.append(est.model_.__dict__.get("_dict_encoder"))
+        fresh = CRF(threads=1)
+        fresh.model_ = crfkit.CRFModel(est.model_.space, est.model_.weights.copy())
+        assert fresh.predict(Xv) == est.predict(Xv)
+        return est.score(Xv, yv)
+
+    s = CRFSearchCV(CRF(**TIGHT), GRID, cv=2, scoring=scorer).fit(Xd, Y)
+    # 4 candidates x 2 folds: one memo per fold, shared by its 4 models
+    assert len(seen) == 8 and None not in seen and len({id(e) for e in seen}) == 2
+    assert 0.5 < s.best_score_ <= 1.0
