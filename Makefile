@@ -34,8 +34,14 @@ $(VENV)/.installed: pyproject.toml
 	       "(run: make PY=/path/to/python3.11 ...)" >&2; exit 1; }
 	"$(PY)" -m venv $(VENV)
 	$(PIP) install -e .
-	@# compile every numba kernel now, so that no later command pauses (a failed warmup is not fatal:
-	@# the kernels then compile on first use)
+	@# compile the demo's kernels now, training and decoding in two processes at once (a failed
+	@# warmup is not fatal: the kernels then compile on first use); the rest follow (.warm)
+	$(BIN)/crfkit warmup --step train --step tag || echo "warning: crfkit warmup failed; the kernels will compile on first use" >&2
+	touch $@
+
+# every other kernel, so that no later command pauses to compile (make chunker: after the demo)
+$(VENV)/.warm: $(VENV)/.installed
+	@echo "compiling the other kernels (the other algorithms and decoders), once, so that no later command pauses"
 	$(BIN)/crfkit warmup || echo "warning: crfkit warmup failed; the kernels will compile on first use" >&2
 	touch $@
 
@@ -47,8 +53,9 @@ $(VENV)/.test-installed: $(VENV)/.installed
 
 chunker: $(VENV)/.installed
 	@$(BIN)/crfkit demo $(DEMO_ARGS)
+	@$(MAKE) --no-print-directory $(VENV)/.warm
 
-test: $(VENV)/.test-installed
+test: $(VENV)/.test-installed $(VENV)/.warm
 	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/ruff format --check src tests benchmarks docs
 	$(BIN)/lint-imports

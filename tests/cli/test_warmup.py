@@ -105,3 +105,24 @@ def test_import_crfkit_makes_idle_openmp_threads_spin_only_briefly(preset):
             "GOMP_SPINCOUNT=77": ["-", "77"],
         }[preset]
     )
+
+
+def test_the_demos_steps_come_first_in_the_install_step():
+    # make's install step compiles the demo's kernels (DEMO_STEPS, in parallel), the demo runs, then
+    # the full warmup: every step is a known one, and the Makefile names exactly those
+    from pathlib import Path
+
+    from crfkit.cli.warmup import DEMO_STEPS, STEPS
+
+    names = [n for n, _ in STEPS]
+    assert set(DEMO_STEPS) <= set(names) and len(set(names)) == len(names)
+    make = (Path(__file__).resolve().parents[2] / "Makefile").read_text(encoding="utf-8")
+    assert "crfkit warmup " + " ".join(f"--step {n}" for n in DEMO_STEPS) in make
+    assert "$(BIN)/crfkit demo $(DEMO_ARGS)\n\t@$(MAKE) --no-print-directory $(VENV)/.warm" in make
+
+
+def test_the_decoding_steps_run_from_a_perceptron_model():
+    from crfkit.cli import warmup
+
+    res = warmup.warmup(jobs=1, steps=["tag", "decode"], out=io.StringIO())
+    assert all(s["error"] is None for s in res["steps"].values()), res["steps"]

@@ -48,11 +48,14 @@ def test_reaches_the_lbfgs_optimum(problem):
         obj,
         None,
         reg=obj.reg,
-        max_iterations=300,
+        # a budget of effective passes: the run ends at the rounding floor (the line search finds
+        # no decrease on the whole set), after 79 iterations and ~310 passes on a CPU without
+        # AVX-512 and in fewer elsewhere (the last bits differ), so 300 was too tight a budget
+        max_iterations=1000,
         gtol=1e-9,
         callback=lambda info: passes.append(obj.effective_passes),
     )
-    assert res.status == "converged"
+    assert res.status == "converged", res.message
     assert res.f == pytest.approx(ref.objective, rel=1e-6)
     # early iterations see a small part of the data: the first five together less than one pass
     assert passes[4] < 1.0

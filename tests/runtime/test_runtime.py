@@ -90,7 +90,8 @@ print(json.dumps({
     "optimize_final_module": codegen.CPUCodeLibrary._optimize_final_module.__module__,
     "crfkit_listeners": [m for m in listeners if m.startswith("crfkit")],
     "flags": [bool(numba_cache.STAMPED), linkage._SELF_CONTAINED["installed"], compile_notice._NOTICE["installed"],
-              blas._deferring is not None, code_pages._hook is not None],
+              blas._deferring is not None, code_pages._hook is not None, linkage._LINK_ONLY["installed"]],
+    "link_only_skipped": linkage._LINK_ONLY["skipped"],
     "calls": [memtrim.release_memory(), memtrim.fixed_mmap_threshold(), memtrim.release_code_pages(),
               memtrim.release_after_compiles(), memtrim.defer_blas(), memtrim.init_target_without_blas()],
     "scipy_linalg": "scipy.linalg" in sys.modules,
@@ -132,7 +133,8 @@ def test_crfkit_trains_and_tags_the_same_with_every_hook_off(tmp_path):
     assert got["stamped"] == []  # numba's own cache locators
     assert got["optimize_final_module"] == "numba.core.codegen"  # numba's own optimisation step
     assert got["crfkit_listeners"] == []  # no listener of numba's events
-    assert got["flags"] == [False] * 5
+    assert got["flags"] == [False] * 6
+    assert got["link_only_skipped"] == 0
     assert got["calls"] == [False, False, 0, False, False, False]
     assert "compiling the numba kernels" not in err  # it compiled, without the notice
     if blas.blas_installed():
@@ -141,9 +143,9 @@ def test_crfkit_trains_and_tags_the_same_with_every_hook_off(tmp_path):
 
 _EXPECTED_OFF = {  # what each switch alone leaves out of the subprocess's report
     "cache_stamp": lambda g: g["stamped"] == [] and g["flags"][0] is False,
-    "self_contained": lambda g: (
-        g["optimize_final_module"] == "numba.core.codegen" and g["flags"][1] is False
-    ),
+    "self_contained": lambda g: g["flags"][1] is False,
+    # with it on, every prange loop's two wrapper libraries (CRF.fit's gradient has two loops) stay IR
+    "link_only": lambda g: g["flags"][5] is False and g["link_only_skipped"] == 0,
     "compile_notice": lambda g: "crfkit._runtime.compile_notice" not in g["crfkit_listeners"],
     "blas_defer": lambda g: (
         "crfkit._runtime.blas" not in g["crfkit_listeners"] and g["calls"][4:] == [False] * 2
@@ -165,8 +167,9 @@ def test_crfkit_trains_and_tags_the_same_with_one_hook_off(tmp_path, hook):
     assert _EXPECTED_OFF[hook](got)
     if hook != "cache_stamp":
         assert got["stamped"]  # the other hooks stay in place
-    if hook != "self_contained":
+    if hook not in ("self_contained", "link_only"):
         assert got["optimize_final_module"] != "numba.core.codegen"
+        assert got["flags"][1] and got["flags"][5] and got["link_only_skipped"] >= 4
 
 
 # ----------------------------------------------------------------------------- each switch, in this
@@ -201,6 +204,22 @@ def _acts_self_contained(monkeypatch, tmp_path):
     monkeypatch.setitem(linkage._SELF_CONTAINED, "installed", False)
     done = linkage.self_contained_libraries()
     assert done == (codegen.CPUCodeLibrary._optimize_final_module is not before)
+    return done
+
+
+def _acts_link_only(monkeypatch, tmp_path):
+    from numba.core import codegen
+
+    for cls, name in (
+        (codegen.CPUCodeLibrary, "_optimize_final_module"),
+        (codegen.JITCodeLibrary, "_finalize_final_module"),
+        (codegen.JITCodeLibrary, "get_pointer_to_function"),
+    ):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # restored after the test
+    before = codegen.JITCodeLibrary._finalize_final_module
+    monkeypatch.setitem(linkage._LINK_ONLY, "installed", False)
+    done = linkage.link_only_wrappers()
+    assert done == (codegen.JITCodeLibrary._finalize_final_module is not before)
     return done
 
 
@@ -286,6 +305,7 @@ def _acts_interrupt_flag(monkeypatch, tmp_path):
 _ACTS = {
     "cache_stamp": _acts_cache_stamp,
     "self_contained": _acts_self_contained,
+    "link_only": _acts_link_only,
     "compile_notice": _acts_compile_notice,
     "blas_defer": _acts_blas_defer,
     "malloc_trim": _acts_malloc_trim,
@@ -342,9 +362,7 @@ def test_the_hooks_are_in_place_in_a_default_process():
     assert all(getattr(c, "_crfkit_stamped", False) for c in impl._locator_classes)
     assert codegen.CPUCodeLibrary._optimize_final_module.__module__ == "crfkit._runtime.linkage"
     assert SRC.joinpath("kernels") in numba_cache.STAMPED
-    assert numba_cache.STAMPED[SRC.joinpath("kernels")] == numba_cache.sources_digest(
-        SRC / "kernels"
-    )
+    assert numba_cache.STAMPED[SRC.joinpath("kernels")] == numba_cache.stamp_digest(SRC / "kernels")
 
 
 def test_the_switches_are_documented():
@@ -356,6 +374,7 @@ def test_the_switches_are_documented():
             "mmap_threshold": malloc,
             "cache_stamp": numba_cache,
             "self_contained": linkage,
+            "link_only": linkage,
             "compile_notice": compile_notice,
             "blas_defer": blas,
             "code_pages": code_pages,
@@ -406,6 +425,8 @@ def test_each_hook_does_nothing_where_numbas_private_names_are_missing(no_switch
     mp.setattr(codegen, "CPUCodeLibrary", None)
     mp.setitem(linkage._SELF_CONTAINED, "installed", False)
     assert linkage.self_contained_libraries() is False
+    mp.setitem(linkage._LINK_ONLY, "installed", False)
+    assert linkage.link_only_wrappers() is False
     mp.delattr(event, "register")
     mp.setitem(compile_notice._NOTICE, "installed", False)
     mp.setattr(blas, "_deferring", None)

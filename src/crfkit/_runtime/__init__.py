@@ -13,14 +13,21 @@ hook (module)      switch                      what it does, and what it touches
 =================  ==========================  =============================================================
 numba_cache        CRFKIT_NO_CACHE_STAMP       adds a digest of all of ``crfkit/kernels/*.py`` to the numba
                                                cache stamp of every kernel, so that editing one kernel file
-                                               recompiles the kernels that inlined it (numba's private
-                                               ``CacheImpl._locator_classes``).  Off: a stale cache may run
-                                               old code of another kernel file after an edit.
+                                               recompiles the kernels that inlined it, and of
+                                               ``_runtime/linkage.py``, whose hooks change the compiled code
+                                               (numba's private ``CacheImpl._locator_classes``).  Off: a
+                                               stale cache may run old code of another kernel file after an
+                                               edit.
 linkage            CRFKIT_NO_SELF_CONTAINED    makes the ``linkonce_odr`` copies of crfkit kernels linked
                                                into a library ``internal`` before LLVM optimises it, so a run
                                                that compiles and one that loads from the cache give the same
                                                bits (numba's private ``CPUCodeLibrary._optimize_final_module``
                                                and llvmlite's linkage).  Off: the last bits may differ.
+linkage            CRFKIT_NO_LINK_ONLY         keeps the two wrapper libraries numba builds around every
+                                               ``prange`` loop as IR, optimised and compiled once inside the
+                                               kernel that links them (numba's private
+                                               ``JITCodeLibrary._finalize_final_module``).  Off: each is
+                                               optimised and compiled on its own too (slower compiles).
 compile_notice     CRFKIT_NO_COMPILE_NOTICE    prints once that the kernels are compiling (numba's
                                                ``numba:compile`` event); ``CRFKIT_QUIET_COMPILE=1`` only
                                                silences the line, this switch does not register the listener.

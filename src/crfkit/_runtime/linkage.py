@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .switches import enabled
 
-__all__ = ["OWN_PREFIX", "self_contained_libraries"]
+__all__ = ["OWN_PREFIX", "link_only_wrappers", "self_contained_libraries"]
 
 #: the mangled names of crfkit's kernels (numba's Itanium-style mangling of crfkit.kernels.*)
 OWN_PREFIX = "_ZN6crfkit7kernels"
@@ -67,4 +67,91 @@ def self_contained_libraries() -> bool:
     _optimize_final_module.crfkit_original = orig
     cls._optimize_final_module = _optimize_final_module
     _SELF_CONTAINED["installed"] = True
+    return True
+
+
+#: the names numba gives the libraries of a parallel loop's two wrappers (``parallel.py``'s
+#: ``build_gufunc_wrapper`` and ``wrappers.py``'s ``_GufuncWrapper``, whose library is named after
+#: the wrapper object's repr)
+_WRAPPER_LIBRARIES = ("parallelgufuncwrapper", "_GufuncWrapper object")
+_LINK_ONLY = {"installed": False, "skipped": 0}
+
+
+def _link_only(lib) -> bool:
+    name = str(getattr(lib, "name", ""))
+    return name == _WRAPPER_LIBRARIES[0] or _WRAPPER_LIBRARIES[1] in name
+
+
+def link_only_wrappers() -> bool:
+    """Compile the two wrapper libraries of every ``prange`` loop as link-only IR: neither optimised
+    nor turned into machine code on their own.
+
+    Numba compiles a parallel loop's body (the "gufunc") into a library, then wraps it twice
+    (``_GufuncWrapper``, then ``parallelgufuncwrapper``), each wrapper a library of its own that links
+    in a copy of the one below; the kernel's library links in the outer wrapper.  Every library is
+    optimised and compiled to machine code when it is finalised, so the loop body, with every kernel
+    it calls, went through LLVM's optimiser and code generator four times, and the two wrappers'
+    machine code never ran: nothing asks for their addresses, and only the kernel's library, in
+    which everything is linked and optimised once more, is cached and called.  With this hook the
+    wrappers' libraries stay IR (finalised without the optimiser and without being added to the
+    JIT); the kernel's library optimises and compiles it with the rest.  Measured on ``crfkit warmup
+    --step cli`` (the CLI's training and decoding kernels), compile time 165 s -> 136 s.
+
+    Should anything ask a wrapper library for a function's address, it is then added to the JIT and
+    compiled as numba would have (the hook only postpones).  Wraps numba's private
+    ``CPUCodeLibrary._optimize_final_module``, ``JITCodeLibrary._finalize_final_module`` and
+    ``get_pointer_to_function``; where they are missing (another numba), or with
+    ``CRFKIT_NO_LINK_ONLY=1`` (or ``CRFKIT_NO_RUNTIME_HOOKS=1``), numba compiles the wrappers as
+    usual.  Must run before the kernels compile (module import)."""
+    if not enabled("link_only"):
+        return False
+    if _LINK_ONLY["installed"]:
+        return True
+    try:
+        from numba.core import codegen
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    cls = getattr(codegen, "CPUCodeLibrary", None)
+    jcls = getattr(codegen, "JITCodeLibrary", None)
+    names = ("_optimize_final_module", "_finalize_final_module", "get_pointer_to_function")
+    if cls is None or jcls is None or not all(hasattr(jcls, n) for n in names):
+        return False  # pragma: no cover - another numba
+    for n in ("_finalize_dynamic_globals", "_verify_declare_only_symbols", "_finalize_specific"):
+        if not hasattr(jcls, n):  # pragma: no cover - another numba
+            return False
+    opt = cls._optimize_final_module
+    fin = jcls._finalize_final_module
+    ptr = jcls.get_pointer_to_function
+
+    def _optimize_final_module(self):
+        if _link_only(self):
+            return None
+        return opt(self)
+
+    def _finalize_final_module(self):
+        if not _link_only(self):
+            return fin(self)
+        # what numba's own does, less adding the module to the JIT and compiling it
+        self._finalize_dynamic_globals()
+        self._verify_declare_only_symbols()
+        self._finalized = True
+        self._crfkit_link_only = True
+        _LINK_ONLY["skipped"] += 1
+        return None
+
+    def get_pointer_to_function(self, name):
+        if self.__dict__.pop("_crfkit_link_only", False):
+            # postponed, not skipped: compile it now, as numba would have at finalising
+            cleanup = self._codegen._add_module(self._final_module)
+            if cleanup:
+                import weakref
+
+                weakref.finalize(self, cleanup)
+            self._finalize_specific()
+        return ptr(self, name)
+
+    cls._optimize_final_module = _optimize_final_module
+    jcls._finalize_final_module = _finalize_final_module
+    jcls.get_pointer_to_function = get_pointer_to_function
+    _LINK_ONLY["installed"] = True
     return True

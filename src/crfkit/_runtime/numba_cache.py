@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .switches import enabled
 
-__all__ = ["STAMPED", "sources_digest", "stamp_directory"]
+__all__ = ["STAMPED", "sources_digest", "stamp_digest", "stamp_directory"]
 
 #: resolved directory -> the digest of its ``.py`` files, for every directory stamped in this
 #: process
@@ -36,6 +36,16 @@ def sources_digest(directory) -> bytes:
         h.update(p.read_bytes())
         h.update(b"\0")
     return h.digest()
+
+
+def stamp_digest(directory) -> bytes:
+    """The digest a directory's kernels carry in their cache stamp: :func:`sources_digest` of the
+    directory, then the SHA-256 of ``linkage.py``, whose hooks change how the kernels are compiled
+    (another linkage or pipeline compiles other code from the same kernel sources)."""
+    return (
+        sources_digest(directory)
+        + hashlib.sha256((Path(__file__).parent / "linkage.py").read_bytes()).digest()
+    )
 
 
 def _stamped(cls):
@@ -70,7 +80,7 @@ def stamp_directory(directory) -> bool:
     classes = getattr(impl, "_locator_classes", None)
     if not isinstance(classes, list):
         return False
-    STAMPED[Path(directory).resolve()] = sources_digest(directory)
+    STAMPED[Path(directory).resolve()] = stamp_digest(directory)
     if not all(getattr(c, "_crfkit_stamped", False) for c in classes):
         impl._locator_classes = [
             c if getattr(c, "_crfkit_stamped", False) else _stamped(c) for c in classes

@@ -21,6 +21,7 @@ MASTER_SWITCH = "CRFKIT_NO_RUNTIME_HOOKS"
 SWITCHES = {
     "cache_stamp": "CRFKIT_NO_CACHE_STAMP",
     "self_contained": "CRFKIT_NO_SELF_CONTAINED",
+    "link_only": "CRFKIT_NO_LINK_ONLY",
     "compile_notice": "CRFKIT_NO_COMPILE_NOTICE",
     "blas_defer": "CRFKIT_NO_BLAS_DEFER",
     "malloc_trim": "CRFKIT_NO_MALLOC_TRIM",

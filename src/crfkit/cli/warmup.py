@@ -23,10 +23,9 @@ import time
 #: are started first and last, so that with 2 workers the second loads them from the cache instead
 #: of compiling them again at the same time (measured: both first, 98.8 and 98.4 s CPU each)
 STEPS: tuple[tuple[str, str], ...] = (
-    (
-        "cli",
-        "crfkit train (templates, L-BFGS, --dev) then tag, -n 2, --constraints bio, --marginals",
-    ),
+    ("train", "crfkit train (templates, L-BFGS, --dev)"),
+    ("tag", "crfkit tag, CRFModel.tag and Viterbi over an encoded corpus (the demo's decoding)"),
+    ("decode", "crfkit tag -n 2, --constraints bio, --marginals, --force; corpus marginals"),
     ("bigram", "bigram features: L-BFGS and BCD"),
     ("sdca", "SDCA and OEG (dual methods)"),
     ("sag", "SAG, SAG-NUS, SAGA (variance-reduced)"),
@@ -37,6 +36,11 @@ STEPS: tuple[tuple[str, str], ...] = (
         "CRF.fit with c1 (OWL-QN), predict, predict(constraints='bio'), marginals, n-best",
     ),
 )
+
+#: what ``crfkit demo`` (``make chunker``) needs: compiled first, by ``make``'s install step, in two
+#: processes at once (training and decoding share no parallel kernel), before the demo runs; the
+#: other steps follow the demo
+DEMO_STEPS = ("train", "tag")
 
 ALGORITHM_STEPS = {
     "sdca": ("sdca", "oeg"),
@@ -73,8 +77,10 @@ def _toy(seed: int = 0, n: int = 24):
     return X, Y, B
 
 
-def _step_cli(workdir: str) -> None:
-    from . import main as cli_main
+def _toy_files(workdir: str):
+    """The toy corpus as a two-column file, and a file over :func:`crfkit.npdecode.max_tokens`
+    tokens (tagged by the parallel kernels; small ones go to numpy or the serial kernels)."""
+    from ..npdecode import max_tokens
 
     X, Y, _ = _toy(1, 40)
     train = os.path.join(workdir, "train.txt")
@@ -83,42 +89,73 @@ def _step_cli(workdir: str) -> None:
             for x, y in zip(xs, ys):
                 f.write(f"{x[0][2:]} {x[1][2:]} {y}\n")
             f.write("\n")
-    from ..npdecode import max_tokens
-
-    # a file over max_tokens() tokens: tagged by the parallel kernels (small ones in numpy or serial)
     big = os.path.join(workdir, "big.txt")
     text = open(train, encoding="utf-8").read()
     with open(big, "w", encoding="utf-8") as f:
         f.write(text * (max_tokens() // max(sum(map(len, X)), 1) + 2))
-    model = os.path.join(workdir, "m.crfkit")
-    out = os.path.join(workdir, "out.txt")
-    runs = [["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train]]
-    for data in (train, big):
-        for extra in ([], ["-n", "2"], ["--constraints", "bio"], ["--marginals"]):
-            runs.append(["tag", "-m", model, data, "-o", out, "--force", *extra])
+    return X, Y, train, big
+
+
+def _cli(argv) -> None:
     import contextlib
     import io
 
-    for argv in runs:
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            rc = cli_main(argv)
-        if rc != 0:
-            raise RuntimeError(f"crfkit {' '.join(argv)} exited with {rc}: {buf.getvalue()[-500:]}")
-    # the demo's path: Viterbi and marginals of a whole encoded corpus (the parallel kernels)
+    from . import main as cli_main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        rc = cli_main(argv)
+    if rc != 0:
+        raise RuntimeError(f"crfkit {' '.join(argv)} exited with {rc}: {buf.getvalue()[-500:]}")
+
+
+def _perceptron_model(workdir: str, train: str):
+    """A model of the toy corpus trained by one averaged-perceptron epoch (its few small kernels
+    compile in seconds): the decoding steps need a model, not the full-batch training kernels."""
     from ..model import CRFModel
 
-    m = CRFModel.load(model)
+    path = os.path.join(workdir, "m.crfkit")
+    _cli(["train", train, "-m", path, "-a", "ap", "--max-iterations", "1", "-q"])
+    return CRFModel.load(path), path
+
+
+def _step_train(workdir: str) -> None:
+    _, _, train, _ = _toy_files(workdir)
+    model = os.path.join(workdir, "m.crfkit")
+    _cli(["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train])
+
+
+def _decode_step(workdir: str, options, corpus_calls) -> None:
     from ..npdecode import max_tokens
 
+    X, _, train, big = _toy_files(workdir)
+    m, model = _perceptron_model(workdir, train)
+    out = os.path.join(workdir, "out.txt")
+    for data in (train, big):
+        for extra in options:
+            _cli(["tag", "-m", model, data, "-o", out, *extra])
     attrs = [[[f"w={x[0][2:]}"] for x in xs] for xs in X]
     attrs = attrs * (max_tokens() // max(sum(map(len, attrs)), 1) + 2)
     for data in (attrs[:2], attrs):  # the numpy/serial and the parallel paths
-        corpus = m.encode(data)
-        m.viterbi(corpus)
-        m.marginals(corpus)
+        corpus_calls(m, data)
+
+
+def _step_tag(workdir: str) -> None:
+    def calls(m, data):
+        m.viterbi(m.encode(data))  # the demo's path: Viterbi of a whole encoded corpus
         m.tag(data)
         m.tag(data, threads=1)  # attribute strings on one thread: the serial lookup + Viterbi
+
+    _decode_step(workdir, ([],), calls)
+
+
+def _step_decode(workdir: str) -> None:
+    _decode_step(
+        workdir,
+        # (--force: the file's last column as forced labels, Wapiti's label --force)
+        (["-n", "2"], ["--constraints", "bio"], ["--marginals"], ["--force"]),
+        lambda m, data: m.marginals(m.encode(data)),
+    )
 
 
 def _step_estimator(workdir: str) -> None:
@@ -183,8 +220,8 @@ def run_step(name: str) -> tuple[str, float, dict, str | None]:
     try:
         with tempfile.TemporaryDirectory(prefix="crfkit-warmup-") as d, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if name == "cli":
-                _step_cli(d)
+            if name in ("train", "tag", "decode"):
+                {"train": _step_train, "tag": _step_tag, "decode": _step_decode}[name](d)
             elif name == "estimator":
                 _step_estimator(d)
             elif name == "bigram":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .._runtime.blas import defer_blas
 from .._runtime.compile_notice import COMPILE_NOTICE, install_compile_notice
-from .._runtime.linkage import self_contained_libraries
+from .._runtime.linkage import link_only_wrappers, self_contained_libraries
 from .._runtime.numba_cache import sources_digest, stamp_directory
 
 __all__ = [
@@ -42,5 +42,6 @@ stamp_directory(
     Path(__file__).parent
 )  # every kernel's cache follows all of this folder's *.py files
 self_contained_libraries()
+link_only_wrappers()
 install_compile_notice()
 defer_blas()  # numba's first kernel load without scipy.linalg
