@@ -21,6 +21,10 @@ It wraps numba's private ``CPUCodeLibrary._optimize_final_module``; where that i
 numba), or with ``CRFKIT_NO_SELF_CONTAINED=1`` (or ``CRFKIT_NO_RUNTIME_HOOKS=1``), the JIT picks as
 numba's own does (results are then the same up to the last bits, which may differ between a
 compiling and a loading run).
+
+:func:`link_only_wrappers` keeps the two wrapper libraries numba builds around every ``prange`` loop
+as IR that only the kernel's library optimises and compiles (numba optimised and compiled each of
+them on its own as well, and never ran that code); ``CRFKIT_NO_LINK_ONLY=1`` turns it off.
 """
 
 from __future__ import annotations
