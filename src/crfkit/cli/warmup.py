@@ -18,10 +18,9 @@ import sys
 import tempfile
 import time
 
-#: the warmup steps, in the order they are started: (name, what it runs).  ``cli`` and
-#: ``estimator`` need the same decoding and batch kernels (about half of all the compile time): they
-#: are started first and last, so that with 2 workers the second loads them from the cache instead
-#: of compiling them again at the same time (measured: both first, 98.8 and 98.4 s CPU each)
+#: the warmup steps, in the order they are started: (name, what it runs).  ``estimator`` needs the
+#: decoding and batch kernels the first three compile: it is started late, so that it loads them from
+#: the cache instead of compiling them again at the same time
 STEPS: tuple[tuple[str, str], ...] = (
     ("train", "crfkit train (templates, L-BFGS, --dev)"),
     ("tag", "crfkit tag, CRFModel.tag and Viterbi over an encoded corpus (the demo's decoding)"),
@@ -38,8 +37,8 @@ STEPS: tuple[tuple[str, str], ...] = (
 )
 
 #: what ``crfkit demo`` (``make chunker``) needs: compiled first, by ``make``'s install step, in two
-#: processes at once (training and decoding share no parallel kernel), before the demo runs; the
-#: other steps follow the demo
+#: processes at once, before the demo runs; the other steps follow the demo.  (Both compile some
+#: kernels of ``batch``: ``tag``'s perceptron run reports its objective with ``loss_only``.)
 DEMO_STEPS = ("train", "tag")
 
 ALGORITHM_STEPS = {
@@ -158,6 +157,9 @@ def _step_decode(workdir: str) -> None:
     )
 
 
+_CLI_STEPS = {"train": _step_train, "tag": _step_tag, "decode": _step_decode}
+
+
 def _step_estimator(workdir: str) -> None:
     from ..estimator import CRF
     from ..npdecode import max_tokens
@@ -220,8 +222,8 @@ def run_step(name: str) -> tuple[str, float, dict, str | None]:
     try:
         with tempfile.TemporaryDirectory(prefix="crfkit-warmup-") as d, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if name in ("train", "tag", "decode"):
-                {"train": _step_train, "tag": _step_tag, "decode": _step_decode}[name](d)
+            if name in _CLI_STEPS:
+                _CLI_STEPS[name](d)
             elif name == "estimator":
                 _step_estimator(d)
             elif name == "bigram":
