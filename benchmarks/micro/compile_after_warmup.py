@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     from crfkit.cli import main as cli
     from crfkit.io.columns import read_columns_list
 
-    base = os.environ.get("CRFKIT_DATA", os.path.join(ROOT, "data"))
+    base = os.environ.get("CRFKIT_DATA") or os.path.join(ROOT, "..", "shared", "data")
     rows = []
     with tempfile.TemporaryDirectory() as d:
         train = _sample(os.path.join(base, "conll2000", "train.txt.gz"), args.sentences, f"{d}/tr")

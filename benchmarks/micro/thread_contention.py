@@ -39,7 +39,7 @@ SECONDS = re.compile(r"^training: .*?, ([0-9.]+) s;", re.M)
 
 
 def _data_file(n: int, d: str) -> str:
-    base = os.environ.get("CRFKIT_DATA", os.path.join(ROOT, "data"))
+    base = os.environ.get("CRFKIT_DATA") or os.path.join(ROOT, "..", "shared", "data")
     src = os.path.join(base, "conll2000", "train.txt.gz")
     opener = gzip.open if src.endswith(".gz") else open
     out = os.path.join(d, f"train{n}.txt")
@@ -90,8 +90,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cpu", type=int, default=0, help="the core the busy loop is pinned to")
     ap.add_argument("--results", metavar="FILE.jsonl", default=None)
+    ap.add_argument(
+        "--wait-policies",
+        action="store_true",
+        help="also run 2 threads with libgomp's long spin and with a passive wait",
+    )
     args = ap.parse_args(argv)
-    configs = CONFIGS
+    configs = {
+        k: v
+        for k, v in CONFIGS.items()
+        if args.wait_policies or k in ("default", "threads1", "threads2")
+    }
     figures: dict = {"load_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as d:
         train = _data_file(args.sentences, d)
@@ -126,7 +135,7 @@ def main(argv=None) -> int:
             figures[f"{tag}_default_over_threads1"] = (
                 figures[f"{tag}_default_opt_s"] / figures[f"{tag}_threads1_opt_s"]
             )
-            for n in ("threads2", "threads2_spin"):
+            for n in [k for k in configs if k.startswith("threads2")]:
                 figures[f"{tag}_{n}_over_threads1"] = (
                     figures[f"{tag}_{n}_opt_s"] / figures[f"{tag}_threads1_opt_s"]
                 )
@@ -140,11 +149,11 @@ def main(argv=None) -> int:
             f"{n} {figures[f'{tag}_{n}_opt_s']:.2f} ({figures[f'{tag}_{n}_wall_s']:.1f})"
             for n in configs
         )
-        print(
-            f"{tag:5s}: {row}   default/threads1 {figures[f'{tag}_default_over_threads1']:.2f}  "
-            f"threads2/threads1 {figures[f'{tag}_threads2_over_threads1']:.2f}  "
-            f"threads2_spin/threads1 {figures[f'{tag}_threads2_spin_over_threads1']:.2f}"
+        ratios = "  ".join(
+            f"{n}/threads1 {figures[f'{tag}_{n}_over_threads1']:.2f}"
+            for n in ("default", *[k for k in configs if k.startswith("threads2")])
         )
+        print(f"{tag:5s}: {row}   {ratios}")
     print(f"load average before {figures['load_before']}, after {figures['load_after']}")
     if args.results:
         from _results import record

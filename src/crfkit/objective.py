@@ -36,6 +36,7 @@ plain :meth:`Objective.oracle` refuses them (:class:`CrfkitError`).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ from .errors import CrfkitError, DataError
 from .kernels import batch
 from .kernels import oracle as _oracle
 from .model import FeatureSpace
-from .parallel import n_chunks
+from .parallel import ThreadGovernor, n_chunks
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,9 @@ class Objective:
             self.sw = np.zeros(0)
         self.threads = threads
         self.bounds = batch.chunk_bounds(corpus.seq_ptr, n_chunks(threads, self.n))
+        # no count asked for: the full-batch kernels run on the fastest count now (the plan is cut
+        # for the most threads, and the sums do not depend on how many run it)
+        self.governor = ThreadGovernor.for_threads(threads)
         self._plan = None  # the gradient's blocks and occurrence index (crfkit.reduction)
         self._emp = None
         self._emp_sparse = (
@@ -477,27 +481,52 @@ class Objective:
         if self._bigram:
             counts = np.zeros((plan[1].shape[1] - 1, 2), np.int64)
             sparse = bool(self.sparse_fb) and self._sparse_now(w)
-            out = batch.loss_grad_bigram(
-                c.seq_ptr,
-                c.tok_ptr,
-                c.attr,
-                c.raw_val,
-                c.btok_ptr,
-                c.battr,
-                c.bval,
-                s.attr_ptr,
-                s.feat_label,
-                s.trans_index,
-                s.battr_ptr,
-                s.pairs_for_full_rows,
+            with self._threads("grad_sparse" if sparse else "grad"):
+                out = batch.loss_grad_bigram(
+                    c.seq_ptr,
+                    c.tok_ptr,
+                    c.attr,
+                    c.raw_val,
+                    c.btok_ptr,
+                    c.battr,
+                    c.bval,
+                    s.attr_ptr,
+                    s.feat_label,
+                    s.trans_index,
+                    s.battr_ptr,
+                    s.pairs_for_full_rows,
+                    w,
+                    s.n_state,
+                    s.bigram_offset,
+                    plan,
+                    g,
+                    emp,
+                    emp_idx,
+                    emp_val,
+                    gscale,
+                    l2,
+                    self._row,
+                    self._dense_attr,
+                    xs,
+                    pm,
+                    self.sw,
+                    sparse,
+                    counts,
+                )
+            self.pair_counts += counts.sum(axis=0)
+            self.n_sparse_evaluations += sparse
+            return out
+        with self._threads("grad"):
+            return batch.loss_grad(
+                *self._batch_args(),
                 w,
                 s.n_state,
-                s.bigram_offset,
                 plan,
                 g,
                 emp,
                 emp_idx,
                 emp_val,
+                exp_ok,
                 gscale,
                 l2,
                 self._row,
@@ -505,30 +534,12 @@ class Objective:
                 xs,
                 pm,
                 self.sw,
-                sparse,
-                counts,
             )
-            self.pair_counts += counts.sum(axis=0)
-            self.n_sparse_evaluations += sparse
-            return out
-        return batch.loss_grad(
-            *self._batch_args(),
-            w,
-            s.n_state,
-            plan,
-            g,
-            emp,
-            emp_idx,
-            emp_val,
-            exp_ok,
-            gscale,
-            l2,
-            self._row,
-            self._dense_attr,
-            xs,
-            pm,
-            self.sw,
-        )
+
+    def _threads(self, kind: str):
+        """The block runs a full-batch kernel: on the governor's count (:attr:`governor`), or on the
+        count set when none governs."""
+        return self.governor.run(kind) if self.governor is not None else contextlib.nullcontext()
 
     def _loss_grad(self, w, g_out, gscale, l2):
         g = np.empty(self.n_features) if g_out is None else g_out
@@ -551,6 +562,10 @@ class Objective:
         effective pass."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         self.n_full += bool(count)
+        with self._threads("loss"):
+            return self._nll_sum(w)
+
+    def _nll_sum(self, w: np.ndarray) -> float:
         if self._bigram:
             c, s = self.corpus, self.space
             return float(

@@ -389,6 +389,8 @@ def cmd_train(args) -> int:
         f"{res.seconds:.2f} s; status: {res.status} ({res.message})",
         file=out,
     )
+    if res.threads:
+        print(f"threads: chosen by speed ({res.threads})", file=out)
     print(
         f"objective: {res.objective:.10g} (per sequence, l2={res.reg.l2:.6g}); CRFsuite units "
         f"{res.objective_crfsuite:.6f} (c2={c2:.6g}, c1={c1:.6g})",

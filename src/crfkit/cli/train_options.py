@@ -221,7 +221,12 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
         metavar="L2",
         help="L2 of the fine-tuning, crfkit's form (default: the training L2)",
     )
-    t.add_argument("--threads", type=nonneg_int, metavar="N", help="threads (default: all cores)")
+    t.add_argument(
+        "--threads",
+        type=nonneg_int,
+        metavar="N",
+        help="threads (default: up to all cores, the count that runs fastest now)",
+    )
     t.add_argument("--trace", metavar="PATH.jsonl", help="write one JSON line per iteration")
     t.add_argument(
         "--checkpoint",

@@ -43,6 +43,7 @@ from .batch_common import (
     finish_gradient,
     hybrid_emissions,
     max_len,
+    ordered_sum,
     scatter_group,
     seq_weight,
     store_rows,
@@ -445,7 +446,7 @@ def loss_grad(
                 for c in range(nc):
                     g_out[n_state + k] += E[c, i, j] + acc[c, i, j] * expM[i, j]
     gold, wsq = finish_gradient(w, g_out, emp, emp_idx, emp_val, gscale, l2)
-    return logzs.sum() - gold, wsq
+    return ordered_sum(logzs) - gold, wsq
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -506,7 +507,7 @@ def loss_only(
             xs,
             sw,
         )
-    return losses.sum()
+    return ordered_sum(losses)
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)

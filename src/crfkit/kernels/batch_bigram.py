@@ -25,6 +25,7 @@ from .batch_common import (
     finish_gradient,
     hybrid_emissions,
     max_len,
+    ordered_sum,
     scatter_group,
     scatter_runs,
     seq_weight,
@@ -294,7 +295,7 @@ def loss_grad_bigram(
                 for c in range(nc):
                     g_out[n_state + k] += E[c, i, j]
     gold, wsq = finish_gradient(w, g_out, emp, emp_idx, emp_val, gscale, l2)
-    return logzs.sum() - gold, wsq
+    return ordered_sum(logzs) - gold, wsq
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -421,7 +422,7 @@ def loss_only_bigram(
             xs,
             sw,
         )
-    return losses.sum()
+    return ordered_sum(losses)
 
 
 @njit(parallel=True, cache=True, fastmath=FAST)

@@ -252,32 +252,61 @@ def zero(g):
         g[k] = 0.0
 
 
+#: elements per partial sum of :func:`finish_gradient`'s two reductions.  A ``prange`` reduction
+#: cuts its range by the number of threads running it, so its rounding followed the thread count;
+#: sums over fixed blocks, added in order, are the same bits for any count (the thread governor,
+#: crfkit.parallel.ThreadGovernor, changes the count between evaluations of one run)
+SUM_BLOCK = 1 << 14
+
+
+@njit(cache=True, nogil=True)
+def ordered_sum(a):
+    """``a[0] + a[1] + ...`` in that order (an array's ``.sum()`` inside a ``parallel=True`` kernel
+    becomes a reduction over the threads, whose rounding follows their number)."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i]
+    return s
+
+
 @njit(parallel=True, cache=True, fastmath=FAST)
 def finish_gradient(w, g, emp, emp_idx, emp_val, gscale, l2):
     """``g = (g - emp) * gscale + l2 * w`` in place (g holds the expected counts); returns (w . emp,
-    ||w||^2).
+    ||w||^2), each summed over blocks of :data:`SUM_BLOCK` elements and the blocks in order (the
+    same bits for any number of threads).
 
     ``emp`` empty: the empirical counts are the sparse ``emp_val`` at ``emp_idx`` (ascending), the
     rest 0 (a large candidate space: most features never fire with their gold labels); the same
     values (the subtraction first, then the same products)."""
-    gold = 0.0
-    wsq = 0.0
+    n = g.shape[0]
+    nb = (n + SUM_BLOCK - 1) // SUM_BLOCK
+    wsq_b = np.zeros(nb)
     if emp.shape[0] == 0:
+        gold = 0.0
         for q in range(emp_idx.shape[0]):
             k = emp_idx[q]
             g[k] -= emp_val[q]
             gold += w[k] * emp_val[q]
-        for k in prange(g.shape[0]):
+        for b in prange(nb):
+            s = 0.0
+            for k in range(b * SUM_BLOCK, min(n, (b + 1) * SUM_BLOCK)):
+                wk = w[k]
+                g[k] = g[k] * gscale + l2 * wk
+                s += wk * wk
+            wsq_b[b] = s
+        return gold, ordered_sum(wsq_b)
+    gold_b = np.zeros(nb)
+    for b in prange(nb):
+        s = 0.0
+        e = 0.0
+        for k in range(b * SUM_BLOCK, min(n, (b + 1) * SUM_BLOCK)):
             wk = w[k]
-            g[k] = g[k] * gscale + l2 * wk
-            wsq += wk * wk
-        return gold, wsq
-    for k in prange(g.shape[0]):
-        wk = w[k]
-        g[k] = (g[k] - emp[k]) * gscale + l2 * wk
-        gold += wk * emp[k]
-        wsq += wk * wk
-    return gold, wsq
+            g[k] = (g[k] - emp[k]) * gscale + l2 * wk
+            e += wk * emp[k]
+            s += wk * wk
+        gold_b[b] = e
+        wsq_b[b] = s
+    return ordered_sum(gold_b), ordered_sum(wsq_b)
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)

@@ -64,6 +64,9 @@ class TrainResult:
     objective_crfsuite: float  # n * f(w): CRFsuite's units
     reg: Regularization
     history: list = field(default_factory=list)
+    #: the full-batch kernels' thread counts when crfkit chose them
+    #: (:meth:`crfkit.parallel.ThreadGovernor.summary`), else ""
+    threads: str = ""
 
     @property
     def converged(self) -> bool:
@@ -526,6 +529,7 @@ def finish(
         objective_crfsuite=obj.to_crfsuite(f_final),
         reg=reg,
         history=history,
+        threads=gov.summary() if (gov := getattr(obj, "governor", None)) is not None else "",
     )
 
 

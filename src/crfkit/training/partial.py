@@ -191,10 +191,11 @@ class PartialObjective(Objective):
         ns = self.space.n_state
         # loss_only gives sum (log Z - gold score); the placeholder gold path is allowed, so it
         # cancels
-        return float(
-            batch.loss_only(*self._args(), w, ns, self.bounds, xs, self.sw)
-            - batch.loss_only(*self._args(), w, ns, self.bounds, xc, self.sw)
-        )
+        with self._threads("loss"):
+            return float(
+                batch.loss_only(*self._args(), w, ns, self.bounds, xs, self.sw)
+                - batch.loss_only(*self._args(), w, ns, self.bounds, xc, self.sw)
+            )
 
     def oracle(self, *a, **kw):
         raise CrfkitError(
