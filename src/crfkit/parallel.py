@@ -198,6 +198,8 @@ class ThreadGovernor:
             return
         c.since += 1
         others = [k for k in self.candidates if k != c.current]
+        if not others:
+            return  # one thread: nothing to choose
         untried = [k for k in others if k not in c.times]
         drift = (
             before is not None and len(before) >= self.KEEP - 1 and dt > self.DRIFT * max(before)
