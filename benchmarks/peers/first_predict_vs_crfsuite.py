@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -64,15 +63,9 @@ def child(case: str, ddir: str, ck: str, cs: str) -> None:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument(
-        "--model-dir", default=os.path.join(tempfile.gettempdir(), "crfkit_tag_lists_models")
-    )
-    ap.add_argument("--iterations", type=int, default=100)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--results", default=os.path.join(_results.RESULTS, "peers.jsonl"))
-    ap.add_argument("--no-record", action="store_true")
+    from tag_lists_vs_crfsuite import common_arguments
+
+    ap = common_arguments(__doc__)
     ap.add_argument("--child", choices=CASES, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ck", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--cs", default=None, help=argparse.SUPPRESS)

@@ -102,22 +102,29 @@ def models(args) -> tuple[str, str, dict]:
     return ck, cs, info
 
 
-def stats(xs: list[float]) -> dict:
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": xs}
-
-
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def common_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options this script shares with ``first_predict_vs_crfsuite.py``: the data, the models
+    (``--model-dir``, ``--iterations``), ``--runs``, and where the figures go."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument(
         "--model-dir", default=os.path.join(tempfile.gettempdir(), "crfkit_tag_lists_models")
     )
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=None, help="crfkit's threads (default: all)")
-    ap.add_argument("--only", choices=("strings", "dicts"), default=None)
     ap.add_argument("--results", default=os.path.join(_results.RESULTS, "peers.jsonl"))
     ap.add_argument("--no-record", action="store_true")
+    return ap
+
+
+def stats(xs: list[float]) -> dict:
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": xs}
+
+
+def main(argv=None) -> dict:
+    ap = common_arguments(__doc__)
+    ap.add_argument("--threads", type=int, default=None, help="crfkit's threads (default: all)")
+    ap.add_argument("--only", choices=("strings", "dicts"), default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--notes", default=None, help="notes for the record (e.g. the load)")
     args = ap.parse_args(argv)

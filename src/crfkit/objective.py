@@ -277,6 +277,17 @@ class Objective:
         c, s = self.corpus, self.space
         return c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.y, s.attr_ptr, s.feat_label, s.trans_index
 
+    def _bigram_corpus_args(self):
+        """The corpus arrays the bigram full-batch kernels read first (``batch_bigram``): tokens,
+        their attributes and values, and the bigram-observation attributes and values."""
+        c = self.corpus
+        return c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.btok_ptr, c.battr, c.bval
+
+    def _bigram_space_args(self):
+        """The space arrays the bigram full-batch kernels read after the corpus's."""
+        s = self.space
+        return s.attr_ptr, s.feat_label, s.trans_index, s.battr_ptr, s.pairs_for_full_rows
+
     @property
     def full_rows(self) -> np.ndarray:
         """The space's :attr:`~crfkit.model.FeatureSpace.full_rows` (read by the per-example
@@ -477,24 +488,14 @@ class Objective:
         (:meth:`_emp_args`)."""
         emp, emp_idx, emp_val = self._emp_args() if emp is None else (emp, _NO_INDEX, _NO_VALUES)
         plan = self._plan_args()
-        c, s = self.corpus, self.space
+        s = self.space
         if self._bigram:
             counts = np.zeros((plan[1].shape[1] - 1, 2), np.int64)
             sparse = bool(self.sparse_fb) and self._sparse_now(w)
             with self._threads("grad_sparse" if sparse else "grad"):
                 out = batch.loss_grad_bigram(
-                    c.seq_ptr,
-                    c.tok_ptr,
-                    c.attr,
-                    c.raw_val,
-                    c.btok_ptr,
-                    c.battr,
-                    c.bval,
-                    s.attr_ptr,
-                    s.feat_label,
-                    s.trans_index,
-                    s.battr_ptr,
-                    s.pairs_for_full_rows,
+                    *self._bigram_corpus_args(),
+                    *self._bigram_space_args(),
                     w,
                     s.n_state,
                     s.bigram_offset,
@@ -570,19 +571,9 @@ class Objective:
             c, s = self.corpus, self.space
             return float(
                 batch.loss_only_bigram(
-                    c.seq_ptr,
-                    c.tok_ptr,
-                    c.attr,
-                    c.raw_val,
-                    c.btok_ptr,
-                    c.battr,
-                    c.bval,
+                    *self._bigram_corpus_args(),
                     c.y,
-                    s.attr_ptr,
-                    s.feat_label,
-                    s.trans_index,
-                    s.battr_ptr,
-                    s.pairs_for_full_rows,
+                    *self._bigram_space_args(),
                     w,
                     s.n_state,
                     s.bigram_offset,
