@@ -3,6 +3,7 @@ force."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -321,3 +322,43 @@ def test_engine_numpy_decodes_any_size_as_the_kernels(monkeypatch):
     assert model.tag(X, engine="numpy") == model.tag(X)
     with pytest.raises(ValueError, match="engine"):
         model.decode(corpus, engine="numba")
+
+
+def test_first_large_batch_of_a_process_without_numba_is_decoded_in_numpy(tmp_path):
+    """A fresh interpreter loads a model and tags a batch above max_tokens but within
+    cold_max_tokens, as attribute strings and as feature dicts: numba is not imported by those first
+    calls, the labels are the kernels' (computed here), and the next large call loads numba."""
+    import crfkit
+
+    model, rng = _random_model(12)
+    path = tmp_path / "m.crfkit"
+    model.save(path)
+    X, _ = random_sequences(rng, 400, n_labels=4, n_attr=8, min_len=5, max_len=12)
+    n = sum(map(len, X))
+    assert npdecode.max_tokens() < n <= npdecode.cold_max_tokens()
+    D = [[{a: 1.0 for a in tok} for tok in seq] for seq in X]
+    assert "numba" in sys.modules  # this process: the kernels' labels
+    want = model.tag(X)
+    want_d = crfkit.CRF(model_filename=str(path)).predict(D)
+    code = (
+        "import sys, json; import crfkit; from crfkit.model import CRFModel\n"
+        "m = CRFModel.load(sys.argv[1]); X = json.loads(sys.argv[2]); D = json.loads(sys.argv[3])\n"
+        "out = {'strings': m.tag(X), 'numba_after_strings': 'numba' in sys.modules}\n"
+        "out['dicts'] = crfkit.CRF(model_filename=sys.argv[1]).predict(D)\n"
+        "out['numba_after_dicts'] = 'numba' in sys.modules\n"
+        "out['again'] = m.tag(X); out['numba_after_again'] = 'numba' in sys.modules\n"
+        "print(json.dumps(out))"
+    )
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(path), json.dumps(X), json.dumps(D)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=src, CRFKIT_SMALL_KERNELS="0"),
+    )
+    got = json.loads(p.stdout)
+    assert got["strings"] == want and got["again"] == want
+    assert got["dicts"] == want_d
+    # the first large call only: the dict batch is the process's second, and goes to numba
+    assert not got["numba_after_strings"] and got["numba_after_dicts"] and got["numba_after_again"]

@@ -154,10 +154,11 @@ class CRFModel:
             return None
         from . import npdecode
 
-        if npdecode.kernels_ready() or len(r[1]) > npdecode.max_tokens():
+        if not npdecode.numpy_batch(len(r[1])):
             return self._tag_codes(X, *r, threads)
         corpus = enc.corpus(X, *r)
-        ids, _ = self.viterbi(corpus, threads)
+        big = len(r[1]) > npdecode.max_tokens()  # the process's first, numba not loaded
+        ids, _ = self.viterbi(corpus, threads, engine="numpy" if big else "auto")
         return self._split(corpus, ids)
 
     def _tag_codes(self, X, a, cnt, v, threads=None, names=None) -> list[list[str]]:
@@ -443,9 +444,13 @@ class CRFModel:
                 B=B,
             )
         if dense is None and B is None and engine == "auto":
-            out = self._tag_strings(X, threads)
-            if out is not None:
-                return out
+            route = self._batch_route(X)
+            if route == "numba":
+                out = self._tag_strings(X, threads)
+                if out is not None:
+                    return out
+            elif route == "numpy":
+                engine = "numpy"  # the process's first large batch, numba not loaded yet
         corpus = self.encode(X, dense=dense, B=B)
         ids, _ = self.viterbi(corpus, threads, engine=engine)
         return self._split(corpus, ids)
@@ -455,30 +460,30 @@ class CRFModel:
         codes of the whole batch from one numba hash lookup (:class:`crfkit.features.nametable.
         NameTable`), then the fused emissions + Viterbi kernels (:meth:`_tag_codes`: no corpus
         built); ``None`` (the caller takes the generic path) when ``X`` is not a list of lists of
-        strings, the model has dense or bigram-observation features, or the batch is small
-        (at most :func:`crfkit.npdecode.max_tokens` tokens) in a process without numba's serial
-        kernels loaded (:meth:`decode` then decodes it in numpy)."""
+        strings or the model has dense or bigram-observation features."""
         s = self.space
-        if s.n_dense or s.n_bigram or not X or not self._numba_batch(X):
+        if s.n_dense or s.n_bigram or not X:
             return None
         b = self._names().batch(X)
         return None if b is None else self._tag_batch(X, b, threads)
 
-    def _numba_batch(self, X) -> bool:
-        """Whether a batch ``X`` (a list of sequences) goes to numba's kernels: once they are loaded
-        in this process (:func:`crfkit.npdecode.kernels_ready`), or for more than
-        :func:`crfkit.npdecode.max_tokens` tokens; a small batch in a process without them is
-        decoded in numpy (:meth:`decode`), which loads no kernel."""
+    def _batch_route(self, X) -> str:
+        """Where a batch ``X`` (a list of sequences) is tagged: ``"numba"`` (the kernels: once they
+        are loaded in this process, or for more than :func:`crfkit.npdecode.max_tokens` tokens),
+        ``"small"`` (a small batch in a process without them: :meth:`decode` takes numpy, which
+        loads no kernel), or ``"numpy"`` (the process's first large batch while numba is not loaded
+        at all: :func:`crfkit.npdecode.cold_batch`)."""
         if type(X) is not list:
-            return False
+            return "small"
         from . import npdecode
 
-        if npdecode.kernels_ready():
-            return True
         try:
-            return sum(map(len, X)) > npdecode.max_tokens()
+            n = sum(map(len, X))
         except TypeError:
-            return False
+            return "small"
+        if not npdecode.numpy_batch(n):
+            return "numba"
+        return "numpy" if n > npdecode.max_tokens() else "small"
 
     def _names(self):
         """The :class:`crfkit.features.nametable.NameTable` of the model's attributes (its hash

@@ -28,6 +28,7 @@ that off), and :meth:`~crfkit.model.CRFModel.decode` uses :func:`decode_serial` 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -46,6 +47,48 @@ def max_tokens() -> int:
         return max(0, int(v))
     except ValueError:
         return MAX_TOKENS
+
+
+#: the first large batch of a process that has not imported numba is decoded here too when it has
+#: at most this many tokens (``CRFKIT_NUMPY_COLD_MAX_TOKENS`` overrides it; 0 turns it off).  Such
+#: a process pays numba's import, its code generator's start and the kernels' load (about 1.3 s
+#: on 2 cores) before the first token; this path decodes about 50,000 tokens a second (CoNLL-2000's
+#: chunking attributes, strings encoded and decoded), so up to here it finishes first
+#: (``benchmarks/peers/first_predict_vs_crfsuite.py``).  Later batches go to numba as before: a
+#: process that tags again loads the kernels once, on its second large call.
+COLD_MAX_TOKENS = 60_000
+
+_COLD = {"calls": 0}
+
+
+def cold_max_tokens() -> int:
+    v = os.environ.get("CRFKIT_NUMPY_COLD_MAX_TOKENS")
+    if v is None or not v.strip():
+        return COLD_MAX_TOKENS
+    try:
+        return max(0, int(v))
+    except ValueError:
+        return COLD_MAX_TOKENS
+
+
+def cold_batch(n_tokens: int) -> bool:
+    """Whether a batch of ``n_tokens`` tokens (more than :func:`max_tokens`) is decoded here
+    because numba is not loaded in this process yet: the process's first such batch, of at most
+    :func:`cold_max_tokens` tokens.  True once per process (the caller decodes it here)."""
+    if "numba" in sys.modules or _COLD["calls"] or n_tokens > cold_max_tokens():
+        return False
+    _COLD["calls"] += 1
+    return True
+
+
+def numpy_batch(n_tokens: int) -> bool:
+    """Whether a batch of ``n_tokens`` tokens goes to this module rather than to numba's batch
+    kernels: a small one (at most :func:`max_tokens`) while numba's serial kernels are not loaded
+    (:func:`kernels_ready`), or a process's first large one while numba is not loaded at all
+    (:func:`cold_batch`)."""
+    if n_tokens <= max_tokens():
+        return not kernels_ready()
+    return cold_batch(n_tokens)
 
 
 #: state features summed at once by :func:`emissions` (a few arrays of this many numbers each)

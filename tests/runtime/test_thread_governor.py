@@ -103,7 +103,9 @@ def test_more_cores_try_half_of_them_too():
 def test_one_thread_has_nothing_to_try():
     host = Host({1: 1.0})
     gov = host.governor(1)
-    assert host.calls(gov, 3 * ThreadGovernor.MAX_INTERVAL) == [1] * (3 * ThreadGovernor.MAX_INTERVAL)
+    assert host.calls(gov, 3 * ThreadGovernor.MAX_INTERVAL) == [1] * (
+        3 * ThreadGovernor.MAX_INTERVAL
+    )
 
 
 def test_kinds_are_timed_apart():
