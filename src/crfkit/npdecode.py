@@ -39,14 +39,19 @@ import numpy as np
 MAX_TOKENS = 2000
 
 
-def max_tokens() -> int:
-    v = os.environ.get("CRFKIT_NUMPY_MAX_TOKENS")
+def _env_tokens(name: str, default: int) -> int:
+    """A token count from the environment variable ``name`` (at least 0), else ``default``."""
+    v = os.environ.get(name)
     if v is None or not v.strip():
-        return MAX_TOKENS
+        return default
     try:
         return max(0, int(v))
     except ValueError:
-        return MAX_TOKENS
+        return default
+
+
+def max_tokens() -> int:
+    return _env_tokens("CRFKIT_NUMPY_MAX_TOKENS", MAX_TOKENS)
 
 
 #: the first large batch of a process that has not imported numba is decoded here too when it has
@@ -62,13 +67,7 @@ _COLD = {"calls": 0}
 
 
 def cold_max_tokens() -> int:
-    v = os.environ.get("CRFKIT_NUMPY_COLD_MAX_TOKENS")
-    if v is None or not v.strip():
-        return COLD_MAX_TOKENS
-    try:
-        return max(0, int(v))
-    except ValueError:
-        return COLD_MAX_TOKENS
+    return _env_tokens("CRFKIT_NUMPY_COLD_MAX_TOKENS", COLD_MAX_TOKENS)
 
 
 def cold_batch(n_tokens: int) -> bool:
