@@ -47,6 +47,15 @@ _INNER = textwrap.dedent(
 )
 
 
+def _terminal_ctrl_c():
+    """In the child before it starts: Ctrl-C as at a terminal.  A process started with SIGINT
+    ignored (a background job of a non-interactive shell, as some CI runners start the suite)
+    passes the ignoring on to its children, Python then installs no KeyboardInterrupt handler, and
+    the Ctrl-C this test sends would be ignored by pytest itself (the CI failures of this test:
+    the inner run trained on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(path, proc, timeout):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -60,9 +69,7 @@ def test_ctrl_c_stops_pytest_while_crfkit_runs_in_process(tmp_path):
     inner = tmp_path / "test_inner_ctrl_c.py"
     inner.write_text(_INNER)
     ready = tmp_path / "ready"
-    # faulthandler: a hung inner run prints every thread's stack on SIGABRT (below).  In two CI runs
-    # on a host slowed 3-4x the inner run did not end within 120 s of the Ctrl-C (it ends in well
-    # under a second here, at any moment of the run): the stacks say where it waits.
+    # faulthandler: a hung inner run prints every thread's stack on SIGABRT (below)
     env = dict(
         crfkit_env(), CTRLC_READY=str(ready), CRFKIT_QUIET_COMPILE="1", PYTHONFAULTHANDLER="1"
     )
@@ -73,6 +80,7 @@ def test_ctrl_c_stops_pytest_while_crfkit_runs_in_process(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_terminal_ctrl_c,
     )
     try:
         assert _wait_for(ready, p, 300), "the inner test did not start"
@@ -94,3 +102,71 @@ def test_ctrl_c_stops_pytest_while_crfkit_runs_in_process(tmp_path):
     assert p.returncode == 2, out[-3000:]
     assert "KeyboardInterrupt" in out, out[-3000:]
     assert not os.path.exists(str(ready) + ".after"), out[-3000:]
+
+
+# crfkit.cli.main under each kind of caller's SIGINT handler, with a command that gets a Ctrl-C in
+# its middle and then finishes (as training does: it saves what it reached and returns 130)
+_EMBEDDED = textwrap.dedent(
+    """
+    import pathlib, signal, sys
+    import crfkit.cli as cli
+    from crfkit.cli.common import run_command
+
+    mode, marker = sys.argv[1], pathlib.Path(sys.argv[2])
+
+    def command(args):
+        try:
+            signal.raise_signal(signal.SIGINT)
+            status = 0
+        except KeyboardInterrupt:
+            status = 130
+        marker.write_text("finished %d" % status)
+        return status
+
+    cli._main = lambda argv: run_command(command, None)
+    handler = {"ignore": signal.SIG_IGN, "default": signal.SIG_DFL,
+               "python": signal.default_int_handler}[mode]
+    signal.signal(signal.SIGINT, handler)
+    try:
+        rc = cli.main([])
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt after the command")
+        sys.exit(7)
+    assert signal.getsignal(signal.SIGINT) == handler, signal.getsignal(signal.SIGINT)
+    print("returned", rc)
+    """
+)
+
+
+def _embedded(tmp_path, mode):
+    script, marker = tmp_path / "embedded.py", tmp_path / f"marker-{mode}"
+    script.write_text(_EMBEDDED)
+    r = subprocess.run(
+        [sys.executable, str(script), mode, str(marker)],
+        env=crfkit_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return r, (marker.read_text() if marker.exists() else None)
+
+
+def test_a_caller_that_ignores_ctrl_c_keeps_it_ignored_through_the_command(tmp_path):
+    r, marker = _embedded(tmp_path, "ignore")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert marker == "finished 0"  # the command never saw the interrupt
+    assert "returned 0" in r.stdout
+
+
+def test_a_python_handler_gets_a_keyboard_interrupt_once_the_command_has_finished(tmp_path):
+    r, marker = _embedded(tmp_path, "python")
+    assert r.returncode == 7, r.stdout + r.stderr
+    assert marker == "finished 130"  # the command took it as training does, then passed it on
+    assert "KeyboardInterrupt after the command" in r.stdout
+
+
+def test_the_default_action_ends_the_process_once_the_command_has_finished(tmp_path):
+    r, marker = _embedded(tmp_path, "default")
+    assert r.returncode == -signal.SIGINT, r.stdout + r.stderr
+    assert marker == "finished 130"
+    assert "returned" not in r.stdout

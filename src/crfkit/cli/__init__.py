@@ -94,31 +94,44 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Ctrl-C: as the ``crfkit`` program, it exits with status 130 (training first saves what it
     reached).  Called in-process by another program (a test runner, a notebook: any caller whose
-    SIGINT handler is not crfkit's own), the command still ends as it would, and then the caller's
-    handler is restored and a ``KeyboardInterrupt`` raised, so that the caller stops too (pytest
-    went on with the next test before)."""
+    SIGINT handler is not crfkit's own), the command ends as it would, and then the interrupt is
+    passed on in the caller's own terms:
+
+    * a Python handler (``KeyboardInterrupt``, pytest's case): the handler is restored and a
+      ``KeyboardInterrupt`` raised, so that the caller stops too (pytest went on with the next
+      test before);
+    * the default action (``SIG_DFL``): restored, and the signal raised again, which ends the
+      process as it would have without crfkit, once the command has saved what it reached;
+    * ignored (``SIG_IGN``: a background job of a non-interactive shell, ``nohup``): the command
+      ignores Ctrl-C too.  Taking it would end the command early and return normally, and the
+      caller, which never expected an interrupt, went on (a loop of trainings never stopped)."""
     import signal
 
     from .common import SIGINT_SEEN
 
     current = signal.getsignal(signal.SIGINT)
     # in-process under another program: its own Ctrl-C handler stays until the command runs
-    embedded = callable(current) and getattr(current, "__name__", "") != "_exit_quietly"
+    embedded = getattr(current, "__name__", "") != "_exit_quietly"
     previous = current if embedded else quiet_interrupts()
     seen = SIGINT_SEEN["seen"]
     SIGINT_SEEN["seen"] = False
     try:
         return _main(argv)
     finally:
+        restored = False
         if previous is not None:
             try:
                 signal.signal(signal.SIGINT, previous)
+                restored = True
             except ValueError:  # not the main thread: nothing was installed
                 pass
         interrupted = SIGINT_SEEN["seen"]
         SIGINT_SEEN["seen"] = seen or interrupted
         if interrupted and embedded:
-            raise KeyboardInterrupt
+            if callable(previous) or not restored:
+                raise KeyboardInterrupt
+            if previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
 
 
 def _main(argv) -> int:

@@ -231,7 +231,8 @@ def run_command(func, args) -> int:
     exit status returned: Ctrl-C a ``KeyboardInterrupt`` (training saves what it reached), SIGTERM a
     :class:`Terminated` that unwinds (no temporary file is left behind), crfkit's errors and OS
     errors one ``crfkit: error:`` line (exit status 2); a ``DataWarning`` is a ``crfkit: warning:``
-    line."""
+    line.  Where SIGINT is ignored when it starts (an in-process caller that ignores it), Ctrl-C
+    stays ignored."""
     import functools
     import signal
     import warnings
@@ -239,7 +240,9 @@ def run_command(func, args) -> int:
     # from here Ctrl-C is a KeyboardInterrupt again: training saves what it reached; SIGTERM
     # unwinds too (training takes it as Ctrl-C), so that no temporary file is left behind
     try:
-        signal.signal(signal.SIGINT, _interrupt)
+        # a caller that ignores Ctrl-C (SIG_IGN: a background job, nohup) keeps it ignored
+        if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+            signal.signal(signal.SIGINT, _interrupt)
         prev_term = signal.signal(signal.SIGTERM, _terminated)
     except ValueError:  # not the main thread
         prev_term = None
