@@ -738,3 +738,46 @@ class LimitedLoader:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+
+
+# --------------------------------------------------------------------------- order
+def pytest_addoption(parser):
+    parser.addoption(
+        "--order",
+        default=os.environ.get("CRFKIT_TEST_ORDER", "file"),
+        help="the order the tests run in: 'file' (as collected, the default), 'reverse', or "
+        "'random:SEED' (shuffled with that seed; 'random' picks one and prints it), to find "
+        "tests that depend on what ran before them (also $CRFKIT_TEST_ORDER)",
+    )
+
+
+def test_order(items: list, order: str) -> tuple[list, str]:
+    """``items`` in the order ``order`` names (see ``--order``), and the order to print, with the
+    seed a bare 'random' picked."""
+    import random
+
+    if order == "file":
+        return list(items), order
+    if order == "reverse":
+        return list(reversed(items)), order
+    kind, _, seed = order.partition(":")
+    if kind != "random" or (seed and not seed.isdigit()):
+        raise pytest.UsageError(f"--order {order!r}: expected file, reverse, random or random:SEED")
+    n = int(seed) if seed else random.SystemRandom().randrange(10**6)
+    out = list(items)
+    random.Random(n).shuffle(out)
+    return out, f"random:{n}"
+
+
+test_order.__test__ = False  # a helper, not a test
+
+
+def pytest_collection_modifyitems(config, items):
+    order = config.getoption("--order")
+    items[:], shown = test_order(items, order)
+    config._crfkit_order = shown
+
+
+def pytest_report_header(config):
+    order = getattr(config, "_crfkit_order", None) or config.getoption("--order")
+    return f"test order: {order} (rerun with --order {order})" if order != "file" else None
