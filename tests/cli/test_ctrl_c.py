@@ -74,7 +74,20 @@ def test_ctrl_c_stops_pytest_while_crfkit_runs_in_process(tmp_path):
         crfkit_env(), CTRLC_READY=str(ready), CRFKIT_QUIET_COMPILE="1", PYTHONFAULTHANDLER="1"
     )
     p = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", str(inner)],
+        # without hypothesis's plugin: on a loaded host most of pytest's stop after Ctrl-C went into
+        # importing hypothesis for the interrupt's report (7-25 s with 7 processes on the core)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "-x",
+            str(inner),
+        ],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
