@@ -751,33 +751,42 @@ def pytest_addoption(parser):
     )
 
 
-def test_order(items: list, order: str) -> tuple[list, str]:
-    """``items`` in the order ``order`` names (see ``--order``), and the order to print, with the
-    seed a bare 'random' picked."""
+def resolved_order(order: str) -> str:
+    """``order`` (see ``--order``) checked, with a bare 'random' given the seed it picks."""
     import random
 
+    if order in ("file", "reverse"):
+        return order
+    kind, _, seed = order.partition(":")
+    if kind != "random" or (seed and not seed.isdigit()):
+        raise pytest.UsageError(f"--order {order!r}: expected file, reverse, random or random:SEED")
+    return order if seed else f"random:{random.SystemRandom().randrange(10**6)}"
+
+
+def ordered(items: list, order: str) -> tuple[list, str]:
+    """``items`` in the order ``order`` names (see ``--order``), and that order resolved
+    (:func:`resolved_order`)."""
+    import random
+
+    order = resolved_order(order)
     if order == "file":
         return list(items), order
     if order == "reverse":
         return list(reversed(items)), order
-    kind, _, seed = order.partition(":")
-    if kind != "random" or (seed and not seed.isdigit()):
-        raise pytest.UsageError(f"--order {order!r}: expected file, reverse, random or random:SEED")
-    n = int(seed) if seed else random.SystemRandom().randrange(10**6)
     out = list(items)
-    random.Random(n).shuffle(out)
-    return out, f"random:{n}"
+    random.Random(int(order.partition(":")[2])).shuffle(out)
+    return out, order
 
 
-test_order.__test__ = False  # a helper, not a test
+def pytest_configure(config):
+    # resolved once, before the header is written: a bare 'random' prints the seed it picked
+    config.option.order = resolved_order(config.option.order)
 
 
 def pytest_collection_modifyitems(config, items):
-    order = config.getoption("--order")
-    items[:], shown = test_order(items, order)
-    config._crfkit_order = shown
+    items[:] = ordered(items, config.option.order)[0]
 
 
 def pytest_report_header(config):
-    order = getattr(config, "_crfkit_order", None) or config.getoption("--order")
+    order = config.option.order
     return f"test order: {order} (rerun with --order {order})" if order != "file" else None

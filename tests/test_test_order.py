@@ -9,29 +9,29 @@ import sys
 
 import pytest
 
-from conftest import test_order
+from conftest import ordered
 
 
 def test_file_order_is_kept_and_reverse_reverses():
     items = list(range(10))
-    assert test_order(items, "file") == (items, "file")
-    assert test_order(items, "reverse") == (items[::-1], "reverse")
+    assert ordered(items, "file") == (items, "file")
+    assert ordered(items, "reverse") == (items[::-1], "reverse")
 
 
 def test_a_seeded_random_order_is_a_permutation_that_repeats():
     items = list(range(50))
-    a, shown = test_order(items, "random:7")
+    a, shown = ordered(items, "random:7")
     assert shown == "random:7" and sorted(a) == items and a != items
-    assert test_order(items, "random:7")[0] == a
-    assert test_order(items, "random:8")[0] != a
-    b, shown = test_order(items, "random")
-    assert shown.startswith("random:") and test_order(items, shown)[0] == b
+    assert ordered(items, "random:7")[0] == a
+    assert ordered(items, "random:8")[0] != a
+    b, shown = ordered(items, "random")
+    assert shown.startswith("random:") and ordered(items, shown)[0] == b
 
 
 @pytest.mark.parametrize("bad", ["sideways", "random:x", "reverse:1"])
 def test_an_unknown_order_is_a_usage_error(bad):
     with pytest.raises(pytest.UsageError, match="expected file, reverse, random"):
-        test_order([1, 2], bad)
+        ordered([1, 2], bad)
 
 
 def test_the_option_orders_a_real_run(tmp_path):
@@ -72,3 +72,6 @@ def test_the_option_orders_a_real_run(tmp_path):
     got, out = ran("random:3")
     assert sorted(got) == list(range(6)) and got == ran("random:3")[0]
     assert "test order: random:3" in out
+    got, out = ran("random")  # a bare 'random' prints the seed it picked, to rerun that order
+    seed = re.search(r"test order: random:(\d+)", out).group(1)
+    assert ran(f"random:{seed}")[0] == got

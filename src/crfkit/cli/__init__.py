@@ -118,20 +118,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
-        restored = False
         if previous is not None:
             try:
                 signal.signal(signal.SIGINT, previous)
-                restored = True
             except ValueError:  # not the main thread: nothing was installed
                 pass
         interrupted = SIGINT_SEEN["seen"]
         SIGINT_SEEN["seen"] = seen or interrupted
+        # (a caller that ignores SIGINT is never interrupted: run_command left it ignored)
         if interrupted and embedded:
-            if callable(previous) or not restored:
-                raise KeyboardInterrupt
             if previous == signal.SIG_DFL:
                 signal.raise_signal(signal.SIGINT)
+            raise KeyboardInterrupt
 
 
 def _main(argv) -> int:
