@@ -21,6 +21,11 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGINT, _exit_quietly)
     except ValueError:  # not the main thread
         pass
+    if (sys.argv[1:] if argv is None else list(argv))[:1] == ["tag"]:
+        # a tagging process calls no BLAS routine: numpy's OpenBLAS threads would only spin
+        from ._runtime.omp import single_blas_thread
+
+        single_blas_thread()
     from .cli import main as cli_main
 
     try:

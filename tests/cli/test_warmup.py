@@ -126,3 +126,53 @@ def test_the_decoding_steps_run_from_a_perceptron_model():
 
     res = warmup.warmup(jobs=1, steps=["tag", "decode"], out=io.StringIO())
     assert all(s["error"] is None for s in res["steps"].values()), res["steps"]
+
+
+def test_the_train_step_covers_the_demos_float32_lbfgs_pairs():
+    # the demo's model (456k features) keeps its L-BFGS pairs in float32 ("auto"), the toy corpus's
+    # in float64: the train step must load both two-loop recursions, or the demo compiles one
+    # (0.8 s after the install step, seen on a fresh clone)
+    from crfkit.cli import warmup
+    from crfkit.kernels import vec
+
+    res = warmup.warmup(jobs=1, steps=["train"], out=io.StringIO())
+    assert res["steps"]["train"]["error"] is None, res["steps"]
+    dtypes = {str(sig[1].dtype) for sig in vec.two_loop.signatures}
+    assert {"float32", "float64"} <= dtypes, vec.two_loop.signatures
+
+
+@pytest.mark.parametrize(
+    "argv, preset, expect",
+    [
+        (["tag", "--help"], None, "1"),
+        (["tag", "--help"], "OMP_NUM_THREADS=2", "-"),  # the user's count for OpenBLAS is kept
+        (["tag", "--help"], "OPENBLAS_NUM_THREADS=2", "2"),
+        (["info", "--help"], None, "-"),  # only the tagging process: training calls BLAS
+    ],
+)
+def test_crfkit_tag_process_starts_no_openblas_threads(argv, preset, expect):
+    """``python -m crfkit tag`` sets ``OPENBLAS_NUM_THREADS=1`` before numpy loads (its idle
+    OpenBLAS threads spun for 0.1 s of CPU in a 0.5 s tagging process), unless a count was set;
+    threadpoolctl then reports one OpenBLAS thread."""
+    env = crfkit_env()
+    for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        env.pop(k, None)
+    if preset:
+        k, v = preset.split("=")
+        env[k] = v
+    code = (
+        "import os, sys, contextlib, io\n"
+        "from crfkit.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    main({argv!r})\n"
+        "import numpy, threadpoolctl\n"
+        "blas = [p['num_threads'] for p in threadpoolctl.threadpool_info()\n"
+        "        if p.get('internal_api') == 'openblas']\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS', '-'), blas)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split(maxsplit=1)
+    assert out[0] == expect, out
+    if expect == "1":
+        assert out[1].strip() in ("[1]", "[]"), out  # [] where numpy's BLAS is not OpenBLAS

@@ -122,6 +122,9 @@ def _step_train(workdir: str) -> None:
     _, _, train, _ = _toy_files(workdir)
     model = os.path.join(workdir, "m.crfkit")
     _cli(["train", train, "-m", model, "--max-iterations", "3", "-q", "--dev", train])
+    # a large model (the demo's 456k features) keeps the L-BFGS pairs in float32 (history "auto"):
+    # the toy corpus is far below that size, so its two-loop recursion is compiled here for float32
+    _cli(["train", train, "-m", model, "--max-iterations", "3", "-q", "--lbfgs-history", "float32"])
 
 
 def _decode_step(workdir: str, options, corpus_calls) -> None:
