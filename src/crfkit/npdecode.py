@@ -194,11 +194,16 @@ def viterbi(score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray):
         (len(slen), Tm, L), np.int8 if L <= 127 else np.int16 if L <= 32767 else np.int64
     )
     delta = block[:, 0].copy()
+    trans_t = np.ascontiguousarray(trans.T)  # (label, previous label)
     for t in range(1, Tm):
         m = int(n[t])
-        cand = delta[:m, :, None] + trans  # (m, previous label, label)
-        back[:m, t] = cand.argmax(axis=1)  # the first best previous label, as the kernels
-        delta[:m] = cand.max(axis=1) + block[:m, t]  # the value at that arg max
+        # (m, label, previous label): the previous labels contiguous, so that the arg max reduces
+        # over the last axis (half the time of a reduction over the middle one, 25k tokens)
+        cand = delta[:m, None, :] + trans_t
+        arg = cand.argmax(axis=2)  # the first best previous label, as the kernels
+        back[:m, t] = arg
+        # the value at that arg max: the same number, without a second reduction
+        delta[:m] = np.take_along_axis(cand, arg[:, :, None], axis=2)[:, :, 0] + block[:m, t]
     # delta[s] now holds each sequence's last row (rows of finished sequences were left as they
     # were)
     nz = slen > 0
