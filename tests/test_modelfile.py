@@ -232,6 +232,32 @@ def test_member_shorter_than_declared_or_with_trailing_bytes(work):
             CRFModel.load(p)
 
 
+def test_two_lane_load_reports_errors_as_a_serial_load_would(work):
+    """The checksums and the arrays are read in two lanes at once (modelfile._checked_arrays: a
+    thread hashes and inflates every array but the largest, the caller inflates the largest): a
+    checksum mismatch is reported whatever else is wrong, and of several broken arrays the first in
+    file order, in whichever lane it broke."""
+    header, payload = _split(work["bytes"])
+    specs = header["arrays"]
+    largest = max(specs, key=lambda n: specs[n]["nbytes"])
+    other = next(n for n in specs if n != largest and specs[n]["nbytes"] > 8)
+    # the broken members are appended to the payload in this order: the first is first in the file
+    for broken in ([largest], [other], [largest, other], [other, largest]):
+        expect = broken[0]
+        h = json.loads(json.dumps(header))
+        pl = payload
+        for name in broken:  # a member cut short: inflating it fails
+            s0 = h["arrays"][name]
+            pl = _put(h, pl, name, pl[s0["offset"] : s0["offset"] + s0["nbytes"] - 6])
+        data = _assemble(h, pl)
+        with pytest.raises(ModelError, match=f"array {expect}"):
+            CRFModel.load(_write(work, "lanes.crfkit", data))
+        # the same file with its last checksum byte flipped: the checksum comes first
+        bad = data[:-1] + bytes([data[-1] ^ 1])
+        with pytest.raises(ModelError, match="checksum mismatch"):
+            CRFModel.load(_write(work, "lanes.crfkit", bad))
+
+
 @pytest.mark.parametrize(
     "dtype, bad", [("<i8", (1 << 32) + 1), ("<u8", (1 << 32) + 1), ("<i8", -1), ("<u4", 1 << 31)]
 )
