@@ -80,16 +80,22 @@ def test_set_threads_default_uses_default_threads(monkeypatch, restore_threads):
     assert parallel.set_threads(0) == 1
 
 
+def _env_with(preset: str | None, *unset: str) -> dict:
+    """crfkit's test environment without the variables ``unset``, then ``preset`` ("NAME=VALUE")."""
+    env = crfkit_env()
+    for k in unset:
+        env.pop(k, None)
+    if preset:
+        k, v = preset.split("=")
+        env[k] = v
+    return env
+
+
 @pytest.mark.parametrize("preset", [None, "OMP_WAIT_POLICY=ACTIVE", "GOMP_SPINCOUNT=77"])
 def test_import_crfkit_makes_idle_openmp_threads_spin_only_briefly(preset):
     """``import crfkit`` sets a short spin before idle OpenMP threads sleep, unless the user set
     either variable (kept as given)."""
-    env = crfkit_env()
-    env.pop("OMP_WAIT_POLICY", None)
-    env.pop("GOMP_SPINCOUNT", None)
-    if preset:
-        k, v = preset.split("=")
-        env[k] = v
+    env = _env_with(preset, "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
     code = (
         "import os, crfkit; "
         "print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ.get('GOMP_SPINCOUNT', '-'))"
@@ -154,12 +160,7 @@ def test_crfkit_tag_process_starts_no_openblas_threads(argv, preset, expect):
     """``python -m crfkit tag`` sets ``OPENBLAS_NUM_THREADS=1`` before numpy loads (its idle
     OpenBLAS threads spun for 0.1 s of CPU in a 0.5 s tagging process), unless a count was set;
     threadpoolctl then reports one OpenBLAS thread."""
-    env = crfkit_env()
-    for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        env.pop(k, None)
-    if preset:
-        k, v = preset.split("=")
-        env[k] = v
+    env = _env_with(preset, "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
     code = (
         "import os, sys, contextlib, io\n"
         "from crfkit.__main__ import main\n"
