@@ -212,10 +212,8 @@ def read_model(f, path: str, make=None):
                 f"({LABEL_PAIR_BYTES} per label pair) from a {payload_len}-byte payload; "
                 f"the loader's ceiling is {EXPANSION_ALLOWANCE} + {MAX_EXPANSION} x the payload"
             )
-        arrays, failed = _checked_arrays(g.fileno(), path, header, head, size, specs)
         try:
-            if failed is not None:
-                raise failed
+            arrays = _checked_arrays(g.fileno(), path, header, head, size, specs)
             space, weights = _space_of(arrays, counts)
             meta = header.get("meta", {})
             if not isinstance(meta, dict):
@@ -332,15 +330,9 @@ def _seekable(f, head: bytes, limit: int):
         raise
 
 
-def _pread(fd: int, n: int, at: int) -> bytes:
-    """Up to ``n`` bytes of the file ``fd`` at offset ``at`` (no shared file position: the two
-    lanes of :func:`_checked_arrays` read the same file at once)."""
-    return os.pread(fd, n, at)
-
-
 def _verify_checksums(fd: int, path: str, header: dict, head: bytes, size: int) -> None:
     """The trailing SHA-256 (of every byte before it) and the header's payload SHA-256, hashed in
-    chunks."""
+    chunks read by ``os.pread`` (no shared file position: see :func:`_checked_arrays`)."""
     bad = ModelError(f"{path}: model file is truncated or corrupted (checksum mismatch)")
     if size < len(head) + 32:
         raise bad
@@ -349,31 +341,31 @@ def _verify_checksums(fd: int, path: str, header: dict, head: bytes, size: int) 
     at = len(head)
     left = size - 32 - len(head)
     while left:
-        b = _pread(fd, min(left, _READ_CHUNK), at)
+        b = os.pread(fd, min(left, _READ_CHUNK), at)
         if not b:
             raise bad
         whole.update(b)
         body.update(b)
         left -= len(b)
         at += len(b)
-    if _pread(fd, 33, at) != whole.digest() or body.hexdigest() != header.get("payload_sha256"):
+    if os.pread(fd, 33, at) != whole.digest() or body.hexdigest() != header.get("payload_sha256"):
         raise bad
 
 
-def _checked_arrays(fd: int, path: str, header: dict, head: bytes, size: int, specs: dict):
-    """``(arrays, error)``: the checksums verified and every array of ``specs`` inflated into an
-    array of its declared shape, in two lanes at once (zlib and SHA-256 run outside the GIL: a
-    4 MB model loads in about half the time on 2 cores): a thread hashes the file and inflates
-    every array but the largest, this thread inflates the largest.  A checksum mismatch (a
-    :class:`ModelError`) or a read error is raised, whatever else failed; otherwise ``error`` is the
-    first array's error in file order (a ``ValueError`` or ``zlib.error`` the caller reports as a
-    corrupted payload, a ``MemoryError``...), or None."""
+def _checked_arrays(fd: int, path: str, header: dict, head: bytes, size: int, specs: dict) -> dict:
+    """The arrays of ``specs`` (name -> array of its declared shape), the checksums verified, in two
+    lanes at once (zlib and SHA-256 run outside the GIL: a 4 MB model loads in about half the time
+    on 2 cores): a thread hashes the file and inflates every array but the largest, this thread
+    inflates the largest; both read by ``os.pread``.  A checksum mismatch (a :class:`ModelError`) or
+    a read error of the checksum lane is raised whatever else failed; then the first array's error
+    in file order (a ``ValueError`` or ``zlib.error`` the caller reports as a corrupted payload, a
+    ``MemoryError``...), as a serial load raised them."""
     import threading
 
     order = sorted(specs.items(), key=lambda kv: kv[1]["offset"])
     largest = max(order, key=lambda kv: kv[1]["nbytes"])[0] if order else None
     arrays: dict = {}
-    errors: dict = {}
+    errors: dict = {}  # array name -> its error; None -> the checksum lane's
 
     def inflate(name, spec) -> None:
         try:
@@ -404,12 +396,10 @@ def _checked_arrays(fd: int, path: str, header: dict, head: bytes, size: int, sp
             inflate(largest, specs[largest])
     finally:
         other.join()
-    if None in errors:
-        raise errors[None]
-    for name, _spec in order:
+    for name in [None] + [name for name, _spec in order]:
         if name in errors:
-            return arrays, errors[name]
-    return arrays, None
+            raise errors[name]
+    return arrays
 
 
 def _count(header: dict, key: str, default=None, limit: int = MAX_COUNT) -> int:
@@ -533,7 +523,7 @@ def _inflate(fd: int, start: int, nbytes: int, out: np.ndarray, name: str) -> np
         pos += len(piece)
 
     while left:
-        chunk = _pread(fd, min(left, _READ_CHUNK), at)
+        chunk = os.pread(fd, min(left, _READ_CHUNK), at)
         if not chunk:
             raise ValueError(f"array {name}: the payload ends early")
         left -= len(chunk)

@@ -21,6 +21,7 @@ before that.  A value the user set (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``) i
 from __future__ import annotations
 
 import os
+import sys
 
 __all__ = ["BLAS_THREAD_VARIABLES", "SPIN_COUNT", "short_omp_wait", "single_blas_thread"]
 
@@ -48,8 +49,6 @@ def single_blas_thread() -> bool:
     numba's kernels): numpy's OpenBLAS starts one thread per core when it loads, and they spin
     before they sleep: 0.12 s of CPU in a 0.5 s ``crfkit tag`` process on 2 cores, taken from
     whatever else runs on the machine."""
-    import sys
-
     if "numpy" in sys.modules or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
         return False
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
