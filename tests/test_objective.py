@@ -263,3 +263,84 @@ def test_abs_max_is_numpys_without_the_temporary(xs):
     want = float(np.abs(w).max()) if w.size else 0.0
     got = abs_max(w)
     assert (got == want) or (math.isnan(got) and math.isnan(want))
+
+
+@pytest.mark.parametrize("scale", [1.0, 60.0])
+def test_released_token_attributes_give_the_same_value_and_gradient(scale):
+    """release_tokens_after_plan: once the first evaluation has made the plan and the empirical
+    counts, the corpus's token attributes go; every later value and gradient is the same bits as
+    an objective that keeps them (weights of scale 60: sequences whose exp-domain forward pass
+    overflows take the kernel's fallback, which rebuilds their sums from the plan), and the value
+    alone comes from the gradient's kernel."""
+    rng = np.random.default_rng(7)
+    X, Y = random_sequences(rng, 40, n_labels=4, real=False, n_attr=9, max_len=30)
+    space, keep = build(X, Y)
+    _, gone = build(X, Y)
+    a = Objective(keep, space, Regularization(l2=0.1))
+    b = Objective(gone, space, Regularization(l2=0.1))
+    assert b.release_tokens_after_plan()
+    for k in range(4):
+        w = rng.normal(0, scale, space.n_features)
+        fa, ga = a.value_and_grad(w)
+        fb, gb = b.value_and_grad(w)
+        assert gone.attributes_released and not keep.attributes_released
+        assert fa == fb and np.array_equal(ga, gb)
+        assert b.value(w) == pytest.approx(a.value(w), rel=1e-12)
+    assert b.n_full == a.n_full  # the value from the gradient's kernel counts as one evaluation
+    with pytest.raises(RuntimeError, match="let go"):
+        gone.attr
+    assert len(gone.val) == gone.tok_ptr[-1]  # the values of a corpus of ones are still made
+
+
+def test_released_attributes_are_kept_with_bigram_observations():
+    from conftest import random_bigram_attributes
+
+    rng = np.random.default_rng(3)
+    X, Y = random_sequences(rng, 10, n_labels=3, n_attr=5, max_len=6)
+    B = random_bigram_attributes(rng, X)
+    space, corpus = build(X, Y, B=B)
+    obj = Objective(corpus, space, Regularization(l2=0.1))
+    assert not obj.release_tokens_after_plan()  # the bigram kernels read the tokens' attributes
+    obj.value_and_grad(np.zeros(space.n_features))
+    assert not corpus.attributes_released
+
+
+def test_train_lets_its_own_corpus_attributes_go_with_the_same_model():
+    """crfkit.train's L-BFGS run lets the corpus it built release its token attributes: the model is
+    the same bits as training on a corpus that keeps them."""
+    from crfkit.training.driver import train_corpus
+
+    rng = np.random.default_rng(11)
+    X, Y = random_sequences(rng, 30, n_labels=4, n_attr=8, max_len=12)
+    s1, c1 = build(X, Y)
+    s2, c2 = build(X, Y)
+    reg = Regularization(l2=0.05)
+    r1 = train_corpus(s1, c1, max_iterations=15, reg=reg, threads=1)
+    r2 = train_corpus(s2, c2, _own_corpus=True, max_iterations=15, reg=reg, threads=1)
+    assert c2.attributes_released and not c1.attributes_released
+    np.testing.assert_array_equal(r1.model.weights, r2.model.weights)
+    # the stochastic optimizers read the tokens' attributes: nothing is let go
+    s3, c3 = build(X, Y)
+    train_corpus(s3, c3, _own_corpus=True, algorithm="l2sgd", max_iterations=2, reg=reg)
+    assert not c3.attributes_released
+
+
+def test_exp_path_overflow_falls_back_to_the_sums_of_the_plan():
+    """A sequence whose exp-domain emissions overflow (weights of 710: exp is inf) is redone from
+    sums the kernel rebuilds from the plan's runs: with every sequence overflowing, the value and
+    gradient are the same bits as the kernel's path without exponentials."""
+    rng = np.random.default_rng(5)
+    X, Y = random_sequences(rng, 25, n_labels=3, real=False, n_attr=6, max_len=9)
+    X = [[list(tok) + ["bias"] for tok in x] for x in X]  # every token overflows
+    space, corpus = build(X, Y)
+    w = rng.normal(0, 0.5, space.n_features)
+    w[: space.n_state] = 710.0
+    obj = Objective(corpus, space, Regularization(l2=0.1))
+    none = np.zeros((0, space.n_labels))
+    out = []
+    for exp_ok in (True, False):
+        g = np.empty(space.n_features)
+        v, wsq = obj._kernel_loss_grad(w, g, None, exp_ok, 1.0, 0.1, none, none)
+        out.append((v, wsq, g))
+    assert np.isfinite(out[0][0]) and out[0][0] == out[1][0] and out[0][1] == out[1][1]
+    np.testing.assert_array_equal(out[0][2], out[1][2])

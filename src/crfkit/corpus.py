@@ -121,10 +121,32 @@ class Corpus:
 
     def __getattr__(self, name):
         # only called when normal lookup fails: the values of a corpus of ones, not made yet
-        if name == "val" and "attr" in self.__dict__:
-            v = self.__dict__["val"] = np.ones(len(self.__dict__["attr"]))
+        d = self.__dict__
+        if name == "val" and "tok_ptr" in d and "y" in d:
+            v = d["val"] = np.ones(int(d["tok_ptr"][-1]))
             return v
+        if name == "attr" and d.get("_attr_released"):
+            raise RuntimeError(
+                "this corpus's token attributes were let go after its gradient plan was built "
+                "(Corpus.release_attributes, done by crfkit.train for the corpus it builds when "
+                "nothing else reads them)"
+            )
         raise AttributeError(name)
+
+    def release_attributes(self) -> None:
+        """Let go of :attr:`attr`, the token-major attribute ids (4 bytes an entry: 15 MB on
+        CoNLL-2000, the largest array of an L-BFGS run).  The full-batch gradient reads the
+        occurrence index of its plan (:mod:`crfkit.reduction`) instead, so a training run that owns
+        its corpus lets the array go once the plan and the empirical counts are made
+        (:meth:`crfkit.objective.Objective.release_tokens_after_plan`); reading :attr:`attr`
+        afterwards raises RuntimeError."""
+        self.__dict__.pop("attr", None)
+        self.__dict__["_attr_released"] = True
+
+    @property
+    def attributes_released(self) -> bool:
+        """Whether :meth:`release_attributes` let :attr:`attr` go."""
+        return bool(self.__dict__.get("_attr_released"))
 
     @property
     def raw_val(self) -> np.ndarray:

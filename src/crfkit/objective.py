@@ -156,6 +156,7 @@ def regularization(
 
 _NO_INDEX = np.empty(0, np.int64)
 _NO_VALUES = np.empty(0)
+_NO_ATTRS = np.empty(0, np.int32)
 
 
 class Objective:
@@ -240,6 +241,17 @@ class Objective:
         self.pair_counts = np.zeros(2, np.int64)
         self.n_full = 0  # full evaluations (value, or value + gradient)
         self.n_oracle = 0  # single-example oracle calls
+        self._release_tokens = False  # release_tokens_after_plan
+
+    def release_tokens_after_plan(self) -> bool:
+        """Let the corpus's token-major attributes (:meth:`crfkit.corpus.Corpus.release_attributes`)
+        go once the first gradient evaluation has made the plan and the empirical counts: from then
+        on the gradient reads the plan's occurrence index alone, and the value (:meth:`nll_sum`)
+        comes from the gradient's kernel.  Only for a corpus nothing else reads (``crfkit.train``'s
+        own, trained by L-BFGS or OWL-QN); not with bigram-observation features, whose kernels read
+        the tokens' attributes.  Returns whether the release is planned."""
+        self._release_tokens = not self._bigram
+        return self._release_tokens
 
     def pair_zero_share(self, counts: np.ndarray | None = None) -> float:
         """The share of zero entries of the label-pair score matrices M_t (positions t >= 1 of the
@@ -275,7 +287,8 @@ class Objective:
         empty ``val`` as all ones: a corpus of ones never makes its array of values
         (:attr:`Corpus.raw_val`)."""
         c, s = self.corpus, self.space
-        return c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.y, s.attr_ptr, s.feat_label, s.trans_index
+        attr = c.__dict__.get("attr", _NO_ATTRS)  # (released: loss_grad reads the plan alone)
+        return c.seq_ptr, c.tok_ptr, attr, c.raw_val, c.y, s.attr_ptr, s.feat_label, s.trans_index
 
     def _bigram_corpus_args(self):
         """The corpus arrays the bigram full-batch kernels read first (``batch_bigram``): tokens,
@@ -488,6 +501,12 @@ class Objective:
         (:meth:`_emp_args`)."""
         emp, emp_idx, emp_val = self._emp_args() if emp is None else (emp, _NO_INDEX, _NO_VALUES)
         plan = self._plan_args()
+        if (
+            self._release_tokens
+            and self._emp_sparse is False
+            and not self.corpus.attributes_released
+        ):
+            self.corpus.release_attributes()
         s = self.space
         if self._bigram:
             counts = np.zeros((plan[1].shape[1] - 1, 2), np.int64)
@@ -542,7 +561,7 @@ class Objective:
         count set when none governs."""
         return self.governor.run(kind) if self.governor is not None else contextlib.nullcontext()
 
-    def _loss_grad(self, w, g_out, gscale, l2):
+    def _loss_grad(self, w, g_out, gscale, l2, count: bool = True):
         g = np.empty(self.n_features) if g_out is None else g_out
         w = np.ascontiguousarray(w, dtype=np.float64)
         ns = self.space.n_state
@@ -555,7 +574,7 @@ class Objective:
         if self.space.n_dense:
             # expected counts of the dense block: sum_t x_t p(y_t = l | x), as one product X^T pm
             self.space.dense_weights(g)[:] += gscale * (self.corpus.dense.T @ pm)
-        self.n_full += 1
+        self.n_full += bool(count)
         return float(v), float(wsq), g
 
     def nll_sum(self, w: np.ndarray, count: bool = True) -> float:
@@ -563,6 +582,10 @@ class Objective:
         effective pass."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         self.n_full += bool(count)
+        if self.corpus.attributes_released:
+            # the forward-only kernel reads the tokens' attributes: the gradient's kernel, which
+            # reads the plan, gives the value (its gradient dropped)
+            return self._loss_grad(w, None, 1.0, 0.0, count=False)[0]
         with self._threads("loss"):
             return self._nll_sum(w)
 

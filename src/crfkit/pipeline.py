@@ -279,6 +279,10 @@ def train_columns(
             lazy=True,
             once=True,
         )
+        if not templates.bigram_observation:
+            # X's pass is the only reader of the sentences (deleted below): each chunk goes once
+            # it is converted (with bigram-observation lines, B reads them after X)
+            X.consume()
         Y = _own_labels(Y)
     else:
         label = name_of(train_path)

@@ -422,3 +422,43 @@ def test_train_releases_memory_after_training(monkeypatch):
         1,
         1,
     ]  # once the corpus is encoded (the encoding's temporaries), once after training
+
+
+def test_consume_lets_each_chunk_go_as_it_is_converted():
+    """consume(): the items list is the lazy sequence's alone; the one pass lets each chunk's items
+    go once converted (crfkit train's sentences), so a chunk never sees an earlier one's items."""
+    items = [[i] for i in range(7)]
+    seen = []
+
+    def convert(chunk, first):
+        seen.append(sum(x is None for x in items))  # items already let go when this chunk runs
+        return [x[0] for x in chunk]
+
+    lazy = LazySequences(items, convert, chunk=3, once=True).consume()
+    assert list(lazy) == list(range(7))
+    assert seen == [0, 3, 6]
+    assert items == [None] * 7 and lazy._items is None
+    with pytest.raises(ValueError, match="once=True"):
+        LazySequences([1], convert).consume()
+
+
+def test_train_columns_consumes_the_sentences_unless_bigram_observations_read_them(
+    tmp_path, monkeypatch
+):
+    from crfkit.features.templates import Templates, default_chunking_templates
+    from crfkit.pipeline import train_columns
+
+    calls = []
+    real = LazySequences.consume
+
+    def spy(self):
+        calls.append(self)
+        return real(self)
+
+    monkeypatch.setattr(LazySequences, "consume", spy)
+    path = _column_file(tmp_path, n=20, seed=2)
+    train_columns(str(path), default_chunking_templates(), max_iterations=2)
+    assert len(calls) == 1
+    calls.clear()
+    train_columns(str(path), Templates.parse("U00:%x[0,0]\nB00:%x[0,1]\n"), max_iterations=2)
+    assert calls == []  # B reads the sentences after X: they stay whole until both are done

@@ -40,6 +40,18 @@ class LazySequences(Sequence):
         self._chunk = int(CHUNK if chunk is None else chunk)
         self._progress = progress
         self._once = bool(once)
+        self._consume = False
+
+    def consume(self) -> LazySequences:
+        """Declare ``items`` this object's alone (with ``once``: the caller keeps no reference to
+        the list, and nothing else reads it): the one pass then lets each chunk's items go as soon
+        as they are converted, instead of all of them at its end.  ``crfkit train`` on CoNLL-2000:
+        the file's sentences (66 MB) no longer stand beside the whole attribute index while it is
+        built, the peak of the run.  Returns ``self``."""
+        if not self._once:
+            raise ValueError("consume() needs once=True (the items go after one pass)")
+        self._consume = True
+        return self
 
     def __len__(self) -> int:
         return self._n
@@ -80,7 +92,12 @@ class LazySequences(Sequence):
         items = self._source()
         step = self._chunk
         for start in range(0, len(items), step):
-            yield self._convert(items[start : start + step], start)
+            out = self._convert(items[start : start + step], start)
+            if self._consume:
+                items[start : start + step] = [None] * min(step, len(items) - start)
+            box = [out]
+            del out
+            yield box.pop()  # no reference left in this frame while the caller holds the chunk
         if (
             self._once
         ):  # read whole: what the items hold can go (crfkit train: the file's sentences)

@@ -41,7 +41,6 @@ from .batch_common import (
     emit_runs,
     fill_dense,
     finish_gradient,
-    hybrid_emissions,
     max_len,
     ordered_sum,
     scatter_group,
@@ -247,6 +246,7 @@ def _fb_chunk(
     weighted = sw.shape[0] > 0
     acc_s = np.zeros((lp, lp) if weighted else (0, 0))
     E_s = np.zeros((L, L) if weighted else (0, 0))
+    sums = np.zeros((0, lp))  # the chunk's emission sums, made on the first overflow (below)
     for s in range(s0, s1):
         t0 = seq_ptr[s]
         t1 = seq_ptr[s + 1]
@@ -289,10 +289,29 @@ def _fb_chunk(
                 for t in range(T):
                     vmul(node[r0 + t], alpha[t], beta[t], ws, lp)
             else:
-                # the rows hold products: the sums again, token by token
-                hybrid_emissions(
-                    tok_ptr, attr, val, t0, t1, attr_ptr, feat_label, w, row, Wd, False, score
-                )
+                # the rows hold products: the sums again, from the chunk's runs (made once per
+                # chunk, on its first such sequence: the same sums, in the same order, as the path
+                # without exponentials; the token-major attributes are not read, so a training run
+                # may let the corpus's copy go once its plan is built)
+                if sums.shape[0] == 0:
+                    sums = np.zeros(node.shape)
+                    emit_runs(
+                        runs[0],
+                        runs[1],
+                        run_ptr,
+                        run_feat,
+                        otok,
+                        oval,
+                        feat_label,
+                        w,
+                        rowk,
+                        Wd,
+                        False,
+                        sums,
+                    )
+                for t in range(T):
+                    for l in range(L):
+                        score[t, l] = sums[r0 + t, l]
         else:
             for t in range(T):
                 for l in range(L):
@@ -346,7 +365,9 @@ def loss_grad(
 ):
     """Returns (sum over the corpus of -sw_i log p(y_i|x_i), ||w||^2) and writes
     ``gscale * grad(that sum) + l2 * w`` to g_out (one pass for all of it).
-    ``sw``: one scale per sequence (sample weights), empty for all 1.
+    ``sw``: one scale per sequence (sample weights), empty for all 1.  The tokens' attributes
+    (``tok_ptr``, ``attr``, ``val``) are not read: the plan's occurrence index holds them (``attr``
+    may be empty: :meth:`crfkit.corpus.Corpus.release_attributes`).
 
     ``plan``: ``crfkit.reduction.GradPlan`` arrays (``Objective._plan_args``): blocks of sequences,
     their chunks (one per thread), and the occurrence index of the attributes, by chunk, with its
