@@ -69,8 +69,29 @@ def test_sorted_probe_checks_bytes_and_lengths(monkeypatch):
     got = t._sorted_probe(names)
     assert got is not None
     np.testing.assert_array_equal(got, _ref(strings, names))
-    # equal hashes in the table: not this path
-    assert _table(["ab", "cd"])._sorted_probe(["ab"]) is None
+    # equal hashes in the table: settled name by name, the last of equal strings winning
+    strings = ["ab", "cd", "ab", "xyz", "q"]
+    names = ["ab", "cd", "ef", "xyz", "xy", "q", "ab"]
+    got = _table(strings)._sorted_probe(names)
+    assert got is not None
+    np.testing.assert_array_equal(got, _ref(strings, names))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(st.lists(TEXT, max_size=40), st.lists(TEXT, max_size=30), st.integers(1, 4))
+def test_sorted_probe_with_colliding_hashes_equals_a_dict(strings, extra, m):
+    """Hashes that collide on purpose (a byte length modulo ``m``): the sorted path still gives a
+    dict's ids, duplicates' last id included."""
+    real = M._packed_hashes
+    M._packed_hashes = lambda blob, lens: (np.asarray(lens) % m).astype(np.uint64)
+    try:
+        t = _table(strings)
+        names = list(strings[::2]) + extra
+        got = t._sorted_probe(names)
+    finally:
+        M._packed_hashes = real
+    assert got is not None
+    np.testing.assert_array_equal(got, _ref(strings, names))
 
 
 def test_every_hash_colliding_still_gives_the_right_ids(monkeypatch):

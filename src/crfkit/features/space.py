@@ -645,20 +645,25 @@ class StringTable(Sequence):
         """The ids of ``names`` (int64, -1: not in the table) without a Python object per name
         beyond one join: the names' hashes are looked up in the table's sorted hashes
         (``np.searchsorted``) and every hit is compared byte for byte with its candidate, all in
-        numpy.  None (the caller takes the per-name path) when the table has two equal hashes
-        (equal strings, whose last id must win, or a collision), when the strings are too long to
-        hash, or when a name is not a string that UTF-8 encodes."""
+        numpy.  A name whose hash is shared by several of the table's strings (a collision, or a
+        string the table holds twice, whose last id must win) is settled by comparing it with each
+        of them (:meth:`_settle_runs`): one such pair sent every lookup of CoNLL-2000's chunking
+        model down the per-name dict path.  None (the caller takes that path) when the strings are
+        too long to hash, or when a name is not a string that UTF-8 encodes."""
         th = self._table_hashes()
         if th is False:
             return None
-        if len(th) == 2:  # sorted once: (hashes, starts, order, sorted hashes)
-            order = np.argsort(th[0])  # (any order of equal hashes: the path is off for them)
+        if len(th) == 2:  # sorted once: (hashes, starts, order, sorted hashes, shared)
+            order = np.argsort(th[0], kind="stable")  # equal hashes: their ids in order
             hs = th[0][order]
-            unique = not (hs[1:] == hs[:-1]).any()
-            th = self._hash = (th[0], th[1], order if unique else None, hs)
-        h, starts, order, hs = th
-        if order is None:
-            return None
+            eq = hs[1:] == hs[:-1]
+            # the first sorted position of every hash that several strings share (sorted)
+            first = np.zeros(len(hs), dtype=bool)
+            first[:-1] = eq
+            first[1:] &= ~eq
+            shared = np.flatnonzero(first)
+            th = self._hash = (th[0], th[1], order, hs, shared)
+        h, starts, order, hs, shared = th
         try:
             text = "".join(names)
             raw = text.encode("utf-8")
@@ -685,6 +690,12 @@ class StringTable(Sequence):
         np.minimum(at, len(hs) - 1, out=at)
         cand = order[at]
         ok = (hs[at] == qh) & (self._lens[cand] == qlens)
+        many = None
+        if len(shared):
+            # names whose hash several of the table's strings share: settled one by one below
+            k = np.minimum(np.searchsorted(shared, at), len(shared) - 1)
+            many = np.flatnonzero((shared[k] == at) & (hs[at] == qh))
+            ok[many] = False
         sel = np.flatnonzero(ok)
         if len(sel):  # byte for byte: a hash collision costs a comparison, never a wrong id
             ln = qlens[sel]
@@ -698,7 +709,27 @@ class StringTable(Sequence):
             c = np.zeros(len(diff) + 1, np.int64)
             np.cumsum(diff, out=c[1:])
             ok[sel[c[first + ln] - c[first] > 0]] = False
-        return np.where(ok, cand, -1).astype(np.int64)
+        out = np.where(ok, cand, -1).astype(np.int64)
+        if many is not None and len(many):
+            self._settle_runs(out, many, at, raw, qlens)
+        return out
+
+    def _settle_runs(self, out, many, at, raw: bytes, qlens) -> None:
+        """``out[i]`` for the names ``many`` whose hash starts a run of equal hashes at sorted
+        position ``at[i]``: the last id of the run whose string is the name's bytes (-1: none)."""
+        _h, starts, order, hs, _shared = self._hash
+        qstart = (np.cumsum(qlens) - qlens)[many].tolist()
+        lens, table = self._lens, self._raw
+        for i, q0, a in zip(many.tolist(), qstart, at[many].tolist()):
+            name = raw[q0 : q0 + int(qlens[i])]
+            found, b = -1, a
+            while b < len(hs) and hs[b] == hs[a]:
+                j = int(order[b])
+                s0 = int(starts[j])
+                if int(lens[j]) == len(name) and table[s0 : s0 + len(name)] == name:
+                    found = max(found, j)
+                b += 1
+            out[i] = found
 
     def _probe(self, uniq: list) -> dict | None:
         """{name: id or -1} for distinct names, through the hashes of the table (None: no
