@@ -344,8 +344,9 @@ def train_columns(
         if dev_path is not None:
             train_kwargs["dense_dev"] = dense_of(dev_sents, dcols, name=name_of(dev_path))
         meta["dense_columns"] = [c + 1 for c in dcols]
-    # The sentences go once the features are built (X, lazy, drops them after its one pass; Y holds
-    # its own lists): on CoNLL-2000 they are 66 MB, a quarter of the training's peak RSS.
+    # The sentences go as the features are built (X, lazy and consumed, lets each chunk's sentences
+    # go once it is converted, or all of them after its one pass; Y holds its own lists): on
+    # CoNLL-2000 they are 66 MB, a third of the training's peak RSS.
     del sentences
     return train(X, Y, X_dev=X_dev, Y_dev=Y_dev, meta=meta, **train_kwargs)
 
