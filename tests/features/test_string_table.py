@@ -198,3 +198,20 @@ def test_model_with_a_packed_table_prunes_and_saves_as_with_the_list(tmp_path):
     assert a.space.attributes == b.space.attributes and a.space.labels == b.space.labels
     np.testing.assert_array_equal(a.weights, b.weights)
     np.testing.assert_array_equal(a.space.feat_label, b.space.feat_label)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.lists(TEXT, max_size=40), st.booleans())
+def test_unpack_by_split_and_by_slices_agree(strings, nul):
+    """unpack_strings cuts by str.split when no string holds a NUL, by slices otherwise: both give
+    the packed strings back."""
+    if nul:
+        strings = strings + ["a\x00b"]
+    blob, lens = _pack_strings(strings)
+    assert M.unpack_strings(blob, lens) == strings
+
+
+def test_unpack_refuses_a_string_starting_inside_a_character_on_the_split_path():
+    blob, lens = _pack_strings(["é", "ab"])  # c3 a9 | 61 62
+    with pytest.raises(ValueError, match="inside a UTF-8 character"):
+        M.unpack_strings(blob, np.array([1, 3]))  # the second string starts at a9

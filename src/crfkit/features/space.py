@@ -394,7 +394,19 @@ def unpack_strings(blob: np.ndarray, lens: np.ndarray) -> list[str]:
     """The strings packed by :func:`pack_strings` (UTF-8 bytes, their byte lengths).  The blob is
     decoded once and sliced (a decode per string took most of a model's load time); with multi-byte
     characters the byte offsets become character offsets by discounting UTF-8 continuation bytes,
-    and a string that starts inside a character is an error, as decoding it alone would be."""
+    and a string that starts inside a character is an error, as decoding it alone would be.
+
+    When no string holds a NUL, the strings are cut by ``str.split`` instead, in C: a NUL put
+    between them (``np.insert``), the whole decoded once (a string starting inside a character
+    leaves invalid UTF-8 there, and the slicing below then says so).  CoNLL-2000's 336k attribute
+    names: 79 -> 40 ms, part of the first ``predict`` of a loaded model (its name -> id dict)."""
+    n = len(lens)
+    if n > 1 and 0 not in blob:
+        ends = np.cumsum(lens)
+        try:
+            return np.insert(blob, ends[:-1], 0).tobytes().decode("utf-8").split("\x00")
+        except UnicodeDecodeError:
+            pass
     raw = blob.tobytes()
     text = raw.decode("utf-8")
     ends = np.cumsum(lens)
