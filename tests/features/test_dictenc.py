@@ -90,6 +90,9 @@ def test_same_corpus_as_the_generic_path(X1, X2):
         c = enc.encode(X)
         assert c is not None
         _same_corpus(c, encode(to_attributes(X), MODEL.space))
+        # every entry learnt once, none left provisional (a cold call skips the ones it knew)
+        held = enc.codes_held()
+        assert all(x >= -1 for x in held) and enc.entries() == len(held)
 
 
 @SETTINGS
