@@ -71,15 +71,11 @@ def _too_large(what: str, seq: int, tok: int, name: str) -> DataError:
 def flatten(X, name: str = "<data>", first: int = 0):
     """Flatten attribute lists: (seq_lens, tok_counts, names, values or None).  ``first``: the index
     of ``X[0]`` in the whole data, for the error messages of a chunk (:func:`_flatten_ids`)."""
-    seq_lens = np.fromiter((len(s) for s in X), dtype=np.int64, count=len(X))
-    tok_counts = []
-    names: list = []
-    ext = names.extend
-    app = tok_counts.append
-    for seq in X:
-        for tok in seq:
-            app(len(tok))
-            ext(tok)
+    seq_lens = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
+    # the tokens, their lengths and their names, each iterated in C (a Python step per token took
+    # a third of this function on CoNLL-2000's test set)
+    tok_counts = list(map(len, itertools.chain.from_iterable(X)))
+    names: list = list(itertools.chain.from_iterable(itertools.chain.from_iterable(X)))
     values = None
     if set(map(type, names)) - {str}:
         flat_names = []
