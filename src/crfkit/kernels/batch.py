@@ -209,25 +209,12 @@ def _fb_chunk(
         for l in range(L, lp):
             node[r, l] = 0.0
     run_ptr, run_feat, otok, oval = occ
+    # the chunk's runs of the occurrence index and the features' labels (emit_runs' first seven)
+    index = (runs[0], runs[1], run_ptr, run_feat, otok, oval, feat_label)
     if use_exp:
-        emit_runs(
-            runs[0],
-            runs[1],
-            run_ptr,
-            run_feat,
-            otok,
-            oval,
-            feat_label,
-            expw,
-            rowk,
-            expWd,
-            True,
-            node,
-        )
+        emit_runs(*index, expw, rowk, expWd, True, node)
     else:
-        emit_runs(
-            runs[0], runs[1], run_ptr, run_feat, otok, oval, feat_label, w, rowk, Wd, False, node
-        )
+        emit_runs(*index, w, rowk, Wd, False, node)
     # the exp path's work rows are padded like the store; the robust path's are L wide
     alpha = np.zeros((maxT, lp))
     beta = np.zeros((maxT, lp))
@@ -295,20 +282,7 @@ def _fb_chunk(
                 # may let the corpus's copy go once its plan is built)
                 if sums.shape[0] == 0:
                     sums = np.zeros(node.shape)
-                    emit_runs(
-                        runs[0],
-                        runs[1],
-                        run_ptr,
-                        run_feat,
-                        otok,
-                        oval,
-                        feat_label,
-                        w,
-                        rowk,
-                        Wd,
-                        False,
-                        sums,
-                    )
+                    emit_runs(*index, w, rowk, Wd, False, sums)
                 for t in range(T):
                     for l in range(L):
                         score[t, l] = sums[r0 + t, l]
