@@ -156,7 +156,6 @@ def regularization(
 
 _NO_INDEX = np.empty(0, np.int64)
 _NO_VALUES = np.empty(0)
-_NO_ATTRS = np.empty(0, np.int32)
 
 
 class Objective:
@@ -287,8 +286,7 @@ class Objective:
         empty ``val`` as all ones: a corpus of ones never makes its array of values
         (:attr:`Corpus.raw_val`)."""
         c, s = self.corpus, self.space
-        attr = c.__dict__.get("attr", _NO_ATTRS)  # (released: loss_grad reads the plan alone)
-        return c.seq_ptr, c.tok_ptr, attr, c.raw_val, c.y, s.attr_ptr, s.feat_label, s.trans_index
+        return c.seq_ptr, c.tok_ptr, c.attr, c.raw_val, c.y, s.attr_ptr, s.feat_label, s.trans_index
 
     def _bigram_corpus_args(self):
         """The corpus arrays the bigram full-batch kernels read first (``batch_bigram``): tokens,
@@ -537,8 +535,12 @@ class Objective:
             self.n_sparse_evaluations += sparse
             return out
         with self._threads("grad"):
+            # the tokens' attributes come from the plan (the corpus may have let its copy go)
             return batch.loss_grad(
-                *self._batch_args(),
+                self.corpus.seq_ptr,
+                s.attr_ptr,
+                s.feat_label,
+                s.trans_index,
                 w,
                 s.n_state,
                 plan,
@@ -549,7 +551,6 @@ class Objective:
                 exp_ok,
                 gscale,
                 l2,
-                self._row,
                 self._dense_attr,
                 xs,
                 pm,

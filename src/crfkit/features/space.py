@@ -746,12 +746,10 @@ class StringTable(Sequence):
     def _probe(self, uniq: list) -> dict | None:
         """{name: id or -1} for distinct names, through the hashes of the table (None: no
         hashes)."""
-        if self._hash is None:
-            h = _packed_hashes(self._blob, self._lens)
-            self._hash = (h, np.cumsum(self._lens) - self._lens) if h is not None else False
-        if self._hash is False:
+        th = self._table_hashes()
+        if th is False:
             return None
-        h, starts = self._hash[:2]
+        h, starts = th[:2]
         enc = [u.encode("utf-8", "surrogatepass") if isinstance(u, str) else None for u in uniq]
         good = [b for b in enc if b is not None]
         qlens = np.fromiter(map(len, good), dtype=np.int64, count=len(good))

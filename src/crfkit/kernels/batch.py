@@ -151,15 +151,10 @@ def empirical_counts(
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _fb_chunk(
     seq_ptr,
-    tok_ptr,
-    attr,
-    val,
-    attr_ptr,
     feat_label,
     w,
     expw,
     use_exp,
-    row,
     rowk,
     Wd,
     expWd,
@@ -314,10 +309,6 @@ def _fb_chunk(
 @njit(parallel=True, cache=True, fastmath=FAST)
 def loss_grad(
     seq_ptr,
-    tok_ptr,
-    attr,
-    val,
-    y,
     attr_ptr,
     feat_label,
     trans_index,
@@ -331,7 +322,6 @@ def loss_grad(
     exp_ok,
     gscale,
     l2,
-    row,
     dense_attr,
     xs,
     pm,
@@ -339,9 +329,9 @@ def loss_grad(
 ):
     """Returns (sum over the corpus of -sw_i log p(y_i|x_i), ||w||^2) and writes
     ``gscale * grad(that sum) + l2 * w`` to g_out (one pass for all of it).
-    ``sw``: one scale per sequence (sample weights), empty for all 1.  The tokens' attributes
-    (``tok_ptr``, ``attr``, ``val``) are not read: the plan's occurrence index holds them (``attr``
-    may be empty: :meth:`crfkit.corpus.Corpus.release_attributes`).
+    ``sw``: one scale per sequence (sample weights), empty for all 1.  The tokens' attributes come
+    from the plan's occurrence index alone (a training run may let the corpus's token-major copy
+    go: :meth:`crfkit.corpus.Corpus.release_attributes`).
 
     ``plan``: ``crfkit.reduction.GradPlan`` arrays (``Objective._plan_args``): blocks of sequences,
     their chunks (one per thread), and the occurrence index of the attributes, by chunk, with its
@@ -353,7 +343,7 @@ def loss_grad(
     is empty and ``emp_idx``/``emp_val`` hold the non-zero ones (:func:`finish_gradient`).
     ``exp_ok``: the corpus is binary and the weights small enough that
     emissions may be built in the exp domain by products (no overflow).
-    ``row``/``dense_attr`` (:func:`dense_rows`) pick the attributes whose emission weights are
+    ``dense_attr`` (:func:`dense_rows`) picks the attributes whose emission weights are
     read as dense label rows.
     ``xs``/``pm``: extra emission scores in, node marginals out (see
     ``_fb_chunk``); the caller adds the dense block's expected counts
@@ -402,15 +392,10 @@ def loss_grad(
             q = b * nc + c
             logzs[c] += _fb_chunk(
                 seq_ptr,
-                tok_ptr,
-                attr,
-                val,
-                attr_ptr,
                 feat_label,
                 w,
                 expw,
                 exp_ok,
-                row,
                 rowk,
                 Wd,
                 expWd,

@@ -31,7 +31,14 @@ from ..model import CRFModel, FeatureSpace
 from ..objective import Objective, Regularization, regularization
 from ..optim import stochastic as _stochastic
 from ..parallel import set_threads, single_blas
-from .config import RunPlan, TrainConfig, lbfgs_history, plan_run, sparse_fb_wanted
+from .config import (
+    BATCH_ALGORITHMS,
+    RunPlan,
+    TrainConfig,
+    lbfgs_history,
+    plan_run,
+    sparse_fb_wanted,
+)
 from .monitor import (
     DevWatch,
     DivergenceWatch,
@@ -578,7 +585,7 @@ def train_corpus(
     obj = make_objective(space, corpus, cfg, plan)
     if (
         _own_corpus
-        and plan.algorithm in ("lbfgs", "owlqn")
+        and plan.algorithm in BATCH_ALGORITHMS
         and not (cfg.fine_tune or cfg.train_scores)
         and type(obj) is Objective
     ):
