@@ -584,6 +584,31 @@ def crfkit_env() -> dict:
     return env
 
 
+_AOT_BUILD: dict = {}
+
+
+def built_aot_dir() -> dict:
+    """The tagging kernels compiled ahead of time (:mod:`crfkit.kernels.aot`), built once per test
+    session into a temporary folder (about 8 s): ``{"dir", "path", "stale_removed"}``, the last
+    whether the build removed the module of another key planted in the folder before it."""
+    if not _AOT_BUILD:
+        import atexit
+        import shutil
+        import tempfile
+        from importlib.machinery import EXTENSION_SUFFIXES
+
+        from crfkit._runtime import aot
+        from crfkit.kernels.aot import build
+
+        d = tempfile.mkdtemp(prefix="crfkit-aot-test-")
+        atexit.register(shutil.rmtree, d, True)
+        stale = Path(d) / (aot.PREFIX + "0" * 20 + EXTENSION_SUFFIXES[0])
+        stale.write_bytes(b"an old build")
+        p = build(d)
+        _AOT_BUILD.update(dir=d, path=str(p), stale_removed=not stale.exists())
+    return _AOT_BUILD
+
+
 def crfkit_cmd(*argv) -> list[str]:
     """``python -m crfkit ARGV...`` as a subprocess argument list."""
     return [sys.executable, "-m", "crfkit", *[str(a) for a in argv]]

@@ -28,6 +28,19 @@ SETTINGS = settings(
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_aot(monkeypatch):
+    """These tests check the numpy decoder itself: the kernels compiled ahead of time, which take
+    over its Viterbi path where they are built (tests/test_aot.py), are kept out, here and in the
+    subprocesses."""
+    from crfkit._runtime import aot
+
+    monkeypatch.setenv("CRFKIT_NO_AOT", "1")
+    aot.forget()
+    yield
+    aot.forget()
+
+
 def _numba(model, corpus, **kw):
     """CRFModel.decode through the numba kernels (the numpy path switched off)."""
     old = os.environ.get("CRFKIT_NUMPY_MAX_TOKENS")

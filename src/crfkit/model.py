@@ -121,7 +121,9 @@ class CRFModel:
         if tids is False:
             from .features.rows import template_ids
 
-            tids = self.__dict__["_template_ids"] = template_ids(self.meta, self.space)
+            tids = self.__dict__["_template_ids"] = template_ids(
+                self.meta, self.space, lookup=self._lookup()
+            )
         if tids is None:
             return None
         from .features.rows import encode_template_rows
@@ -148,12 +150,15 @@ class CRFModel:
         if enc is None:
             from .features.dictenc import DictEncoder
 
-            enc = self.__dict__["_dict_encoder"] = DictEncoder(s)
+            enc = self.__dict__["_dict_encoder"] = DictEncoder(s, lookup=self._lookup())
         r = enc.codes(X)
         if r is None:
             return None
         from . import npdecode
 
+        kern = npdecode.aot_batch(len(r[1]))
+        if kern is not None:  # the kernel compiled ahead of time: no corpus, no numba
+            return self._tag_codes(X, *r, kern=kern)
         if not npdecode.numpy_batch(len(r[1])):
             return self._tag_codes(X, *r, threads)
         corpus = enc.corpus(X, *r)
@@ -161,7 +166,7 @@ class CRFModel:
         ids, _ = self.viterbi(corpus, threads, engine="numpy" if big else "auto")
         return self._split(corpus, ids)
 
-    def _tag_codes(self, X, a, cnt, v, threads=None, names=None) -> list[list[str]]:
+    def _tag_codes(self, X, a, cnt, v, threads=None, names=None, kern=None) -> list[list[str]]:
         """The labels of ``X`` from its attribute codes (:meth:`DictEncoder.codes`) by the fused
         emissions + Viterbi kernel: one serial call for the whole batch
         (:func:`crfkit.kernels.chain.tag_codes_seqs`), or, when ``threads`` asks for several and the
@@ -170,19 +175,24 @@ class CRFModel:
 
         ``names``: ``(buf, starts)`` of :class:`crfkit.features.nametable.NameTable` (then
         ``a`` is an empty array of one code per entry): the codes are looked up in the same call,
-        chunk by chunk, before each chunk is tagged (:mod:`crfkit.kernels.tag_names`)."""
-        from .kernels.chain import tag_codes, tag_codes_seqs, transition_matrix
+        chunk by chunk, before each chunk is tagged (:mod:`crfkit.kernels.tag_names`).
 
+        ``kern``: the kernels compiled ahead of time (:func:`crfkit.npdecode.aot_kernels`), which
+        export the same serial functions: one call for the whole batch, and numba is not imported.
+        """
         sp, w = self.space, self.weights
         tc = self.__dict__.get("_trans_cache")
         if tc is None or tc[0] is not w:
-            tc = self.__dict__["_trans_cache"] = (
-                w,
-                transition_matrix(w, 1.0, sp.n_state, sp.trans_index),
-            )
+            from .npdecode import transition_matrix  # the kernels' matrix (numba not needed)
+
+            tc = self.__dict__["_trans_cache"] = (w, transition_matrix(sp, w))
         trans = tc[1]
         ns = len(X)
         labels = sp.labels
+        if kern is not None:
+            return self._tag_codes_aot(X, a, cnt, v, names, kern, trans)
+        from .kernels.chain import tag_codes, tag_codes_seqs
+
         if ns == 1 and names is None:  # predict_single: the one-sequence kernel, fewer arguments
             ids = np.empty(len(cnt), dtype=np.int32)
             tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
@@ -220,18 +230,58 @@ class CRFModel:
             )
         else:
             tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, *model_args, ids, ps)
+        return self._label_lists(ids, seq_ptr)
+
+    def _label_lists(self, ids: np.ndarray, seq_ptr: np.ndarray) -> list[list[str]]:
+        """The label strings of label ids ``ids``, one list per sequence of ``seq_ptr``."""
+        labels = self.space.labels
         lc = self.__dict__.get("_label_array")
         if lc is None or lc[0] is not labels or len(lc[1]) != len(labels):
             lc = self.__dict__["_label_array"] = (labels, np.array(labels, dtype=object))
         out = lc[1][ids].tolist()
         p = seq_ptr.tolist()
-        return [out[p[i] : p[i + 1]] for i in range(ns)]
+        return [out[p[i] : p[i + 1]] for i in range(len(p) - 1)]
 
-    def _tag_batch(self, X, b, threads) -> list[list[str]]:
-        """The labels of ``X`` from its :meth:`crfkit.features.nametable.NameTable.batch` ``b``."""
+    def _tag_codes_aot(self, X, a, cnt, v, names, kern, trans) -> list[list[str]]:
+        """:meth:`_tag_codes` by the kernels compiled ahead of time ``kern``: the same serial
+        functions (:func:`crfkit.kernels.tag_names.tag_names_seqs`,
+        :func:`crfkit.kernels.chain_viterbi.tag_codes_seqs`), their arrays in the exact dtypes of
+        the compiled signatures (:data:`crfkit.kernels.aot.EXPORTS`)."""
+        sp = self.space
+        i64 = np.int64
+        ns = len(X)
+        seq_ptr = np.zeros(ns + 1, dtype=i64)
+        np.cumsum(np.fromiter(map(len, X), dtype=i64, count=ns), out=seq_ptr[1:])
+        cnt = np.ascontiguousarray(cnt, dtype=i64)
+        ent_ptr = np.zeros(len(cnt) + 1, dtype=i64)
+        np.cumsum(cnt, out=ent_ptr[1:])
+        ent_ptr = np.ascontiguousarray(ent_ptr[seq_ptr])
+        ids = np.empty(len(cnt), dtype=np.int32)
+        ps = np.empty(ns)
+        a = np.ascontiguousarray(a, dtype=i64)
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        model_args = (
+            np.ascontiguousarray(sp.attr_ptr, dtype=i64),
+            np.ascontiguousarray(sp.feat_label, dtype=np.int32),
+            np.ascontiguousarray(self.weights, dtype=np.float64),
+            np.ascontiguousarray(trans, dtype=np.float64),
+        )
+        if names is not None:
+            buf, st = names
+            slots, blob = self._names().table(kern)
+            kern.tag_names_seqs(
+                buf, st, slots, blob, cnt, v, seq_ptr, ent_ptr, 0, ns, *model_args, a, ids, ps
+            )
+        else:
+            kern.tag_codes_seqs(a, cnt, v, seq_ptr, ent_ptr, 0, ns, *model_args, ids, ps)
+        return self._label_lists(ids, seq_ptr)
+
+    def _tag_batch(self, X, b, threads, kern=None) -> list[list[str]]:
+        """The labels of ``X`` from its :meth:`crfkit.features.nametable.NameTable.batch` ``b``
+        (``kern``: see :meth:`_tag_codes`)."""
         cnt, buf, st = b
         codes = np.empty(len(st) - 1, dtype=np.int64)
-        return self._tag_codes(X, codes, cnt, _NO_VALUES, threads, names=(buf, st))
+        return self._tag_codes(X, codes, cnt, _NO_VALUES, threads, names=(buf, st), kern=kern)
 
     def _args(self):
         s = self.space
@@ -283,6 +333,14 @@ class CRFModel:
 
             if engine == "numpy":
                 return npdecode.decode(self, corpus, path=path, marginals=marginals, labels=labels)
+            if path and not marginals and labels is None:
+                # the path alone of a small corpus, or of any in a process without numba, by the
+                # kernel compiled ahead of time when it is built (numba's parallel kernels only
+                # pay off once they are loaded, for a large corpus)
+                if npdecode.aot_batch(corpus.n_tokens) is not None:
+                    got = npdecode.aot_viterbi(self, corpus)
+                    if got is not None:
+                        return {"ids": got[0], "path_score": got[1]}
             if corpus.n_tokens <= npdecode.max_tokens():
                 if npdecode.kernels_ready():  # a process tagging again and again: numba, serial
                     return npdecode.decode_serial(
@@ -445,7 +503,13 @@ class CRFModel:
             )
         if dense is None and B is None and engine == "auto":
             route = self._batch_route(X)
-            if route == "numba":
+            if route == "aot":
+                from .npdecode import aot_kernels
+
+                out = self._tag_strings(X, threads, kern=aot_kernels())
+                if out is not None:
+                    return out
+            elif route == "numba":
                 out = self._tag_strings(X, threads)
                 if out is not None:
                     return out
@@ -455,24 +519,30 @@ class CRFModel:
         ids, _ = self.viterbi(corpus, threads, engine=engine)
         return self._split(corpus, ids)
 
-    def _tag_strings(self, X: Sequences, threads: int | None = None) -> list[list[str]] | None:
+    def _tag_strings(
+        self, X: Sequences, threads: int | None = None, kern=None
+    ) -> list[list[str]] | None:
         """Viterbi labels of a list of attribute-string sequences by the fast path: the attribute
         codes of the whole batch from one numba hash lookup (:class:`crfkit.features.nametable.
         NameTable`), then the fused emissions + Viterbi kernels (:meth:`_tag_codes`: no corpus
         built); ``None`` (the caller takes the generic path) when ``X`` is not a list of lists of
-        strings or the model has dense or bigram-observation features."""
+        strings or the model has dense or bigram-observation features.  ``kern``: the kernels
+        compiled ahead of time (:func:`crfkit.npdecode.aot_kernels`) instead of numba's."""
         s = self.space
         if s.n_dense or s.n_bigram or not X:
             return None
-        b = self._names().batch(X)
-        return None if b is None else self._tag_batch(X, b, threads)
+        names = self._names()
+        k = names.jit() if kern is None else kern
+        b = names.batch(X, k)
+        return None if b is None else self._tag_batch(X, b, threads, kern=kern)
 
     def _batch_route(self, X) -> str:
-        """Where a batch ``X`` (a list of sequences) is tagged: ``"numba"`` (the kernels: once they
-        are loaded in this process, or for more than :func:`crfkit.npdecode.max_tokens` tokens),
-        ``"small"`` (a small batch in a process without them: :meth:`decode` takes numpy, which
-        loads no kernel), or ``"numpy"`` (the process's first large batch while numba is not loaded
-        at all: :func:`crfkit.npdecode.cold_batch`)."""
+        """Where a batch ``X`` (a list of sequences) is tagged: ``"aot"`` (the kernels compiled
+        ahead of time, when they are built: :func:`crfkit.npdecode.aot_batch`), ``"numba"`` (the
+        kernels: once they are loaded in this process, or for more than
+        :func:`crfkit.npdecode.max_tokens` tokens), ``"small"`` (a small batch in a process without
+        them: :meth:`decode` takes numpy, which loads no kernel), or ``"numpy"`` (the process's
+        first large batch while numba is not loaded at all: :func:`crfkit.npdecode.cold_batch`)."""
         if type(X) is not list:
             return "small"
         from . import npdecode
@@ -481,9 +551,22 @@ class CRFModel:
             n = sum(map(len, X))
         except TypeError:
             return "small"
+        if npdecode.aot_batch(n) is not None:
+            return "aot"
         if not npdecode.numpy_batch(n):
             return "numba"
         return "numpy" if n > npdecode.max_tokens() else "small"
+
+    def _lookup(self):
+        """The :class:`crfkit.features.nametable.AttributeLookup` of the model (names -> attribute
+        ids through :meth:`_names`' table when the kernels compiled ahead of time are built)."""
+        from .features.nametable import AttributeLookup
+
+        lk = self.__dict__.get("_attr_lookup")
+        tab = self._names()
+        if lk is None or lk.table is not tab or lk.space is not self.space:
+            lk = self.__dict__["_attr_lookup"] = AttributeLookup(self.space, tab)
+        return lk
 
     def _names(self):
         """The :class:`crfkit.features.nametable.NameTable` of the model's attributes (its hash

@@ -345,13 +345,83 @@ def by_groups(fn, score: np.ndarray, seq_ptr: np.ndarray, trans: np.ndarray, slo
     return per_tok, per_seq
 
 
+def aot_kernels():
+    """The tagging kernels compiled ahead of time (:mod:`crfkit._runtime.aot`), or None when they
+    are not built (``crfkit warmup`` builds them) or switched off (``CRFKIT_NO_AOT=1``)."""
+    from ._runtime import aot
+
+    return aot.load()
+
+
+def aot_batch(n_tokens: int):
+    """The kernels compiled ahead of time (:func:`aot_kernels`) when a batch of ``n_tokens`` tokens
+    is to be tagged by them, else None: when they are built, for a batch of at most
+    :func:`max_tokens` tokens (they are numba's serial kernels, without the call overhead of a
+    JIT dispatcher), and for any batch in a process that has not imported numba (its parallel
+    kernels pay off on a large batch once loaded, but importing numba and loading them cost more
+    than the serial kernel takes on a batch of a few hundred thousand tokens)."""
+    if n_tokens > max_tokens() and "numba" in sys.modules:
+        return None
+    return aot_kernels()
+
+
+def aot_viterbi(model, corpus, kern=None):
+    """``(ids, path_score)`` of a corpus by the ahead-of-time compiled fused emissions + Viterbi
+    kernel (:func:`crfkit.kernels.chain_viterbi.tag_codes_seqs`, the function the JIT path runs),
+    or None when it is not there (:func:`aot_kernels`) or the model has dense or
+    bigram-observation features (which that kernel does not score)."""
+    kern = aot_kernels() if kern is None else kern
+    sp = model.space
+    if kern is None or sp.n_dense or sp.n_bigram:
+        return None
+    i64 = np.int64
+    sptr = np.asarray(corpus.seq_ptr, dtype=i64)
+    ns = len(sptr) - 1
+    nt = int(sptr[-1] - sptr[0]) if ns >= 0 else 0
+    ids = np.zeros(nt, np.int32)
+    ps = np.zeros(max(ns, 0))
+    if ns <= 0 or nt == 0:
+        return ids, ps
+    tok_ptr = np.asarray(corpus.tok_ptr, dtype=i64)
+    tp = tok_ptr[int(sptr[0]) : int(sptr[-1]) + 1]
+    e0, e1 = int(tp[0]), int(tp[-1])
+    codes = np.ascontiguousarray(corpus.attr[e0:e1], dtype=i64)
+    raw = corpus.raw_val
+    val = np.ascontiguousarray(raw[e0:e1] if len(raw) else raw, dtype=np.float64)
+    cnt = np.diff(tp)
+    seq0 = sptr - sptr[0]
+    ent_ptr = np.ascontiguousarray(tp[seq0] - e0)
+    kern.tag_codes_seqs(
+        codes,
+        cnt,
+        val,
+        seq0,
+        ent_ptr,
+        0,
+        ns,
+        np.ascontiguousarray(sp.attr_ptr, dtype=i64),
+        np.ascontiguousarray(sp.feat_label, dtype=np.int32),
+        np.ascontiguousarray(model.weights, dtype=np.float64),
+        transition_matrix(sp, model.weights),
+        ids,
+        ps,
+    )
+    return ids, ps
+
+
 def decode(model, corpus, *, path: bool = True, marginals: bool = False, labels=None) -> dict:
     """What :meth:`crfkit.model.CRFModel.decode` returns, computed here (no bigram-observation
     features), in groups of sequences of bounded padded size (:func:`by_groups`), so any corpus
-    size may come here."""
+    size may come here.  The Viterbi path alone (no marginals, no label scores) is taken by the
+    ahead-of-time compiled kernel when it is built (:func:`aot_viterbi`: the same labels, without
+    a numpy call per position)."""
     sp = model.space
     w = model.weights
     L = sp.n_labels
+    if path and not marginals and labels is None:
+        got = aot_viterbi(model, corpus)
+        if got is not None:
+            return {"ids": got[0], "path_score": got[1]}
     score = emissions(corpus, sp, w)
     if sp.n_dense:
         score += corpus.dense @ sp.dense_weights(w)

@@ -23,6 +23,7 @@ import crfkit
 import crfkit.kernels  # noqa: F401  (installs the import-time hooks in this process)
 from crfkit import _runtime
 from crfkit._runtime import (
+    aot,
     blas,
     code_pages,
     compile_notice,
@@ -95,6 +96,7 @@ print(json.dumps({
     "calls": [memtrim.release_memory(), memtrim.fixed_mmap_threshold(), memtrim.release_code_pages(),
               memtrim.release_after_compiles(), memtrim.defer_blas(), memtrim.init_target_without_blas()],
     "scipy_linalg": "scipy.linalg" in sys.modules,
+    "aot": __import__("crfkit._runtime.aot", fromlist=["load"]).load() is not None,
 }))
 """
 
@@ -105,9 +107,12 @@ def _run_without(tmp_path, **switches):
         for k, v in os.environ.items()
         if not k.startswith("CRFKIT_NO_") and k not in ("CRFKIT_QUIET_COMPILE", "NUMBA_DISABLE_JIT")
     }
+    from conftest import built_aot_dir
+
     env.update(
         switches,
         NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
+        CRFKIT_AOT_DIR=built_aot_dir()["dir"],
         PYTHONPATH=os.pathsep.join([str(SRC.parent)] + [p for p in sys.path if p]),
     )
     out = subprocess.run(
@@ -136,6 +141,7 @@ def test_crfkit_trains_and_tags_the_same_with_every_hook_off(tmp_path):
     assert got["flags"] == [False] * 6
     assert got["link_only_skipped"] == 0
     assert got["calls"] == [False, False, 0, False, False, False]
+    assert got["aot"] is False  # built, and left alone
     assert "compiling the numba kernels" not in err  # it compiled, without the notice
     if blas.blas_installed():
         assert got["scipy_linalg"]  # numba's target imported it, as numba does
@@ -152,6 +158,7 @@ _EXPECTED_OFF = {  # what each switch alone leaves out of the subprocess's repor
     ),
     "malloc_trim": lambda g: g["calls"][0] is False,
     "mmap_threshold": lambda g: g["calls"][1] is False,
+    "aot": lambda g: g["aot"] is False,
     "code_pages": lambda g: (
         "crfkit._runtime.code_pages" not in g["crfkit_listeners"] and g["calls"][2:4] == [0, False]
     ),
@@ -167,6 +174,8 @@ def test_crfkit_trains_and_tags_the_same_with_one_hook_off(tmp_path, hook):
     assert _EXPECTED_OFF[hook](got)
     if hook != "cache_stamp":
         assert got["stamped"]  # the other hooks stay in place
+    if hook != "aot":
+        assert got["aot"] is True
     if hook not in ("self_contained", "link_only"):
         assert got["optimize_final_module"] != "numba.core.codegen"
         assert got["flags"][1] and got["flags"][5] and got["link_only_skipped"] >= 4
@@ -302,6 +311,17 @@ def _acts_interrupt_flag(monkeypatch, tmp_path):
         flag.value = 0
 
 
+def _acts_aot(monkeypatch, tmp_path):
+    from conftest import built_aot_dir
+
+    monkeypatch.setenv("CRFKIT_AOT_DIR", built_aot_dir()["dir"])
+    aot.forget()
+    try:
+        return aot.load() is not None
+    finally:
+        aot.forget()
+
+
 _ACTS = {
     "cache_stamp": _acts_cache_stamp,
     "self_contained": _acts_self_contained,
@@ -312,6 +332,7 @@ _ACTS = {
     "mmap_threshold": _acts_mmap_threshold,
     "code_pages": _acts_code_pages,
     "interrupt_flag": _acts_interrupt_flag,
+    "aot": _acts_aot,
 }
 
 
@@ -379,6 +400,7 @@ def test_the_switches_are_documented():
             "blas_defer": blas,
             "code_pages": code_pages,
             "interrupt_flag": interrupt,
+            "aot": aot,
         }[hook]
         assert SWITCHES[hook] in mod.__doc__
 

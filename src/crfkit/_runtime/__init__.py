@@ -47,6 +47,10 @@ code_pages         CRFKIT_NO_CODE_PAGES        ``madvise(MADV_PAGEOUT)`` of ``li
 interrupt          CRFKIT_NO_INTERRUPT_RESET   clears CPython's ``_Py_UnhandledKeyboardInterrupt`` (ctypes) once a
                                                command that handled Ctrl-C has returned, so the process exits
                                                with status 130 and is not killed by SIGINT at exit.
+aot                CRFKIT_NO_AOT               loads the tagging kernels compiled ahead of time
+                                               (:mod:`crfkit._runtime.aot`, built by ``crfkit warmup``), so a
+                                               process tags without importing numba.  Off: such a process
+                                               tags through the numpy decoder (the same labels, slower).
 =================  ==========================  =============================================================
 
 :mod:`crfkit._runtime.libc` is the ctypes lookup of glibc's functions the malloc and code-page hooks

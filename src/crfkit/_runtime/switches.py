@@ -28,6 +28,7 @@ SWITCHES = {
     "mmap_threshold": "CRFKIT_NO_MMAP_THRESHOLD",
     "code_pages": "CRFKIT_NO_CODE_PAGES",
     "interrupt_flag": "CRFKIT_NO_INTERRUPT_RESET",
+    "aot": "CRFKIT_NO_AOT",
 }
 
 

@@ -23,7 +23,11 @@ import time
 #: the cache instead of compiling them again at the same time
 STEPS: tuple[tuple[str, str], ...] = (
     ("train", "crfkit train (templates, L-BFGS, --dev)"),
-    ("tag", "crfkit tag, CRFModel.tag and Viterbi over an encoded corpus (the demo's decoding)"),
+    (
+        "tag",
+        "crfkit tag, CRFModel.tag and Viterbi over an encoded corpus (the demo's decoding); the "
+        "tagging kernels compiled ahead of time",
+    ),
     ("decode", "crfkit tag -n 2, --constraints bio, --marginals, --force; corpus marginals"),
     ("bigram", "bigram features: L-BFGS and BCD"),
     ("sdca", "SDCA and OEG (dual methods)"),
@@ -149,6 +153,25 @@ def _step_tag(workdir: str) -> None:
         m.tag(data, threads=1)  # attribute strings on one thread: the serial lookup + Viterbi
 
     _decode_step(workdir, ([],), calls)
+    _build_aot()
+
+
+def _build_aot() -> None:
+    """Build the tagging kernels compiled ahead of time (:mod:`crfkit.kernels.aot`), unless the
+    module of the current key is there.  A failure (no C compiler, no setuptools) is said on stderr
+    and is not the step's: every numba kernel is compiled, and a process without numba tags
+    through the numpy decoder, as before these kernels existed."""
+    from ..kernels.aot import ensure_built
+
+    try:
+        ensure_built()
+    except Exception as e:  # noqa: BLE001 - optional: the numpy decoder stands in
+        print(
+            f"crfkit warmup: the tagging kernels compiled ahead of time were not built ({e}); "
+            "a process that only tags takes the numpy decoder instead (slower, the same labels)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _step_decode(workdir: str) -> None:
@@ -240,6 +263,9 @@ def run_step(name: str) -> tuple[str, float, dict, str | None]:
 
 def _worker_init() -> None:
     os.environ["CRFKIT_QUIET_COMPILE"] = "1"
+    # the steps compile numba's kernels for every path, also those the kernels compiled ahead of
+    # time take over where they are built (CRFKIT_NO_AOT=1 with them gone, say)
+    os.environ["CRFKIT_NO_AOT"] = "1"
     # one numba thread per worker: the workers themselves are the parallelism
     os.environ.setdefault("CRFKIT_THREADS", "1")
 
@@ -280,16 +306,21 @@ def warmup(jobs: int | None = None, steps=None, out=None) -> dict:
         flush=True,
     )
     if jobs == 1:
-        quiet = os.environ.get("CRFKIT_QUIET_COMPILE")
-        os.environ["CRFKIT_QUIET_COMPILE"] = "1"
+        saved = {v: os.environ.get(v) for v in ("CRFKIT_QUIET_COMPILE", "CRFKIT_NO_AOT")}
+        os.environ["CRFKIT_QUIET_COMPILE"] = os.environ["CRFKIT_NO_AOT"] = "1"
+        from .._runtime import aot
+
+        aot.forget()
         try:
             for name in names:
                 report(run_step(name))
         finally:
-            if quiet is None:
-                os.environ.pop("CRFKIT_QUIET_COMPILE", None)
-            else:
-                os.environ["CRFKIT_QUIET_COMPILE"] = quiet
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
+            aot.forget()
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed

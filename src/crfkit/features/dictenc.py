@@ -67,8 +67,10 @@ class DictEncoder:
     """Encodes flat feature dicts against a :class:`crfkit.features.space.FeatureSpace` (see the
     module docstring). Calls from several threads take turns (a lock around each call)."""
 
-    def __init__(self, space):
+    def __init__(self, space, lookup=None):
         self.space = space
+        # names -> ids of the names met for the first time (default: the space's own index)
+        self.lookup = space.attribute_ids if lookup is None else lookup
         # name -> {value: attribute id (value 1), or -1 (unknown to the model, or value 0)}; and, in
         # _num, name -> attribute id for the names of numeric values other than 0 and 1
         self._memo = _Names()
@@ -76,7 +78,7 @@ class DictEncoder:
         self._size = 0
         self._lock = threading.Lock()
 
-    def __getstate__(self):  # pickled with its model: the memo and the lock are rebuilt
+    def __getstate__(self):  # pickled with its model: the memo, the lock and the lookup are rebuilt
         return {"space": self.space}
 
     def __setstate__(self, st):
@@ -278,7 +280,7 @@ class DictEncoder:
                 a[i] = c
         if self._pending:
             # resolve the names met for the first time, all at once, and write them into the memo
-            ids = self.space.attribute_ids(self._pending)
+            ids = self.lookup(self._pending)
             prov = a <= -3
             a[prov] = ids[-3 - a[prov]]
             for (table, key), i in zip(self._where, ids.tolist()):

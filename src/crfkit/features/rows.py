@@ -194,11 +194,12 @@ def row_inputs(meta, sentences, *, name: str = "<rows>"):
     return X, B, dense
 
 
-def template_ids(meta, space):
+def template_ids(meta, space, lookup=None):
     """A :class:`crfkit.features.tplenc.TemplateIds` of the model with metadata ``meta`` and feature
     space ``space`` (the ids of token rows through its templates without the attribute strings), or
     None when its features need more than the unigram templates (no templates, bigram-observation
-    templates, dense columns)."""
+    templates, dense columns).  ``lookup``: names -> ids (default: the space's
+    :meth:`~crfkit.features.space.FeatureSpace.attribute_ids`)."""
     tids = None
     meta = meta if isinstance(meta, dict) else {}
     if (
@@ -211,7 +212,9 @@ def template_ids(meta, space):
 
         templates, pad = tagger_of(meta)
         if not templates.bigram_observation:
-            tids = TemplateIds(templates, space.attribute_ids, pad=pad)
+            tids = TemplateIds(
+                templates, space.attribute_ids if lookup is None else lookup, pad=pad
+            )
     return tids
 
 
