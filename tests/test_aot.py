@@ -268,9 +268,10 @@ def test_the_lookup_of_the_encoders_matches_the_space(with_aot):
 # ----------------------------------------------------------------------------- a tagging process
 def test_a_process_that_only_tags_never_imports_numba(tmp_path):
     """A fresh interpreter with the module built: a model loaded, a large batch of attribute
-    strings and of feature dicts tagged, a small one, an encoded corpus decoded, a template model
-    applied to token rows: numba is never imported, and every label is the one this process (with
-    numba) computes."""
+    strings tagged (the process's first), small batches of strings, of feature dicts and an encoded
+    corpus: numba is never imported, and every label is the one this process (with numba) computes.
+    The next large batch goes to numba's parallel kernels (a process that tags again and again), with
+    the same labels."""
     model, rng = _model(9, n=80)
     path = tmp_path / "m.crfkit"
     model.save(path)
@@ -280,19 +281,19 @@ def test_a_process_that_only_tags_never_imports_numba(tmp_path):
     want = {
         "strings": model.tag(X),
         "small": model.tag(X[:3]),
-        "dicts": crfkit.CRF(model_filename=str(path)).predict(D),
-        "corpus": model.viterbi(model.encode(X))[0].tolist(),
+        "dicts": crfkit.CRF(model_filename=str(path)).predict(D[:5]),
+        "corpus": model.viterbi(model.encode(X[:50]))[0].tolist(),
     }
     code = (
         "import sys, json; import crfkit; from crfkit.model import CRFModel\n"
         "m = CRFModel.load(sys.argv[1]); X = json.loads(sys.argv[2]); D = json.loads(sys.argv[3])\n"
         "from crfkit._runtime import aot\n"
         "out = {'strings': m.tag(X), 'small': m.tag(X[:3]),\n"
-        "       'dicts': crfkit.CRF(model_filename=sys.argv[1]).predict(D),\n"
-        "       'corpus': m.viterbi(m.encode(X))[0].tolist()}\n"
-        "out['again'] = m.tag(X)\n"
+        "       'dicts': crfkit.CRF(model_filename=sys.argv[1]).predict(D[:5]),\n"
+        "       'corpus': m.viterbi(m.encode(X[:50]))[0].tolist()}\n"
         "out['loaded'] = aot.load() is not None\n"
         "out['numba'] = sorted(k for k in sys.modules if k.split('.')[0] == 'numba')\n"
+        "out['again'] = m.tag(X); out['numba_after_again'] = 'numba' in sys.modules\n"
         "print(json.dumps(out))"
     )
     p = subprocess.run(
@@ -304,5 +305,21 @@ def test_a_process_that_only_tags_never_imports_numba(tmp_path):
     )
     got = json.loads(p.stdout)
     assert got.pop("loaded") and got.pop("numba") == []
-    assert got.pop("again") == want["strings"]
+    assert got.pop("again") == want["strings"] and got.pop("numba_after_again")
     assert got == want
+
+
+def test_only_the_first_large_batch_of_a_process_without_numba_is_theirs(with_aot, monkeypatch):
+    monkeypatch.setitem(npdecode._COLD, "calls", 0)
+    big = npdecode.max_tokens() + 1
+    assert npdecode.aot_batch(10) is with_aot  # small: always
+    monkeypatch.setitem(sys.modules, "numba", sys.modules["numba"])
+    assert npdecode.aot_batch(big) is None  # numba is here: its parallel kernels
+    monkeypatch.delitem(sys.modules, "numba")
+    monkeypatch.setenv("CRFKIT_AOT_COLD_MAX_TOKENS", str(big - 1))
+    assert npdecode.aot_batch(big) is None  # too large for the serial kernel
+    monkeypatch.delenv("CRFKIT_AOT_COLD_MAX_TOKENS")
+    assert npdecode.aot_batch(big) is with_aot  # the first
+    assert npdecode.aot_batch(big) is None  # not the second
+    assert not npdecode.cold_batch(big)  # nor the numpy decoder's: the cold batch was theirs
+    assert npdecode.aot_batch(10) is with_aot

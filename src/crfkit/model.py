@@ -509,6 +509,7 @@ class CRFModel:
                 out = self._tag_strings(X, threads, kern=aot_kernels())
                 if out is not None:
                     return out
+                engine = "numpy"  # (the path alone: by the same kernels, over the corpus)
             elif route == "numba":
                 out = self._tag_strings(X, threads)
                 if out is not None:

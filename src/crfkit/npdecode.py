@@ -353,16 +353,32 @@ def aot_kernels():
     return aot.load()
 
 
+#: the first large batch of a process that has not imported numba goes to the kernels compiled ahead
+#: of time when it has at most this many tokens (``CRFKIT_AOT_COLD_MAX_TOKENS`` overrides it).  They
+#: are numba's serial kernels: on 2 cores the parallel ones are faster once loaded, but importing
+#: numba and loading them (about 1 s) costs more than the serial kernel takes below this size.
+AOT_COLD_MAX_TOKENS = 500_000
+
+
 def aot_batch(n_tokens: int):
     """The kernels compiled ahead of time (:func:`aot_kernels`) when a batch of ``n_tokens`` tokens
     is to be tagged by them, else None: when they are built, for a batch of at most
-    :func:`max_tokens` tokens (they are numba's serial kernels, without the call overhead of a
-    JIT dispatcher), and for any batch in a process that has not imported numba (its parallel
-    kernels pay off on a large batch once loaded, but importing numba and loading them cost more
-    than the serial kernel takes on a batch of a few hundred thousand tokens)."""
-    if n_tokens > max_tokens() and "numba" in sys.modules:
+    :func:`max_tokens` tokens (numba's serial kernels without a JIT dispatcher's call overhead), and
+    for the first large batch of a process that has not imported numba (up to
+    :data:`AOT_COLD_MAX_TOKENS`: a script that loads a model and tags once).  Later large batches go
+    to numba's parallel kernels, as a process that tags again and again wants (once per process)."""
+    if n_tokens <= max_tokens():
+        return aot_kernels()
+    if (
+        "numba" in sys.modules
+        or _COLD["calls"]
+        or n_tokens > _env_tokens("CRFKIT_AOT_COLD_MAX_TOKENS", AOT_COLD_MAX_TOKENS)
+    ):
         return None
-    return aot_kernels()
+    kern = aot_kernels()
+    if kern is not None:
+        _COLD["calls"] += 1  # the process's cold batch (:func:`cold_batch`): taken
+    return kern
 
 
 def aot_viterbi(model, corpus, kern=None):
