@@ -177,3 +177,45 @@ def test_crfkit_tag_process_starts_no_openblas_threads(argv, preset, expect):
     assert out[0] == expect, out
     if expect == "1":
         assert out[1].strip() in ("[1]", "[]"), out  # [] where numpy's BLAS is not OpenBLAS
+
+
+def test_the_tag_step_builds_the_kernels_compiled_ahead_of_time(capsys, monkeypatch, tmp_path):
+    """``crfkit warmup --step tag`` builds the module into the folder crfkit loads it from and
+    says where; the tag step's JIT kernels still compile with it there (the steps run with
+    CRFKIT_NO_AOT=1), and the variable is as it was afterwards."""
+    from crfkit._runtime import aot
+
+    monkeypatch.setenv("CRFKIT_AOT_DIR", str(tmp_path))
+    monkeypatch.delenv("CRFKIT_NO_AOT", raising=False)
+    aot.forget()
+    try:
+        rc, _, err = run_cli(capsys, "warmup", "-j", "1", "--step", "tag")
+        assert rc == 0, err
+        assert f"tagging kernels compiled ahead of time: {aot.path()}" in err
+        assert aot.path().is_file() and aot.load() is not None
+        import os
+
+        assert "CRFKIT_NO_AOT" not in os.environ
+    finally:
+        aot.forget()
+
+
+def test_a_failed_build_of_the_compiled_kernels_is_said_and_is_not_a_failed_step(
+    capsys, monkeypatch, tmp_path
+):
+    from crfkit._runtime import aot
+    from crfkit.kernels import aot as aot_build
+
+    def no_compiler(directory=None):
+        raise RuntimeError("no C compiler")
+
+    monkeypatch.setattr(aot_build, "ensure_built", no_compiler)
+    monkeypatch.setenv("CRFKIT_AOT_DIR", str(tmp_path))
+    aot.forget()
+    try:
+        rc, _, err = run_cli(capsys, "warmup", "-j", "1", "--step", "tag")
+        assert rc == 0, err
+        assert "were not built (no C compiler)" in err and "FAILED" not in err
+        assert "tagging kernels compiled ahead of time: not built" in err
+    finally:
+        aot.forget()

@@ -24,6 +24,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 import warnings
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -51,6 +52,7 @@ EXPORTED = ("build_table", "split_starts", "probe_range", "tag_names_seqs", "tag
 
 _KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _STATE: dict = {}
+_LOCK = threading.Lock()  # one load at a time (a server's threads may ask at once)
 
 
 def _numba_version() -> bytes:
@@ -121,6 +123,15 @@ def load():
     Looked for once a process (:func:`forget` looks again)."""
     if "module" in _STATE:
         return _STATE["module"]
+    with _LOCK:
+        if "module" in _STATE:
+            return _STATE["module"]
+        mod = _load()
+        _STATE["module"] = mod
+    return mod
+
+
+def _load():
     mod = None
     if enabled("aot"):
         p = path()
@@ -139,9 +150,8 @@ def load():
                     f"crfkit: the ahead-of-time tagging kernels in {p} did not load ({e}); "
                     "tagging takes the numpy decoder (`crfkit warmup` builds them again)",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
-    _STATE["module"] = mod
     return mod
 
 

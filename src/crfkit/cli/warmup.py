@@ -377,6 +377,16 @@ def cmd_warmup(args) -> int:
         + (f"; FAILED steps: {', '.join(failed)}" if failed else ""),
         file=sys.stderr,
     )
+    if "tag" in res["steps"]:
+        from .._runtime import aot
+
+        aot.forget()
+        st = aot.status()
+        print(
+            "crfkit warmup: tagging kernels compiled ahead of time: "
+            + (st["path"] if st["built"] else "not built (a process without numba tags in numpy)"),
+            file=sys.stderr,
+        )
     if args.json:
         import json
 
