@@ -589,8 +589,9 @@ _AOT_BUILD: dict = {}
 
 def built_aot_dir() -> dict:
     """The tagging kernels compiled ahead of time (:mod:`crfkit.kernels.aot`), built once per test
-    session into a temporary folder (about 8 s): ``{"dir", "path", "stale_removed"}``, the last
-    whether the build removed the module of another key planted in the folder before it."""
+    session into a temporary folder (about 8 s): ``{"dir", "path", "stale_kept", "stale_newest"}``,
+    the names of the modules of other keys planted in the folder before the build that it left, and
+    the names of the newest of them (what it should leave)."""
     if not _AOT_BUILD:
         import atexit
         import shutil
@@ -602,10 +603,23 @@ def built_aot_dir() -> dict:
 
         d = tempfile.mkdtemp(prefix="crfkit-aot-test-")
         atexit.register(shutil.rmtree, d, True)
-        stale = Path(d) / (aot.PREFIX + "0" * 20 + EXTENSION_SUFFIXES[0])
-        stale.write_bytes(b"an old build")
+        # modules of other keys, the newest last: the build keeps KEEP_OTHERS of them, the newest
+        stale = []
+        for k in range(aot.KEEP_OTHERS + 2):
+            f = Path(d) / (aot.PREFIX + str(k) * 20 + EXTENSION_SUFFIXES[0])
+            f.write_bytes(b"an old build")
+            os.utime(f, (1e9 + k, 1e9 + k))
+            stale.append(f)
         p = build(d)
-        _AOT_BUILD.update(dir=d, path=str(p), stale_removed=not stale.exists())
+        kept = [f.name for f in stale if f.exists()]
+        for f in stale:  # the folder holds this session's module alone for the tests
+            f.unlink(missing_ok=True)
+        _AOT_BUILD.update(
+            dir=d,
+            path=str(p),
+            stale_kept=kept,
+            stale_newest=[f.name for f in stale[-aot.KEEP_OTHERS :]],
+        )
     return _AOT_BUILD
 
 

@@ -69,9 +69,26 @@ def test_the_build_exports_every_kernel_under_the_current_key():
     p = Path(b["path"])
     assert p.parent == Path(b["dir"]) and p.name.startswith(aot.module_name())
     assert [n for n, _, _ in aot_build.EXPORTS] == list(aot.EXPORTED)
-    # the module of an earlier key in the same folder was removed by the build
-    assert b["stale_removed"]
+    # of the modules of other keys in the folder, the build left the newest KEEP_OTHERS
+    assert b["stale_kept"] == b["stale_newest"] and len(b["stale_kept"]) == aot.KEEP_OTHERS
     assert sorted(x.name for x in Path(b["dir"]).iterdir()) == [p.name]
+
+
+def test_prune_keeps_the_newest_modules_of_other_keys(tmp_path):
+    keep = tmp_path / (aot.PREFIX + "k" + ".so")
+    keep.write_bytes(b"this one")
+    others = []
+    for k in range(5):
+        f = tmp_path / f"{aot.PREFIX}{k}.so"
+        f.write_bytes(b"x")
+        os.utime(f, (1e9 + k, 1e9 + k))
+        others.append(f)
+    (tmp_path / "unrelated.so").write_bytes(b"x")
+    removed = aot.prune(keep, others=2)
+    assert sorted(removed) == sorted(others[:3])
+    left = sorted(x.name for x in tmp_path.iterdir())
+    assert left == sorted([keep.name, others[3].name, others[4].name, "unrelated.so"])
+    assert aot.prune(keep, others=0) == [others[4], others[3]] and keep.exists()
 
 
 def test_status_reports_what_load_found(with_aot):

@@ -5,7 +5,7 @@ The module's name carries a key (:func:`key`): a digest of every kernel source f
 ``linkage.py``, as numba's cache stamp: :func:`crfkit._runtime.numba_cache.stamp_digest`), numpy's
 and numba's versions, and Python's.  A crfkit, numpy or numba upgrade, or an edit to any kernel,
 changes the key, and the module built before is not found: the callers tag through the numpy decoder
-until ``crfkit warmup`` builds the new one (it also removes the old).  Computing the key reads the
+until ``crfkit warmup`` builds the new one (it also removes old ones, :func:`prune`).  Computing the key reads the
 kernel sources (about 2 ms); numba's version is read from its ``_version.py`` file, not by importing
 numba (0.41 s) or through ``importlib.metadata`` (44 ms).
 
@@ -41,6 +41,7 @@ __all__ = [
     "load",
     "module_name",
     "path",
+    "prune",
     "status",
 ]
 
@@ -116,6 +117,34 @@ def path(where: str | os.PathLike | None = None) -> Path:
     return Path(where if where is not None else directory()) / (
         module_name() + EXTENSION_SUFFIXES[0]
     )
+
+
+#: modules of other keys :func:`prune` leaves in a folder (the newest): another tree or venv that
+#: shares the folder (``NUMBA_CACHE_DIR``) keeps its own
+KEEP_OTHERS = 2
+
+
+def prune(keep: Path, others: int = KEEP_OTHERS) -> list[Path]:
+    """Remove the modules of other keys in ``keep``'s folder but the ``others`` most recently
+    written (a crfkit, numpy or numba upgrade leaves its old module behind; a folder shared by two
+    installs holds one for each); returns the removed paths.  A file that cannot be removed (gone
+    already, held open on Windows) is left."""
+    found = []
+    for p in keep.parent.glob(PREFIX + "*"):
+        if p != keep and p.is_file():
+            try:
+                found.append((p.stat().st_mtime, p))
+            except OSError:
+                continue
+    found.sort(reverse=True)
+    removed = []
+    for _, p in found[others:]:
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError:
+            pass
+    return removed
 
 
 def load():

@@ -71,8 +71,9 @@ def build(directory: str | os.PathLike | None = None) -> Path:
     """Compile :data:`EXPORTS` into the extension module :func:`crfkit._runtime.aot.path` names (in
     ``directory``, default :func:`crfkit._runtime.aot.directory`) and return its path.  The module
     is compiled in a temporary folder beside it and renamed into place, so a process never loads a
-    half-written file and two builds at once leave one whole module; modules of earlier keys in the
-    folder are removed.  Raises whatever ``pycc`` raises (no C compiler, no setuptools)."""
+    half-written file and two builds at once leave one whole module; modules of other keys in the
+    folder beyond the newest few are removed (:func:`crfkit._runtime.aot.prune`).  Raises whatever
+    ``pycc`` raises (no C compiler, no setuptools)."""
     target = _aot.path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
@@ -95,12 +96,7 @@ def build(directory: str | os.PathLike | None = None) -> Path:
         os.replace(built[0], target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for old in target.parent.glob(_aot.PREFIX + "*"):
-        if old != target and old.is_file():
-            try:
-                old.unlink()
-            except OSError:  # another process may hold it open (Windows) or it went already
-                pass
+    _aot.prune(target)
     _aot.forget()
     return target
 
