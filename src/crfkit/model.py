@@ -53,6 +53,18 @@ from .modelfile import (
 
 _NO_VALUES = np.zeros(0)  # "every value 1" (empty: nothing to read)
 
+
+def _batch_ptrs(X, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(seq_ptr, ent_ptr)`` of a batch: where each sequence of ``X`` starts among the tokens, and
+    among the entries (``cnt`` entries per token); int64, C-contiguous."""
+    ns = len(X)
+    seq_ptr = np.zeros(ns + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=ns), out=seq_ptr[1:])
+    ent = np.zeros(len(cnt) + 1, dtype=np.int64)
+    np.cumsum(cnt, out=ent[1:])
+    return seq_ptr, ent[seq_ptr]
+
+
 __all__ = [
     "ALL_PAIRS",
     "AllPairs",
@@ -180,28 +192,19 @@ class CRFModel:
         ``kern``: the kernels compiled ahead of time (:func:`crfkit.npdecode.aot_kernels`), which
         export the same serial functions: one call for the whole batch, and numba is not imported.
         """
-        sp, w = self.space, self.weights
-        tc = self.__dict__.get("_trans_cache")
-        if tc is None or tc[0] is not w:
-            from .npdecode import transition_matrix  # the kernels' matrix (numba not needed)
-
-            tc = self.__dict__["_trans_cache"] = (w, transition_matrix(sp, w))
-        trans = tc[1]
-        ns = len(X)
-        labels = sp.labels
         if kern is not None:
-            return self._tag_codes_aot(X, a, cnt, v, names, kern, trans)
+            return self._tag_codes_aot(X, a, cnt, v, names, kern)
         from .kernels.chain import tag_codes, tag_codes_seqs
 
+        sp, w = self.space, self.weights
+        trans = self._transitions()
+        ns = len(X)
+        labels = sp.labels
         if ns == 1 and names is None:  # predict_single: the one-sequence kernel, fewer arguments
             ids = np.empty(len(cnt), dtype=np.int32)
             tag_codes(a, cnt, v, sp.attr_ptr, sp.feat_label, w, trans, ids)
             return [list(map(labels.__getitem__, ids.tolist()))]
-        seq_ptr = np.zeros(ns + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=ns), out=seq_ptr[1:])
-        ent_ptr = np.zeros(len(cnt) + 1, dtype=np.int64)
-        np.cumsum(cnt, out=ent_ptr[1:])
-        ent_ptr = ent_ptr[seq_ptr]
+        seq_ptr, ent_ptr = _batch_ptrs(X, cnt)
         ids = np.empty(len(cnt), dtype=np.int32)
         ps = np.empty(ns)
         nc = 1
@@ -242,30 +245,41 @@ class CRFModel:
         p = seq_ptr.tolist()
         return [out[p[i] : p[i + 1]] for i in range(len(p) - 1)]
 
-    def _tag_codes_aot(self, X, a, cnt, v, names, kern, trans) -> list[list[str]]:
-        """:meth:`_tag_codes` by the kernels compiled ahead of time ``kern``: the same serial
-        functions (:func:`crfkit.kernels.tag_names.tag_names_seqs`,
-        :func:`crfkit.kernels.chain_viterbi.tag_codes_seqs`), their arrays in the exact dtypes of
-        the compiled signatures (:data:`crfkit.kernels.aot.EXPORTS`)."""
+    def _transitions(self) -> np.ndarray:
+        """The dense L x L transition scores of the weights (the kernels' matrix, made without
+        numba), kept until ``weights`` is another array."""
+        w = self.weights
+        tc = self.__dict__.get("_trans_cache")
+        if tc is None or tc[0] is not w:
+            from .npdecode import transition_matrix
+
+            tc = self.__dict__["_trans_cache"] = (w, transition_matrix(self.space, w))
+        return tc[1]
+
+    def _aot_model_args(self) -> tuple:
+        """``(attr_ptr, feat_label, weights, transitions)`` in the exact dtypes of the signatures
+        of the kernels compiled ahead of time (:data:`crfkit.kernels.aot.EXPORTS`; no copy when
+        they are already)."""
         sp = self.space
-        i64 = np.int64
-        ns = len(X)
-        seq_ptr = np.zeros(ns + 1, dtype=i64)
-        np.cumsum(np.fromiter(map(len, X), dtype=i64, count=ns), out=seq_ptr[1:])
-        cnt = np.ascontiguousarray(cnt, dtype=i64)
-        ent_ptr = np.zeros(len(cnt) + 1, dtype=i64)
-        np.cumsum(cnt, out=ent_ptr[1:])
-        ent_ptr = np.ascontiguousarray(ent_ptr[seq_ptr])
-        ids = np.empty(len(cnt), dtype=np.int32)
-        ps = np.empty(ns)
-        a = np.ascontiguousarray(a, dtype=i64)
-        v = np.ascontiguousarray(v, dtype=np.float64)
-        model_args = (
-            np.ascontiguousarray(sp.attr_ptr, dtype=i64),
+        return (
+            np.ascontiguousarray(sp.attr_ptr, dtype=np.int64),
             np.ascontiguousarray(sp.feat_label, dtype=np.int32),
             np.ascontiguousarray(self.weights, dtype=np.float64),
-            np.ascontiguousarray(trans, dtype=np.float64),
+            self._transitions(),
         )
+
+    def _tag_codes_aot(self, X, a, cnt, v, names, kern) -> list[list[str]]:
+        """:meth:`_tag_codes` by the kernels compiled ahead of time ``kern``: the same serial
+        functions (:func:`crfkit.kernels.tag_names.tag_names_seqs`,
+        :func:`crfkit.kernels.chain_viterbi.tag_codes_seqs`), one call for the batch."""
+        ns = len(X)
+        cnt = np.ascontiguousarray(cnt, dtype=np.int64)
+        seq_ptr, ent_ptr = _batch_ptrs(X, cnt)
+        ids = np.empty(len(cnt), dtype=np.int32)
+        ps = np.empty(ns)
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        model_args = self._aot_model_args()
         if names is not None:
             buf, st = names
             slots, blob = self._names().table(kern)
@@ -337,8 +351,9 @@ class CRFModel:
                 # the path alone of a small corpus, or of any in a process without numba, by the
                 # kernel compiled ahead of time when it is built (numba's parallel kernels only
                 # pay off once they are loaded, for a large corpus)
-                if npdecode.aot_batch(corpus.n_tokens) is not None:
-                    got = npdecode.aot_viterbi(self, corpus)
+                kern = npdecode.aot_batch(corpus.n_tokens)
+                if kern is not None:
+                    got = npdecode.aot_viterbi(self, corpus, kern)
                     if got is not None:
                         return {"ids": got[0], "path_score": got[1]}
             if corpus.n_tokens <= npdecode.max_tokens():
@@ -532,9 +547,7 @@ class CRFModel:
         s = self.space
         if s.n_dense or s.n_bigram or not X:
             return None
-        names = self._names()
-        k = names.jit() if kern is None else kern
-        b = names.batch(X, k)
+        b = self._names().batch(X, kern)
         return None if b is None else self._tag_batch(X, b, threads, kern=kern)
 
     def _batch_route(self, X) -> str:

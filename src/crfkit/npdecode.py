@@ -70,11 +70,13 @@ def cold_max_tokens() -> int:
     return _env_tokens("CRFKIT_NUMPY_COLD_MAX_TOKENS", COLD_MAX_TOKENS)
 
 
-def cold_batch(n_tokens: int) -> bool:
+def cold_batch(n_tokens: int, limit: int | None = None) -> bool:
     """Whether a batch of ``n_tokens`` tokens (more than :func:`max_tokens`) is decoded here
     because numba is not loaded in this process yet: the process's first such batch, of at most
-    :func:`cold_max_tokens` tokens.  True once per process (the caller decodes it here)."""
-    if "numba" in sys.modules or _COLD["calls"] or n_tokens > cold_max_tokens():
+    ``limit`` tokens (default :func:`cold_max_tokens`).  True once per process (the caller decodes
+    it here, or by the kernels compiled ahead of time: :func:`aot_batch`)."""
+    limit = cold_max_tokens() if limit is None else limit
+    if "numba" in sys.modules or _COLD["calls"] or n_tokens > limit:
         return False
     _COLD["calls"] += 1
     return True
@@ -367,18 +369,11 @@ def aot_batch(n_tokens: int):
     for the first large batch of a process that has not imported numba (up to
     :data:`AOT_COLD_MAX_TOKENS`: a script that loads a model and tags once).  Later large batches go
     to numba's parallel kernels, as a process that tags again and again wants (once per process)."""
-    if n_tokens <= max_tokens():
-        return aot_kernels()
-    if (
-        "numba" in sys.modules
-        or _COLD["calls"]
-        or n_tokens > _env_tokens("CRFKIT_AOT_COLD_MAX_TOKENS", AOT_COLD_MAX_TOKENS)
-    ):
-        return None
     kern = aot_kernels()
-    if kern is not None:
-        _COLD["calls"] += 1  # the process's cold batch (:func:`cold_batch`): taken
-    return kern
+    if kern is None or n_tokens <= max_tokens():
+        return kern
+    limit = _env_tokens("CRFKIT_AOT_COLD_MAX_TOKENS", AOT_COLD_MAX_TOKENS)
+    return kern if cold_batch(n_tokens, limit) else None
 
 
 def aot_viterbi(model, corpus, kern=None):
@@ -415,10 +410,7 @@ def aot_viterbi(model, corpus, kern=None):
         ent_ptr,
         0,
         ns,
-        np.ascontiguousarray(sp.attr_ptr, dtype=i64),
-        np.ascontiguousarray(sp.feat_label, dtype=np.int32),
-        np.ascontiguousarray(model.weights, dtype=np.float64),
-        transition_matrix(sp, model.weights),
+        *model._aot_model_args(),
         ids,
         ps,
     )
